@@ -1,0 +1,47 @@
+//===- LowerToGPU.cpp - fused loss functions → gpu.module + launch plan ---===//
+
+#include "compiler/Conversion/FusedFunction.h"
+#include "compiler/Conversion/Passes.h"
+#include "compiler/Kernels/LinearCrossEntropyGPU.h"
+
+namespace lossjit {
+#define GEN_PASS_DEF_LOSSLOWERTOGPU
+#include "compiler/Conversion/Passes.h.inc"
+} // namespace lossjit
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    TileConfig tile;
+    tile.blockRows = blockRows;
+    tile.threads = threads;
+    tile.splits = splits;
+    if (llvm::Error err = tile.validate()) {
+      module.emitError() << "loss-lower-to-gpu: " << llvm::toString(std::move(err));
+      return signalPassFailure();
+    }
+    auto fused = collectFusedFunctions(module, "loss-lower-to-gpu");
+    if (failed(fused))
+      return signalPassFailure();
+    if (fused->empty())
+      return;
+    OpBuilder b(&getContext());
+    for (FusedFunction &f : *fused) {
+      b.setInsertionPoint(f.func);
+      LaunchPlan plan;
+      plan.entry = f.func.getName().str();
+      buildLceGpuKernels(b, f.func.getLoc(), f.func.getName(),
+                         LceSpec::fromOp(f.op), tile, plan);
+      attachLaunchPlan(module, plan);
+      f.func.erase();
+    }
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    b.getUnitAttr());
+  }
+};
+} // namespace

@@ -1,0 +1,29 @@
+//===- Passes.h - lowering of the fused op to kernels -----------*- C++ -*-===//
+
+#ifndef LOSSJIT_COMPILER_CONVERSION_PASSES_H
+#define LOSSJIT_COMPILER_CONVERSION_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace lossjit {
+
+#define GEN_PASS_DECL
+#include "compiler/Conversion/Passes.h.inc"
+
+/// Adds the patterns rewriting f32 math.exp2/log2 into NVVM approx intrinsics.
+void populateMathToNVVMApproxPatterns(mlir::RewritePatternSet &patterns);
+
+#define GEN_PASS_REGISTRATION
+#include "compiler/Conversion/Passes.h.inc"
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_CONVERSION_PASSES_H

@@ -1,0 +1,58 @@
+//===- Passes.td - lowering of the fused op to kernels -----*- tablegen -*-===//
+
+#ifndef LOSSJIT_COMPILER_CONVERSION_PASSES
+#define LOSSJIT_COMPILER_CONVERSION_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def LossLowerToGPU : Pass<"loss-lower-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Lower each fused loss function to a gpu.module of kernels and a launch plan";
+  let description = [{
+    A `func.func` whose body is one `loss.linear_cross_entropy` (operands
+    are the function's arguments) becomes a `gpu.module` holding the
+    forward kernels (partial-LSE over vocab splits, fixed-order combine,
+    fixed-order reduction) built by the kernel builder for the given
+    TileConfig, plus a `loss.launch_plan` attribute that tells the runtime
+    the grid, block, workspaces and arguments of each launch. The function
+    itself is replaced by the module.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect"];
+  let options = [
+    Option<"blockRows", "block-rows", "int64_t", "4", "rows per thread block (BN)">,
+    Option<"threads", "threads", "int64_t", "128", "threads per block (power of two, 32..1024)">,
+    Option<"splits", "splits", "int64_t", "8", "vocabulary splits per row block (S)">,
+  ];
+}
+
+def LossLowerToCPU : Pass<"loss-lower-to-cpu", "::mlir::ModuleOp"> {
+  let summary = "Lower each fused loss function to CPU kernels (loops + vectors) and a launch plan";
+  let description = [{
+    Like loss-lower-to-gpu for the host: the fused op becomes `func.func`
+    kernels over a row range (vectorized f32 dot products, online
+    log-sum-exp, target logit) and a fixed-order reduction that sums in the
+    same order as the GPU reduction kernel. The host splits rows between
+    threads; every result is independent of the split.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect", "::mlir::vector::VectorDialect"];
+  let options = [
+    Option<"blockRows", "block-rows", "int64_t", "4", "rows computed together (register block)">,
+    Option<"vectorWidth", "vector-width", "int64_t", "8", "f32 lanes of the dot product">,
+  ];
+}
+
+def LossMathToNVVMApprox : Pass<"loss-math-to-nvvm-approx"> {
+  let summary = "Lower f32 math.exp2/math.log2 to ex2.approx.f32/lg2.approx.f32 intrinsics";
+  let description = [{
+    Without this, convert-gpu-to-nvvm turns math ops into `__nv_*` libdevice
+    calls, which Debian's MLIR cannot link. The kernels only use exp2/log2
+    on pre-scaled arguments, so the hardware approximations suffice
+    (relative error ≤ 2^-22).
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+#endif // LOSSJIT_COMPILER_CONVERSION_PASSES

@@ -1,0 +1,84 @@
+//===- LaunchPlan.h - how the runtime runs a compiled op ---------*- C++ -*-===//
+//
+// A compiled op is several kernels. The plan lists them in launch order with
+// grid formulas over the runtime dims (N, V, D) and compile-time constants,
+// the workspaces to allocate, and which buffer or dim feeds each kernel
+// argument. It travels in the IR as the `loss.launch_plans` attribute (so lit
+// tests see it) and ends up in the bundle manifest (runtime/KernelBundle.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_LAUNCHPLAN_H
+#define LOSSJIT_COMPILER_KERNELS_LAUNCHPLAN_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Support/LLVM.h"
+
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace lossjit {
+
+/// A user-visible buffer of the op (inputs and outputs alike).
+struct PlanParam {
+  std::string name;
+  std::string dtype;              ///< "f16", "bf16", "f32", "i32", "i64".
+  std::vector<std::string> shape; ///< dim names or integer literals.
+  bool isOutput = false;
+};
+
+/// Scratch memory the runtime allocates once per call.
+struct PlanWorkspace {
+  std::string name;
+  std::string dtype;
+  std::string count; ///< element-count formula, e.g. "S*N".
+};
+
+/// One kernel launch (GPU) or one call of a host kernel (CPU).
+struct PlanKernel {
+  std::string name;
+  /// The gpu.module (GPU) or builtin.module (CPU) holding the kernel; one
+  /// GPU kernel per module so each kernel becomes its own PTX file.
+  std::string module;
+  std::array<std::string, 3> grid = {"1", "1", "1"}; ///< formulas.
+  std::array<int64_t, 3> block = {1, 1, 1};
+  int64_t sharedBytes = 0;
+  std::vector<std::string> args; ///< param, workspace, dim or constant names.
+  /// CPU only: the kernel takes (row_begin, row_end) and the host may split
+  /// rows between threads.
+  bool rowParallel = false;
+};
+
+struct LaunchPlan {
+  std::string entry; ///< name of the function the plan replaces.
+  std::string op = "linear_cross_entropy";
+  std::vector<PlanParam> params;
+  std::vector<std::string> dims = {"N", "V", "D"};
+  std::map<std::string, int64_t> constants;
+  std::vector<PlanWorkspace> workspaces;
+  std::vector<PlanKernel> kernels;
+  std::map<std::string, std::string> options; ///< dtype, reduction, ...
+  std::string tile;                           ///< TileConfig::str().
+
+  /// Encodes the plan as a dictionary attribute.
+  mlir::DictionaryAttr toAttr(mlir::MLIRContext *context) const;
+  /// Decodes `toAttr`'s output; fails with a message on malformed input.
+  static mlir::FailureOr<LaunchPlan> fromAttr(mlir::DictionaryAttr attr,
+                                              std::string &error);
+};
+
+/// Name of the top-level module attribute mapping each lowered function's
+/// name to its plan: `loss.launch_plans = {lce = {...}}`.
+inline constexpr llvm::StringLiteral kLaunchPlansAttrName = "loss.launch_plans";
+
+/// Adds `plan` under its entry name to the module's `loss.launch_plans`.
+void attachLaunchPlan(mlir::Operation *module, const LaunchPlan &plan);
+/// Reads every plan of `module` (in entry-name order).
+mlir::FailureOr<std::vector<LaunchPlan>> readLaunchPlans(mlir::Operation *module,
+                                                         std::string &error);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_LAUNCHPLAN_H

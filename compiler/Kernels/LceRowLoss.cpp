@@ -1,0 +1,32 @@
+//===- LceRowLoss.cpp -----------------------------------------------------===//
+
+#include "compiler/Kernels/LceRowLoss.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace lossjit;
+
+/// The per-row loss given lse: 0 for an ignored row, lse − z_target for a
+/// label in [0, V), NaN for a label outside it (never an out-of-bounds read).
+Value lossjit::emitRowLoss(KernelEmitter &e, const LceSpec &spec, Value x, Value w,
+              Value bias, Value label, Value row, Value lse, Value v, Value d) {
+  Value ignored = e.cmpI(arith::CmpIPredicate::eq, label, e.index(spec.ignoreIndex));
+  return e.ifElse(
+      ignored, [](KernelEmitter &ie) { return ie.f32(0.0); },
+      [&](KernelEmitter &ce) {
+        Value inRange = ce.cmpI(arith::CmpIPredicate::ult, label, v);
+        return ce.ifElse(
+            inRange,
+            [&](KernelEmitter &te) {
+              Value z = te.dot(x, te.mul(row, d), w, te.mul(label, d), d);
+              if (bias)
+                z = te.addF(z, te.loadF32(bias, label));
+              return te.subF(lse, z);
+            },
+            [](KernelEmitter &ne) {
+              return ne.f32(std::numeric_limits<double>::quiet_NaN());
+            });
+      });
+}
+

@@ -1,0 +1,44 @@
+//===- LceSpec.cpp --------------------------------------------------------===//
+
+#include "compiler/Kernels/LceSpec.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+LceSpec LceSpec::fromOp(loss::LinearCrossEntropyOp op) {
+  LceSpec spec;
+  spec.storage = op.getStorage();
+  spec.labelType = cast<RankedTensorType>(op.getLabels().getType()).getElementType();
+  spec.hasBias = static_cast<bool>(op.getBias());
+  spec.ignoreIndex = op.getIgnoreIndex();
+  spec.reduction = op.getReduction();
+  return spec;
+}
+
+std::vector<PlanParam> LceSpec::planParams() const {
+  std::string dt = loss::storageTypeName(storage).str();
+  std::string lt = labelType.isInteger(32) ? "i32" : "i64";
+  std::vector<PlanParam> params = {
+      {"x", dt, {"N", "D"}, false},
+      {"w", dt, {"V", "D"}, false},
+      {"labels", lt, {"N"}, false},
+  };
+  if (hasBias)
+    params.push_back({"bias", dt, {"V"}, false});
+  std::vector<std::string> lossShape;
+  if (reduction == loss::Reduction::none)
+    lossShape = {"N"};
+  params.push_back({"loss", "f32", lossShape, true});
+  params.push_back({"lse", "f32", {"N"}, true});
+  return params;
+}
+
+std::map<std::string, std::string> LceSpec::planOptions() const {
+  return {
+      {"dtype", loss::storageTypeName(storage).str()},
+      {"label_type", labelType.isInteger(32) ? "i32" : "i64"},
+      {"bias", hasBias ? "true" : "false"},
+      {"ignore_index", std::to_string(ignoreIndex)},
+      {"reduction", loss::stringifyReduction(reduction).str()},
+  };
+}

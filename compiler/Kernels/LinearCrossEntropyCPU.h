@@ -1,0 +1,37 @@
+//===- LinearCrossEntropyCPU.h - host kernels of the fused loss -*- C++ -*-===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_LINEARCROSSENTROPYCPU_H
+#define LOSSJIT_COMPILER_KERNELS_LINEARCROSSENTROPYCPU_H
+
+#include "compiler/Kernels/LaunchPlan.h"
+#include "compiler/Kernels/LceSpec.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace lossjit {
+
+/// Options of the host kernels.
+struct CpuTileConfig {
+  int64_t blockRows = 4;   ///< rows sharing each loaded weight row.
+  int64_t vectorWidth = 8; ///< f32 lanes of the dot product.
+  /// Lanes of the fixed-order reduction; equal to the GPU block size so the
+  /// two backends sum per-row losses in the same order.
+  int64_t reduceLanes = 128;
+  std::string str() const;
+};
+
+/// Builds, at `builder`'s insertion point (a builtin.module body), the host
+/// kernels and returns their plan:
+///   lce_rows(x, w, [b], labels, lse, loss_rows, row_begin, row_end, V, D)
+///     online log-sum-exp over the whole vocabulary for rows in
+///     [row_begin, row_end), vectorized f32 dot products; the host may call
+///     it on disjoint row ranges from several threads;
+///   lce_reduce(labels, loss_rows, loss, N) (mean/sum only): the GPU
+///     reduction's lane/tree order, run sequentially.
+void buildLceCpuKernels(mlir::OpBuilder &builder, mlir::Location loc,
+                        llvm::StringRef moduleName, const LceSpec &spec, const CpuTileConfig &tile,
+                        LaunchPlan &plan);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_LINEARCROSSENTROPYCPU_H

@@ -1,0 +1,45 @@
+//===- Pipelines.h - graph → PTX and graph → host code, stage by stage -*- C++ -*-===//
+
+#ifndef LOSSJIT_COMPILER_PIPELINE_PIPELINES_H
+#define LOSSJIT_COMPILER_PIPELINE_PIPELINES_H
+
+#include "compiler/Kernels/LinearCrossEntropyCPU.h"
+#include "compiler/Kernels/TileConfig.h"
+
+#include <string>
+#include <vector>
+
+namespace lossjit {
+
+/// A GPU to emit PTX for.
+struct GpuTarget {
+  std::string chip = "sm_80"; ///< sm_80, sm_86, sm_89, sm_90, sm_90a, ...
+  /// PTX ISA features; empty picks one the chip needs (the upstream default
+  /// +ptx60 makes LLVM abort on sm_80 and newer).
+  std::string features;
+  /// Checks the chip spelling and that lossjit supports it (sm_70 or newer).
+  llvm::Error validate() const;
+  /// `features`, or the default for `chip`.
+  std::string effectiveFeatures() const;
+};
+
+/// One named step of a pipeline; stages run in order.
+struct Stage {
+  std::string name;     ///< "precision", "fused", "kernels", "nvvm", "ptx", ...
+  std::string pipeline; ///< textual pass pipeline on builtin.module.
+};
+
+/// The stages from a `loss` graph to PTX (the last one serializes every
+/// kernel gpu.module to a gpu.binary holding PTX text).
+std::vector<Stage> gpuStages(const GpuTarget &target, const TileConfig &tile);
+
+/// The stages from a `loss` graph to LLVM-dialect host kernels.
+std::vector<Stage> cpuStages(const CpuTileConfig &tile);
+
+/// The same stages as one pipeline string (what lossjit-opt's registered
+/// pipelines run).
+std::string joinStages(const std::vector<Stage> &stages);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_PIPELINE_PIPELINES_H

@@ -1,0 +1,82 @@
+//===- Registration.cpp ---------------------------------------------------===//
+
+#include "compiler/Pipeline/Registration.h"
+#include "compiler/Conversion/Passes.h"
+#include "compiler/Pipeline/Pipelines.h"
+#include "compiler/Transforms/Passes.h"
+#include "dialects/Loss/LossDialect.h"
+
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+
+#include <mutex>
+
+using namespace mlir;
+using namespace lossjit;
+
+void lossjit::registerLossJITDialects(DialectRegistry &registry) {
+  registry.insert<loss::LossDialect>();
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllToLLVMIRTranslations(registry);
+}
+
+namespace {
+struct GpuPipelineOptions : PassPipelineOptions<GpuPipelineOptions> {
+  Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU arch, e.g. sm_80"),
+                           llvm::cl::init("sm_80")};
+  Option<std::string> features{*this, "features",
+                               llvm::cl::desc("PTX features (default: by chip)"),
+                               llvm::cl::init("")};
+  Option<int64_t> blockRows{*this, "block-rows", llvm::cl::init(4)};
+  Option<int64_t> threads{*this, "threads", llvm::cl::init(128)};
+  Option<int64_t> splits{*this, "splits", llvm::cl::init(8)};
+};
+
+struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
+  Option<int64_t> blockRows{*this, "block-rows", llvm::cl::init(4)};
+  Option<int64_t> vectorWidth{*this, "vector-width", llvm::cl::init(8)};
+};
+
+/// Adds a joined stage list to `pm` (anchored on builtin.module already).
+LogicalResult addStages(OpPassManager &pm, const std::vector<Stage> &stages) {
+  std::string joined = joinStages(stages);
+  llvm::StringRef inner = llvm::StringRef(joined)
+                              .drop_front(strlen("builtin.module("))
+                              .drop_back(1);
+  return parsePassPipeline(inner, pm, llvm::errs());
+}
+} // namespace
+
+void lossjit::registerLossJITPasses() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    registerAllPasses();
+    registerLossTransformsPasses();
+    registerLossConversionPasses();
+    PassPipelineRegistration<GpuPipelineOptions>(
+        "lossjit-gpu-pipeline",
+        "loss graph → fused op → GPU kernels → NVVM → PTX (in-process)",
+        [](OpPassManager &pm, const GpuPipelineOptions &o) {
+          GpuTarget target{o.chip, o.features};
+          TileConfig tile;
+          tile.blockRows = o.blockRows;
+          tile.threads = o.threads;
+          tile.splits = o.splits;
+          (void)addStages(pm, gpuStages(target, tile));
+        });
+    PassPipelineRegistration<CpuPipelineOptions>(
+        "lossjit-cpu-pipeline",
+        "loss graph → fused op → host kernels → LLVM dialect",
+        [](OpPassManager &pm, const CpuPipelineOptions &o) {
+          CpuTileConfig tile;
+          tile.blockRows = o.blockRows;
+          tile.vectorWidth = o.vectorWidth;
+          (void)addStages(pm, cpuStages(tile));
+        });
+  });
+}

@@ -1,0 +1,116 @@
+//===- FuseLinearCrossEntropy.cpp - linear → log_softmax → nll fusion ----===//
+
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace lossjit {
+#define GEN_PASS_DEF_LOSSFUSELINEARCROSSENTROPY
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace lossjit
+
+using namespace mlir;
+using namespace lossjit;
+using namespace lossjit::loss;
+
+namespace {
+/// The pieces of a fusable chain feeding one loss.nll.
+struct ChainMatch {
+  LinearOp linear;
+};
+
+/// Walks back through explicit casts that nobody else uses. The fused op
+/// computes in f32 end to end, so dropping intermediate roundings only makes
+/// the result more precise; a cast with another user must stay materialized.
+Value skipCasts(Value v, std::string &why) {
+  while (auto c = v.getDefiningOp<CastOp>()) {
+    if (!c->hasOneUse()) {
+      why = "a loss.cast on the chain has another user";
+      return {};
+    }
+    v = c.getInput();
+  }
+  return v;
+}
+
+/// Matches nll(log_softmax([cast](linear(x, w[, b])))); on failure `why`
+/// says what blocked the fusion.
+FailureOr<ChainMatch> matchChain(NllOp nll, std::string &why) {
+  Value v = skipCasts(nll.getLogp(), why);
+  if (!v)
+    return failure();
+  auto ls = v.getDefiningOp<LogSoftmaxOp>();
+  if (!ls) {
+    why = "log-probabilities are not produced by loss.log_softmax";
+    return failure();
+  }
+  if (!ls->hasOneUse()) {
+    why = "the log-probabilities have another user, so the [N,V] tensor must "
+          "be materialized";
+    return failure();
+  }
+  v = skipCasts(ls.getInput(), why);
+  if (!v)
+    return failure();
+  auto lin = v.getDefiningOp<LinearOp>();
+  if (!lin) {
+    why = "logits are not produced by loss.linear";
+    return failure();
+  }
+  if (!lin->hasOneUse()) {
+    why = "the logits have another user, so the [N,V] tensor must be "
+          "materialized";
+    return failure();
+  }
+  return ChainMatch{lin};
+}
+
+struct FuseNllChain : OpRewritePattern<NllOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(NllOp nll,
+                                PatternRewriter &rewriter) const override {
+    std::string why;
+    FailureOr<ChainMatch> m = matchChain(nll, why);
+    if (failed(m))
+      return rewriter.notifyMatchFailure(nll, why);
+    LinearOp lin = m->linear;
+    auto x = cast<RankedTensorType>(lin.getInput().getType());
+    Type f32 = rewriter.getF32Type();
+    auto lseType = RankedTensorType::get({x.getDimSize(0)}, f32);
+    auto fused = LinearCrossEntropyOp::create(
+        rewriter, nll.getLoc(), nll.getResult().getType(), lseType,
+        lin.getInput(), lin.getWeight(), nll.getLabels(), lin.getBias(),
+        nll.getIgnoreIndexAttr(), nll.getReductionAttr(),
+        TypeAttr::get(x.getElementType()), TypeAttr::get(f32));
+    rewriter.replaceOp(nll, fused.getLoss());
+    return success();
+  }
+};
+
+struct FuseLinearCrossEntropyPass
+    : lossjit::impl::LossFuseLinearCrossEntropyBase<FuseLinearCrossEntropyPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateFuseLinearCrossEntropyPatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      getOperation()->emitError("fusion patterns did not converge");
+      return signalPassFailure();
+    }
+    if (!emitRemarks)
+      return;
+    getOperation()->walk([](NllOp nll) {
+      std::string why;
+      if (failed(matchChain(nll, why)))
+        nll.emitRemark() << "not fused into loss.linear_cross_entropy: " << why;
+    });
+  }
+};
+} // namespace
+
+void lossjit::populateFuseLinearCrossEntropyPatterns(
+    RewritePatternSet &patterns) {
+  CrossEntropyOp::getCanonicalizationPatterns(patterns, patterns.getContext());
+  patterns.add<FuseNllChain>(patterns.getContext());
+}

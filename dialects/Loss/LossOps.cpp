@@ -1,0 +1,241 @@
+//===- LossOps.cpp - verifiers and canonicalizations of `loss` ops -------===//
+
+#include "dialects/Loss/LossOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+using namespace lossjit::loss;
+
+bool lossjit::loss::isStorageType(Type type) {
+  return type.isF16() || type.isBF16() || type.isF32();
+}
+
+StringRef lossjit::loss::storageTypeName(Type type) {
+  if (type.isF16())
+    return "f16";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isF32())
+    return "f32";
+  return "unsupported";
+}
+
+namespace {
+/// Two dimensions agree unless both are static and differ.
+bool dimsCompatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+std::string dimString(int64_t d) {
+  return ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
+}
+
+RankedTensorType rankedType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Checks `value` has `rank`; `what` names the operand in the diagnostic.
+LogicalResult expectRank(Operation *op, Value value, int64_t rank,
+                         StringRef what) {
+  int64_t got = rankedType(value).getRank();
+  if (got == rank)
+    return success();
+  return op->emitOpError() << what << " must have rank " << rank << ", got rank "
+                           << got << " (" << value.getType() << ")";
+}
+
+LogicalResult expectDim(Operation *op, int64_t a, int64_t b, StringRef what) {
+  if (dimsCompatible(a, b))
+    return success();
+  return op->emitOpError() << what << ": " << dimString(a) << " vs "
+                           << dimString(b);
+}
+
+/// Shared checks of x [N,D], w [V,D], optional b [V] (linear and fused op).
+LogicalResult verifyLinearOperands(Operation *op, Value input, Value weight,
+                                   Value bias) {
+  if (failed(expectRank(op, input, 2, "input (x, [N,D])")) ||
+      failed(expectRank(op, weight, 2, "weight (w, [V,D])")))
+    return failure();
+  auto x = rankedType(input), w = rankedType(weight);
+  if (failed(expectDim(op, x.getDimSize(1), w.getDimSize(1),
+                       "reduction dim D of input and weight differ")))
+    return failure();
+  if (x.getElementType() != w.getElementType())
+    return op->emitOpError() << "input and weight must share one storage type, "
+                             << "got " << x.getElementType() << " and "
+                             << w.getElementType();
+  if (!bias)
+    return success();
+  if (failed(expectRank(op, bias, 1, "bias (b, [V])")))
+    return failure();
+  auto b = rankedType(bias);
+  if (b.getElementType() != x.getElementType())
+    return op->emitOpError() << "bias must have the storage type of input ("
+                             << x.getElementType() << "), got "
+                             << b.getElementType();
+  return expectDim(op, b.getDimSize(0), w.getDimSize(0),
+                   "bias length differs from vocabulary size V of weight");
+}
+
+/// Shared checks of NLL-style ops: scores [N,V], labels [N], result by reduction.
+LogicalResult verifyNllLike(Operation *op, Value scores, StringRef scoresWhat,
+                            Value labels, Value result, Reduction reduction) {
+  if (failed(expectRank(op, scores, 2, scoresWhat)) ||
+      failed(expectRank(op, labels, 1, "labels ([N])")))
+    return failure();
+  auto s = rankedType(scores), l = rankedType(labels);
+  if (failed(expectDim(op, s.getDimSize(0), l.getDimSize(0),
+                       "row count N of labels differs")))
+    return failure();
+  auto r = rankedType(result);
+  if (reduction == Reduction::none) {
+    if (failed(expectRank(op, result, 1, "result of reduction = none")))
+      return failure();
+    return expectDim(op, r.getDimSize(0), s.getDimSize(0),
+                     "result length differs from row count N");
+  }
+  return expectRank(op, result, 0, "result of reduction = mean/sum");
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// LinearOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearOp::verify() {
+  if (failed(verifyLinearOperands(*this, getInput(), getWeight(), getBias())) ||
+      failed(expectRank(*this, getResult(), 2, "result ([N,V])")))
+    return failure();
+  auto x = rankedType(getInput()), w = rankedType(getWeight());
+  auto r = rankedType(getResult());
+  if (r.getElementType() != x.getElementType())
+    return emitOpError() << "result keeps the storage type of input ("
+                         << x.getElementType() << "), got "
+                         << r.getElementType() << "; use loss.cast to change it";
+  if (failed(expectDim(*this, r.getDimSize(0), x.getDimSize(0),
+                       "result rows differ from input rows N")))
+    return failure();
+  return expectDim(*this, r.getDimSize(1), w.getDimSize(0),
+                   "result columns differ from weight rows V");
+}
+
+//===----------------------------------------------------------------------===//
+// CastOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CastOp::verify() {
+  auto in = rankedType(getInput()), out = rankedType(getResult());
+  if (in.getRank() != out.getRank())
+    return emitOpError() << "changes only the element type; rank " << in.getRank()
+                         << " vs " << out.getRank();
+  for (auto [a, b] : llvm::zip(in.getShape(), out.getShape()))
+    if (failed(expectDim(*this, a, b, "changes only the element type; shapes differ")))
+      return failure();
+  return success();
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getResult().getType())
+    return getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// LogSoftmaxOp / LogSumExpOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LogSoftmaxOp::verify() {
+  if (rankedType(getInput()).getRank() < 1)
+    return emitOpError() << "needs at least one axis (the vocabulary)";
+  if (getInput().getType() != getResult().getType())
+    return emitOpError() << "result type must equal input type "
+                         << getInput().getType() << ", got "
+                         << getResult().getType();
+  return success();
+}
+
+LogicalResult LogSumExpOp::verify() {
+  auto in = rankedType(getInput()), out = rankedType(getResult());
+  if (in.getRank() < 1)
+    return emitOpError() << "needs at least one axis (the vocabulary)";
+  if (out.getRank() != in.getRank() - 1)
+    return emitOpError() << "drops the last axis: result rank must be "
+                         << in.getRank() - 1 << ", got " << out.getRank();
+  if (out.getElementType() != in.getElementType())
+    return emitOpError() << "result element type must equal input's ("
+                         << in.getElementType() << ")";
+  for (auto [a, b] : llvm::zip(in.getShape().drop_back(), out.getShape()))
+    if (failed(expectDim(*this, a, b, "leading dims of input and result differ")))
+      return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// NllOp / CrossEntropyOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult NllOp::verify() {
+  return verifyNllLike(*this, getLogp(), "logp ([N,V])", getLabels(), getResult(),
+                       getReduction());
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  return verifyNllLike(*this, getLogits(), "logits ([N,V])", getLabels(), getResult(),
+                       getReduction());
+}
+
+namespace {
+/// cross_entropy(z, y) → nll(log_softmax(z), y) with the same options.
+struct ExpandCrossEntropy : OpRewritePattern<CrossEntropyOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(CrossEntropyOp op,
+                                PatternRewriter &rewriter) const override {
+    Value logits = op.getLogits();
+    auto logp = LogSoftmaxOp::create(rewriter, op.getLoc(), logits.getType(),
+                                     logits);
+    rewriter.replaceOpWithNewOp<NllOp>(op, op.getResult().getType(), logp,
+                                       op.getLabels(), op.getIgnoreIndexAttr(),
+                                       op.getReductionAttr());
+    return success();
+  }
+};
+} // namespace
+
+void CrossEntropyOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                                 MLIRContext *context) {
+  results.add<ExpandCrossEntropy>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// LinearCrossEntropyOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  if (failed(verifyLinearOperands(*this, getInput(), getWeight(), getBias())) ||
+      failed(verifyNllLike(*this, getInput(), "input (x, [N,D])", getLabels(), getLoss(),
+                           getReduction())))
+    return failure();
+  Type storage = getStorage();
+  if (!isStorageType(storage))
+    return emitOpError() << "storage must be f16, bf16 or f32, got " << storage;
+  Type elem = rankedType(getInput()).getElementType();
+  if (elem != storage)
+    return emitOpError() << "storage attribute " << storage
+                         << " differs from the input element type " << elem;
+  if (!getCompute().isF32())
+    return emitOpError() << "compute must be f32 (fp16/bf16 storage never "
+                            "means fp16 math), got "
+                         << getCompute();
+  if (failed(expectRank(*this, getLse(), 1, "lse ([N] f32)")))
+    return failure();
+  return expectDim(*this, rankedType(getLse()).getDimSize(0),
+                   rankedType(getInput()).getDimSize(0),
+                   "lse length differs from row count N");
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Loss/LossOps.cpp.inc"

@@ -1,0 +1,22 @@
+//===- LossOps.h - ops of the `loss` dialect --------------------*- C++ -*-===//
+
+#ifndef LOSSJIT_DIALECTS_LOSS_LOSSOPS_H
+#define LOSSJIT_DIALECTS_LOSS_LOSSOPS_H
+
+#include "dialects/Loss/LossDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "dialects/Loss/LossOps.h.inc"
+
+namespace lossjit::loss {
+/// True for the element types a loss tensor may be stored in (f16, bf16, f32).
+bool isStorageType(mlir::Type type);
+/// Spells a storage type the way users and manifests do: "f16", "bf16", "f32".
+llvm::StringRef storageTypeName(mlir::Type type);
+} // namespace lossjit::loss
+
+#endif // LOSSJIT_DIALECTS_LOSS_LOSSOPS_H

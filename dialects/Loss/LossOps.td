@@ -1,0 +1,114 @@
+//===- LossOps.td - ops of the `loss` dialect --------------*- tablegen -*-===//
+
+#ifndef LOSSJIT_LOSS_OPS
+#define LOSSJIT_LOSS_OPS
+
+include "dialects/Loss/LossDialect.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+/// Storage element types: the only ones a tensor may hold in the loss graph.
+def Loss_StorageFloat : AnyTypeOf<[F16, BF16, F32], "f16, bf16 or f32">;
+def Loss_FloatTensor : RankedTensorOf<[F16, BF16, F32]>;
+def Loss_F32Tensor : RankedTensorOf<[F32]>;
+def Loss_LabelTensor : RankedTensorOf<[I32, I64]>;
+
+def Loss_LinearOp : Loss_Op<"linear", [Pure]> {
+  let summary = "y = x · wᵀ (+ b): [N,D] × [V,D] (+ [V]) → [N,V]";
+  let description = [{
+    A linear layer as `torch.nn.functional.linear`: the result keeps the
+    storage element type of `input` (like PyTorch), accumulation precision
+    is decided when the op is lowered (always f32 here).
+  }];
+  let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,
+                       Optional<Loss_FloatTensor>:$bias);
+  let results = (outs Loss_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` type($input) `,` type($weight)
+    (`,` type($bias)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loss_CastOp : Loss_Op<"cast", [Pure]> {
+  let summary = "explicit element-type change (the only op that changes one)";
+  let arguments = (ins Loss_FloatTensor:$input);
+  let results = (outs Loss_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Loss_LogSoftmaxOp : Loss_Op<"log_softmax", [Pure]> {
+  let summary = "log-softmax over the last axis";
+  let arguments = (ins Loss_FloatTensor:$input);
+  let results = (outs Loss_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Loss_LogSumExpOp : Loss_Op<"logsumexp", [Pure]> {
+  let summary = "log Σ exp over the last axis: [..., V] → [...]";
+  let arguments = (ins Loss_FloatTensor:$input);
+  let results = (outs Loss_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Loss_NllOp : Loss_Op<"nll", [Pure]> {
+  let summary = "negative log-likelihood of log-probabilities [N,V] at labels [N]";
+  let description = [{
+    Rows whose label equals `ignore_index` contribute 0 and are not counted.
+    `reduction = none` gives a [N] f32 tensor; `mean` and `sum` a 0-d f32
+    tensor (`mean` over zero counted rows is NaN, like PyTorch).
+  }];
+  let arguments = (ins Loss_FloatTensor:$logp, Loss_LabelTensor:$labels,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<Loss_ReductionAttr,
+                           "::lossjit::loss::Reduction::mean">:$reduction);
+  let results = (outs Loss_F32Tensor:$result);
+  let assemblyFormat = [{
+    $logp `,` $labels attr-dict `:` type($logp) `,` type($labels) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loss_CrossEntropyOp : Loss_Op<"cross_entropy", [Pure]> {
+  let summary = "cross-entropy of logits [N,V] at labels [N] (sugar)";
+  let description = [{
+    Canonicalizes into `loss.log_softmax` + `loss.nll` with the same options.
+  }];
+  let arguments = (ins Loss_FloatTensor:$logits, Loss_LabelTensor:$labels,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<Loss_ReductionAttr,
+                           "::lossjit::loss::Reduction::mean">:$reduction);
+  let results = (outs Loss_F32Tensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Loss_LinearCrossEntropyOp : Loss_Op<"linear_cross_entropy", [Pure]> {
+  let summary = "fused linear → log-softmax → NLL without materialized logits";
+  let description = [{
+    `loss`, `lse` = CE(x · wᵀ (+ b), labels). Tensors are stored in `storage`
+    (f16, bf16 or f32); every product, exp, log, max and sum runs in
+    `compute` (f32). `lse` is the per-row log-sum-exp in f32, kept for the
+    backward pass.
+  }];
+  let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,
+                       Loss_LabelTensor:$labels, Optional<Loss_FloatTensor>:$bias,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<Loss_ReductionAttr,
+                           "::lossjit::loss::Reduction::mean">:$reduction,
+                       TypeAttr:$storage, TypeAttr:$compute);
+  let results = (outs Loss_F32Tensor:$loss, Loss_F32Tensor:$lse);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $labels (`,` $bias^)? attr-dict `:` type($input) `,`
+    type($weight) `,` type($labels) (`,` type($bias)^)? `->` type($loss) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // LOSSJIT_LOSS_OPS

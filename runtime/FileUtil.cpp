@@ -1,0 +1,107 @@
+//===- FileUtil.cpp - Whole-file I/O with errno messages ------------------===//
+
+#include "runtime/FileUtil.h"
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <functional>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+namespace lossjit::runtime {
+
+std::string errnoMessage(int errnoValue) {
+  char buf[256];
+  // GNU strerror_r may return a static string instead of filling buf.
+#if defined(__GLIBC__) && defined(_GNU_SOURCE)
+  return strerror_r(errnoValue, buf, sizeof(buf));
+#else
+  if (strerror_r(errnoValue, buf, sizeof(buf)) != 0)
+    return "error " + std::to_string(errnoValue);
+  return buf;
+#endif
+}
+
+Expected<std::string> readFile(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return makeError("cannot open '" + path + "': " + errnoMessage(errno));
+  std::string data;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0)
+    data.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n == 0)
+      break;
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      int saved = errno;
+      ::close(fd);
+      return makeError("cannot read '" + path + "': " + errnoMessage(saved));
+    }
+    data.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return data;
+}
+
+Error writeFile(const std::string &path, std::string_view data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return makeError("cannot create '" + path + "': " + errnoMessage(errno));
+  const char *p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      int saved = errno;
+      ::close(fd);
+      return makeError("cannot write '" + path + "': " + errnoMessage(saved));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0)
+    return makeError("cannot write '" + path + "': " + errnoMessage(errno));
+  return Error::success();
+}
+
+Error createDirectories(const std::string &path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec)
+    return makeError("cannot create directory '" + path + "': " + ec.message());
+  if (!std::filesystem::is_directory(path, ec))
+    return makeError("cannot create directory '" + path +
+                     "': a non-directory file is in the way");
+  return Error::success();
+}
+
+Error removeTree(const std::string &path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec)
+    return makeError("cannot remove '" + path + "': " + ec.message());
+  return Error::success();
+}
+
+std::string uniqueSuffix() {
+  static std::atomic<uint64_t> counter{0};
+  auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  size_t thread = std::hash<std::thread::id>{}(std::this_thread::get_id());
+  return std::to_string(::getpid()) + "-" + std::to_string(thread % 100000) +
+         "-" + std::to_string(now % 1000000007) + "-" +
+         std::to_string(counter.fetch_add(1));
+}
+
+} // namespace lossjit::runtime

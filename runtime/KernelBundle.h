@@ -1,0 +1,165 @@
+//===- KernelBundle.h - Compiled op: in-memory form and on-disk format -*- C++ -*-===//
+//
+// A kernel bundle is everything needed to run one compiled op variant: the
+// kernel images plus how to size, order and call them. The compiler writes
+// it, the cache stores it, the AOT tool ships directories of them
+// (LOSSJIT_KERNEL_PATH), and the launcher runs it; all four share this one
+// format, so a runtime-only build can run kernels made elsewhere.
+//
+// ON-DISK FORMAT (format_version 1)
+// ---------------------------------
+// A bundle is a directory `<root>/<key>/` holding `manifest.json` and one file
+// per kernel image. manifest.json:
+//
+//   {
+//     "format": "lossjit-bundle", "format_version": 1,
+//     "key": "<64 lower-case hex: SHA-256 cache key, == directory name>",
+//     "lossjit_version": "0.1.0", "llvm_version": "22.1.8",
+//     "op": "linear_cross_entropy",          // op family
+//     "backend": "cuda",                     // "cuda" (PTX or cubin) | "cpu"
+//     "arch": "sm_80",                       // "host" for cpu
+//     "options": {...},                      // free-form object (dtype, ...)
+//     "tile": {...},                         // free-form object (TileConfig)
+//     "ir_hash": "<sha256 hex of canonical IR text>",
+//     "params": [ {"name": "x", "kind": "buffer", "dtype": "f16",
+//                  "shape": ["N", "D"]}, ... ],   // inputs AND outputs
+//     "dims": ["N", "V", "D"],              // runtime int64 symbols (caller)
+//     "constants": {"S": 8},                // compile-time int64 symbols
+//     "workspaces": [ {"name": "part_m", "dtype": "f32", "count": "S*N"} ],
+//     "kernels": [ {"name": "lce_partial",         // PTX entry name
+//                   "file": "lce_partial.sm_80.ptx",
+//                   "sha256": "<hex of the file's bytes>",
+//                   "grid": ["cdiv(N,4)", "S", "1"],
+//                   "block": [128, 1, 1],
+//                   "shared_bytes": 4096,           // dynamic shared memory
+//                   "args": ["x", "w", "part_m", "N"]}, ... ]  // run in order
+//   }
+//
+// Names (params, workspaces, dims, constants) are C identifiers, unique across
+// all four groups. dtype is one of f16 bf16 f32 f64 i8 i16 i32 i64 u8 u16 u32
+// u64 i1 (i1 takes one byte). A shape entry is a dim or constant name or a
+// non-negative integer; element count = product (empty shape = 1). Grid
+// entries and workspace counts are formulas (runtime/Formula.h) over dims and
+// constants; a grid entry may also be a JSON integer. Unknown top-level fields
+// are ignored (forward compatibility). For backend "cpu" the images are
+// opaque to the runtime and grid/block/shared_bytes/args are optional.
+//
+// Kernel argument ABI (cuda): an arg naming a buffer (param or workspace)
+// expands to the MLIR memref<?xT> descriptor of a flat 1-D buffer, 5 kernel
+// parameters: T* allocated, T* aligned, int64 offset (= 0), int64 size
+// (= element count), int64 stride (= 1). An arg naming a dim or constant is
+// one int64.
+//
+// Integrity: each file's SHA-256 is checked on load. A missing, truncated or
+// altered file, or an unparsable or inconsistent manifest, makes the whole
+// entry invalid: it is reported and never executed.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_RUNTIME_KERNELBUNDLE_H
+#define LOSSJIT_RUNTIME_KERNELBUNDLE_H
+
+#include "runtime/Json.h"
+#include "runtime/Status.h"
+#include "runtime/Version.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lossjit::runtime {
+
+inline constexpr const char *kBundleFormat = "lossjit-bundle";
+inline constexpr int64_t kBundleFormatVersion = 1;
+inline constexpr const char *kManifestFileName = "manifest.json";
+
+/// Size in bytes of a manifest dtype, or an error naming the valid ones.
+Expected<size_t> dtypeSize(const std::string &dtype);
+
+/// A buffer the caller provides (input or output).
+struct BundleParam {
+  std::string name;
+  std::string kind = "buffer";
+  std::string dtype;
+  /// Dim/constant names or decimal literals.
+  std::vector<std::string> shape;
+};
+
+/// A scratch buffer the launcher allocates for the duration of one launch.
+struct BundleWorkspace {
+  std::string name;
+  std::string dtype;
+  /// Element count formula.
+  std::string count;
+};
+
+/// One kernel, launched in manifest order.
+struct BundleKernel {
+  /// Entry point name inside the image.
+  std::string name;
+  /// File name of the image inside the bundle directory.
+  std::string file;
+  std::array<std::string, 3> grid = {"1", "1", "1"};
+  std::array<uint32_t, 3> block = {1, 1, 1};
+  /// Dynamic shared memory per block, in bytes.
+  uint32_t sharedBytes = 0;
+  /// Names of params, workspaces, dims or constants, in kernel-parameter order.
+  std::vector<std::string> args;
+  /// The image bytes (PTX text, cubin or a CPU object).
+  std::string image;
+};
+
+/// The in-memory form of a compiled op variant.
+struct KernelBundle {
+  std::string key;
+  std::string lossjitVersion = kLossjitVersion;
+  std::string llvmVersion;
+  std::string op;
+  std::string backend = "cuda";
+  std::string arch;
+  JsonValue options = JsonValue::object();
+  JsonValue tile = JsonValue::object();
+  std::string irHash;
+  std::vector<BundleParam> params;
+  std::vector<std::string> dims;
+  /// Ordered as in the manifest.
+  std::vector<std::pair<std::string, int64_t>> constants;
+  std::vector<BundleWorkspace> workspaces;
+  std::vector<BundleKernel> kernels;
+
+  /// Checks internal consistency: well-formed key and names, known dtypes,
+  /// every arg and formula symbol resolves, safe file names, sane block sizes,
+  /// non-empty images. Errors name the offending field.
+  Error verify() const;
+
+  /// The manifest (file hashes computed from the images).
+  JsonValue toManifest() const;
+
+  /// Parses a manifest into a bundle without images (see readBundleDirectory),
+  /// then returns the per-kernel "sha256" values in `expectedHashes`.
+  static Expected<KernelBundle>
+  fromManifest(const JsonValue &manifest,
+               std::vector<std::string> *expectedHashes = nullptr);
+
+  /// Bytes of all images (what the cache's size bound counts, plus manifest).
+  uint64_t imageBytes() const;
+};
+
+/// Writes `bundle` into `directory` (created if missing): image files first,
+/// manifest.json last. Not atomic by itself; the cache writes into a temporary
+/// directory and renames it.
+Error writeBundleDirectory(const KernelBundle &bundle,
+                           const std::string &directory);
+
+/// Reads and fully validates a bundle directory: parses the manifest, checks
+/// it (KernelBundle::verify), loads every image and checks its SHA-256. With a
+/// non-empty `expectedKey`, the manifest's key must equal it. Any failure is
+/// an error saying which file and why.
+Expected<KernelBundle> readBundleDirectory(const std::string &directory,
+                                           const std::string &expectedKey = {});
+
+} // namespace lossjit::runtime
+
+#endif // LOSSJIT_RUNTIME_KERNELBUNDLE_H

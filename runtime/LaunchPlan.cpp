@@ -1,0 +1,229 @@
+//===- LaunchPlan.cpp - Sizes, grids and kernel arguments of a bundle -----===//
+
+#include "runtime/LaunchPlan.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace lossjit::runtime {
+
+Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
+  if (Error e = bundle.verify())
+    return e;
+  LaunchPlan plan;
+  std::vector<std::string> symbols = bundle.dims;
+  plan.dimNames = bundle.dims;
+  for (const auto &[name, value] : bundle.constants) {
+    symbols.push_back(name);
+    plan.constantValues.push_back(value);
+  }
+  auto symbolIndex = [&](const std::string &name) -> int64_t {
+    auto it = std::find(symbols.begin(), symbols.end(), name);
+    return it == symbols.end() ? -1 : it - symbols.begin();
+  };
+
+  for (const BundleParam &p : bundle.params) {
+    Param param;
+    param.name = p.name;
+    param.elementSize = *dtypeSize(p.dtype);
+    param.shapeText = "[";
+    for (const std::string &entry : p.shape) {
+      int64_t index = symbolIndex(entry);
+      param.shape.push_back(index >= 0 ? ShapeEntry{true, index}
+                                       : ShapeEntry{false, std::stoll(entry)});
+      param.shapeText += (param.shapeText.size() > 1 ? ", " : "") + entry;
+    }
+    param.shapeText += "]";
+    plan.params.push_back(std::move(param));
+  }
+  for (const BundleWorkspace &w : bundle.workspaces) {
+    Expected<Formula> count = Formula::parse(w.count, symbols);
+    if (!count)
+      return std::move(count.takeError()).withContext("workspace '" + w.name + "'");
+    plan.workspaces.push_back(Workspace{w.name, *dtypeSize(w.dtype), *count});
+  }
+  for (const BundleKernel &k : bundle.kernels) {
+    Kernel kernel;
+    kernel.name = k.name;
+    kernel.block = k.block;
+    kernel.sharedBytes = k.sharedBytes;
+    for (size_t d = 0; d < 3; ++d) {
+      Expected<Formula> g = Formula::parse(k.grid[d], symbols);
+      if (!g)
+        return std::move(g.takeError()).withContext("kernel '" + k.name + "' grid");
+      kernel.grid[d] = std::move(*g);
+    }
+    kernel.parameterCount = 0;
+    for (const std::string &arg : k.args) {
+      ArgBinding binding{ArgBinding::Param, 0};
+      bool found = false;
+      for (size_t i = 0; i < bundle.params.size() && !found; ++i)
+        if (bundle.params[i].name == arg) {
+          binding = {ArgBinding::Param, i};
+          found = true;
+        }
+      for (size_t i = 0; i < bundle.workspaces.size() && !found; ++i)
+        if (bundle.workspaces[i].name == arg) {
+          binding = {ArgBinding::Workspace, i};
+          found = true;
+        }
+      for (size_t i = 0; i < bundle.dims.size() && !found; ++i)
+        if (bundle.dims[i] == arg) {
+          binding = {ArgBinding::Dim, i};
+          found = true;
+        }
+      for (size_t i = 0; i < bundle.constants.size() && !found; ++i)
+        if (bundle.constants[i].first == arg) {
+          binding = {ArgBinding::Constant, i};
+          found = true;
+        }
+      if (!found) // verify() makes this unreachable; keep the error anyway.
+        return makeError("kernel '" + k.name + "': argument '" + arg +
+                         "' names nothing");
+      bool isBuffer = binding.kind == ArgBinding::Param ||
+                      binding.kind == ArgBinding::Workspace;
+      kernel.parameterCount += isBuffer ? 5 : 1;
+      kernel.args.push_back(binding);
+    }
+    plan.kernels.push_back(std::move(kernel));
+  }
+  return plan;
+}
+
+Expected<ResolvedLaunch>
+LaunchPlan::resolve(std::span<const int64_t> dims) const {
+  if (dims.size() != dimNames.size()) {
+    std::string names;
+    for (const std::string &n : dimNames)
+      names += (names.empty() ? "" : ", ") + n;
+    return makeError("dims: expected " + std::to_string(dimNames.size()) +
+                     " values (" + names + "), got " +
+                     std::to_string(dims.size()));
+  }
+  ResolvedLaunch launch;
+  launch.symbolValues.assign(dims.begin(), dims.end());
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] < 0)
+      return makeError("dim " + dimNames[i] + " = " + std::to_string(dims[i]) +
+                       ": expected a non-negative integer");
+  launch.symbolValues.insert(launch.symbolValues.end(), constantValues.begin(),
+                             constantValues.end());
+
+  for (const Param &p : params) {
+    int64_t count = 1;
+    for (const ShapeEntry &s : p.shape) {
+      int64_t extent = s.isSymbol ? launch.symbolValues[static_cast<size_t>(s.value)]
+                                  : s.value;
+      if (__builtin_mul_overflow(count, extent, &count))
+        return makeError("param '" + p.name + "': element count of shape " +
+                         p.shapeText + " overflows int64");
+    }
+    launch.paramElements.push_back(count);
+  }
+  for (const Workspace &w : workspaces) {
+    Expected<int64_t> count = w.count.evaluate(launch.symbolValues);
+    if (!count)
+      return std::move(count.takeError()).withContext("workspace '" + w.name + "'");
+    if (*count < 0)
+      return makeError("workspace '" + w.name + "': count '" +
+                       w.count.getText() + "' evaluates to " +
+                       std::to_string(*count) + ", expected >= 0");
+    uint64_t bytes;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(*count), w.elementSize, &bytes))
+      return makeError("workspace '" + w.name + "': byte size overflows");
+    launch.workspaceElements.push_back(*count);
+    launch.workspaceBytes.push_back(bytes);
+  }
+  // CUDA's limits on grid dimensions.
+  static constexpr int64_t kMaxGrid[3] = {std::numeric_limits<int32_t>::max(),
+                                          65535, 65535};
+  for (const Kernel &k : kernels) {
+    ResolvedLaunch::Kernel rk{{0, 0, 0}, false};
+    for (size_t d = 0; d < 3; ++d) {
+      Expected<int64_t> g = k.grid[d].evaluate(launch.symbolValues);
+      if (!g)
+        return std::move(g.takeError()).withContext("kernel '" + k.name + "' grid[" +
+                                                    std::to_string(d) + "]");
+      if (*g < 0 || *g > kMaxGrid[d])
+        return makeError("kernel '" + k.name + "' grid[" + std::to_string(d) +
+                         "] = '" + k.grid[d].getText() + "' evaluates to " +
+                         std::to_string(*g) + ", expected 0.." +
+                         std::to_string(kMaxGrid[d]));
+      rk.grid[d] = static_cast<uint32_t>(*g);
+      rk.skip = rk.skip || *g == 0;
+    }
+    launch.kernels.push_back(rk);
+  }
+  return launch;
+}
+
+size_t LaunchPlan::parameterCount(size_t kernel) const {
+  return kernels[kernel].parameterCount;
+}
+
+Error LaunchPlan::packArguments(size_t kernel, const ResolvedLaunch &launch,
+                                std::span<const uint64_t> paramAddresses,
+                                std::span<const uint64_t> workspaceAddresses,
+                                PackedArgs &out) const {
+  if (kernel >= kernels.size())
+    return makeError("kernel index " + std::to_string(kernel) +
+                     " out of range (bundle has " +
+                     std::to_string(kernels.size()) + " kernels)");
+  if (paramAddresses.size() != params.size())
+    return makeError("expected " + std::to_string(params.size()) +
+                     " param addresses, got " +
+                     std::to_string(paramAddresses.size()));
+  if (workspaceAddresses.size() != workspaces.size())
+    return makeError("expected " + std::to_string(workspaces.size()) +
+                     " workspace addresses, got " +
+                     std::to_string(workspaceAddresses.size()));
+  const Kernel &k = kernels[kernel];
+  out.slots.clear();
+  out.slots.reserve(k.parameterCount);
+  for (const ArgBinding &arg : k.args) {
+    switch (arg.kind) {
+    case ArgBinding::Param:
+    case ArgBinding::Workspace: {
+      bool isParam = arg.kind == ArgBinding::Param;
+      uint64_t address = isParam ? paramAddresses[arg.index]
+                                 : workspaceAddresses[arg.index];
+      int64_t elements = isParam ? launch.paramElements[arg.index]
+                                 : launch.workspaceElements[arg.index];
+      // memref<?xT> descriptor: allocated, aligned, offset, size, stride.
+      out.slots.push_back(address);
+      out.slots.push_back(address);
+      out.slots.push_back(0);
+      out.slots.push_back(static_cast<uint64_t>(elements));
+      out.slots.push_back(1);
+      break;
+    }
+    case ArgBinding::Dim:
+      out.slots.push_back(static_cast<uint64_t>(launch.symbolValues[arg.index]));
+      break;
+    case ArgBinding::Constant:
+      out.slots.push_back(static_cast<uint64_t>(constantValues[arg.index]));
+      break;
+    }
+  }
+  out.pointerArray.resize(out.slots.size());
+  for (size_t i = 0; i < out.slots.size(); ++i)
+    out.pointerArray[i] = &out.slots[i];
+  return Error::success();
+}
+
+std::string LaunchPlan::paramShapeText(size_t i) const {
+  return params[i].shapeText;
+}
+
+std::string LaunchPlan::describeKernel(size_t kernel,
+                                       const ResolvedLaunch &launch) const {
+  const Kernel &k = kernels[kernel];
+  const auto &g = launch.kernels[kernel].grid;
+  return k.name + " grid=(" + std::to_string(g[0]) + "," + std::to_string(g[1]) +
+         "," + std::to_string(g[2]) + ") block=(" + std::to_string(k.block[0]) +
+         "," + std::to_string(k.block[1]) + "," + std::to_string(k.block[2]) +
+         ") smem=" + std::to_string(k.sharedBytes) +
+         (launch.kernels[kernel].skip ? " (skipped: empty grid)" : "");
+}
+
+} // namespace lossjit::runtime

@@ -1,0 +1,138 @@
+//===- LaunchPlan.h - Sizes, grids and kernel arguments of a bundle -*- C++ -*-===//
+//
+// A bundle's manifest says how to size and call its kernels symbolically; a
+// LaunchPlan is that description compiled once per bundle (formulas parsed,
+// argument names bound to slots) so that each launch only evaluates a few
+// integer programs and copies pointers. It knows nothing about CUDA, which
+// keeps it testable on machines without a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_RUNTIME_LAUNCHPLAN_H
+#define LOSSJIT_RUNTIME_LAUNCHPLAN_H
+
+#include "runtime/Formula.h"
+#include "runtime/KernelBundle.h"
+#include "runtime/Status.h"
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace lossjit::runtime {
+
+/// What a kernel argument name refers to.
+struct ArgBinding {
+  enum Kind { Param, Workspace, Dim, Constant };
+  Kind kind;
+  /// Index into the bundle's params / workspaces / dims / constants.
+  size_t index;
+};
+
+/// Concrete sizes for one set of dims.
+struct ResolvedLaunch {
+  /// Element counts, per param and per workspace.
+  std::vector<int64_t> paramElements;
+  std::vector<int64_t> workspaceElements;
+  std::vector<uint64_t> workspaceBytes;
+  /// Per kernel: grid size; `skip` when some grid dimension is 0 (nothing to
+  /// do, and CUDA rejects empty grids).
+  struct Kernel {
+    std::array<uint32_t, 3> grid;
+    bool skip;
+  };
+  std::vector<Kernel> kernels;
+  /// dims followed by constants, the values the formulas saw.
+  std::vector<int64_t> symbolValues;
+};
+
+/// Kernel parameters in cuLaunchKernel's form: `pointers()[i]` points at the
+/// i-th 8-byte value. Reused across launches to avoid allocation.
+class PackedArgs {
+public:
+  void **pointers() { return pointerArray.data(); }
+  size_t size() const { return slots.size(); }
+  /// The raw 8-byte values (for tests and logs).
+  const std::vector<uint64_t> &values() const { return slots; }
+
+private:
+  friend class LaunchPlan;
+  std::vector<uint64_t> slots;
+  std::vector<void *> pointerArray;
+};
+
+/// A bundle's launch description, validated and bound.
+class LaunchPlan {
+public:
+  /// Prepares `bundle` (which must pass KernelBundle::verify()).
+  static Expected<LaunchPlan> build(const KernelBundle &bundle);
+
+  /// Evaluates every size and grid for `dims` (in the bundle's dims order).
+  /// Errors name the dim, workspace or kernel and the offending value.
+  Expected<ResolvedLaunch> resolve(std::span<const int64_t> dims) const;
+
+  /// Fills `out` with kernel `kernel`'s parameters following the memref ABI
+  /// (see KernelBundle.h). `paramAddresses` and `workspaceAddresses` hold one
+  /// device address per param / workspace, in bundle order.
+  Error packArguments(size_t kernel, const ResolvedLaunch &launch,
+                      std::span<const uint64_t> paramAddresses,
+                      std::span<const uint64_t> workspaceAddresses,
+                      PackedArgs &out) const;
+
+  /// Number of 8-byte kernel parameters kernel `kernel` takes.
+  size_t parameterCount(size_t kernel) const;
+
+  size_t numParams() const { return params.size(); }
+  size_t numWorkspaces() const { return workspaces.size(); }
+  size_t numDims() const { return dimNames.size(); }
+  size_t numKernels() const { return kernels.size(); }
+  const std::string &paramName(size_t i) const { return params[i].name; }
+  const std::string &workspaceName(size_t i) const { return workspaces[i].name; }
+  const std::vector<std::string> &getDimNames() const { return dimNames; }
+  /// Human-readable shape of param `i` ("[N, D]").
+  std::string paramShapeText(size_t i) const;
+  size_t paramElementSize(size_t i) const { return params[i].elementSize; }
+  const std::vector<ArgBinding> &kernelArgs(size_t k) const {
+    return kernels[k].args;
+  }
+
+  /// "name grid=(a,b,c) block=(x,y,z) smem=B" for logs.
+  std::string describeKernel(size_t kernel, const ResolvedLaunch &launch) const;
+
+private:
+  struct ShapeEntry {
+    bool isSymbol;
+    int64_t value; // literal or symbol index
+  };
+  struct Param {
+    std::string name;
+    size_t elementSize;
+    std::vector<ShapeEntry> shape;
+    std::string shapeText;
+  };
+  struct Workspace {
+    std::string name;
+    size_t elementSize;
+    Formula count;
+  };
+  struct Kernel {
+    std::string name;
+    std::array<Formula, 3> grid;
+    std::array<uint32_t, 3> block;
+    uint32_t sharedBytes;
+    std::vector<ArgBinding> args;
+    size_t parameterCount;
+  };
+
+  std::vector<std::string> dimNames;
+  std::vector<int64_t> constantValues;
+  std::vector<Param> params;
+  std::vector<Workspace> workspaces;
+  std::vector<Kernel> kernels;
+};
+
+} // namespace lossjit::runtime
+
+#endif // LOSSJIT_RUNTIME_LAUNCHPLAN_H
