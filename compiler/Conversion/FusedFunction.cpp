@@ -58,3 +58,20 @@ lossjit::collectFusedFunctions(ModuleOp module, StringRef passName) {
     return failure();
   return found;
 }
+
+std::vector<std::string> lossjit::argumentRoles(FusedFunction f) {
+  std::vector<std::string> roles;
+  for (BlockArgument arg : f.func.getArguments()) {
+    std::string role;
+    if (arg == f.op.getInput())
+      role = "x";
+    else if (arg == f.op.getWeight())
+      role = "w";
+    else if (arg == f.op.getLabels())
+      role = "labels";
+    else if (arg == f.op.getBias())
+      role = "bias";
+    roles.push_back(role);
+  }
+  return roles;
+}

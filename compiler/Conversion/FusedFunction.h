@@ -16,6 +16,10 @@ struct FusedFunction {
   loss::LinearCrossEntropyOp op;
 };
 
+/// For each argument of the function, the plan param it feeds ("x", "w",
+/// "labels", "bias") or "" when the fused op does not read it.
+std::vector<std::string> argumentRoles(FusedFunction f);
+
 /// Collects the fused functions of `module`. A function that holds a fused
 /// op in any other form is reported as an error on that op; returns failure
 /// if any was.

@@ -40,6 +40,7 @@ struct LowerToCPUPass : lossjit::impl::LossLowerToCPUBase<LowerToCPUPass> {
                                       (f.func.getName() + "_kernels").str());
       LaunchPlan plan;
       plan.entry = f.func.getName().str();
+      plan.entryArgs = argumentRoles(f);
       b.setInsertionPointToStart(kernels.getBody());
       buildLceCpuKernels(b, f.func.getLoc(), *kernels.getSymName(),
                          LceSpec::fromOp(f.op), tile, plan);

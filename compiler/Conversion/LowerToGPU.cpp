@@ -35,6 +35,7 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
       b.setInsertionPoint(f.func);
       LaunchPlan plan;
       plan.entry = f.func.getName().str();
+      plan.entryArgs = argumentRoles(f);
       buildLceGpuKernels(b, f.func.getLoc(), f.func.getName(),
                          LceSpec::fromOp(f.op), tile, plan);
       attachLaunchPlan(module, plan);

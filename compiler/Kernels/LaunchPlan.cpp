@@ -86,6 +86,7 @@ DictionaryAttr LaunchPlan::toAttr(MLIRContext *context) const {
     constAttrs.push_back(b.getNamedAttr(k, b.getI64IntegerAttr(v)));
   return b.getDictionaryAttr({
       b.getNamedAttr("entry", b.getStringAttr(entry)),
+      b.getNamedAttr("entry_args", strings(b, entryArgs)),
       b.getNamedAttr("op", b.getStringAttr(op)),
       b.getNamedAttr("params", b.getArrayAttr(paramAttrs)),
       b.getNamedAttr("dims", strings(b, dims)),
@@ -109,8 +110,9 @@ FailureOr<LaunchPlan> LaunchPlan::fromAttr(DictionaryAttr attr,
   plan.op = readString(attr, "op", ok);
   plan.tile = readString(attr, "tile", ok);
   plan.dims.clear();
-  if (!ok || !readStrings(attr.get("dims"), plan.dims))
-    return fail("entry, op, tile and dims are required");
+  if (!ok || !readStrings(attr.get("dims"), plan.dims) ||
+      !readStrings(attr.get("entry_args"), plan.entryArgs))
+    return fail("entry, entry_args, op, tile and dims are required");
   auto params = attr.getAs<ArrayAttr>("params");
   auto workspaces = attr.getAs<ArrayAttr>("workspaces");
   auto kernels = attr.getAs<ArrayAttr>("kernels");

@@ -53,6 +53,9 @@ struct PlanKernel {
 
 struct LaunchPlan {
   std::string entry; ///< name of the function the plan replaces.
+  /// For each argument of that function, the param it feeds ("x", "w",
+  /// "labels", "bias"; "" if unused), so a graph's callers keep its order.
+  std::vector<std::string> entryArgs;
   std::string op = "linear_cross_entropy";
   std::vector<PlanParam> params;
   std::vector<std::string> dims = {"N", "V", "D"};

@@ -71,13 +71,18 @@ std::vector<Stage> lossjit::cpuStages(const CpuTileConfig &tile) {
   return stages;
 }
 
+llvm::StringRef lossjit::stripModuleAnchor(llvm::StringRef pipeline) {
+  llvm::StringRef inner = pipeline.trim();
+  if (inner.consume_front("builtin.module(") && inner.consume_back(")"))
+    return inner;
+  return pipeline;
+}
+
 std::string lossjit::joinStages(const std::vector<Stage> &stages) {
   // Each stage is "builtin.module(...)"; concatenate the insides.
   std::string inner;
   for (const Stage &s : stages) {
-    llvm::StringRef body = llvm::StringRef(s.pipeline)
-                               .drop_front(strlen("builtin.module("))
-                               .drop_back(1);
+    llvm::StringRef body = stripModuleAnchor(s.pipeline);
     if (!inner.empty())
       inner += ",";
     inner += body.str();

@@ -36,6 +36,10 @@ std::vector<Stage> gpuStages(const GpuTarget &target, const TileConfig &tile);
 /// The stages from a `loss` graph to LLVM-dialect host kernels.
 std::vector<Stage> cpuStages(const CpuTileConfig &tile);
 
+/// The passes inside a "builtin.module(...)" pipeline, for adding to a pass
+/// manager that is already anchored on builtin.module.
+llvm::StringRef stripModuleAnchor(llvm::StringRef pipeline);
+
 /// The same stages as one pipeline string (what lossjit-opt's registered
 /// pipelines run).
 std::string joinStages(const std::vector<Stage> &stages);

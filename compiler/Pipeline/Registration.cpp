@@ -45,10 +45,7 @@ struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
 /// Adds a joined stage list to `pm` (anchored on builtin.module already).
 LogicalResult addStages(OpPassManager &pm, const std::vector<Stage> &stages) {
   std::string joined = joinStages(stages);
-  llvm::StringRef inner = llvm::StringRef(joined)
-                              .drop_front(strlen("builtin.module("))
-                              .drop_back(1);
-  return parsePassPipeline(inner, pm, llvm::errs());
+  return parsePassPipeline(stripModuleAnchor(joined), pm, llvm::errs());
 }
 } // namespace
 

@@ -1,0 +1,77 @@
+//===- GraphBuilder.cpp ---------------------------------------------------===//
+
+#include "compiler/Builder/GraphBuilder.h"
+#include "dialects/Loss/LossOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+llvm::Expected<Type> storageType(MLIRContext &ctx, llvm::StringRef dtype) {
+  if (dtype == "f16")
+    return Float16Type::get(&ctx);
+  if (dtype == "bf16")
+    return BFloat16Type::get(&ctx);
+  if (dtype == "f32")
+    return Float32Type::get(&ctx);
+  return llvm::createStringError("dtype must be f16, bf16 or f32, got '" +
+                                 dtype.str() + "'");
+}
+} // namespace
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+lossjit::buildLinearCrossEntropyGraph(MLIRContext &ctx,
+                                      const LceGraphOptions &options) {
+  ctx.loadDialect<loss::LossDialect, func::FuncDialect>();
+  auto storage = storageType(ctx, options.dtype);
+  if (!storage)
+    return storage.takeError();
+  if (options.labelType != "i32" && options.labelType != "i64")
+    return llvm::createStringError("label type must be i32 or i64, got '" +
+                                   options.labelType + "'");
+  std::optional<loss::Reduction> reduction =
+      loss::symbolizeReduction(options.reduction);
+  if (!reduction)
+    return llvm::createStringError("reduction must be none, mean or sum, got '" +
+                                   options.reduction + "'");
+  if (options.name.empty())
+    return llvm::createStringError("function name must not be empty");
+
+  OpBuilder b(&ctx);
+  Location loc = b.getUnknownLoc();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+
+  const int64_t dyn = ShapedType::kDynamic;
+  Type f32 = b.getF32Type();
+  auto matrix = RankedTensorType::get({dyn, dyn}, *storage);
+  auto vector = RankedTensorType::get({dyn}, *storage);
+  auto labels = RankedTensorType::get(
+      {dyn}, b.getIntegerType(options.labelType == "i32" ? 32 : 64));
+  auto lossType = *reduction == loss::Reduction::none
+                      ? RankedTensorType::get({dyn}, f32)
+                      : RankedTensorType::get({}, f32);
+  SmallVector<Type> args = {Type(matrix), Type(matrix), Type(labels)};
+  if (options.bias)
+    args.push_back(vector);
+  auto fn = func::FuncOp::create(b, loc, options.name,
+                                 b.getFunctionType(args, {lossType}));
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  Value bias = options.bias ? entry->getArgument(3) : Value();
+  Value logits = loss::LinearOp::create(b, loc, matrix, entry->getArgument(0),
+                                        entry->getArgument(1), bias);
+  auto wide = RankedTensorType::get({dyn, dyn}, f32);
+  if (!storage->isF32())
+    logits = loss::CastOp::create(b, loc, wide, logits);
+  Value logp = loss::LogSoftmaxOp::create(b, loc, wide, logits);
+  Value lossValue = loss::NllOp::create(
+      b, loc, lossType, logp, entry->getArgument(2),
+      b.getI64IntegerAttr(options.ignoreIndex),
+      loss::ReductionAttr::get(&ctx, *reduction));
+  func::ReturnOp::create(b, loc, lossValue);
+  return module;
+}

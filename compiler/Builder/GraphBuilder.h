@@ -1,0 +1,40 @@
+//===- GraphBuilder.h - build `loss` graphs from C++ ------------*- C++ -*-===//
+//
+// The built-in graphs (lossjit-runner/lossjit-aot --preset, the demo) and the
+// seed of the builder the Python decorator drives: graphs are built with
+// ops, never by formatting MLIR text.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_BUILDER_GRAPHBUILDER_H
+#define LOSSJIT_COMPILER_BUILDER_GRAPHBUILDER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace lossjit {
+
+/// Options of the linear-cross-entropy preset.
+struct LceGraphOptions {
+  std::string name = "lce";       ///< function name.
+  std::string dtype = "f16";      ///< storage of x, w, b: f16, bf16, f32.
+  std::string labelType = "i64";  ///< i32 or i64.
+  bool bias = false;
+  int64_t ignoreIndex = -100;
+  std::string reduction = "mean"; ///< none, mean, sum.
+};
+
+/// Builds the unfused graph `nll(log_softmax(cast_f32(linear(x, w[, b]))), y)`
+/// — what `F.cross_entropy(F.linear(x, w, b).float(), y)` says — as
+/// `func.func @name(x, w, labels[, bias]) -> loss` with dynamic shapes.
+/// Bad options give an error naming the option and the accepted values.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+buildLinearCrossEntropyGraph(mlir::MLIRContext &context,
+                             const LceGraphOptions &options);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_BUILDER_GRAPHBUILDER_H

@@ -1,0 +1,243 @@
+//===- CpuJit.cpp ---------------------------------------------------------===//
+
+#include "compiler/Target/CpuJit.h"
+#include "runtime/Formula.h"
+
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include <chrono>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+using namespace mlir;
+using namespace lossjit;
+
+int64_t lossjit::dtypeBytes(llvm::StringRef dtype) {
+  return llvm::StringSwitch<int64_t>(dtype)
+      .Cases({"f16", "bf16"}, 2)
+      .Cases({"f32", "i32"}, 4)
+      .Case("i64", 8)
+      .Default(0);
+}
+
+CpuCompiledOp::~CpuCompiledOp() = default;
+
+namespace {
+void initializeNativeTarget() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+std::map<std::string, int64_t> symbolValues(const LaunchPlan &plan,
+                                            const Dims &dims) {
+  std::map<std::string, int64_t> values = {
+      {"N", dims.n}, {"V", dims.v}, {"D", dims.d}};
+  for (const auto &[k, v] : plan.constants)
+    values[k] = v;
+  return values;
+}
+
+/// Elements a param holds for these dims (its shape's product).
+llvm::Expected<int64_t> expectedCount(const PlanParam &p,
+                                      const std::map<std::string, int64_t> &values) {
+  int64_t count = 1;
+  for (const std::string &dim : p.shape) {
+    auto it = values.find(dim);
+    int64_t extent = 0;
+    if (it != values.end())
+      extent = it->second;
+    else if (llvm::StringRef(dim).getAsInteger(10, extent))
+      return llvm::createStringError("param '" + p.name + "' has unknown dim '" +
+                                     dim + "'");
+    if (extent != 0 && count > INT64_MAX / extent)
+      return llvm::createStringError("param '" + p.name + "' is too large");
+    count *= extent;
+  }
+  return count;
+}
+
+std::string shapeText(const PlanParam &p) {
+  if (p.shape.empty())
+    return "1 (a scalar)";
+  return llvm::join(p.shape, "*");
+}
+
+/// Argument storage for one packed call; deque keeps addresses stable.
+struct PackedArgs {
+  std::deque<void *> pointers;
+  std::deque<int64_t> integers;
+  llvm::SmallVector<void *> slots;
+
+  void addBuffer(void *data, int64_t count) {
+    pointers.push_back(data);
+    slots.push_back(&pointers.back()); // allocated
+    slots.push_back(&pointers.back()); // aligned
+    integers.push_back(0);
+    slots.push_back(&integers.back()); // offset
+    integers.push_back(count);
+    slots.push_back(&integers.back()); // size
+    integers.push_back(1);
+    slots.push_back(&integers.back()); // stride
+  }
+  void addInteger(int64_t v) {
+    integers.push_back(v);
+    slots.push_back(&integers.back());
+  }
+};
+} // namespace
+
+llvm::Expected<std::unique_ptr<CpuCompiledOp>>
+CpuCompiledOp::compile(ModuleOp module, const CpuTileConfig &tile,
+                       const StageSink &sink) {
+  auto timings = runStages(module, cpuStages(tile), sink);
+  if (!timings)
+    return timings.takeError();
+  std::string error;
+  auto plans = readLaunchPlans(module, error);
+  if (failed(plans))
+    return llvm::createStringError(error);
+  if (plans->size() != 1)
+    return llvm::createStringError(
+        "the CPU backend compiles one fused function at a time, the module has " +
+        std::to_string(plans->size()));
+  std::unique_ptr<CpuCompiledOp> op(new CpuCompiledOp());
+  op->launchPlan = std::move(plans->front());
+  op->stageTimings = std::move(*timings);
+
+  std::string kernelModule = op->launchPlan.kernels.front().module;
+  auto nested = module.lookupSymbol<ModuleOp>(kernelModule);
+  if (!nested)
+    return llvm::createStringError("no kernel module @" + kernelModule);
+
+  initializeNativeTarget();
+  auto start = std::chrono::steady_clock::now();
+  ExecutionEngineOptions options;
+  options.transformer = makeOptimizingTransformer(/*optLevel=*/3,
+                                                  /*sizeLevel=*/0, nullptr);
+  options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  auto engine = ExecutionEngine::create(nested, options);
+  if (!engine)
+    return llvm::createStringError("JIT compilation failed: " +
+                                   llvm::toString(engine.takeError()));
+  op->engine = std::move(*engine);
+  std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  op->jitTime = took.count();
+  return op;
+}
+
+llvm::Error CpuCompiledOp::validate(const std::map<std::string, HostBuffer> &buffers,
+                                    const Dims &dims) const {
+  if (dims.n < 0 || dims.d < 0)
+    return llvm::createStringError("N and D must be ≥ 0, got N=" +
+                                   std::to_string(dims.n) +
+                                   " D=" + std::to_string(dims.d));
+  if (dims.v < 1)
+    return llvm::createStringError("V (vocabulary size) must be ≥ 1, got " +
+                                   std::to_string(dims.v));
+  auto values = symbolValues(launchPlan, dims);
+  std::vector<std::string> expected;
+  for (const PlanParam &p : launchPlan.params) {
+    expected.push_back(p.name);
+    auto it = buffers.find(p.name);
+    if (it == buffers.end())
+      return llvm::createStringError("missing buffer '" + p.name + "' (" +
+                                     p.dtype + ", " + shapeText(p) + " elements)");
+    const HostBuffer &b = it->second;
+    if (b.dtype != p.dtype)
+      return llvm::createStringError("buffer '" + p.name + "' has dtype " +
+                                     b.dtype + ", expected " + p.dtype);
+    auto count = expectedCount(p, values);
+    if (!count)
+      return count.takeError();
+    if (b.count != *count)
+      return llvm::createStringError(
+          "buffer '" + p.name + "' has " + std::to_string(b.count) +
+          " elements, expected " + shapeText(p) + " = " + std::to_string(*count));
+    if (!b.data && *count > 0)
+      return llvm::createStringError("buffer '" + p.name + "' is null");
+  }
+  for (const auto &[name, _] : buffers)
+    if (!llvm::is_contained(expected, name))
+      return llvm::createStringError("unknown buffer '" + name + "' (expected " +
+                                     llvm::join(expected, ", ") + ")");
+  return llvm::Error::success();
+}
+
+llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
+                               const Dims &dims, unsigned threads) const {
+  if (llvm::Error err = validate(buffers, dims))
+    return err;
+  auto values = symbolValues(launchPlan, dims);
+  std::map<std::string, HostBuffer> all = buffers;
+  std::deque<std::vector<char>> workspaces;
+  for (const PlanWorkspace &w : launchPlan.workspaces) {
+    auto count = runtime::evaluateFormula(w.count, values);
+    if (!count)
+      return llvm::createStringError("workspace '" + w.name +
+                                     "': " + count.errorMessage());
+    workspaces.emplace_back(static_cast<size_t>(*count * dtypeBytes(w.dtype)));
+    all[w.name] = {workspaces.back().data(), w.dtype, *count};
+  }
+
+  auto callKernel = [&](const PlanKernel &k, int64_t rowBegin,
+                        int64_t rowEnd) -> llvm::Error {
+    PackedArgs args;
+    for (const std::string &name : k.args) {
+      if (auto b = all.find(name); b != all.end()) {
+        args.addBuffer(b->second.data, b->second.count);
+      } else if (name == "row_begin") {
+        args.addInteger(rowBegin);
+      } else if (name == "row_end") {
+        args.addInteger(rowEnd);
+      } else if (auto v = values.find(name); v != values.end()) {
+        args.addInteger(v->second);
+      } else {
+        return llvm::createStringError("kernel " + k.name +
+                                       " names unknown argument '" + name + "'");
+      }
+    }
+    return engine->invokePacked(k.name, args.slots);
+  };
+
+  unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  unsigned workers = threads ? threads : hw;
+  for (const PlanKernel &k : launchPlan.kernels) {
+    if (!k.rowParallel || workers == 1 || dims.n < 64) {
+      if (llvm::Error err = callKernel(k, 0, dims.n))
+        return err;
+      continue;
+    }
+    int64_t chunk = (dims.n + workers - 1) / workers;
+    std::vector<std::thread> pool;
+    std::vector<llvm::Error> errors;
+    std::mutex errorsMutex;
+    for (unsigned t = 0; t < workers; ++t) {
+      int64_t begin = std::min<int64_t>(dims.n, t * chunk);
+      int64_t end = std::min<int64_t>(dims.n, begin + chunk);
+      if (begin >= end)
+        continue;
+      pool.emplace_back([&, begin, end] {
+        llvm::Error err = callKernel(k, begin, end);
+        if (err) {
+          std::lock_guard<std::mutex> lock(errorsMutex);
+          errors.push_back(std::move(err));
+        }
+      });
+    }
+    for (std::thread &t : pool)
+      t.join();
+    if (!errors.empty()) {
+      llvm::Error first = std::move(errors.front());
+      for (size_t i = 1; i < errors.size(); ++i)
+        llvm::consumeError(std::move(errors[i]));
+      return first;
+    }
+  }
+  return llvm::Error::success();
+}

@@ -1,0 +1,70 @@
+//===- CpuJit.h - the CPU backend: host kernels through LLVM's JIT -*- C++ -*-===//
+
+#ifndef LOSSJIT_COMPILER_TARGET_CPUJIT_H
+#define LOSSJIT_COMPILER_TARGET_CPUJIT_H
+
+#include "compiler/Kernels/LaunchPlan.h"
+#include "compiler/Pipeline/StageRunner.h"
+
+#include <map>
+#include <memory>
+
+namespace mlir {
+class ExecutionEngine;
+} // namespace mlir
+
+namespace lossjit {
+
+/// A caller-owned host array bound to a plan param by name.
+struct HostBuffer {
+  void *data = nullptr;
+  std::string dtype; ///< "f16", "bf16", "f32", "i32", "i64".
+  int64_t count = 0; ///< elements.
+};
+
+/// Runtime sizes of one call.
+struct Dims {
+  int64_t n = 0, v = 0, d = 0;
+};
+
+/// A fused op compiled for the host: the JIT-compiled kernels and the plan
+/// that calls them. Thread-safe to run concurrently on different buffers.
+class CpuCompiledOp {
+public:
+  ~CpuCompiledOp();
+
+  /// Runs the CPU stages on `module` (mutated) and JIT-compiles the kernels
+  /// of its one lowered function with LLVM at -O3 for the host.
+  static llvm::Expected<std::unique_ptr<CpuCompiledOp>>
+  compile(mlir::ModuleOp module, const CpuTileConfig &tile,
+          const StageSink &sink = {});
+
+  const LaunchPlan &plan() const { return launchPlan; }
+  const std::vector<StageTiming> &timings() const { return stageTimings; }
+  /// Seconds spent in LLVM codegen + JIT linking (after the MLIR stages).
+  double jitSeconds() const { return jitTime; }
+
+  /// Checks buffers against the plan (names, dtypes, element counts).
+  llvm::Error validate(const std::map<std::string, HostBuffer> &buffers,
+                       const Dims &dims) const;
+
+  /// Runs the plan. `threads` = 0 uses every hardware thread. Results do not
+  /// depend on `threads`: rows are independent and the reduction has one
+  /// fixed order.
+  llvm::Error run(const std::map<std::string, HostBuffer> &buffers,
+                  const Dims &dims, unsigned threads = 0) const;
+
+private:
+  CpuCompiledOp() = default;
+  LaunchPlan launchPlan;
+  std::vector<StageTiming> stageTimings;
+  double jitTime = 0;
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+};
+
+/// Element size in bytes of a plan dtype, or 0 if unknown.
+int64_t dtypeBytes(llvm::StringRef dtype);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_TARGET_CPUJIT_H

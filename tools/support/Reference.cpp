@@ -1,0 +1,118 @@
+//===- Reference.cpp ------------------------------------------------------===//
+
+#include "tools/support/Reference.h"
+#include "tools/support/HalfFloat.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <thread>
+
+using namespace lossjit;
+
+LceReference lossjit::referenceLinearCrossEntropy(const LceProblem &p,
+                                                  unsigned threads) {
+  LceReference r;
+  r.lse.assign(p.n, 0.0);
+  r.rowLoss.assign(p.n, 0.0);
+  std::vector<double> w(p.v * p.d), b(p.v, 0.0);
+  for (int64_t i = 0; i < p.v * p.d; ++i)
+    w[i] = elementAsDouble(p.w, p.dtype, i);
+  if (p.bias)
+    for (int64_t j = 0; j < p.v; ++j)
+      b[j] = elementAsDouble(p.bias, p.dtype, j);
+  auto rows = [&](int64_t begin, int64_t end) {
+    std::vector<double> x(p.d), z(p.v);
+    for (int64_t row = begin; row < end; ++row) {
+      for (int64_t k = 0; k < p.d; ++k)
+        x[k] = elementAsDouble(p.x, p.dtype, row * p.d + k);
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < p.v; ++j) {
+        double acc = b[j];
+        const double *wj = &w[j * p.d];
+        for (int64_t k = 0; k < p.d; ++k)
+          acc += x[k] * wj[k];
+        z[j] = acc;
+        mx = std::max(mx, acc);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < p.v; ++j)
+        sum += std::exp(z[j] - mx);
+      double lse = mx + std::log(sum);
+      r.lse[row] = lse;
+      auto label = static_cast<int64_t>(elementAsDouble(p.labels, p.labelType, row));
+      if (label == p.ignoreIndex)
+        r.rowLoss[row] = 0;
+      else if (label < 0 || label >= p.v)
+        r.rowLoss[row] = std::numeric_limits<double>::quiet_NaN();
+      else
+        r.rowLoss[row] = lse - z[label];
+    }
+  };
+  std::vector<std::thread> pool;
+  int64_t chunk = (p.n + threads - 1) / std::max(1u, threads);
+  for (unsigned t = 0; t < threads; ++t) {
+    int64_t begin = std::min<int64_t>(p.n, t * chunk), end = std::min<int64_t>(p.n, begin + chunk);
+    if (begin < end)
+      pool.emplace_back(rows, begin, end);
+  }
+  for (auto &t : pool)
+    t.join();
+  double total = 0;
+  for (int64_t row = 0; row < p.n; ++row) {
+    total += r.rowLoss[row];
+    if (static_cast<int64_t>(elementAsDouble(p.labels, p.labelType, row)) != p.ignoreIndex)
+      ++r.counted;
+  }
+  r.loss = p.reduction == "mean" ? total / static_cast<double>(r.counted) : total;
+  if (p.reduction == "mean" && r.counted == 0)
+    r.loss = std::numeric_limits<double>::quiet_NaN();
+  return r;
+}
+
+void lossjit::makeRandomLceInputs(const RandomLceOptions &o, RandomLceInputs &out) {
+  std::mt19937_64 rng(o.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  // z = Σ_k x_k w_k has std ≈ sx·sw·sqrt(D); choose sx = 1, sw = scale/sqrt(D).
+  float sw = static_cast<float>(o.logitScale / std::sqrt(std::max<int64_t>(1, o.d)));
+  auto fill = [&](std::vector<uint16_t> &h, std::vector<float> &f, int64_t count,
+                  float scale) {
+    f.resize(count);
+    for (float &value : f)
+      value = normal(rng) * scale;
+    if (o.dtype == "f32")
+      return;
+    h.resize(count);
+    for (int64_t i = 0; i < count; ++i)
+      h[i] = o.dtype == "f16" ? floatToHalf(f[i]) : floatToBfloat16(f[i]);
+  };
+  fill(out.x16, out.x32, o.n * o.d, 1.0f);
+  fill(out.w16, out.w32, o.v * o.d, sw);
+  if (o.bias)
+    fill(out.b16, out.b32, o.v, 1.0f);
+  std::uniform_int_distribution<int64_t> label(0, std::max<int64_t>(0, o.v - 1));
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  out.labels64.resize(o.n);
+  out.labels32.resize(o.n);
+  for (int64_t i = 0; i < o.n; ++i) {
+    int64_t l = unit(rng) < o.ignoredFraction ? o.ignoreIndex : label(rng);
+    out.labels64[i] = l;
+    out.labels32[i] = static_cast<int32_t>(l);
+  }
+  bool half = o.dtype != "f32";
+  LceProblem &p = out.problem;
+  p.x = half ? static_cast<const void *>(out.x16.data()) : out.x32.data();
+  p.w = half ? static_cast<const void *>(out.w16.data()) : out.w32.data();
+  p.bias = !o.bias ? nullptr
+                   : (half ? static_cast<const void *>(out.b16.data()) : out.b32.data());
+  p.labels = o.labelType == "i32" ? static_cast<const void *>(out.labels32.data())
+                                  : out.labels64.data();
+  p.dtype = o.dtype;
+  p.labelType = o.labelType;
+  p.n = o.n;
+  p.v = o.v;
+  p.d = o.d;
+  p.ignoreIndex = o.ignoreIndex;
+  p.reduction = o.reduction;
+}

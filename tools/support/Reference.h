@@ -1,0 +1,67 @@
+//===- Reference.h - fp64 reference of linear cross-entropy -----*- C++ -*-===//
+//
+// The answer every kernel is checked against: F.cross_entropy(F.linear(x, w,
+// b).float(), y, ...) evaluated in double precision from the same rounded
+// storage values the kernels read.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_TOOLS_SUPPORT_REFERENCE_H
+#define LOSSJIT_TOOLS_SUPPORT_REFERENCE_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lossjit {
+
+/// Host inputs of one linear-cross-entropy problem (C-ordered buffers).
+struct LceProblem {
+  const void *x = nullptr;      ///< [N, D] of dtype.
+  const void *w = nullptr;      ///< [V, D] of dtype.
+  const void *bias = nullptr;   ///< [V] of dtype, or null.
+  const void *labels = nullptr; ///< [N] of labelType.
+  std::string dtype = "f32";    ///< f16, bf16, f32.
+  std::string labelType = "i64";
+  int64_t n = 0, v = 0, d = 0;
+  int64_t ignoreIndex = -100;
+  std::string reduction = "mean";
+};
+
+struct LceReference {
+  std::vector<double> lse;     ///< [N]
+  std::vector<double> rowLoss; ///< [N]: 0 ignored, NaN label out of range.
+  double loss = 0;             ///< mean or sum (unused for none).
+  int64_t counted = 0;         ///< rows not ignored.
+};
+
+/// Evaluates the problem in fp64 (rows split over `threads` host threads).
+LceReference referenceLinearCrossEntropy(const LceProblem &p,
+                                         unsigned threads = 2);
+
+/// Owned random inputs for tests, the demo and the runner.
+struct RandomLceInputs {
+  std::vector<uint16_t> x16, w16, b16; ///< storage for f16/bf16.
+  std::vector<float> x32, w32, b32;    ///< storage for f32.
+  std::vector<int64_t> labels64;
+  std::vector<int32_t> labels32;
+  LceProblem problem; ///< points into the vectors above.
+};
+
+/// Options of the random generator.
+struct RandomLceOptions {
+  int64_t n = 8, v = 100, d = 32;
+  std::string dtype = "f16", labelType = "i64", reduction = "mean";
+  bool bias = false;
+  int64_t ignoreIndex = -100;
+  double ignoredFraction = 0.0; ///< rows whose label is ignore_index.
+  double logitScale = 4.0;      ///< typical |z| of the logits.
+  uint64_t seed = 1;
+};
+
+/// Normal x, w scaled so logits have magnitude ≈ logitScale; labels uniform.
+void makeRandomLceInputs(const RandomLceOptions &options, RandomLceInputs &out);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_TOOLS_SUPPORT_REFERENCE_H
