@@ -79,6 +79,12 @@ CudaDriver::load(const std::string &libraryPath) {
   return driver;
 }
 
+std::unique_ptr<CudaDriver> CudaDriver::fromApi(const CudaDriverApi &api) {
+  std::unique_ptr<CudaDriver> driver(new CudaDriver());
+  driver->fns = api;
+  return driver;
+}
+
 Expected<const CudaDriver *> CudaDriver::get() {
   // A registry of one: the driver is process-global by nature.
   static Expected<std::unique_ptr<CudaDriver>> loaded = load(defaultLibraryPath());

@@ -94,6 +94,10 @@ public:
   /// $LOSSJIT_CUDA_DRIVER_PATH if set (a test hook), else "libcuda.so.1".
   static std::string defaultLibraryPath();
 
+  /// A driver over caller-supplied entry points, without dlopen or cuInit.
+  /// Lets CPU-only tests run the launcher against a recording fake driver.
+  static std::unique_ptr<CudaDriver> fromApi(const CudaDriverApi &api);
+
   ~CudaDriver();
   CudaDriver(const CudaDriver &) = delete;
   CudaDriver &operator=(const CudaDriver &) = delete;

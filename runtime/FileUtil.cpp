@@ -2,15 +2,13 @@
 
 #include "runtime/FileUtil.h"
 
-#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
-#include <functional>
+#include <cstdio>
+#include <random>
 #include <sys/stat.h>
-#include <thread>
 #include <unistd.h>
 
 namespace lossjit::runtime {
@@ -96,12 +94,13 @@ Error removeTree(const std::string &path) {
 }
 
 std::string uniqueSuffix() {
-  static std::atomic<uint64_t> counter{0};
-  auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-  size_t thread = std::hash<std::thread::id>{}(std::this_thread::get_id());
-  return std::to_string(::getpid()) + "-" + std::to_string(thread % 100000) +
-         "-" + std::to_string(now % 1000000007) + "-" +
-         std::to_string(counter.fetch_add(1));
+  // pid + 64 fresh random bits: unique across processes (including forked
+  // children) and threads without any shared state.
+  std::random_device device;
+  uint64_t bits = (static_cast<uint64_t>(device()) << 32) ^ device();
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(bits));
+  return std::to_string(::getpid()) + "-" + buf;
 }
 
 } // namespace lossjit::runtime

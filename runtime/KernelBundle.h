@@ -41,7 +41,9 @@
 // non-negative integer; element count = product (empty shape = 1). Grid
 // entries and workspace counts are formulas (runtime/Formula.h) over dims and
 // constants; a grid entry may also be a JSON integer. Unknown top-level fields
-// are ignored (forward compatibility). For backend "cpu" the images are
+// are ignored (forward compatibility). Several kernels may name the same file
+// (one module with several entry points) if their images are identical. For
+// backend "cpu" the images are
 // opaque to the runtime and grid/block/shared_bytes/args are optional.
 //
 // Kernel argument ABI (cuda): an arg naming a buffer (param or workspace)

@@ -230,6 +230,10 @@ Expected<BundleRef> KernelCache::getOrCompile(const std::string &key,
     logDebug("kernel cache hit " + shortKey(key) + " (memory)");
     return hit;
   }
+  if (!compile)
+    return makeError("KernelCache::getOrCompile: compile: expected a compile "
+                     "function (use noCompilerFunction() in runtime-only "
+                     "builds), got an empty one");
 
   // One thread per key past this point; the file lock below handles other
   // processes.

@@ -1,0 +1,94 @@
+//===- SimtBuffer.h - memory seen by interpreted kernels --------*- C++ -*-===//
+//
+// A typed, flat array of elements (global, shared or private memory) plus
+// the bookkeeping that makes the interpreter an oracle rather than an
+// emulator: which elements were ever written (reading one that was not is an
+// error) and, per element, the last accesses needed to find data races
+// (accesses by different threads of a launch that no gpu.barrier orders).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_INTERPRETER_SIMTBUFFER_H
+#define LOSSJIT_COMPILER_INTERPRETER_SIMTBUFFER_H
+
+#include "compiler/Interpreter/SimtTypes.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace lossjit::simt {
+
+enum class MemorySpace : uint8_t { Global, Shared, Private };
+
+/// "global memory", "shared memory", "private memory".
+const char *getMemorySpaceName(MemorySpace space);
+
+/// The accesses of one element that later accesses are checked against.
+/// Blocks are identified by a process-wide serial (so records left by an
+/// earlier launch are recognizably stale), threads by their linear id in the
+/// block, barrier intervals by an epoch counted per block.
+struct AccessShadow {
+  uint64_t writeBlock = 0; ///< 0: no write in this launch
+  uint64_t readBlock = 0;  ///< 0: no read since the last write
+  uint32_t writeEpoch = 0;
+  uint32_t writeThread = 0;
+  uint32_t readEpoch = 0;
+  uint32_t readThread = 0; ///< kManyThreads: several threads read
+  bool readInManyBlocks = false;
+  /// Written by an nvgpu.device_async_copy whose group was not waited for.
+  bool asyncPending = false;
+  static constexpr uint32_t kManyThreads = ~0u;
+};
+
+/// Memory of an interpreted kernel.
+class SimtBuffer {
+public:
+  /// Wraps caller-owned memory of `numElements` elements of `type`; every
+  /// element counts as initialized.
+  SimtBuffer(std::string name, ElementType type, void *data,
+             int64_t numElements, MemorySpace space = MemorySpace::Global);
+  /// Owns zero-filled storage whose elements are uninitialized until a kernel
+  /// writes them (workspaces, shared and private memory).
+  SimtBuffer(std::string name, ElementType type, int64_t numElements,
+             MemorySpace space = MemorySpace::Global);
+  SimtBuffer(const SimtBuffer &) = delete;
+  SimtBuffer &operator=(const SimtBuffer &) = delete;
+
+  const std::string &getName() const { return name; }
+  ElementType getType() const { return type; }
+  MemorySpace getSpace() const { return space; }
+  int64_t size() const { return numElements; }
+  void *data() { return base; }
+  const void *data() const { return base; }
+  template <typename T> T *dataAs() { return static_cast<T *>(base); }
+
+  bool isInitialized(int64_t i) const {
+    return initialized.empty() || initialized[i];
+  }
+  /// Marks every element (un)initialized.
+  void setAllInitialized(bool value);
+
+  /// Element `i` as an interpreter word (see SimtTypes.h).
+  uint64_t loadWord(int64_t i) const;
+  /// Stores a word; marks the element initialized.
+  void storeWord(int64_t i, uint64_t word);
+
+  /// One byte per element (empty: all initialized). Interpreter internal.
+  std::vector<uint8_t> initialized;
+  /// Race-detection records, allocated on first use. Interpreter internal.
+  std::vector<AccessShadow> shadow;
+
+private:
+  std::string name;
+  ElementType type;
+  MemorySpace space;
+  int64_t numElements;
+  std::vector<uint64_t> storage; // owned storage (8-byte aligned)
+  void *base;
+};
+
+} // namespace lossjit::simt
+
+#endif // LOSSJIT_COMPILER_INTERPRETER_SIMTBUFFER_H

@@ -1,0 +1,155 @@
+//===- SimtInterpreter.h - CPU oracle for gpu.func kernels ------*- C++ -*-===//
+//
+// Executes the GPU kernel IR lossjit emits before NVVM lowering (gpu.func
+// bodies using gpu, scf, arith, math, memref, vector and nvgpu ops) on the
+// CPU for small shapes, so that the kernels' logic is checked in CI without a
+// GPU (DESIGN §6).
+//
+// Model. A kernel is decoded once into a flat instruction list whose operands
+// are register slots; each slot holds one 64-bit word per thread of a block.
+// The threads of a block run in lockstep: every instruction executes for the
+// whole set of active threads before the next one starts. Structured control
+// flow narrows the active set (scf.if runs each branch for the threads that
+// take it; scf.for/scf.while iterate while any thread continues), so divergent
+// code runs exactly as per-thread code would. Blocks run one after another.
+//
+// What is checked, each failure being an llvm::Error naming the op's location
+// and the thread (x,y,z) and block (x,y,z):
+//  - unsupported ops and types (at decode time, before anything runs):
+//    "unsupported op 'X' at loc(...)";
+//  - out-of-bounds accesses (buffer name, index, size);
+//  - reads of never-written elements of shared, private and workspace memory;
+//  - gpu.barrier reached by only some threads of a block (divergence);
+//  - warp-level ops (gpu.shuffle, nvgpu.mma.sync, nvgpu.ldmatrix) without the
+//    lanes they require active;
+//  - data races (SimtOptions::detectRaces): two accesses of one element by
+//    different threads of a launch, at least one a write, with no gpu.barrier
+//    between them (same block) or in different blocks; reads of the
+//    destination of an nvgpu.device_async_copy before the issuing thread's
+//    nvgpu.device_async_wait covered it;
+//  - integer UB (division by zero, out-of-range shifts and float-to-int
+//    conversions) and runaway loops (SimtOptions::maxSteps).
+//
+// Numerics. f32/f64 arithmetic is IEEE with round-to-nearest-even; f16/bf16
+// results are rounded from the exact (or f32) result; math.fma is fused;
+// transcendental functions are evaluated in f64 and rounded once to the
+// result type. nvgpu.mma.sync sums the exact products in f64 and rounds once.
+//
+// Supported ops:
+//  gpu:    thread_id block_id block_dim grid_dim global_id lane_id subgroup_id
+//          num_subgroups subgroup_size barrier shuffle(xor|up|down|idx) return
+//  scf:    for (iter_args, unsignedCmp) if while yield condition
+//  arith:  constant (scalars, dense and splat vectors) addi subi muli divsi
+//          divui remsi remui ceildivsi ceildivui floordivsi andi ori xori shli
+//          shrsi shrui minsi maxsi minui maxui cmpi addf subf mulf divf remf
+//          negf maximumf minimumf maxnumf minnumf cmpf select extsi extui
+//          trunci index_cast index_castui sitofp uitofp fptosi fptoui extf
+//          truncf bitcast
+//  math:   exp exp2 expm1 log log2 log1p fma sqrt rsqrt tanh sin cos erf absf
+//          absi floor ceil round roundeven trunc powf copysign
+//  memref: load store alloca subview cast dim assume_alignment
+//  vector: load store transfer_read transfer_write (1-D, minor identity)
+//          broadcast extract insert from_elements shape_cast fma reduction
+//          step create_mask (1-D) constant_mask
+//  nvgpu:  mma.sync (m16n8k16/m16n8k8 f16|bf16 → f32|f16, m16n8k8/m16n8k4
+//          tf32 → f32) ldmatrix (x1/x2/x4, transpose) device_async_copy
+//          device_async_create_group device_async_wait
+//  ub:     poison (as zero)
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_INTERPRETER_SIMTINTERPRETER_H
+#define LOSSJIT_COMPILER_INTERPRETER_SIMTINTERPRETER_H
+
+#include "compiler/Interpreter/SimtBuffer.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "llvm/Support/Error.h"
+
+#include <array>
+#include <memory>
+#include <vector>
+
+namespace lossjit::simt {
+
+/// Knobs of a launch.
+struct SimtOptions {
+  /// Check for data races (costs a per-element record on every buffer).
+  bool detectRaces = true;
+  /// Upper bound on executed instructions per block (each instruction counts
+  /// once however many threads run it); exceeding it is an error.
+  uint64_t maxSteps = uint64_t(1) << 30;
+};
+
+/// One kernel argument: a buffer for a memref parameter, or a scalar for an
+/// integer, index or float parameter.
+class SimtArg {
+public:
+  /// Binds `buffer` to a memref parameter. A parameter of dynamic rank-1
+  /// shape takes the buffer's size; other dynamic shapes need `shape`.
+  static SimtArg buffer(SimtBuffer &buffer, llvm::ArrayRef<int64_t> shape = {}) {
+    SimtArg arg;
+    arg.buf = &buffer;
+    arg.shape.assign(shape.begin(), shape.end());
+    return arg;
+  }
+  /// An integer or index value.
+  static SimtArg integer(int64_t value) {
+    SimtArg arg;
+    arg.intValue = value;
+    return arg;
+  }
+  /// A float value (for f16/bf16/f32/f64 parameters; rounded to the type).
+  static SimtArg real(double value) {
+    SimtArg arg;
+    arg.isReal = true;
+    arg.realValue = value;
+    return arg;
+  }
+
+  SimtBuffer *buf = nullptr;
+  std::vector<int64_t> shape;
+  int64_t intValue = 0;
+  bool isReal = false;
+  double realValue = 0;
+};
+
+namespace detail {
+struct Program;
+} // namespace detail
+
+/// A gpu.func decoded for interpretation; decode once, launch many times.
+/// The decoded form does not reference the IR except for error locations, so
+/// the module must outlive the kernel.
+class SimtKernel {
+public:
+  /// Decodes `func`. Fails on the first unsupported op or type.
+  static llvm::Expected<std::unique_ptr<SimtKernel>>
+  decode(mlir::gpu::GPUFuncOp func);
+  ~SimtKernel();
+
+  /// Runs the kernel on `grid` blocks of `block` threads (at most 1024 per
+  /// block). Fails with the first error any thread hits; buffers keep what
+  /// was written up to that point.
+  llvm::Error launch(std::array<int64_t, 3> grid, std::array<int64_t, 3> block,
+                     llvm::ArrayRef<SimtArg> args,
+                     const SimtOptions &options = {}) const;
+
+  /// The gpu.func's symbol name.
+  llvm::StringRef getName() const;
+  /// Number of decoded instructions (for tests and statistics).
+  size_t getNumInstructions() const;
+
+private:
+  SimtKernel();
+  std::unique_ptr<detail::Program> program;
+};
+
+/// Finds kernel `kernelName` in `gpu.module @moduleName` under `root`.
+llvm::Expected<mlir::gpu::GPUFuncOp> lookupKernel(mlir::Operation *root,
+                                                  llvm::StringRef moduleName,
+                                                  llvm::StringRef kernelName);
+
+} // namespace lossjit::simt
+
+#endif // LOSSJIT_COMPILER_INTERPRETER_SIMTINTERPRETER_H

@@ -1,0 +1,215 @@
+//===- SimtProgram.h - decoded form of a gpu.func (internal) ----*- C++ -*-===//
+//
+// The interpreter's instruction set: one Instr per MLIR op, operands and
+// results as register slots (a value with L vector lanes occupies L
+// consecutive slots), nested regions laid out inline after their parent
+// (`next` skips them). Internal to compiler/Interpreter.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_INTERPRETER_SIMTPROGRAM_H
+#define LOSSJIT_COMPILER_INTERPRETER_SIMTPROGRAM_H
+
+#include "compiler/Interpreter/SimtTypes.h"
+#include "compiler/Interpreter/WarpMatrix.h"
+
+#include "mlir/IR/Operation.h"
+
+#include <string>
+#include <vector>
+
+namespace lossjit::simt::detail {
+
+inline constexpr uint32_t kNoSlot = ~0u;
+inline constexpr unsigned kMaxRank = 4;
+
+enum class Opc : uint16_t {
+  // Ids; `mode` is the dimension (0..2).
+  ThreadId, BlockId, BlockDim, GridDim, GlobalId, LaneId, SubgroupId,
+  NumSubgroups, SubgroupSize,
+  // Integer binary ops on zero-extended words of `width` bits.
+  AddI, SubI, MulI, DivSI, DivUI, RemSI, RemUI, CeilDivSI, CeilDivUI,
+  FloorDivSI, AndI, OrI, XOrI, ShLI, ShRSI, ShRUI, MinSI, MaxSI, MinUI, MaxUI,
+  CmpI, AbsI,
+  // Float ops; `ty` is the operand type.
+  AddF, SubF, MulF, DivF, RemF, MaximumF, MinimumF, MaxNumF, MinNumF, PowF,
+  CopySign, CmpF, NegF, AbsF, Sqrt, Rsqrt, Exp, Exp2, ExpM1, Log, Log2, Log1p,
+  Tanh, Sin, Cos, Erf, Floor, Ceil, Round, RoundEven, Trunc, Fma,
+  Select,
+  // Casts: `ty` source, `rty` result.
+  IntCastS, IntCastU, SIToFP, UIToFP, FPToSI, FPToUI, FloatCast, Bitcast,
+  // Vectors.
+  LaneMap, Extract, Insert, FromElements, Reduction, CreateMask,
+  // Memory.
+  Load, Store, TransferRead, TransferWrite, Alloca, Subview, Dim,
+  // Control.
+  If, For, While, Yield, Condition, Barrier, Nop,
+  // Warp level.
+  Shuffle, MmaSync, LdMatrix, AsyncCopy, AsyncCreateGroup, AsyncWait,
+};
+
+struct Instr {
+  Opc opc = Opc::Nop;
+  ElementType ty = ElementType::I1;  ///< operand element type
+  ElementType rty = ElementType::I1; ///< result element type
+  uint8_t mode = 0;  ///< predicate, dimension, combining kind, ...
+  uint8_t width = 0; ///< integer bit width of `ty`
+  uint32_t lanes = 1;
+  uint32_t next = 0;
+  uint32_t res = kNoSlot, res2 = kNoSlot;
+  uint32_t a = kNoSlot, b = kNoSlot, c = kNoSlot;
+  uint32_t aux = 0;  ///< index into an op-specific side table
+  int64_t imm = 0;
+  mlir::Operation *op = nullptr;
+};
+
+/// Copies of values between slots (yields, loop entry): `count` entries of
+/// Program::copies starting at `begin`. `viaTemp` when a destination is also
+/// a source of another copy, so all sources must be read first.
+struct CopySet {
+  uint32_t begin = 0, count = 0;
+  bool viaTemp = false;
+};
+struct Copy {
+  uint32_t src, dst, lanes;
+};
+
+struct RegionRange {
+  uint32_t begin = 0, end = 0;
+};
+
+struct IfInfo {
+  uint32_t cond;
+  RegionRange thenRegion, elseRegion;
+};
+
+/// scf.for: the iteration arguments and the loop results share slots.
+struct ForInfo {
+  uint32_t lb, ub, step, iv;
+  ElementType ivType;
+  bool unsignedCmp;
+  uint32_t init; ///< CopySet index: init operands → iteration arguments
+  RegionRange body;
+};
+
+struct WhileInfo {
+  uint32_t init; ///< CopySet: inits → before-region arguments
+  RegionRange before, after;
+  uint32_t cond;     ///< scf.condition's i1 operand
+  uint32_t toAfter;  ///< CopySet: condition args → after-region arguments
+  uint32_t toResult; ///< CopySet: condition args → results
+};
+
+/// A position in a memref: `rank` index slots starting at Program::slots[indices].
+struct MemAccess {
+  uint32_t memref = kNoSlot;
+  uint32_t indices = 0;
+  uint8_t rank = 0;
+  uint32_t value = kNoSlot; ///< result (loads) or stored value (stores)
+  uint32_t lanes = 1;       ///< consecutive elements along the last dim
+  uint32_t pad = kNoSlot;   ///< transfer_read padding
+  uint32_t mask = kNoSlot;  ///< transfer op mask (vector<lanes x i1>)
+  bool inBounds = true;     ///< transfer ops: out-of-bounds lanes are an error
+};
+
+/// A static-or-dynamic integer: `slot` when dynamic, else `value`.
+struct MixedInt {
+  int64_t value = 0;
+  uint32_t slot = kNoSlot;
+};
+
+/// memref.alloca / private attribution: one buffer per (producer, thread).
+struct AllocaInfo {
+  ElementType type;
+  uint8_t rank;
+  MixedInt sizes[kMaxRank];
+  uint32_t producer; ///< per-thread descriptor block index
+  std::string name;
+};
+
+struct SubviewInfo {
+  uint32_t source;
+  uint8_t sourceRank, resultRank;
+  MixedInt offsets[kMaxRank], sizes[kMaxRank], strides[kMaxRank];
+  bool dropped[kMaxRank];
+  uint32_t producer;
+};
+
+/// vector.extract / vector.insert: lane offset = Σ position_d * stride_d.
+struct PositionInfo {
+  uint8_t count = 0;
+  MixedInt positions[kMaxRank];
+  int64_t strides[kMaxRank];
+  int64_t dims[kMaxRank];
+  uint32_t chunk = 1; ///< lanes moved
+};
+
+struct AsyncCopyInfo {
+  MemAccess dst, src;
+  int64_t dstElements;
+  uint32_t srcElements = kNoSlot;
+};
+
+struct MmaInfo {
+  MmaConfig config;
+  bool f16Accumulator;
+};
+
+struct LdMatrixInfo {
+  MemAccess access;
+  int numTiles;
+  bool transpose;
+};
+
+/// A memref parameter or workgroup attribution: its slot and static type.
+struct MemrefParam {
+  uint32_t slot;
+  ElementType type;
+  uint8_t rank;
+  int64_t shape[kMaxRank]; ///< mlir::ShapedType::kDynamic when dynamic
+};
+
+struct ScalarParam {
+  uint32_t slot;
+  ElementType type;
+};
+
+struct Program {
+  std::string name;
+  mlir::Operation *func = nullptr;
+  std::vector<Instr> instrs;
+  uint32_t numSlots = 0;
+  /// Per function argument: index into memrefParams or scalarParams.
+  std::vector<std::pair<bool, uint32_t>> args; ///< (isMemref, index)
+  std::vector<MemrefParam> memrefParams;
+  std::vector<ScalarParam> scalarParams;
+  std::vector<MemrefParam> workgroup; ///< workgroup attributions
+  std::vector<uint32_t> privateAttributions; ///< AllocaInfo indices
+  /// Slots filled once per launch for every thread.
+  std::vector<std::pair<uint32_t, uint64_t>> constants;
+  uint32_t numProducers = 0; ///< per-thread memref descriptor blocks
+  unsigned maxDepth = 0;     ///< deepest region nesting
+  uint32_t maxCopyLanes = 0; ///< largest CopySet (lanes), for temporaries
+
+  std::vector<uint32_t> slots; ///< operand lists
+  std::vector<int64_t> ints;   ///< static integer tables
+  std::vector<Copy> copies;
+  std::vector<CopySet> copySets;
+  std::vector<IfInfo> ifs;
+  std::vector<ForInfo> fors;
+  std::vector<WhileInfo> whiles;
+  std::vector<MemAccess> accesses;
+  std::vector<AllocaInfo> allocas;
+  std::vector<SubviewInfo> subviews;
+  std::vector<PositionInfo> positions;
+  std::vector<AsyncCopyInfo> asyncCopies;
+  std::vector<MmaInfo> mmas;
+  std::vector<LdMatrixInfo> ldmatrices;
+};
+
+/// "'op.name' at loc(...)" for error messages.
+std::string describeOp(mlir::Operation *op);
+
+} // namespace lossjit::simt::detail
+
+#endif // LOSSJIT_COMPILER_INTERPRETER_SIMTPROGRAM_H

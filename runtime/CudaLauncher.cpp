@@ -1,0 +1,306 @@
+//===- CudaLauncher.cpp - Run a kernel bundle on a CUDA stream ------------===//
+
+#include "runtime/CudaLauncher.h"
+
+#include "runtime/Log.h"
+
+#include <cstring>
+#include <sstream>
+
+namespace lossjit::runtime {
+
+namespace {
+bool isElfImage(const std::string &image) {
+  return image.size() >= 4 && std::memcmp(image.data(), "\x7f" "ELF", 4) == 0;
+}
+
+std::string addressText(const void *p) {
+  std::ostringstream os;
+  os << p;
+  return os.str();
+}
+} // namespace
+
+Error checkArchCompatible(const std::string &arch, bool isCubin, int major,
+                          int minor) {
+  bool specific = false;
+  Expected<std::pair<int, int>> target = parseCudaArch(arch, &specific);
+  if (!target)
+    return target.takeError();
+  auto [tMajor, tMinor] = *target;
+  std::string device = "sm_" + std::to_string(major) + std::to_string(minor);
+  if (std::make_pair(major, minor) < *target)
+    return makeError("bundle arch " + arch + " needs a newer GPU than this " +
+                     device + " device");
+  if ((specific || isCubin) && major != tMajor)
+    return makeError("bundle arch " + arch + (isCubin ? " (cubin)" : "") +
+                     " runs only on compute capability " +
+                     std::to_string(tMajor) + ".x, this device is " + device);
+  return Error::success();
+}
+
+WorkspaceAllocator makeSynchronousAllocator(const CudaDriver &driver) {
+  WorkspaceAllocator allocator;
+  const CudaDriver *d = &driver;
+  allocator.allocate = [d](size_t bytes, cu::Stream) -> Expected<cu::DevicePtr> {
+    cu::DevicePtr address = 0;
+    if (Error e = d->check(d->api().cuMemAlloc(&address, bytes),
+                           "cuMemAlloc(" + std::to_string(bytes) + " bytes)"))
+      return e;
+    return address;
+  };
+  allocator.release = [d](cu::DevicePtr address, size_t, cu::Stream stream) {
+    // Kernels using the workspace may still be running.
+    if (Error e = d->check(d->api().cuStreamSynchronize(stream), "cuStreamSynchronize"))
+      logWarning("workspace release: " + e.message());
+    if (Error e = d->check(d->api().cuMemFree(address), "cuMemFree"))
+      logWarning("workspace release: " + e.message());
+  };
+  return allocator;
+}
+
+/// A bundle loaded into one context.
+struct CudaLauncher::Loaded {
+  LaunchPlan plan;
+  std::vector<cu::Module> modules;
+  std::vector<cu::Function> functions; // per kernel
+};
+
+CudaLauncher::CudaLauncher(const CudaDriver &driver) : driver(driver) {}
+
+CudaLauncher::~CudaLauncher() {
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto &[key, entry] : loaded)
+    for (cu::Module m : entry->modules)
+      (void)driver.api().cuModuleUnload(m);
+}
+
+size_t CudaLauncher::loadedBundleCount() const {
+  std::lock_guard<std::mutex> lock(mutex);
+  return loaded.size();
+}
+
+Expected<std::shared_ptr<CudaLauncher::Loaded>>
+CudaLauncher::load(const KernelBundle &bundle, cu::Context context,
+                   cu::Device device) {
+  if (bundle.backend != "cuda")
+    return makeError("bundle " + bundle.key + " is for backend '" +
+                     bundle.backend + "', not cuda");
+  Expected<LaunchPlan> plan = LaunchPlan::build(bundle);
+  if (!plan)
+    return plan.takeError();
+  Expected<std::pair<int, int>> cc = driver.computeCapability(device);
+  if (!cc)
+    return cc.takeError();
+  auto entry = std::make_shared<Loaded>(Loaded{std::move(*plan), {}, {}});
+  // Unload what was loaded so far if a later step fails.
+  struct Cleanup {
+    const CudaDriver &driver;
+    std::shared_ptr<Loaded> &entry;
+    bool armed = true;
+    ~Cleanup() {
+      if (armed)
+        for (cu::Module m : entry->modules)
+          (void)driver.api().cuModuleUnload(m);
+    }
+  } cleanup{driver, entry};
+
+  int optinLimit = -1;
+  std::map<std::string, cu::Module> modulesByFile;
+  for (const BundleKernel &k : bundle.kernels) {
+    if (Error e = checkArchCompatible(bundle.arch, isElfImage(k.image), cc->first,
+                                      cc->second))
+      return std::move(e).withContext("kernel '" + k.name + "'");
+    cu::Module module = nullptr;
+    if (auto it = modulesByFile.find(k.file); it != modulesByFile.end()) {
+      module = it->second;
+    } else {
+      std::string errorLog(8192, '\0');
+      std::string infoLog(8192, '\0');
+      int options[] = {cu::kJitErrorLogBuffer, cu::kJitErrorLogBufferSizeBytes,
+                       cu::kJitInfoLogBuffer, cu::kJitInfoLogBufferSizeBytes};
+      void *values[] = {errorLog.data(),
+                        reinterpret_cast<void *>(uintptr_t(errorLog.size())),
+                        infoLog.data(),
+                        reinterpret_cast<void *>(uintptr_t(infoLog.size()))};
+      // c_str(): PTX must be NUL-terminated.
+      cu::Result r = driver.api().cuModuleLoadDataEx(&module, k.image.c_str(), 4,
+                                                     options, values);
+      if (Error e = driver.check(r, "cuModuleLoadDataEx")) {
+        errorLog.resize(std::strlen(errorLog.c_str()));
+        return makeError("loading " + k.file + " of bundle " + bundle.key +
+                         " (arch " + bundle.arch + ") on sm_" +
+                         std::to_string(cc->first) + std::to_string(cc->second) +
+                         ": " + e.message() +
+                         (errorLog.empty() ? "" : "\nJIT log:\n" + errorLog));
+      }
+      infoLog.resize(std::strlen(infoLog.c_str()));
+      if (!infoLog.empty())
+        logDebug("JIT log for " + k.file + ":\n" + infoLog);
+      modulesByFile.emplace(k.file, module);
+      entry->modules.push_back(module);
+    }
+    cu::Function function = nullptr;
+    if (Error e = driver.check(
+            driver.api().cuModuleGetFunction(&function, module, k.name.c_str()),
+            "cuModuleGetFunction(" + k.name + ")"))
+      return std::move(e).withContext("kernel '" + k.name + "' in " + k.file);
+    constexpr uint32_t kDefaultSharedLimit = 48 * 1024;
+    if (k.sharedBytes > kDefaultSharedLimit) {
+      if (optinLimit < 0) {
+        Expected<int> limit =
+            driver.attribute(cu::kDeviceAttributeMaxSharedMemoryPerBlockOptin, device);
+        if (!limit)
+          return limit.takeError();
+        optinLimit = *limit;
+      }
+      if (k.sharedBytes > static_cast<uint32_t>(optinLimit))
+        return makeError("kernel '" + k.name + "' needs " +
+                         std::to_string(k.sharedBytes) +
+                         " bytes of dynamic shared memory; this device allows " +
+                         std::to_string(optinLimit));
+      if (Error e = driver.check(
+              driver.api().cuFuncSetAttribute(
+                  function, cu::kFuncAttributeMaxDynamicSharedSizeBytes,
+                  static_cast<int>(k.sharedBytes)),
+              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"))
+        return std::move(e).withContext("kernel '" + k.name + "'");
+    }
+    entry->functions.push_back(function);
+  }
+  cleanup.armed = false;
+  logInfo("loaded bundle " + bundle.key.substr(0, 12) + " (" + bundle.op + ", " +
+          bundle.arch + ", " + std::to_string(entry->modules.size()) +
+          " module(s)) into context " + addressText(context));
+  return entry;
+}
+
+Expected<std::shared_ptr<CudaLauncher::Loaded>>
+CudaLauncher::getLoaded(const KernelBundle &bundle) {
+  Expected<std::pair<cu::Context, cu::Device>> current = driver.currentContext();
+  if (!current)
+    return current.takeError();
+  auto mapKey = std::make_pair(bundle.key, current->first);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = loaded.find(mapKey); it != loaded.end())
+      return it->second;
+  }
+  // Load outside the lock (the driver JIT can take a while); a racing thread
+  // may load the same bundle, and the loser's modules are unloaded.
+  Expected<std::shared_ptr<Loaded>> entry =
+      load(bundle, current->first, current->second);
+  if (!entry)
+    return entry.takeError();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, inserted] = loaded.emplace(mapKey, *entry);
+  if (!inserted)
+    for (cu::Module m : (*entry)->modules)
+      (void)driver.api().cuModuleUnload(m);
+  return it->second;
+}
+
+Error CudaLauncher::prepare(const KernelBundle &bundle) {
+  Expected<std::shared_ptr<Loaded>> entry = getLoaded(bundle);
+  return entry ? Error::success() : entry.takeError();
+}
+
+Error CudaLauncher::launch(const KernelBundle &bundle,
+                           std::span<const DeviceBuffer> params,
+                           std::span<const int64_t> dims, cu::Stream stream,
+                           const WorkspaceAllocator &allocator) {
+  Expected<std::shared_ptr<Loaded>> entryOr = getLoaded(bundle);
+  if (!entryOr)
+    return entryOr.takeError();
+  const Loaded &entry = **entryOr;
+  const LaunchPlan &plan = entry.plan;
+
+  if (params.size() != plan.numParams()) {
+    std::string names;
+    for (size_t i = 0; i < plan.numParams(); ++i)
+      names += (i ? ", " : "") + plan.paramName(i);
+    return makeError("launch: expected " + std::to_string(plan.numParams()) +
+                     " param buffers (" + names + "), got " +
+                     std::to_string(params.size()));
+  }
+  Expected<ResolvedLaunch> resolved = plan.resolve(dims);
+  if (!resolved)
+    return std::move(resolved.takeError()).withContext("launch");
+  auto dimsText = [&] {
+    std::string text;
+    for (size_t i = 0; i < plan.numDims(); ++i)
+      text += (i ? ", " : "") + plan.getDimNames()[i] + "=" + std::to_string(dims[i]);
+    return text;
+  };
+  std::vector<uint64_t> paramAddresses(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    int64_t expected = resolved->paramElements[i];
+    if (params[i].elements >= 0 && params[i].elements != expected)
+      return makeError("launch: param '" + plan.paramName(i) + "': expected " +
+                       std::to_string(expected) + " elements (shape " +
+                       plan.paramShapeText(i) + " with " + dimsText() + "), got " +
+                       std::to_string(params[i].elements));
+    if (params[i].address == 0 && expected > 0)
+      return makeError("launch: param '" + plan.paramName(i) +
+                       "' is a null device pointer but holds " +
+                       std::to_string(expected) + " elements");
+    paramAddresses[i] = params[i].address;
+  }
+  if (plan.numWorkspaces() && (!allocator.allocate || !allocator.release))
+    return makeError("launch: the bundle needs " +
+                     std::to_string(plan.numWorkspaces()) +
+                     " workspace(s) but the allocator has no allocate/release "
+                     "callback");
+
+  // Workspaces live until every kernel is enqueued.
+  std::vector<uint64_t> workspaceAddresses(plan.numWorkspaces(), 0);
+  struct Releaser {
+    const WorkspaceAllocator &allocator;
+    const ResolvedLaunch &launch;
+    std::vector<uint64_t> &addresses;
+    cu::Stream stream;
+    ~Releaser() {
+      for (size_t i = 0; i < addresses.size(); ++i)
+        if (addresses[i])
+          allocator.release(addresses[i], launch.workspaceBytes[i], stream);
+    }
+  } releaser{allocator, *resolved, workspaceAddresses, stream};
+  for (size_t i = 0; i < plan.numWorkspaces(); ++i) {
+    uint64_t bytes = resolved->workspaceBytes[i];
+    if (bytes == 0)
+      continue;
+    Expected<cu::DevicePtr> address = allocator.allocate(bytes, stream);
+    if (!address)
+      return std::move(address.takeError())
+          .withContext("launch: allocating workspace '" + plan.workspaceName(i) +
+                       "' (" + std::to_string(bytes) + " bytes)");
+    if (*address == 0)
+      return makeError("launch: the allocator returned a null pointer for "
+                       "workspace '" + plan.workspaceName(i) + "'");
+    workspaceAddresses[i] = *address;
+  }
+
+  bool logLaunches = isLogEnabled(LogLevel::Info);
+  PackedArgs args;
+  for (size_t k = 0; k < plan.numKernels(); ++k) {
+    if (logLaunches)
+      logInfo("launch " + bundle.key.substr(0, 12) + " [" + dimsText() + "] " +
+              plan.describeKernel(k, *resolved) + " stream=" +
+              addressText(stream));
+    const ResolvedLaunch::Kernel &rk = resolved->kernels[k];
+    if (rk.skip)
+      continue;
+    if (Error e = plan.packArguments(k, *resolved, paramAddresses,
+                                     workspaceAddresses, args))
+      return e;
+    const BundleKernel &bk = bundle.kernels[k];
+    cu::Result r = driver.api().cuLaunchKernel(
+        entry.functions[k], rk.grid[0], rk.grid[1], rk.grid[2], bk.block[0],
+        bk.block[1], bk.block[2], bk.sharedBytes, stream, args.pointers(), nullptr);
+    if (Error e = driver.check(r, "cuLaunchKernel"))
+      return std::move(e).withContext("launch: " + plan.describeKernel(k, *resolved));
+  }
+  return Error::success();
+}
+
+} // namespace lossjit::runtime

@@ -1,0 +1,107 @@
+//===- CompilerPiecesTest.cpp - tile configs, plans, graph builder --------===//
+
+#include "compiler/Builder/GraphBuilder.h"
+#include "compiler/Kernels/LaunchPlan.h"
+#include "compiler/Kernels/TileConfig.h"
+#include "compiler/Pipeline/Registration.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+
+#include <gtest/gtest.h>
+
+using namespace lossjit;
+
+TEST(TileConfig, ParsesAndRoundTrips) {
+  auto t = TileConfig::parse("threads=256,splits=16");
+  ASSERT_TRUE(static_cast<bool>(t)) << llvm::toString(t.takeError());
+  EXPECT_EQ(t->threads, 256);
+  EXPECT_EQ(t->splits, 16);
+  EXPECT_EQ(t->blockRows, 4);
+  auto again = TileConfig::parse(t->str());
+  ASSERT_TRUE(static_cast<bool>(again));
+  EXPECT_EQ(again->str(), t->str());
+}
+
+TEST(TileConfig, RejectsBadInput) {
+  auto expectError = [](llvm::StringRef text, llvm::StringRef message) {
+    auto t = TileConfig::parse(text);
+    ASSERT_FALSE(static_cast<bool>(t)) << text.str();
+    EXPECT_EQ(llvm::toString(t.takeError()), message.str());
+  };
+  expectError("warps=4", "unknown tile key 'warps' (expected block_rows, threads, splits, matmul)");
+  expectError("threads=abc", "tile 'threads' expects an integer, got 'abc'");
+  expectError("threads=48", "tile threads must be a power of two in [32, 1024], got 48");
+  expectError("block_rows=0", "tile block_rows must be in [1, 16], got 0");
+  expectError("splits=0", "tile splits must be in [1, 1024], got 0");
+  expectError("matmul=wgmma",
+              "tile matmul must be 'simt' (tensor-core kinds are not built yet), got 'wgmma'");
+}
+
+TEST(LaunchPlan, AttributeRoundTrip) {
+  mlir::MLIRContext context;
+  LaunchPlan plan;
+  plan.entry = "f";
+  plan.entryArgs = {"x", "w", "labels"};
+  plan.params = {{"x", "f16", {"N", "D"}, false}, {"loss", "f32", {}, true}};
+  plan.constants = {{"S", 8}};
+  plan.workspaces = {{"part_max", "f32", "S*N"}};
+  plan.kernels = {{"k", "mod_k", {"cdiv(N,4)", "S", "1"}, {128, 1, 1}, 0, {"x", "N"}, false}};
+  plan.options = {{"dtype", "f16"}};
+  plan.tile = "threads=128";
+  std::string error;
+  auto back = LaunchPlan::fromAttr(plan.toAttr(&context), error);
+  ASSERT_TRUE(mlir::succeeded(back)) << error;
+  EXPECT_EQ(back->entry, "f");
+  EXPECT_EQ(back->entryArgs, plan.entryArgs);
+  EXPECT_EQ(back->params[1].name, "loss");
+  EXPECT_TRUE(back->params[1].isOutput);
+  EXPECT_EQ(back->kernels[0].grid[0], "cdiv(N,4)");
+  EXPECT_EQ(back->kernels[0].module, "mod_k");
+  EXPECT_EQ(back->constants.at("S"), 8);
+  EXPECT_EQ(back->workspaces[0].count, "S*N");
+
+  mlir::Builder b(&context);
+  auto broken = b.getDictionaryAttr({b.getNamedAttr("entry", b.getStringAttr("f"))});
+  EXPECT_TRUE(mlir::failed(LaunchPlan::fromAttr(broken, error)));
+  EXPECT_EQ(error, "malformed launch plan: entry, entry_args, op, tile and dims are required");
+}
+
+TEST(GraphBuilder, RejectsBadOptions) {
+  mlir::DialectRegistry registry;
+  registerLossJITDialects(registry);
+  mlir::MLIRContext context(registry);
+  auto expectError = [&](LceGraphOptions o, llvm::StringRef message) {
+    auto g = buildLinearCrossEntropyGraph(context, o);
+    ASSERT_FALSE(static_cast<bool>(g));
+    EXPECT_EQ(llvm::toString(g.takeError()), message.str());
+  };
+  LceGraphOptions o;
+  o.dtype = "f64";
+  expectError(o, "dtype must be f16, bf16 or f32, got 'f64'");
+  o = {};
+  o.labelType = "f32";
+  expectError(o, "label type must be i32 or i64, got 'f32'");
+  o = {};
+  o.reduction = "avg";
+  expectError(o, "reduction must be none, mean or sum, got 'avg'");
+}
+
+TEST(GraphBuilder, BuildsAVerifiedUnfusedGraph) {
+  mlir::DialectRegistry registry;
+  registerLossJITDialects(registry);
+  mlir::MLIRContext context(registry);
+  LceGraphOptions o;
+  o.bias = true;
+  o.dtype = "bf16";
+  auto g = buildLinearCrossEntropyGraph(context, o);
+  ASSERT_TRUE(static_cast<bool>(g)) << llvm::toString(g.takeError());
+  EXPECT_TRUE(mlir::succeeded(mlir::verify(**g)));
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  (*g)->print(os);
+  EXPECT_NE(text.find("loss.linear %arg0, %arg1, %arg3"), std::string::npos) << text;
+  EXPECT_NE(text.find("loss.cast"), std::string::npos) << text;
+  EXPECT_NE(text.find("loss.nll"), std::string::npos) << text;
+}

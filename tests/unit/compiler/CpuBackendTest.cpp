@@ -1,0 +1,170 @@
+//===- CpuBackendTest.cpp - CPU backend numerics vs the fp64 reference ----===//
+
+#include "compiler/Builder/GraphBuilder.h"
+#include "compiler/Pipeline/Registration.h"
+#include "compiler/Target/CpuJit.h"
+#include "tools/support/Reference.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+using namespace lossjit;
+
+namespace {
+struct Case {
+  int64_t n, v, d;
+  std::string dtype = "f16", labelType = "i64", reduction = "mean";
+  bool bias = false;
+  double ignored = 0.0;
+  double logitScale = 4.0;
+  uint64_t seed = 7;
+};
+
+std::string describe(const Case &c) {
+  return "N=" + std::to_string(c.n) + " V=" + std::to_string(c.v) +
+         " D=" + std::to_string(c.d) + " " + c.dtype + " " + c.labelType + " " +
+         c.reduction + (c.bias ? " bias" : "") + " ignored=" + std::to_string(c.ignored) +
+         " scale=" + std::to_string(c.logitScale);
+}
+
+/// Outputs of one run.
+struct Outputs {
+  std::vector<float> loss, lse;
+};
+
+class CpuBackend : public ::testing::Test {
+protected:
+  CpuBackend() {
+    registerLossJITDialects(registry);
+    context = std::make_unique<mlir::MLIRContext>(registry);
+  }
+
+  std::unique_ptr<CpuCompiledOp> compile(const Case &c) {
+    LceGraphOptions o;
+    o.dtype = c.dtype;
+    o.labelType = c.labelType;
+    o.bias = c.bias;
+    o.reduction = c.reduction;
+    auto graph = buildLinearCrossEntropyGraph(*context, o);
+    EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+    auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
+    EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
+    return std::move(*op);
+  }
+
+  static Outputs run(const CpuCompiledOp &op, const LceProblem &p, unsigned threads) {
+    Outputs out;
+    out.loss.assign(p.reduction == "none" ? p.n : 1, -1.0f);
+    out.lse.assign(p.n, -1.0f);
+    int64_t es = p.dtype == "f32" ? 4 : 2;
+    (void)es;
+    std::map<std::string, HostBuffer> buffers = {
+        {"x", {const_cast<void *>(p.x), p.dtype, p.n * p.d}},
+        {"w", {const_cast<void *>(p.w), p.dtype, p.v * p.d}},
+        {"labels", {const_cast<void *>(p.labels), p.labelType, p.n}},
+        {"loss", {out.loss.data(), "f32", static_cast<int64_t>(out.loss.size())}},
+        {"lse", {out.lse.data(), "f32", p.n}},
+    };
+    if (p.bias)
+      buffers["bias"] = {const_cast<void *>(p.bias), p.dtype, p.v};
+    llvm::Error err = op.run(buffers, {p.n, p.v, p.d}, threads);
+    EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    return out;
+  }
+
+  /// Checks one case against fp64: lse and mean/sum loss with relative error
+  /// ≤ 1e-4; per-row losses (none) relative to max(|loss|, |lse|), the size
+  /// of the two terms whose difference a row loss is.
+  void checkCase(const Case &c) {
+    SCOPED_TRACE(describe(c));
+    RandomLceOptions o;
+    o.n = c.n, o.v = c.v, o.d = c.d;
+    o.dtype = c.dtype, o.labelType = c.labelType, o.reduction = c.reduction;
+    o.bias = c.bias, o.ignoredFraction = c.ignored, o.logitScale = c.logitScale;
+    o.seed = c.seed;
+    RandomLceInputs in;
+    makeRandomLceInputs(o, in);
+    auto op = compile(c);
+    ASSERT_TRUE(op);
+    Outputs got = run(*op, in.problem, 0);
+    LceReference ref = referenceLinearCrossEntropy(in.problem);
+    for (int64_t i = 0; i < c.n; ++i)
+      EXPECT_LE(std::fabs(got.lse[i] - ref.lse[i]), 1e-4 * std::fabs(ref.lse[i]) + 1e-6)
+          << "lse row " << i << " got " << got.lse[i] << " want " << ref.lse[i];
+    if (c.reduction == "none") {
+      for (int64_t i = 0; i < c.n; ++i)
+        EXPECT_LE(std::fabs(got.loss[i] - ref.rowLoss[i]),
+                  1e-4 * std::max(std::fabs(ref.rowLoss[i]), std::fabs(ref.lse[i])) + 1e-6)
+            << "loss row " << i << " got " << got.loss[i] << " want " << ref.rowLoss[i];
+      return;
+    }
+    if (std::isnan(ref.loss)) {
+      EXPECT_TRUE(std::isnan(got.loss[0])) << "want NaN (no counted rows), got " << got.loss[0];
+      return;
+    }
+    EXPECT_LE(std::fabs(got.loss[0] - ref.loss), 1e-4 * std::fabs(ref.loss) + 1e-6)
+        << "loss got " << got.loss[0] << " want " << ref.loss;
+    // Determinism: another run, and a different thread count, give the same bits.
+    Outputs again = run(*op, in.problem, 1);
+    EXPECT_EQ(0, std::memcmp(got.loss.data(), again.loss.data(), got.loss.size() * 4));
+    EXPECT_EQ(0, std::memcmp(got.lse.data(), again.lse.data(), got.lse.size() * 4));
+  }
+
+  mlir::DialectRegistry registry;
+  std::unique_ptr<mlir::MLIRContext> context;
+};
+} // namespace
+
+TEST_F(CpuBackend, AwkwardShapesAllStorageTypes) {
+  for (std::string dtype : {"f16", "bf16", "f32"}) {
+    checkCase({1, 1, 1, dtype});                    // N=1, V=1
+    checkCase({1, 301, 29, dtype});                 // N=1, odd D
+    checkCase({7, 1000, 17, dtype, "i32"});         // V not a multiple of any tile
+    checkCase({70, 129, 64, dtype, "i64", "sum"});  // more rows than one thread's share
+    checkCase({9, 33, 13, dtype, "i64", "none", true, 0.3});
+  }
+}
+
+TEST_F(CpuBackend, IgnoredRows) {
+  checkCase({16, 50, 8, "f16", "i64", "mean", false, 0.5});
+  checkCase({16, 50, 8, "f32", "i32", "sum", true, 0.5});
+  // Every row ignored: mean is 0/0 = NaN like PyTorch, sum is 0.
+  checkCase({5, 20, 8, "f16", "i64", "mean", false, 1.0});
+  checkCase({5, 20, 8, "f16", "i64", "sum", false, 1.0});
+}
+
+TEST_F(CpuBackend, HugeFp16LogitsDoNotOverflow) {
+  // |z| ≈ 1e4: exp overflows an fp16 softmax beyond z ≈ 11.09; ours is f32.
+  checkCase({12, 257, 32, "f16", "i64", "mean", false, 0.0, 1e4});
+  checkCase({12, 257, 32, "f16", "i64", "none", true, 0.0, 1e4});
+  checkCase({12, 257, 32, "bf16", "i64", "sum", false, 0.0, 1e4});
+}
+
+TEST_F(CpuBackend, RejectsMismatchedBuffers) {
+  Case c{4, 10, 8};
+  auto op = compile(c);
+  ASSERT_TRUE(op);
+  std::vector<uint16_t> x(4 * 8), w(10 * 8);
+  std::vector<int64_t> y(4, 0);
+  std::vector<float> loss(1), lse(4);
+  std::map<std::string, HostBuffer> buffers = {
+      {"x", {x.data(), "f16", 32}}, {"w", {w.data(), "f32", 80}},
+      {"labels", {y.data(), "i64", 4}}, {"loss", {loss.data(), "f32", 1}},
+      {"lse", {lse.data(), "f32", 4}}};
+  llvm::Error err = op->run(buffers, {4, 10, 8});
+  EXPECT_EQ(llvm::toString(std::move(err)), "buffer 'w' has dtype f32, expected f16");
+  buffers["w"].dtype = "f16";
+  buffers["w"].count = 79;
+  err = op->run(buffers, {4, 10, 8});
+  EXPECT_EQ(llvm::toString(std::move(err)), "buffer 'w' has 79 elements, expected V*D = 80");
+  buffers["w"].count = 80;
+  buffers.erase("lse");
+  err = op->run(buffers, {4, 10, 8});
+  EXPECT_EQ(llvm::toString(std::move(err)), "missing buffer 'lse' (f32, N elements)");
+  err = op->run(buffers, {4, 0, 8});
+  EXPECT_EQ(llvm::toString(std::move(err)), "V (vocabulary size) must be ≥ 1, got 0");
+}

@@ -1,0 +1,322 @@
+//===- CudaLauncherTest.cpp - Launcher against a recording fake driver ----===//
+//
+// No GPU here, so the launcher runs against fake driver entry points that
+// record what would have reached libcuda: modules loaded, functions looked
+// up, shared-memory opt-ins, and every cuLaunchKernel with its unpacked
+// arguments. That checks the launch sequence and the argument ABI on every CI
+// run; tests/gpu checks the same path on a real device.
+
+#include "runtime/CudaLauncher.h"
+
+#include "TestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+using namespace lossjit::runtime;
+using namespace lossjit::runtime::testing;
+
+namespace {
+
+struct RecordedLaunch {
+  std::string function;
+  std::array<unsigned, 3> grid, block;
+  unsigned sharedBytes;
+  cu::Stream stream;
+  std::vector<uint64_t> args;
+};
+
+/// What the fake driver saw. Test-only state: the fake entry points are plain
+/// function pointers and cannot capture.
+struct FakeState {
+  cu::Context context = reinterpret_cast<cu::Context>(0x1000);
+  int ccMajor = 8, ccMinor = 0, optinShared = 163 * 1024;
+  std::vector<std::string> loadedImages;
+  int unloads = 0;
+  std::vector<std::string> functionNames; // index + 1 is the handle
+  std::vector<std::pair<std::string, int>> sharedOptIns;
+  std::vector<RecordedLaunch> launches;
+  std::map<std::string, size_t> argCounts; // per function name
+};
+FakeState *fake = nullptr;
+
+cu::Result fakeGetErrorName(cu::Result r, const char **s) {
+  *s = r == 218 ? "CUDA_ERROR_INVALID_PTX" : "CUDA_ERROR_UNKNOWN";
+  return 0;
+}
+cu::Result fakeGetErrorString(cu::Result r, const char **s) {
+  *s = r == 218 ? "a PTX JIT compilation failed" : "unknown error";
+  return 0;
+}
+cu::Result fakeCtxGetCurrent(cu::Context *c) {
+  *c = fake->context;
+  return 0;
+}
+cu::Result fakeCtxGetDevice(cu::Device *d) {
+  *d = 0;
+  return 0;
+}
+cu::Result fakeDeviceGetAttribute(int *value, int attribute, cu::Device) {
+  if (attribute == cu::kDeviceAttributeComputeCapabilityMajor)
+    *value = fake->ccMajor;
+  else if (attribute == cu::kDeviceAttributeComputeCapabilityMinor)
+    *value = fake->ccMinor;
+  else if (attribute == cu::kDeviceAttributeMaxSharedMemoryPerBlockOptin)
+    *value = fake->optinShared;
+  else
+    return 1;
+  return 0;
+}
+cu::Result fakeModuleLoadDataEx(cu::Module *module, const void *image,
+                                unsigned numOptions, int *options, void **values) {
+  std::string text = static_cast<const char *>(image);
+  if (text.find("BADPTX") != std::string::npos) {
+    for (unsigned i = 0; i < numOptions; ++i)
+      if (options[i] == cu::kJitErrorLogBuffer)
+        std::strcpy(static_cast<char *>(values[i]), "ptxas fatal: syntax error at BADPTX");
+    return 218;
+  }
+  fake->loadedImages.push_back(text);
+  *module = reinterpret_cast<cu::Module>(fake->loadedImages.size());
+  return 0;
+}
+cu::Result fakeModuleUnload(cu::Module) {
+  ++fake->unloads;
+  return 0;
+}
+cu::Result fakeModuleGetFunction(cu::Function *f, cu::Module, const char *name) {
+  fake->functionNames.push_back(name);
+  *f = reinterpret_cast<cu::Function>(fake->functionNames.size());
+  return 0;
+}
+cu::Result fakeFuncSetAttribute(cu::Function f, int attribute, int value) {
+  if (attribute != cu::kFuncAttributeMaxDynamicSharedSizeBytes)
+    return 1;
+  fake->sharedOptIns.emplace_back(
+      fake->functionNames[reinterpret_cast<uintptr_t>(f) - 1], value);
+  return 0;
+}
+cu::Result fakeLaunchKernel(cu::Function f, unsigned gx, unsigned gy, unsigned gz,
+                            unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                            cu::Stream stream, void **params, void **extra) {
+  if (extra)
+    return 1;
+  RecordedLaunch l;
+  l.function = fake->functionNames[reinterpret_cast<uintptr_t>(f) - 1];
+  l.grid = {gx, gy, gz};
+  l.block = {bx, by, bz};
+  l.sharedBytes = shared;
+  l.stream = stream;
+  for (size_t i = 0; i < fake->argCounts[l.function]; ++i) {
+    uint64_t v;
+    std::memcpy(&v, params[i], 8);
+    l.args.push_back(v);
+  }
+  fake->launches.push_back(l);
+  return 0;
+}
+
+class CudaLauncherTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    fake = &state;
+    CudaDriverApi api{};
+    api.cuGetErrorName = fakeGetErrorName;
+    api.cuGetErrorString = fakeGetErrorString;
+    api.cuCtxGetCurrent = fakeCtxGetCurrent;
+    api.cuCtxGetDevice = fakeCtxGetDevice;
+    api.cuDeviceGetAttribute = fakeDeviceGetAttribute;
+    api.cuModuleLoadDataEx = fakeModuleLoadDataEx;
+    api.cuModuleUnload = fakeModuleUnload;
+    api.cuModuleGetFunction = fakeModuleGetFunction;
+    api.cuFuncSetAttribute = fakeFuncSetAttribute;
+    api.cuLaunchKernel = fakeLaunchKernel;
+    driver = CudaDriver::fromApi(api);
+    allocator.allocate = [this](size_t bytes, cu::Stream) -> Expected<cu::DevicePtr> {
+      allocated.push_back(bytes);
+      return cu::DevicePtr(0x100000 * allocated.size());
+    };
+    allocator.release = [this](cu::DevicePtr address, size_t, cu::Stream) {
+      released.push_back(address);
+    };
+  }
+  void TearDown() override { fake = nullptr; }
+
+  FakeState state;
+  std::unique_ptr<CudaDriver> driver;
+  WorkspaceAllocator allocator;
+  std::vector<size_t> allocated;
+  std::vector<cu::DevicePtr> released;
+};
+
+std::vector<DeviceBuffer> buffersFor(int64_t n, int64_t v, int64_t d) {
+  return {{0x1000, n * d}, {0x2000, v * d}, {0x3000, n}, {0x4000, 1}, {0x5000, n}};
+}
+
+} // namespace
+
+TEST_F(CudaLauncherTest, LaunchesKernelsInOrderWithMemrefArguments) {
+  KernelBundle b = makeTestBundle(testKey("launch"));
+  state.argCounts["lce_partial"] = 5 * 5 + 3;
+  state.argCounts["lce_combine"] = 6 * 5 + 2;
+  CudaLauncher launcher(*driver);
+  std::vector<int64_t> dims = {10, 1000, 64};
+  auto stream = reinterpret_cast<cu::Stream>(0x77);
+  Error e = launcher.launch(b, buffersFor(10, 1000, 64), dims, stream, allocator);
+  ASSERT_FALSE(e) << e.message();
+
+  EXPECT_EQ(state.loadedImages.size(), 2u);
+  EXPECT_EQ(state.functionNames, (std::vector<std::string>{"lce_partial", "lce_combine"}));
+  EXPECT_TRUE(state.sharedOptIns.empty()) << "4 KiB needs no opt-in";
+  ASSERT_EQ(state.launches.size(), 2u);
+  const RecordedLaunch &partial = state.launches[0];
+  EXPECT_EQ(partial.function, "lce_partial");
+  EXPECT_EQ(partial.grid, (std::array<unsigned, 3>{3, 8, 1}));
+  EXPECT_EQ(partial.block, (std::array<unsigned, 3>{128, 1, 1}));
+  EXPECT_EQ(partial.sharedBytes, 4096u);
+  EXPECT_EQ(partial.stream, stream);
+  // Workspaces part_m, part_s (S*N f32 = 320 bytes) and loss_rows (40).
+  EXPECT_EQ(allocated, (std::vector<size_t>{320, 320, 40}));
+  std::vector<uint64_t> expected = {0x1000,   0x1000,   0, 640,   1,  // x
+                                    0x2000,   0x2000,   0, 64000, 1,  // w
+                                    0x3000,   0x3000,   0, 10,    1,  // labels
+                                    0x100000, 0x100000, 0, 80,    1,  // part_m
+                                    0x200000, 0x200000, 0, 80,    1,  // part_s
+                                    10,       1000,     64};
+  EXPECT_EQ(partial.args, expected);
+  EXPECT_EQ(state.launches[1].function, "lce_combine");
+  EXPECT_EQ(state.launches[1].args.back(), 8u) << "constant S";
+  EXPECT_EQ(released.size(), 3u) << "every workspace is released";
+
+  // A second launch reuses the loaded modules.
+  ASSERT_FALSE(launcher.launch(b, buffersFor(10, 1000, 64), dims, stream, allocator));
+  EXPECT_EQ(state.loadedImages.size(), 2u);
+  EXPECT_EQ(state.launches.size(), 4u);
+  EXPECT_EQ(launcher.loadedBundleCount(), 1u);
+  // A different context loads its own copy.
+  state.context = reinterpret_cast<cu::Context>(0x2000);
+  ASSERT_FALSE(launcher.launch(b, buffersFor(10, 1000, 64), dims, stream, allocator));
+  EXPECT_EQ(state.loadedImages.size(), 4u);
+  EXPECT_EQ(launcher.loadedBundleCount(), 2u);
+}
+
+TEST_F(CudaLauncherTest, SharedFileLoadsOneModuleAndLargeSmemOptsIn) {
+  KernelBundle b = makeTestBundle(testKey("shared"));
+  b.kernels[1].file = b.kernels[0].file;
+  b.kernels[1].image = b.kernels[0].image;
+  b.kernels[1].sharedBytes = 100 * 1024;
+  CudaLauncher launcher(*driver);
+  Error e = launcher.prepare(b);
+  ASSERT_FALSE(e) << e.message();
+  EXPECT_EQ(state.loadedImages.size(), 1u);
+  ASSERT_EQ(state.sharedOptIns.size(), 1u);
+  EXPECT_EQ(state.sharedOptIns[0], std::make_pair(std::string("lce_combine"), 100 * 1024));
+
+  b.key = testKey("too-much-smem");
+  b.kernels[1].sharedBytes = 200 * 1024;
+  e = launcher.prepare(b);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("needs 204800 bytes of dynamic shared memory; this device "
+                             "allows 166912"),
+            std::string::npos)
+      << e.message();
+}
+
+TEST_F(CudaLauncherTest, ValidatesInputsBeforeEnqueueing) {
+  KernelBundle b = makeTestBundle(testKey("validate"));
+  CudaLauncher launcher(*driver);
+  std::vector<int64_t> dims = {10, 1000, 64};
+  auto buffers = buffersFor(10, 1000, 64);
+  buffers[1].elements = 5;
+  Error e = launcher.launch(b, buffers, dims, nullptr, allocator);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("param 'w': expected 64000 elements (shape [V, D] with "
+                             "N=10, V=1000, D=64), got 5"),
+            std::string::npos)
+      << e.message();
+  buffers = buffersFor(10, 1000, 64);
+  buffers[0].address = 0;
+  e = launcher.launch(b, buffers, dims, nullptr, allocator);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("param 'x' is a null device pointer"), std::string::npos);
+  buffers = buffersFor(10, 1000, 64);
+  buffers.pop_back();
+  e = launcher.launch(b, buffers, dims, nullptr, allocator);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("expected 5 param buffers (x, w, labels, loss, lse), got 4"),
+            std::string::npos)
+      << e.message();
+  std::vector<int64_t> negative = {10, -1, 64};
+  e = launcher.launch(b, buffersFor(10, 1000, 64), negative, nullptr, allocator);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("dim V = -1"), std::string::npos);
+  e = launcher.launch(b, buffersFor(10, 1000, 64), dims, nullptr, WorkspaceAllocator{});
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("allocator"), std::string::npos);
+  EXPECT_TRUE(state.launches.empty()) << "nothing may be enqueued on bad input";
+  EXPECT_TRUE(allocated.empty());
+
+  // Allocation failure releases what was already allocated.
+  int calls = 0;
+  WorkspaceAllocator failing = allocator;
+  failing.allocate = [&](size_t, cu::Stream) -> Expected<cu::DevicePtr> {
+    if (++calls == 2)
+      return makeError("out of memory");
+    return cu::DevicePtr(0xABC000);
+  };
+  e = launcher.launch(b, buffersFor(10, 1000, 64), dims, nullptr, failing);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("allocating workspace 'part_s' (320 bytes): out of memory"),
+            std::string::npos)
+      << e.message();
+  EXPECT_EQ(released, (std::vector<cu::DevicePtr>{0xABC000}));
+}
+
+TEST_F(CudaLauncherTest, EmptyGridsAreSkipped) {
+  KernelBundle b = makeTestBundle(testKey("empty-grid"));
+  CudaLauncher launcher(*driver);
+  std::vector<int64_t> dims = {0, 1000, 64};
+  Error e = launcher.launch(b, buffersFor(0, 1000, 64), dims, nullptr, allocator);
+  ASSERT_FALSE(e) << e.message();
+  ASSERT_EQ(state.launches.size(), 1u);
+  EXPECT_EQ(state.launches[0].function, "lce_combine");
+}
+
+TEST_F(CudaLauncherTest, JitFailureCarriesTheLogAndArchIsChecked) {
+  KernelBundle b = makeTestBundle(testKey("bad-ptx"));
+  b.kernels[1].image += "BADPTX";
+  CudaLauncher launcher(*driver);
+  Error e = launcher.prepare(b);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX (a PTX "
+                             "JIT compilation failed)"),
+            std::string::npos)
+      << e.message();
+  EXPECT_NE(e.message().find("syntax error at BADPTX"), std::string::npos);
+  EXPECT_EQ(state.unloads, 1) << "the module loaded before the failure is unloaded";
+  EXPECT_EQ(launcher.loadedBundleCount(), 0u);
+
+  KernelBundle hopper = makeTestBundle(testKey("sm90a"));
+  hopper.arch = "sm_90a";
+  e = launcher.prepare(hopper);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("needs a newer GPU than this sm_80 device"), std::string::npos)
+      << e.message();
+
+  KernelBundle cpu = makeTestBundle(testKey("cpu"));
+  cpu.backend = "cpu";
+  cpu.arch = "host";
+  e = launcher.prepare(cpu);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("backend 'cpu', not cuda"), std::string::npos);
+}
+
+TEST_F(CudaLauncherTest, NoCurrentContextIsAnError) {
+  state.context = nullptr;
+  CudaLauncher launcher(*driver);
+  Error e = launcher.prepare(makeTestBundle(testKey("no-context")));
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("no CUDA context is current"), std::string::npos);
+}

@@ -1,0 +1,287 @@
+//===- KernelBundleTest.cpp - Manifest and bundle directory format --------===//
+
+#include "runtime/FileUtil.h"
+#include "runtime/KernelBundle.h"
+#include "runtime/Sha256.h"
+
+#include "TestUtil.h"
+
+#include <gtest/gtest.h>
+
+using namespace lossjit::runtime;
+using namespace lossjit::runtime::testing;
+
+namespace {
+void expectSameBundle(const KernelBundle &a, const KernelBundle &b,
+                      bool compareImages) {
+  EXPECT_EQ(a.key, b.key);
+  EXPECT_EQ(a.lossjitVersion, b.lossjitVersion);
+  EXPECT_EQ(a.llvmVersion, b.llvmVersion);
+  EXPECT_EQ(a.op, b.op);
+  EXPECT_EQ(a.backend, b.backend);
+  EXPECT_EQ(a.arch, b.arch);
+  EXPECT_EQ(a.options, b.options);
+  EXPECT_EQ(a.tile, b.tile);
+  EXPECT_EQ(a.irHash, b.irHash);
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    EXPECT_EQ(a.params[i].name, b.params[i].name);
+    EXPECT_EQ(a.params[i].kind, b.params[i].kind);
+    EXPECT_EQ(a.params[i].dtype, b.params[i].dtype);
+    EXPECT_EQ(a.params[i].shape, b.params[i].shape);
+  }
+  EXPECT_EQ(a.dims, b.dims);
+  EXPECT_EQ(a.constants, b.constants);
+  ASSERT_EQ(a.workspaces.size(), b.workspaces.size());
+  for (size_t i = 0; i < a.workspaces.size(); ++i) {
+    EXPECT_EQ(a.workspaces[i].name, b.workspaces[i].name);
+    EXPECT_EQ(a.workspaces[i].dtype, b.workspaces[i].dtype);
+    EXPECT_EQ(a.workspaces[i].count, b.workspaces[i].count);
+  }
+  ASSERT_EQ(a.kernels.size(), b.kernels.size());
+  for (size_t i = 0; i < a.kernels.size(); ++i) {
+    const BundleKernel &x = a.kernels[i], &y = b.kernels[i];
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.file, y.file);
+    EXPECT_EQ(x.grid, y.grid);
+    EXPECT_EQ(x.block, y.block);
+    EXPECT_EQ(x.sharedBytes, y.sharedBytes);
+    EXPECT_EQ(x.args, y.args);
+    if (compareImages) {
+      EXPECT_EQ(x.image, y.image);
+    }
+  }
+}
+
+std::string verifyError(const KernelBundle &b) {
+  Error e = b.verify();
+  EXPECT_TRUE(static_cast<bool>(e)) << "expected verify() to fail";
+  return e.message();
+}
+} // namespace
+
+TEST(KernelBundle, TestBundleVerifies) {
+  KernelBundle b = makeTestBundle(testKey("a"));
+  Error e = b.verify();
+  EXPECT_FALSE(e) << e.message();
+}
+
+TEST(KernelBundle, ManifestRoundTrip) {
+  KernelBundle b = makeTestBundle(testKey("a"));
+  std::string text = writeJson(b.toManifest());
+  Expected<JsonValue> json = parseJson(text);
+  ASSERT_TRUE(json) << json.errorMessage();
+  std::vector<std::string> hashes;
+  Expected<KernelBundle> back = KernelBundle::fromManifest(*json, &hashes);
+  ASSERT_TRUE(back) << back.errorMessage();
+  expectSameBundle(b, *back, /*compareImages=*/false);
+  ASSERT_EQ(hashes.size(), 2u);
+  EXPECT_EQ(hashes[0], sha256Hex(b.kernels[0].image));
+  // Byte-stable: writing the re-read manifest gives the same text.
+  for (size_t i = 0; i < back->kernels.size(); ++i)
+    back->kernels[i].image = b.kernels[i].image;
+  EXPECT_EQ(writeJson(back->toManifest()), text);
+}
+
+TEST(KernelBundle, ParsesTheDocumentedExample) {
+  // The example from KernelBundle.h / the issue, with integer and string grid
+  // entries mixed and no shared_bytes on one kernel.
+  std::string key = testKey("example");
+  std::string ptx = ".version 8.0\n";
+  std::string manifest = R"J({
+    "format": "lossjit-bundle", "format_version": 1,
+    "key": ")J" + key + R"J(",
+    "lossjit_version": "0.1.0", "llvm_version": "22.1.8",
+    "op": "linear_cross_entropy", "backend": "cuda", "arch": "sm_80",
+    "options": {"dtype": "f16", "label_type": "i64", "ignore_index": -100,
+                "reduction": "mean", "bias": false},
+    "tile": {"block_rows": 4, "threads": 128, "splits": 8, "matmul": "simt"},
+    "ir_hash": ")J" + std::string(64, '0') + R"J(",
+    "params": [ {"name":"x","kind":"buffer","dtype":"f16","shape":["N","D"]},
+                {"name":"w","kind":"buffer","dtype":"f16","shape":["V","D"]},
+                {"name":"labels","kind":"buffer","dtype":"i64","shape":["N"]},
+                {"name":"loss","kind":"buffer","dtype":"f32","shape":[]},
+                {"name":"lse","kind":"buffer","dtype":"f32","shape":["N"]} ],
+    "dims": ["N","V","D"],
+    "constants": {"S": 8},
+    "workspaces": [ {"name":"part_m","dtype":"f32","count":"S*N"},
+                    {"name":"part_s","dtype":"f32","count":"S*N"},
+                    {"name":"loss_rows","dtype":"f32","count":"N"} ],
+    "kernels": [ {"name":"lce_partial","file":"lce_partial.sm_80.ptx",
+                  "sha256":")J" + sha256Hex(ptx) + R"J(",
+                  "grid":["cdiv(N,4)","S",1], "block":[128,1,1], "shared_bytes":4096,
+                  "args":["x","w","part_m","part_s","N","V","D"]},
+                 {"name":"lce_combine","file":"lce_combine.sm_80.ptx",
+                  "sha256":")J" + sha256Hex(ptx) + R"J(",
+                  "grid":[1,1,1], "block":[256,1,1],
+                  "args":["part_m","part_s","labels","loss_rows","loss","lse","N","S"]} ],
+    "future_field": {"ignored": true}
+  })J";
+  TempDir dir;
+  ASSERT_FALSE(writeFile(dir / "manifest.json", manifest));
+  ASSERT_FALSE(writeFile(dir / "lce_partial.sm_80.ptx", ptx));
+  ASSERT_FALSE(writeFile(dir / "lce_combine.sm_80.ptx", ptx));
+  Expected<KernelBundle> b = readBundleDirectory(dir.path(), key);
+  ASSERT_TRUE(b) << b.errorMessage();
+  EXPECT_EQ(b->kernels[0].grid[2], "1");
+  EXPECT_EQ(b->kernels[1].sharedBytes, 0u);
+  EXPECT_EQ(b->constants.at(0).second, 8);
+  EXPECT_EQ(b->options.find("ignore_index")->getInt(), -100);
+  EXPECT_EQ(b->kernels[0].image, ptx);
+}
+
+TEST(KernelBundle, DirectoryRoundTrip) {
+  KernelBundle b = makeTestBundle(testKey("dir"));
+  TempDir dir;
+  std::string entry = dir / b.key;
+  Error w = writeBundleDirectory(b, entry);
+  ASSERT_FALSE(w) << w.message();
+  Expected<KernelBundle> back = readBundleDirectory(entry, b.key);
+  ASSERT_TRUE(back) << back.errorMessage();
+  expectSameBundle(b, *back, /*compareImages=*/true);
+  EXPECT_EQ(back->imageBytes(), b.imageBytes());
+
+  Expected<KernelBundle> wrongKey = readBundleDirectory(entry, testKey("other"));
+  ASSERT_FALSE(wrongKey);
+  EXPECT_NE(wrongKey.errorMessage().find("does not match"), std::string::npos);
+}
+
+TEST(KernelBundle, DetectsCorruptionTruncationAndMissingFiles) {
+  KernelBundle b = makeTestBundle(testKey("bad"));
+  TempDir dir;
+  ASSERT_FALSE(writeBundleDirectory(b, dir.path()));
+  std::string ptxPath = dir / b.kernels[0].file;
+  std::string original = *readFile(ptxPath);
+
+  std::string flipped = original;
+  flipped[flipped.size() / 2] ^= 0x01;
+  ASSERT_FALSE(writeFile(ptxPath, flipped));
+  Expected<KernelBundle> r = readBundleDirectory(dir.path());
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.errorMessage().find("SHA-256 mismatch"), std::string::npos)
+      << r.errorMessage();
+
+  ASSERT_FALSE(writeFile(ptxPath, original.substr(0, original.size() - 5)));
+  r = readBundleDirectory(dir.path());
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.errorMessage().find("truncated"), std::string::npos);
+
+  ::unlink(ptxPath.c_str());
+  r = readBundleDirectory(dir.path());
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.errorMessage().find("cannot open"), std::string::npos);
+  EXPECT_NE(r.errorMessage().find(b.kernels[0].name), std::string::npos);
+
+  ASSERT_FALSE(writeFile(dir / "manifest.json", "{\"format\": \"lossjit-bundle\","));
+  r = readBundleDirectory(dir.path());
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.errorMessage().find("JSON parse error"), std::string::npos);
+  EXPECT_NE(r.errorMessage().find("manifest.json"), std::string::npos);
+}
+
+TEST(KernelBundle, ManifestFieldErrorsNameThePath) {
+  KernelBundle b = makeTestBundle(testKey("fields"));
+  auto errorFor = [&](auto mutate) {
+    JsonValue m = b.toManifest();
+    mutate(m);
+    Expected<KernelBundle> r = KernelBundle::fromManifest(m);
+    EXPECT_FALSE(r);
+    return r ? std::string() : r.errorMessage();
+  };
+  EXPECT_NE(errorFor([](JsonValue &m) { m.set("format", "other"); })
+                .find("manifest.format"),
+            std::string::npos);
+  EXPECT_NE(errorFor([](JsonValue &m) { m.set("format_version", 2); })
+                .find("reads version 1"),
+            std::string::npos);
+  EXPECT_NE(errorFor([](JsonValue &m) { m.set("op", 3); }).find("manifest.op: expected a string"),
+            std::string::npos);
+  std::string e = errorFor([](JsonValue &m) {
+    m.getObject()[m.getObject().size() - 1].value.getArray()[1].set("block", JsonValue::array());
+  });
+  EXPECT_NE(e.find("manifest.kernels[1].block: expected 3 entries"), std::string::npos) << e;
+  e = errorFor([](JsonValue &m) {
+    JsonValue grid = JsonValue::array();
+    grid.push("N");
+    grid.push(JsonValue::array());
+    grid.push(1);
+    m.getObject().back().value.getArray()[0].set("grid", grid);
+  });
+  EXPECT_NE(e.find("manifest.kernels[0].grid[1]: expected a string or an integer, got an array"),
+            std::string::npos)
+      << e;
+  e = errorFor([](JsonValue &m) {
+    m.getObject().back().value.getArray()[0].set("sha256", "xyz");
+  });
+  EXPECT_NE(e.find("kernels[0].sha256"), std::string::npos) << e;
+  EXPECT_NE(errorFor([](JsonValue &m) { m = JsonValue::array(); })
+                .find("manifest: expected an object"),
+            std::string::npos);
+}
+
+TEST(KernelBundle, VerifyRejectsInconsistentBundles) {
+  KernelBundle good = makeTestBundle(testKey("v"));
+  KernelBundle b = good;
+  b.key = "nothex";
+  EXPECT_NE(verifyError(b).find("key"), std::string::npos);
+  b = good;
+  b.kernels[0].args.push_back("nope");
+  EXPECT_NE(verifyError(b).find("kernels[0].args[8]: \"nope\" names no param"),
+            std::string::npos);
+  b = good;
+  b.params[0].dtype = "f8";
+  EXPECT_NE(verifyError(b).find("params[0].dtype: unknown dtype 'f8'"),
+            std::string::npos);
+  b = good;
+  b.kernels[1].file = "../evil.ptx";
+  EXPECT_NE(verifyError(b).find("not a plain file name"), std::string::npos);
+  b = good;
+  b.kernels[1].file = "manifest.json";
+  EXPECT_NE(verifyError(b).find("not a plain file name"), std::string::npos);
+  b = good;
+  b.workspaces[0].name = "N";
+  EXPECT_NE(verifyError(b).find("declared twice"), std::string::npos);
+  b = good;
+  b.workspaces[0].count = "S*Q";
+  EXPECT_NE(verifyError(b).find("workspaces[0].count"), std::string::npos);
+  b = good;
+  b.kernels[0].grid[0] = "cdiv(N,";
+  EXPECT_NE(verifyError(b).find("kernels[0].grid[0]"), std::string::npos);
+  b = good;
+  b.kernels[0].block = {64, 32, 1};
+  EXPECT_NE(verifyError(b).find("at most 1024 threads"), std::string::npos);
+  b = good;
+  b.kernels[0].image.clear();
+  EXPECT_NE(verifyError(b).find("is empty"), std::string::npos);
+  b = good;
+  b.params[0].shape = {"N", "-3"};
+  EXPECT_NE(verifyError(b).find("params[0].shape[1]"), std::string::npos);
+  b = good;
+  b.arch = "ampere";
+  EXPECT_NE(verifyError(b).find("arch"), std::string::npos);
+  b = good;
+  b.dims.push_back("cdiv");
+  EXPECT_NE(verifyError(b).find("reserved"), std::string::npos);
+  b = good;
+  b.kernels.clear();
+  EXPECT_NE(verifyError(b).find("at least one kernel"), std::string::npos);
+  // Kernels may share a file only with identical bytes.
+  b = good;
+  b.kernels[1].file = b.kernels[0].file;
+  EXPECT_NE(verifyError(b).find("images differ"), std::string::npos);
+  b.kernels[1].image = b.kernels[0].image;
+  EXPECT_FALSE(b.verify());
+  // A cpu bundle needs no launch geometry.
+  b = good;
+  b.backend = "cpu";
+  b.arch = "host";
+  EXPECT_FALSE(b.verify());
+}
+
+TEST(KernelBundle, DtypeSizes) {
+  EXPECT_EQ(*dtypeSize("f16"), 2u);
+  EXPECT_EQ(*dtypeSize("bf16"), 2u);
+  EXPECT_EQ(*dtypeSize("i64"), 8u);
+  EXPECT_EQ(*dtypeSize("i1"), 1u);
+  EXPECT_FALSE(dtypeSize("float"));
+}
