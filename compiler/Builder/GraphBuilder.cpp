@@ -20,6 +20,40 @@ llvm::Expected<Type> storageType(MLIRContext &ctx, llvm::StringRef dtype) {
   return llvm::createStringError("dtype must be f16, bf16 or f32, got '" +
                                  dtype.str() + "'");
 }
+/// The backward function: one loss.linear_cross_entropy_grad.
+OwningOpRef<ModuleOp> buildGradient(OpBuilder &b, OwningOpRef<ModuleOp> &module,
+                                    SmallVector<Type> args,
+                                    const LceGraphOptions &options, Type storage,
+                                    loss::Reduction reduction, Type gradLossType) {
+  Location loc = b.getUnknownLoc();
+  const int64_t dyn = ShapedType::kDynamic;
+  Type f32 = b.getF32Type();
+  args.push_back(RankedTensorType::get({dyn}, f32)); // lse
+  args.push_back(gradLossType);                      // grad_loss
+  SmallVector<Type> results;
+  if (options.needsGradX)
+    results.push_back(RankedTensorType::get({dyn, dyn}, storage));
+  if (options.needsGradW) {
+    results.push_back(RankedTensorType::get({dyn, dyn}, storage));
+    if (options.bias)
+      results.push_back(RankedTensorType::get({dyn}, storage));
+  }
+  auto fn = func::FuncOp::create(b, loc, options.name, b.getFunctionType(args, results));
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  unsigned n = entry->getNumArguments();
+  Value bias = options.bias ? entry->getArgument(3) : Value();
+  auto grad = loss::LinearCrossEntropyGradOp::create(
+      b, loc, results, entry->getArgument(0), entry->getArgument(1),
+      entry->getArgument(2), bias, entry->getArgument(n - 2), entry->getArgument(n - 1),
+      b.getI64IntegerAttr(options.ignoreIndex),
+      loss::ReductionAttr::get(b.getContext(), reduction), TypeAttr::get(storage),
+      TypeAttr::get(f32), b.getStringAttr(options.strategy),
+      b.getBoolAttr(options.needsGradX), b.getBoolAttr(options.needsGradW),
+      b.getI64IntegerAttr(options.workspaceBytes));
+  func::ReturnOp::create(b, loc, grad.getResults());
+  return std::move(module);
+}
 } // namespace
 
 llvm::Expected<OwningOpRef<ModuleOp>>
@@ -39,6 +73,16 @@ lossjit::buildLinearCrossEntropyGraph(MLIRContext &ctx,
                                    options.reduction + "'");
   if (options.name.empty())
     return llvm::createStringError("function name must not be empty");
+  if (options.gradient && options.strategy != "auto" && options.strategy != "chunked" &&
+      options.strategy != "recompute")
+    return llvm::createStringError("strategy must be auto, chunked or recompute, got '" +
+                                   options.strategy + "'");
+  if (options.gradient && !options.needsGradX && !options.needsGradW)
+    return llvm::createStringError(
+        "a gradient graph needs grad_x or grad_w (both were turned off)");
+  if (options.gradient && options.workspaceBytes < 1)
+    return llvm::createStringError("workspace bytes must be positive, got " +
+                                   std::to_string(options.workspaceBytes));
 
   OpBuilder b(&ctx);
   Location loc = b.getUnknownLoc();
@@ -57,6 +101,8 @@ lossjit::buildLinearCrossEntropyGraph(MLIRContext &ctx,
   SmallVector<Type> args = {Type(matrix), Type(matrix), Type(labels)};
   if (options.bias)
     args.push_back(vector);
+  if (options.gradient)
+    return buildGradient(b, module, args, options, *storage, *reduction, lossType);
   auto fn = func::FuncOp::create(b, loc, options.name,
                                  b.getFunctionType(args, {lossType}));
   Block *entry = fn.addEntryBlock();

@@ -25,6 +25,14 @@ struct LceGraphOptions {
   bool bias = false;
   int64_t ignoreIndex = -100;
   std::string reduction = "mean"; ///< none, mean, sum.
+
+  /// Build the gradient function instead of the loss:
+  /// `@name(x, w, labels[, bias], lse, grad_loss) -> (grad_x?, grad_w?, grad_bias?)`.
+  bool gradient = false;
+  std::string strategy = "auto"; ///< auto, chunked, recompute.
+  bool needsGradX = true;
+  bool needsGradW = true;
+  int64_t workspaceBytes = 256ll << 20; ///< scratch budget of the backward.
 };
 
 /// Builds the unfused graph `nll(log_softmax(cast_f32(linear(x, w[, b]))), y)`

@@ -7,7 +7,7 @@ using namespace lossjit;
 
 namespace {
 /// Why `fn` (which holds `op`) is not a fused function, or "" if it is.
-std::string whyNotFused(func::FuncOp fn, loss::LinearCrossEntropyOp op) {
+std::string whyNotFused(func::FuncOp fn, Operation *op) {
   Block &entry = fn.getBody().front();
   if (!fn.getBody().hasOneBlock())
     return "the function has more than one block";
@@ -17,12 +17,12 @@ std::string whyNotFused(func::FuncOp fn, loss::LinearCrossEntropyOp op) {
       return "every operand of the fused op must be a function argument";
   }
   for (Operation &other : entry.without_terminator())
-    if (&other != op.getOperation())
+    if (&other != op)
       return "the function computes more than the fused op ('" +
              other.getName().getStringRef().str() +
              "'); run loss-fuse-linear-cross-entropy and canonicalize first";
   for (Value r : entry.getTerminator()->getOperands())
-    if (r.getDefiningOp() != op.getOperation())
+    if (r.getDefiningOp() != op)
       return "the function must return only results of the fused op";
   return "";
 }
@@ -35,19 +35,22 @@ lossjit::collectFusedFunctions(ModuleOp module, StringRef passName) {
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
       continue;
-    SmallVector<loss::LinearCrossEntropyOp> ops;
-    fn.walk([&](loss::LinearCrossEntropyOp op) { ops.push_back(op); });
+    SmallVector<Operation *> ops;
+    fn.walk([&](Operation *op) {
+      if (isa<loss::LinearCrossEntropyOp, loss::LinearCrossEntropyGradOp>(op))
+        ops.push_back(op);
+    });
     if (ops.empty())
       continue;
     if (ops.size() > 1) {
-      ops[1].emitError() << passName << ": one fused op per function, @"
+      ops[1]->emitError() << passName << ": one fused op per function, @"
                          << fn.getName() << " has " << ops.size();
       ok = false;
       continue;
     }
     std::string why = whyNotFused(fn, ops.front());
     if (!why.empty()) {
-      ops.front().emitError() << passName << ": cannot lower @" << fn.getName()
+      ops.front()->emitError() << passName << ": cannot lower @" << fn.getName()
                               << ": " << why;
       ok = false;
       continue;
@@ -59,19 +62,34 @@ lossjit::collectFusedFunctions(ModuleOp module, StringRef passName) {
   return found;
 }
 
-std::vector<std::string> lossjit::argumentRoles(FusedFunction f) {
-  std::vector<std::string> roles;
-  for (BlockArgument arg : f.func.getArguments()) {
-    std::string role;
-    if (arg == f.op.getInput())
-      role = "x";
-    else if (arg == f.op.getWeight())
-      role = "w";
-    else if (arg == f.op.getLabels())
-      role = "labels";
-    else if (arg == f.op.getBias())
-      role = "bias";
-    roles.push_back(role);
+LceSpec lossjit::specOf(const FusedFunction &f) {
+  if (auto grad = dyn_cast<loss::LinearCrossEntropyGradOp>(f.op))
+    return LceSpec::fromOp(grad);
+  return LceSpec::fromOp(cast<loss::LinearCrossEntropyOp>(f.op));
+}
+
+std::vector<std::string> lossjit::argumentRoles(const FusedFunction &f) {
+  // Operand roles in the order the ops declare them.
+  SmallVector<std::pair<Value, const char *>> roles;
+  if (auto fwd = dyn_cast<loss::LinearCrossEntropyOp>(f.op)) {
+    roles = {{fwd.getInput(), "x"}, {fwd.getWeight(), "w"},
+             {fwd.getLabels(), "labels"}, {fwd.getBias(), "bias"}};
+  } else {
+    auto grad = cast<loss::LinearCrossEntropyGradOp>(f.op);
+    roles = {{grad.getInput(), "x"},       {grad.getWeight(), "w"},
+             {grad.getLabels(), "labels"}, {grad.getBias(), "bias"},
+             {grad.getLse(), "lse"},       {grad.getGradLoss(), "grad_loss"}};
   }
-  return roles;
+  std::vector<std::string> result;
+  func::FuncOp fn = f.func;
+  for (BlockArgument arg : fn.getArguments()) {
+    std::string role;
+    for (auto [value, name] : roles)
+      if (value && value == arg) {
+        role = name;
+        break;
+      }
+    result.push_back(role);
+  }
+  return result;
 }

@@ -3,22 +3,27 @@
 #ifndef LOSSJIT_COMPILER_CONVERSION_FUSEDFUNCTION_H
 #define LOSSJIT_COMPILER_CONVERSION_FUSEDFUNCTION_H
 
+#include "compiler/Kernels/LceSpec.h"
 #include "dialects/Loss/LossOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace lossjit {
 
-/// A function that is exactly one fused op on its arguments plus a return of
-/// the op's results: what the lowering passes turn into a kernel module.
+/// A function that is exactly one fused op (forward or gradient) on its
+/// arguments plus a return of the op's results: what the lowering passes
+/// turn into a kernel module.
 struct FusedFunction {
   mlir::func::FuncOp func;
-  loss::LinearCrossEntropyOp op;
+  mlir::Operation *op; ///< LinearCrossEntropyOp or LinearCrossEntropyGradOp.
 };
 
+/// The kernel specialization of `f`'s op.
+LceSpec specOf(const FusedFunction &f);
+
 /// For each argument of the function, the plan param it feeds ("x", "w",
-/// "labels", "bias") or "" when the fused op does not read it.
-std::vector<std::string> argumentRoles(FusedFunction f);
+/// "labels", "bias", "lse", "grad_loss") or "" when the op does not read it.
+std::vector<std::string> argumentRoles(const FusedFunction &f);
 
 /// Collects the fused functions of `module`. A function that holds a fused
 /// op in any other form is reported as an error on that op; returns failure

@@ -2,6 +2,7 @@
 
 #include "compiler/Conversion/FusedFunction.h"
 #include "compiler/Conversion/Passes.h"
+#include "compiler/Kernels/LinearCrossEntropyBackwardCPU.h"
 #include "compiler/Kernels/LinearCrossEntropyCPU.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -42,8 +43,12 @@ struct LowerToCPUPass : lossjit::impl::LossLowerToCPUBase<LowerToCPUPass> {
       plan.entry = f.func.getName().str();
       plan.entryArgs = argumentRoles(f);
       b.setInsertionPointToStart(kernels.getBody());
-      buildLceCpuKernels(b, f.func.getLoc(), *kernels.getSymName(),
-                         LceSpec::fromOp(f.op), tile, plan);
+      LceSpec spec = specOf(f);
+      if (spec.gradient)
+        buildLceBackwardCpuKernels(b, f.func.getLoc(), *kernels.getSymName(), spec,
+                                   tile, plan);
+      else
+        buildLceCpuKernels(b, f.func.getLoc(), *kernels.getSymName(), spec, tile, plan);
       attachLaunchPlan(module, plan);
       f.func.erase();
     }

@@ -32,12 +32,17 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
       return;
     OpBuilder b(&getContext());
     for (FusedFunction &f : *fused) {
+      if (specOf(f).gradient) {
+        f.op->emitError() << "loss-lower-to-gpu: the GPU gradient kernels are "
+                             "not built yet";
+        return signalPassFailure();
+      }
       b.setInsertionPoint(f.func);
       LaunchPlan plan;
       plan.entry = f.func.getName().str();
       plan.entryArgs = argumentRoles(f);
       buildLceGpuKernels(b, f.func.getLoc(), f.func.getName(),
-                         LceSpec::fromOp(f.op), tile, plan);
+                         specOf(f), tile, plan);
       attachLaunchPlan(module, plan);
       f.func.erase();
     }

@@ -10,11 +10,17 @@
 #ifndef LOSSJIT_COMPILER_INTERPRETER_SIMTPROGRAM_H
 #define LOSSJIT_COMPILER_INTERPRETER_SIMTPROGRAM_H
 
+#include "compiler/Interpreter/FloatFormats.h"
+#include "compiler/Interpreter/SimtInterpreter.h"
 #include "compiler/Interpreter/SimtTypes.h"
 #include "compiler/Interpreter/WarpMatrix.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/Support/Error.h"
 
+#include <array>
+#include <bit>
 #include <string>
 #include <vector>
 
@@ -74,13 +80,13 @@ struct Copy {
   uint32_t src, dst, lanes;
 };
 
-struct RegionRange {
+struct InstrRange {
   uint32_t begin = 0, end = 0;
 };
 
 struct IfInfo {
   uint32_t cond;
-  RegionRange thenRegion, elseRegion;
+  InstrRange thenRegion, elseRegion;
 };
 
 /// scf.for: the iteration arguments and the loop results share slots.
@@ -89,12 +95,12 @@ struct ForInfo {
   ElementType ivType;
   bool unsignedCmp;
   uint32_t init; ///< CopySet index: init operands → iteration arguments
-  RegionRange body;
+  InstrRange body;
 };
 
 struct WhileInfo {
   uint32_t init; ///< CopySet: inits → before-region arguments
-  RegionRange before, after;
+  InstrRange before, after;
   uint32_t cond;     ///< scf.condition's i1 operand
   uint32_t toAfter;  ///< CopySet: condition args → after-region arguments
   uint32_t toResult; ///< CopySet: condition args → results
@@ -124,6 +130,7 @@ struct AllocaInfo {
   uint8_t rank;
   MixedInt sizes[kMaxRank];
   uint32_t producer; ///< per-thread descriptor block index
+  uint32_t slot;     ///< the memref value
   std::string name;
 };
 
@@ -209,6 +216,46 @@ struct Program {
 
 /// "'op.name' at loc(...)" for error messages.
 std::string describeOp(mlir::Operation *op);
+
+/// Decodes `func` into `program` (SimtDecoder.cpp).
+llvm::Error decodeProgram(mlir::gpu::GPUFuncOp func, Program &program);
+
+/// Runs `program` (SimtExecutor.cpp).
+llvm::Error executeProgram(const Program &program,
+                           const std::array<int64_t, 3> &grid,
+                           const std::array<int64_t, 3> &block,
+                           llvm::ArrayRef<SimtArg> args,
+                           const SimtOptions &options);
+
+/// Rounds `value` to float type `type` and encodes it as a register word.
+inline uint64_t makeFloatWord(ElementType type, double value) {
+  switch (type) {
+  case ElementType::F64: return std::bit_cast<uint64_t>(value);
+  case ElementType::F32: return std::bit_cast<uint32_t>(float(value));
+  case ElementType::F16: return std::bit_cast<uint32_t>(float(roundToHalf(value)));
+  default: return std::bit_cast<uint32_t>(float(roundToBFloat16(value)));
+  }
+}
+
+/// The value of a float register word of type `type`.
+inline double floatWordValue(ElementType type, uint64_t word) {
+  if (type == ElementType::F64)
+    return std::bit_cast<double>(word);
+  return std::bit_cast<float>(uint32_t(word));
+}
+
+/// All-ones in the low `width` bits.
+inline uint64_t widthMask(unsigned width) {
+  return width >= 64 ? ~uint64_t(0) : (uint64_t(1) << width) - 1;
+}
+
+/// Sign-extends the low `width` bits of `word`.
+inline int64_t signExtend(uint64_t word, unsigned width) {
+  if (width >= 64)
+    return int64_t(word);
+  unsigned shift = 64 - width;
+  return int64_t(word << shift) >> shift;
+}
 
 } // namespace lossjit::simt::detail
 

@@ -79,8 +79,12 @@ DictionaryAttr LaunchPlan::toAttr(MLIRContext *context) const {
         b.getNamedAttr("block", b.getI64ArrayAttr(k.block)),
         b.getNamedAttr("shared_bytes", b.getI64IntegerAttr(k.sharedBytes)),
         b.getNamedAttr("args", strings(b, k.args)),
-        b.getNamedAttr("row_parallel", b.getBoolAttr(k.rowParallel)),
+        b.getNamedAttr("parallel", b.getStringAttr(k.parallel)),
+        b.getNamedAttr("per_chunk", b.getBoolAttr(k.perChunk)),
     }));
+  SmallVector<Attribute> derivedAttrs;
+  for (const auto &[name, formula] : derived)
+    derivedAttrs.push_back(b.getArrayAttr({b.getStringAttr(name), b.getStringAttr(formula)}));
   SmallVector<NamedAttribute> constAttrs;
   for (const auto &[k, v] : constants)
     constAttrs.push_back(b.getNamedAttr(k, b.getI64IntegerAttr(v)));
@@ -91,6 +95,8 @@ DictionaryAttr LaunchPlan::toAttr(MLIRContext *context) const {
       b.getNamedAttr("params", b.getArrayAttr(paramAttrs)),
       b.getNamedAttr("dims", strings(b, dims)),
       b.getNamedAttr("constants", b.getDictionaryAttr(constAttrs)),
+      b.getNamedAttr("derived", b.getArrayAttr(derivedAttrs)),
+      b.getNamedAttr("chunk", b.getStringAttr(chunkSymbol)),
       b.getNamedAttr("workspaces", b.getArrayAttr(wsAttrs)),
       b.getNamedAttr("kernels", b.getArrayAttr(kernelAttrs)),
       b.getNamedAttr("options", stringMap(b, options)),
@@ -153,12 +159,13 @@ FailureOr<LaunchPlan> LaunchPlan::fromAttr(DictionaryAttr attr,
     k.sharedBytes = readInt(d, "shared_bytes", ok);
     std::vector<std::string> grid;
     auto block = d.getAs<ArrayAttr>("block");
-    auto rowParallel = d.getAs<BoolAttr>("row_parallel");
+    k.parallel = readString(d, "parallel", ok);
+    auto perChunk = d.getAs<BoolAttr>("per_chunk");
     if (!ok || !readStrings(d.get("grid"), grid) || grid.size() != 3 ||
-        !block || block.size() != 3 || !rowParallel ||
+        !block || block.size() != 3 || !perChunk ||
         !readStrings(d.get("args"), k.args))
       return fail("kernel needs name, module, grid[3], block[3], shared_bytes, args, "
-                  "row_parallel");
+                  "parallel, per_chunk");
     for (int i = 0; i < 3; ++i) {
       k.grid[i] = grid[i];
       auto bi = dyn_cast<IntegerAttr>(block[i]);
@@ -166,8 +173,18 @@ FailureOr<LaunchPlan> LaunchPlan::fromAttr(DictionaryAttr attr,
         return fail("kernel block entries must be integers");
       k.block[i] = bi.getInt();
     }
-    k.rowParallel = rowParallel.getValue();
+    k.perChunk = perChunk.getValue();
     plan.kernels.push_back(k);
+  }
+  plan.chunkSymbol = readString(attr, "chunk", ok);
+  auto derived = attr.getAs<ArrayAttr>("derived");
+  if (!ok || !derived)
+    return fail("chunk and derived are required");
+  for (Attribute a : derived) {
+    std::vector<std::string> pair;
+    if (!readStrings(a, pair) || pair.size() != 2)
+      return fail("derived entries are [name, formula] pairs");
+    plan.derived.push_back({pair[0], pair[1]});
   }
   for (NamedAttribute c : constants) {
     auto i = dyn_cast<IntegerAttr>(c.getValue());

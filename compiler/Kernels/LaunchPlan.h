@@ -46,9 +46,13 @@ struct PlanKernel {
   std::array<int64_t, 3> block = {1, 1, 1};
   int64_t sharedBytes = 0;
   std::vector<std::string> args; ///< param, workspace, dim or constant names.
-  /// CPU only: the kernel takes (row_begin, row_end) and the host may split
-  /// rows between threads.
-  bool rowParallel = false;
+  /// CPU only: "rows" — the kernel takes (row_begin, row_end) and the host
+  /// may split rows between threads; "vocab" — likewise (col_begin,
+  /// col_end) over [0, V); "none" — called once.
+  std::string parallel = "none";
+  /// Launched once per row chunk [chunk_begin, chunk_end) of `chunkSymbol`
+  /// rows, in chunk order; consecutive per-chunk kernels run as a group.
+  bool perChunk = false;
 };
 
 struct LaunchPlan {
@@ -60,6 +64,11 @@ struct LaunchPlan {
   std::vector<PlanParam> params;
   std::vector<std::string> dims = {"N", "V", "D"};
   std::map<std::string, int64_t> constants;
+  /// Symbols computed from dims and constants before anything else, in
+  /// order, e.g. {"C", "max(1,min(N,WB/(V*4)))"} (the chunk size).
+  std::vector<std::pair<std::string, std::string>> derived;
+  /// Name of the chunk-size symbol when some kernel is per-chunk.
+  std::string chunkSymbol;
   std::vector<PlanWorkspace> workspaces;
   std::vector<PlanKernel> kernels;
   std::map<std::string, std::string> options; ///< dtype, reduction, ...

@@ -15,6 +15,22 @@ LceSpec LceSpec::fromOp(loss::LinearCrossEntropyOp op) {
   return spec;
 }
 
+LceSpec LceSpec::fromOp(loss::LinearCrossEntropyGradOp op) {
+  LceSpec spec;
+  spec.storage = op.getStorage();
+  spec.labelType = cast<RankedTensorType>(op.getLabels().getType()).getElementType();
+  spec.hasBias = static_cast<bool>(op.getBias());
+  spec.ignoreIndex = op.getIgnoreIndex();
+  spec.reduction = op.getReduction();
+  spec.gradient = true;
+  spec.needsGradX = op.getNeedsInput();
+  spec.needsGradW = op.getNeedsWeight();
+  // "auto" picks the 6·N·D·V schedule; its chunk size follows the budget.
+  spec.strategy = op.getStrategy() == "recompute" ? "recompute" : "chunked";
+  spec.workspaceBytes = op.getWorkspaceBytes();
+  return spec;
+}
+
 std::vector<PlanParam> LceSpec::planParams() const {
   std::string dt = loss::storageTypeName(storage).str();
   std::string lt = labelType.isInteger(32) ? "i32" : "i64";
@@ -25,6 +41,20 @@ std::vector<PlanParam> LceSpec::planParams() const {
   };
   if (hasBias)
     params.push_back({"bias", dt, {"V"}, false});
+  std::vector<std::string> rowShape;
+  if (reduction == loss::Reduction::none)
+    rowShape = {"N"};
+  if (gradient) {
+    params.push_back({"lse", "f32", {"N"}, false});
+    params.push_back({"grad_loss", "f32", rowShape, false});
+    if (needsGradX)
+      params.push_back({"grad_x", dt, {"N", "D"}, true});
+    if (needsGradW)
+      params.push_back({"grad_w", dt, {"V", "D"}, true});
+    if (needsGradBias())
+      params.push_back({"grad_bias", dt, {"V"}, true});
+    return params;
+  }
   std::vector<std::string> lossShape;
   if (reduction == loss::Reduction::none)
     lossShape = {"N"};
@@ -34,11 +64,19 @@ std::vector<PlanParam> LceSpec::planParams() const {
 }
 
 std::map<std::string, std::string> LceSpec::planOptions() const {
-  return {
+  std::map<std::string, std::string> options = {
       {"dtype", loss::storageTypeName(storage).str()},
       {"label_type", labelType.isInteger(32) ? "i32" : "i64"},
       {"bias", hasBias ? "true" : "false"},
       {"ignore_index", std::to_string(ignoreIndex)},
       {"reduction", loss::stringifyReduction(reduction).str()},
+      {"pass", gradient ? "backward" : "forward"},
   };
+  if (gradient) {
+    options["strategy"] = strategy;
+    options["grad_x"] = needsGradX ? "true" : "false";
+    options["grad_w"] = needsGradW ? "true" : "false";
+    options["workspace_bytes"] = std::to_string(workspaceBytes);
+  }
+  return options;
 }

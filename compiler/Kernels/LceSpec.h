@@ -17,9 +17,21 @@ struct LceSpec {
   int64_t ignoreIndex = -100;
   loss::Reduction reduction = loss::Reduction::mean;
 
-  static LceSpec fromOp(loss::LinearCrossEntropyOp op);
+  /// Backward only: which gradients, which schedule, how much scratch.
+  bool gradient = false;
+  bool needsGradX = true;
+  bool needsGradW = true;
+  std::string strategy = "chunked"; ///< "chunked" or "recompute" (resolved).
+  int64_t workspaceBytes = 256ll << 20;
 
-  /// The op's buffers in calling order: x, w, labels, [bias], loss, lse.
+  static LceSpec fromOp(loss::LinearCrossEntropyOp op);
+  static LceSpec fromOp(loss::LinearCrossEntropyGradOp op);
+
+  bool storesF32() const { return storage.isF32(); }
+  bool needsGradBias() const { return gradient && hasBias && needsGradW; }
+
+  /// The op's buffers in calling order: x, w, labels, [bias], then loss, lse
+  /// (forward) or lse, grad_loss, [grad_x], [grad_w], [grad_bias] (backward).
   std::vector<PlanParam> planParams() const;
   /// dtype, label_type, bias, ignore_index, reduction as manifest strings.
   std::map<std::string, std::string> planOptions() const;

@@ -1,6 +1,7 @@
 //===- LinearCrossEntropyCPU.cpp - host kernels of the fused loss ---------===//
 
 #include "compiler/Kernels/LinearCrossEntropyCPU.h"
+#include "compiler/Kernels/CpuVectorOps.h"
 #include "compiler/Kernels/KernelEmitter.h"
 #include "compiler/Kernels/LceRowLoss.h"
 
@@ -28,47 +29,6 @@ func::FuncOp makeFunc(OpBuilder &b, Location loc, StringRef name,
   Block *entry = fn.addEntryBlock();
   b.setInsertionPointToStart(entry);
   return fn;
-}
-
-/// Σₖ x[xOff+k]·w[wOff+k] for `rows` x offsets at once: vector<L> FMA over
-/// the first ⌊D/L⌋·L elements, an ordered horizontal add, then a scalar tail.
-SmallVector<Value> blockDot(KernelEmitter &e, Value x, ArrayRef<Value> xOff,
-                            Value w, Value wOff, Value d, Value dMain,
-                            int64_t lanes, Type storage) {
-  OpBuilder &b = e.builder();
-  Location loc = e.location();
-  auto f32v = VectorType::get({lanes}, b.getF32Type());
-  auto stv = VectorType::get({lanes}, storage);
-  Value zero = arith::ConstantOp::create(b, loc, cast<TypedAttr>(b.getZeroAttr(f32v)));
-  SmallVector<Value> init(xOff.size(), zero);
-  SmallVector<Value> acc = e.forLoop(
-      e.index(0), dMain, e.index(lanes), init,
-      [&](KernelEmitter &ke, Value k, ValueRange it) {
-        OpBuilder &kb = ke.builder();
-        Location kl = ke.location();
-        auto loadVec = [&](Value mem, Value off) -> Value {
-          Value raw = vector::LoadOp::create(kb, kl, stv, mem, ValueRange{ke.add(off, k)});
-          if (storage.isF32())
-            return raw;
-          return arith::ExtFOp::create(kb, kl, f32v, raw);
-        };
-        Value wv = loadVec(w, wOff);
-        SmallVector<Value> next;
-        for (size_t i = 0; i < xOff.size(); ++i)
-          next.push_back(vector::FMAOp::create(kb, kl, loadVec(x, xOff[i]), wv, it[i]));
-        return next;
-      });
-  SmallVector<Value> sums;
-  for (Value a : acc)
-    sums.push_back(vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, a));
-  return e.forLoop(dMain, d, e.index(1), sums,
-                   [&](KernelEmitter &ke, Value k, ValueRange it) {
-                     Value wv = ke.loadF32(w, ke.add(wOff, k));
-                     SmallVector<Value> next;
-                     for (size_t i = 0; i < xOff.size(); ++i)
-                       next.push_back(ke.fma(ke.loadF32(x, ke.add(xOff[i], k)), wv, it[i]));
-                     return next;
-                   });
 }
 
 void buildRows(OpBuilder &b, Location loc, const LceSpec &spec,
@@ -104,8 +64,7 @@ void buildRows(OpBuilder &b, Location loc, const LceSpec &spec,
                   re.index(0), v, re.index(1), init,
                   [&](KernelEmitter &ve, Value col, ValueRange it) {
                     Value wOff = ve.mul(col, d);
-                    SmallVector<Value> z =
-                        blockDot(ve, x, xOff, w, wOff, d, dMain, lanes, spec.storage);
+                    SmallVector<Value> z = emitBlockDot(ve, x, xOff, w, wOff, d, dMain, lanes);
                     Value bv = bias ? ve.loadF32(bias, col) : Value();
                     SmallVector<Value> next;
                     for (int64_t i = 0; i < br; ++i) {
@@ -205,8 +164,8 @@ void lossjit::buildLceCpuKernels(OpBuilder &builder, Location loc,
   rowArgs.insert(rowArgs.end(), {"labels", "lse", spec.rowLossBuffer().str(),
                                  "row_begin", "row_end", "V", "D"});
   plan.kernels = {{"lce_rows", moduleName.str(), {"1", "1", "1"}, {1, 1, 1}, 0,
-                   rowArgs, true}};
+                   rowArgs, "rows"}};
   if (spec.reduction != loss::Reduction::none)
     plan.kernels.push_back({"lce_reduce", moduleName.str(), {"1", "1", "1"}, {1, 1, 1}, 0,
-                            {"labels", "loss_rows", "loss", "N"}, false});
+                            {"labels", "loss_rows", "loss", "N"}});
 }

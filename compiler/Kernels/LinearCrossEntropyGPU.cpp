@@ -280,11 +280,11 @@ void lossjit::buildLceGpuKernels(OpBuilder &builder, Location loc,
   auto mod = [&](StringRef k) { return (prefix + "_" + k).str(); };
   plan.kernels = {
       {"lce_partial", mod("lce_partial"), {"cdiv(N," + bn + ")", "S", "1"}, block, 0,
-       partialArgs, false},
+       partialArgs},
       {"lce_combine", mod("lce_combine"), {"cdiv(N," + t + ")", "1", "1"}, block, 0,
-       combineArgs, false},
+       combineArgs},
   };
   if (spec.reduction != loss::Reduction::none)
     plan.kernels.push_back({"lce_reduce", mod("lce_reduce"), {"1", "1", "1"}, block, 0,
-                            {"labels", "loss_rows", "loss", "N"}, false});
+                            {"labels", "loss_rows", "loss", "N"}});
 }

@@ -174,6 +174,13 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
   if (llvm::Error err = validate(buffers, dims))
     return err;
   auto values = symbolValues(launchPlan, dims);
+  for (const auto &[name, formula] : launchPlan.derived) {
+    auto value = runtime::evaluateFormula(formula, values);
+    if (!value)
+      return llvm::createStringError("derived symbol '" + name +
+                                     "': " + value.errorMessage());
+    values[name] = *value;
+  }
   std::map<std::string, HostBuffer> all = buffers;
   std::deque<std::vector<char>> workspaces;
   for (const PlanWorkspace &w : launchPlan.workspaces) {
@@ -185,59 +192,93 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
     all[w.name] = {workspaces.back().data(), w.dtype, *count};
   }
 
-  auto callKernel = [&](const PlanKernel &k, int64_t rowBegin,
-                        int64_t rowEnd) -> llvm::Error {
+  /// One call of kernel `k` with the range-style arguments bound.
+  auto call = [&](const PlanKernel &k, const std::map<std::string, int64_t> &ranges)
+      -> llvm::Error {
     PackedArgs args;
     for (const std::string &name : k.args) {
-      if (auto b = all.find(name); b != all.end()) {
+      if (auto b = all.find(name); b != all.end())
         args.addBuffer(b->second.data, b->second.count);
-      } else if (name == "row_begin") {
-        args.addInteger(rowBegin);
-      } else if (name == "row_end") {
-        args.addInteger(rowEnd);
-      } else if (auto v = values.find(name); v != values.end()) {
+      else if (auto r = ranges.find(name); r != ranges.end())
+        args.addInteger(r->second);
+      else if (auto v = values.find(name); v != values.end())
         args.addInteger(v->second);
-      } else {
+      else
         return llvm::createStringError("kernel " + k.name +
                                        " names unknown argument '" + name + "'");
-      }
     }
     return engine->invokePacked(k.name, args.slots);
   };
 
-  unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  unsigned workers = threads ? threads : hw;
-  for (const PlanKernel &k : launchPlan.kernels) {
-    if (!k.rowParallel || workers == 1 || dims.n < 64) {
-      if (llvm::Error err = callKernel(k, 0, dims.n))
-        return err;
-      continue;
-    }
-    int64_t chunk = (dims.n + workers - 1) / workers;
+  unsigned workers = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  /// Runs `k` over [begin, end) of its parallel dimension, split between
+  /// threads. Every output element is owned by one call, so the split never
+  /// changes a bit of the result.
+  auto runSplit = [&](const PlanKernel &k, std::map<std::string, int64_t> ranges,
+                      llvm::StringRef beginName, llvm::StringRef endName,
+                      int64_t begin, int64_t end) -> llvm::Error {
+    int64_t total = end - begin;
+    unsigned parts = total < 16 ? 1u : workers;
+    int64_t chunk = (total + parts - 1) / std::max(1u, parts);
     std::vector<std::thread> pool;
     std::vector<llvm::Error> errors;
     std::mutex errorsMutex;
-    for (unsigned t = 0; t < workers; ++t) {
-      int64_t begin = std::min<int64_t>(dims.n, t * chunk);
-      int64_t end = std::min<int64_t>(dims.n, begin + chunk);
-      if (begin >= end)
+    for (unsigned t = 0; t < parts; ++t) {
+      int64_t b = std::min(end, begin + t * chunk), e = std::min(end, b + chunk);
+      if (b >= e && !(parts == 1))
         continue;
-      pool.emplace_back([&, begin, end] {
-        llvm::Error err = callKernel(k, begin, end);
-        if (err) {
+      std::map<std::string, int64_t> mine = ranges;
+      mine[beginName.str()] = b;
+      mine[endName.str()] = e;
+      auto work = [&, mine, &k] {
+        if (llvm::Error err = call(k, mine)) {
           std::lock_guard<std::mutex> lock(errorsMutex);
           errors.push_back(std::move(err));
         }
-      });
+      };
+      if (parts == 1)
+        work();
+      else
+        pool.emplace_back(work);
     }
     for (std::thread &t : pool)
       t.join();
-    if (!errors.empty()) {
-      llvm::Error first = std::move(errors.front());
-      for (size_t i = 1; i < errors.size(); ++i)
-        llvm::consumeError(std::move(errors[i]));
-      return first;
+    if (errors.empty())
+      return llvm::Error::success();
+    llvm::Error first = std::move(errors.front());
+    for (size_t i = 1; i < errors.size(); ++i)
+      llvm::consumeError(std::move(errors[i]));
+    return first;
+  };
+
+  auto runKernel = [&](const PlanKernel &k, int64_t chunkBegin,
+                       int64_t chunkEnd) -> llvm::Error {
+    std::map<std::string, int64_t> ranges = {{"chunk_begin", chunkBegin},
+                                             {"chunk_end", chunkEnd}};
+    if (k.parallel == "rows")
+      return runSplit(k, ranges, "row_begin", "row_end", chunkBegin, chunkEnd);
+    if (k.parallel == "vocab")
+      return runSplit(k, ranges, "col_begin", "col_end", 0, dims.v);
+    return call(k, ranges);
+  };
+
+  const auto &kernels = launchPlan.kernels;
+  for (size_t i = 0; i < kernels.size();) {
+    if (!kernels[i].perChunk) {
+      if (llvm::Error err = runKernel(kernels[i], 0, dims.n))
+        return err;
+      ++i;
+      continue;
     }
+    size_t groupEnd = i;
+    while (groupEnd < kernels.size() && kernels[groupEnd].perChunk)
+      ++groupEnd;
+    int64_t rows = std::max<int64_t>(1, values[launchPlan.chunkSymbol]);
+    for (int64_t begin = 0; begin < dims.n; begin += rows)
+      for (size_t k = i; k < groupEnd; ++k)
+        if (llvm::Error err = runKernel(kernels[k], begin, std::min(dims.n, begin + rows)))
+          return err;
+    i = groupEnd;
   }
   return llvm::Error::success();
 }

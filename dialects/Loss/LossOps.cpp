@@ -237,5 +237,77 @@ LogicalResult LinearCrossEntropyOp::verify() {
                    "lse length differs from row count N");
 }
 
+//===----------------------------------------------------------------------===//
+// LinearCrossEntropyGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearCrossEntropyGradOp::verify() {
+  if (failed(verifyLinearOperands(*this, getInput(), getWeight(), getBias())) ||
+      failed(expectRank(*this, getLabels(), 1, "labels ([N])")) ||
+      failed(expectRank(*this, getLse(), 1, "lse ([N] f32)")))
+    return failure();
+  auto x = rankedType(getInput()), w = rankedType(getWeight());
+  int64_t n = x.getDimSize(0);
+  if (failed(expectDim(*this, rankedType(getLabels()).getDimSize(0), n,
+                       "row count N of labels differs")) ||
+      failed(expectDim(*this, rankedType(getLse()).getDimSize(0), n,
+                       "lse length differs from row count N")))
+    return failure();
+  int64_t gradRank = getReduction() == Reduction::none ? 1 : 0;
+  if (failed(expectRank(*this, getGradLoss(), gradRank,
+                        getReduction() == Reduction::none
+                            ? "grad_loss of reduction = none ([N])"
+                            : "grad_loss of reduction = mean/sum (0-d)")))
+    return failure();
+  if (gradRank == 1 &&
+      failed(expectDim(*this, rankedType(getGradLoss()).getDimSize(0), n,
+                       "grad_loss length differs from row count N")))
+    return failure();
+  Type storage = getStorage();
+  if (!isStorageType(storage) || x.getElementType() != storage)
+    return emitOpError() << "storage attribute " << storage
+                         << " must be f16, bf16 or f32 and equal the input "
+                            "element type "
+                         << x.getElementType();
+  if (!getCompute().isF32())
+    return emitOpError() << "compute must be f32, got " << getCompute();
+  StringRef strategy = getStrategy();
+  if (strategy != "auto" && strategy != "chunked" && strategy != "recompute")
+    return emitOpError() << "strategy must be auto, chunked or recompute, got '"
+                         << strategy << "'";
+  if (getWorkspaceBytes() < 1)
+    return emitOpError() << "workspace_bytes must be positive, got "
+                         << getWorkspaceBytes();
+  if (!getNeedsInput() && !getNeedsWeight())
+    return emitOpError() << "computes nothing: needs_input and needs_weight "
+                            "are both false";
+  // Expected results in order: grad_input, grad_weight, grad_bias.
+  SmallVector<std::pair<StringRef, RankedTensorType>> expected;
+  if (getNeedsInput())
+    expected.push_back({"grad_input", x});
+  if (getNeedsWeight()) {
+    expected.push_back({"grad_weight", w});
+    if (getBias())
+      expected.push_back({"grad_bias", rankedType(getBias())});
+  }
+  if (getGradients().size() != expected.size())
+    return emitOpError() << "expects " << expected.size()
+                         << " gradient results for needs_input="
+                         << getNeedsInput() << " needs_weight=" << getNeedsWeight()
+                         << (getBias() ? " with bias" : "") << ", got "
+                         << getGradients().size();
+  for (auto [result, want] : llvm::zip(getGradients(), expected)) {
+    auto got = rankedType(result);
+    if (got.getElementType() != storage || got.getRank() != want.second.getRank())
+      return emitOpError() << want.first << " must be a rank-"
+                           << want.second.getRank() << " tensor of " << storage
+                           << ", got " << result.getType();
+    for (auto [a, b] : llvm::zip(got.getShape(), want.second.getShape()))
+      if (failed(expectDim(*this, a, b, (want.first + " shape differs").str())))
+        return failure();
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Loss/LossOps.cpp.inc"

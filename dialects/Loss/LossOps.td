@@ -111,4 +111,38 @@ def Loss_LinearCrossEntropyOp : Loss_Op<"linear_cross_entropy", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad", [Pure]> {
+  let summary = "gradients of the fused loss without materialized [N,V] logits";
+  let description = [{
+    Given the forward's per-row `lse` and the loss gradient `grad_loss`
+    (0-d for mean/sum, [N] for none), computes
+    dZ = g_row · (softmax(z) − onehot(label)) tile by tile and returns, in
+    this order, `grad_input` (if `needs_input`), `grad_weight` (if
+    `needs_weight`) and `grad_bias` (if a bias is given and `needs_weight`),
+    each in the storage type, accumulated in f32 and rounded once.
+    `strategy` picks the schedule: "chunked" keeps a bounded [C,V] dZ
+    workspace (6·N·D·V flops), "recompute" recomputes logit tiles (8·N·D·V,
+    O(D) extra memory per thread), "auto" lets the lowering choose within
+    `workspace_bytes`.
+  }];
+  let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,
+                       Loss_LabelTensor:$labels, Optional<Loss_FloatTensor>:$bias,
+                       Loss_F32Tensor:$lse, Loss_F32Tensor:$grad_loss,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<Loss_ReductionAttr,
+                           "::lossjit::loss::Reduction::mean">:$reduction,
+                       TypeAttr:$storage, TypeAttr:$compute,
+                       DefaultValuedAttr<StrAttr, "\"auto\"">:$strategy,
+                       DefaultValuedAttr<BoolAttr, "true">:$needs_input,
+                       DefaultValuedAttr<BoolAttr, "true">:$needs_weight,
+                       DefaultValuedAttr<I64Attr, "268435456">:$workspace_bytes);
+  let results = (outs Variadic<Loss_FloatTensor>:$gradients);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $labels (`,` $bias^)? `,` $lse `,` $grad_loss attr-dict `:`
+    type($input) `,` type($weight) `,` type($labels) (`,` type($bias)^)? `,`
+    type($lse) `,` type($grad_loss) `->` type($gradients)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // LOSSJIT_LOSS_OPS

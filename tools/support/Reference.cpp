@@ -71,6 +71,69 @@ LceReference lossjit::referenceLinearCrossEntropy(const LceProblem &p,
   return r;
 }
 
+LceGradReference lossjit::referenceLinearCrossEntropyGrad(
+    const LceProblem &p, const std::vector<double> &gradLoss, unsigned threads) {
+  LceReference fwd = referenceLinearCrossEntropy(p, threads);
+  LceGradReference r;
+  r.gradX.assign(p.n * p.d, 0.0);
+  r.gradW.assign(p.v * p.d, 0.0);
+  r.gradBias.assign(p.v, 0.0);
+  std::vector<double> x(p.n * p.d), w(p.v * p.d), b(p.v, 0.0), g(p.n, 0.0);
+  for (int64_t i = 0; i < p.n * p.d; ++i)
+    x[i] = elementAsDouble(p.x, p.dtype, i);
+  for (int64_t i = 0; i < p.v * p.d; ++i)
+    w[i] = elementAsDouble(p.w, p.dtype, i);
+  if (p.bias)
+    for (int64_t j = 0; j < p.v; ++j)
+      b[j] = elementAsDouble(p.bias, p.dtype, j);
+  std::vector<int64_t> labels(p.n);
+  for (int64_t row = 0; row < p.n; ++row) {
+    labels[row] = static_cast<int64_t>(elementAsDouble(p.labels, p.labelType, row));
+    if (labels[row] == p.ignoreIndex)
+      continue;
+    if (p.reduction == "none")
+      g[row] = gradLoss[row];
+    else if (p.reduction == "sum")
+      g[row] = gradLoss[0];
+    else
+      g[row] = gradLoss[0] / static_cast<double>(fwd.counted);
+  }
+  // dZ row by row; dX rows are independent, dW sums over rows.
+  std::vector<double> dz(p.v);
+  for (int64_t row = 0; row < p.n; ++row) {
+    if (g[row] == 0)
+      continue;
+    for (int64_t j = 0; j < p.v; ++j) {
+      double z = b[j];
+      for (int64_t k = 0; k < p.d; ++k)
+        z += x[row * p.d + k] * w[j * p.d + k];
+      dz[j] = g[row] * (std::exp(z - fwd.lse[row]) - (labels[row] == j ? 1.0 : 0.0));
+    }
+    for (int64_t j = 0; j < p.v; ++j) {
+      r.gradBias[j] += dz[j];
+      for (int64_t k = 0; k < p.d; ++k) {
+        r.gradX[row * p.d + k] += dz[j] * w[j * p.d + k];
+        r.gradW[j * p.d + k] += dz[j] * x[row * p.d + k];
+      }
+    }
+  }
+  (void)threads;
+  return r;
+}
+
+double lossjit::relativeL2Error(const void *got, const std::string &dtype,
+                                const std::vector<double> &want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double diff = elementAsDouble(got, dtype, static_cast<int64_t>(i)) - want[i];
+    num += diff * diff;
+    den += want[i] * want[i];
+  }
+  if (den == 0)
+    return std::sqrt(num);
+  return std::sqrt(num / den);
+}
+
 void lossjit::makeRandomLceInputs(const RandomLceOptions &o, RandomLceInputs &out) {
   std::mt19937_64 rng(o.seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -39,6 +39,23 @@ struct LceReference {
 LceReference referenceLinearCrossEntropy(const LceProblem &p,
                                          unsigned threads = 2);
 
+/// Gradients of the loss in fp64 (the analytic gradient of the fp64 loss).
+struct LceGradReference {
+  std::vector<double> gradX; ///< [N, D]
+  std::vector<double> gradW; ///< [V, D]
+  std::vector<double> gradBias; ///< [V] (zeros without a bias)
+};
+
+/// dZ = g_r·(softmax − onehot) with g_r from `gradLoss` (1 value for
+/// mean/sum, N for none) and the reduction; ignored rows contribute 0.
+LceGradReference referenceLinearCrossEntropyGrad(const LceProblem &p,
+                                                 const std::vector<double> &gradLoss,
+                                                 unsigned threads = 2);
+
+/// ‖got − want‖₂ / ‖want‖₂ (0 when both are 0); `got` read as `dtype`.
+double relativeL2Error(const void *got, const std::string &dtype,
+                       const std::vector<double> &want);
+
 /// Owned random inputs for tests, the demo and the runner.
 struct RandomLceInputs {
   std::vector<uint16_t> x16, w16, b16; ///< storage for f16/bf16.

@@ -47,7 +47,9 @@ TEST(LaunchPlan, AttributeRoundTrip) {
   plan.params = {{"x", "f16", {"N", "D"}, false}, {"loss", "f32", {}, true}};
   plan.constants = {{"S", 8}};
   plan.workspaces = {{"part_max", "f32", "S*N"}};
-  plan.kernels = {{"k", "mod_k", {"cdiv(N,4)", "S", "1"}, {128, 1, 1}, 0, {"x", "N"}, false}};
+  plan.kernels = {{"k", "mod_k", {"cdiv(N,4)", "S", "1"}, {128, 1, 1}, 0, {"x", "N"}, "rows", true}};
+  plan.derived = {{"C", "min(N,64)"}};
+  plan.chunkSymbol = "C";
   plan.options = {{"dtype", "f16"}};
   plan.tile = "threads=128";
   std::string error;
@@ -61,6 +63,10 @@ TEST(LaunchPlan, AttributeRoundTrip) {
   EXPECT_EQ(back->kernels[0].module, "mod_k");
   EXPECT_EQ(back->constants.at("S"), 8);
   EXPECT_EQ(back->workspaces[0].count, "S*N");
+  EXPECT_EQ(back->kernels[0].parallel, "rows");
+  EXPECT_TRUE(back->kernels[0].perChunk);
+  EXPECT_EQ(back->derived, plan.derived);
+  EXPECT_EQ(back->chunkSymbol, "C");
 
   mlir::Builder b(&context);
   auto broken = b.getDictionaryAttr({b.getNamedAttr("entry", b.getStringAttr("f"))});

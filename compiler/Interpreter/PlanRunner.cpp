@@ -1,0 +1,142 @@
+//===- PlanRunner.cpp - run a whole launch plan on the SIMT interpreter ---===//
+
+#include "compiler/Interpreter/PlanRunner.h"
+
+#include "runtime/Formula.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <memory>
+
+using namespace mlir;
+using namespace lossjit;
+using namespace lossjit::simt;
+
+namespace {
+
+llvm::Expected<int64_t> evaluate(const std::string &formula,
+                                 const std::map<std::string, int64_t> &symbols,
+                                 const llvm::Twine &what) {
+  auto value = runtime::evaluateFormula(formula, symbols);
+  if (!value)
+    return llvm::createStringError(what + ": " + value.errorMessage());
+  return *value;
+}
+
+llvm::Expected<ElementType> parseDtype(const std::string &dtype,
+                                       const llvm::Twine &what) {
+  auto type = parseElementType(dtype);
+  if (!type)
+    return llvm::createStringError(what + ": unknown dtype '" + dtype + "'");
+  return *type;
+}
+
+} // namespace
+
+llvm::Error lossjit::simt::runPlanOnSimt(
+    ModuleOp kernels, const LaunchPlan &plan,
+    const std::map<std::string, SimtHostBuffer> &buffers,
+    llvm::ArrayRef<int64_t> dims, const SimtOptions &options) {
+  if (dims.size() != plan.dims.size())
+    return llvm::createStringError(llvm::formatv(
+        "plan '{0}' has {1} dims but {2} values were given", plan.entry,
+        plan.dims.size(), dims.size()));
+  std::map<std::string, int64_t> symbols(plan.constants.begin(),
+                                         plan.constants.end());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0)
+      return llvm::createStringError(llvm::formatv(
+          "dim {0} = {1} is negative", plan.dims[i], dims[i]));
+    symbols[plan.dims[i]] = dims[i];
+  }
+
+  std::map<std::string, std::unique_ptr<SimtBuffer>> memory;
+  for (const PlanParam &param : plan.params) {
+    auto it = buffers.find(param.name);
+    if (it == buffers.end())
+      return llvm::createStringError("no buffer for param '" + param.name + "'");
+    auto type = parseDtype(param.dtype, "param '" + param.name + "'");
+    if (!type)
+      return type.takeError();
+    const SimtHostBuffer &host = it->second;
+    if (host.type != *type)
+      return llvm::createStringError(llvm::formatv(
+          "param '{0}' is {1} but the buffer holds {2}", param.name,
+          param.dtype, getElementTypeName(host.type)));
+    int64_t count = 1;
+    for (const std::string &extent : param.shape) {
+      auto value = evaluate(extent, symbols, "shape of param '" + param.name + "'");
+      if (!value)
+        return value.takeError();
+      count *= *value;
+    }
+    if (host.numElements != count)
+      return llvm::createStringError(llvm::formatv(
+          "param '{0}' needs {1} elements but the buffer has {2}", param.name,
+          count, host.numElements));
+    if (!host.data && count)
+      return llvm::createStringError("param '" + param.name + "' has no data");
+    auto buffer = std::make_unique<SimtBuffer>(param.name, *type, host.data,
+                                               count);
+    if (param.isOutput)
+      buffer->setAllInitialized(false);
+    memory[param.name] = std::move(buffer);
+  }
+  for (const auto &entry : buffers)
+    if (!memory.count(entry.first))
+      return llvm::createStringError("buffer '" + entry.first +
+                                     "' is not a param of plan '" +
+                                     plan.entry + "'");
+  for (const PlanWorkspace &workspace : plan.workspaces) {
+    auto type = parseDtype(workspace.dtype, "workspace '" + workspace.name + "'");
+    if (!type)
+      return type.takeError();
+    auto count = evaluate(workspace.count, symbols,
+                          "size of workspace '" + workspace.name + "'");
+    if (!count)
+      return count.takeError();
+    if (*count < 0)
+      return llvm::createStringError(llvm::formatv(
+          "workspace '{0}' has negative size {1}", workspace.name, *count));
+    memory[workspace.name] =
+        std::make_unique<SimtBuffer>(workspace.name, *type, *count);
+  }
+
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const PlanKernel &kernel = plan.kernels[k];
+    auto context = [&](llvm::Error err) {
+      return llvm::createStringError(llvm::formatv(
+          "kernel '{0}' (launch {1} of {2}): {3}", kernel.name, k + 1,
+          plan.kernels.size(), llvm::toString(std::move(err))));
+    };
+    auto func = lookupKernel(kernels, kernel.module, kernel.name);
+    if (!func)
+      return context(func.takeError());
+    auto decoded = SimtKernel::decode(*func);
+    if (!decoded)
+      return context(decoded.takeError());
+    std::array<int64_t, 3> grid;
+    for (unsigned d = 0; d < 3; ++d) {
+      auto value = evaluate(kernel.grid[d], symbols,
+                            llvm::formatv("grid dimension {0}", d).str());
+      if (!value)
+        return context(value.takeError());
+      grid[d] = *value;
+    }
+    if (grid[0] <= 0 || grid[1] <= 0 || grid[2] <= 0)
+      continue; // nothing to do (CUDA rejects empty grids too)
+    std::vector<SimtArg> args;
+    for (const std::string &name : kernel.args) {
+      if (auto it = memory.find(name); it != memory.end())
+        args.push_back(SimtArg::buffer(*it->second));
+      else if (auto sym = symbols.find(name); sym != symbols.end())
+        args.push_back(SimtArg::integer(sym->second));
+      else
+        return context(llvm::createStringError(
+            "argument '" + name + "' is no param, workspace, dim or constant"));
+    }
+    if (llvm::Error err = (*decoded)->launch(grid, kernel.block, args, options))
+      return context(std::move(err));
+  }
+  return llvm::Error::success();
+}

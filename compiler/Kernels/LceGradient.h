@@ -1,0 +1,28 @@
+//===- LceGradient.h - the gradient formulas both backends emit -*- C++ -*-===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_LCEGRADIENT_H
+#define LOSSJIT_COMPILER_KERNELS_LCEGRADIENT_H
+
+#include "compiler/Kernels/KernelEmitter.h"
+#include "compiler/Kernels/LceSpec.h"
+
+namespace lossjit {
+
+/// The factor shared by all rows: grad_loss[0] / count for mean,
+/// grad_loss[0] for sum; null for none (each row has its own).
+mlir::Value emitGradScale(KernelEmitter &e, const LceSpec &spec,
+                          mlir::Value gradLoss, mlir::Value countI32);
+
+/// g_r: 0 for an ignored row, NaN for a label outside [0, V) (the forward
+/// gave NaN too), else grad_loss[r] (none) or `scale`.
+mlir::Value emitRowFactor(KernelEmitter &e, const LceSpec &spec,
+                          mlir::Value labels, mlir::Value gradLoss,
+                          mlir::Value scale, mlir::Value row, mlir::Value v);
+
+/// dZ = g · (exp(z − lse) − [target]).
+mlir::Value emitLogitGrad(KernelEmitter &e, mlir::Value z, mlir::Value lse,
+                          mlir::Value g, mlir::Value isTarget);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_LCEGRADIENT_H

@@ -1,0 +1,286 @@
+//===- CpuBackwardTest.cpp - CPU gradients vs the fp64 reference ----------===//
+
+#include "compiler/Builder/GraphBuilder.h"
+#include "compiler/Pipeline/Registration.h"
+#include "compiler/Target/CpuJit.h"
+#include "tools/support/Reference.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+using namespace lossjit;
+
+namespace {
+struct GradCase {
+  int64_t n, v, d;
+  std::string dtype = "f32", strategy = "chunked", reduction = "mean";
+  bool bias = false;
+  double ignored = 0.0;
+  double logitScale = 4.0;
+  bool needsX = true, needsW = true;
+  int64_t workspaceBytes = 256ll << 20;
+};
+
+std::string describe(const GradCase &c) {
+  return "N=" + std::to_string(c.n) + " V=" + std::to_string(c.v) + " D=" +
+         std::to_string(c.d) + " " + c.dtype + " " + c.strategy + " " + c.reduction +
+         (c.bias ? " bias" : "") + " ignored=" + std::to_string(c.ignored) +
+         " ws=" + std::to_string(c.workspaceBytes);
+}
+
+/// Storage bytes of one element.
+int64_t bytesOf(const std::string &dtype) { return dtype == "f32" ? 4 : 2; }
+
+struct Grads {
+  std::vector<char> x, w, b;
+};
+
+class CpuBackward : public ::testing::Test {
+protected:
+  CpuBackward() {
+    registerLossJITDialects(registry);
+    context = std::make_unique<mlir::MLIRContext>(registry);
+  }
+
+  std::unique_ptr<CpuCompiledOp> compile(const GradCase &c, bool gradient) {
+    LceGraphOptions o;
+    o.dtype = c.dtype;
+    o.bias = c.bias;
+    o.reduction = c.reduction;
+    o.gradient = gradient;
+    o.strategy = c.strategy;
+    o.needsGradX = c.needsX;
+    o.needsGradW = c.needsW;
+    o.workspaceBytes = c.workspaceBytes;
+    auto graph = buildLinearCrossEntropyGraph(*context, o);
+    EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+    auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
+    EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
+    return op ? std::move(*op) : nullptr;
+  }
+
+  /// Forward (for lse) then backward; returns the gradients.
+  Grads run(const GradCase &c, const LceProblem &p, const std::vector<float> &gradLoss,
+            unsigned threads = 0) {
+    auto fwd = compile(c, false);
+    auto bwd = compile(c, true);
+    Grads g;
+    if (!fwd || !bwd)
+      return g;
+    std::vector<float> loss(c.reduction == "none" ? c.n : 1), lse(c.n);
+    std::map<std::string, HostBuffer> in = {
+        {"x", {const_cast<void *>(p.x), c.dtype, c.n * c.d}},
+        {"w", {const_cast<void *>(p.w), c.dtype, c.v * c.d}},
+        {"labels", {const_cast<void *>(p.labels), "i64", c.n}}};
+    if (c.bias)
+      in["bias"] = {const_cast<void *>(p.bias), c.dtype, c.v};
+    auto fwdBuffers = in;
+    fwdBuffers["loss"] = {loss.data(), "f32", static_cast<int64_t>(loss.size())};
+    fwdBuffers["lse"] = {lse.data(), "f32", c.n};
+    llvm::Error err = fwd->run(fwdBuffers, {c.n, c.v, c.d}, threads);
+    EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    auto bwdBuffers = in;
+    bwdBuffers["lse"] = {lse.data(), "f32", c.n};
+    bwdBuffers["grad_loss"] = {const_cast<float *>(gradLoss.data()), "f32",
+                               static_cast<int64_t>(gradLoss.size())};
+    int64_t es = bytesOf(c.dtype);
+    if (c.needsX) {
+      g.x.assign(c.n * c.d * es, 0x7f);
+      bwdBuffers["grad_x"] = {g.x.data(), c.dtype, c.n * c.d};
+    }
+    if (c.needsW) {
+      g.w.assign(c.v * c.d * es, 0x7f);
+      bwdBuffers["grad_w"] = {g.w.data(), c.dtype, c.v * c.d};
+      if (c.bias) {
+        g.b.assign(c.v * es, 0x7f);
+        bwdBuffers["grad_bias"] = {g.b.data(), c.dtype, c.v};
+      }
+    }
+    err = bwd->run(bwdBuffers, {c.n, c.v, c.d}, threads);
+    EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    return g;
+  }
+
+  static std::vector<float> gradLossFor(const GradCase &c) {
+    if (c.reduction != "none")
+      return {0.75f};
+    std::vector<float> g(c.n);
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    for (float &v : g)
+      v = u(rng); // non-uniform per-row gradients
+    return g;
+  }
+
+  /// Checks one case against the fp64 gradient: relative L2 error ≤ 1e-4
+  /// (f32 storage) or ≤ 1e-2 (f16/bf16, rounded once from f32).
+  Grads checkCase(const GradCase &c) {
+    SCOPED_TRACE(describe(c));
+    RandomLceOptions o;
+    o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = c.dtype, o.reduction = c.reduction;
+    o.bias = c.bias, o.ignoredFraction = c.ignored, o.logitScale = c.logitScale;
+    RandomLceInputs in;
+    makeRandomLceInputs(o, in);
+    std::vector<float> gradLoss = gradLossFor(c);
+    Grads got = run(c, in.problem, gradLoss);
+    std::vector<double> g64(gradLoss.begin(), gradLoss.end());
+    LceGradReference ref = referenceLinearCrossEntropyGrad(in.problem, g64);
+    double tol = c.dtype == "f32" ? 1e-4 : 1e-2;
+    if (c.needsX)
+      EXPECT_LE(relativeL2Error(got.x.data(), c.dtype, ref.gradX), tol) << "grad_x";
+    if (c.needsW) {
+      EXPECT_LE(relativeL2Error(got.w.data(), c.dtype, ref.gradW), tol) << "grad_w";
+      if (c.bias)
+        EXPECT_LE(relativeL2Error(got.b.data(), c.dtype, ref.gradBias), tol) << "grad_bias";
+    }
+    return got;
+  }
+
+  mlir::DialectRegistry registry;
+  std::unique_ptr<mlir::MLIRContext> context;
+};
+} // namespace
+
+TEST_F(CpuBackward, BothStrategiesAllDtypesAndReductions) {
+  for (std::string strategy : {"chunked", "recompute"})
+    for (std::string dtype : {"f32", "f16", "bf16"})
+      for (std::string reduction : {"mean", "sum", "none"}) {
+        checkCase({13, 301, 29, dtype, strategy, reduction, false, 0.2});
+        checkCase({6, 97, 16, dtype, strategy, reduction, true});
+      }
+}
+
+TEST_F(CpuBackward, AwkwardShapes) {
+  for (std::string strategy : {"chunked", "recompute"}) {
+    checkCase({1, 1, 1, "f32", strategy});
+    checkCase({1, 7, 3, "f32", strategy, "sum", true});
+    checkCase({37, 5, 9, "f16", strategy, "none", true, 0.3});
+  }
+}
+
+TEST_F(CpuBackward, AllRowsIgnoredGiveZeroGradients) {
+  for (std::string strategy : {"chunked", "recompute"}) {
+    GradCase c{5, 20, 8, "f32", strategy, "mean", true, 1.0};
+    Grads g = checkCase(c);
+    for (size_t i = 0; i < g.x.size() / 4; ++i)
+      EXPECT_EQ(reinterpret_cast<float *>(g.x.data())[i], 0.0f);
+    for (size_t i = 0; i < g.w.size() / 4; ++i)
+      EXPECT_EQ(reinterpret_cast<float *>(g.w.data())[i], 0.0f);
+  }
+}
+
+TEST_F(CpuBackward, LargeFp16LogitsStayFinite) {
+  for (std::string strategy : {"chunked", "recompute"}) {
+    GradCase c{12, 257, 32, "f16", strategy, "mean", false, 0.0, 1e4};
+    Grads g = checkCase(c);
+    for (size_t i = 0; i < g.w.size() / 2; ++i) {
+      uint16_t h = reinterpret_cast<uint16_t *>(g.w.data())[i];
+      ASSERT_NE(h & 0x7c00, 0x7c00) << "inf/NaN in grad_w at " << i;
+    }
+  }
+}
+
+TEST_F(CpuBackward, OnlyTheRequestedGradients) {
+  for (std::string strategy : {"chunked", "recompute"}) {
+    GradCase onlyX{9, 40, 12, "bf16", strategy};
+    onlyX.needsW = false;
+    checkCase(onlyX);
+    GradCase onlyW{9, 40, 12, "bf16", strategy, "sum", true};
+    onlyW.needsX = false;
+    checkCase(onlyW);
+  }
+}
+
+TEST_F(CpuBackward, ChunksStrategiesAndThreadsAgree) {
+  // A tiny budget forces many chunks; every schedule must agree with the
+  // one-chunk result within rounding, and each must be bitwise stable.
+  GradCase one{40, 130, 24, "f32", "chunked", "mean", true, 0.1};
+  GradCase many = one;
+  many.workspaceBytes = 130 * 4 * 3 + 40 * 4; // C = 3 rows per chunk
+  GradCase recompute = one;
+  recompute.strategy = "recompute";
+  RandomLceOptions o;
+  o.n = one.n, o.v = one.v, o.d = one.d, o.dtype = "f32", o.bias = true;
+  o.ignoredFraction = 0.1;
+  RandomLceInputs in;
+  makeRandomLceInputs(o, in);
+  std::vector<float> g = {1.0f};
+  Grads a = run(one, in.problem, g, 2), b = run(many, in.problem, g, 2),
+        r = run(recompute, in.problem, g, 2);
+  auto close = [](const std::vector<char> &p, const std::vector<char> &q) {
+    std::vector<double> ref(p.size() / 4);
+    for (size_t i = 0; i < ref.size(); ++i)
+      ref[i] = reinterpret_cast<const float *>(p.data())[i];
+    return relativeL2Error(q.data(), "f32", ref);
+  };
+  EXPECT_LE(close(a.w, b.w), 1e-6);
+  EXPECT_LE(close(a.x, b.x), 1e-6);
+  EXPECT_LE(close(a.w, r.w), 1e-5);
+  EXPECT_LE(close(a.b, r.b), 1e-5);
+  for (const GradCase &c : {one, many, recompute}) {
+    Grads first = run(c, in.problem, g, 2), second = run(c, in.problem, g, 1);
+    EXPECT_EQ(first.x, second.x) << describe(c);
+    EXPECT_EQ(first.w, second.w) << describe(c);
+    EXPECT_EQ(first.b, second.b) << describe(c);
+  }
+}
+
+namespace {
+/// Peak resident set (VmHWM) in bytes; `reset` clears it first.
+int64_t peakRss(bool reset) {
+  if (reset) {
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";
+  }
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::stoll(line.substr(6)) * 1024;
+  return -1;
+}
+} // namespace
+
+TEST_F(CpuBackward, ExtraMemoryStaysWithinTheBudget) {
+  // N·V·4 = 1 GiB would be the logits of this shape; the chunked backward
+  // must stay within its 64 MiB workspace budget (plus O(N + V)).
+  const int64_t n = 8192, v = 32768, d = 8, budget = 64ll << 20;
+  GradCase c{n, v, d, "f32", "chunked", "mean"};
+  c.workspaceBytes = budget;
+  RandomLceOptions o;
+  o.n = n, o.v = v, o.d = d, o.dtype = "f32";
+  RandomLceInputs in;
+  makeRandomLceInputs(o, in);
+  auto fwd = compile(c, false);
+  auto bwd = compile(c, true);
+  ASSERT_TRUE(fwd && bwd);
+  std::vector<float> loss(1), lse(n), gx(n * d), gw(v * d), gradLoss = {1.0f};
+  std::map<std::string, HostBuffer> buffers = {
+      {"x", {const_cast<void *>(in.problem.x), "f32", n * d}},
+      {"w", {const_cast<void *>(in.problem.w), "f32", v * d}},
+      {"labels", {in.labels64.data(), "i64", n}}};
+  auto fwdBuffers = buffers;
+  fwdBuffers["loss"] = {loss.data(), "f32", 1};
+  fwdBuffers["lse"] = {lse.data(), "f32", n};
+  ASSERT_FALSE(static_cast<bool>(fwd->run(fwdBuffers, {n, v, d})));
+  buffers["lse"] = {lse.data(), "f32", n};
+  buffers["grad_loss"] = {gradLoss.data(), "f32", 1};
+  buffers["grad_x"] = {gx.data(), "f32", n * d};
+  buffers["grad_w"] = {gw.data(), "f32", v * d};
+  int64_t before = peakRss(true);
+  ASSERT_GT(before, 0);
+  llvm::Error err = bwd->run(buffers, {n, v, d});
+  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  int64_t extra = peakRss(false) - before;
+  // Thread stacks and allocator slack are a few MiB at most.
+  EXPECT_LE(extra, budget + (8ll << 20)) << "extra peak RSS " << (extra >> 20) << " MiB";
+  EXPECT_GT(extra, 0);
+  for (float value : gw)
+    ASSERT_TRUE(std::isfinite(value));
+}
