@@ -282,23 +282,56 @@ Error CudaLauncher::launch(const KernelBundle &bundle,
 
   bool logLaunches = isLogEnabled(LogLevel::Info);
   PackedArgs args;
-  for (size_t k = 0; k < plan.numKernels(); ++k) {
+  // One kernel launch; per-chunk kernels get their chunk's row range.
+  auto launchKernel = [&](size_t k, int64_t chunkBegin, int64_t chunkEnd) -> Error {
+    bool perChunk = plan.isPerChunk(k);
+    auto describe = [&] {
+      std::string text = plan.describeKernel(k, *resolved);
+      if (perChunk)
+        text += " chunk=[" + std::to_string(chunkBegin) + "," +
+                std::to_string(chunkEnd) + ")";
+      return text;
+    };
     if (logLaunches)
       logInfo("launch " + bundle.key.substr(0, 12) + " [" + dimsText() + "] " +
-              plan.describeKernel(k, *resolved) + " stream=" +
-              addressText(stream));
+              describe() + " stream=" + addressText(stream));
     const ResolvedLaunch::Kernel &rk = resolved->kernels[k];
     if (rk.skip)
-      continue;
+      return Error::success();
     if (Error e = plan.packArguments(k, *resolved, paramAddresses,
-                                     workspaceAddresses, args))
+                                     workspaceAddresses, args, chunkBegin,
+                                     chunkEnd))
       return e;
     const BundleKernel &bk = bundle.kernels[k];
     cu::Result r = driver.api().cuLaunchKernel(
         entry.functions[k], rk.grid[0], rk.grid[1], rk.grid[2], bk.block[0],
         bk.block[1], bk.block[2], bk.sharedBytes, stream, args.pointers(), nullptr);
     if (Error e = driver.check(r, "cuLaunchKernel"))
-      return std::move(e).withContext("launch: " + plan.describeKernel(k, *resolved));
+      return std::move(e).withContext("launch: " + describe());
+    return Error::success();
+  };
+
+  // Manifest order, except that each maximal run of per-chunk kernels runs as
+  // a group once per chunk of rows (zero times when there are no rows).
+  for (size_t k = 0; k < plan.numKernels();) {
+    if (!plan.isPerChunk(k)) {
+      if (Error e = launchKernel(k, 0, 0))
+        return e;
+      ++k;
+      continue;
+    }
+    size_t groupEnd = k;
+    while (groupEnd < plan.numKernels() && plan.isPerChunk(groupEnd))
+      ++groupEnd;
+    const int64_t rows = resolved->chunkRows, size = resolved->chunkSize;
+    for (int64_t begin = 0; begin < rows;) {
+      int64_t end = size >= rows - begin ? rows : begin + size; // no overflow
+      for (size_t g = k; g < groupEnd; ++g)
+        if (Error e = launchKernel(g, begin, end))
+          return e;
+      begin = end;
+    }
+    k = groupEnd;
   }
   return Error::success();
 }

@@ -2,7 +2,8 @@
 //
 // Given a bundle, device pointers for its params, the runtime dims and the
 // caller's stream, the launcher sizes and allocates the workspaces, packs the
-// memref-ABI arguments and enqueues every kernel in manifest order. Modules
+// memref-ABI arguments and enqueues every kernel in manifest order, each run
+// of consecutive per-chunk kernels once per row chunk (KernelBundle.h). Modules
 // are loaded (PTX JIT-compiled by the driver) once per (bundle key, CUDA
 // context) and kept; functions needing more than 48 KiB of dynamic shared
 // memory are opted in once, at load.
@@ -61,7 +62,10 @@ public:
   CudaLauncher(const CudaLauncher &) = delete;
   CudaLauncher &operator=(const CudaLauncher &) = delete;
 
-  /// Enqueues every kernel of `bundle` on `stream` in the current context.
+  /// Enqueues every kernel of `bundle` on `stream` in the current context, in
+  /// manifest order, except that each maximal run of per-chunk kernels is
+  /// enqueued as a group once per row chunk [chunk_begin, chunk_end) (none
+  /// when N = 0). With LOSSJIT_LOG=info every launch is logged, with its chunk.
   /// `params` holds one buffer per bundle param (in manifest order), `dims`
   /// one value per bundle dim. Errors name the param/dim/kernel at fault;
   /// nothing is enqueued when validation fails.

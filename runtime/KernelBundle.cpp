@@ -103,6 +103,8 @@ Error KernelBundle::verify() const {
                              "' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
     if (name == "cdiv" || name == "min" || name == "max")
       return fail(field, "name '" + name + "' is reserved for formulas");
+    if (name == kChunkBeginArg || name == kChunkEndArg)
+      return fail(field, "name '" + name + "' is reserved for chunked launches");
     if (!names.insert(name).second)
       return fail(field, "name '" + name + "' is declared twice");
     return Error::success();
@@ -120,6 +122,36 @@ Error KernelBundle::verify() const {
       return e;
     symbols.push_back(name);
   }
+  // Derived symbols: in order, each over dims, constants and earlier ones.
+  for (size_t i = 0; i < derived.size(); ++i) {
+    const auto &[name, formula] = derived[i];
+    std::string field = "derived[" + std::to_string(i) + "]";
+    if (Error e = declare(field + ".name", name))
+      return e;
+    if (Expected<Formula> f = Formula::parse(formula, symbols); !f)
+      return fail(field + ".formula",
+                  "derived symbol '" + name + "': " + f.errorMessage());
+    symbols.push_back(name);
+  }
+  if (!chunk.empty()) {
+    bool found = false;
+    for (const auto &c : constants)
+      found = found || c.first == chunk;
+    for (const auto &d : derived)
+      found = found || d.first == chunk;
+    if (!found)
+      return fail("chunk", "\"" + chunk +
+                               "\" names no derived symbol or constant (the "
+                               "chunk size in rows)");
+    bool hasRows = false;
+    for (const std::string &d : dims)
+      hasRows = hasRows || d == kChunkRowsDim;
+    if (!hasRows)
+      return fail("chunk", "chunked launches split the rows of dim \"" +
+                               std::string(kChunkRowsDim) +
+                               "\", but the bundle has no dim \"" +
+                               std::string(kChunkRowsDim) + "\"");
+  }
   for (size_t i = 0; i < params.size(); ++i) {
     const BundleParam &p = params[i];
     std::string field = "params[" + std::to_string(i) + "]";
@@ -131,9 +163,10 @@ Error KernelBundle::verify() const {
       return fail(field + ".dtype", size.errorMessage());
     for (size_t j = 0; j < p.shape.size(); ++j) {
       const std::string &entry = p.shape[j];
+      // Dims and constants only (derived symbols follow them in `symbols`).
       bool isSymbol = false;
-      for (const std::string &s : symbols)
-        isSymbol = isSymbol || s == entry;
+      for (size_t s = 0; s < dims.size() + constants.size(); ++s)
+        isSymbol = isSymbol || symbols[s] == entry;
       if (!isSymbol && !isDecimal(entry))
         return fail(field + ".shape[" + std::to_string(j) + "]",
                     "expected a dim or constant name or a non-negative "
@@ -190,11 +223,26 @@ Error KernelBundle::verify() const {
     if (threads > 1024)
       return fail(field + ".block", "expected at most 1024 threads per block, got " +
                                         std::to_string(threads));
-    for (size_t a = 0; a < k.args.size(); ++a)
-      if (!names.count(k.args[a]))
-        return fail(field + ".args[" + std::to_string(a) + "]",
-                    "\"" + k.args[a] +
-                        "\" names no param, workspace, dim or constant");
+    if (k.perChunk && chunk.empty())
+      return fail(field + ".per_chunk",
+                  "kernel '" + k.name +
+                      "' is per_chunk but the bundle has no \"chunk\"");
+    for (size_t a = 0; a < k.args.size(); ++a) {
+      const std::string &arg = k.args[a];
+      std::string argField = field + ".args[" + std::to_string(a) + "]";
+      if (arg == kChunkBeginArg || arg == kChunkEndArg) {
+        if (!k.perChunk)
+          return fail(argField, "\"" + arg + "\" is valid only in per_chunk "
+                                "kernels, and kernel '" + k.name +
+                                "' is not per_chunk");
+        continue;
+      }
+      if (!names.count(arg))
+        return fail(argField,
+                    "\"" + arg +
+                        "\" names no param, workspace, dim, constant or "
+                        "derived symbol");
+    }
   }
   return Error::success();
 }
@@ -244,6 +292,21 @@ JsonValue KernelBundle::toManifest() const {
     jsonConstants.set(name, value);
   m.set("constants", std::move(jsonConstants));
 
+  // Optional fields, written only when used so that bundles without chunking
+  // keep their manifests byte for byte.
+  if (!derived.empty()) {
+    JsonValue jsonDerived = JsonValue::array();
+    for (const auto &[name, formula] : derived) {
+      JsonValue jd = JsonValue::object();
+      jd.set("name", name);
+      jd.set("formula", formula);
+      jsonDerived.push(std::move(jd));
+    }
+    m.set("derived", std::move(jsonDerived));
+  }
+  if (!chunk.empty())
+    m.set("chunk", chunk);
+
   JsonValue jsonWorkspaces = JsonValue::array();
   for (const BundleWorkspace &w : workspaces) {
     JsonValue jw = JsonValue::object();
@@ -273,6 +336,8 @@ JsonValue KernelBundle::toManifest() const {
     for (const std::string &a : k.args)
       args.push(a);
     jk.set("args", std::move(args));
+    if (k.perChunk)
+      jk.set("per_chunk", true);
     jsonKernels.push(std::move(jk));
   }
   m.set("kernels", std::move(jsonKernels));
@@ -324,6 +389,19 @@ public:
     if (!(*v)->isInt())
       return typeError(path + "." + name, "an integer", **v);
     return (*v)->getInt();
+  }
+
+  static Expected<bool> boolean(const JsonValue &object, const std::string &path,
+                                const char *name, bool required = true,
+                                bool fallback = false) {
+    Expected<const JsonValue *> v = field(object, path, name, required);
+    if (!v)
+      return v.takeError();
+    if (!*v)
+      return fallback;
+    if (!(*v)->isBool())
+      return typeError(path + "." + name, "a boolean", **v);
+    return (*v)->getBool();
   }
 
   /// A string, or an integer rendered in decimal (shape and grid entries).
@@ -441,6 +519,24 @@ KernelBundle::fromManifest(const JsonValue &m,
     }
   }
 
+  const JsonValue::Array *derived;
+  LOSSJIT_ASSIGN(derived, R::array(m, root, "derived", false));
+  if (derived)
+    for (size_t i = 0; i < derived->size(); ++i) {
+      const JsonValue &jd = (*derived)[i];
+      std::string path = root + ".derived[" + std::to_string(i) + "]";
+      if (!jd.isObject())
+        return R::typeError(path, "an object", jd);
+      std::string name, formula;
+      LOSSJIT_ASSIGN(name, R::string(jd, path, "name"));
+      const JsonValue *f = jd.find("formula");
+      if (!f)
+        return makeError(path + ": missing required field \"formula\"");
+      LOSSJIT_ASSIGN(formula, R::symbolOrInt(*f, path + ".formula"));
+      b.derived.emplace_back(std::move(name), std::move(formula));
+    }
+  LOSSJIT_ASSIGN(b.chunk, R::string(m, root, "chunk", false));
+
   const JsonValue::Array *workspaces;
   LOSSJIT_ASSIGN(workspaces, R::array(m, root, "workspaces", false));
   if (workspaces)
@@ -521,6 +617,7 @@ KernelBundle::fromManifest(const JsonValue &m,
                               "a string", v);
         k.args.push_back(v.getString());
       }
+    LOSSJIT_ASSIGN(k.perChunk, R::boolean(jk, path, "per_chunk", false));
     b.kernels.push_back(std::move(k));
   }
   return b;

@@ -25,6 +25,9 @@
 //                  "shape": ["N", "D"]}, ... ],   // inputs AND outputs
 //     "dims": ["N", "V", "D"],              // runtime int64 symbols (caller)
 //     "constants": {"S": 8},                // compile-time int64 symbols
+//     "derived": [ {"name": "C",            // optional: computed symbols
+//                   "formula": "max(1,min(N,(WB-V*D*4)/(V*4)))"} ],
+//     "chunk": "C",                         // optional: rows per chunk
 //     "workspaces": [ {"name": "part_m", "dtype": "f32", "count": "S*N"} ],
 //     "kernels": [ {"name": "lce_partial",         // PTX entry name
 //                   "file": "lce_partial.sm_80.ptx",
@@ -32,25 +35,40 @@
 //                   "grid": ["cdiv(N,4)", "S", "1"],
 //                   "block": [128, 1, 1],
 //                   "shared_bytes": 4096,           // dynamic shared memory
-//                   "args": ["x", "w", "part_m", "N"]}, ... ]  // run in order
+//                   "args": ["x", "w", "part_m", "N"],
+//                   "per_chunk": false}, ... ]      // optional, default false
 //   }
 //
-// Names (params, workspaces, dims, constants) are C identifiers, unique across
-// all four groups. dtype is one of f16 bf16 f32 f64 i8 i16 i32 i64 u8 u16 u32
-// u64 i1 (i1 takes one byte). A shape entry is a dim or constant name or a
-// non-negative integer; element count = product (empty shape = 1). Grid
-// entries and workspace counts are formulas (runtime/Formula.h) over dims and
-// constants; a grid entry may also be a JSON integer. Unknown top-level fields
-// are ignored (forward compatibility). Several kernels may name the same file
-// (one module with several entry points) if their images are identical. For
-// backend "cpu" the images are
-// opaque to the runtime and grid/block/shared_bytes/args are optional.
+// Names (params, workspaces, dims, constants, derived symbols) are C
+// identifiers, unique across all five groups; "cdiv", "min", "max",
+// "chunk_begin" and "chunk_end" are reserved. dtype is one of f16 bf16 f32 f64
+// i8 i16 i32 i64 u8 u16 u32 u64 i1 (i1 takes one byte). A shape entry is a dim
+// or constant name or a non-negative integer; element count = product (empty
+// shape = 1). Derived symbols are computed in order once the dims are known,
+// each formula (runtime/Formula.h) over dims, constants and earlier derived
+// symbols. Grid entries and workspace counts are formulas over dims, constants
+// and derived symbols; a grid entry may also be a JSON integer. Unknown
+// top-level fields are ignored (forward compatibility). Several kernels may
+// name the same file (one module with several entry points) if their images
+// are identical. For backend "cpu" the images are opaque to the runtime and
+// grid/block/shared_bytes/args are optional.
+//
+// Chunked launches: kernels run in manifest order, except that each maximal
+// run of consecutive "per_chunk" kernels runs as a group once per chunk of
+// rows: for chunk_begin = 0, C, 2C, ... while chunk_begin < N, every kernel of
+// the group runs with chunk_end = min(N, chunk_begin + C), where N is the dim
+// named "N" and C the value of the constant or derived symbol named by
+// "chunk" (values below 1 count as 1). With N = 0 a group runs zero times.
+// per_chunk kernels need "chunk"; "chunk" needs a dim "N". The reserved names
+// "chunk_begin" and "chunk_end" may appear as args of per_chunk kernels only.
+// "derived", "chunk" and "per_chunk" are optional (written only when used),
+// so manifests without them read as before.
 //
 // Kernel argument ABI (cuda): an arg naming a buffer (param or workspace)
 // expands to the MLIR memref<?xT> descriptor of a flat 1-D buffer, 5 kernel
 // parameters: T* allocated, T* aligned, int64 offset (= 0), int64 size
-// (= element count), int64 stride (= 1). An arg naming a dim or constant is
-// one int64.
+// (= element count), int64 stride (= 1). An arg naming a dim, constant or
+// derived symbol, or chunk_begin / chunk_end, is one int64.
 //
 // Integrity: each file's SHA-256 is checked on load. A missing, truncated or
 // altered file, or an unparsable or inconsistent manifest, makes the whole
@@ -76,6 +94,11 @@ namespace lossjit::runtime {
 inline constexpr const char *kBundleFormat = "lossjit-bundle";
 inline constexpr int64_t kBundleFormatVersion = 1;
 inline constexpr const char *kManifestFileName = "manifest.json";
+/// The special int64 args of per-chunk kernels: the chunk's row range.
+inline constexpr const char *kChunkBeginArg = "chunk_begin";
+inline constexpr const char *kChunkEndArg = "chunk_end";
+/// The dim whose rows chunked launches split.
+inline constexpr const char *kChunkRowsDim = "N";
 
 /// Size in bytes of a manifest dtype, or an error naming the valid ones.
 Expected<size_t> dtypeSize(const std::string &dtype);
@@ -107,8 +130,12 @@ struct BundleKernel {
   std::array<uint32_t, 3> block = {1, 1, 1};
   /// Dynamic shared memory per block, in bytes.
   uint32_t sharedBytes = 0;
-  /// Names of params, workspaces, dims or constants, in kernel-parameter order.
+  /// Names of params, workspaces, dims, constants or derived symbols (and, in
+  /// per-chunk kernels, chunk_begin / chunk_end), in kernel-parameter order.
   std::vector<std::string> args;
+  /// Launched once per row chunk, as part of the group of consecutive
+  /// per-chunk kernels (see "Chunked launches" above).
+  bool perChunk = false;
   /// The image bytes (PTX text, cubin or a CPU object).
   std::string image;
 };
@@ -128,12 +155,19 @@ struct KernelBundle {
   std::vector<std::string> dims;
   /// Ordered as in the manifest.
   std::vector<std::pair<std::string, int64_t>> constants;
+  /// (name, formula) pairs computed in order after dims and constants; each
+  /// formula reads dims, constants and earlier derived symbols.
+  std::vector<std::pair<std::string, std::string>> derived;
+  /// Empty: no chunking. Else the constant or derived symbol giving the rows
+  /// per chunk of the per-chunk kernel groups (values < 1 count as 1).
+  std::string chunk;
   std::vector<BundleWorkspace> workspaces;
   std::vector<BundleKernel> kernels;
 
   /// Checks internal consistency: well-formed key and names, known dtypes,
-  /// every arg and formula symbol resolves, safe file names, sane block sizes,
-  /// non-empty images. Errors name the offending field.
+  /// every arg and formula symbol resolves, derived formulas parse in order,
+  /// chunking is well-formed, safe file names, sane block sizes, non-empty
+  /// images. Errors name the offending field.
   Error verify() const;
 
   /// The manifest (file hashes computed from the images).

@@ -21,6 +21,27 @@ Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
     auto it = std::find(symbols.begin(), symbols.end(), name);
     return it == symbols.end() ? -1 : it - symbols.begin();
   };
+  // Each derived formula sees dims, constants and the earlier derived symbols.
+  for (const auto &[name, formula] : bundle.derived) {
+    Expected<Formula> f = Formula::parse(formula, symbols);
+    if (!f)
+      return std::move(f.takeError()).withContext("derived symbol '" + name + "'");
+    plan.derivedSymbols.push_back(Derived{name, std::move(*f)});
+    symbols.push_back(name);
+  }
+  if (!bundle.chunk.empty()) {
+    plan.chunkSymbol = symbolIndex(bundle.chunk);
+    plan.chunkRowsDim = symbolIndex(kChunkRowsDim);
+    // verify() makes these unreachable (the chunk is a constant or derived
+    // symbol, and N a dim, which come first in `symbols`).
+    if (plan.chunkSymbol < static_cast<int64_t>(bundle.dims.size()))
+      return makeError("chunk '" + bundle.chunk +
+                       "' names no derived symbol or constant");
+    if (plan.chunkRowsDim < 0 ||
+        plan.chunkRowsDim >= static_cast<int64_t>(bundle.dims.size()))
+      return makeError("chunked bundle has no dim '" +
+                       std::string(kChunkRowsDim) + "'");
+  }
 
   for (const BundleParam &p : bundle.params) {
     Param param;
@@ -28,7 +49,7 @@ Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
     param.elementSize = *dtypeSize(p.dtype);
     param.shapeText = "[";
     for (const std::string &entry : p.shape) {
-      int64_t index = symbolIndex(entry);
+      int64_t index = symbolIndex(entry); // a dim or constant (verify())
       param.shape.push_back(index >= 0 ? ShapeEntry{true, index}
                                        : ShapeEntry{false, std::stoll(entry)});
       param.shapeText += (param.shapeText.size() > 1 ? ", " : "") + entry;
@@ -47,6 +68,7 @@ Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
     kernel.name = k.name;
     kernel.block = k.block;
     kernel.sharedBytes = k.sharedBytes;
+    kernel.perChunk = k.perChunk;
     for (size_t d = 0; d < 3; ++d) {
       Expected<Formula> g = Formula::parse(k.grid[d], symbols);
       if (!g)
@@ -57,6 +79,12 @@ Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
     for (const std::string &arg : k.args) {
       ArgBinding binding{ArgBinding::Param, 0};
       bool found = false;
+      if (k.perChunk && (arg == kChunkBeginArg || arg == kChunkEndArg)) {
+        binding = {arg == kChunkBeginArg ? ArgBinding::ChunkBegin
+                                         : ArgBinding::ChunkEnd,
+                   0};
+        found = true;
+      }
       for (size_t i = 0; i < bundle.params.size() && !found; ++i)
         if (bundle.params[i].name == arg) {
           binding = {ArgBinding::Param, i};
@@ -75,6 +103,11 @@ Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
       for (size_t i = 0; i < bundle.constants.size() && !found; ++i)
         if (bundle.constants[i].first == arg) {
           binding = {ArgBinding::Constant, i};
+          found = true;
+        }
+      for (size_t i = 0; i < bundle.derived.size() && !found; ++i)
+        if (bundle.derived[i].first == arg) {
+          binding = {ArgBinding::Derived, i};
           found = true;
         }
       if (!found) // verify() makes this unreachable; keep the error anyway.
@@ -108,6 +141,18 @@ LaunchPlan::resolve(std::span<const int64_t> dims) const {
                        ": expected a non-negative integer");
   launch.symbolValues.insert(launch.symbolValues.end(), constantValues.begin(),
                              constantValues.end());
+  for (const Derived &d : derivedSymbols) {
+    Expected<int64_t> value = d.formula.evaluate(launch.symbolValues);
+    if (!value)
+      return std::move(value.takeError())
+          .withContext("derived symbol '" + d.name + "'");
+    launch.symbolValues.push_back(*value);
+  }
+  if (isChunked()) {
+    launch.chunkRows = launch.symbolValues[static_cast<size_t>(chunkRowsDim)];
+    launch.chunkSize = std::max<int64_t>(
+        1, launch.symbolValues[static_cast<size_t>(chunkSymbol)]);
+  }
 
   for (const Param &p : params) {
     int64_t count = 1;
@@ -164,7 +209,8 @@ size_t LaunchPlan::parameterCount(size_t kernel) const {
 Error LaunchPlan::packArguments(size_t kernel, const ResolvedLaunch &launch,
                                 std::span<const uint64_t> paramAddresses,
                                 std::span<const uint64_t> workspaceAddresses,
-                                PackedArgs &out) const {
+                                PackedArgs &out, int64_t chunkBegin,
+                                int64_t chunkEnd) const {
   if (kernel >= kernels.size())
     return makeError("kernel index " + std::to_string(kernel) +
                      " out of range (bundle has " +
@@ -178,6 +224,12 @@ Error LaunchPlan::packArguments(size_t kernel, const ResolvedLaunch &launch,
                      " workspace addresses, got " +
                      std::to_string(workspaceAddresses.size()));
   const Kernel &k = kernels[kernel];
+  if (k.perChunk &&
+      !(0 <= chunkBegin && chunkBegin <= chunkEnd && chunkEnd <= launch.chunkRows))
+    return makeError("kernel '" + k.name + "': chunk [" +
+                     std::to_string(chunkBegin) + ", " + std::to_string(chunkEnd) +
+                     ") is not a row range within [0, " +
+                     std::to_string(launch.chunkRows) + ")");
   out.slots.clear();
   out.slots.reserve(k.parameterCount);
   for (const ArgBinding &arg : k.args) {
@@ -202,6 +254,16 @@ Error LaunchPlan::packArguments(size_t kernel, const ResolvedLaunch &launch,
       break;
     case ArgBinding::Constant:
       out.slots.push_back(static_cast<uint64_t>(constantValues[arg.index]));
+      break;
+    case ArgBinding::Derived:
+      out.slots.push_back(static_cast<uint64_t>(
+          launch.symbolValues[dimNames.size() + constantValues.size() + arg.index]));
+      break;
+    case ArgBinding::ChunkBegin:
+      out.slots.push_back(static_cast<uint64_t>(chunkBegin));
+      break;
+    case ArgBinding::ChunkEnd:
+      out.slots.push_back(static_cast<uint64_t>(chunkEnd));
       break;
     }
   }

@@ -25,9 +25,10 @@ namespace lossjit::runtime {
 
 /// What a kernel argument name refers to.
 struct ArgBinding {
-  enum Kind { Param, Workspace, Dim, Constant };
+  enum Kind { Param, Workspace, Dim, Constant, Derived, ChunkBegin, ChunkEnd };
   Kind kind;
-  /// Index into the bundle's params / workspaces / dims / constants.
+  /// Index into the bundle's params / workspaces / dims / constants / derived
+  /// symbols (0 for ChunkBegin / ChunkEnd).
   size_t index;
 };
 
@@ -44,8 +45,13 @@ struct ResolvedLaunch {
     bool skip;
   };
   std::vector<Kernel> kernels;
-  /// dims followed by constants, the values the formulas saw.
+  /// dims, then constants, then derived symbols: the values the formulas saw.
   std::vector<int64_t> symbolValues;
+  /// Chunked bundles (LaunchPlan::isChunked()): the rows the per-chunk groups
+  /// split (dim N) and the rows per chunk (the chunk symbol, at least 1).
+  /// Both 0 for bundles without chunking.
+  int64_t chunkRows = 0;
+  int64_t chunkSize = 0;
 };
 
 /// Kernel parameters in cuLaunchKernel's form: `pointers()[i]` points at the
@@ -69,17 +75,23 @@ public:
   /// Prepares `bundle` (which must pass KernelBundle::verify()).
   static Expected<LaunchPlan> build(const KernelBundle &bundle);
 
-  /// Evaluates every size and grid for `dims` (in the bundle's dims order).
-  /// Errors name the dim, workspace or kernel and the offending value.
+  /// Evaluates the derived symbols, then every size and grid, for `dims` (in
+  /// the bundle's dims order). Errors name the dim, derived symbol, workspace
+  /// or kernel and the offending value.
   Expected<ResolvedLaunch> resolve(std::span<const int64_t> dims) const;
 
   /// Fills `out` with kernel `kernel`'s parameters following the memref ABI
   /// (see KernelBundle.h). `paramAddresses` and `workspaceAddresses` hold one
-  /// device address per param / workspace, in bundle order.
+  /// device address per param / workspace, in bundle order. `chunkBegin` and
+  /// `chunkEnd` are the row range of the current chunk, packed (as int64) for
+  /// the chunk_begin / chunk_end args of a per-chunk kernel; a per-chunk
+  /// kernel needs 0 <= chunkBegin <= chunkEnd <= launch.chunkRows. Other
+  /// kernels ignore them.
   Error packArguments(size_t kernel, const ResolvedLaunch &launch,
                       std::span<const uint64_t> paramAddresses,
                       std::span<const uint64_t> workspaceAddresses,
-                      PackedArgs &out) const;
+                      PackedArgs &out, int64_t chunkBegin = 0,
+                      int64_t chunkEnd = 0) const;
 
   /// Number of 8-byte kernel parameters kernel `kernel` takes.
   size_t parameterCount(size_t kernel) const;
@@ -88,6 +100,13 @@ public:
   size_t numWorkspaces() const { return workspaces.size(); }
   size_t numDims() const { return dimNames.size(); }
   size_t numKernels() const { return kernels.size(); }
+  size_t numDerived() const { return derivedSymbols.size(); }
+  const std::string &derivedName(size_t i) const { return derivedSymbols[i].name; }
+  /// Whether the bundle names a chunk symbol (ResolvedLaunch::chunkSize).
+  bool isChunked() const { return chunkSymbol >= 0; }
+  /// Whether kernel `k` runs once per row chunk, in the group of consecutive
+  /// per-chunk kernels around it.
+  bool isPerChunk(size_t k) const { return kernels[k].perChunk; }
   const std::string &paramName(size_t i) const { return params[i].name; }
   const std::string &workspaceName(size_t i) const { return workspaces[i].name; }
   const std::vector<std::string> &getDimNames() const { return dimNames; }
@@ -124,10 +143,19 @@ private:
     uint32_t sharedBytes;
     std::vector<ArgBinding> args;
     size_t parameterCount;
+    bool perChunk;
+  };
+  struct Derived {
+    std::string name;
+    Formula formula;
   };
 
   std::vector<std::string> dimNames;
   std::vector<int64_t> constantValues;
+  std::vector<Derived> derivedSymbols;
+  /// Indices into ResolvedLaunch::symbolValues; -1 when not chunked.
+  int64_t chunkSymbol = -1;
+  int64_t chunkRowsDim = -1;
   std::vector<Param> params;
   std::vector<Workspace> workspaces;
   std::vector<Kernel> kernels;

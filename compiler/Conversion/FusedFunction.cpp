@@ -11,10 +11,14 @@ std::string whyNotFused(func::FuncOp fn, Operation *op) {
   Block &entry = fn.getBody().front();
   if (!fn.getBody().hasOneBlock())
     return "the function has more than one block";
+  llvm::SmallPtrSet<void *, 8> seen;
   for (Value operand : op->getOperands()) {
     auto arg = dyn_cast<BlockArgument>(operand);
     if (!arg || arg.getOwner() != &entry)
       return "every operand of the fused op must be a function argument";
+    if (!seen.insert(operand.getAsOpaquePointer()).second)
+      return "each operand of the fused op must be a distinct function argument "
+             "(the launch plan binds buffers by role)";
   }
   for (Operation &other : entry.without_terminator())
     if (&other != op)
@@ -57,6 +61,19 @@ lossjit::collectFusedFunctions(ModuleOp module, StringRef passName) {
     }
     found.push_back({fn, ops.front()});
   }
+  // Anything of the loss dialect left outside a fused function would be
+  // silently dropped by the lowering: report it instead.
+  module.walk([&](Operation *op) {
+    if (op->getDialect() && op->getDialect()->getNamespace() == "loss" &&
+        !isa<loss::LinearCrossEntropyOp, loss::LinearCrossEntropyGradOp>(op)) {
+      op->emitOpError() << "was not fused into loss.linear_cross_entropy; "
+                        << passName
+                        << " lowers fused functions only (the remarks of "
+                           "loss-fuse-linear-cross-entropy say why a chain "
+                           "does not fuse)";
+      ok = false;
+    }
+  });
   if (!ok)
     return failure();
   return found;
@@ -66,6 +83,27 @@ LceSpec lossjit::specOf(const FusedFunction &f) {
   if (auto grad = dyn_cast<loss::LinearCrossEntropyGradOp>(f.op))
     return LceSpec::fromOp(grad);
   return LceSpec::fromOp(cast<loss::LinearCrossEntropyOp>(f.op));
+}
+
+std::vector<std::string> lossjit::resultRoles(const FusedFunction &f) {
+  std::vector<std::string> names;
+  if (isa<loss::LinearCrossEntropyOp>(f.op)) {
+    names = {"loss", "lse"};
+  } else {
+    auto grad = cast<loss::LinearCrossEntropyGradOp>(f.op);
+    if (grad.getNeedsInput())
+      names.push_back("grad_x");
+    if (grad.getNeedsWeight()) {
+      names.push_back("grad_w");
+      if (grad.getBias())
+        names.push_back("grad_bias");
+    }
+  }
+  std::vector<std::string> roles;
+  func::FuncOp fn = f.func;
+  for (Value r : fn.getBody().front().getTerminator()->getOperands())
+    roles.push_back(names[cast<OpResult>(r).getResultNumber()]);
+  return roles;
 }
 
 std::vector<std::string> lossjit::argumentRoles(const FusedFunction &f) {

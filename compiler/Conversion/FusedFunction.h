@@ -25,6 +25,10 @@ LceSpec specOf(const FusedFunction &f);
 /// "labels", "bias", "lse", "grad_loss") or "" when the op does not read it.
 std::vector<std::string> argumentRoles(const FusedFunction &f);
 
+/// For each result of the function, the output param it returns ("loss",
+/// "lse", "grad_x", "grad_w", "grad_bias").
+std::vector<std::string> resultRoles(const FusedFunction &f);
+
 /// Collects the fused functions of `module`. A function that holds a fused
 /// op in any other form is reported as an error on that op; returns failure
 /// if any was.

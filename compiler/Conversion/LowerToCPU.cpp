@@ -23,7 +23,8 @@ struct LowerToCPUPass : lossjit::impl::LossLowerToCPUBase<LowerToCPUPass> {
     if (blockRows < 1 || blockRows > 16 || vectorWidth < 1 || vectorWidth > 64) {
       module.emitError() << "loss-lower-to-cpu: block-rows must be in [1, 16] "
                             "and vector-width in [1, 64], got "
-                         << blockRows << " and " << vectorWidth;
+                         << static_cast<int64_t>(blockRows) << " and "
+                         << static_cast<int64_t>(vectorWidth);
       return signalPassFailure();
     }
     auto fused = collectFusedFunctions(module, "loss-lower-to-cpu");
@@ -42,6 +43,7 @@ struct LowerToCPUPass : lossjit::impl::LossLowerToCPUBase<LowerToCPUPass> {
       LaunchPlan plan;
       plan.entry = f.func.getName().str();
       plan.entryArgs = argumentRoles(f);
+      plan.entryResults = resultRoles(f);
       b.setInsertionPointToStart(kernels.getBody());
       LceSpec spec = specOf(f);
       if (spec.gradient)

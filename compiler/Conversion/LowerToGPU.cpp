@@ -2,7 +2,9 @@
 
 #include "compiler/Conversion/FusedFunction.h"
 #include "compiler/Conversion/Passes.h"
+#include "compiler/Kernels/LinearCrossEntropyBackwardGPU.h"
 #include "compiler/Kernels/LinearCrossEntropyGPU.h"
+#include "compiler/Pipeline/Pipelines.h"
 
 namespace lossjit {
 #define GEN_PASS_DEF_LOSSLOWERTOGPU
@@ -21,6 +23,11 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
     tile.blockRows = blockRows;
     tile.threads = threads;
     tile.splits = splits;
+    GpuTarget target{chip, ""};
+    if (llvm::Error err = target.validate()) {
+      module.emitError() << "loss-lower-to-gpu: " << llvm::toString(std::move(err));
+      return signalPassFailure();
+    }
     if (llvm::Error err = tile.validate()) {
       module.emitError() << "loss-lower-to-gpu: " << llvm::toString(std::move(err));
       return signalPassFailure();
@@ -32,17 +39,24 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
       return;
     OpBuilder b(&getContext());
     for (FusedFunction &f : *fused) {
-      if (specOf(f).gradient) {
-        f.op->emitError() << "loss-lower-to-gpu: the GPU gradient kernels are "
-                             "not built yet";
-        return signalPassFailure();
-      }
+
       b.setInsertionPoint(f.func);
       LaunchPlan plan;
       plan.entry = f.func.getName().str();
       plan.entryArgs = argumentRoles(f);
-      buildLceGpuKernels(b, f.func.getLoc(), f.func.getName(),
-                         specOf(f), tile, plan);
+      plan.entryResults = resultRoles(f);
+      LceSpec spec = specOf(f);
+      if (spec.gradient) {
+        std::string error = buildLceBackwardGpuKernels(b, f.func.getLoc(),
+                                                       f.func.getName(), spec, tile, plan);
+        if (!error.empty()) {
+          f.op->emitError() << "loss-lower-to-gpu: " << error;
+          return signalPassFailure();
+        }
+      } else {
+        buildLceGpuKernels(b, f.func.getLoc(), f.func.getName(), spec, tile, plan);
+      }
+      plan.options["arch"] = chip;
       attachLaunchPlan(module, plan);
       f.func.erase();
     }

@@ -13,10 +13,10 @@ using namespace mlir;
 using namespace lossjit;
 
 namespace {
-/// Rewrites a scalar f32 unary math op into a call of an NVVM intrinsic.
+/// Rewrites a scalar f32 math op into a call of an LLVM/NVVM intrinsic.
 template <typename MathOp>
-struct UnaryToIntrinsic : OpRewritePattern<MathOp> {
-  UnaryToIntrinsic(MLIRContext *ctx, StringRef intrinsic)
+struct ToIntrinsic : OpRewritePattern<MathOp> {
+  ToIntrinsic(MLIRContext *ctx, StringRef intrinsic)
       : OpRewritePattern<MathOp>(ctx), intrinsic(intrinsic) {}
   LogicalResult matchAndRewrite(MathOp op,
                                 PatternRewriter &rewriter) const override {
@@ -26,7 +26,7 @@ struct UnaryToIntrinsic : OpRewritePattern<MathOp> {
               "libdevice path");
     auto call = LLVM::CallIntrinsicOp::create(
         rewriter, op.getLoc(), op.getType(), rewriter.getStringAttr(intrinsic),
-        ValueRange{op.getOperand()});
+        op->getOperands());
     rewriter.replaceOp(op, call.getResults());
     return success();
   }
@@ -47,6 +47,10 @@ struct MathToNVVMApproxPass
 void lossjit::populateMathToNVVMApproxPatterns(RewritePatternSet &patterns) {
   MLIRContext *ctx = patterns.getContext();
   // Names as LLVM 22 spells them: ex2 is overloaded on its type, lg2 is not.
-  patterns.add<UnaryToIntrinsic<math::Exp2Op>>(ctx, "llvm.nvvm.ex2.approx.f32");
-  patterns.add<UnaryToIntrinsic<math::Log2Op>>(ctx, "llvm.nvvm.lg2.approx.f");
+  patterns.add<ToIntrinsic<math::Exp2Op>>(ctx, "llvm.nvvm.ex2.approx.f32");
+  patterns.add<ToIntrinsic<math::Log2Op>>(ctx, "llvm.nvvm.lg2.approx.f");
+  // convert-gpu-to-nvvm would turn math.fma into libdevice's __nv_fmaf,
+  // which only links when CUDA_HOME happens to point at libdevice; the
+  // generic intrinsic becomes fma.rn.f32 directly.
+  patterns.add<ToIntrinsic<math::FmaOp>>(ctx, "llvm.fma.f32");
 }

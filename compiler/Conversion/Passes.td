@@ -23,6 +23,9 @@ def LossLowerToGPU : Pass<"loss-lower-to-gpu", "::mlir::ModuleOp"> {
     Option<"blockRows", "block-rows", "int64_t", "4", "rows per thread block (BN)">,
     Option<"threads", "threads", "int64_t", "128", "threads per block (power of two, 32..1024)">,
     Option<"splits", "splits", "int64_t", "8", "vocabulary splits per row block (S)">,
+    Option<"chip", "chip", "std::string", "\"sm_80\"",
+           "target GPU (sm_70 or newer); kernels are chosen for it and it is "
+           "recorded in the launch plan">,
   ];
 }
 
@@ -39,18 +42,19 @@ def LossLowerToCPU : Pass<"loss-lower-to-cpu", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::vector::VectorDialect"];
   let options = [
-    Option<"blockRows", "block-rows", "int64_t", "4", "rows computed together (register block)">,
+    Option<"blockRows", "block-rows", "int64_t", "8", "rows computed together (register block)">,
     Option<"vectorWidth", "vector-width", "int64_t", "8", "f32 lanes of the dot product">,
   ];
 }
 
 def LossMathToNVVMApprox : Pass<"loss-math-to-nvvm-approx"> {
-  let summary = "Lower f32 math.exp2/math.log2 to ex2.approx.f32/lg2.approx.f32 intrinsics";
+  let summary = "Lower f32 math.exp2/log2/fma to ex2.approx/lg2.approx/fma.rn intrinsics";
   let description = [{
     Without this, convert-gpu-to-nvvm turns math ops into `__nv_*` libdevice
-    calls, which Debian's MLIR cannot link. The kernels only use exp2/log2
-    on pre-scaled arguments, so the hardware approximations suffice
-    (relative error ≤ 2^-22).
+    calls, which Debian's MLIR cannot link (and which resolve only when
+    CUDA_HOME points at a libdevice). The kernels only use exp2/log2 on
+    pre-scaled arguments, so the hardware approximations suffice (relative
+    error ≤ 2^-22); fma becomes the exact `llvm.fma.f32`.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }

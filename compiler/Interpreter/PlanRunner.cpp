@@ -6,6 +6,7 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <memory>
 
 using namespace mlir;
@@ -48,6 +49,12 @@ llvm::Error lossjit::simt::runPlanOnSimt(
       return llvm::createStringError(llvm::formatv(
           "dim {0} = {1} is negative", plan.dims[i], dims[i]));
     symbols[plan.dims[i]] = dims[i];
+  }
+  for (const auto &[name, formula] : plan.derived) {
+    auto value = evaluate(formula, symbols, "derived symbol '" + name + "'");
+    if (!value)
+      return value.takeError();
+    symbols[name] = *value;
   }
 
   std::map<std::string, std::unique_ptr<SimtBuffer>> memory;
@@ -102,13 +109,17 @@ llvm::Error lossjit::simt::runPlanOnSimt(
         std::make_unique<SimtBuffer>(workspace.name, *type, *count);
   }
 
-  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+  /// One launch of kernel `k`, with `chunk_begin`/`chunk_end` bound.
+  auto launch = [&](size_t k, int64_t chunkBegin, int64_t chunkEnd) -> llvm::Error {
     const PlanKernel &kernel = plan.kernels[k];
     auto context = [&](llvm::Error err) {
       return llvm::createStringError(llvm::formatv(
           "kernel '{0}' (launch {1} of {2}): {3}", kernel.name, k + 1,
           plan.kernels.size(), llvm::toString(std::move(err))));
     };
+    std::map<std::string, int64_t> values = symbols;
+    values["chunk_begin"] = chunkBegin;
+    values["chunk_end"] = chunkEnd;
     auto func = lookupKernel(kernels, kernel.module, kernel.name);
     if (!func)
       return context(func.takeError());
@@ -117,19 +128,19 @@ llvm::Error lossjit::simt::runPlanOnSimt(
       return context(decoded.takeError());
     std::array<int64_t, 3> grid;
     for (unsigned d = 0; d < 3; ++d) {
-      auto value = evaluate(kernel.grid[d], symbols,
+      auto value = evaluate(kernel.grid[d], values,
                             llvm::formatv("grid dimension {0}", d).str());
       if (!value)
         return context(value.takeError());
       grid[d] = *value;
     }
     if (grid[0] <= 0 || grid[1] <= 0 || grid[2] <= 0)
-      continue; // nothing to do (CUDA rejects empty grids too)
+      return llvm::Error::success(); // nothing to do (CUDA rejects empty grids)
     std::vector<SimtArg> args;
     for (const std::string &name : kernel.args) {
       if (auto it = memory.find(name); it != memory.end())
         args.push_back(SimtArg::buffer(*it->second));
-      else if (auto sym = symbols.find(name); sym != symbols.end())
+      else if (auto sym = values.find(name); sym != values.end())
         args.push_back(SimtArg::integer(sym->second));
       else
         return context(llvm::createStringError(
@@ -137,6 +148,29 @@ llvm::Error lossjit::simt::runPlanOnSimt(
     }
     if (llvm::Error err = (*decoded)->launch(grid, kernel.block, args, options))
       return context(std::move(err));
+    return llvm::Error::success();
+  };
+
+  // Per-chunk kernels run as a group once per chunk of rows, in chunk order
+  // (as on the CPU backend); every other kernel once over all rows.
+  int64_t rows = symbols.count("N") ? symbols["N"] : 0;
+  for (size_t k = 0; k < plan.kernels.size();) {
+    if (!plan.kernels[k].perChunk) {
+      if (llvm::Error err = launch(k, 0, rows))
+        return err;
+      ++k;
+      continue;
+    }
+    size_t groupEnd = k;
+    while (groupEnd < plan.kernels.size() && plan.kernels[groupEnd].perChunk)
+      ++groupEnd;
+    int64_t chunk = std::max<int64_t>(
+        1, symbols.count(plan.chunkSymbol) ? symbols[plan.chunkSymbol] : rows);
+    for (int64_t begin = 0; begin < rows; begin += chunk)
+      for (size_t g = k; g < groupEnd; ++g)
+        if (llvm::Error err = launch(g, begin, std::min(rows, begin + chunk)))
+          return err;
+    k = groupEnd;
   }
   return llvm::Error::success();
 }

@@ -50,8 +50,11 @@ struct SimtHostBuffer {
 ///  - `dims` are the values of `plan.dims`, in that order (N, V, D).
 /// Workspaces are allocated here and start uninitialized, as do outputs:
 /// a kernel reading an element no kernel of the plan wrote is an error.
-/// Grids are evaluated from the plan's formulas; a kernel with an empty grid
-/// is skipped. Errors name the kernel and carry the interpreter's message.
+/// Grids are evaluated from the plan's formulas over the dims, constants and
+/// derived symbols; a kernel with an empty grid is skipped. Per-chunk kernels
+/// run as a group once per chunk of N rows with `chunk_begin`/`chunk_end`
+/// bound (the CPU backend's convention). Errors name the kernel and carry the
+/// interpreter's message.
 llvm::Error runPlanOnSimt(mlir::ModuleOp kernels, const LaunchPlan &plan,
                           const std::map<std::string, SimtHostBuffer> &buffers,
                           llvm::ArrayRef<int64_t> dims,

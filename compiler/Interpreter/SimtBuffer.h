@@ -79,6 +79,9 @@ public:
   std::vector<uint8_t> initialized;
   /// Race-detection records, allocated on first use. Interpreter internal.
   std::vector<AccessShadow> shadow;
+  /// Whether the running launch checks races on this buffer. Interpreter
+  /// internal.
+  bool trackRaces = false;
 
 private:
   std::string name;

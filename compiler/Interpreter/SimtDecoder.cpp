@@ -143,7 +143,31 @@ private:
   Program &prog;
   llvm::DenseMap<Value, uint32_t> slotOf;
   llvm::DenseMap<Value, uint32_t> lanesOf;
+  /// The memref parameter a memref value views (through casts, subviews).
+  llvm::DenseMap<Value, uint32_t> paramOf;
   unsigned depth = 0;
+
+  /// Records that the kernel may write through `memref`.
+  void noteWrite(Value memref) {
+    auto it = paramOf.find(memref);
+    if (it != paramOf.end()) {
+      prog.memrefParamWritten[it->second] = true;
+      return;
+    }
+    // Not traceable to one parameter (e.g. a memref yielded by scf.if):
+    // assume it may be any of them, unless it is local memory.
+    if (isa_and_nonnull<memref::AllocaOp>(memref.getDefiningOp()))
+      return;
+    if (auto arg = dyn_cast<BlockArgument>(memref))
+      if (isa<gpu::GPUFuncOp>(arg.getOwner()->getParentOp()))
+        return; // an attribution
+    prog.memrefParamWritten.assign(prog.memrefParamWritten.size(), true);
+  }
+  void propagateParam(Value result, Value source) {
+    auto it = paramOf.find(source);
+    if (it != paramOf.end())
+      paramOf[result] = it->second;
+  }
 
   llvm::Error unsupportedOp(Operation *op) {
     std::string loc;
@@ -283,9 +307,8 @@ llvm::Error Decoder::decodeRegion(Region &region,
     range.end = range.begin;
     return llvm::Error::success();
   }
-  if (!region.hasOneBlock())
-    return unsupported(region.getParentOp(),
-                       "region with several blocks (unstructured control flow)");
+  if (!region.hasOneBlock()) // unstructured control flow: name the branch
+    return unsupportedOp(region.front().getTerminator());
   ++depth;
   prog.maxDepth = std::max(prog.maxDepth, depth);
   Block &block = region.front();
@@ -683,10 +706,12 @@ llvm::Error Decoder::decodeOp(Operation &op) {
   }
   if (auto cast = dyn_cast<memref::CastOp>(o)) {
     alias(cast.getResult(), cast.getSource());
+    propagateParam(cast.getResult(), cast.getSource());
     return llvm::Error::success();
   }
   if (auto assume = dyn_cast<memref::AssumeAlignmentOp>(o)) {
     alias(assume.getResult(), assume.getMemref());
+    propagateParam(assume.getResult(), assume.getMemref());
     return llvm::Error::success();
   }
 
@@ -834,6 +859,7 @@ llvm::Error Decoder::decodeOp(Operation &op) {
       return err;
     instr.ty = *getElementType(store.getValueToStore().getType());
     access.value = use(store.getValueToStore());
+    noteWrite(store.getMemref());
     return emitAccess(Opc::Store, access);
   }
   if (auto load = dyn_cast<vector::LoadOp>(o)) {
@@ -861,6 +887,7 @@ llvm::Error Decoder::decodeOp(Operation &op) {
     instr.ty = *getElementType(store.getVectorType().getElementType());
     access.value = use(store.getValueToStore());
     access.lanes = uint32_t(store.getVectorType().getNumElements());
+    noteWrite(store.getBase());
     return emitAccess(Opc::Store, access);
   }
   if (auto read = dyn_cast<vector::TransferReadOp>(o)) {
@@ -900,6 +927,7 @@ llvm::Error Decoder::decodeOp(Operation &op) {
     if (write.getMask())
       access.mask = use(write.getMask());
     access.inBounds = write.getInBoundsValues()[0];
+    noteWrite(write.getBase());
     return emitAccess(Opc::TransferWrite, access);
   }
   if (auto alloca = dyn_cast<memref::AllocaOp>(o)) {
@@ -937,6 +965,7 @@ llvm::Error Decoder::decodeOp(Operation &op) {
       info.dropped[d] = dropped.test(d);
     }
     info.producer = prog.numProducers++;
+    propagateParam(subview.getResult(), subview.getSource());
     instr.opc = Opc::Subview;
     if (llvm::Error err = defineResult(instr))
       return err;
@@ -1094,6 +1123,7 @@ llvm::Error Decoder::decodeOp(Operation &op) {
     if (!isWorkgroupMemref(copy.getDst().getType()))
       return unsupported(o, "nvgpu.device_async_copy destination (must be workgroup memory)");
     info.dstElements = copy.getDstElements().getSExtValue();
+    noteWrite(copy.getDst());
     if (copy.getSrcElements())
       info.srcElements = use(copy.getSrcElements());
     instr.opc = Opc::AsyncCopy;
@@ -1126,10 +1156,12 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
   prog.name = func.getName().str();
   prog.func = func;
   Region &body = func.getBody();
-  if (!body.hasOneBlock())
-    return unsupported(func, "gpu.func with several blocks (unstructured control flow)");
+  if (!body.hasOneBlock()) // unstructured control flow: name the branch
+    return unsupportedOp(body.front().getTerminator());
   Block &entry = body.front();
-  for (BlockArgument arg : func.getArguments()) {
+  // The entry block also holds the attributions; the parameters come first.
+  for (unsigned i = 0, e = func.getFunctionType().getNumInputs(); i < e; ++i) {
+    BlockArgument arg = func.getArgument(i);
     auto info = analyzeType(arg.getType());
     if (!info || info->kind == TypeInfo::Vector || info->kind == TypeInfo::Token)
       return unsupportedType(func, arg.getType());
@@ -1143,8 +1175,10 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
       MemrefParam param{*slot, info->elem, uint8_t(type.getRank()), {}};
       for (unsigned d = 0; d < param.rank; ++d)
         param.shape[d] = type.getDimSize(d);
+      paramOf[arg] = uint32_t(prog.memrefParams.size());
       prog.args.push_back({true, uint32_t(prog.memrefParams.size())});
       prog.memrefParams.push_back(param);
+      prog.memrefParamWritten.push_back(false);
     } else {
       prog.args.push_back({false, uint32_t(prog.scalarParams.size())});
       prog.scalarParams.push_back({*slot, info->elem});

@@ -161,6 +161,8 @@ private:
   std::vector<uint32_t> arena;
   uint32_t arenaTop = 0;
   std::vector<uint64_t> temp;
+  std::vector<uint8_t> activeFlags;
+  std::vector<uint32_t> all; ///< 0 .. numThreads-1
   std::vector<uint32_t> threadIds[3];
   std::vector<std::vector<PendingCopy>> pending;
   std::vector<int64_t> committedGroups;
@@ -209,9 +211,7 @@ private:
     return llvm::formatv("element {0} of '{1}' ({2})", i, buf.getName(),
                          getMemorySpaceName(buf.getSpace()));
   }
-  bool tracksRaces(const SimtBuffer &buf) const {
-    return options.detectRaces && buf.getSpace() != MemorySpace::Private;
-  }
+  bool tracksRaces(const SimtBuffer &buf) const { return buf.trackRaces; }
 
   bool checkRead(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t t) {
     if (!buf.isInitialized(i))
@@ -994,8 +994,8 @@ bool Executor::requireFullWarps(const Instr &in, const uint32_t *act,
 bool Executor::execShuffle(const Instr &in, const uint32_t *act, uint32_t n) {
   uint64_t *offsets = slot(in.b), *widths = slot(in.c), *valid = slot(in.res2);
   auto mode = gpu::ShuffleMode(in.mode);
-  // Which lanes of which warps are active (act is sorted).
-  std::vector<uint8_t> active(numThreads, 0);
+  std::vector<uint8_t> &active = activeFlags;
+  active.assign(numThreads, 0);
   for (uint32_t i = 0; i < n; ++i)
     active[act[i]] = 1;
   for (uint32_t i = 0; i < n; ++i) {
@@ -1368,9 +1368,6 @@ bool Executor::runBlock(uint64_t serial) {
   for (auto &list : pending)
     list.clear();
   std::fill(committedGroups.begin(), committedGroups.end(), 0);
-  std::vector<uint32_t> all(numThreads);
-  for (uint32_t t = 0; t < numThreads; ++t)
-    all[t] = t;
   for (uint32_t index : prog.privateAttributions) {
     Instr instr;
     instr.op = prog.func;
@@ -1402,6 +1399,9 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
   regs.assign(size_t(prog.numSlots) * numThreads, 0);
   for (auto [s, word] : prog.constants)
     std::fill_n(slot(s), numThreads, word);
+  all.resize(numThreads);
+  for (uint32_t t = 0; t < numThreads; ++t)
+    all[t] = t;
   for (unsigned d = 0; d < 3; ++d)
     threadIds[d].resize(numThreads);
   for (uint32_t t = 0; t < numThreads; ++t) {
@@ -1464,8 +1464,6 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
         return err(llvm::formatv("argument {0}: shape spans {1} elements but "
                                  "buffer '{2}' has {3}",
                                  i, span, arg.buf->getName(), arg.buf->size()));
-      if (options.detectRaces && arg.buf->shadow.size() != size_t(arg.buf->size()))
-        arg.buf->shadow.assign(size_t(arg.buf->size()), AccessShadow());
       std::fill_n(slot(param.slot), numThreads, uint64_t(index));
     } else {
       const ScalarParam &param = prog.scalarParams[index];
@@ -1484,6 +1482,19 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
       std::fill_n(slot(param.slot), numThreads, word);
     }
   }
+  // Race records only for buffers some parameter may write through.
+  for (size_t i = 0; i < args.size(); ++i)
+    if (prog.args[i].first)
+      args[i].buf->trackRaces = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto [isMemref, index] = prog.args[i];
+    if (!isMemref || !options.detectRaces || !prog.memrefParamWritten[index])
+      continue;
+    SimtBuffer &buf = *args[i].buf;
+    buf.trackRaces = true;
+    if (buf.shadow.size() != size_t(buf.size()))
+      buf.shadow.assign(size_t(buf.size()), AccessShadow());
+  }
   sharedBuffers.clear();
   for (size_t i = 0; i < prog.workgroup.size(); ++i) {
     const MemrefParam &param = prog.workgroup[i];
@@ -1493,8 +1504,10 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
     sharedBuffers.push_back(std::make_unique<SimtBuffer>(
         "workgroup attribution #" + std::to_string(i), param.type, count,
         MemorySpace::Shared));
-    if (options.detectRaces)
+    if (options.detectRaces) {
       sharedBuffers.back()->shadow.assign(size_t(count), AccessShadow());
+      sharedBuffers.back()->trackRaces = true;
+    }
     uint32_t descIndex = uint32_t(prog.memrefParams.size() + i);
     makeDesc(descs[descIndex], sharedBuffers.back().get(), param.rank,
              param.shape);

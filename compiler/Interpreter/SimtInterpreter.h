@@ -78,7 +78,7 @@ struct SimtOptions {
   bool detectRaces = true;
   /// Upper bound on executed instructions per block (each instruction counts
   /// once however many threads run it); exceeding it is an error.
-  uint64_t maxSteps = uint64_t(1) << 30;
+  uint64_t maxSteps = uint64_t(1) << 27;
 };
 
 /// One kernel argument: a buffer for a memref parameter, or a scalar for an

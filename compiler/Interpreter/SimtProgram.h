@@ -189,6 +189,10 @@ struct Program {
   /// Per function argument: index into memrefParams or scalarParams.
   std::vector<std::pair<bool, uint32_t>> args; ///< (isMemref, index)
   std::vector<MemrefParam> memrefParams;
+  /// Per memref parameter: whether the kernel may write through it (stores,
+  /// transfer writes, async copy destinations). Buffers bound only to
+  /// read-only parameters need no race records: nothing can race on them.
+  std::vector<bool> memrefParamWritten;
   std::vector<ScalarParam> scalarParams;
   std::vector<MemrefParam> workgroup; ///< workgroup attributions
   std::vector<uint32_t> privateAttributions; ///< AllocaInfo indices

@@ -2,6 +2,7 @@
 
 #include "compiler/Kernels/CpuVectorOps.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -39,7 +40,7 @@ SmallVector<Value> lossjit::emitBlockDot(KernelEmitter &e, Value a,
         Value bv = loadVecF32(ke, b, ke.add(bOff, k), lanes);
         SmallVector<Value> next;
         for (size_t i = 0; i < aOff.size(); ++i)
-          next.push_back(vector::FMAOp::create(
+          next.push_back(math::FmaOp::create(
               ke.builder(), ke.location(), loadVecF32(ke, a, ke.add(aOff[i], k), lanes),
               bv, it[i]));
         return next;
@@ -72,7 +73,7 @@ void lossjit::emitBlockAxpy(KernelEmitter &e, Value acc, ArrayRef<Value> accOff,
                 Value at = ke.add(accOff[i], k);
                 Value old = vector::LoadOp::create(ke.builder(), ke.location(), f32v, acc,
                                                    ValueRange{at});
-                Value upd = vector::FMAOp::create(ke.builder(), ke.location(), splats[i],
+                Value upd = math::FmaOp::create(ke.builder(), ke.location(), splats[i],
                                                   sv, old);
                 vector::StoreOp::create(ke.builder(), ke.location(), upd, acc, ValueRange{at});
               }

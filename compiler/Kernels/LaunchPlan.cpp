@@ -91,6 +91,7 @@ DictionaryAttr LaunchPlan::toAttr(MLIRContext *context) const {
   return b.getDictionaryAttr({
       b.getNamedAttr("entry", b.getStringAttr(entry)),
       b.getNamedAttr("entry_args", strings(b, entryArgs)),
+      b.getNamedAttr("entry_results", strings(b, entryResults)),
       b.getNamedAttr("op", b.getStringAttr(op)),
       b.getNamedAttr("params", b.getArrayAttr(paramAttrs)),
       b.getNamedAttr("dims", strings(b, dims)),
@@ -117,8 +118,9 @@ FailureOr<LaunchPlan> LaunchPlan::fromAttr(DictionaryAttr attr,
   plan.tile = readString(attr, "tile", ok);
   plan.dims.clear();
   if (!ok || !readStrings(attr.get("dims"), plan.dims) ||
-      !readStrings(attr.get("entry_args"), plan.entryArgs))
-    return fail("entry, entry_args, op, tile and dims are required");
+      !readStrings(attr.get("entry_args"), plan.entryArgs) ||
+      !readStrings(attr.get("entry_results"), plan.entryResults))
+    return fail("entry, entry_args, entry_results, op, tile and dims are required");
   auto params = attr.getAs<ArrayAttr>("params");
   auto workspaces = attr.getAs<ArrayAttr>("workspaces");
   auto kernels = attr.getAs<ArrayAttr>("kernels");

@@ -60,6 +60,8 @@ struct LaunchPlan {
   /// For each argument of that function, the param it feeds ("x", "w",
   /// "labels", "bias"; "" if unused), so a graph's callers keep its order.
   std::vector<std::string> entryArgs;
+  /// For each result of that function, the output param it returns.
+  std::vector<std::string> entryResults;
   std::string op = "linear_cross_entropy";
   std::vector<PlanParam> params;
   std::vector<std::string> dims = {"N", "V", "D"};

@@ -12,7 +12,7 @@ namespace lossjit {
 
 /// Options of the host kernels.
 struct CpuTileConfig {
-  int64_t blockRows = 4;   ///< rows sharing each loaded weight row.
+  int64_t blockRows = 8;   ///< rows sharing each loaded weight row.
   int64_t vectorWidth = 8; ///< f32 lanes of the dot product.
   /// Lanes of the fixed-order reduction; equal to the GPU block size so the
   /// two backends sum per-row losses in the same order.

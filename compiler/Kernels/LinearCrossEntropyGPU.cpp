@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Kernels/LinearCrossEntropyGPU.h"
+#include "compiler/Kernels/GpuKernelSupport.h"
 #include "compiler/Kernels/KernelEmitter.h"
 #include "compiler/Kernels/LceRowLoss.h"
 
@@ -16,58 +17,17 @@ using namespace mlir;
 using namespace lossjit;
 
 namespace {
-MemRefType flat(Type elem) {
-  return MemRefType::get({ShapedType::kDynamic}, elem);
-}
-
-MemRefType shared(MLIRContext *ctx, int64_t count, Type elem) {
-  auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  return MemRefType::get({count}, elem, MemRefLayoutAttrInterface{}, space);
-}
-
-/// Creates an empty kernel function and moves `b` into its body.
-gpu::GPUFuncOp makeKernel(OpBuilder &b, Location loc, StringRef name,
-                          TypeRange args, TypeRange workgroup,
-                          int64_t threads) {
-  auto fn = gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(args, {}),
-                                   workgroup, TypeRange{});
-  fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  fn.setKnownBlockSizeAttr(
-      b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
-  b.setInsertionPointToStart(&fn.getBody().front());
-  return fn;
-}
-
-Value threadIdx(OpBuilder &b, Location loc) {
-  return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-}
-
-/// Tree reduction over `threads` slots of `slots` (each a shared buffer of
-/// rows × threads), merging slot t+stride into slot t for halving strides.
-/// The order of every merge is fixed by the tree, so results are bitwise
-/// reproducible.
-void blockTree(KernelEmitter &e, Value tid, int64_t threads,
-               const std::function<void(KernelEmitter &, Value dst, Value src)> &mergeSlots) {
-  for (int64_t stride = threads / 2; stride >= 1; stride /= 2) {
-    Value active = e.cmpI(arith::CmpIPredicate::ult, tid, e.index(stride));
-    e.ifThen(active, [&](KernelEmitter &in) {
-      mergeSlots(in, tid, in.add(tid, in.index(stride)));
-    });
-    gpu::BarrierOp::create(e.builder(), e.location());
-  }
-}
-
 void buildPartial(OpBuilder &b, Location loc, const LceSpec &spec,
                   const TileConfig &tile) {
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type(), idx = b.getIndexType();
   const int64_t bn = tile.blockRows, threads = tile.threads;
-  SmallVector<Type> args = {flat(spec.storage), flat(spec.storage)};
+  SmallVector<Type> args = {gpuFlat(spec.storage), gpuFlat(spec.storage)};
   if (spec.hasBias)
-    args.push_back(flat(spec.storage));
-  args.append({flat(f32), flat(f32), idx, idx, idx});
-  auto fn = makeKernel(b, loc, "lce_partial", args,
-                       {shared(ctx, bn * threads, f32), shared(ctx, bn * threads, f32)},
+    args.push_back(gpuFlat(spec.storage));
+  args.append({gpuFlat(f32), gpuFlat(f32), idx, idx, idx});
+  auto fn = makeGpuKernel(b, loc, "lce_partial", args,
+                       {gpuShared(ctx, bn * threads, f32), gpuShared(ctx, bn * threads, f32)},
                        threads);
   unsigned a = 0;
   Value x = fn.getArgument(a++), w = fn.getArgument(a++);
@@ -78,7 +38,7 @@ void buildPartial(OpBuilder &b, Location loc, const LceSpec &spec,
   Value smSum = fn.getWorkgroupAttributions()[1];
 
   KernelEmitter e(b, loc);
-  Value tid = threadIdx(b, loc);
+  Value tid = gpuThreadIdx(b, loc);
   Value rowBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value split = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value numSplits = gpu::GridDimOp::create(b, loc, gpu::Dimension::y);
@@ -127,7 +87,7 @@ void buildPartial(OpBuilder &b, Location loc, const LceSpec &spec,
     e.store(states[2 * i + 1], smSum, slot);
   }
   gpu::BarrierOp::create(b, loc);
-  blockTree(e, tid, threads, [&](KernelEmitter &in, Value dst, Value src) {
+  emitBlockTree(e, tid, threads, [&](KernelEmitter &in, Value dst, Value src) {
     for (int64_t i = 0; i < bn; ++i) {
       Value base = in.index(i * threads);
       Value di = in.add(base, dst), si = in.add(base, src);
@@ -153,12 +113,12 @@ void buildPartial(OpBuilder &b, Location loc, const LceSpec &spec,
 void buildCombine(OpBuilder &b, Location loc, const LceSpec &spec,
                   const TileConfig &tile) {
   Type f32 = b.getF32Type(), idx = b.getIndexType();
-  SmallVector<Type> args = {flat(spec.storage), flat(spec.storage)};
+  SmallVector<Type> args = {gpuFlat(spec.storage), gpuFlat(spec.storage)};
   if (spec.hasBias)
-    args.push_back(flat(spec.storage));
-  args.append({flat(spec.labelType), flat(f32), flat(f32), flat(f32), flat(f32),
+    args.push_back(gpuFlat(spec.storage));
+  args.append({gpuFlat(spec.labelType), gpuFlat(f32), gpuFlat(f32), gpuFlat(f32), gpuFlat(f32),
                idx, idx, idx, idx});
-  auto fn = makeKernel(b, loc, "lce_combine", args, {}, tile.threads);
+  auto fn = makeGpuKernel(b, loc, "lce_combine", args, {}, tile.threads);
   unsigned a = 0;
   Value x = fn.getArgument(a++), w = fn.getArgument(a++);
   Value bias = spec.hasBias ? fn.getArgument(a++) : Value();
@@ -169,7 +129,7 @@ void buildCombine(OpBuilder &b, Location loc, const LceSpec &spec,
         s = fn.getArgument(a++);
 
   KernelEmitter e(b, loc);
-  Value tid = threadIdx(b, loc);
+  Value tid = gpuThreadIdx(b, loc);
   Value blk = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value row = e.add(e.mul(blk, e.index(tile.threads)), tid);
   e.ifThen(e.cmpI(arith::CmpIPredicate::ult, row, n), [&](KernelEmitter &re) {
@@ -194,9 +154,9 @@ void buildReduce(OpBuilder &b, Location loc, const LceSpec &spec,
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type(), i32 = b.getI32Type(), idx = b.getIndexType();
   const int64_t threads = tile.threads;
-  SmallVector<Type> args = {flat(spec.labelType), flat(f32), flat(f32), idx};
-  auto fn = makeKernel(b, loc, "lce_reduce", args,
-                       {shared(ctx, threads, f32), shared(ctx, threads, i32)},
+  SmallVector<Type> args = {gpuFlat(spec.labelType), gpuFlat(f32), gpuFlat(f32), idx};
+  auto fn = makeGpuKernel(b, loc, "lce_reduce", args,
+                       {gpuShared(ctx, threads, f32), gpuShared(ctx, threads, i32)},
                        threads);
   Value labels = fn.getArgument(0), lossRows = fn.getArgument(1),
         out = fn.getArgument(2), n = fn.getArgument(3);
@@ -204,7 +164,7 @@ void buildReduce(OpBuilder &b, Location loc, const LceSpec &spec,
   Value smCount = fn.getWorkgroupAttributions()[1];
 
   KernelEmitter e(b, loc);
-  Value tid = threadIdx(b, loc);
+  Value tid = gpuThreadIdx(b, loc);
   // Thread t sums rows t, t+T, t+2T, ... in order: the same lanes the CPU
   // reduction simulates, so both backends reduce identically.
   SmallVector<Value> acc = e.forLoop(
@@ -219,7 +179,7 @@ void buildReduce(OpBuilder &b, Location loc, const LceSpec &spec,
   e.store(acc[0], smSum, tid);
   e.store(acc[1], smCount, tid);
   gpu::BarrierOp::create(b, loc);
-  blockTree(e, tid, threads, [&](KernelEmitter &in, Value dst, Value src) {
+  emitBlockTree(e, tid, threads, [&](KernelEmitter &in, Value dst, Value src) {
     in.store(in.addF(in.load(smSum, dst), in.load(smSum, src)), smSum, dst);
     in.store(arith::AddIOp::create(in.builder(), in.location(),
                                    in.load(smCount, dst), in.load(smCount, src)),

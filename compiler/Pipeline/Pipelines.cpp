@@ -43,7 +43,8 @@ std::vector<Stage> graphStages() {
 std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
                                       const TileConfig &tile) {
   std::vector<Stage> stages = graphStages();
-  stages.push_back({"kernels", "builtin.module(loss-lower-to-gpu{block-rows=" +
+  stages.push_back({"kernels", "builtin.module(loss-lower-to-gpu{chip=" + target.chip +
+                                   " block-rows=" +
                                    std::to_string(tile.blockRows) +
                                    " threads=" + std::to_string(tile.threads) +
                                    " splits=" + std::to_string(tile.splits) +

@@ -53,6 +53,8 @@ runtime::KernelBundle lossjit::makeGpuBundle(const GpuCompiledOp &op,
   bundle.dims = plan.dims;
   for (const auto &[k, v] : plan.constants)
     bundle.constants.push_back({k, v});
+  bundle.derived = plan.derived;
+  bundle.chunk = plan.chunkSymbol;
   for (const PlanWorkspace &w : plan.workspaces)
     bundle.workspaces.push_back({w.name, w.dtype, w.count});
   for (auto [k, ptx] : llvm::zip(plan.kernels, op.kernels)) {
@@ -64,6 +66,7 @@ runtime::KernelBundle lossjit::makeGpuBundle(const GpuCompiledOp &op,
       kernel.block[i] = static_cast<uint32_t>(k.block[i]);
     kernel.sharedBytes = static_cast<uint32_t>(k.sharedBytes);
     kernel.args = k.args;
+    kernel.perChunk = k.perChunk;
     kernel.image = ptx.ptx;
     bundle.kernels.push_back(std::move(kernel));
   }

@@ -32,7 +32,7 @@ struct VerifyPrecisionPass
     getOperation()->walk([&](Operation *op) {
       if (auto fused = dyn_cast<LinearCrossEntropyOp>(op)) {
         if (!fused.getCompute().isF32()) {
-          op->emitError() << "computes in " << fused.getCompute()
+          op->emitOpError() << "computes in " << fused.getCompute()
                           << "; the softmax path must compute in f32";
           ok = false;
         }
@@ -44,7 +44,7 @@ struct VerifyPrecisionPass
       Type elem = cast<RankedTensorType>(v.getType()).getElementType();
       if (elem.isF32())
         return;
-      op->emitError() << "computes in " << elem
+      op->emitOpError() << "computes in " << elem
                       << "; the softmax path must compute in f32 (run "
                          "loss-make-precision-explicit first)";
       ok = false;

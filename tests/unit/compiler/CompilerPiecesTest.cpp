@@ -44,6 +44,7 @@ TEST(LaunchPlan, AttributeRoundTrip) {
   LaunchPlan plan;
   plan.entry = "f";
   plan.entryArgs = {"x", "w", "labels"};
+  plan.entryResults = {"lse", "loss"};
   plan.params = {{"x", "f16", {"N", "D"}, false}, {"loss", "f32", {}, true}};
   plan.constants = {{"S", 8}};
   plan.workspaces = {{"part_max", "f32", "S*N"}};
@@ -57,6 +58,7 @@ TEST(LaunchPlan, AttributeRoundTrip) {
   ASSERT_TRUE(mlir::succeeded(back)) << error;
   EXPECT_EQ(back->entry, "f");
   EXPECT_EQ(back->entryArgs, plan.entryArgs);
+  EXPECT_EQ(back->entryResults, plan.entryResults);
   EXPECT_EQ(back->params[1].name, "loss");
   EXPECT_TRUE(back->params[1].isOutput);
   EXPECT_EQ(back->kernels[0].grid[0], "cdiv(N,4)");
@@ -71,7 +73,7 @@ TEST(LaunchPlan, AttributeRoundTrip) {
   mlir::Builder b(&context);
   auto broken = b.getDictionaryAttr({b.getNamedAttr("entry", b.getStringAttr("f"))});
   EXPECT_TRUE(mlir::failed(LaunchPlan::fromAttr(broken, error)));
-  EXPECT_EQ(error, "malformed launch plan: entry, entry_args, op, tile and dims are required");
+  EXPECT_EQ(error, "malformed launch plan: entry, entry_args, entry_results, op, tile and dims are required");
 }
 
 TEST(GraphBuilder, RejectsBadOptions) {

@@ -7,6 +7,7 @@
 // run; tests/gpu checks the same path on a real device.
 
 #include "runtime/CudaLauncher.h"
+#include "runtime/Log.h"
 
 #include "TestUtil.h"
 
@@ -14,6 +15,7 @@
 
 #include <cstring>
 #include <map>
+#include <utility>
 
 using namespace lossjit::runtime;
 using namespace lossjit::runtime::testing;
@@ -39,6 +41,9 @@ struct FakeState {
   std::vector<std::pair<std::string, int>> sharedOptIns;
   std::vector<RecordedLaunch> launches;
   std::map<std::string, size_t> argCounts; // per function name
+  /// cuLaunchKernel fails (CUDA_ERROR_UNKNOWN) when this many launches were
+  /// recorded already; -1: never.
+  int failLaunchAt = -1;
 };
 FakeState *fake = nullptr;
 
@@ -103,6 +108,8 @@ cu::Result fakeLaunchKernel(cu::Function f, unsigned gx, unsigned gy, unsigned g
                             cu::Stream stream, void **params, void **extra) {
   if (extra)
     return 1;
+  if (fake->failLaunchAt == static_cast<int>(fake->launches.size()))
+    return 999;
   RecordedLaunch l;
   l.function = fake->functionNames[reinterpret_cast<uintptr_t>(f) - 1];
   l.grid = {gx, gy, gz};
@@ -319,4 +326,182 @@ TEST_F(CudaLauncherTest, NoCurrentContextIsAnError) {
   Error e = launcher.prepare(makeTestBundle(testKey("no-context")));
   ASSERT_TRUE(static_cast<bool>(e));
   EXPECT_NE(e.message().find("no CUDA context is current"), std::string::npos);
+}
+
+// ---- Chunked launches ----
+
+namespace {
+
+/// Buffers for makeChunkedTestBundle: x, w, labels, grad_loss, grad_x, grad_w.
+std::vector<DeviceBuffer> chunkedBuffersFor(int64_t n, int64_t v, int64_t d) {
+  return {{0x1000, n * d}, {0x2000, v * d}, {0x3000, n},
+          {0x4000, 1},     {0x5000, n * d}, {0x6000, v * d}};
+}
+
+void setChunkedArgCounts(FakeState &state) {
+  state.argCounts["lce_bwd_scale"] = 3 * 5 + 2;  // labels grad_loss grow N V
+  state.argCounts["lce_bwd_dz"] = 5 * 5 + 4;     // ... chunk_begin chunk_end V D
+  state.argCounts["lce_bwd_dx"] = 3 * 5 + 4;     // ... chunk_begin chunk_end C NC
+  state.argCounts["lce_bwd_finish"] = 1 * 5 + 2; // grad_w V D
+}
+
+/// The (chunk_begin, chunk_end) a recorded per-chunk launch received.
+std::pair<uint64_t, uint64_t> chunkOf(const RecordedLaunch &l) {
+  size_t at = l.function == "lce_bwd_dz" ? 25 : 15; // after the buffers
+  return {l.args.at(at), l.args.at(at + 1)};
+}
+
+std::vector<std::string> functionsOf(const std::vector<RecordedLaunch> &launches) {
+  std::vector<std::string> names;
+  for (const RecordedLaunch &l : launches)
+    names.push_back(l.function);
+  return names;
+}
+
+} // namespace
+
+TEST_F(CudaLauncherTest, PerChunkGroupRunsOncePerChunk) {
+  // once (scale), group {dz, dx}, once (finish); N=10, C=4.
+  KernelBundle b = makeChunkedTestBundle(testKey("launch-chunked"));
+  setChunkedArgCounts(state);
+  CudaLauncher launcher(*driver);
+  std::vector<int64_t> dims = {10, 8, 2};
+  auto stream = reinterpret_cast<cu::Stream>(0x99);
+  Error e = launcher.launch(b, chunkedBuffersFor(10, 8, 2), dims, stream, allocator);
+  ASSERT_FALSE(e) << e.message();
+
+  EXPECT_EQ(functionsOf(state.launches),
+            (std::vector<std::string>{"lce_bwd_scale", "lce_bwd_dz", "lce_bwd_dx",
+                                      "lce_bwd_dz", "lce_bwd_dx", "lce_bwd_dz",
+                                      "lce_bwd_dx", "lce_bwd_finish"}));
+  ASSERT_EQ(state.launches.size(), 8u);
+  using Chunk = std::pair<uint64_t, uint64_t>;
+  EXPECT_EQ(chunkOf(state.launches[1]), Chunk(0, 4));
+  EXPECT_EQ(chunkOf(state.launches[2]), Chunk(0, 4));
+  EXPECT_EQ(chunkOf(state.launches[3]), Chunk(4, 8));
+  EXPECT_EQ(chunkOf(state.launches[4]), Chunk(4, 8));
+  EXPECT_EQ(chunkOf(state.launches[5]), Chunk(8, 10));
+  EXPECT_EQ(chunkOf(state.launches[6]), Chunk(8, 10));
+
+  // Every dz launch gets the same full argument list but for the chunk.
+  std::vector<uint64_t> dz = {0x1000,   0x1000,   0, 20, 1,  // x
+                              0x2000,   0x2000,   0, 16, 1,  // w
+                              0x3000,   0x3000,   0, 10, 1,  // labels
+                              0x100000, 0x100000, 0, 10, 1,  // grow (N f32)
+                              0x200000, 0x200000, 0, 32, 1,  // dz (C*V f32)
+                              8,        10,       8,  2};
+  EXPECT_EQ(state.launches[5].args, dz);
+  // dx ends with the derived symbols C = 4 and NC = 3.
+  EXPECT_EQ(state.launches[2].args[17], 4u);
+  EXPECT_EQ(state.launches[2].args[18], 3u);
+  // Grids from derived symbols: cdiv(C,4) = 1.
+  EXPECT_EQ(state.launches[1].grid, (std::array<unsigned, 3>{1, 1, 1}));
+  EXPECT_EQ(state.launches[7].args,
+            (std::vector<uint64_t>{0x6000, 0x6000, 0, 16, 1, 8, 2}));
+  for (const RecordedLaunch &l : state.launches)
+    EXPECT_EQ(l.stream, stream);
+  EXPECT_EQ(allocated, (std::vector<size_t>{40, 128})) << "grow = N, dz = C*V floats";
+  EXPECT_EQ(released.size(), 2u);
+
+  // An exact multiple of C: chunks [0,4) and [4,8).
+  state.launches.clear();
+  std::vector<int64_t> eight = {8, 8, 2};
+  ASSERT_FALSE(launcher.launch(b, chunkedBuffersFor(8, 8, 2), eight, stream, allocator));
+  ASSERT_EQ(state.launches.size(), 6u);
+  EXPECT_EQ(chunkOf(state.launches[1]), Chunk(0, 4));
+  EXPECT_EQ(chunkOf(state.launches[4]), Chunk(4, 8));
+  // Fewer rows than C: C = min(N, ...) = 3, one chunk [0,3).
+  state.launches.clear();
+  std::vector<int64_t> three = {3, 8, 2};
+  ASSERT_FALSE(launcher.launch(b, chunkedBuffersFor(3, 8, 2), three, stream, allocator));
+  EXPECT_EQ(functionsOf(state.launches),
+            (std::vector<std::string>{"lce_bwd_scale", "lce_bwd_dz", "lce_bwd_dx",
+                                      "lce_bwd_finish"}));
+  EXPECT_EQ(chunkOf(state.launches[1]), Chunk(0, 3));
+  EXPECT_EQ(chunkOf(state.launches[2]), Chunk(0, 3));
+}
+
+TEST_F(CudaLauncherTest, PerChunkGroupRunsZeroTimesWithoutRows) {
+  KernelBundle b = makeChunkedTestBundle(testKey("launch-chunked-empty"));
+  setChunkedArgCounts(state);
+  CudaLauncher launcher(*driver);
+  std::vector<int64_t> dims = {0, 8, 2};
+  Error e = launcher.launch(b, chunkedBuffersFor(0, 8, 2), dims, nullptr, allocator);
+  ASSERT_FALSE(e) << e.message();
+  EXPECT_EQ(functionsOf(state.launches),
+            (std::vector<std::string>{"lce_bwd_scale", "lce_bwd_finish"}));
+  // grow has 0 bytes (not allocated); dz = C*V with C = 1.
+  EXPECT_EQ(allocated, (std::vector<size_t>{32}));
+  EXPECT_EQ(released.size(), 1u);
+}
+
+TEST_F(CudaLauncherTest, SeparatedPerChunkRunsAreSeparateGroups) {
+  // {dz}, scale, {dx}, finish: a once-kernel between two per-chunk kernels
+  // splits them into two groups, each looping over all chunks.
+  KernelBundle b = makeChunkedTestBundle(testKey("launch-two-groups"));
+  std::swap(b.kernels[0], b.kernels[1]);
+  setChunkedArgCounts(state);
+  CudaLauncher launcher(*driver);
+  std::vector<int64_t> dims = {10, 8, 2};
+  Error e = launcher.launch(b, chunkedBuffersFor(10, 8, 2), dims, nullptr, allocator);
+  ASSERT_FALSE(e) << e.message();
+  EXPECT_EQ(functionsOf(state.launches),
+            (std::vector<std::string>{"lce_bwd_dz", "lce_bwd_dz", "lce_bwd_dz",
+                                      "lce_bwd_scale", "lce_bwd_dx", "lce_bwd_dx",
+                                      "lce_bwd_dx", "lce_bwd_finish"}));
+  using Chunk = std::pair<uint64_t, uint64_t>;
+  std::vector<Chunk> dzChunks, dxChunks;
+  for (const RecordedLaunch &l : state.launches)
+    if (l.function == "lce_bwd_dz")
+      dzChunks.push_back(chunkOf(l));
+    else if (l.function == "lce_bwd_dx")
+      dxChunks.push_back(chunkOf(l));
+  std::vector<Chunk> expected = {{0, 4}, {4, 8}, {8, 10}};
+  EXPECT_EQ(dzChunks, expected);
+  EXPECT_EQ(dxChunks, expected);
+}
+
+TEST_F(CudaLauncherTest, ChunkedLaunchFailureNamesTheChunk) {
+  KernelBundle b = makeChunkedTestBundle(testKey("launch-chunked-fail"));
+  setChunkedArgCounts(state);
+  state.failLaunchAt = 4; // the second chunk's dx
+  CudaLauncher launcher(*driver);
+  std::vector<int64_t> dims = {10, 8, 2};
+  Error e = launcher.launch(b, chunkedBuffersFor(10, 8, 2), dims, nullptr, allocator);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("cuLaunchKernel"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("lce_bwd_dx grid=(1,1,1) block=(128,1,1) smem=0 "
+                             "chunk=[4,8)"),
+            std::string::npos)
+      << e.message();
+  EXPECT_EQ(state.launches.size(), 4u) << "nothing after the failed launch";
+  EXPECT_EQ(released.size(), 2u) << "workspaces are still released";
+}
+
+// Runs with LOSSJIT_LOG=info as its own ctest (see CMakeLists.txt); the level
+// is read once per process, so elsewhere the log check is skipped.
+TEST_F(CudaLauncherTest, ChunkedLaunchesAreLogged) {
+  if (!isLogEnabled(LogLevel::Info))
+    GTEST_SKIP() << "needs LOSSJIT_LOG=info";
+  KernelBundle b = makeChunkedTestBundle(testKey("launch-chunked-log"));
+  setChunkedArgCounts(state);
+  CudaLauncher launcher(*driver);
+  std::vector<int64_t> dims = {10, 8, 2};
+  ::testing::internal::CaptureStderr();
+  Error e = launcher.launch(b, chunkedBuffersFor(10, 8, 2), dims, nullptr, allocator);
+  std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(e) << e.message();
+  for (const char *line :
+       {"[N=10, V=8, D=2] lce_bwd_scale grid=(1,1,1) block=(128,1,1) smem=0 stream=",
+        "lce_bwd_dz grid=(1,1,1) block=(128,1,1) smem=0 chunk=[0,4) stream=",
+        "lce_bwd_dx grid=(1,1,1) block=(128,1,1) smem=0 chunk=[0,4) stream=",
+        "lce_bwd_dz grid=(1,1,1) block=(128,1,1) smem=0 chunk=[4,8) stream=",
+        "lce_bwd_dx grid=(1,1,1) block=(128,1,1) smem=0 chunk=[8,10) stream=",
+        "lce_bwd_finish grid=(1,1,1) block=(128,1,1) smem=0 stream="})
+    EXPECT_NE(log.find(line), std::string::npos) << line << "\nin:\n" << log;
+  size_t launches = 0;
+  for (size_t at = log.find("lossjit[info]: launch "); at != std::string::npos;
+       at = log.find("lossjit[info]: launch ", at + 1))
+    ++launches;
+  EXPECT_EQ(launches, 8u) << log;
 }

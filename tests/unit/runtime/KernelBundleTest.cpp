@@ -32,6 +32,8 @@ void expectSameBundle(const KernelBundle &a, const KernelBundle &b,
   }
   EXPECT_EQ(a.dims, b.dims);
   EXPECT_EQ(a.constants, b.constants);
+  EXPECT_EQ(a.derived, b.derived);
+  EXPECT_EQ(a.chunk, b.chunk);
   ASSERT_EQ(a.workspaces.size(), b.workspaces.size());
   for (size_t i = 0; i < a.workspaces.size(); ++i) {
     EXPECT_EQ(a.workspaces[i].name, b.workspaces[i].name);
@@ -47,6 +49,7 @@ void expectSameBundle(const KernelBundle &a, const KernelBundle &b,
     EXPECT_EQ(x.block, y.block);
     EXPECT_EQ(x.sharedBytes, y.sharedBytes);
     EXPECT_EQ(x.args, y.args);
+    EXPECT_EQ(x.perChunk, y.perChunk);
     if (compareImages) {
       EXPECT_EQ(x.image, y.image);
     }
@@ -284,4 +287,264 @@ TEST(KernelBundle, DtypeSizes) {
   EXPECT_EQ(*dtypeSize("i64"), 8u);
   EXPECT_EQ(*dtypeSize("i1"), 1u);
   EXPECT_FALSE(dtypeSize("float"));
+}
+
+// ---- Chunked launch plans: derived symbols, chunk, per_chunk ----
+
+TEST(KernelBundle, ChunkedTestBundleVerifies) {
+  KernelBundle b = makeChunkedTestBundle(testKey("chunked"));
+  Error e = b.verify();
+  EXPECT_FALSE(e) << e.message();
+}
+
+TEST(KernelBundle, ChunkedManifestRoundTrip) {
+  KernelBundle b = makeChunkedTestBundle(testKey("chunked-rt"));
+  JsonValue manifest = b.toManifest();
+  // The new fields as documented.
+  const JsonValue *derived = manifest.find("derived");
+  ASSERT_TRUE(derived && derived->isArray());
+  ASSERT_EQ(derived->getArray().size(), 2u);
+  EXPECT_EQ(derived->getArray()[0].find("name")->getString(), "C");
+  EXPECT_EQ(derived->getArray()[0].find("formula")->getString(),
+            "max(1,min(N,(WB-V*D*4)/(V*4)))");
+  EXPECT_EQ(derived->getArray()[1].find("name")->getString(), "NC");
+  ASSERT_TRUE(manifest.find("chunk"));
+  EXPECT_EQ(manifest.find("chunk")->getString(), "C");
+  const JsonValue::Array &kernels = manifest.find("kernels")->getArray();
+  ASSERT_EQ(kernels.size(), 4u);
+  EXPECT_FALSE(kernels[0].find("per_chunk")) << "written only when true";
+  ASSERT_TRUE(kernels[1].find("per_chunk"));
+  EXPECT_TRUE(kernels[1].find("per_chunk")->getBool());
+  EXPECT_TRUE(kernels[2].find("per_chunk")->getBool());
+  EXPECT_FALSE(kernels[3].find("per_chunk"));
+
+  std::string text = writeJson(manifest);
+  Expected<JsonValue> json = parseJson(text);
+  ASSERT_TRUE(json) << json.errorMessage();
+  Expected<KernelBundle> back = KernelBundle::fromManifest(*json);
+  ASSERT_TRUE(back) << back.errorMessage();
+  expectSameBundle(b, *back, /*compareImages=*/false);
+  EXPECT_EQ(back->derived, b.derived);
+  EXPECT_EQ(back->chunk, "C");
+  EXPECT_FALSE(back->kernels[0].perChunk);
+  EXPECT_TRUE(back->kernels[1].perChunk);
+  EXPECT_TRUE(back->kernels[2].perChunk);
+  EXPECT_FALSE(back->kernels[3].perChunk);
+  for (size_t i = 0; i < back->kernels.size(); ++i)
+    back->kernels[i].image = b.kernels[i].image;
+  EXPECT_EQ(writeJson(back->toManifest()), text) << "byte-stable";
+
+  // Through a directory, with integrity checks and verify().
+  TempDir dir;
+  ASSERT_FALSE(writeBundleDirectory(b, dir / b.key));
+  Expected<KernelBundle> read = readBundleDirectory(dir / b.key, b.key);
+  ASSERT_TRUE(read) << read.errorMessage();
+  expectSameBundle(b, *read, /*compareImages=*/true);
+}
+
+TEST(KernelBundle, UnchunkedManifestsHaveNoNewFields) {
+  // Bundles without chunking keep writing exactly the old manifest.
+  KernelBundle b = makeTestBundle(testKey("old"));
+  JsonValue m = b.toManifest();
+  EXPECT_FALSE(m.find("derived"));
+  EXPECT_FALSE(m.find("chunk"));
+  for (const JsonValue &k : m.find("kernels")->getArray())
+    EXPECT_FALSE(k.find("per_chunk"));
+  Expected<KernelBundle> back = KernelBundle::fromManifest(m);
+  ASSERT_TRUE(back) << back.errorMessage();
+  EXPECT_TRUE(back->derived.empty());
+  EXPECT_TRUE(back->chunk.empty());
+  for (const BundleKernel &k : back->kernels)
+    EXPECT_FALSE(k.perChunk);
+}
+
+TEST(KernelBundle, ParsesAChunkedManifest) {
+  std::string key = testKey("chunked-example");
+  std::string ptx = ".version 8.0\n";
+  std::string hash = sha256Hex(ptx);
+  std::string manifest = R"J({
+    "format": "lossjit-bundle", "format_version": 1,
+    "key": ")J" + key + R"J(",
+    "lossjit_version": "0.1.0", "op": "lce_backward", "backend": "cuda",
+    "arch": "sm_80",
+    "params": [ {"name":"x","dtype":"f32","shape":["N","D"]},
+                {"name":"w","dtype":"f32","shape":["V","D"]} ],
+    "dims": ["N","V","D"],
+    "constants": {"WB": 4096},
+    "derived": [ {"name":"C","formula":"max(1,min(N,(WB-V*D*4)/(V*4)))"},
+                 {"name":"K","formula":7} ],
+    "chunk": "C",
+    "workspaces": [ {"name":"dz","dtype":"f32","count":"C*V"} ],
+    "kernels": [ {"name":"once","file":"k.ptx","sha256":")J" + hash + R"J(",
+                  "grid":[1,1,1],"block":[32,1,1],"args":["x","K"]},
+                 {"name":"each","file":"k.ptx","sha256":")J" + hash + R"J(",
+                  "grid":["cdiv(C,4)",1,1],"block":[32,1,1],
+                  "args":["x","dz","chunk_begin","chunk_end"],
+                  "per_chunk":true},
+                 {"name":"off","file":"k.ptx","sha256":")J" + hash + R"J(",
+                  "grid":[1,1,1],"block":[32,1,1],"args":["w"],
+                  "per_chunk":false} ]
+  })J";
+  TempDir dir;
+  ASSERT_FALSE(writeFile(dir / "manifest.json", manifest));
+  ASSERT_FALSE(writeFile(dir / "k.ptx", ptx));
+  Expected<KernelBundle> b = readBundleDirectory(dir.path(), key);
+  ASSERT_TRUE(b) << b.errorMessage();
+  ASSERT_EQ(b->derived.size(), 2u);
+  EXPECT_EQ(b->derived[0],
+            std::make_pair(std::string("C"),
+                           std::string("max(1,min(N,(WB-V*D*4)/(V*4)))")));
+  EXPECT_EQ(b->derived[1], std::make_pair(std::string("K"), std::string("7")));
+  EXPECT_EQ(b->chunk, "C");
+  EXPECT_FALSE(b->kernels[0].perChunk);
+  EXPECT_TRUE(b->kernels[1].perChunk);
+  EXPECT_FALSE(b->kernels[2].perChunk);
+}
+
+TEST(KernelBundle, ChunkedManifestFieldErrorsNameThePath) {
+  KernelBundle b = makeChunkedTestBundle(testKey("chunked-fields"));
+  auto errorFor = [&](auto mutate) {
+    JsonValue m = b.toManifest();
+    mutate(m);
+    Expected<KernelBundle> r = KernelBundle::fromManifest(m);
+    EXPECT_FALSE(r);
+    return r ? std::string() : r.errorMessage();
+  };
+  auto kernelsOf = [](JsonValue &m) -> JsonValue::Array & {
+    return m.getObject().back().value.getArray();
+  };
+  std::string e = errorFor([&](JsonValue &m) { kernelsOf(m)[1].set("per_chunk", 1); });
+  EXPECT_NE(e.find("manifest.kernels[1].per_chunk: expected a boolean, got an integer"),
+            std::string::npos)
+      << e;
+  e = errorFor([](JsonValue &m) { m.set("chunk", 4); });
+  EXPECT_NE(e.find("manifest.chunk: expected a string"), std::string::npos) << e;
+  e = errorFor([](JsonValue &m) { m.set("derived", JsonValue::object()); });
+  EXPECT_NE(e.find("manifest.derived: expected an array"), std::string::npos) << e;
+  e = errorFor([](JsonValue &m) {
+    JsonValue d = JsonValue::array();
+    JsonValue entry = JsonValue::object();
+    entry.set("name", "C");
+    d.push(entry);
+    m.set("derived", d);
+  });
+  EXPECT_NE(e.find("manifest.derived[0]: missing required field \"formula\""),
+            std::string::npos)
+      << e;
+}
+
+TEST(KernelBundle, VerifyRejectsBadChunking) {
+  KernelBundle good = makeChunkedTestBundle(testKey("chunk-verify"));
+  KernelBundle b = good;
+  // Derived names share the one namespace.
+  b.derived[1].first = "C";
+  std::string e = verifyError(b);
+  EXPECT_NE(e.find("derived[1].name: name 'C' is declared twice"), std::string::npos) << e;
+  b = good;
+  b.derived[0].first = "V";
+  EXPECT_NE(verifyError(b).find("derived[0].name: name 'V' is declared twice"),
+            std::string::npos);
+  b = good;
+  b.derived[0].first = "WB";
+  EXPECT_NE(verifyError(b).find("declared twice"), std::string::npos);
+  b = good;
+  b.workspaces[0].name = "NC"; // a workspace may not reuse a derived name
+  EXPECT_NE(verifyError(b).find("workspaces[0].name: name 'NC' is declared twice"),
+            std::string::npos);
+  b = good;
+  b.derived[0].first = "min";
+  EXPECT_NE(verifyError(b).find("reserved"), std::string::npos);
+  b = good;
+  b.derived[0].first = "chunk_begin";
+  EXPECT_NE(verifyError(b).find("name 'chunk_begin' is reserved for chunked launches"),
+            std::string::npos);
+
+  // Formulas: syntax, unknown names, forward references; errors name the symbol.
+  b = good;
+  b.derived[0].second = "max(1,";
+  e = verifyError(b);
+  EXPECT_NE(e.find("derived[0].formula: derived symbol 'C': bad formula 'max(1,'"),
+            std::string::npos)
+      << e;
+  b = good;
+  b.derived[1].second = "cdiv(N,Q)";
+  e = verifyError(b);
+  EXPECT_NE(e.find("derived[1].formula: derived symbol 'NC':"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown name 'Q'"), std::string::npos) << e;
+  b = good;
+  b.derived[0].second = "max(1,NC)"; // NC is defined after C
+  e = verifyError(b);
+  EXPECT_NE(e.find("derived symbol 'C'"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown name 'NC'"), std::string::npos) << e;
+  b = good;
+  b.derived[0].second = "max(1,x)"; // a buffer is not a symbol
+  EXPECT_NE(verifyError(b).find("unknown name 'x'"), std::string::npos);
+  // Grids and workspace counts may read derived symbols, shapes may not.
+  b = good;
+  b.params[0].shape = {"C", "D"};
+  EXPECT_NE(verifyError(b).find("params[0].shape[0]"), std::string::npos);
+
+  // The chunk symbol.
+  b = good;
+  b.chunk = "nothing";
+  e = verifyError(b);
+  EXPECT_NE(e.find("chunk: \"nothing\" names no derived symbol or constant"),
+            std::string::npos)
+      << e;
+  b = good;
+  b.chunk = "V"; // a dim is not a chunk size
+  EXPECT_NE(verifyError(b).find("names no derived symbol or constant"), std::string::npos);
+  b = good;
+  b.chunk = "WB"; // a constant is
+  EXPECT_FALSE(b.verify());
+  b = good;
+  b.dims = {"M", "V", "D"};
+  for (BundleParam &p : b.params)
+    for (std::string &s : p.shape)
+      if (s == "N")
+        s = "M";
+  b.derived = {{"C", "4"}, {"NC", "cdiv(M,C)"}};
+  b.workspaces[0].count = "M";
+  b.kernels[0].args[3] = "M";
+  e = verifyError(b);
+  EXPECT_NE(e.find("chunk: chunked launches split the rows of dim \"N\", but the bundle "
+                   "has no dim \"N\""),
+            std::string::npos)
+      << e;
+
+  // per_chunk needs a chunk; chunk_begin/chunk_end need per_chunk.
+  b = good;
+  b.chunk.clear();
+  e = verifyError(b);
+  EXPECT_NE(e.find("kernels[1].per_chunk: kernel 'lce_bwd_dz' is per_chunk but the "
+                   "bundle has no \"chunk\""),
+            std::string::npos)
+      << e;
+  b = good;
+  b.kernels[0].args.push_back("chunk_begin");
+  e = verifyError(b);
+  EXPECT_NE(e.find("kernels[0].args[5]: \"chunk_begin\" is valid only in per_chunk "
+                   "kernels"),
+            std::string::npos)
+      << e;
+  b = good;
+  b.kernels[3].args.push_back("chunk_end");
+  EXPECT_NE(verifyError(b).find("\"chunk_end\" is valid only in per_chunk"),
+            std::string::npos);
+  // ... also in bundles without any chunking.
+  b = makeTestBundle(testKey("chunk-verify-plain"));
+  b.kernels[1].args.push_back("chunk_begin");
+  EXPECT_NE(verifyError(b).find("\"chunk_begin\" is valid only in per_chunk"),
+            std::string::npos);
+  b = makeTestBundle(testKey("chunk-verify-plain"));
+  b.dims.push_back("chunk_end");
+  EXPECT_NE(verifyError(b).find("reserved for chunked launches"), std::string::npos);
+  // A chunk without per-chunk kernels is allowed (and harmless).
+  b = good;
+  for (BundleKernel &k : b.kernels) {
+    k.perChunk = false;
+    std::erase(k.args, "chunk_begin");
+    std::erase(k.args, "chunk_end");
+  }
+  EXPECT_FALSE(b.verify());
 }

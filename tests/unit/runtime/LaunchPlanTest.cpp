@@ -114,3 +114,158 @@ TEST(LaunchPlan, BuildRejectsInvalidBundles) {
   ASSERT_FALSE(plan);
   EXPECT_NE(plan.errorMessage().find("ghost"), std::string::npos);
 }
+
+// ---- Chunked launch plans ----
+
+TEST(LaunchPlan, UnchunkedPlanHasNoChunks) {
+  LaunchPlan plan = *LaunchPlan::build(makeTestBundle(testKey("no-chunks")));
+  EXPECT_FALSE(plan.isChunked());
+  EXPECT_EQ(plan.numDerived(), 0u);
+  for (size_t k = 0; k < plan.numKernels(); ++k)
+    EXPECT_FALSE(plan.isPerChunk(k));
+  std::vector<int64_t> dims = {10, 1000, 64};
+  ResolvedLaunch r = *plan.resolve(dims);
+  EXPECT_EQ(r.chunkRows, 0);
+  EXPECT_EQ(r.chunkSize, 0);
+  EXPECT_EQ(r.symbolValues, (std::vector<int64_t>{10, 1000, 64, 8}));
+}
+
+TEST(LaunchPlan, ResolvesDerivedSymbolsInGridsAndWorkspaces) {
+  KernelBundle b = makeChunkedTestBundle(testKey("derived"));
+  Expected<LaunchPlan> plan = LaunchPlan::build(b);
+  ASSERT_TRUE(plan) << plan.errorMessage();
+  EXPECT_TRUE(plan->isChunked());
+  ASSERT_EQ(plan->numDerived(), 2u);
+  EXPECT_EQ(plan->derivedName(0), "C");
+  EXPECT_EQ(plan->derivedName(1), "NC");
+  EXPECT_FALSE(plan->isPerChunk(0));
+  EXPECT_TRUE(plan->isPerChunk(1));
+  EXPECT_TRUE(plan->isPerChunk(2));
+  EXPECT_FALSE(plan->isPerChunk(3));
+
+  // N=10, V=8, D=2, WB=192: C = max(1,min(10,(192-64)/32)) = 4, NC = 3.
+  std::vector<int64_t> dims = {10, 8, 2};
+  Expected<ResolvedLaunch> r = plan->resolve(dims);
+  ASSERT_TRUE(r) << r.errorMessage();
+  EXPECT_EQ(r->symbolValues, (std::vector<int64_t>{10, 8, 2, 192, 4, 3}));
+  EXPECT_EQ(r->chunkRows, 10);
+  EXPECT_EQ(r->chunkSize, 4);
+  // Workspaces grow = N, dz = C*V.
+  EXPECT_EQ(r->workspaceElements, (std::vector<int64_t>{10, 32}));
+  EXPECT_EQ(r->workspaceBytes, (std::vector<uint64_t>{40, 128}));
+  // Grids: dz reads C, finish reads only dims.
+  EXPECT_EQ(r->kernels[1].grid, (std::array<uint32_t, 3>{1, 1, 1}));
+  EXPECT_EQ(r->kernels[3].grid, (std::array<uint32_t, 3>{1, 1, 1}));
+
+  // A larger budget: C = min(N, (WB-V*D*4)/(V*4)) = min(100, 30) = 30.
+  b.constants[0].second = 64 + 30 * 32;
+  b.kernels[1].grid = {"cdiv(C,4)", "NC", "C*V"};
+  plan = LaunchPlan::build(b);
+  ASSERT_TRUE(plan) << plan.errorMessage();
+  std::vector<int64_t> more = {100, 8, 2};
+  r = plan->resolve(more);
+  ASSERT_TRUE(r) << r.errorMessage();
+  EXPECT_EQ(r->chunkSize, 30);
+  EXPECT_EQ(r->workspaceElements[1], 240);
+  EXPECT_EQ(r->kernels[1].grid, (std::array<uint32_t, 3>{8, 4, 240}));
+  EXPECT_EQ(plan->describeKernel(1, *r),
+            "lce_bwd_dz grid=(8,4,240) block=(128,1,1) smem=0");
+}
+
+TEST(LaunchPlan, ChunkSizeBelowOneCountsAsOne) {
+  KernelBundle b = makeChunkedTestBundle(testKey("chunk-zero"));
+  b.derived[0].second = "N-N-3"; // C = -3
+  b.derived[1].second = "N";     // NC must not divide by C any more
+  b.workspaces[1].count = "V";
+  b.kernels[1].grid = {"1", "1", "1"};
+  b.kernels[2].grid = {"1", "1", "1"};
+  LaunchPlan plan = *LaunchPlan::build(b);
+  std::vector<int64_t> dims = {10, 8, 2};
+  ResolvedLaunch r = *plan.resolve(dims);
+  EXPECT_EQ(r.symbolValues[4], -3) << "the symbol itself keeps its value";
+  EXPECT_EQ(r.chunkSize, 1);
+  // A constant chunk size works the same way.
+  b.constants[0].second = 0;
+  b.chunk = "WB";
+  plan = *LaunchPlan::build(b);
+  r = *plan.resolve(dims);
+  EXPECT_EQ(r.chunkSize, 1);
+  b.constants[0].second = 6;
+  plan = *LaunchPlan::build(b);
+  r = *plan.resolve(dims);
+  EXPECT_EQ(r.chunkSize, 6);
+}
+
+TEST(LaunchPlan, DerivedSymbolErrorsNameTheSymbol) {
+  KernelBundle b = makeChunkedTestBundle(testKey("derived-errors"));
+  LaunchPlan plan = *LaunchPlan::build(b);
+  // N = 0 is fine: C = max(1, min(0, ...)) = 1, NC = 0.
+  std::vector<int64_t> empty = {0, 8, 2};
+  Expected<ResolvedLaunch> r = plan.resolve(empty);
+  ASSERT_TRUE(r) << r.errorMessage();
+  EXPECT_EQ(r->chunkSize, 1);
+  EXPECT_EQ(r->chunkRows, 0);
+  // V = 0 divides by zero in C.
+  std::vector<int64_t> noVocab = {10, 0, 2};
+  r = plan.resolve(noVocab);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.errorMessage().find("derived symbol 'C'"), std::string::npos)
+      << r.errorMessage();
+  EXPECT_NE(r.errorMessage().find("division by zero"), std::string::npos)
+      << r.errorMessage();
+  // Overflow in a later derived symbol names that one.
+  b.derived[1].second = "N*V*D*WB";
+  plan = *LaunchPlan::build(b);
+  std::vector<int64_t> huge = {int64_t(1) << 40, int64_t(1) << 20, 2};
+  r = plan.resolve(huge);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.errorMessage().find("derived symbol 'NC'"), std::string::npos)
+      << r.errorMessage();
+  EXPECT_NE(r.errorMessage().find("overflow"), std::string::npos) << r.errorMessage();
+}
+
+TEST(LaunchPlan, PacksChunkBoundsAndDerivedArgs) {
+  KernelBundle b = makeChunkedTestBundle(testKey("pack-chunk"));
+  LaunchPlan plan = *LaunchPlan::build(b);
+  std::vector<int64_t> dims = {10, 8, 2};
+  ResolvedLaunch r = *plan.resolve(dims);
+  std::vector<uint64_t> params = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000};
+  std::vector<uint64_t> workspaces = {0xA000, 0xB000};
+  PackedArgs args;
+  // lce_bwd_dz: x, w, labels, grow, dz (5 each), chunk_begin, chunk_end, V, D.
+  Error e = plan.packArguments(1, r, params, workspaces, args, 4, 8);
+  ASSERT_FALSE(e) << e.message();
+  std::vector<uint64_t> expected = {0x1000, 0x1000, 0, 20, 1,  // x
+                                    0x2000, 0x2000, 0, 16, 1,  // w
+                                    0x3000, 0x3000, 0, 10, 1,  // labels
+                                    0xA000, 0xA000, 0, 10, 1,  // grow
+                                    0xB000, 0xB000, 0, 32, 1,  // dz
+                                    4,      8,      8, 2};
+  EXPECT_EQ(args.values(), expected);
+  EXPECT_EQ(plan.parameterCount(1), expected.size());
+  for (size_t i = 0; i < args.size(); ++i)
+    EXPECT_EQ(*static_cast<uint64_t *>(args.pointers()[i]), expected[i]);
+
+  // lce_bwd_dx ends with chunk_begin, chunk_end and the derived C and NC.
+  ASSERT_FALSE(plan.packArguments(2, r, params, workspaces, args, 8, 10));
+  ASSERT_EQ(args.size(), 3u * 5 + 4);
+  EXPECT_EQ(std::vector<uint64_t>(args.values().end() - 4, args.values().end()),
+            (std::vector<uint64_t>{8, 10, 4, 3}));
+  // A chunk covering every row is fine.
+  ASSERT_FALSE(plan.packArguments(2, r, params, workspaces, args, 0, 10));
+  EXPECT_EQ(args.values()[15], 0u);
+  EXPECT_EQ(args.values()[16], 10u);
+
+  // Bounds outside [0, N] are rejected for per-chunk kernels...
+  Error bad = plan.packArguments(1, r, params, workspaces, args, 8, 12);
+  ASSERT_TRUE(static_cast<bool>(bad));
+  EXPECT_NE(bad.message().find("kernel 'lce_bwd_dz': chunk [8, 12) is not a row range "
+                               "within [0, 10)"),
+            std::string::npos)
+      << bad.message();
+  EXPECT_TRUE(static_cast<bool>(plan.packArguments(1, r, params, workspaces, args, 5, 4)));
+  EXPECT_TRUE(static_cast<bool>(plan.packArguments(1, r, params, workspaces, args, -1, 4)));
+  // ... and ignored by the others.
+  ASSERT_FALSE(plan.packArguments(0, r, params, workspaces, args, 99, -5));
+  EXPECT_EQ(args.values().back(), 8u) << "V";
+}

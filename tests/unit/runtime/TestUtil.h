@@ -7,10 +7,12 @@
 #include "runtime/KernelBundle.h"
 #include "runtime/KernelCache.h"
 
+#include <array>
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace lossjit::runtime::testing {
 
@@ -119,6 +121,59 @@ inline KernelBundle makeTestBundle(const std::string &key,
   combine.image = "//\n// fake combine PTX\n.version 8.0\n" +
                   std::string(payloadBytes, 'c') + "\n";
   b.kernels = {partial, combine};
+  return b;
+}
+
+/// A chunked bundle shaped like the compiler's gradient output: a once-kernel
+/// (lce_bwd_scale), a group of two per-chunk kernels (lce_bwd_dz, lce_bwd_dx)
+/// and another once-kernel (lce_bwd_finish). The chunk size is the derived
+/// symbol C = max(1,min(N,(WB-V*D*4)/(V*4))), which is 4 for V = 8, D = 2
+/// (WB = 192); the derived symbol NC = cdiv(N,C) counts the chunks.
+inline KernelBundle makeChunkedTestBundle(const std::string &key) {
+  KernelBundle b;
+  b.key = key;
+  b.llvmVersion = "22.1.8";
+  b.op = "linear_cross_entropy_backward";
+  b.backend = "cuda";
+  b.arch = "sm_80";
+  b.options.set("dtype", "f32");
+  b.tile.set("block_rows", 4);
+  b.tile.set("threads", 128);
+  b.irHash = std::string(64, 'b');
+  b.params = {{"x", "buffer", "f32", {"N", "D"}},
+              {"w", "buffer", "f32", {"V", "D"}},
+              {"labels", "buffer", "i64", {"N"}},
+              {"grad_loss", "buffer", "f32", {}},
+              {"grad_x", "buffer", "f32", {"N", "D"}},
+              {"grad_w", "buffer", "f32", {"V", "D"}}};
+  b.dims = {"N", "V", "D"};
+  b.constants = {{"WB", 192}};
+  b.derived = {{"C", "max(1,min(N,(WB-V*D*4)/(V*4)))"}, {"NC", "cdiv(N,C)"}};
+  b.chunk = "C";
+  b.workspaces = {{"grow", "f32", "N"}, {"dz", "f32", "C*V"}};
+  auto kernel = [&](const std::string &name, std::array<std::string, 3> grid,
+                    std::vector<std::string> args, bool perChunk) {
+    BundleKernel k;
+    k.name = name;
+    k.file = name + ".sm_80.ptx";
+    k.grid = std::move(grid);
+    k.block = {128, 1, 1};
+    k.args = std::move(args);
+    k.perChunk = perChunk;
+    k.image = "//\n// fake PTX " + name + " for " + key + "\n.version 8.0\n";
+    return k;
+  };
+  b.kernels = {
+      kernel("lce_bwd_scale", {"1", "1", "1"},
+             {"labels", "grad_loss", "grow", "N", "V"}, false),
+      kernel("lce_bwd_dz", {"cdiv(C,4)", "cdiv(V,128)", "1"},
+             {"x", "w", "labels", "grow", "dz", "chunk_begin", "chunk_end", "V",
+              "D"},
+             true),
+      kernel("lce_bwd_dx", {"cdiv(C,4)", "cdiv(D,128)", "1"},
+             {"dz", "w", "grad_x", "chunk_begin", "chunk_end", "C", "NC"}, true),
+      kernel("lce_bwd_finish", {"cdiv(V*D,128)", "1", "1"},
+             {"grad_w", "V", "D"}, false)};
   return b;
 }
 

@@ -1,0 +1,32 @@
+//===- LinearCrossEntropyBackwardGPU.h - GPU gradient kernels ---*- C++ -*-===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_LINEARCROSSENTROPYBACKWARDGPU_H
+#define LOSSJIT_COMPILER_KERNELS_LINEARCROSSENTROPYBACKWARDGPU_H
+
+#include "compiler/Kernels/LaunchPlan.h"
+#include "compiler/Kernels/LceSpec.h"
+#include "compiler/Kernels/TileConfig.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace lossjit {
+
+/// Builds the chunked GPU backward (one gpu.module per kernel, named
+/// `<prefix>_<kernel>`) and fills its plan:
+///   lce_bwd_scale     grid 1: count rows (mean), per-row factors g_r;
+///   per chunk of C rows (C from the workspace budget):
+///   lce_bwd_dz        grid (cdiv(C,BN), cdiv(V,T)): dZ tile → [C,V] workspace;
+///   lce_bwd_dx        grid (cdiv(C,BN), cdiv(D,T)): dX rows = dZ · W;
+///   lce_bwd_dw        grid (cdiv(V,BN), cdiv(D,T)): dW (+)= dZᵀ · X_c in f32,
+///                     chunks in order;
+///   lce_bwd_finish    grid cdiv(V·D,T) (16-bit storage): one rounding.
+/// Each output element is summed by one thread in a fixed order: no atomics.
+/// Fails (returns an error message) for the recompute strategy, which needs
+/// launch-time dynamic shared memory the runtime does not size yet.
+std::string buildLceBackwardGpuKernels(mlir::OpBuilder &builder, mlir::Location loc,
+                                       llvm::StringRef prefix, const LceSpec &spec,
+                                       const TileConfig &tile, LaunchPlan &plan);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_LINEARCROSSENTROPYBACKWARDGPU_H

@@ -1,0 +1,89 @@
+// lossjit-cpu-pipeline: graph → precision → fusion → host kernels → LLVM
+// dialect. Each fused function leaves a nested module of llvm.func kernels
+// and nothing else (no scf/memref/vector/arith/math/cf/func/loss op inside).
+// RUN: lossjit-opt %s --lossjit-cpu-pipeline --split-input-file | FileCheck %s \
+// RUN:   --implicit-check-not='{{(= |^ *)"?(scf|memref|vector|arith|math|cf|func|index|loss|affine|ub|builtin\.unrealized_conversion_cast)\.}}'
+// The stages, in order, with the options passed through.
+// RUN: lossjit-opt %s --lossjit-cpu-pipeline="block-rows=2 vector-width=16" --dump-pass-pipeline -o /dev/null --split-input-file 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=STAGES
+
+// STAGES-LABEL: Pass Manager with
+// STAGES-NEXT:  builtin.module(
+// STAGES-NEXT:    loss-make-precision-explicit,
+// STAGES-NEXT:    loss-verify-precision,
+// STAGES-NEXT:    loss-fuse-linear-cross-entropy{remarks=false},
+// STAGES-NEXT:    canonicalize
+// STAGES-NEXT:    cse,
+// STAGES-NEXT:    loss-lower-to-cpu{block-rows=2 vector-width=16},
+// STAGES-NEXT:    canonicalize
+// STAGES-NEXT:    cse,
+// STAGES-NEXT:    builtin.module(
+// STAGES:           convert-vector-to-llvm
+// STAGES:           finalize-memref-to-llvm
+// STAGES:           convert-func-to-llvm
+// STAGES:           reconcile-unrealized-casts
+// STAGES-NEXT:    )
+// STAGES-NEXT:  )
+
+// f16, mean: lce_rows (row range; memref descriptors expanded) and
+// lce_reduce, vector FMA + ordered horizontal add, exp2/log2 intrinsics.
+// CHECK-LABEL: module attributes {loss.launch_plans = {lce = {
+// CHECK-SAME:    module = "lce_kernels", name = "lce_rows", parallel = "rows"
+// CHECK-SAME:    module = "lce_kernels", name = "lce_reduce", parallel = "none"
+// CHECK-NEXT:    module @lce_kernels {
+// CHECK-NEXT:      llvm.func @lce_rows(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64,
+// CHECK:             llvm.load %{{.*}} : !llvm.ptr -> vector<8xf16>
+// CHECK:             llvm.fpext %{{.*}} : vector<8xf16> to vector<8xf32>
+// CHECK:             llvm.intr.fma({{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+// CHECK:             llvm.intr.vector.reduce.fadd
+// CHECK:             llvm.intr.exp2
+// CHECK:             llvm.intr.log2
+// CHECK:             llvm.return
+// CHECK:           llvm.func @lce_reduce(
+// CHECK:             llvm.alloca {{.*}} x f32
+// CHECK:             llvm.alloca {{.*}} x i32
+// CHECK:             llvm.sitofp
+// CHECK-NEXT:        llvm.fdiv
+// CHECK:             llvm.return
+// CHECK-NEXT:      }
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+func.func @lce(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
+  %z = loss.linear %x, %w : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?x?xf16>
+  %lp = loss.log_softmax %z : tensor<?x?xf16> -> tensor<?x?xf16>
+  %l = loss.nll %lp, %y {ignore_index = -100 : i64, reduction = #loss<reduction mean>} : tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// bf16 with bias, reduction none, i32 labels: one kernel, no reduce.
+// CHECK-LABEL: module attributes {loss.launch_plans = {head = {
+// CHECK-SAME:    options = {bias = "true", dtype = "bf16", ignore_index = "-100", label_type = "i32", {{[^}]*}}reduction = "none"}
+// CHECK-NEXT:    module @head_kernels {
+// CHECK-NEXT:      llvm.func @lce_rows(
+// CHECK:             llvm.fpext %{{.*}} : vector<8xbf16> to vector<8xf32>
+// CHECK:             llvm.return
+// CHECK-NEXT:      }
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+func.func @head(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %b: tensor<?xbf16>, %y: tensor<?xi32>) -> tensor<?xf32> {
+  %z = loss.linear %x, %w, %b : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16> -> tensor<?x?xbf16>
+  %l = loss.cross_entropy %z, %y {reduction = #loss<reduction none>} : tensor<?x?xbf16>, tensor<?xi32> -> tensor<?xf32>
+  return %l : tensor<?xf32>
+}
+
+// -----
+
+// f32 storage: no fpext on the loads.
+// CHECK-LABEL: module attributes {loss.launch_plans = {plain = {
+// CHECK-NEXT:    module @plain_kernels {
+// CHECK:           llvm.load %{{.*}} : !llvm.ptr -> vector<8xf32>
+// CHECK-NOT:       llvm.fpext
+// CHECK:           llvm.func @lce_reduce(
+func.func @plain(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi64>) -> tensor<f32> {
+  %l = loss.cross_entropy %x, %y {reduction = #loss<reduction sum>} : tensor<?x?xf32>, tensor<?xi64> -> tensor<f32>
+  %z = loss.linear %x, %w : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?x?xf32>
+  %l2 = loss.cross_entropy %z, %y {reduction = #loss<reduction sum>} : tensor<?x?xf32>, tensor<?xi64> -> tensor<f32>
+  return %l2 : tensor<f32>
+}

@@ -1,0 +1,43 @@
+// lossjit-gpu-pipeline: the stages and their options (the PTX it emits is
+// checked in ../ptx), and the errors it must give instead of emitting
+// nothing or something unusable.
+// RUN: lossjit-opt %s --lossjit-gpu-pipeline --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=DEFAULT
+// RUN: lossjit-opt %s --lossjit-gpu-pipeline="chip=sm_90 block-rows=2 threads=256 splits=16" --dump-pass-pipeline -o /dev/null 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=SM90
+// RUN: lossjit-opt %s --lossjit-gpu-pipeline="chip=sm_90a features=+ptx83" --dump-pass-pipeline -o /dev/null 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=FEATURES
+// RUN: not lossjit-opt %s --lossjit-gpu-pipeline="threads=100" -o /dev/null 2>&1 | FileCheck %s --check-prefix=THREADS
+// Arch validation: gpu-pipeline-arch.mlir.
+
+// DEFAULT-LABEL: Pass Manager with
+// DEFAULT-NEXT:  builtin.module(
+// DEFAULT-NEXT:    loss-make-precision-explicit,
+// DEFAULT-NEXT:    loss-verify-precision,
+// DEFAULT-NEXT:    loss-fuse-linear-cross-entropy{remarks=false},
+// DEFAULT-NEXT:    canonicalize
+// DEFAULT-NEXT:    cse,
+// DEFAULT-NEXT:    loss-lower-to-gpu{block-rows=4 chip=sm_80 splits=8 threads=128},
+// DEFAULT-NEXT:    canonicalize
+// DEFAULT-NEXT:    cse,
+// DEFAULT-NEXT:    nvvm-attach-target{O=3 chip=sm_80 {{.*}}features=+ptx80
+// DEFAULT-NEXT:    gpu.module(
+// DEFAULT-NEXT:      loss-math-to-nvvm-approx,
+// DEFAULT:           convert-gpu-to-nvvm
+// DEFAULT:         ),
+// DEFAULT-NEXT:    reconcile-unrealized-casts,
+// DEFAULT-NEXT:    gpu-module-to-binary{format=isa
+// DEFAULT-NEXT:  )
+
+// SM90:       loss-lower-to-gpu{block-rows=2 chip=sm_90 splits=16 threads=256},
+// SM90:       nvvm-attach-target{O=3 chip=sm_90 {{.*}}features=+ptx80
+
+// FEATURES:   nvvm-attach-target{O=3 chip=sm_90a {{.*}}features=+ptx83
+
+// THREADS:    error: loss-lower-to-gpu: tile threads must be a power of two in [32, 1024], got 100
+
+func.func @lce(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
+  %z = loss.linear %x, %w : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?x?xf16>
+  %lp = loss.log_softmax %z : tensor<?x?xf16> -> tensor<?x?xf16>
+  %l = loss.nll %lp, %y {ignore_index = -100 : i64, reduction = #loss<reduction mean>} : tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>
+  return %l : tensor<f32>
+}
