@@ -137,10 +137,12 @@ def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad", [Pure]>
                        DefaultValuedAttr<BoolAttr, "true">:$needs_weight,
                        DefaultValuedAttr<I64Attr, "268435456">:$workspace_bytes);
   let results = (outs Variadic<Loss_FloatTensor>:$gradients);
+  // The optional bias comes last, behind a keyword, so it can never be
+  // mistaken for lse.
   let assemblyFormat = [{
-    $input `,` $weight `,` $labels (`,` $bias^)? `,` $lse `,` $grad_loss attr-dict `:`
-    type($input) `,` type($weight) `,` type($labels) (`,` type($bias)^)? `,`
-    type($lse) `,` type($grad_loss) `->` type($gradients)
+    $input `,` $weight `,` $labels `,` $lse `,` $grad_loss (`bias` $bias^)? attr-dict `:`
+    type($input) `,` type($weight) `,` type($labels) `,` type($lse) `,`
+    type($grad_loss) (`,` type($bias)^)? `->` type($gradients)
   }];
   let hasVerifier = 1;
 }

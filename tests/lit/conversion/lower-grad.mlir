@@ -1,0 +1,46 @@
+// The gradient op through loss-lower-to-gpu (chunked only) and
+// loss-lower-to-cpu (chunked and recompute): kernels, chunked plans, errors.
+// RUN: lossjit-opt %s --loss-lower-to-gpu --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=GPU
+// RUN: lossjit-opt %s --loss-lower-to-cpu --split-input-file --verify-diagnostics 2>&1 | FileCheck %s --check-prefix=CPU
+
+// GPU-LABEL: module attributes {gpu.container_module, loss.launch_plans = {chunked_f32 = {
+// GPU-SAME:    chunk = "C", constants = {WB = 1048576 : i64}, derived = {{\[\[}}"C", "max(1,min(N,(WB-N*4)/(V*4)))"]]
+// GPU-SAME:    entry_args = ["x", "w", "labels", "lse", "grad_loss"], entry_results = ["grad_w", "grad_x"]
+// GPU-SAME:    {args = ["labels", "grad_loss", "grow", "N", "V"], {{.*}}name = "lce_bwd_scale", parallel = "none", per_chunk = false
+// GPU-SAME:    {args = ["x", "w", "labels", "lse", "grow", "dz", "chunk_begin", "chunk_end", "V", "D"], block = [128, 1, 1], grid = ["cdiv(C,4)", "cdiv(V,128)", "1"], {{.*}}name = "lce_bwd_dz", parallel = "none", per_chunk = true
+// GPU-SAME:    {args = ["dz", "w", "grad_x", "chunk_begin", "chunk_end", "V", "D"], block = [128, 1, 1], grid = ["cdiv(C,4)", "cdiv(D,128)", "1"], {{.*}}name = "lce_bwd_dx"
+// f32 storage sums dW straight into grad_w: no accumulator, no finish kernel.
+// GPU-SAME:    {args = ["dz", "x", "grad_w", "chunk_begin", "chunk_end", "V", "D"], block = [128, 1, 1], grid = ["cdiv(V,4)", "cdiv(D,128)", "1"], {{.*}}name = "lce_bwd_dw", parallel = "none", per_chunk = true, shared_bytes = 0 : i64}]
+// GPU-SAME:    strategy = "chunked"
+// GPU-SAME:    workspaces = [{count = "N", dtype = "f32", name = "grow"}, {count = "C*V", dtype = "f32", name = "dz"}]
+// GPU:         gpu.module @chunked_f32_lce_bwd_scale
+// GPU:           gpu.func @lce_bwd_scale({{.*}}) workgroup(%{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>) kernel
+// GPU:         gpu.module @chunked_f32_lce_bwd_dz
+// GPU:           math.exp2
+// GPU:         gpu.module @chunked_f32_lce_bwd_dx
+// GPU:         gpu.module @chunked_f32_lce_bwd_dw
+// GPU-NOT:     gpu.module
+// CPU-LABEL: module attributes {loss.launch_plans = {chunked_f32 = {
+// CPU-SAME:    name = "lce_bwd_dz", parallel = "rows", per_chunk = true
+// CPU-SAME:    name = "lce_bwd_dx_chunk", parallel = "rows", per_chunk = true
+// CPU-SAME:    name = "lce_bwd_dw_chunk", parallel = "vocab", per_chunk = true
+func.func @chunked_f32(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = f32, compute = f32, workspace_bytes = 1048576 : i64} : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?xf32>, tensor<?x?xf32>
+  return %dw, %dx : tensor<?x?xf32>, tensor<?x?xf32>
+}
+
+// -----
+
+// Only grad_w with a bias, 16-bit storage: f32 accumulators and a finish kernel.
+// GPU-LABEL: loss.launch_plans = {weights_only = {
+// GPU-SAME:    entry_results = ["grad_w", "grad_bias"]
+// GPU-SAME:    name = "lce_bwd_dw"
+// GPU-SAME:    {args = ["dw_acc", "grad_w", "db_acc", "grad_bias", "V", "D"], block = [128, 1, 1], grid = ["cdiv(V*D,128)", "1", "1"], {{.*}}name = "lce_bwd_finish"
+// GPU-NOT:     lce_bwd_dx
+// CPU-LABEL: loss.launch_plans = {weights_only = {
+// CPU-SAME:    name = "lce_bwd_finish", parallel = "vocab", per_chunk = false
+// CPU-NOT:     lce_bwd_dx
+func.func @weights_only(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>, %b: tensor<?xf16>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xf16>, tensor<?xf16>) {
+  %dw, %db = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g bias %b {storage = f16, compute = f32, needs_input = false} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32>, tensor<?xf16> -> tensor<?x?xf16>, tensor<?xf16>
+  return %dw, %db : tensor<?x?xf16>, tensor<?xf16>
+}
