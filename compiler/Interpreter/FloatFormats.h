@@ -20,7 +20,8 @@ namespace lossjit::simt {
 /// (implicit bit included) and minimum normal exponent `minExponent`, ties to
 /// even; magnitudes that round above `maxFinite` become infinities. NaN,
 /// infinities and zeros pass through. A single rounding from `x`.
-double roundToFormat(double x, int precision, int minExponent, double maxFinite);
+double roundToFormat(double x, int precision, int minExponent,
+                     double maxFinite);
 
 /// IEEE binary16 (f16): 11 significand bits, emin -14, max 65504.
 double roundToHalf(double x);
@@ -44,7 +45,8 @@ inline float halfBitsToFloat(uint16_t h) {
     float magnitude = float(mantissa) * 0x1p-24f;
     return sign ? -magnitude : magnitude;
   }
-  return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  return std::bit_cast<float>(sign | ((exponent + 112u) << 23) |
+                              (mantissa << 13));
 }
 
 /// Decodes bf16 bits (exact).

@@ -39,15 +39,15 @@ llvm::Error lossjit::simt::runPlanOnSimt(
     const std::map<std::string, SimtHostBuffer> &buffers,
     llvm::ArrayRef<int64_t> dims, const SimtOptions &options) {
   if (dims.size() != plan.dims.size())
-    return llvm::createStringError(llvm::formatv(
-        "plan '{0}' has {1} dims but {2} values were given", plan.entry,
-        plan.dims.size(), dims.size()));
+    return llvm::createStringError(
+        llvm::formatv("plan '{0}' has {1} dims but {2} values were given",
+                      plan.entry, plan.dims.size(), dims.size()));
   std::map<std::string, int64_t> symbols(plan.constants.begin(),
                                          plan.constants.end());
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 0)
-      return llvm::createStringError(llvm::formatv(
-          "dim {0} = {1} is negative", plan.dims[i], dims[i]));
+      return llvm::createStringError(
+          llvm::formatv("dim {0} = {1} is negative", plan.dims[i], dims[i]));
     symbols[plan.dims[i]] = dims[i];
   }
   for (const auto &[name, formula] : plan.derived) {
@@ -61,7 +61,8 @@ llvm::Error lossjit::simt::runPlanOnSimt(
   for (const PlanParam &param : plan.params) {
     auto it = buffers.find(param.name);
     if (it == buffers.end())
-      return llvm::createStringError("no buffer for param '" + param.name + "'");
+      return llvm::createStringError("no buffer for param '" + param.name +
+                                     "'");
     auto type = parseDtype(param.dtype, "param '" + param.name + "'");
     if (!type)
       return type.takeError();
@@ -72,19 +73,20 @@ llvm::Error lossjit::simt::runPlanOnSimt(
           param.dtype, getElementTypeName(host.type)));
     int64_t count = 1;
     for (const std::string &extent : param.shape) {
-      auto value = evaluate(extent, symbols, "shape of param '" + param.name + "'");
+      auto value =
+          evaluate(extent, symbols, "shape of param '" + param.name + "'");
       if (!value)
         return value.takeError();
       count *= *value;
     }
     if (host.numElements != count)
-      return llvm::createStringError(llvm::formatv(
-          "param '{0}' needs {1} elements but the buffer has {2}", param.name,
-          count, host.numElements));
+      return llvm::createStringError(
+          llvm::formatv("param '{0}' needs {1} elements but the buffer has {2}",
+                        param.name, count, host.numElements));
     if (!host.data && count)
       return llvm::createStringError("param '" + param.name + "' has no data");
-    auto buffer = std::make_unique<SimtBuffer>(param.name, *type, host.data,
-                                               count);
+    auto buffer =
+        std::make_unique<SimtBuffer>(param.name, *type, host.data, count);
     if (param.isOutput)
       buffer->setAllInitialized(false);
     memory[param.name] = std::move(buffer);
@@ -92,10 +94,11 @@ llvm::Error lossjit::simt::runPlanOnSimt(
   for (const auto &entry : buffers)
     if (!memory.count(entry.first))
       return llvm::createStringError("buffer '" + entry.first +
-                                     "' is not a param of plan '" +
-                                     plan.entry + "'");
+                                     "' is not a param of plan '" + plan.entry +
+                                     "'");
   for (const PlanWorkspace &workspace : plan.workspaces) {
-    auto type = parseDtype(workspace.dtype, "workspace '" + workspace.name + "'");
+    auto type =
+        parseDtype(workspace.dtype, "workspace '" + workspace.name + "'");
     if (!type)
       return type.takeError();
     auto count = evaluate(workspace.count, symbols,
@@ -109,8 +112,10 @@ llvm::Error lossjit::simt::runPlanOnSimt(
         std::make_unique<SimtBuffer>(workspace.name, *type, *count);
   }
 
+  std::vector<std::unique_ptr<SimtKernel>> decodedKernels(plan.kernels.size());
   /// One launch of kernel `k`, with `chunk_begin`/`chunk_end` bound.
-  auto launch = [&](size_t k, int64_t chunkBegin, int64_t chunkEnd) -> llvm::Error {
+  auto launch = [&](size_t k, int64_t chunkBegin,
+                    int64_t chunkEnd) -> llvm::Error {
     const PlanKernel &kernel = plan.kernels[k];
     auto context = [&](llvm::Error err) {
       return llvm::createStringError(llvm::formatv(
@@ -123,9 +128,13 @@ llvm::Error lossjit::simt::runPlanOnSimt(
     auto func = lookupKernel(kernels, kernel.module, kernel.name);
     if (!func)
       return context(func.takeError());
-    auto decoded = SimtKernel::decode(*func);
-    if (!decoded)
-      return context(decoded.takeError());
+    std::unique_ptr<SimtKernel> &decoded = decodedKernels[k];
+    if (!decoded) {
+      auto kernel = SimtKernel::decode(*func);
+      if (!kernel)
+        return context(kernel.takeError());
+      decoded = std::move(*kernel);
+    }
     std::array<int64_t, 3> grid;
     for (unsigned d = 0; d < 3; ++d) {
       auto value = evaluate(kernel.grid[d], values,
@@ -146,7 +155,7 @@ llvm::Error lossjit::simt::runPlanOnSimt(
         return context(llvm::createStringError(
             "argument '" + name + "' is no param, workspace, dim or constant"));
     }
-    if (llvm::Error err = (*decoded)->launch(grid, kernel.block, args, options))
+    if (llvm::Error err = decoded->launch(grid, kernel.block, args, options))
       return context(std::move(err));
     return llvm::Error::success();
   };

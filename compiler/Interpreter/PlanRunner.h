@@ -1,4 +1,5 @@
-//===- PlanRunner.h - run a whole launch plan on the SIMT interpreter -*- C++ -*-===//
+//===- PlanRunner.h - run a whole launch plan on the SIMT interpreter -*- C++
+//-*-===//
 //
 // The CPU stand-in for the runtime's CUDA launcher (`lossjit-runner
 // --backend=simt`, unit tests): takes the gpu.modules and the LaunchPlan that

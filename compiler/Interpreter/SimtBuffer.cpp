@@ -9,17 +9,20 @@ using namespace lossjit::simt;
 
 const char *lossjit::simt::getMemorySpaceName(MemorySpace space) {
   switch (space) {
-  case MemorySpace::Global: return "global memory";
-  case MemorySpace::Shared: return "shared memory";
-  case MemorySpace::Private: return "private memory";
+  case MemorySpace::Global:
+    return "global memory";
+  case MemorySpace::Shared:
+    return "shared memory";
+  case MemorySpace::Private:
+    return "private memory";
   }
   return "memory";
 }
 
 SimtBuffer::SimtBuffer(std::string name, ElementType type, void *data,
                        int64_t numElements, MemorySpace space)
-    : name(std::move(name)), type(type), space(space),
-      numElements(numElements), base(data) {}
+    : name(std::move(name)), type(type), space(space), numElements(numElements),
+      base(data) {}
 
 SimtBuffer::SimtBuffer(std::string name, ElementType type, int64_t numElements,
                        MemorySpace space)
@@ -41,8 +44,10 @@ void SimtBuffer::setAllInitialized(bool value) {
 uint64_t SimtBuffer::loadWord(int64_t i) const {
   const char *p = static_cast<const char *>(base);
   switch (type) {
-  case ElementType::I1: return uint64_t(p[i] & 1);
-  case ElementType::I8: return uint8_t(p[i]);
+  case ElementType::I1:
+    return uint64_t(p[i] & 1);
+  case ElementType::I8:
+    return uint8_t(p[i]);
   case ElementType::I16: {
     uint16_t v;
     std::memcpy(&v, p + 2 * i, 2);
@@ -52,8 +57,8 @@ uint64_t SimtBuffer::loadWord(int64_t i) const {
   case ElementType::BF16: {
     uint16_t v;
     std::memcpy(&v, p + 2 * i, 2);
-    float f = type == ElementType::F16 ? halfBitsToFloat(v)
-                                       : bfloat16BitsToFloat(v);
+    float f =
+        type == ElementType::F16 ? halfBitsToFloat(v) : bfloat16BitsToFloat(v);
     return std::bit_cast<uint32_t>(f);
   }
   case ElementType::I32:
@@ -76,8 +81,12 @@ uint64_t SimtBuffer::loadWord(int64_t i) const {
 void SimtBuffer::storeWord(int64_t i, uint64_t word) {
   char *p = static_cast<char *>(base);
   switch (type) {
-  case ElementType::I1: p[i] = char(word & 1); break;
-  case ElementType::I8: p[i] = char(word); break;
+  case ElementType::I1:
+    p[i] = char(word & 1);
+    break;
+  case ElementType::I8:
+    p[i] = char(word);
+    break;
   case ElementType::I16: {
     uint16_t v = uint16_t(word);
     std::memcpy(p + 2 * i, &v, 2);
@@ -99,7 +108,9 @@ void SimtBuffer::storeWord(int64_t i, uint64_t word) {
   }
   case ElementType::I64:
   case ElementType::Index:
-  case ElementType::F64: std::memcpy(p + 8 * i, &word, 8); break;
+  case ElementType::F64:
+    std::memcpy(p + 8 * i, &word, 8);
+    break;
   }
   if (!initialized.empty())
     initialized[size_t(i)] = 1;

@@ -96,39 +96,71 @@ bool isWorkgroupMemref(Type type) {
 /// Elementwise ops that map one-to-one onto an opcode.
 const llvm::StringMap<Opc> &elementwiseOps() {
   static const llvm::StringMap<Opc> table = {
-      {"arith.addi", Opc::AddI},         {"arith.subi", Opc::SubI},
-      {"arith.muli", Opc::MulI},         {"arith.divsi", Opc::DivSI},
-      {"arith.divui", Opc::DivUI},       {"arith.remsi", Opc::RemSI},
-      {"arith.remui", Opc::RemUI},       {"arith.ceildivsi", Opc::CeilDivSI},
-      {"arith.ceildivui", Opc::CeilDivUI}, {"arith.floordivsi", Opc::FloorDivSI},
-      {"arith.andi", Opc::AndI},         {"arith.ori", Opc::OrI},
-      {"arith.xori", Opc::XOrI},         {"arith.shli", Opc::ShLI},
-      {"arith.shrsi", Opc::ShRSI},       {"arith.shrui", Opc::ShRUI},
-      {"arith.minsi", Opc::MinSI},       {"arith.maxsi", Opc::MaxSI},
-      {"arith.minui", Opc::MinUI},       {"arith.maxui", Opc::MaxUI},
+      {"arith.addi", Opc::AddI},
+      {"arith.subi", Opc::SubI},
+      {"arith.muli", Opc::MulI},
+      {"arith.divsi", Opc::DivSI},
+      {"arith.divui", Opc::DivUI},
+      {"arith.remsi", Opc::RemSI},
+      {"arith.remui", Opc::RemUI},
+      {"arith.ceildivsi", Opc::CeilDivSI},
+      {"arith.ceildivui", Opc::CeilDivUI},
+      {"arith.floordivsi", Opc::FloorDivSI},
+      {"arith.andi", Opc::AndI},
+      {"arith.ori", Opc::OrI},
+      {"arith.xori", Opc::XOrI},
+      {"arith.shli", Opc::ShLI},
+      {"arith.shrsi", Opc::ShRSI},
+      {"arith.shrui", Opc::ShRUI},
+      {"arith.minsi", Opc::MinSI},
+      {"arith.maxsi", Opc::MaxSI},
+      {"arith.minui", Opc::MinUI},
+      {"arith.maxui", Opc::MaxUI},
       {"math.absi", Opc::AbsI},
-      {"arith.addf", Opc::AddF},         {"arith.subf", Opc::SubF},
-      {"arith.mulf", Opc::MulF},         {"arith.divf", Opc::DivF},
-      {"arith.remf", Opc::RemF},         {"arith.maximumf", Opc::MaximumF},
-      {"arith.minimumf", Opc::MinimumF}, {"arith.maxnumf", Opc::MaxNumF},
-      {"arith.minnumf", Opc::MinNumF},   {"math.powf", Opc::PowF},
-      {"math.copysign", Opc::CopySign},  {"arith.negf", Opc::NegF},
-      {"math.absf", Opc::AbsF},          {"math.sqrt", Opc::Sqrt},
-      {"math.rsqrt", Opc::Rsqrt},        {"math.exp", Opc::Exp},
-      {"math.exp2", Opc::Exp2},          {"math.expm1", Opc::ExpM1},
-      {"math.log", Opc::Log},            {"math.log2", Opc::Log2},
-      {"math.log1p", Opc::Log1p},        {"math.tanh", Opc::Tanh},
-      {"math.sin", Opc::Sin},            {"math.cos", Opc::Cos},
-      {"math.erf", Opc::Erf},            {"math.floor", Opc::Floor},
-      {"math.ceil", Opc::Ceil},          {"math.round", Opc::Round},
-      {"math.roundeven", Opc::RoundEven}, {"math.trunc", Opc::Trunc},
-      {"math.fma", Opc::Fma},            {"vector.fma", Opc::Fma},
-      {"arith.extsi", Opc::IntCastS},    {"arith.trunci", Opc::IntCastS},
-      {"arith.index_cast", Opc::IntCastS}, {"arith.extui", Opc::IntCastU},
-      {"arith.index_castui", Opc::IntCastU}, {"arith.sitofp", Opc::SIToFP},
-      {"arith.uitofp", Opc::UIToFP},     {"arith.fptosi", Opc::FPToSI},
-      {"arith.fptoui", Opc::FPToUI},     {"arith.extf", Opc::FloatCast},
-      {"arith.truncf", Opc::FloatCast},  {"arith.bitcast", Opc::Bitcast},
+      {"arith.addf", Opc::AddF},
+      {"arith.subf", Opc::SubF},
+      {"arith.mulf", Opc::MulF},
+      {"arith.divf", Opc::DivF},
+      {"arith.remf", Opc::RemF},
+      {"arith.maximumf", Opc::MaximumF},
+      {"arith.minimumf", Opc::MinimumF},
+      {"arith.maxnumf", Opc::MaxNumF},
+      {"arith.minnumf", Opc::MinNumF},
+      {"math.powf", Opc::PowF},
+      {"math.copysign", Opc::CopySign},
+      {"arith.negf", Opc::NegF},
+      {"math.absf", Opc::AbsF},
+      {"math.sqrt", Opc::Sqrt},
+      {"math.rsqrt", Opc::Rsqrt},
+      {"math.exp", Opc::Exp},
+      {"math.exp2", Opc::Exp2},
+      {"math.expm1", Opc::ExpM1},
+      {"math.log", Opc::Log},
+      {"math.log2", Opc::Log2},
+      {"math.log1p", Opc::Log1p},
+      {"math.tanh", Opc::Tanh},
+      {"math.sin", Opc::Sin},
+      {"math.cos", Opc::Cos},
+      {"math.erf", Opc::Erf},
+      {"math.floor", Opc::Floor},
+      {"math.ceil", Opc::Ceil},
+      {"math.round", Opc::Round},
+      {"math.roundeven", Opc::RoundEven},
+      {"math.trunc", Opc::Trunc},
+      {"math.fma", Opc::Fma},
+      {"vector.fma", Opc::Fma},
+      {"arith.extsi", Opc::IntCastS},
+      {"arith.trunci", Opc::IntCastS},
+      {"arith.index_cast", Opc::IntCastS},
+      {"arith.extui", Opc::IntCastU},
+      {"arith.index_castui", Opc::IntCastU},
+      {"arith.sitofp", Opc::SIToFP},
+      {"arith.uitofp", Opc::UIToFP},
+      {"arith.fptosi", Opc::FPToSI},
+      {"arith.fptoui", Opc::FPToUI},
+      {"arith.extf", Opc::FloatCast},
+      {"arith.truncf", Opc::FloatCast},
+      {"arith.bitcast", Opc::Bitcast},
   };
   return table;
 }
@@ -193,9 +225,10 @@ private:
     auto info = analyzeType(value.getType());
     if (!info)
       return unsupportedType(owner, value.getType());
-    uint32_t lanes = info->kind == TypeInfo::Scalar || info->kind == TypeInfo::Vector
-                         ? info->lanes
-                         : 1;
+    uint32_t lanes =
+        info->kind == TypeInfo::Scalar || info->kind == TypeInfo::Vector
+            ? info->lanes
+            : 1;
     uint32_t slot = prog.numSlots;
     prog.numSlots += lanes;
     slotOf[value] = slot;
@@ -251,7 +284,8 @@ private:
   llvm::Error decodeMma(nvgpu::MmaSyncOp op);
 };
 
-uint32_t Decoder::makeCopySet(ValueRange sources, llvm::ArrayRef<uint32_t> dsts) {
+uint32_t Decoder::makeCopySet(ValueRange sources,
+                              llvm::ArrayRef<uint32_t> dsts) {
   CopySet set;
   set.begin = uint32_t(prog.copies.size());
   uint32_t totalLanes = 0;
@@ -360,8 +394,7 @@ llvm::Error Decoder::decodeElementwise(Operation &op, Opc opc) {
     if (auto mode = truncf.getRoundingmode();
         mode && *mode != arith::RoundingMode::to_nearest_even)
       return unsupported(&op, "rounding mode");
-  if (opc == Opc::Bitcast &&
-      getBitWidth(instr.ty) != getBitWidth(instr.rty))
+  if (opc == Opc::Bitcast && getBitWidth(instr.ty) != getBitWidth(instr.rty))
     return unsupportedType(&op, op.getResult(0).getType());
   Value operands[3];
   for (unsigned i = 0; i < op.getNumOperands(); ++i)
@@ -843,8 +876,8 @@ llvm::Error Decoder::decodeOp(Operation &op) {
   };
   if (auto load = dyn_cast<memref::LoadOp>(o)) {
     MemAccess access;
-    if (llvm::Error err = decodeMemAccess(o, load.getMemref(),
-                                          load.getIndices(), access))
+    if (llvm::Error err =
+            decodeMemAccess(o, load.getMemref(), load.getIndices(), access))
       return err;
     instr.ty = instr.rty = *getElementType(load.getType());
     if (llvm::Error err = defineResult(instr))
@@ -854,8 +887,8 @@ llvm::Error Decoder::decodeOp(Operation &op) {
   }
   if (auto store = dyn_cast<memref::StoreOp>(o)) {
     MemAccess access;
-    if (llvm::Error err = decodeMemAccess(o, store.getMemref(),
-                                          store.getIndices(), access))
+    if (llvm::Error err =
+            decodeMemAccess(o, store.getMemref(), store.getIndices(), access))
       return err;
     instr.ty = *getElementType(store.getValueToStore().getType());
     access.value = use(store.getValueToStore());
@@ -863,15 +896,17 @@ llvm::Error Decoder::decodeOp(Operation &op) {
     return emitAccess(Opc::Store, access);
   }
   if (auto load = dyn_cast<vector::LoadOp>(o)) {
-    if (load.getVectorType().getRank() != 1 || load.getMemRefType().getRank() < 1)
+    if (load.getVectorType().getRank() != 1 ||
+        load.getMemRefType().getRank() < 1)
       return unsupported(o, "vector.load form (only 1-D vectors)");
     MemAccess access;
-    if (llvm::Error err = decodeMemAccess(o, load.getBase(), load.getIndices(),
-                                          access))
+    if (llvm::Error err =
+            decodeMemAccess(o, load.getBase(), load.getIndices(), access))
       return err;
     if (llvm::Error err = defineResult(instr))
       return err;
-    instr.ty = instr.rty = *getElementType(load.getVectorType().getElementType());
+    instr.ty = instr.rty =
+        *getElementType(load.getVectorType().getElementType());
     access.value = instr.res;
     access.lanes = uint32_t(load.getVectorType().getNumElements());
     return emitAccess(Opc::Load, access);
@@ -881,8 +916,8 @@ llvm::Error Decoder::decodeOp(Operation &op) {
         store.getMemRefType().getRank() < 1)
       return unsupported(o, "vector.store form (only 1-D vectors)");
     MemAccess access;
-    if (llvm::Error err = decodeMemAccess(o, store.getBase(),
-                                          store.getIndices(), access))
+    if (llvm::Error err =
+            decodeMemAccess(o, store.getBase(), store.getIndices(), access))
       return err;
     instr.ty = *getElementType(store.getVectorType().getElementType());
     access.value = use(store.getValueToStore());
@@ -895,14 +930,16 @@ llvm::Error Decoder::decodeOp(Operation &op) {
         !isa<MemRefType>(read.getBase().getType()) ||
         !read.getPermutationMap().isMinorIdentity() ||
         read.getPermutationMap().getNumResults() != 1)
-      return unsupported(o, "vector.transfer_read form (only 1-D minor identity on memrefs)");
+      return unsupported(
+          o, "vector.transfer_read form (only 1-D minor identity on memrefs)");
     MemAccess access;
-    if (llvm::Error err = decodeMemAccess(o, read.getBase(), read.getIndices(),
-                                          access))
+    if (llvm::Error err =
+            decodeMemAccess(o, read.getBase(), read.getIndices(), access))
       return err;
     if (llvm::Error err = defineResult(instr))
       return err;
-    instr.ty = instr.rty = *getElementType(read.getVectorType().getElementType());
+    instr.ty = instr.rty =
+        *getElementType(read.getVectorType().getElementType());
     access.value = instr.res;
     access.lanes = uint32_t(read.getVectorType().getNumElements());
     access.pad = use(read.getPadding());
@@ -916,10 +953,11 @@ llvm::Error Decoder::decodeOp(Operation &op) {
         !isa<MemRefType>(write.getBase().getType()) ||
         !write.getPermutationMap().isMinorIdentity() ||
         write.getPermutationMap().getNumResults() != 1)
-      return unsupported(o, "vector.transfer_write form (only 1-D minor identity on memrefs)");
+      return unsupported(
+          o, "vector.transfer_write form (only 1-D minor identity on memrefs)");
     MemAccess access;
-    if (llvm::Error err = decodeMemAccess(o, write.getBase(),
-                                          write.getIndices(), access))
+    if (llvm::Error err =
+            decodeMemAccess(o, write.getBase(), write.getIndices(), access))
       return err;
     instr.ty = *getElementType(write.getVectorType().getElementType());
     access.value = use(write.getVector());
@@ -935,9 +973,9 @@ llvm::Error Decoder::decodeOp(Operation &op) {
     std::string loc;
     llvm::raw_string_ostream os(loc);
     o->getLoc().print(os);
-    if (llvm::Error err =
-            decodeAlloca(o, alloca.getType(), alloca.getDynamicSizes(),
-                         alloca.getResult(), "memref.alloca at " + loc, instr.aux))
+    if (llvm::Error err = decodeAlloca(
+            o, alloca.getType(), alloca.getDynamicSizes(), alloca.getResult(),
+            "memref.alloca at " + loc, instr.aux))
       return err;
     instr.res = use(alloca.getResult());
     emit(instr);
@@ -948,7 +986,8 @@ llvm::Error Decoder::decodeOp(Operation &op) {
     info.source = use(subview.getSource());
     info.sourceRank = uint8_t(subview.getSourceType().getRank());
     info.resultRank = uint8_t(subview.getType().getRank());
-    if (!analyzeType(subview.getType()) || !analyzeType(subview.getSourceType()))
+    if (!analyzeType(subview.getType()) ||
+        !analyzeType(subview.getSourceType()))
       return unsupportedType(o, subview.getType());
     auto offsets = subview.getMixedOffsets(), sizes = subview.getMixedSizes(),
          strides = subview.getMixedStrides();
@@ -956,9 +995,12 @@ llvm::Error Decoder::decodeOp(Operation &op) {
     for (unsigned d = 0; d < info.sourceRank; ++d) {
       auto off = mixed(offsets[d], o), size = mixed(sizes[d], o),
            stride = mixed(strides[d], o);
-      if (!off) return off.takeError();
-      if (!size) return size.takeError();
-      if (!stride) return stride.takeError();
+      if (!off)
+        return off.takeError();
+      if (!size)
+        return size.takeError();
+      if (!stride)
+        return stride.takeError();
       info.offsets[d] = *off;
       info.sizes[d] = *size;
       info.strides[d] = *stride;
@@ -990,7 +1032,8 @@ llvm::Error Decoder::decodeOp(Operation &op) {
     auto resultShape = resultType.getShape();
     llvm::SmallVector<int64_t> sourceShape;
     if (auto sourceType = dyn_cast<VectorType>(broadcast.getSourceType()))
-      sourceShape.assign(sourceType.getShape().begin(), sourceType.getShape().end());
+      sourceShape.assign(sourceType.getShape().begin(),
+                         sourceType.getShape().end());
     instr.opc = Opc::LaneMap;
     instr.ty = instr.rty = *getElementType(resultType.getElementType());
     instr.lanes = uint32_t(resultType.getNumElements());
@@ -1089,8 +1132,8 @@ llvm::Error Decoder::decodeOp(Operation &op) {
     return decodeMma(mma);
   if (auto ld = dyn_cast<nvgpu::LdMatrixOp>(o)) {
     LdMatrixInfo info;
-    if (llvm::Error err = decodeMemAccess(o, ld.getSrcMemref(), ld.getIndices(),
-                                          info.access))
+    if (llvm::Error err =
+            decodeMemAccess(o, ld.getSrcMemref(), ld.getIndices(), info.access))
       return err;
     if (!isWorkgroupMemref(ld.getSrcMemref().getType()))
       return unsupported(o, "nvgpu.ldmatrix source (must be workgroup memory)");
@@ -1114,14 +1157,15 @@ llvm::Error Decoder::decodeOp(Operation &op) {
   }
   if (auto copy = dyn_cast<nvgpu::DeviceAsyncCopyOp>(o)) {
     AsyncCopyInfo info;
-    if (llvm::Error err = decodeMemAccess(o, copy.getDst(), copy.getDstIndices(),
-                                          info.dst))
+    if (llvm::Error err =
+            decodeMemAccess(o, copy.getDst(), copy.getDstIndices(), info.dst))
       return err;
-    if (llvm::Error err = decodeMemAccess(o, copy.getSrc(), copy.getSrcIndices(),
-                                          info.src))
+    if (llvm::Error err =
+            decodeMemAccess(o, copy.getSrc(), copy.getSrcIndices(), info.src))
       return err;
     if (!isWorkgroupMemref(copy.getDst().getType()))
-      return unsupported(o, "nvgpu.device_async_copy destination (must be workgroup memory)");
+      return unsupported(
+          o, "nvgpu.device_async_copy destination (must be workgroup memory)");
     info.dstElements = copy.getDstElements().getSExtValue();
     noteWrite(copy.getDst());
     if (copy.getSrcElements())
@@ -1163,7 +1207,8 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
   for (unsigned i = 0, e = func.getFunctionType().getNumInputs(); i < e; ++i) {
     BlockArgument arg = func.getArgument(i);
     auto info = analyzeType(arg.getType());
-    if (!info || info->kind == TypeInfo::Vector || info->kind == TypeInfo::Token)
+    if (!info || info->kind == TypeInfo::Vector ||
+        info->kind == TypeInfo::Token)
       return unsupportedType(func, arg.getType());
     auto slot = define(arg, func);
     if (!slot)
@@ -1192,8 +1237,10 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
     auto slot = define(arg, func);
     if (!slot)
       return slot.takeError();
-    MemrefParam param{*slot, *getElementType(type.getElementType()),
-                      uint8_t(type.getRank()), {}};
+    MemrefParam param{*slot,
+                      *getElementType(type.getElementType()),
+                      uint8_t(type.getRank()),
+                      {}};
     for (unsigned d = 0; d < param.rank; ++d)
       param.shape[d] = type.getDimSize(d);
     prog.workgroup.push_back(param);
@@ -1204,10 +1251,9 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
     if (!type || !type.hasStaticShape())
       return unsupportedType(func, arg.getType());
     uint32_t index;
-    if (llvm::Error err =
-            decodeAlloca(func, type, {}, arg,
-                         "private attribution #" + std::to_string(privateIndex++),
-                         index))
+    if (llvm::Error err = decodeAlloca(
+            func, type, {}, arg,
+            "private attribution #" + std::to_string(privateIndex++), index))
       return err;
     prog.privateAttributions.push_back(index);
   }
@@ -1221,6 +1267,6 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
 } // namespace
 
 llvm::Error lossjit::simt::detail::decodeProgram(gpu::GPUFuncOp func,
-                                                Program &program) {
+                                                 Program &program) {
   return Decoder(program).decodeFunc(func);
 }

@@ -55,25 +55,35 @@ inline double asF64(uint64_t w) { return std::bit_cast<double>(w); }
 inline uint64_t fromF64(double d) { return std::bit_cast<uint64_t>(d); }
 
 template <typename T> T maximumF(T x, T y) {
-  if (std::isnan(x)) return x;
-  if (std::isnan(y)) return y;
-  if (x == y) return std::signbit(x) ? y : x; // +0 > -0
+  if (std::isnan(x))
+    return x;
+  if (std::isnan(y))
+    return y;
+  if (x == y)
+    return std::signbit(x) ? y : x; // +0 > -0
   return x > y ? x : y;
 }
 template <typename T> T minimumF(T x, T y) {
-  if (std::isnan(x)) return x;
-  if (std::isnan(y)) return y;
-  if (x == y) return std::signbit(x) ? x : y;
+  if (std::isnan(x))
+    return x;
+  if (std::isnan(y))
+    return y;
+  if (x == y)
+    return std::signbit(x) ? x : y;
   return x < y ? x : y;
 }
 template <typename T> T maxNumF(T x, T y) {
-  if (std::isnan(x)) return y;
-  if (std::isnan(y)) return x;
+  if (std::isnan(x))
+    return y;
+  if (std::isnan(y))
+    return x;
   return maximumF(x, y);
 }
 template <typename T> T minNumF(T x, T y) {
-  if (std::isnan(x)) return y;
-  if (std::isnan(y)) return x;
+  if (std::isnan(x))
+    return y;
+  if (std::isnan(y))
+    return x;
   return minimumF(x, y);
 }
 
@@ -81,22 +91,38 @@ bool compareFloat(arith::CmpFPredicate pred, double x, double y) {
   bool unordered = std::isnan(x) || std::isnan(y);
   using P = arith::CmpFPredicate;
   switch (pred) {
-  case P::AlwaysFalse: return false;
-  case P::OEQ: return !unordered && x == y;
-  case P::OGT: return !unordered && x > y;
-  case P::OGE: return !unordered && x >= y;
-  case P::OLT: return !unordered && x < y;
-  case P::OLE: return !unordered && x <= y;
-  case P::ONE: return !unordered && x != y;
-  case P::ORD: return !unordered;
-  case P::UEQ: return unordered || x == y;
-  case P::UGT: return unordered || x > y;
-  case P::UGE: return unordered || x >= y;
-  case P::ULT: return unordered || x < y;
-  case P::ULE: return unordered || x <= y;
-  case P::UNE: return unordered || x != y;
-  case P::UNO: return unordered;
-  case P::AlwaysTrue: return true;
+  case P::AlwaysFalse:
+    return false;
+  case P::OEQ:
+    return !unordered && x == y;
+  case P::OGT:
+    return !unordered && x > y;
+  case P::OGE:
+    return !unordered && x >= y;
+  case P::OLT:
+    return !unordered && x < y;
+  case P::OLE:
+    return !unordered && x <= y;
+  case P::ONE:
+    return !unordered && x != y;
+  case P::ORD:
+    return !unordered;
+  case P::UEQ:
+    return unordered || x == y;
+  case P::UGT:
+    return unordered || x > y;
+  case P::UGE:
+    return unordered || x >= y;
+  case P::ULT:
+    return unordered || x < y;
+  case P::ULE:
+    return unordered || x <= y;
+  case P::UNE:
+    return unordered || x != y;
+  case P::UNO:
+    return unordered;
+  case P::AlwaysTrue:
+    return true;
   }
   return false;
 }
@@ -106,16 +132,26 @@ bool compareInt(arith::CmpIPredicate pred, uint64_t a, uint64_t b,
   int64_t sa = signExtend(a, width), sb = signExtend(b, width);
   using P = arith::CmpIPredicate;
   switch (pred) {
-  case P::eq: return a == b;
-  case P::ne: return a != b;
-  case P::slt: return sa < sb;
-  case P::sle: return sa <= sb;
-  case P::sgt: return sa > sb;
-  case P::sge: return sa >= sb;
-  case P::ult: return a < b;
-  case P::ule: return a <= b;
-  case P::ugt: return a > b;
-  case P::uge: return a >= b;
+  case P::eq:
+    return a == b;
+  case P::ne:
+    return a != b;
+  case P::slt:
+    return sa < sb;
+  case P::sle:
+    return sa <= sb;
+  case P::sgt:
+    return sa > sb;
+  case P::sge:
+    return sa >= sb;
+  case P::ult:
+    return a < b;
+  case P::ule:
+    return a <= b;
+  case P::ugt:
+    return a > b;
+  case P::uge:
+    return a >= b;
   }
   return false;
 }
@@ -123,17 +159,24 @@ bool compareInt(arith::CmpIPredicate pred, uint64_t a, uint64_t b,
 /// The raw bits of a register word of type `type` (f16/bf16 re-encoded).
 uint64_t toBits(ElementType type, uint64_t word) {
   switch (type) {
-  case ElementType::F16: return doubleToHalfBits(asF32(word));
-  case ElementType::BF16: return doubleToBFloat16Bits(asF32(word));
-  default: return word;
+  case ElementType::F16:
+    return doubleToHalfBits(asF32(word));
+  case ElementType::BF16:
+    return doubleToBFloat16Bits(asF32(word));
+  default:
+    return word;
   }
 }
 uint64_t fromBits(ElementType type, uint64_t bits) {
   switch (type) {
-  case ElementType::F16: return fromF32(halfBitsToFloat(uint16_t(bits)));
-  case ElementType::BF16: return fromF32(bfloat16BitsToFloat(uint16_t(bits)));
-  case ElementType::F32: return bits & 0xffffffffu;
-  default: return bits & widthMask(getBitWidth(type));
+  case ElementType::F16:
+    return fromF32(halfBitsToFloat(uint16_t(bits)));
+  case ElementType::BF16:
+    return fromF32(bfloat16BitsToFloat(uint16_t(bits)));
+  case ElementType::F32:
+    return bits & 0xffffffffu;
+  default:
+    return bits & widthMask(getBitWidth(type));
   }
 }
 
@@ -228,8 +271,9 @@ private:
       bool ordered = s.writeBlock == blockSerial &&
                      (s.writeThread == t || s.writeEpoch != epoch);
       if (!ordered)
-        return fail(in, t, raceText("read", buf, i, "write", s.writeBlock,
-                                    s.writeThread));
+        return fail(
+            in, t,
+            raceText("read", buf, i, "write", s.writeBlock, s.writeThread));
     }
     if (s.readBlock < launchFirstSerial) {
       s.readBlock = blockSerial;
@@ -262,8 +306,9 @@ private:
       bool ordered = s.writeBlock == blockSerial &&
                      (s.writeThread == t || s.writeEpoch != epoch);
       if (!ordered)
-        return fail(in, t, raceText("write", buf, i, "write", s.writeBlock,
-                                    s.writeThread));
+        return fail(
+            in, t,
+            raceText("write", buf, i, "write", s.writeBlock, s.writeThread));
     }
     if (s.readBlock >= launchFirstSerial) {
       if (s.readInManyBlocks || s.readBlock != blockSerial)
@@ -277,8 +322,9 @@ private:
                       "data race: write of " + elementText(buf, i) +
                           " that other threads of the block read with no "
                           "gpu.barrier in between");
-        return fail(in, t, raceText("write", buf, i, "read", s.readBlock,
-                                    s.readThread));
+        return fail(
+            in, t,
+            raceText("write", buf, i, "read", s.readBlock, s.readThread));
       }
     }
     s.writeBlock = blockSerial;
@@ -320,8 +366,8 @@ private:
                 llvm::formatv("out-of-bounds {0} '{1}' ({2}): index [{3}] "
                               "outside shape [{4}] (buffer of {5} elements)",
                               what, d.buffer->getName(),
-                              getMemorySpaceName(d.buffer->getSpace()),
-                              indices, shape, d.buffer->size())
+                              getMemorySpaceName(d.buffer->getSpace()), indices,
+                              shape, d.buffer->size())
                     .str());
   }
 
@@ -391,12 +437,11 @@ void Executor::copies(uint32_t setIndex, const uint32_t *act, uint32_t n) {
   }
 }
 
-bool Executor::execIntBinary(const Instr &in, const uint32_t *act,
-                             uint32_t n) {
+bool Executor::execIntBinary(const Instr &in, const uint32_t *act, uint32_t n) {
   unsigned w = in.width;
   uint64_t mask = widthMask(w);
-  int64_t minSigned = w >= 64 ? std::numeric_limits<int64_t>::min()
-                              : -(int64_t(1) << (w - 1));
+  int64_t minSigned =
+      w >= 64 ? std::numeric_limits<int64_t>::min() : -(int64_t(1) << (w - 1));
   for (uint32_t l = 0; l < in.lanes; ++l) {
     uint64_t *r = slot(in.res + l), *pa = slot(in.a + l);
     uint64_t *pb = in.b == kNoSlot ? nullptr : slot(in.b + l);
@@ -406,23 +451,47 @@ bool Executor::execIntBinary(const Instr &in, const uint32_t *act,
       int64_t sa = signExtend(a, w), sb = signExtend(b, w);
       uint64_t v = 0;
       switch (in.opc) {
-      case Opc::AddI: v = a + b; break;
-      case Opc::SubI: v = a - b; break;
-      case Opc::MulI: v = a * b; break;
-      case Opc::AndI: v = a & b; break;
-      case Opc::OrI: v = a | b; break;
-      case Opc::XOrI: v = a ^ b; break;
-      case Opc::MinSI: v = sa < sb ? a : b; break;
-      case Opc::MaxSI: v = sa > sb ? a : b; break;
-      case Opc::MinUI: v = a < b ? a : b; break;
-      case Opc::MaxUI: v = a > b ? a : b; break;
-      case Opc::AbsI: v = uint64_t(sa < 0 ? -sa : sa); break;
+      case Opc::AddI:
+        v = a + b;
+        break;
+      case Opc::SubI:
+        v = a - b;
+        break;
+      case Opc::MulI:
+        v = a * b;
+        break;
+      case Opc::AndI:
+        v = a & b;
+        break;
+      case Opc::OrI:
+        v = a | b;
+        break;
+      case Opc::XOrI:
+        v = a ^ b;
+        break;
+      case Opc::MinSI:
+        v = sa < sb ? a : b;
+        break;
+      case Opc::MaxSI:
+        v = sa > sb ? a : b;
+        break;
+      case Opc::MinUI:
+        v = a < b ? a : b;
+        break;
+      case Opc::MaxUI:
+        v = a > b ? a : b;
+        break;
+      case Opc::AbsI:
+        v = uint64_t(sa < 0 ? -sa : sa);
+        break;
       case Opc::ShLI:
       case Opc::ShRSI:
       case Opc::ShRUI:
         if (b >= w)
-          return fail(in, t, llvm::formatv("shift amount {0} is not below the "
-                                           "bit width {1}", b, w));
+          return fail(in, t,
+                      llvm::formatv("shift amount {0} is not below the "
+                                    "bit width {1}",
+                                    b, w));
         v = in.opc == Opc::ShLI    ? a << b
             : in.opc == Opc::ShRUI ? a >> b
                                    : uint64_t(sa >> b);
@@ -455,7 +524,8 @@ bool Executor::execIntBinary(const Instr &in, const uint32_t *act,
           v = uint64_t(q - (rem != 0 && ((sa < 0) != (sb < 0))));
         break;
       }
-      default: llvm_unreachable("not an integer op");
+      default:
+        llvm_unreachable("not an integer op");
       }
       r[t] = v & mask;
     }
@@ -472,7 +542,8 @@ bool Executor::execFloat(const Instr &in, const uint32_t *act, uint32_t n) {
   // once to the result type.
   auto binary = [&](auto f) {
     for (uint32_t l = 0; l < in.lanes; ++l) {
-      uint64_t *r = slot(in.res + l), *pa = slot(in.a + l), *pb = slot(in.b + l);
+      uint64_t *r = slot(in.res + l), *pa = slot(in.a + l),
+               *pb = slot(in.b + l);
       switch (ty) {
       case ElementType::F32:
         for (uint32_t i = 0; i < n; ++i) {
@@ -505,45 +576,106 @@ bool Executor::execFloat(const Instr &in, const uint32_t *act, uint32_t n) {
   };
   auto binaryF64 = [&](auto f) {
     for (uint32_t l = 0; l < in.lanes; ++l) {
-      uint64_t *r = slot(in.res + l), *pa = slot(in.a + l), *pb = slot(in.b + l);
+      uint64_t *r = slot(in.res + l), *pa = slot(in.a + l),
+               *pb = slot(in.b + l);
       for (uint32_t i = 0; i < n; ++i) {
         uint32_t t = act[i];
-        r[t] = makeFloatWord(ty, f(floatWordValue(ty, pa[t]),
-                                   floatWordValue(ty, pb[t])));
+        r[t] = makeFloatWord(
+            ty, f(floatWordValue(ty, pa[t]), floatWordValue(ty, pb[t])));
       }
     }
   };
   switch (in.opc) {
-  case Opc::AddF: binary([](auto x, auto y) { return x + y; }); break;
-  case Opc::SubF: binary([](auto x, auto y) { return x - y; }); break;
-  case Opc::MulF: binary([](auto x, auto y) { return x * y; }); break;
-  case Opc::DivF: binary([](auto x, auto y) { return x / y; }); break;
-  case Opc::MaximumF: binary([](auto x, auto y) { return maximumF(x, y); }); break;
-  case Opc::MinimumF: binary([](auto x, auto y) { return minimumF(x, y); }); break;
-  case Opc::MaxNumF: binary([](auto x, auto y) { return maxNumF(x, y); }); break;
-  case Opc::MinNumF: binary([](auto x, auto y) { return minNumF(x, y); }); break;
-  case Opc::RemF: binaryF64([](double x, double y) { return std::fmod(x, y); }); break;
-  case Opc::PowF: binaryF64([](double x, double y) { return std::pow(x, y); }); break;
-  case Opc::CopySign: binaryF64([](double x, double y) { return std::copysign(x, y); }); break;
-  case Opc::NegF: unaryF64([](double x) { return -x; }); break;
-  case Opc::AbsF: unaryF64([](double x) { return std::fabs(x); }); break;
-  case Opc::Sqrt: unaryF64([](double x) { return std::sqrt(x); }); break;
-  case Opc::Rsqrt: unaryF64([](double x) { return 1.0 / std::sqrt(x); }); break;
-  case Opc::Exp: unaryF64([](double x) { return std::exp(x); }); break;
-  case Opc::Exp2: unaryF64([](double x) { return std::exp2(x); }); break;
-  case Opc::ExpM1: unaryF64([](double x) { return std::expm1(x); }); break;
-  case Opc::Log: unaryF64([](double x) { return std::log(x); }); break;
-  case Opc::Log2: unaryF64([](double x) { return std::log2(x); }); break;
-  case Opc::Log1p: unaryF64([](double x) { return std::log1p(x); }); break;
-  case Opc::Tanh: unaryF64([](double x) { return std::tanh(x); }); break;
-  case Opc::Sin: unaryF64([](double x) { return std::sin(x); }); break;
-  case Opc::Cos: unaryF64([](double x) { return std::cos(x); }); break;
-  case Opc::Erf: unaryF64([](double x) { return std::erf(x); }); break;
-  case Opc::Floor: unaryF64([](double x) { return std::floor(x); }); break;
-  case Opc::Ceil: unaryF64([](double x) { return std::ceil(x); }); break;
-  case Opc::Round: unaryF64([](double x) { return std::round(x); }); break;
-  case Opc::RoundEven: unaryF64([](double x) { return std::nearbyint(x); }); break;
-  case Opc::Trunc: unaryF64([](double x) { return std::trunc(x); }); break;
+  case Opc::AddF:
+    binary([](auto x, auto y) { return x + y; });
+    break;
+  case Opc::SubF:
+    binary([](auto x, auto y) { return x - y; });
+    break;
+  case Opc::MulF:
+    binary([](auto x, auto y) { return x * y; });
+    break;
+  case Opc::DivF:
+    binary([](auto x, auto y) { return x / y; });
+    break;
+  case Opc::MaximumF:
+    binary([](auto x, auto y) { return maximumF(x, y); });
+    break;
+  case Opc::MinimumF:
+    binary([](auto x, auto y) { return minimumF(x, y); });
+    break;
+  case Opc::MaxNumF:
+    binary([](auto x, auto y) { return maxNumF(x, y); });
+    break;
+  case Opc::MinNumF:
+    binary([](auto x, auto y) { return minNumF(x, y); });
+    break;
+  case Opc::RemF:
+    binaryF64([](double x, double y) { return std::fmod(x, y); });
+    break;
+  case Opc::PowF:
+    binaryF64([](double x, double y) { return std::pow(x, y); });
+    break;
+  case Opc::CopySign:
+    binaryF64([](double x, double y) { return std::copysign(x, y); });
+    break;
+  case Opc::NegF:
+    unaryF64([](double x) { return -x; });
+    break;
+  case Opc::AbsF:
+    unaryF64([](double x) { return std::fabs(x); });
+    break;
+  case Opc::Sqrt:
+    unaryF64([](double x) { return std::sqrt(x); });
+    break;
+  case Opc::Rsqrt:
+    unaryF64([](double x) { return 1.0 / std::sqrt(x); });
+    break;
+  case Opc::Exp:
+    unaryF64([](double x) { return std::exp(x); });
+    break;
+  case Opc::Exp2:
+    unaryF64([](double x) { return std::exp2(x); });
+    break;
+  case Opc::ExpM1:
+    unaryF64([](double x) { return std::expm1(x); });
+    break;
+  case Opc::Log:
+    unaryF64([](double x) { return std::log(x); });
+    break;
+  case Opc::Log2:
+    unaryF64([](double x) { return std::log2(x); });
+    break;
+  case Opc::Log1p:
+    unaryF64([](double x) { return std::log1p(x); });
+    break;
+  case Opc::Tanh:
+    unaryF64([](double x) { return std::tanh(x); });
+    break;
+  case Opc::Sin:
+    unaryF64([](double x) { return std::sin(x); });
+    break;
+  case Opc::Cos:
+    unaryF64([](double x) { return std::cos(x); });
+    break;
+  case Opc::Erf:
+    unaryF64([](double x) { return std::erf(x); });
+    break;
+  case Opc::Floor:
+    unaryF64([](double x) { return std::floor(x); });
+    break;
+  case Opc::Ceil:
+    unaryF64([](double x) { return std::ceil(x); });
+    break;
+  case Opc::Round:
+    unaryF64([](double x) { return std::round(x); });
+    break;
+  case Opc::RoundEven:
+    unaryF64([](double x) { return std::nearbyint(x); });
+    break;
+  case Opc::Trunc:
+    unaryF64([](double x) { return std::trunc(x); });
+    break;
   case Opc::Fma:
     for (uint32_t l = 0; l < in.lanes; ++l) {
       uint64_t *r = slot(in.res + l), *pa = slot(in.a + l),
@@ -562,7 +694,8 @@ bool Executor::execFloat(const Instr &in, const uint32_t *act, uint32_t n) {
   case Opc::CmpF: {
     auto pred = arith::CmpFPredicate(in.mode);
     for (uint32_t l = 0; l < in.lanes; ++l) {
-      uint64_t *r = slot(in.res + l), *pa = slot(in.a + l), *pb = slot(in.b + l);
+      uint64_t *r = slot(in.res + l), *pa = slot(in.a + l),
+               *pb = slot(in.b + l);
       for (uint32_t i = 0; i < n; ++i) {
         uint32_t t = act[i];
         r[t] = compareFloat(pred, floatWordValue(ty, pa[t]),
@@ -571,7 +704,8 @@ bool Executor::execFloat(const Instr &in, const uint32_t *act, uint32_t n) {
     }
     break;
   }
-  default: llvm_unreachable("not a float op");
+  default:
+    llvm_unreachable("not a float op");
   }
   return true;
 }
@@ -585,8 +719,12 @@ bool Executor::execCast(const Instr &in, const uint32_t *act, uint32_t n) {
       uint32_t t = act[i];
       uint64_t a = pa[t];
       switch (in.opc) {
-      case Opc::IntCastS: r[t] = uint64_t(signExtend(a, srcWidth)) & dstMask; break;
-      case Opc::IntCastU: r[t] = a & dstMask; break;
+      case Opc::IntCastS:
+        r[t] = uint64_t(signExtend(a, srcWidth)) & dstMask;
+        break;
+      case Opc::IntCastU:
+        r[t] = a & dstMask;
+        break;
       case Opc::SIToFP: {
         int64_t v = signExtend(a, srcWidth);
         // int64 → f32 directly: one rounding (via f64 would be two).
@@ -615,8 +753,11 @@ bool Executor::execCast(const Instr &in, const uint32_t *act, uint32_t n) {
       case Opc::FloatCast:
         r[t] = makeFloatWord(in.rty, floatWordValue(in.ty, a));
         break;
-      case Opc::Bitcast: r[t] = fromBits(in.rty, toBits(in.ty, a)); break;
-      default: llvm_unreachable("not a cast");
+      case Opc::Bitcast:
+        r[t] = fromBits(in.rty, toBits(in.ty, a));
+        break;
+      default:
+        llvm_unreachable("not a cast");
       }
     }
   }
@@ -639,7 +780,8 @@ bool Executor::execVector(const Instr &in, const uint32_t *act, uint32_t n) {
   case Opc::CmpI: {
     auto pred = arith::CmpIPredicate(in.mode);
     for (uint32_t l = 0; l < in.lanes; ++l) {
-      uint64_t *r = slot(in.res + l), *pa = slot(in.a + l), *pb = slot(in.b + l);
+      uint64_t *r = slot(in.res + l), *pa = slot(in.a + l),
+               *pb = slot(in.b + l);
       for (uint32_t i = 0; i < n; ++i) {
         uint32_t t = act[i];
         r[t] = compareInt(pred, pa[t], pb[t], in.width);
@@ -679,9 +821,10 @@ bool Executor::execVector(const Instr &in, const uint32_t *act, uint32_t n) {
         const MixedInt &p = pos.positions[d];
         int64_t v = p.slot == kNoSlot ? p.value : int64_t(slot(p.slot)[t]);
         if (v < 0 || v >= pos.dims[d])
-          return fail(in, t, llvm::formatv("position {0} out of range for "
-                                           "dimension {1} of size {2}",
-                                           v, d, pos.dims[d]));
+          return fail(in, t,
+                      llvm::formatv("position {0} out of range for "
+                                    "dimension {1} of size {2}",
+                                    v, d, pos.dims[d]));
         offset += v * pos.strides[d];
       }
       if (isInsert) {
@@ -706,29 +849,52 @@ bool Executor::execVector(const Instr &in, const uint32_t *act, uint32_t n) {
       if (isFloatType(ty)) {
         double a = floatWordValue(ty, x), b = floatWordValue(ty, y), v = 0;
         switch (kind) {
-        case K::ADD: v = a + b; break;
-        case K::MUL: v = a * b; break;
-        case K::MINNUMF: v = minNumF(a, b); break;
-        case K::MAXNUMF: v = maxNumF(a, b); break;
-        case K::MINIMUMF: v = minimumF(a, b); break;
-        case K::MAXIMUMF: v = maximumF(a, b); break;
-        default: v = std::nan("");
+        case K::ADD:
+          v = a + b;
+          break;
+        case K::MUL:
+          v = a * b;
+          break;
+        case K::MINNUMF:
+          v = minNumF(a, b);
+          break;
+        case K::MAXNUMF:
+          v = maxNumF(a, b);
+          break;
+        case K::MINIMUMF:
+          v = minimumF(a, b);
+          break;
+        case K::MAXIMUMF:
+          v = maximumF(a, b);
+          break;
+        default:
+          v = std::nan("");
         }
         // a + b in f64 then rounded: exact-then-round for f32 and narrower.
         return makeFloatWord(ty, v);
       }
       int64_t sx = signExtend(x, w), sy = signExtend(y, w);
       switch (kind) {
-      case K::ADD: return (x + y) & mask;
-      case K::MUL: return (x * y) & mask;
-      case K::MINUI: return x < y ? x : y;
-      case K::MAXUI: return x > y ? x : y;
-      case K::MINSI: return sx < sy ? x : y;
-      case K::MAXSI: return sx > sy ? x : y;
-      case K::AND: return x & y;
-      case K::OR: return x | y;
-      case K::XOR: return x ^ y;
-      default: return 0;
+      case K::ADD:
+        return (x + y) & mask;
+      case K::MUL:
+        return (x * y) & mask;
+      case K::MINUI:
+        return x < y ? x : y;
+      case K::MAXUI:
+        return x > y ? x : y;
+      case K::MINSI:
+        return sx < sy ? x : y;
+      case K::MAXSI:
+        return sx > sy ? x : y;
+      case K::AND:
+        return x & y;
+      case K::OR:
+        return x | y;
+      case K::XOR:
+        return x ^ y;
+      default:
+        return 0;
       }
     };
     uint64_t *r = slot(in.res);
@@ -749,7 +915,8 @@ bool Executor::execVector(const Instr &in, const uint32_t *act, uint32_t n) {
     }
     return true;
   }
-  default: llvm_unreachable("not a vector op");
+  default:
+    llvm_unreachable("not a vector op");
   }
 }
 
@@ -845,7 +1012,8 @@ bool Executor::execSubview(const Instr &in, const uint32_t *act, uint32_t n) {
     d.offset = src.offset;
     unsigned k = 0;
     for (unsigned dim = 0; dim < info.sourceRank; ++dim) {
-      int64_t off = value(info.offsets[dim], t), size = value(info.sizes[dim], t),
+      int64_t off = value(info.offsets[dim], t),
+              size = value(info.sizes[dim], t),
               stride = value(info.strides[dim], t);
       if (off < 0 || size < 0 ||
           (size > 0 && off + (size - 1) * stride >= src.sizes[dim]) ||
@@ -854,8 +1022,8 @@ bool Executor::execSubview(const Instr &in, const uint32_t *act, uint32_t n) {
                     llvm::formatv("out-of-bounds subview of '{0}': dimension "
                                   "{1} offset {2} size {3} stride {4} exceeds "
                                   "size {5}",
-                                  src.buffer->getName(), dim, off, size,
-                                  stride, src.sizes[dim]));
+                                  src.buffer->getName(), dim, off, size, stride,
+                                  src.sizes[dim]));
       d.offset += off * src.strides[dim];
       if (info.dropped[dim])
         continue;
@@ -910,8 +1078,9 @@ bool Executor::execFor(const Instr &in, const uint32_t *act, uint32_t n) {
     uint32_t t = act[i];
     if (signExtend(step[t], w) <= 0 && !(f.unsignedCmp && step[t] != 0)) {
       arenaTop = mark;
-      return fail(in, t, llvm::formatv("scf.for step {0} is not positive",
-                                       signExtend(step[t], w)));
+      return fail(in, t,
+                  llvm::formatv("scf.for step {0} is not positive",
+                                signExtend(step[t], w)));
     }
     iv[t] = lb[t];
     if (less(lb[t], ub[t]))
@@ -1002,8 +1171,9 @@ bool Executor::execShuffle(const Instr &in, const uint32_t *act, uint32_t n) {
     uint32_t t = act[i], lane = t % 32, warpBase = t - lane;
     uint64_t width = widths[t];
     if (width == 0 || width > 32)
-      return fail(in, t, llvm::formatv("gpu.shuffle width {0} is not in [1, 32]",
-                                       int32_t(width)));
+      return fail(in, t,
+                  llvm::formatv("gpu.shuffle width {0} is not in [1, 32]",
+                                int32_t(width)));
     for (uint32_t l = 0; l < width; ++l) {
       uint32_t other = warpBase + l;
       if (other >= numThreads || !active[other])
@@ -1018,10 +1188,18 @@ bool Executor::execShuffle(const Instr &in, const uint32_t *act, uint32_t n) {
     if (lane < width) {
       uint32_t offset = uint32_t(offsets[t]);
       switch (mode) {
-      case gpu::ShuffleMode::XOR: source = int64_t(lane ^ offset); break;
-      case gpu::ShuffleMode::DOWN: source = int64_t(lane) + offset; break;
-      case gpu::ShuffleMode::UP: source = int64_t(lane) - offset; break;
-      case gpu::ShuffleMode::IDX: source = offset; break;
+      case gpu::ShuffleMode::XOR:
+        source = int64_t(lane ^ offset);
+        break;
+      case gpu::ShuffleMode::DOWN:
+        source = int64_t(lane) + offset;
+        break;
+      case gpu::ShuffleMode::UP:
+        source = int64_t(lane) - offset;
+        break;
+      case gpu::ShuffleMode::IDX:
+        source = offset;
+        break;
       }
       if (source < 0 || source >= int64_t(width))
         source = -1;
@@ -1099,8 +1277,9 @@ bool Executor::execLdMatrix(const Instr &in, const uint32_t *act, uint32_t n) {
         if (!locate(in, "ldmatrix row load from", d, idx, t, linear))
           return false;
         if (d.strides[a.rank - 1] != 1)
-          return fail(in, t, "nvgpu.ldmatrix from a memref whose innermost "
-                             "stride is not 1");
+          return fail(in, t,
+                      "nvgpu.ldmatrix from a memref whose innermost "
+                      "stride is not 1");
         if (idx[a.rank - 1] + 7 >= d.sizes[a.rank - 1])
           return fail(in, t,
                       llvm::formatv("out-of-bounds ldmatrix row load from "
@@ -1183,8 +1362,10 @@ bool Executor::execAsync(const Instr &in, const uint32_t *act, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) {
     uint32_t t = act[i];
     if (bytes != 4 && bytes != 8 && bytes != 16)
-      return fail(in, t, llvm::formatv("nvgpu.device_async_copy of {0} bytes "
-                                       "(cp.async copies 4, 8 or 16)", bytes));
+      return fail(in, t,
+                  llvm::formatv("nvgpu.device_async_copy of {0} bytes "
+                                "(cp.async copies 4, 8 or 16)",
+                                bytes));
     const MemrefDesc &dst = descOf(info.dst.memref, t);
     const MemrefDesc &src = descOf(info.src.memref, t);
     readIndices(info.dst, t, dstIdx);
@@ -1193,9 +1374,10 @@ bool Executor::execAsync(const Instr &in, const uint32_t *act, uint32_t n) {
                            ? info.dstElements
                            : int64_t(slot(info.srcElements)[t]);
     if (srcCount < 0 || srcCount > info.dstElements)
-      return fail(in, t, llvm::formatv("nvgpu.device_async_copy srcElements {0} "
-                                       "not in [0, {1}]", srcCount,
-                                       info.dstElements));
+      return fail(in, t,
+                  llvm::formatv("nvgpu.device_async_copy srcElements {0} "
+                                "not in [0, {1}]",
+                                srcCount, info.dstElements));
     int64_t dstLinear = 0, srcLinear = 0;
     int64_t dstBase = dstIdx[info.dst.rank - 1];
     int64_t srcBase = info.src.rank ? srcIdx[info.src.rank - 1] : 0;
@@ -1207,11 +1389,13 @@ bool Executor::execAsync(const Instr &in, const uint32_t *act, uint32_t n) {
       if (e == 0)
         dstLinear = linear;
       else if (linear != dstLinear + e)
-        return fail(in, t, "nvgpu.device_async_copy destination is not contiguous");
+        return fail(in, t,
+                    "nvgpu.device_async_copy destination is not contiguous");
     }
     if (dstLinear * elemSize % uint64_t(bytes) != 0)
-      return fail(in, t, "nvgpu.device_async_copy destination is not aligned "
-                         "to the copy size");
+      return fail(in, t,
+                  "nvgpu.device_async_copy destination is not aligned "
+                  "to the copy size");
     for (int64_t e = 0; e < srcCount; ++e) {
       if (info.src.rank)
         srcIdx[info.src.rank - 1] = srcBase + e;
@@ -1265,47 +1449,115 @@ bool Executor::exec(uint32_t pc, uint32_t end, const uint32_t *act,
         uint32_t t = act[i];
         uint64_t v = 0;
         switch (in.opc) {
-        case Opc::ThreadId: v = threadIds[d][t]; break;
-        case Opc::BlockId: v = uint64_t(blockId[d]); break;
-        case Opc::BlockDim: v = uint64_t(block[d]); break;
-        case Opc::GridDim: v = uint64_t(grid[d]); break;
-        case Opc::GlobalId: v = uint64_t(blockId[d] * block[d]) + threadIds[d][t]; break;
-        case Opc::LaneId: v = t % 32; break;
-        case Opc::SubgroupId: v = t / 32; break;
-        default: v = (numThreads + 31) / 32; break;
+        case Opc::ThreadId:
+          v = threadIds[d][t];
+          break;
+        case Opc::BlockId:
+          v = uint64_t(blockId[d]);
+          break;
+        case Opc::BlockDim:
+          v = uint64_t(block[d]);
+          break;
+        case Opc::GridDim:
+          v = uint64_t(grid[d]);
+          break;
+        case Opc::GlobalId:
+          v = uint64_t(blockId[d] * block[d]) + threadIds[d][t];
+          break;
+        case Opc::LaneId:
+          v = t % 32;
+          break;
+        case Opc::SubgroupId:
+          v = t / 32;
+          break;
+        default:
+          v = (numThreads + 31) / 32;
+          break;
         }
         r[t] = v;
       }
       break;
     }
-    case Opc::AddI: case Opc::SubI: case Opc::MulI: case Opc::DivSI:
-    case Opc::DivUI: case Opc::RemSI: case Opc::RemUI: case Opc::CeilDivSI:
-    case Opc::CeilDivUI: case Opc::FloorDivSI: case Opc::AndI: case Opc::OrI:
-    case Opc::XOrI: case Opc::ShLI: case Opc::ShRSI: case Opc::ShRUI:
-    case Opc::MinSI: case Opc::MaxSI: case Opc::MinUI: case Opc::MaxUI:
+    case Opc::AddI:
+    case Opc::SubI:
+    case Opc::MulI:
+    case Opc::DivSI:
+    case Opc::DivUI:
+    case Opc::RemSI:
+    case Opc::RemUI:
+    case Opc::CeilDivSI:
+    case Opc::CeilDivUI:
+    case Opc::FloorDivSI:
+    case Opc::AndI:
+    case Opc::OrI:
+    case Opc::XOrI:
+    case Opc::ShLI:
+    case Opc::ShRSI:
+    case Opc::ShRUI:
+    case Opc::MinSI:
+    case Opc::MaxSI:
+    case Opc::MinUI:
+    case Opc::MaxUI:
     case Opc::AbsI:
       ok = execIntBinary(in, act, n);
       break;
-    case Opc::AddF: case Opc::SubF: case Opc::MulF: case Opc::DivF:
-    case Opc::RemF: case Opc::MaximumF: case Opc::MinimumF: case Opc::MaxNumF:
-    case Opc::MinNumF: case Opc::PowF: case Opc::CopySign: case Opc::CmpF:
-    case Opc::NegF: case Opc::AbsF: case Opc::Sqrt: case Opc::Rsqrt:
-    case Opc::Exp: case Opc::Exp2: case Opc::ExpM1: case Opc::Log:
-    case Opc::Log2: case Opc::Log1p: case Opc::Tanh: case Opc::Sin:
-    case Opc::Cos: case Opc::Erf: case Opc::Floor: case Opc::Ceil:
-    case Opc::Round: case Opc::RoundEven: case Opc::Trunc: case Opc::Fma:
+    case Opc::AddF:
+    case Opc::SubF:
+    case Opc::MulF:
+    case Opc::DivF:
+    case Opc::RemF:
+    case Opc::MaximumF:
+    case Opc::MinimumF:
+    case Opc::MaxNumF:
+    case Opc::MinNumF:
+    case Opc::PowF:
+    case Opc::CopySign:
+    case Opc::CmpF:
+    case Opc::NegF:
+    case Opc::AbsF:
+    case Opc::Sqrt:
+    case Opc::Rsqrt:
+    case Opc::Exp:
+    case Opc::Exp2:
+    case Opc::ExpM1:
+    case Opc::Log:
+    case Opc::Log2:
+    case Opc::Log1p:
+    case Opc::Tanh:
+    case Opc::Sin:
+    case Opc::Cos:
+    case Opc::Erf:
+    case Opc::Floor:
+    case Opc::Ceil:
+    case Opc::Round:
+    case Opc::RoundEven:
+    case Opc::Trunc:
+    case Opc::Fma:
       ok = execFloat(in, act, n);
       break;
-    case Opc::IntCastS: case Opc::IntCastU: case Opc::SIToFP: case Opc::UIToFP:
-    case Opc::FPToSI: case Opc::FPToUI: case Opc::FloatCast: case Opc::Bitcast:
+    case Opc::IntCastS:
+    case Opc::IntCastU:
+    case Opc::SIToFP:
+    case Opc::UIToFP:
+    case Opc::FPToSI:
+    case Opc::FPToUI:
+    case Opc::FloatCast:
+    case Opc::Bitcast:
       ok = execCast(in, act, n);
       break;
-    case Opc::Select: case Opc::CmpI: case Opc::LaneMap: case Opc::Extract:
-    case Opc::Insert: case Opc::FromElements: case Opc::Reduction:
+    case Opc::Select:
+    case Opc::CmpI:
+    case Opc::LaneMap:
+    case Opc::Extract:
+    case Opc::Insert:
+    case Opc::FromElements:
+    case Opc::Reduction:
     case Opc::CreateMask:
       ok = execVector(in, act, n);
       break;
-    case Opc::Load: case Opc::Store: case Opc::TransferRead:
+    case Opc::Load:
+    case Opc::Store:
+    case Opc::TransferRead:
     case Opc::TransferWrite:
       ok = execMemory(in, act, n);
       break;
@@ -1321,16 +1573,26 @@ bool Executor::exec(uint32_t pc, uint32_t end, const uint32_t *act,
         uint32_t t = act[i];
         const MemrefDesc &d = descOf(in.a, t);
         if (dims[t] >= d.rank)
-          return fail(in, t, llvm::formatv("memref.dim index {0} out of range "
-                                           "for rank {1}", dims[t], d.rank));
+          return fail(in, t,
+                      llvm::formatv("memref.dim index {0} out of range "
+                                    "for rank {1}",
+                                    dims[t], d.rank));
         r[t] = uint64_t(d.sizes[dims[t]]);
       }
       break;
     }
-    case Opc::If: ok = execIf(in, act, n); break;
-    case Opc::For: ok = execFor(in, act, n); break;
-    case Opc::While: ok = execWhile(in, act, n); break;
-    case Opc::Yield: copies(in.aux, act, n); break;
+    case Opc::If:
+      ok = execIf(in, act, n);
+      break;
+    case Opc::For:
+      ok = execFor(in, act, n);
+      break;
+    case Opc::While:
+      ok = execWhile(in, act, n);
+      break;
+    case Opc::Yield:
+      copies(in.aux, act, n);
+      break;
     case Opc::Barrier:
       if (n != numThreads)
         return fail(in, act[0],
@@ -1341,13 +1603,22 @@ bool Executor::exec(uint32_t pc, uint32_t end, const uint32_t *act,
       ++epoch;
       break;
     case Opc::Condition:
-    case Opc::Nop: break;
-    case Opc::Shuffle: ok = execShuffle(in, act, n); break;
-    case Opc::MmaSync: ok = execMma(in, act, n); break;
-    case Opc::LdMatrix: ok = execLdMatrix(in, act, n); break;
+    case Opc::Nop:
+      break;
+    case Opc::Shuffle:
+      ok = execShuffle(in, act, n);
+      break;
+    case Opc::MmaSync:
+      ok = execMma(in, act, n);
+      break;
+    case Opc::LdMatrix:
+      ok = execLdMatrix(in, act, n);
+      break;
     case Opc::AsyncCopy:
     case Opc::AsyncCreateGroup:
-    case Opc::AsyncWait: ok = execAsync(in, act, n); break;
+    case Opc::AsyncWait:
+      ok = execAsync(in, act, n);
+      break;
     }
     if (!ok)
       return false;
@@ -1434,8 +1705,13 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
       const MemrefParam &param = prog.memrefParams[index];
       if (!arg.buf)
         return err(llvm::formatv("argument {0} is a memref but no buffer was "
-                                 "given", i));
-      if (arg.buf->getType() != param.type)
+                                 "given",
+                                 i));
+      // index lowers to i64: the two share a storage format.
+      auto storage = [](ElementType t) {
+        return t == ElementType::Index ? ElementType::I64 : t;
+      };
+      if (storage(arg.buf->getType()) != storage(param.type))
         return err(llvm::formatv("argument {0}: buffer '{1}' holds {2} but the "
                                  "kernel expects {3}",
                                  i, arg.buf->getName(),
@@ -1448,7 +1724,8 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
               (param.shape[k] != ShapedType::kDynamic &&
                param.shape[k] != arg.shape[k]))
             return err(llvm::formatv("argument {0}: shape does not match the "
-                                     "memref type", i));
+                                     "memref type",
+                                     i));
           shape[k] = arg.shape[k];
         } else if (param.shape[k] != ShapedType::kDynamic) {
           shape[k] = param.shape[k];
@@ -1456,7 +1733,8 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
           shape[k] = arg.buf->size();
         } else {
           return err(llvm::formatv("argument {0}: dynamic rank-{1} memref "
-                                   "needs an explicit shape", i, param.rank));
+                                   "needs an explicit shape",
+                                   i, param.rank));
         }
       }
       int64_t span = makeDesc(descs[index], arg.buf, param.rank, shape);
@@ -1469,14 +1747,16 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
       const ScalarParam &param = prog.scalarParams[index];
       if (arg.buf)
         return err(llvm::formatv("argument {0} is a scalar but a buffer was "
-                                 "given", i));
+                                 "given",
+                                 i));
       uint64_t word;
       if (isFloatType(param.type))
         word = makeFloatWord(param.type,
                              arg.isReal ? arg.realValue : double(arg.intValue));
       else if (arg.isReal)
         return err(llvm::formatv("argument {0} is an integer but a float was "
-                                 "given", i));
+                                 "given",
+                                 i));
       else
         word = uint64_t(arg.intValue) & widthMask(getBitWidth(param.type));
       std::fill_n(slot(param.slot), numThreads, word);
@@ -1522,7 +1802,8 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
 
   // Serials of this launch's blocks must be consecutive for block
   // coordinates in messages; reserve them all at once.
-  launchFirstSerial = nextBlockSerial.fetch_add(uint64_t(grid[0] * grid[1] * grid[2]));
+  launchFirstSerial =
+      nextBlockSerial.fetch_add(uint64_t(grid[0] * grid[1] * grid[2]));
   uint64_t serial = launchFirstSerial;
   for (blockId[2] = 0; blockId[2] < grid[2]; ++blockId[2])
     for (blockId[1] = 0; blockId[1] < grid[1]; ++blockId[1])
@@ -1544,14 +1825,14 @@ llvm::Error lossjit::simt::detail::executeProgram(
       return llvm::createStringError(llvm::formatv(
           "kernel '{0}': negative grid dimension {1}", program.name, grid[d]));
     if (block[d] < 1)
-      return llvm::createStringError(llvm::formatv(
-          "kernel '{0}': block dimension {1} is not positive", program.name,
-          block[d]));
+      return llvm::createStringError(
+          llvm::formatv("kernel '{0}': block dimension {1} is not positive",
+                        program.name, block[d]));
   }
   if (block[0] * block[1] * block[2] > 1024)
-    return llvm::createStringError(llvm::formatv(
-        "kernel '{0}': {1} threads per block exceed 1024", program.name,
-        block[0] * block[1] * block[2]));
+    return llvm::createStringError(
+        llvm::formatv("kernel '{0}': {1} threads per block exceed 1024",
+                      program.name, block[0] * block[1] * block[2]));
   if (grid[0] * grid[1] * grid[2] == 0)
     return llvm::Error::success();
   Executor executor(program, options, grid, block);

@@ -26,7 +26,7 @@
 //    different threads of a launch, at least one a write, with no gpu.barrier
 //    between them (same block) or in different blocks; reads of the
 //    destination of an nvgpu.device_async_copy before the issuing thread's
-//    nvgpu.device_async_wait covered it;
+//    nvgpu.device_async_wait covered it (the copy itself happens at issue);
 //  - integer UB (division by zero, out-of-range shifts and float-to-int
 //    conversions) and runaway loops (SimtOptions::maxSteps).
 //
@@ -34,6 +34,19 @@
 // results are rounded from the exact (or f32) result; math.fma is fused;
 // transcendental functions are evaluated in f64 and rounded once to the
 // result type. nvgpu.mma.sync sums the exact products in f64 and rounds once.
+//
+// Warp level. A warp is 32 consecutive linear thread ids of a block.
+// gpu.shuffle follows the gpu dialect's definition (lanes >= width and
+// out-of-range sources give valid = false and, like shfl.sync, the lane's own
+// value); the first `width` lanes must be active and agree on the width.
+// nvgpu.mma.sync and nvgpu.ldmatrix need all 32 lanes active; fragment
+// layouts are the PTX ISA's (WarpMatrix.h); tf32 inputs ignore their low 13
+// mantissa bits. ldmatrix row addresses come from lanes 8i..8i+7 of tile i
+// and must be 16-byte aligned rows of 8 contiguous elements in shared memory.
+// device_async_copy copies at issue; the destination stays "in flight" until
+// a device_async_wait of the issuing thread covers its group
+// (device_async_create_group commits the thread's pending copies; a wait
+// with numGroups = n leaves the n newest groups in flight).
 //
 // Supported ops:
 //  gpu:    thread_id block_id block_dim grid_dim global_id lane_id subgroup_id
@@ -55,6 +68,10 @@
 //          tf32 → f32) ldmatrix (x1/x2/x4, transpose) device_async_copy
 //          device_async_create_group device_async_wait
 //  ub:     poison (as zero)
+// Not supported (reported as "unsupported op"): cf branches (unstructured
+// control flow), gpu.subgroup_reduce / all_reduce, scf.forall / parallel,
+// memref.alloc, tensor ops, integer and sparse mma. Memref parameters must
+// have the identity layout; vector.load/store and transfer ops are 1-D.
 //
 //===----------------------------------------------------------------------===//
 
@@ -87,7 +104,8 @@ class SimtArg {
 public:
   /// Binds `buffer` to a memref parameter. A parameter of dynamic rank-1
   /// shape takes the buffer's size; other dynamic shapes need `shape`.
-  static SimtArg buffer(SimtBuffer &buffer, llvm::ArrayRef<int64_t> shape = {}) {
+  static SimtArg buffer(SimtBuffer &buffer,
+                        llvm::ArrayRef<int64_t> shape = {}) {
     SimtArg arg;
     arg.buf = &buffer;
     arg.shape.assign(shape.begin(), shape.end());

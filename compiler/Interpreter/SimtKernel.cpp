@@ -15,8 +15,8 @@ llvm::Expected<std::unique_ptr<SimtKernel>>
 SimtKernel::decode(gpu::GPUFuncOp func) {
   std::unique_ptr<SimtKernel> kernel(new SimtKernel());
   if (llvm::Error err = detail::decodeProgram(func, *kernel->program))
-    return std::move(err);
-  return std::move(kernel);
+    return err;
+  return kernel;
 }
 
 llvm::Error SimtKernel::launch(std::array<int64_t, 3> grid,
@@ -28,9 +28,7 @@ llvm::Error SimtKernel::launch(std::array<int64_t, 3> grid,
 
 llvm::StringRef SimtKernel::getName() const { return program->name; }
 
-size_t SimtKernel::getNumInstructions() const {
-  return program->instrs.size();
-}
+size_t SimtKernel::getNumInstructions() const { return program->instrs.size(); }
 
 llvm::Expected<gpu::GPUFuncOp>
 lossjit::simt::lookupKernel(Operation *root, llvm::StringRef moduleName,

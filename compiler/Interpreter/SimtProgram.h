@@ -31,27 +31,110 @@ inline constexpr unsigned kMaxRank = 4;
 
 enum class Opc : uint16_t {
   // Ids; `mode` is the dimension (0..2).
-  ThreadId, BlockId, BlockDim, GridDim, GlobalId, LaneId, SubgroupId,
-  NumSubgroups, SubgroupSize,
+  ThreadId,
+  BlockId,
+  BlockDim,
+  GridDim,
+  GlobalId,
+  LaneId,
+  SubgroupId,
+  NumSubgroups,
   // Integer binary ops on zero-extended words of `width` bits.
-  AddI, SubI, MulI, DivSI, DivUI, RemSI, RemUI, CeilDivSI, CeilDivUI,
-  FloorDivSI, AndI, OrI, XOrI, ShLI, ShRSI, ShRUI, MinSI, MaxSI, MinUI, MaxUI,
-  CmpI, AbsI,
+  AddI,
+  SubI,
+  MulI,
+  DivSI,
+  DivUI,
+  RemSI,
+  RemUI,
+  CeilDivSI,
+  CeilDivUI,
+  FloorDivSI,
+  AndI,
+  OrI,
+  XOrI,
+  ShLI,
+  ShRSI,
+  ShRUI,
+  MinSI,
+  MaxSI,
+  MinUI,
+  MaxUI,
+  CmpI,
+  AbsI,
   // Float ops; `ty` is the operand type.
-  AddF, SubF, MulF, DivF, RemF, MaximumF, MinimumF, MaxNumF, MinNumF, PowF,
-  CopySign, CmpF, NegF, AbsF, Sqrt, Rsqrt, Exp, Exp2, ExpM1, Log, Log2, Log1p,
-  Tanh, Sin, Cos, Erf, Floor, Ceil, Round, RoundEven, Trunc, Fma,
+  AddF,
+  SubF,
+  MulF,
+  DivF,
+  RemF,
+  MaximumF,
+  MinimumF,
+  MaxNumF,
+  MinNumF,
+  PowF,
+  CopySign,
+  CmpF,
+  NegF,
+  AbsF,
+  Sqrt,
+  Rsqrt,
+  Exp,
+  Exp2,
+  ExpM1,
+  Log,
+  Log2,
+  Log1p,
+  Tanh,
+  Sin,
+  Cos,
+  Erf,
+  Floor,
+  Ceil,
+  Round,
+  RoundEven,
+  Trunc,
+  Fma,
   Select,
   // Casts: `ty` source, `rty` result.
-  IntCastS, IntCastU, SIToFP, UIToFP, FPToSI, FPToUI, FloatCast, Bitcast,
+  IntCastS,
+  IntCastU,
+  SIToFP,
+  UIToFP,
+  FPToSI,
+  FPToUI,
+  FloatCast,
+  Bitcast,
   // Vectors.
-  LaneMap, Extract, Insert, FromElements, Reduction, CreateMask,
+  LaneMap,
+  Extract,
+  Insert,
+  FromElements,
+  Reduction,
+  CreateMask,
   // Memory.
-  Load, Store, TransferRead, TransferWrite, Alloca, Subview, Dim,
+  Load,
+  Store,
+  TransferRead,
+  TransferWrite,
+  Alloca,
+  Subview,
+  Dim,
   // Control.
-  If, For, While, Yield, Condition, Barrier, Nop,
+  If,
+  For,
+  While,
+  Yield,
+  Condition,
+  Barrier,
+  Nop,
   // Warp level.
-  Shuffle, MmaSync, LdMatrix, AsyncCopy, AsyncCreateGroup, AsyncWait,
+  Shuffle,
+  MmaSync,
+  LdMatrix,
+  AsyncCopy,
+  AsyncCreateGroup,
+  AsyncWait,
 };
 
 struct Instr {
@@ -64,7 +147,7 @@ struct Instr {
   uint32_t next = 0;
   uint32_t res = kNoSlot, res2 = kNoSlot;
   uint32_t a = kNoSlot, b = kNoSlot, c = kNoSlot;
-  uint32_t aux = 0;  ///< index into an op-specific side table
+  uint32_t aux = 0; ///< index into an op-specific side table
   int64_t imm = 0;
   mlir::Operation *op = nullptr;
 };
@@ -106,7 +189,8 @@ struct WhileInfo {
   uint32_t toResult; ///< CopySet: condition args → results
 };
 
-/// A position in a memref: `rank` index slots starting at Program::slots[indices].
+/// A position in a memref: `rank` index slots starting at
+/// Program::slots[indices].
 struct MemAccess {
   uint32_t memref = kNoSlot;
   uint32_t indices = 0;
@@ -194,7 +278,7 @@ struct Program {
   /// read-only parameters need no race records: nothing can race on them.
   std::vector<bool> memrefParamWritten;
   std::vector<ScalarParam> scalarParams;
-  std::vector<MemrefParam> workgroup; ///< workgroup attributions
+  std::vector<MemrefParam> workgroup;        ///< workgroup attributions
   std::vector<uint32_t> privateAttributions; ///< AllocaInfo indices
   /// Slots filled once per launch for every thread.
   std::vector<std::pair<uint32_t, uint64_t>> constants;
@@ -234,10 +318,14 @@ llvm::Error executeProgram(const Program &program,
 /// Rounds `value` to float type `type` and encodes it as a register word.
 inline uint64_t makeFloatWord(ElementType type, double value) {
   switch (type) {
-  case ElementType::F64: return std::bit_cast<uint64_t>(value);
-  case ElementType::F32: return std::bit_cast<uint32_t>(float(value));
-  case ElementType::F16: return std::bit_cast<uint32_t>(float(roundToHalf(value)));
-  default: return std::bit_cast<uint32_t>(float(roundToBFloat16(value)));
+  case ElementType::F64:
+    return std::bit_cast<uint64_t>(value);
+  case ElementType::F32:
+    return std::bit_cast<uint32_t>(float(value));
+  case ElementType::F16:
+    return std::bit_cast<uint32_t>(float(roundToHalf(value)));
+  default:
+    return std::bit_cast<uint32_t>(float(roundToBFloat16(value)));
   }
 }
 

@@ -20,7 +20,18 @@
 namespace lossjit::simt {
 
 /// Scalar types of registers and buffers.
-enum class ElementType : uint8_t { I1, I8, I16, I32, I64, Index, F16, BF16, F32, F64 };
+enum class ElementType : uint8_t {
+  I1,
+  I8,
+  I16,
+  I32,
+  I64,
+  Index,
+  F16,
+  BF16,
+  F32,
+  F64
+};
 
 /// "f16", "index", ... (the MLIR spelling).
 llvm::StringRef getElementTypeName(ElementType type);

@@ -10,12 +10,16 @@ std::optional<int> MmaConfig::fragmentSizeA() const {
   if (m != 16 || n != 8)
     return std::nullopt;
   if (input == MmaInputType::TF32) {
-    if (k == 8) return 4;
-    if (k == 4) return 2;
+    if (k == 8)
+      return 4;
+    if (k == 4)
+      return 2;
     return std::nullopt;
   }
-  if (k == 16) return 8;
-  if (k == 8) return 4;
+  if (k == 16)
+    return 8;
+  if (k == 8)
+    return 4;
   return std::nullopt;
 }
 
@@ -23,12 +27,16 @@ std::optional<int> MmaConfig::fragmentSizeB() const {
   if (m != 16 || n != 8)
     return std::nullopt;
   if (input == MmaInputType::TF32) {
-    if (k == 8) return 2;
-    if (k == 4) return 1;
+    if (k == 8)
+      return 2;
+    if (k == 4)
+      return 1;
     return std::nullopt;
   }
-  if (k == 16) return 4;
-  if (k == 8) return 2;
+  if (k == 16)
+    return 4;
+  if (k == 8)
+    return 2;
   return std::nullopt;
 }
 

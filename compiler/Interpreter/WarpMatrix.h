@@ -1,4 +1,5 @@
-//===- WarpMatrix.h - PTX fragment layouts of mma.sync and ldmatrix -*- C++ -*-===//
+//===- WarpMatrix.h - PTX fragment layouts of mma.sync and ldmatrix -*- C++
+//-*-===//
 //
 // Which matrix element each lane of a warp holds in each register of the
 // warp-level matrix instructions, transcribed from the PTX ISA ("Matrix

@@ -190,18 +190,25 @@ struct GpuBackwardBuilder {
     Value colC = e.minUI(col, e.sub(d, e.index(1)));
     Value firstJ = e.mul(bx, e.index(bn));
     Value lastJ = e.sub(v, e.index(1));
-    Value firstChunk = e.cmpI(arith::CmpIPredicate::eq, cb, e.index(0));
+    // Only the thread that stores an accumulator reads its previous value:
+    // clamped threads (col ≥ D) and non-writers start from 0, so no thread
+    // reads what another one writes.
+    Value colOk = e.cmpI(arith::CmpIPredicate::ult, col, d);
+    Value biasWriter = e.cmpI(arith::CmpIPredicate::eq, col, e.index(0));
+    Value notFirst = e.cmpI(arith::CmpIPredicate::ne, cb, e.index(0));
+    Value resumeW = e.andI(notFirst, colOk);
+    Value resumeB = e.andI(notFirst, biasWriter);
     SmallVector<Value> js, init;
     for (int64_t i = 0; i < bn; ++i) {
       js.push_back(e.minUI(e.add(firstJ, e.index(i)), lastJ));
       Value at = e.add(e.mul(js.back(), d), colC);
-      init.push_back(e.ifElse(firstChunk, [](KernelEmitter &z) { return z.f32(0.0); },
-                              [&](KernelEmitter &l) { return l.load(a["dw_acc"], at); }));
+      init.push_back(e.ifElse(resumeW, [&](KernelEmitter &l) { return l.load(a["dw_acc"], at); },
+                              [](KernelEmitter &z) { return z.f32(0.0); }));
     }
     Value dbAcc0 = a["db_acc"];
     for (int64_t i = 0; i < bn && dbAcc0; ++i)
-      init.push_back(e.ifElse(firstChunk, [](KernelEmitter &z) { return z.f32(0.0); },
-                              [&](KernelEmitter &l) { return l.load(dbAcc0, js[i]); }));
+      init.push_back(e.ifElse(resumeB, [&](KernelEmitter &l) { return l.load(dbAcc0, js[i]); },
+                              [](KernelEmitter &z) { return z.f32(0.0); }));
     // Rows of the chunk in order: dW[j,d] += dZ[r,j]·X[r,d] (X reads coalesce).
     SmallVector<Value> acc = e.forLoop(cb, ce, e.index(1), init,
                                        [&](KernelEmitter &ke, Value r, ValueRange it) {
@@ -217,8 +224,6 @@ struct GpuBackwardBuilder {
                                            next.push_back(ke.addF(it[bn + i], dzs[i]));
                                          return next;
                                        });
-    Value colOk = e.cmpI(arith::CmpIPredicate::ult, col, d);
-    Value biasWriter = e.cmpI(arith::CmpIPredicate::eq, col, e.index(0));
     for (int64_t i = 0; i < bn; ++i) {
       Value jOk = e.cmpI(arith::CmpIPredicate::ult, e.add(firstJ, e.index(i)), v);
       e.ifThen(e.andI(jOk, colOk), [&](KernelEmitter &se) {

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Builder/GraphBuilder.h"
+#include "compiler/Interpreter/PlanRunner.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/CpuJit.h"
 #include "tools/support/HalfFloat.h"
@@ -41,7 +42,14 @@ static cl::opt<int64_t> ignoreIndex("ignore-index", cl::desc("preset: ignored la
                                     cl::init(-100));
 static cl::opt<std::string> reduction("reduction", cl::desc("preset: mean|sum|none"),
                                       cl::init("mean"));
-static cl::opt<std::string> backend("backend", cl::desc("cpu (default)"), cl::init("cpu"));
+static cl::opt<std::string> backend(
+    "backend",
+    cl::desc("cpu (default: JIT-compiled host kernels) or simt (the GPU kernels, "
+             "before NVVM lowering, on the SIMT interpreter; for small shapes)"),
+    cl::init("cpu"));
+static cl::opt<std::string> tileText("tile",
+                                     cl::desc("simt: GPU tile, e.g. block_rows=2,threads=32,splits=3"),
+                                     cl::init(""));
 static cl::opt<std::string> dtypeOpt(
     "dtype", cl::desc("storage type: f16|bf16|f32 (f32 .npy data is rounded to it; "
                       "default: the dtype of x, or f16 with --random)"),
@@ -99,6 +107,80 @@ NpyArray fromRaw(const void *data, int64_t bytes, std::string dtype,
   return a;
 }
 
+/// A compiled op of either backend: its plan and how to run it.
+struct Compiled {
+  LaunchPlan plan;
+  std::vector<StageTiming> timings;
+  double jitSeconds = 0;
+  std::function<llvm::Error(const std::map<std::string, HostBuffer> &, const Dims &)> run;
+  std::unique_ptr<CpuCompiledOp> cpu;
+};
+
+llvm::Expected<simt::ElementType> simtType(llvm::StringRef dtype) {
+  if (dtype == "f16")
+    return simt::ElementType::F16;
+  if (dtype == "bf16")
+    return simt::ElementType::BF16;
+  if (dtype == "f32")
+    return simt::ElementType::F32;
+  if (dtype == "i32")
+    return simt::ElementType::I32;
+  if (dtype == "i64")
+    return simt::ElementType::I64;
+  return llvm::createStringError("no interpreter type for dtype " + dtype.str());
+}
+
+/// Compiles `module` for --backend: cpu JIT-compiles host kernels; simt
+/// stops the GPU pipeline after the kernel builders and interprets the
+/// gpu.func kernels thread by thread.
+llvm::Expected<Compiled> compileFor(ModuleOp module) {
+  Compiled c;
+  if (backend == "cpu") {
+    auto op = CpuCompiledOp::compile(module, CpuTileConfig{}, environmentDumpSink());
+    if (!op)
+      return op.takeError();
+    c.plan = (*op)->plan();
+    c.timings = (*op)->timings();
+    c.jitSeconds = (*op)->jitSeconds();
+    c.cpu = std::move(*op);
+    CpuCompiledOp *cpu = c.cpu.get();
+    c.run = [cpu](const std::map<std::string, HostBuffer> &b, const Dims &d) {
+      return cpu->run(b, d, threads);
+    };
+    return c;
+  }
+  auto tile = TileConfig::parse(tileText);
+  if (!tile)
+    return tile.takeError();
+  std::vector<Stage> stages = gpuStages(GpuTarget{}, *tile);
+  while (!stages.empty() && stages.back().name != "kernels")
+    stages.pop_back();
+  auto timings = runStages(module, stages, environmentDumpSink());
+  if (!timings)
+    return timings.takeError();
+  c.timings = std::move(*timings);
+  std::string error;
+  auto plans = readLaunchPlans(module, error);
+  if (mlir::failed(plans))
+    return llvm::createStringError(error);
+  if (plans->size() != 1)
+    return llvm::createStringError("expected one lowered function");
+  c.plan = plans->front();
+  LaunchPlan plan = c.plan;
+  c.run = [module, plan](const std::map<std::string, HostBuffer> &b,
+                         const Dims &d) -> llvm::Error {
+    std::map<std::string, simt::SimtHostBuffer> buffers;
+    for (const auto &[name, hb] : b) {
+      auto type = simtType(hb.dtype);
+      if (!type)
+        return type.takeError();
+      buffers[name] = {hb.data, *type, hb.count};
+    }
+    return simt::runPlanOnSimt(module, plan, buffers, {d.n, d.v, d.d});
+  };
+  return c;
+}
+
 double relErr(double got, double ref) {
   if (std::isnan(ref))
     return std::isnan(got) ? 0.0 : INFINITY;
@@ -109,8 +191,8 @@ double relErr(double got, double ref) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "lossjit CPU-backend runner\n");
-  if (backend != "cpu")
-    return fail("--backend must be 'cpu', got '" + backend + "'");
+  if (backend != "cpu" && backend != "simt")
+    return fail("--backend must be 'cpu' or 'simt', got '" + backend + "'");
   if (!preset.empty() && preset != "linear-cross-entropy")
     return fail("--preset must be 'linear-cross-entropy', got '" + preset + "'");
 
@@ -188,11 +270,11 @@ int main(int argc, char **argv) {
   }
 
   auto compileStart = std::chrono::steady_clock::now();
-  auto op = CpuCompiledOp::compile(*module, CpuTileConfig{}, environmentDumpSink());
-  if (!op)
-    return fail(llvm::toString(op.takeError()));
+  auto compiled = compileFor(*module);
+  if (!compiled)
+    return fail(llvm::toString(compiled.takeError()));
   double compileMs = ms(compileStart);
-  const LaunchPlan &plan = (*op)->plan();
+  const LaunchPlan &plan = compiled->plan;
 
   // Bind inputs to params.
   std::vector<std::string> roles = plan.entryArgs;
@@ -251,17 +333,18 @@ int main(int argc, char **argv) {
   buffers["lse"] = {lseOut.data(), "f32", lseOut.count()};
 
   auto runStart = std::chrono::steady_clock::now();
-  if (llvm::Error err = (*op)->run(buffers, dims, threads))
+  if (llvm::Error err = compiled->run(buffers, dims))
     return fail(llvm::toString(std::move(err)));
   double runMs = ms(runStart);
 
   llvm::outs() << llvm::formatv("shape N={0} V={1} D={2} storage={3} reduction={4}\n",
                                 dims.n, dims.v, dims.d, storage,
                                 plan.options.at("reduction"));
-  llvm::outs() << llvm::formatv("compile {0:F1} ms (", compileMs);
-  for (const StageTiming &t : (*op)->timings())
+  llvm::outs() << llvm::formatv("backend {0}: compile {1:F1} ms (", backend.getValue(),
+                                compileMs);
+  for (const StageTiming &t : compiled->timings)
     llvm::outs() << llvm::formatv("{0} {1:F1}, ", t.name, t.seconds * 1e3);
-  llvm::outs() << llvm::formatv("jit {0:F1}), run {1:F1} ms\n", (*op)->jitSeconds() * 1e3,
+  llvm::outs() << llvm::formatv("jit {0:F1}), run {1:F1} ms\n", compiled->jitSeconds * 1e3,
                                 runMs);
   const float *lossValues = static_cast<const float *>(lossOut.data());
   const float *lseValues = static_cast<const float *>(lseOut.data());

@@ -1,0 +1,423 @@
+//===- RealKernelsTest.cpp - the generated GPU kernels on the interpreter
+//--===//
+//
+// Builds loss graphs, lowers them with the real pass pipeline, runs the
+// launch plan through the SIMT interpreter on random inputs, and compares
+// loss and lse with an fp64 reference computed here from the same rounded
+// inputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "compiler/Interpreter/PlanRunner.h"
+#include "compiler/Kernels/LaunchPlan.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <random>
+
+using namespace lossjit;
+using namespace lossjit::simt;
+using namespace lossjit::simt::test;
+
+namespace {
+
+struct Case {
+  Case(int64_t n, int64_t v, int64_t d) : n(n), v(v), d(d) {}
+  int64_t n, v, d;
+  std::string dtype = "f16", labelType = "i64", reduction = "mean";
+  bool bias = false;
+  double ignored = 0.0; ///< fraction of rows with label ignore_index
+  std::string tile;     ///< loss-lower-to-gpu options, e.g. "block-rows=2 ..."
+  uint64_t seed = 1;
+};
+
+std::string describe(const Case &c) {
+  return "N=" + std::to_string(c.n) + " V=" + std::to_string(c.v) +
+         " D=" + std::to_string(c.d) + " " + c.dtype + " " + c.labelType + " " +
+         c.reduction + (c.bias ? " bias" : "") +
+         " ignored=" + std::to_string(c.ignored) + " tile={" + c.tile + "}";
+}
+
+std::string graphText(const Case &c) {
+  std::string t = c.dtype, mat = "tensor<?x?x" + t + ">",
+              vec = "tensor<?x" + t + ">";
+  std::string lab = "tensor<?x" + c.labelType + ">";
+  std::string res = c.reduction == "none" ? "tensor<?xf32>" : "tensor<f32>";
+  std::string args = "%x: " + mat + ", %w: " + mat +
+                     (c.bias ? ", %b: " + vec : "") + ", %y: " + lab;
+  std::string linear =
+      c.bias ? "loss.linear %x, %w, %b : " + mat + ", " + mat + ", " + vec +
+                   " -> " + mat
+             : "loss.linear %x, %w : " + mat + ", " + mat + " -> " + mat;
+  return "func.func @lce(" + args + ") -> " + res +
+         " {\n"
+         "  %z = " +
+         linear +
+         "\n"
+         "  %lp = loss.log_softmax %z : " +
+         mat + " -> " + mat +
+         "\n"
+         "  %l = loss.nll %lp, %y {ignore_index = -100 : i64, reduction = "
+         "#loss<reduction " +
+         c.reduction + ">} : " + mat + ", " + lab + " -> " + res +
+         "\n"
+         "  return %l : " +
+         res + "\n}\n";
+}
+
+/// Lowers `c`'s graph with the GPU pipeline (up to, not including, NVVM).
+mlir::OwningOpRef<mlir::ModuleOp> lower(const Case &c) {
+  static bool registered = [] {
+    registerLossJITPasses();
+    return true;
+  }();
+  (void)registered;
+  auto module = parseModule(graphText(c));
+  if (!module)
+    return module;
+  mlir::PassManager pm(&getContext(), mlir::ModuleOp::getOperationName());
+  std::string lowerPass = "loss-lower-to-gpu";
+  if (!c.tile.empty())
+    lowerPass += "{" + c.tile + "}";
+  // Passes of the module-anchored manager (parsePassPipeline would nest a
+  // "builtin.module(...)" pipeline one level deeper).
+  std::string pipeline = "loss-make-precision-explicit,"
+                         "loss-fuse-linear-cross-entropy," +
+                         lowerPass + ",canonicalize,cse";
+  std::string errors;
+  llvm::raw_string_ostream os(errors);
+  if (mlir::failed(mlir::parsePassPipeline(pipeline, pm, os))) {
+    ADD_FAILURE() << "bad pipeline " << pipeline << ": " << errors;
+    return {};
+  }
+  if (mlir::failed(pm.run(*module))) {
+    ADD_FAILURE() << "pipeline failed for\n" << graphText(c);
+    return {};
+  }
+  return module;
+}
+
+/// Random inputs in storage format plus their exact values.
+struct Inputs {
+  std::vector<uint8_t> x, w, bias, labels; // raw storage
+  std::vector<double> xv, wv, bv;
+  std::vector<int64_t> y;
+};
+
+void fill(const std::string &dtype, int64_t count, std::mt19937_64 &rng,
+          double scale, std::vector<uint8_t> &raw,
+          std::vector<double> &values) {
+  std::uniform_real_distribution<double> u(-scale, scale);
+  size_t size = dtype == "f32" ? 4 : 2;
+  raw.assign(size_t(count) * size, 0);
+  values.resize(size_t(count));
+  for (int64_t i = 0; i < count; ++i) {
+    double v = u(rng);
+    if (dtype == "f32") {
+      float f = float(v);
+      std::memcpy(&raw[size_t(i) * 4], &f, 4);
+      values[size_t(i)] = f;
+    } else {
+      uint16_t bits =
+          dtype == "f16" ? doubleToHalfBits(v) : doubleToBFloat16Bits(v);
+      std::memcpy(&raw[size_t(i) * 2], &bits, 2);
+      values[size_t(i)] =
+          dtype == "f16" ? halfBitsToFloat(bits) : bfloat16BitsToFloat(bits);
+    }
+  }
+}
+
+Inputs makeInputs(const Case &c) {
+  Inputs in;
+  std::mt19937_64 rng(c.seed * 1000003 + uint64_t(c.n * 31 + c.v * 7 + c.d));
+  fill(c.dtype, c.n * c.d, rng, 1.0, in.x, in.xv);
+  fill(c.dtype, c.v * c.d, rng, 2.0 / std::sqrt(double(c.d)), in.w, in.wv);
+  if (c.bias)
+    fill(c.dtype, c.v, rng, 1.0, in.bias, in.bv);
+  std::uniform_int_distribution<int64_t> label(0, c.v - 1);
+  std::uniform_real_distribution<double> coin(0, 1);
+  for (int64_t i = 0; i < c.n; ++i)
+    in.y.push_back(coin(rng) < c.ignored ? -100 : label(rng));
+  size_t size = c.labelType == "i32" ? 4 : 8;
+  in.labels.assign(size_t(c.n) * size, 0);
+  for (int64_t i = 0; i < c.n; ++i) {
+    if (size == 4) {
+      int32_t v = int32_t(in.y[size_t(i)]);
+      std::memcpy(&in.labels[size_t(i) * 4], &v, 4);
+    } else {
+      std::memcpy(&in.labels[size_t(i) * 8], &in.y[size_t(i)], 8);
+    }
+  }
+  return in;
+}
+
+struct Reference {
+  std::vector<double> lse, rowLoss;
+  double loss = 0; ///< mean or sum
+};
+
+Reference reference(const Case &c, const Inputs &in) {
+  Reference r;
+  double sum = 0;
+  int64_t counted = 0;
+  for (int64_t i = 0; i < c.n; ++i) {
+    std::vector<double> z(size_t(c.v));
+    double m = -INFINITY;
+    for (int64_t v = 0; v < c.v; ++v) {
+      double acc = c.bias ? in.bv[size_t(v)] : 0.0;
+      for (int64_t k = 0; k < c.d; ++k)
+        acc += in.xv[size_t(i * c.d + k)] * in.wv[size_t(v * c.d + k)];
+      z[size_t(v)] = acc;
+      m = std::max(m, acc);
+    }
+    double s = 0;
+    for (double zv : z)
+      s += std::exp(zv - m);
+    double lse = m + std::log(s);
+    r.lse.push_back(lse);
+    int64_t y = in.y[size_t(i)];
+    double row = y == -100 ? 0.0 : lse - z[size_t(y)];
+    r.rowLoss.push_back(row);
+    if (y != -100) {
+      sum += row;
+      ++counted;
+    }
+  }
+  r.loss = c.reduction == "sum" ? sum : sum / double(counted); // 0/0 → NaN
+  return r;
+}
+
+struct Outputs {
+  std::vector<float> loss, lse;
+};
+
+/// Runs the plan; returns the error text ("" on success).
+std::string runPlan(mlir::ModuleOp module, const LaunchPlan &plan,
+                    const Case &c, Inputs &in, Outputs &out,
+                    const SimtOptions &options = {}) {
+  ElementType storage = *parseElementType(c.dtype);
+  out.loss.assign(c.reduction == "none" ? size_t(c.n) : 1, -7.0f);
+  out.lse.assign(size_t(c.n), -7.0f);
+  std::map<std::string, SimtHostBuffer> buffers = {
+      {"x", {in.x.data(), storage, c.n * c.d}},
+      {"w", {in.w.data(), storage, c.v * c.d}},
+      {"labels", {in.labels.data(), *parseElementType(c.labelType), c.n}},
+      {"loss", {out.loss.data(), ElementType::F32, int64_t(out.loss.size())}},
+      {"lse", {out.lse.data(), ElementType::F32, c.n}}};
+  if (c.bias)
+    buffers["bias"] = {in.bias.data(), storage, c.v};
+  return errorText(
+      runPlanOnSimt(module, plan, buffers, {c.n, c.v, c.d}, options));
+}
+
+LaunchPlan planOf(mlir::ModuleOp module) {
+  std::string error;
+  auto plans = readLaunchPlans(module, error);
+  EXPECT_TRUE(mlir::succeeded(plans)) << error;
+  if (mlir::failed(plans) || plans->size() != 1) {
+    ADD_FAILURE() << "expected one launch plan";
+    return {};
+  }
+  return (*plans)[0];
+}
+
+void checkCase(const Case &c) {
+  SCOPED_TRACE(describe(c));
+  auto module = lower(c);
+  ASSERT_TRUE(module);
+  LaunchPlan plan = planOf(*module);
+  ASSERT_FALSE(plan.kernels.empty());
+  Inputs in = makeInputs(c);
+  Outputs got;
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ("", runPlan(*module, plan, c, in, got));
+  double ms = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+  std::cout << "[ simt     ] " << describe(c) << ": " << plan.kernels.size()
+            << " kernels in " << ms << " ms\n";
+  Reference ref = reference(c, in);
+  for (int64_t i = 0; i < c.n; ++i)
+    EXPECT_LE(std::fabs(got.lse[size_t(i)] - ref.lse[size_t(i)]),
+              1e-4 * std::fabs(ref.lse[size_t(i)]) + 1e-6)
+        << "lse row " << i << " got " << got.lse[size_t(i)] << " want "
+        << ref.lse[size_t(i)];
+  if (c.reduction == "none") {
+    for (int64_t i = 0; i < c.n; ++i) {
+      // A row loss is lse - z_target: its error scales with those terms.
+      double scale = std::max(std::fabs(ref.rowLoss[size_t(i)]),
+                              std::fabs(ref.lse[size_t(i)]));
+      EXPECT_LE(std::fabs(got.loss[size_t(i)] - ref.rowLoss[size_t(i)]),
+                1e-4 * scale + 1e-6)
+          << "loss row " << i << " got " << got.loss[size_t(i)] << " want "
+          << ref.rowLoss[size_t(i)];
+    }
+  } else if (std::isnan(ref.loss)) {
+    EXPECT_TRUE(std::isnan(got.loss[0]))
+        << "want NaN (every row ignored), got " << got.loss[0];
+  } else {
+    EXPECT_LE(std::fabs(got.loss[0] - ref.loss),
+              1e-4 * std::fabs(ref.loss) + 1e-6)
+        << "loss got " << got.loss[0] << " want " << ref.loss;
+  }
+  // Determinism: a second run gives the same bits.
+  Outputs again;
+  ASSERT_EQ("", runPlan(*module, plan, c, in, again));
+  EXPECT_EQ(
+      0, std::memcmp(got.loss.data(), again.loss.data(), got.loss.size() * 4));
+  EXPECT_EQ(0,
+            std::memcmp(got.lse.data(), again.lse.data(), got.lse.size() * 4));
+}
+
+const char *kSmallTile = "block-rows=2 threads=32 splits=3";
+
+TEST(RealKernels, CiShapeF16Mean) { checkCase({5, 300, 24}); }
+TEST(RealKernels, CiShapeSmallTile) {
+  Case c{5, 300, 24};
+  c.tile = kSmallTile;
+  checkCase(c);
+}
+TEST(RealKernels, SingleRowSingleClass) {
+  checkCase({1, 1, 1});
+  Case c{1, 1, 1};
+  c.tile = kSmallTile;
+  c.reduction = "sum";
+  checkCase(c);
+}
+TEST(RealKernels, BF16BiasSumI32Labels) {
+  Case c{7, 33, 5};
+  c.dtype = "bf16";
+  c.bias = true;
+  c.reduction = "sum";
+  c.labelType = "i32";
+  checkCase(c);
+  c.tile = kSmallTile;
+  checkCase(c);
+}
+TEST(RealKernels, F32NoneWithIgnoredRows) {
+  Case c{6, 129, 7};
+  c.dtype = "f32";
+  c.reduction = "none";
+  c.bias = true;
+  c.ignored = 0.4;
+  c.seed = 3;
+  checkCase(c);
+  c.tile = kSmallTile;
+  checkCase(c);
+}
+TEST(RealKernels, F16VocabNotAMultipleOfSplitsOddD) {
+  Case c{9, 257, 17};
+  c.tile = kSmallTile;
+  c.ignored = 0.3;
+  c.seed = 5;
+  checkCase(c);
+  c.labelType = "i32";
+  c.tile = "block-rows=3 threads=64 splits=5";
+  checkCase(c);
+}
+TEST(RealKernels, MoreRowsThanThreads) {
+  Case c{130, 20, 4};
+  c.reduction = "mean";
+  c.ignored = 0.1;
+  checkCase(c);
+  c.tile = kSmallTile;
+  c.dtype = "bf16";
+  checkCase(c);
+}
+TEST(RealKernels, MoreSplitsThanClasses) {
+  Case c{3, 5, 2};
+  checkCase(c); // 8 splits over 5 classes: some splits are empty
+  c.reduction = "none";
+  checkCase(c);
+}
+TEST(RealKernels, AllRowsIgnored) {
+  for (std::string reduction : {"mean", "sum", "none"}) {
+    Case c{4, 50, 3};
+    c.ignored = 1.0;
+    c.reduction = reduction;
+    checkCase(c);
+  }
+  Case c{4, 50, 3};
+  c.ignored = 1.0;
+  c.tile = kSmallTile;
+  checkCase(c); // mean → NaN
+}
+
+TEST(RealKernels, EmptyBatch) {
+  // N = 0: the row-block grids are empty and skipped; the reduction still
+  // runs and reports NaN (mean of nothing) or 0 (sum).
+  for (std::string reduction : {"mean", "sum"}) {
+    Case c{0, 10, 4};
+    c.reduction = reduction;
+    SCOPED_TRACE(describe(c));
+    auto module = lower(c);
+    ASSERT_TRUE(module);
+    LaunchPlan plan = planOf(*module);
+    Inputs in = makeInputs(c);
+    Outputs out;
+    ASSERT_EQ("", runPlan(*module, plan, c, in, out));
+    if (reduction == "mean")
+      EXPECT_TRUE(std::isnan(out.loss[0])) << out.loss[0];
+    else
+      EXPECT_EQ(out.loss[0], 0.0f);
+  }
+}
+
+TEST(RealKernels, PlanRunnerValidatesBuffers) {
+  Case c{3, 10, 4};
+  auto module = lower(c);
+  ASSERT_TRUE(module);
+  LaunchPlan plan = planOf(*module);
+  Inputs in = makeInputs(c);
+  float loss = 0;
+  std::vector<float> lse(3);
+  std::map<std::string, SimtHostBuffer> buffers = {
+      {"x", {in.x.data(), ElementType::F16, 12}},
+      {"w", {in.w.data(), ElementType::F16, 40}},
+      {"labels", {in.labels.data(), ElementType::I64, 3}},
+      {"loss", {&loss, ElementType::F32, 1}},
+      {"lse", {lse.data(), ElementType::F32, 3}}};
+  EXPECT_EQ("", errorText(runPlanOnSimt(*module, plan, buffers, {3, 10, 4})));
+  auto missing = buffers;
+  missing.erase("labels");
+  EXPECT_EQ("no buffer for param 'labels'",
+            errorText(runPlanOnSimt(*module, plan, missing, {3, 10, 4})));
+  auto wrongType = buffers;
+  wrongType["x"].type = ElementType::BF16;
+  EXPECT_EQ("param 'x' is f16 but the buffer holds bf16",
+            errorText(runPlanOnSimt(*module, plan, wrongType, {3, 10, 4})));
+  auto wrongCount = buffers;
+  wrongCount["w"].numElements = 39;
+  EXPECT_EQ("param 'w' needs 40 elements but the buffer has 39",
+            errorText(runPlanOnSimt(*module, plan, wrongCount, {3, 10, 4})));
+  auto extra = buffers;
+  extra["bias"] = {in.x.data(), ElementType::F16, 10};
+  EXPECT_EQ("buffer 'bias' is not a param of plan 'lce'",
+            errorText(runPlanOnSimt(*module, plan, extra, {3, 10, 4})));
+}
+
+TEST(RealKernels, BrokenPlanIsCaught) {
+  // A plan whose combine kernel runs before the partial kernel reads
+  // workspaces nobody wrote: the interpreter must say so.
+  Case c{3, 10, 4};
+  auto module = lower(c);
+  ASSERT_TRUE(module);
+  LaunchPlan plan = planOf(*module);
+  ASSERT_GE(plan.kernels.size(), 2u);
+  std::swap(plan.kernels[0], plan.kernels[1]);
+  Inputs in = makeInputs(c);
+  Outputs out;
+  std::string error = runPlan(*module, plan, c, in, out);
+  EXPECT_NE(error.find("read of uninitialized element"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("(launch 1 of"), std::string::npos) << error;
+}
+
+} // namespace
