@@ -19,6 +19,13 @@
 #include <string_view>
 #include <utility>
 
+// The driver's opaque handle types, declared at global scope exactly as
+// cuda.h declares them, so code that includes both sees one type.
+struct CUctx_st;
+struct CUmod_st;
+struct CUfunc_st;
+struct CUstream_st;
+
 namespace lossjit::runtime {
 
 /// Driver API types and constants, matching cuda.h.
@@ -26,10 +33,10 @@ namespace cu {
 using Result = int;
 using Device = int;
 using DevicePtr = unsigned long long;
-using Context = struct CUctx_st *;
-using Module = struct CUmod_st *;
-using Function = struct CUfunc_st *;
-using Stream = struct CUstream_st *;
+using Context = ::CUctx_st *;
+using Module = ::CUmod_st *;
+using Function = ::CUfunc_st *;
+using Stream = ::CUstream_st *;
 
 inline constexpr Result kSuccess = 0;
 inline constexpr int kDeviceAttributeMultiprocessorCount = 16;

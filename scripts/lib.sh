@@ -8,7 +8,7 @@ LLVM_PREFIX=/usr/lib/llvm-22
 # Debian packages the build needs (LLVM/MLIR 22 come from Debian 12's
 # security/backports archive as llvm-22-*).
 LOSSJIT_APT_PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-  ninja-build ccache cmake g++ libgtest-dev python3 zlib1g-dev libzstd-dev)
+  ninja-build ccache cmake g++ libgtest-dev python3 python3-venv zlib1g-dev libzstd-dev)
 
 lossjit_setup() {
   local missing=() p
@@ -48,4 +48,42 @@ lossjit_build() {
     return 1
   fi
   echo "build: up to date ($((SECONDS - start)) s)"
+}
+
+# --- Python part (issue 6): the _lossjit extension and the pytest suite ---
+# torch, pybind11 and pytest come from PyPI (torch with its CUDA wheels: about
+# 1 minute once, nothing when already installed). The extension is built by
+# the same CMake build (-DLOSSJIT_ENABLE_PYTHON=ON); no second C++ build.
+lossjit_python_setup() {
+  LOSSJIT_PYTHON="$(command -v python3)"
+  "$LOSSJIT_PYTHON" -c "import torch, pybind11, pytest" 2>/dev/null && return
+  # Debian's own python3 refuses pip installs (PEP 668): use a virtual
+  # environment next to the sources instead (git-ignored).
+  if "$LOSSJIT_PYTHON" -c 'import os, sys, sysconfig
+sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)'; then
+    local venv="$LOSSJIT_ROOT/.venv"
+    [ -x "$venv/bin/python" ] || "$LOSSJIT_PYTHON" -m venv "$venv"
+    LOSSJIT_PYTHON="$venv/bin/python"
+    "$LOSSJIT_PYTHON" -c "import torch, pybind11, pytest" 2>/dev/null && return
+  fi
+  echo "setup: pip install torch pybind11 pytest"
+  "$LOSSJIT_PYTHON" -m pip install --quiet --disable-pip-version-check \
+    torch pybind11 pytest 2>&1 | grep -v "Running pip as the 'root' user" || true
+  "$LOSSJIT_PYTHON" -c "import torch, pybind11, pytest"
+}
+
+# Turns LOSSJIT_ENABLE_PYTHON on in the configured build directory; cmake
+# re-runs only when the option is not on yet.
+lossjit_enable_python() {
+  grep -q "^LOSSJIT_ENABLE_PYTHON:BOOL=ON" "$LOSSJIT_BUILD/CMakeCache.txt" 2>/dev/null && return
+  cmake -S "$LOSSJIT_ROOT" -B "$LOSSJIT_BUILD" -DLOSSJIT_ENABLE_PYTHON=ON \
+    -DPython_EXECUTABLE="$LOSSJIT_PYTHON" >>"$LOSSJIT_BUILD.configure.log" 2>&1 ||
+    { cat "$LOSSJIT_BUILD.configure.log"; return 1; }
+}
+
+# Runs tests/python against the built extension (<build>/python) and python/.
+lossjit_pytest() {
+  PYTHONPATH="$LOSSJIT_ROOT/python:$LOSSJIT_BUILD/python${PYTHONPATH:+:$PYTHONPATH}" \
+    LOSSJIT_BUILD="$LOSSJIT_BUILD" "$LOSSJIT_PYTHON" -m pytest -q -p no:cacheprovider \
+    "$LOSSJIT_ROOT/tests/python" "$@"
 }

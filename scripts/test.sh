@@ -5,7 +5,10 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 lossjit_setup
-lossjit_configure
+lossjit_python_setup
+lossjit_configure -DLOSSJIT_ENABLE_PYTHON=ON -DPython_EXECUTABLE="$LOSSJIT_PYTHON"
+lossjit_enable_python
 lossjit_build
 cd "$LOSSJIT_BUILD"
 ctest -LE gpu -j"$(nproc)" --output-on-failure --timeout 600
+lossjit_pytest

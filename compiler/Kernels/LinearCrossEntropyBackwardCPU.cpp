@@ -435,8 +435,11 @@ void lossjit::buildLceBackwardCpuKernels(OpBuilder &builder, Location loc,
   // accumulator, which f32 storage does not need: it sums into grad_w).
   bool separateAcc = !spec.storesF32();
   plan.constants["WB"] = spec.workspaceBytes;
-  plan.derived = {{"C", separateAcc ? "max(1,min(N,(WB-V*D*4-V*4-N*4)/(V*4)))"
-                                    : "max(1,min(N,(WB-N*4)/(V*4)))"}};
+  // The budget bounds the scratch that grows with N·V: the [C,V] dZ chunk
+  // (and the row factors). The f32 dW accumulator of 16-bit storage is
+  // gradient-sized (V·D) and kept outside it; counting it would shrink
+  // chunks to one row whenever V·D·4 exceeds the budget.
+  plan.derived = {{"C", "max(1,min(N,(WB-N*4)/(V*4)))"}};
   plan.chunkSymbol = "C";
   plan.workspaces.push_back({"dz", "f32", "C*V"});
   std::string dwAcc = "grad_w", dbAcc = "grad_bias";

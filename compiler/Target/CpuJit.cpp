@@ -1,11 +1,20 @@
 //===- CpuJit.cpp ---------------------------------------------------------===//
 
 #include "compiler/Target/CpuJit.h"
+#include "compiler/Pipeline/Pipelines.h"
 #include "runtime/Formula.h"
+#include "runtime/KernelCache.h"
+#include "runtime/Sha256.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/AsmParser/AsmParser.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/Host.h"
 
 #include <chrono>
 #include <deque>
@@ -118,6 +127,7 @@ CpuCompiledOp::compile(ModuleOp module, const CpuTileConfig &tile,
   initializeNativeTarget();
   auto start = std::chrono::steady_clock::now();
   ExecutionEngineOptions options;
+  options.enableObjectDump = true; // lets compileCached() persist the object
   options.transformer = makeOptimizingTransformer(/*optLevel=*/3,
                                                   /*sizeLevel=*/0, nullptr);
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
@@ -207,7 +217,7 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
         return llvm::createStringError("kernel " + k.name +
                                        " names unknown argument '" + name + "'");
     }
-    return engine->invokePacked(k.name, args.slots);
+    return invoke(k.name, args.slots);
   };
 
   unsigned workers = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
@@ -281,4 +291,163 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
     i = groupEnd;
   }
   return llvm::Error::success();
+}
+
+llvm::Error CpuCompiledOp::invoke(llvm::StringRef name,
+                                  llvm::MutableArrayRef<void *> args) const {
+  if (engine)
+    return engine->invokePacked(name, args);
+  // The packed wrapper ExecutionEngine generated before codegen: void(void**).
+  auto symbol = linked->lookup(("_mlir_" + name).str());
+  if (!symbol)
+    return symbol.takeError();
+  symbol->toPtr<void (*)(void **)>()(args.data());
+  return llvm::Error::success();
+}
+
+namespace {
+/// The host CPU as the JIT targets it: name plus enabled features.
+std::string hostCpu() {
+  std::string text = llvm::sys::getHostCPUName().str();
+  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+  std::vector<std::string> enabled;
+  for (const auto &f : features)
+    if (f.second)
+      enabled.push_back(f.first().str());
+  llvm::sort(enabled);
+  for (const std::string &f : enabled)
+    text += "," + f;
+  return text;
+}
+
+std::string printed(mlir::Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  op->print(os);
+  return text;
+}
+
+/// The JIT's object code of a freshly compiled op.
+llvm::Expected<std::string> objectOf(mlir::ExecutionEngine &engine,
+                                     const LaunchPlan &plan) {
+  // Codegen is lazy: a lookup makes the JIT compile (and cache) the object.
+  if (auto entry = engine.lookupPacked(plan.kernels.front().name); !entry)
+    return entry.takeError();
+  llvm::SmallString<128> path;
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("lossjit-cpu", "o", path))
+    return llvm::createStringError("cannot create a temporary object file: " + ec.message());
+  engine.dumpToObjectFile(path);
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+  llvm::sys::fs::remove(path);
+  if (!buffer || (*buffer)->getBufferSize() == 0)
+    return llvm::createStringError("the JIT produced no object code to cache");
+  return (*buffer)->getBuffer().str();
+}
+
+llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> linkObject(const std::string &object) {
+  auto jit = llvm::orc::LLJITBuilder().create();
+  if (!jit)
+    return jit.takeError();
+  auto generator = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      (*jit)->getDataLayout().getGlobalPrefix());
+  if (!generator)
+    return generator.takeError();
+  (*jit)->getMainJITDylib().addGenerator(std::move(*generator));
+  if (llvm::Error err = (*jit)->addObjectFile(
+          llvm::MemoryBuffer::getMemBufferCopy(object, "lossjit-cpu-kernels")))
+    return std::move(err);
+  return std::move(*jit);
+}
+} // namespace
+
+llvm::Expected<std::unique_ptr<CpuCompiledOp>>
+CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
+                             runtime::KernelCache &cache, const StageSink &sink) {
+  initializeNativeTarget();
+  runtime::CacheKeyInputs inputs;
+  inputs.canonicalIr = printed(module);
+  inputs.pipeline = joinStages(cpuStages(tile));
+  inputs.tileConfig = tile.str();
+  inputs.arch = "host:" + hostCpu();
+  inputs.llvmVersion = LOSSJIT_LLVM_VERSION;
+  std::string key = runtime::computeCacheKey(inputs);
+
+  std::unique_ptr<CpuCompiledOp> fresh;
+  auto bundle = cache.getOrCompile(key, [&]() -> runtime::Expected<runtime::KernelBundle> {
+    auto op = compile(module, tile, sink);
+    if (!op)
+      return runtime::makeError(llvm::toString(op.takeError()));
+    auto object = objectOf(*(*op)->engine, (*op)->plan());
+    if (!object)
+      return runtime::makeError(llvm::toString(object.takeError()));
+    const LaunchPlan &plan = (*op)->plan();
+    runtime::KernelBundle b;
+    b.key = key;
+    b.llvmVersion = LOSSJIT_LLVM_VERSION;
+    b.op = plan.op;
+    b.backend = "cpu";
+    b.arch = "host";
+    for (const auto &[k, v] : plan.options)
+      b.options.set(k, v);
+    b.options.set("host_cpu", llvm::sys::getHostCPUName().str());
+    // The whole plan (row/vocab parallelism, chunks, entry roles) as MLIR
+    // attribute text, so a hit rebuilds exactly what compile() had.
+    {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      plan.toAttr(module.getContext()).print(os);
+      b.options.set("launch_plan", text);
+    }
+    b.irHash = runtime::sha256Hex(inputs.canonicalIr);
+    for (const PlanParam &p : plan.params)
+      b.params.push_back({p.name, "buffer", p.dtype, p.shape});
+    b.dims = plan.dims;
+    for (const auto &[k, v] : plan.constants)
+      b.constants.push_back({k, v});
+    b.derived = plan.derived;
+    b.chunk = plan.chunkSymbol;
+    for (const PlanWorkspace &w : plan.workspaces)
+      b.workspaces.push_back({w.name, w.dtype, w.count});
+    for (const PlanKernel &k : plan.kernels) {
+      runtime::BundleKernel bk;
+      bk.name = k.name;
+      bk.file = "kernels.host.o";
+      // Host kernels take row/vocab ranges the bundle format has no names
+      // for; the launch plan above carries the arguments.
+      bk.perChunk = k.perChunk;
+      bk.image = *object;
+      b.kernels.push_back(std::move(bk));
+    }
+    fresh = std::move(*op);
+    return b;
+  });
+  if (!bundle)
+    return llvm::createStringError(bundle.errorMessage());
+  if (fresh)
+    return fresh;
+
+  // A hit: link the cached object and rebuild the plan.
+  const runtime::KernelBundle &b = **bundle;
+  const runtime::JsonValue *planText = b.options.find("launch_plan");
+  if (!planText || !planText->isString() || b.kernels.empty())
+    return llvm::createStringError("CPU cache entry " + key + " has no launch plan");
+  auto attr = llvm::dyn_cast_or_null<mlir::DictionaryAttr>(
+      mlir::parseAttribute(planText->getString(), module.getContext()));
+  if (!attr)
+    return llvm::createStringError("CPU cache entry " + key + " has a malformed launch plan");
+  std::string error;
+  auto plan = LaunchPlan::fromAttr(attr, error);
+  if (mlir::failed(plan))
+    return llvm::createStringError("CPU cache entry " + key + ": " + error);
+  auto start = std::chrono::steady_clock::now();
+  auto jit = linkObject(b.kernels.front().image);
+  if (!jit)
+    return llvm::createStringError("CPU cache entry " + key + ": cannot link its object: " +
+                                   llvm::toString(jit.takeError()));
+  std::unique_ptr<CpuCompiledOp> op(new CpuCompiledOp());
+  op->launchPlan = std::move(*plan);
+  op->linked = std::move(*jit);
+  op->cachedObject = true;
+  op->jitTime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return op;
 }

@@ -13,6 +13,14 @@ namespace mlir {
 class ExecutionEngine;
 } // namespace mlir
 
+namespace llvm::orc {
+class LLJIT;
+} // namespace llvm::orc
+
+namespace lossjit::runtime {
+class KernelCache;
+} // namespace lossjit::runtime
+
 namespace lossjit {
 
 /// A caller-owned host array bound to a plan param by name.
@@ -39,6 +47,18 @@ public:
   compile(mlir::ModuleOp module, const CpuTileConfig &tile,
           const StageSink &sink = {});
 
+  /// Like compile(), through `cache`: the entry holds the JIT's object code
+  /// for this host CPU and the plan, so a hit in this or another process
+  /// skips MLIR and LLVM codegen and only links the object. The key covers
+  /// the graph text, the CPU pipeline and tile, the host CPU name and
+  /// features, and the lossjit and LLVM versions.
+  static llvm::Expected<std::unique_ptr<CpuCompiledOp>>
+  compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
+                runtime::KernelCache &cache, const StageSink &sink = {});
+
+  /// True when this op was linked from a cached object (no compilation).
+  bool fromCache() const { return cachedObject; }
+
   const LaunchPlan &plan() const { return launchPlan; }
   const std::vector<StageTiming> &timings() const { return stageTimings; }
   /// Seconds spent in LLVM codegen + JIT linking (after the MLIR stages).
@@ -59,7 +79,13 @@ private:
   LaunchPlan launchPlan;
   std::vector<StageTiming> stageTimings;
   double jitTime = 0;
+  bool cachedObject = false;
+  /// Exactly one of these runs the kernels.
   std::unique_ptr<mlir::ExecutionEngine> engine;
+  std::unique_ptr<llvm::orc::LLJIT> linked;
+
+  /// Calls the packed wrapper of kernel `name`.
+  llvm::Error invoke(llvm::StringRef name, llvm::MutableArrayRef<void *> args) const;
 };
 
 /// Element size in bytes of a plan dtype, or 0 if unknown.

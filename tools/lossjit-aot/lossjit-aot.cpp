@@ -1,19 +1,33 @@
-//===- lossjit-aot.cpp - ahead-of-time PTX kernel bundles -----------------===//
+//===- lossjit-aot.cpp - ahead-of-time kernels, bundles and a C API -------===//
 //
 //   lossjit-aot --preset linear-cross-entropy --dtype f16 --arch sm_80,sm_90 -o DIR
 //   lossjit-aot GRAPH.mlir --arch sm_90 -o DIR [--tile threads=256,splits=16]
+//   lossjit-aot --check DIR
 //
-// For every arch and lowered function, DIR/<key>/ is a kernel bundle
-// (runtime/KernelBundle.h): manifest.json plus one PTX file per kernel
-// (<kernel>.<arch>.ptx). A directory of bundles is what LOSSJIT_KERNEL_PATH
-// points a runtime-only build at.
+// DIR receives:
+//   <key>/manifest.json + <kernel>.<arch>.ptx (or .cubin)   one kernel bundle
+//       (runtime/KernelBundle.h) per (op, arch): DIR is a LOSSJIT_KERNEL_PATH
+//       root for runtime-only builds;
+//   manifest.json      the index: per op (forward, backward) and arch, the
+//       bundle directory, kernels, parameter signatures, launch plan
+//       (tools/lossjit-aot/IndexManifest.h);
+//   <name>.h, <name>.c the kernels embedded plus a C API over the CUDA driver
+//       API (tools/lossjit-aot/CApiEmitter.h).
+// The preset emits the forward op and, unless --no-gradients, the backward op
+// (when the compiler can build it).
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Builder/GraphBuilder.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/BundleBuilder.h"
+#include "runtime/FileUtil.h"
 #include "runtime/Sha256.h"
+#include "tools/lossjit-aot/AotModel.h"
+#include "tools/lossjit-aot/CApiEmitter.h"
+#include "tools/lossjit-aot/CubinCompiler.h"
+#include "tools/lossjit-aot/IndexManifest.h"
+#include "tools/lossjit-aot/PtxSignature.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -29,30 +43,62 @@ using namespace mlir;
 using namespace lossjit;
 namespace cl = llvm::cl;
 
+static cl::OptionCategory aotCategory("lossjit-aot options");
+
 static cl::opt<std::string> graphFile(cl::Positional, cl::desc("[GRAPH.mlir]"),
-                                      cl::init(""));
+                                      cl::init(""), cl::cat(aotCategory));
 static cl::opt<std::string> outputDir("o", cl::desc("output directory"),
-                                      cl::value_desc("DIR"), cl::Required);
-static cl::opt<std::string> preset("preset", cl::desc("built-in graph: linear-cross-entropy"));
+                                      cl::value_desc("DIR"), cl::init(""), cl::cat(aotCategory));
+static cl::opt<std::string> checkDir("check",
+                                     cl::desc("validate an existing output directory "
+                                              "(index, bundles, PTX ABI) and exit"),
+                                     cl::value_desc("DIR"), cl::init(""), cl::cat(aotCategory));
+static cl::opt<std::string> preset("preset", cl::desc("built-in graph: linear-cross-entropy"), cl::cat(aotCategory));
 static cl::opt<std::string> dtype("dtype", cl::desc("preset storage: f16|bf16|f32"),
-                                  cl::init("f16"));
+                                  cl::init("f16"), cl::cat(aotCategory));
 static cl::opt<std::string> labelType("label-type", cl::desc("preset labels: i32|i64"),
-                                      cl::init("i64"));
-static cl::opt<bool> bias("bias", cl::desc("preset: with a bias"), cl::init(false));
-static cl::opt<int64_t> ignoreIndex("ignore-index", cl::init(-100));
+                                      cl::init("i64"), cl::cat(aotCategory));
+static cl::opt<bool> bias("bias", cl::desc("preset: with a bias"), cl::init(false), cl::cat(aotCategory));
+static cl::opt<int64_t> ignoreIndex("ignore-index", cl::desc("preset: ignored label"),
+                                    cl::init(-100), cl::cat(aotCategory));
 static cl::opt<std::string> reduction("reduction", cl::desc("preset: mean|sum|none"),
-                                      cl::init("mean"));
-static cl::opt<std::string> archList("arch", cl::desc("comma-separated: sm_80,sm_90,..."),
-                                     cl::init("sm_80,sm_90"));
+                                      cl::init("mean"), cl::cat(aotCategory));
+static cl::opt<bool> noGradients("no-gradients",
+                                 cl::desc("preset: emit the forward op only"),
+                                 cl::init(false), cl::cat(aotCategory));
+static cl::opt<std::string> strategy("strategy",
+                                     cl::desc("preset backward: auto|chunked|recompute"),
+                                     cl::init("auto"), cl::cat(aotCategory));
+static cl::opt<bool> noGradX("no-grad-x", cl::desc("preset backward: skip grad_x"),
+                             cl::init(false), cl::cat(aotCategory));
+static cl::opt<bool> noGradW("no-grad-w", cl::desc("preset backward: skip grad_w"),
+                             cl::init(false), cl::cat(aotCategory));
+static cl::opt<std::string> archList("arch",
+                                     cl::desc("comma-separated: sm_80,sm_86,sm_89,sm_90,sm_90a"),
+                                     cl::init("sm_80,sm_90"), cl::cat(aotCategory));
 static cl::opt<std::string> tileText("tile", cl::desc("block_rows=4,threads=128,splits=8"),
-                                     cl::init(""));
+                                     cl::init(""), cl::cat(aotCategory));
+static cl::opt<std::string> emitKind("emit", cl::desc("kernel images: ptx|cubin"),
+                                     cl::init("ptx"), cl::cat(aotCategory));
+static cl::opt<std::string> cubinTool("cubin-tool",
+                                      cl::desc("--emit cubin through: auto|nvjitlink|ptxas"),
+                                      cl::init("auto"), cl::cat(aotCategory));
+static cl::opt<std::string> namePrefix("name",
+                                       cl::desc("prefix of the C API symbols and of "
+                                                "<name>.h / <name>.c"),
+                                       cl::init("lce"), cl::cat(aotCategory));
+static cl::opt<bool> noCApi("no-c-api",
+                            cl::desc("write bundles and the index only (no <name>.h/.c)"),
+                            cl::init(false), cl::cat(aotCategory));
 static cl::opt<bool> emitStages("emit-stages",
                                 cl::desc("also write every pipeline stage's IR to "
-                                         "DIR/stages/<arch>/"),
-                                cl::init(false));
+                                         "DIR/stages/<op>/<arch>/"),
+                                cl::init(false), cl::cat(aotCategory));
+static cl::opt<bool> quiet("quiet", cl::desc("print nothing on success"), cl::init(false), cl::cat(aotCategory));
 
 namespace {
 int fail(const llvm::Twine &message) {
+  llvm::outs().flush();
   llvm::errs() << "lossjit-aot: error: " << message << "\n";
   return 1;
 }
@@ -63,15 +109,97 @@ std::string print(ModuleOp module) {
   module->print(os);
   return text;
 }
+
+// The compiler's options and plan grow features over time (gradients,
+// chunked launches). These accessors compile against both the old and the
+// new structs, so the tool keeps building while the compiler moves.
+template <typename O> constexpr bool kHasGradient = requires(O o) { o.gradient = true; };
+
+template <typename O> void setGradientOptions(O &o, bool gradient) {
+  if constexpr (kHasGradient<O>) {
+    o.gradient = gradient;
+    if constexpr (requires { o.strategy = std::string(); })
+      o.strategy = strategy;
+    if constexpr (requires { o.needsGradX = true; })
+      o.needsGradX = !noGradX;
+    if constexpr (requires { o.needsGradW = true; })
+      o.needsGradW = !noGradW;
+  } else {
+    (void)o;
+    (void)gradient;
+  }
+}
+
+template <typename P> void copyChunking(const P &plan, aot::AotArchBuild &build) {
+  if constexpr (requires { plan.derived.begin(); })
+    for (const auto &[name, formula] : plan.derived)
+      build.derived.push_back({name, formula});
+  if constexpr (requires { plan.chunkSymbol; })
+    build.chunkSymbol = plan.chunkSymbol;
+  for (const auto &k : plan.kernels) {
+    if constexpr (requires { k.perChunk; })
+      build.perChunk.push_back(k.perChunk);
+    else
+      build.perChunk.push_back(false);
+  }
+}
+
+/// "forward" or "backward" from what the plan computes.
+std::string roleOf(const LaunchPlan &plan, bool gradientGraph) {
+  if (gradientGraph || plan.op.find("backward") != std::string::npos ||
+      plan.op.find("grad") != std::string::npos)
+    return "backward";
+  for (const PlanParam &p : plan.params)
+    if (p.isOutput && p.name.rfind("grad_", 0) == 0)
+      return "backward";
+  return "forward";
+}
+
+struct GraphJob {
+  OwningOpRef<ModuleOp> module;
+  bool gradient = false;
+};
+
+std::string joinArgs(int argc, char **argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i == 0) {
+      size_t slash = a.rfind('/');
+      a = slash == std::string::npos ? a : a.substr(slash + 1);
+    }
+    s += (i ? " " : "") + a;
+  }
+  return s;
+}
 } // namespace
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(aotCategory);
   cl::ParseCommandLineOptions(argc, argv, "lossjit ahead-of-time compiler\n");
+
+  if (!checkDir.empty()) {
+    if (runtime::Error e = aot::checkAotDirectory(checkDir))
+      return fail(checkDir + ": " + e.message());
+    if (!quiet)
+      llvm::outs() << checkDir << ": ok\n";
+    return 0;
+  }
+  if (outputDir.empty())
+    return fail("-o DIR is required");
   if (graphFile.empty() == preset.empty())
     return fail("give exactly one of GRAPH.mlir or --preset linear-cross-entropy");
   if (!preset.empty() && preset != "linear-cross-entropy")
     return fail("--preset must be 'linear-cross-entropy', got '" + preset + "'");
+  {
+    aot::AotOutput probe;
+    probe.prefix = namePrefix;
+    if (runtime::Error e = probe.verify(); e && e.message().find("--name") != std::string::npos)
+      return fail(e.message());
+  }
+  if (emitKind != "ptx" && emitKind != "cubin")
+    return fail("--emit must be ptx or cubin, got '" + emitKind + "'");
   auto tile = TileConfig::parse(tileText);
   if (!tile)
     return fail("--tile: " + llvm::toString(tile.takeError()));
@@ -79,60 +207,196 @@ int main(int argc, char **argv) {
   llvm::StringRef(archList).split(arches, ',', -1, /*KeepEmpty=*/false);
   if (arches.empty())
     return fail("--arch needs at least one arch, e.g. sm_80");
+  for (llvm::StringRef arch : arches)
+    if (llvm::Error err = GpuTarget{arch.str(), ""}.validate())
+      return fail("--arch: " + llvm::toString(std::move(err)));
+
+  std::unique_ptr<aot::CubinCompiler> cubins;
+  if (emitKind == "cubin") {
+    auto compiler = aot::CubinCompiler::create(cubinTool);
+    if (!compiler)
+      return fail(compiler.errorMessage());
+    cubins = std::move(*compiler);
+    if (!quiet)
+      llvm::outs() << "cubins through " << cubins->describe() << "\n";
+  }
 
   DialectRegistry registry;
   registerLossJITDialects(registry);
   MLIRContext context(registry);
-  OwningOpRef<ModuleOp> graph;
+
+  std::vector<GraphJob> jobs;
   if (!graphFile.empty()) {
     llvm::SourceMgr sources;
-    graph = parseSourceFile<ModuleOp>(graphFile, sources, ParserConfig(&context));
+    auto graph = parseSourceFile<ModuleOp>(graphFile, sources, ParserConfig(&context));
     if (!graph)
       return fail("cannot parse graph '" + graphFile + "'");
+    jobs.push_back({std::move(graph), false});
   } else {
-    LceGraphOptions o;
-    o.dtype = dtype;
-    o.labelType = labelType;
-    o.bias = bias;
-    o.ignoreIndex = ignoreIndex;
-    o.reduction = reduction;
-    auto built = buildLinearCrossEntropyGraph(context, o);
-    if (!built)
-      return fail(llvm::toString(built.takeError()));
-    graph = std::move(*built);
-  }
-  std::string graphText = print(*graph);
-  std::string irHash = runtime::sha256Hex(graphText);
-
-  for (llvm::StringRef arch : arches) {
-    GpuTarget target{arch.str(), ""};
-    if (llvm::Error err = target.validate())
-      return fail("--arch: " + llvm::toString(std::move(err)));
-    OwningOpRef<ModuleOp> module = graph->clone();
-    StageSink sink;
-    if (emitStages)
-      sink = dumpDirectorySink(outputDir + "/stages/" + arch.str());
-    auto start = std::chrono::steady_clock::now();
-    auto compiled = compileToPtx(*module, target, *tile, sink);
-    if (!compiled)
-      return fail(arch + ": " + llvm::toString(compiled.takeError()));
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
-    std::string key = gpuCacheKey(graphText, target, *tile);
-    for (const GpuCompiledOp &op : compiled->ops) {
-      // One graph may lower several functions: give each its own bundle key.
-      std::string opKey =
-          compiled->ops.size() == 1 ? key : runtime::sha256Hex(key + op.plan.entry);
-      runtime::KernelBundle bundle = makeGpuBundle(op, opKey, irHash);
-      if (runtime::Error err = bundle.verify())
-        return fail("internal: invalid bundle: " + err.message());
-      std::string dir = outputDir + "/" + opKey;
-      if (runtime::Error err = runtime::writeBundleDirectory(bundle, dir))
-        return fail(err.message());
-      llvm::outs() << llvm::formatv("{0} @{1}: {2} kernels, graph -> PTX {3:F1} ms -> {4}\n",
-                                    arch, op.plan.entry, op.kernels.size(), ms, dir);
+    for (bool gradient : {false, true}) {
+      if (gradient && noGradients)
+        break;
+      if (gradient && !kHasGradient<LceGraphOptions>) {
+        if (!quiet)
+          llvm::outs() << "note: this compiler cannot build gradient graphs yet; "
+                          "emitting the forward op only\n";
+        break;
+      }
+      LceGraphOptions o;
+      o.dtype = dtype;
+      o.labelType = labelType;
+      o.bias = bias;
+      o.ignoreIndex = ignoreIndex;
+      o.reduction = reduction;
+      setGradientOptions(o, gradient);
+      auto built = buildLinearCrossEntropyGraph(context, o);
+      if (!built)
+        return fail(std::string(gradient ? "backward" : "forward") + " graph: " +
+                    llvm::toString(built.takeError()));
+      jobs.push_back({std::move(*built), gradient});
     }
   }
+
+  aot::AotOutput output;
+  output.prefix = namePrefix;
+  output.tile = tile->str();
+  output.imageKind = cubins ? aot::ImageKind::Cubin : aot::ImageKind::Ptx;
+  output.commandLine = joinArgs(argc, argv);
+  std::string forwardGraphText;
+
+  for (GraphJob &job : jobs) {
+    std::string graphText = print(*job.module);
+    std::string irHash = runtime::sha256Hex(graphText);
+    if (!job.gradient && forwardGraphText.empty()) {
+      forwardGraphText = graphText;
+      output.irHash = irHash;
+    }
+    for (llvm::StringRef arch : arches) {
+      GpuTarget target{arch.str(), ""};
+      OwningOpRef<ModuleOp> module = job.module->clone();
+      StageSink sink;
+      if (emitStages)
+        sink = dumpDirectorySink(outputDir + "/stages/" +
+                                 (job.gradient ? "backward/" : "forward/") + arch.str());
+      auto start = std::chrono::steady_clock::now();
+      auto compiled = compileToPtx(*module, target, *tile, sink);
+      if (!compiled)
+        return fail(llvm::Twine(job.gradient ? "backward " : "") + arch + ": " +
+                    llvm::toString(compiled.takeError()));
+      double ms = std::chrono::duration<double, std::milli>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+      std::string key = gpuCacheKey(graphText, target, *tile);
+      for (const GpuCompiledOp &op : compiled->ops) {
+        // One graph may lower several functions: give each its own bundle key.
+        std::string opKey =
+            compiled->ops.size() == 1 ? key : runtime::sha256Hex(key + op.plan.entry);
+        std::string role = roleOf(op.plan, job.gradient);
+        aot::AotArchBuild build;
+        build.bundle = makeGpuBundle(op, opKey, irHash);
+        build.compileMs = ms;
+        copyChunking(op.plan, build);
+        for (const PtxKernel &k : op.kernels)
+          build.ptx.push_back(k.ptx);
+        if (runtime::Error err = build.bundle.verify())
+          return fail(role + " " + arch + ": the compiler's plan does not fit the bundle "
+                      "format: " + err.message());
+        for (size_t k = 0; k < build.ptx.size(); ++k)
+          if (runtime::Error err = aot::checkPtxAbi(build.bundle, k, build.ptx[k]))
+            return fail("internal: " + err.message());
+        if (cubins) {
+          build.imageKind = aot::ImageKind::Cubin;
+          for (runtime::BundleKernel &k : build.bundle.kernels) {
+            auto cubin = cubins->compile(k.image, arch.str(), k.file);
+            if (!cubin)
+              return fail(cubin.errorMessage());
+            k.image = std::move(*cubin);
+            k.file = k.name + "." + arch.str() + ".cubin";
+          }
+        }
+        aot::AotOp *target = nullptr;
+        for (aot::AotOp &existing : output.ops)
+          if (existing.role == role)
+            target = &existing;
+        if (!target) {
+          aot::AotOp fresh;
+          fresh.role = role;
+          fresh.entry = op.plan.entry;
+          output.ops.push_back(std::move(fresh));
+          target = &output.ops.back();
+          for (const PlanParam &p : op.plan.params)
+            if (p.isOutput)
+              target->outputs.push_back(p.name);
+          // Per-arch and per-op bookkeeping keys are not variant options.
+          for (const auto &[k, v] : op.plan.options)
+            if (k != "arch" && k != "entry" && k != "pass")
+              target->options.set(k, v);
+        } else if (target->entry != op.plan.entry) {
+          return fail("two " + role + " functions (@" + target->entry + ", @" +
+                      op.plan.entry + "): the C API takes one of each");
+        }
+        if (!quiet)
+          llvm::outs() << llvm::formatv("{0,-8} {1,-7} @{2}: {3} kernels, graph -> PTX "
+                                        "{4:F1} ms -> {5}/{6}\n",
+                                        role, arch, op.plan.entry, op.kernels.size(), ms,
+                                        outputDir, opKey);
+        target->arches.push_back(std::move(build));
+      }
+    }
+  }
+  // Forward first: the C API numbers ops in this order.
+  std::stable_sort(output.ops.begin(), output.ops.end(),
+                   [](const aot::AotOp &a, const aot::AotOp &b) {
+                     return a.role == "forward" && b.role != "forward";
+                   });
+  if (const aot::AotOp *forward = output.findOp("forward"))
+    output.options = forward->options;
+  if (output.irHash.empty() && !output.ops.empty())
+    output.irHash = output.ops.front().arches.front().bundle.irHash;
+  if (runtime::Error e = output.verify())
+    return fail(e.message());
+  if (!output.findOp("forward"))
+    return fail("the graph lowered to no forward op");
+
+  // Write: bundles, PTX beside cubins, the C API, the index last (a
+  // directory with an index is complete).
+  if (runtime::Error e = runtime::createDirectories(outputDir))
+    return fail(e.message());
+  for (const aot::AotOp &op : output.ops)
+    for (const aot::AotArchBuild &build : op.arches) {
+      std::string dir = outputDir + "/" + build.bundle.key;
+      if (runtime::Error e = runtime::writeBundleDirectory(build.bundle, dir))
+        return fail(e.message());
+      if (build.imageKind == aot::ImageKind::Cubin)
+        for (size_t k = 0; k < build.ptx.size(); ++k) {
+          std::string file = dir + "/" + build.bundle.kernels[k].name + "." +
+                             build.bundle.arch + ".ptx";
+          if (runtime::Error e = runtime::writeFile(file, build.ptx[k]))
+            return fail(e.message());
+        }
+    }
+  std::string cApiText = "no C API (--no-c-api)";
+  if (!noCApi) {
+    auto files = aot::emitCApi(output);
+    if (!files)
+      return fail("C API: " + files.errorMessage());
+    if (runtime::Error e =
+            runtime::writeFile(outputDir + "/" + files->headerName, files->header))
+      return fail(e.message());
+    if (runtime::Error e =
+            runtime::writeFile(outputDir + "/" + files->sourceName, files->source))
+      return fail(e.message());
+    cApiText = "C API: " + outputDir + "/" + files->headerName + ", " + outputDir + "/" +
+               files->sourceName + " (" + output.prefix + "_forward" +
+               (output.findOp("backward") ? ", " + output.prefix + "_backward" : "") + ")";
+  }
+  auto index = aot::buildIndexManifest(output, !noCApi);
+  if (!index)
+    return fail("index: " + index.errorMessage());
+  if (runtime::Error e =
+          runtime::writeFile(outputDir + "/manifest.json", runtime::writeJson(*index) + "\n"))
+    return fail(e.message());
+  if (!quiet)
+    llvm::outs() << cApiText << "; index: " << outputDir << "/manifest.json\n";
   return 0;
 }

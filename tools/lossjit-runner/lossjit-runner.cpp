@@ -13,6 +13,7 @@
 #include "compiler/Interpreter/PlanRunner.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/CpuJit.h"
+#include "runtime/KernelCache.h"
 #include "tools/support/HalfFloat.h"
 #include "tools/support/Npy.h"
 #include "tools/support/Reference.h"
@@ -112,6 +113,7 @@ struct Compiled {
   LaunchPlan plan;
   std::vector<StageTiming> timings;
   double jitSeconds = 0;
+  bool fromCache = false;
   std::function<llvm::Error(const std::map<std::string, HostBuffer> &, const Dims &)> run;
   std::unique_ptr<CpuCompiledOp> cpu;
 };
@@ -136,12 +138,17 @@ llvm::Expected<simt::ElementType> simtType(llvm::StringRef dtype) {
 llvm::Expected<Compiled> compileFor(ModuleOp module) {
   Compiled c;
   if (backend == "cpu") {
-    auto op = CpuCompiledOp::compile(module, CpuTileConfig{}, environmentDumpSink());
+    // Through the kernel cache: a second run (or process) links the cached
+    // object instead of compiling (LOSSJIT_CACHE_DIR, LOSSJIT_CACHE_DISABLE).
+    auto op = CpuCompiledOp::compileCached(module, CpuTileConfig{},
+                                           runtime::KernelCache::global(),
+                                           environmentDumpSink());
     if (!op)
       return op.takeError();
     c.plan = (*op)->plan();
     c.timings = (*op)->timings();
     c.jitSeconds = (*op)->jitSeconds();
+    c.fromCache = (*op)->fromCache();
     c.cpu = std::move(*op);
     CpuCompiledOp *cpu = c.cpu.get();
     c.run = [cpu](const std::map<std::string, HostBuffer> &b, const Dims &d) {
@@ -340,7 +347,8 @@ int main(int argc, char **argv) {
   llvm::outs() << llvm::formatv("shape N={0} V={1} D={2} storage={3} reduction={4}\n",
                                 dims.n, dims.v, dims.d, storage,
                                 plan.options.at("reduction"));
-  llvm::outs() << llvm::formatv("backend {0}: compile {1:F1} ms (", backend.getValue(),
+  llvm::outs() << llvm::formatv("backend {0}: {1} {2:F1} ms (", backend.getValue(),
+                                compiled->fromCache ? "cache hit, link" : "compile",
                                 compileMs);
   for (const StageTiming &t : compiled->timings)
     llvm::outs() << llvm::formatv("{0} {1:F1}, ", t.name, t.seconds * 1e3);

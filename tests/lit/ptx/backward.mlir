@@ -26,7 +26,7 @@
 // RUN: %ptxas -arch=sm_80 %t/f16/grad_f16_lce_bwd_finish.ptx -o %t/a.cubin
 
 // PLAN: chunk = "C"
-// PLAN-SAME: derived = {{\[\[}}"C", "max(1,min(N,(WB-V*D*4-V*4-N*4)/(V*4)))"]]
+// PLAN-SAME: derived = {{\[\[}}"C", "max(1,min(N,(WB-N*4)/(V*4)))"]]
 // PLAN-SAME: name = "lce_bwd_dz", parallel = "none", per_chunk = true
 // PLAN-SAME: name = "lce_bwd_finish", parallel = "none", per_chunk = false
 // PLAN-SAME: workspaces = [{count = "N", dtype = "f32", name = "grow"}, {count = "C*V", dtype = "f32", name = "dz"}, {count = "V*D", dtype = "f32", name = "dw_acc"}, {count = "V", dtype = "f32", name = "db_acc"}]

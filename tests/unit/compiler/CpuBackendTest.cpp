@@ -3,7 +3,10 @@
 #include "compiler/Builder/GraphBuilder.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/CpuJit.h"
+#include "runtime/KernelCache.h"
 #include "tools/support/Reference.h"
+
+#include "llvm/Support/FileSystem.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -167,4 +170,37 @@ TEST_F(CpuBackend, RejectsMismatchedBuffers) {
   EXPECT_EQ(llvm::toString(std::move(err)), "missing buffer 'lse' (f32, N elements)");
   err = op->run(buffers, {4, 0, 8});
   EXPECT_EQ(llvm::toString(std::move(err)), "V (vocabulary size) must be ≥ 1, got 0");
+}
+
+TEST_F(CpuBackend, SecondProcessLinksTheCachedObject) {
+  // A fresh KernelCache over the same directory stands for a second process:
+  // it must find the entry on disk, link its object, and compute the same bits.
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("lossjit-cpu-cache", dir));
+  runtime::KernelCacheOptions options;
+  options.directory = dir.str().str();
+  Case c{9, 77, 13, "bf16", "i32", "sum", true, 0.2};
+  RandomLceOptions o;
+  o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = c.dtype, o.labelType = c.labelType;
+  o.reduction = c.reduction, o.bias = c.bias, o.ignoredFraction = c.ignored;
+  RandomLceInputs in;
+  makeRandomLceInputs(o, in);
+  std::vector<Outputs> results;
+  for (int process = 0; process < 2; ++process) {
+    runtime::KernelCache cache(options);
+    LceGraphOptions g;
+    g.dtype = c.dtype, g.labelType = c.labelType, g.bias = c.bias, g.reduction = c.reduction;
+    auto graph = buildLinearCrossEntropyGraph(*context, g);
+    ASSERT_TRUE(static_cast<bool>(graph));
+    auto op = CpuCompiledOp::compileCached(**graph, CpuTileConfig{}, cache);
+    ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
+    EXPECT_EQ((*op)->fromCache(), process == 1);
+    EXPECT_EQ(cache.stats().compiles, process == 0 ? 1u : 0u);
+    EXPECT_EQ(cache.stats().diskHits, process == 0 ? 0u : 1u);
+    EXPECT_EQ((*op)->plan().entryArgs, (std::vector<std::string>{"x", "w", "labels", "bias"}));
+    results.push_back(run(**op, in.problem, 0));
+  }
+  EXPECT_EQ(results[0].loss, results[1].loss);
+  EXPECT_EQ(results[0].lse, results[1].lse);
+  llvm::sys::fs::remove_directories(dir);
 }

@@ -1,0 +1,492 @@
+#!/usr/bin/env python3
+"""Linear + cross-entropy, forward + backward: lossjit against its peers on CUDA.
+
+    python3 bench/gpu/bench_lce.py [--out DIR] [--budget SECONDS]
+        [--n 4096,8192] [--d 4096] [--v 128256] [--dtypes fp16,bf16]
+        [--impls eager,torch_lce,lossjit,liger,cce,compile] [--aot-dir .bundle/aot]
+
+For every dtype x N (D and V fixed, reduction mean, int64 labels with a few
+ignore_index rows) each implementation runs loss = f(x, w, y) and the
+backward for dX and dW. Reported per run: median fwd+bwd time over CUDA
+events (after a warm-up), TFLOP/s at 6*N*D*V, peak memory allocated above the
+inputs (torch's allocator; lossjit's workspace comes from it too), the loss's
+error against an fp32 reference, and dX/dW's norm-wise difference from eager
+PyTorch.
+
+Implementations, measured in this order for each shape, smaller N first
+(each reported as unavailable, with the reason, when it cannot run):
+  eager      F.cross_entropy(F.linear(x, w).float(), y)
+  torch_lce  torch.nn.functional.linear_cross_entropy, where torch has it
+  lossjit    the `lossjit` Python package if it imports and passes a smoke
+             check on CUDA; otherwise the AOT C API prepared by
+             `scripts/gpu-check.sh --prepare` (.bundle/aot/<dtype>-mean),
+             compiled here into a shared library and called through ctypes
+             on torch's stream and memory; its backward is skipped (forward
+             only, said in the note) when it would run > 256 row chunks
+  liger      Liger-Kernel's fused linear cross-entropy (wheel from .whl/)
+  cce        Apple's cut-cross-entropy (wheel from .whl/; default filter_eps)
+  compile    torch.compile of eager (compiles per shape: first-call column)
+
+The run stops starting measurements when --budget runs low and marks the rest
+"skipped (time)". Writes DIR/bench.json (everything) and DIR/bench.md (the
+table), and prints the table last. `--device cpu` with small shapes runs the
+harness itself without a GPU.
+"""
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+IGNORE_INDEX = -100
+START = time.monotonic()
+
+
+def elapsed():
+    return time.monotonic() - START
+
+
+def log(*args):
+    print(f"[{elapsed():6.1f}s]", *args, flush=True)
+
+
+# --------------------------------------------------------------- lossjit
+
+
+class AotLibrary:
+    """The AOT C API of one prepared variant, loaded with ctypes."""
+
+    def __init__(self, directory, workdir):
+        self.dir = directory
+        index = json.load(open(os.path.join(directory, "manifest.json")))
+        self.index = index
+        self.prefix = index["c_api"]["prefix"]
+        self.ops = {op["role"]: op for op in index["ops"]}
+        os.makedirs(workdir, exist_ok=True)
+        so = os.path.join(workdir, f"lib{os.path.basename(directory)}.so")
+        if not os.path.exists(so):
+            self._compile(so)
+        self.lib = ctypes.CDLL(so)
+        p = self.prefix
+        c = ctypes
+        self.lib[f"{p}_create"].argtypes = [c.c_void_p, c.POINTER(c.c_void_p)]
+        self.lib[f"{p}_create"].restype = c.c_int
+        self.lib[f"{p}_last_error"].restype = c.c_char_p
+        self.lib[f"{p}_handle_arch"].argtypes = [c.c_void_p]
+        self.lib[f"{p}_handle_arch"].restype = c.c_char_p
+        for role in self.ops:
+            fn = self.lib[f"{p}_{role}_v"]
+            fn.argtypes = [c.c_void_p, c.c_void_p, c.POINTER(c.c_uint64), c.c_int,
+                           c.POINTER(c.c_int64), c.c_int, c.c_uint64, c.c_size_t]
+            fn.restype = c.c_int
+            ws = self.lib[f"{p}_{role}_workspace_bytes"]
+            ws.argtypes = [c.c_int64] * 3
+            ws.restype = c.c_size_t
+        self.handle = c.c_void_p()
+        torch.cuda.init()
+        torch.empty(1, device="cuda")  # makes the primary context current
+        status = self.lib[f"{p}_create"](None, c.byref(self.handle))
+        if status != 0:
+            raise RuntimeError(f"{p}_create: {self.error()}")
+        self.arch = self.lib[f"{p}_handle_arch"](self.handle).decode()
+
+    def error(self):
+        return self.lib[f"{self.prefix}_last_error"]().decode(errors="replace")
+
+    def _compile(self, so):
+        cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+        include = next((d for d in (f"{cuda}/include", "/usr/local/cuda/include")
+                        if os.path.exists(f"{d}/cuda.h")), None)
+        if not include:
+            raise RuntimeError("no cuda.h to compile the AOT C API against")
+        stub = next((d for d in (f"{cuda}/lib64/stubs", "/usr/local/cuda/lib64/stubs",
+                                 f"{cuda}/targets/x86_64-linux/lib/stubs")
+                     if os.path.exists(f"{d}/libcuda.so")), None)
+        link = ["-L", stub, "-lcuda"] if stub else ["-l:libcuda.so.1"]
+        cmd = ["cc", "-O2", "-std=c11", "-shared", "-fPIC", "-I", self.dir, "-I", include,
+               os.path.join(self.dir, f"{self.prefix}.c"), "-o", so] + link
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+    def chunk_launches(self, role, dims):
+        """(chunks, rows per chunk) the op's per-chunk kernel groups run for dims."""
+        op = self.ops.get(role)
+        arch = next((a for a in op["arches"] if a["arch"] == self.arch.split(":")[0]),
+                    op["arches"][0]) if op else None
+        if not arch or not arch.get("chunk"):
+            return 1, dims[0]
+        values = dict(zip(op["dims"], dims))
+        values.update(arch["constants"])
+        env = {"__builtins__": {}, "cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
+        for d in arch["derived"]:
+            values[d["name"]] = eval(d["formula"].replace("/", "//"), env, dict(values))
+        rows = max(1, values[arch["chunk"]])
+        return -(-dims[0] // rows), rows
+
+    def run(self, role, tensors, dims, workspace=None):
+        op = self.ops[role]
+        buffers = (ctypes.c_uint64 * len(op["params"]))()
+        for i, p in enumerate(op["params"]):
+            buffers[i] = tensors[p["name"]].data_ptr()
+        d = (ctypes.c_int64 * len(dims))(*dims)
+        nbytes = self.lib[f"{self.prefix}_{role}_workspace_bytes"](*dims)
+        ws = workspace
+        if nbytes and (ws is None or ws.numel() < nbytes):
+            ws = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        stream = torch.cuda.current_stream().cuda_stream
+        status = self.lib[f"{self.prefix}_{role}_v"](
+            self.handle, ctypes.c_void_p(stream), buffers, len(op["params"]), d, len(dims),
+            ws.data_ptr() if nbytes else 0, nbytes)
+        if status != 0:
+            raise RuntimeError(f"{self.prefix}_{role}: {self.error()}")
+
+
+# A backward whose chunk size collapses (a workspace budget below the fp32 dW
+# accumulator gives 1-row chunks) would run for hours at the benchmark shape;
+# such runs are reported, not started.
+MAX_BACKWARD_CHUNKS = 256
+
+
+def make_aot_impl(aot_dir, dtype_name, shape):
+    variant = os.path.join(aot_dir, f"{dtype_name}-mean")
+    if not os.path.exists(os.path.join(variant, "manifest.json")):
+        raise RuntimeError(f"no prepared AOT variant {variant}")
+    lib = AotLibrary(variant, "/tmp/lossjit-bench-aot")
+    has_backward = "backward" in lib.ops
+    note = f"AOT C API {lib.arch}"
+    if not has_backward:
+        note += ", forward only (no backward in the AOT output)"
+    else:
+        chunks, rows = lib.chunk_launches("backward", shape)
+        if chunks > MAX_BACKWARD_CHUNKS:
+            has_backward = False
+            note += (f", forward only: the backward would run {chunks} chunks of {rows} "
+                     f"row(s) at this shape")
+
+    def fwd_bwd(x, w, y):
+        n, d = x.shape
+        v = w.shape[0]
+        loss = torch.empty((), dtype=torch.float32, device="cuda")
+        lse = torch.empty(n, dtype=torch.float32, device="cuda")
+        t = {"x": x, "w": w, "labels": y, "loss": loss, "lse": lse}
+        lib.run("forward", t, (n, v, d))
+        if not has_backward:
+            return loss, None, None
+        gx, gw = torch.empty_like(x), torch.empty_like(w)
+        t.update(grad_loss=torch.ones((), dtype=torch.float32, device="cuda"),
+                 grad_x=gx, grad_w=gw)
+        lib.run("backward", t, (n, v, d))
+        return loss, gx, gw
+
+    return fwd_bwd, note
+
+
+def make_package_impl():
+    import lossjit  # noqa: F401  (import errors say why it is unavailable)
+    fn = getattr(lossjit, "linear_cross_entropy", None)
+    if fn is None:
+        raise RuntimeError("lossjit has no linear_cross_entropy")
+    # Smoke check on CUDA against eager before trusting it with big shapes.
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(33, 64, device="cuda", dtype=torch.float16, generator=g)
+    w = torch.randn(1000, 64, device="cuda", dtype=torch.float16, generator=g) * 0.1
+    y = torch.randint(0, 1000, (33,), device="cuda", generator=g)
+    got = fn(x, w, y)
+    want = F.cross_entropy(F.linear(x.float(), w.float()), y)
+    if not torch.allclose(got.float(), want, rtol=1e-3, atol=1e-3):
+        raise RuntimeError(f"smoke check failed: {got.item()} vs {want.item()}")
+    return autograd_impl(fn), f"python package {getattr(lossjit, '__version__', '')}".strip()
+
+
+# ----------------------------------------------------------------- peers
+
+
+def autograd_impl(loss_fn):
+    def fwd_bwd(x, w, y):
+        xg = x.detach().requires_grad_(True)
+        wg = w.detach().requires_grad_(True)
+        loss = loss_fn(xg, wg, y)
+        loss.backward()
+        return loss.detach(), xg.grad, wg.grad
+    return fwd_bwd
+
+
+def eager_loss(x, w, y):
+    return F.cross_entropy(F.linear(x, w).float(), y, ignore_index=IGNORE_INDEX)
+
+
+def make_impl(name, args, dtype_name, shape):
+    """(fwd_bwd, note) or raises with the reason it is unavailable."""
+    if name == "eager":
+        return autograd_impl(eager_loss), ""
+    if name == "compile":
+        return autograd_impl(torch.compile(eager_loss, dynamic=False)), "dynamic=False"
+    if name == "torch_lce":
+        fn = getattr(F, "linear_cross_entropy", None)
+        if fn is None:
+            raise RuntimeError(f"torch {torch.__version__} has no F.linear_cross_entropy")
+        return autograd_impl(lambda x, w, y: fn(x, w, y, ignore_index=IGNORE_INDEX)), ""
+    if name == "liger":
+        from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+        return autograd_impl(lambda x, w, y: liger_fused_linear_cross_entropy(
+            x, w, y, ignore_index=IGNORE_INDEX)), _version("liger_kernel")
+    if name == "cce":
+        from cut_cross_entropy import linear_cross_entropy
+        return autograd_impl(lambda x, w, y: linear_cross_entropy(
+            x, w, y, ignore_index=IGNORE_INDEX)), _version("cut_cross_entropy")
+    if name == "lossjit":
+        if args.device != "cuda":
+            raise RuntimeError("needs CUDA")
+        reasons = []
+        try:
+            return make_package_impl()
+        except Exception as e:  # noqa: BLE001 - any failure means: use the AOT path
+            reasons.append(f"package: {type(e).__name__}: {e}")
+        try:
+            return make_aot_impl(args.aot_dir, dtype_name, shape)
+        except Exception as e:  # noqa: BLE001
+            reasons.append(f"AOT: {type(e).__name__}: {e}")
+        raise RuntimeError("; ".join(reasons))
+    raise ValueError(name)
+
+
+def _version(module):
+    try:
+        from importlib.metadata import version
+        return version(module.replace("_", "-"))
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+# ---------------------------------------------------------------- timing
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+# A call slower than this is timed once (its warm-up) and not repeated.
+SLOW_CALL_SECONDS = 10.0
+
+
+def measure(fwd_bwd, x, w, y, device, seconds):
+    """(median ms, all ms, first-call ms, peak bytes, outputs)."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    t0 = time.perf_counter()
+    out = fwd_bwd(x, w, y)  # warm-up: JIT, autotuning, compilation
+    sync(device)
+    first_ms = (time.perf_counter() - t0) * 1e3
+    if first_ms > SLOW_CALL_SECONDS * 1e3:
+        peak = torch.cuda.max_memory_allocated() - base if device == "cuda" else None
+        return first_ms, [first_ms], first_ms, peak, out
+    out = None
+    times = []
+    deadline = time.perf_counter() + seconds
+    while len(times) < 3 or (time.perf_counter() < deadline and len(times) < 20):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fwd_bwd(x, w, y)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t = time.perf_counter()
+            fwd_bwd(x, w, y)
+            times.append((time.perf_counter() - t) * 1e3)
+    peak = None
+    if device == "cuda":
+        sync(device)
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        out = fwd_bwd(x, w, y)
+        sync(device)
+        peak = torch.cuda.max_memory_allocated() - base
+    else:
+        out = fwd_bwd(x, w, y)
+    return statistics.median(times), times, first_ms, peak, out
+
+
+def reference_loss(x, w, y, chunk=2048):
+    """fp32 mean cross-entropy from the stored inputs, in row chunks."""
+    total = torch.zeros((), dtype=torch.float64, device=x.device)
+    count = int((y != IGNORE_INDEX).sum())
+    wf = w.float()
+    for i in range(0, x.shape[0], chunk):
+        z = x[i:i + chunk].float() @ wf.T
+        total += F.cross_entropy(z, y[i:i + chunk], ignore_index=IGNORE_INDEX,
+                                 reduction="sum").double()
+    return (total / max(count, 1)).item()
+
+
+def rel(a, b):
+    if a is None or b is None:
+        return None
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+# ------------------------------------------------------------------ main
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--budget", type=float, default=300.0, help="seconds for the whole run")
+    ap.add_argument("--n", default="4096,8192")
+    ap.add_argument("--d", type=int, default=4096)
+    ap.add_argument("--v", type=int, default=128256)
+    ap.add_argument("--dtypes", default="fp16,bf16")
+    ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,compile")
+    ap.add_argument("--aot-dir", default=os.path.join(os.path.dirname(__file__), "../../.bundle/aot"))
+    ap.add_argument("--seconds", type=float, default=3.0, help="timing per measurement")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    device = args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        print("bench_lce: no CUDA device; nothing measured (use --device cpu for a dry run)")
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+    info = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "host": platform.node(),
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else platform.processor(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "shape": {"N": args.n, "D": args.d, "V": args.v},
+    }
+    log("bench_lce:", json.dumps(info))
+    results = []
+    impl_cache = {}
+    compile_used = False
+    last_first = {}  # (impl, dtype) -> (N, first-call seconds), to predict the next N
+    # Smaller N first for every dtype, so each implementation gets its
+    # smallest shape measured before the budget runs out on bigger ones.
+    configs = [(dt, int(n)) for n in args.n.split(",") for dt in args.dtypes.split(",")]
+    for dtype_name, n in configs:
+        dtype = dtypes[dtype_name]
+        d, v = args.d, args.v
+        g = torch.Generator(device=device).manual_seed(n)
+        x = torch.randn(n, d, device=device, dtype=dtype, generator=g)
+        w = (torch.randn(v, d, device=device, dtype=dtype, generator=g) * d ** -0.5).to(dtype)
+        y = torch.randint(0, v, (n,), device=device, generator=g)
+        y[::97] = IGNORE_INDEX
+        ref = reference_loss(x, w, y)
+        flops = 6.0 * n * d * v
+        eager_grads = None
+        for name in args.impls.split(","):
+            row = {"impl": name, "dtype": dtype_name, "N": n, "D": d, "V": v}
+            left = args.budget - elapsed()
+            # torch.compile (dynamic=False) compiles again for every shape.
+            need = (120 if not compile_used else 90) if name == "compile" else 15
+            if (name, dtype_name) in last_first:
+                n0, t0 = last_first[(name, dtype_name)]
+                need = max(need, 2 * t0 * n / n0 + 5)
+            if left < need:
+                row["status"] = "skipped (time)"
+                results.append(row)
+                continue
+            # lossjit's AOT path decides per shape (backward chunking).
+            key = (name, dtype_name, n if name == "lossjit" else None)
+            try:
+                if key not in impl_cache:
+                    impl_cache[key] = make_impl(name, args, dtype_name, (n, v, d))
+                fwd_bwd, note = impl_cache[key]
+            except Exception as e:  # noqa: BLE001
+                row["status"] = "unavailable"
+                row["note"] = f"{type(e).__name__}: {e}"[:300]
+                log(f"{name} {dtype_name}: unavailable: {row['note']}")
+                results.append(row)
+                continue
+            try:
+                median, times, first, peak, out = measure(
+                    fwd_bwd, x, w, y, device, min(args.seconds, max(1.0, left / 20)))
+                if name == "compile":
+                    compile_used = True
+                last_first[(name, dtype_name)] = (n, median / 1e3)
+                loss, gx, gw = out
+                row.update(status="ok", ms=median, times_ms=times, first_call_ms=first,
+                           tflops=flops / (median * 1e-3) / 1e12 if gx is not None else None,
+                           peak_gib=peak / 2 ** 30 if peak is not None else None,
+                           loss=float(loss), loss_err=abs(float(loss) - ref) / abs(ref),
+                           note=note)
+                if gx is None:
+                    row["status"] = "ok (forward only)"
+                if name == "eager":
+                    eager_grads = (gx, gw)
+                elif eager_grads is not None and gx is not None:
+                    row["dx_vs_eager"] = rel(gx, eager_grads[0])
+                    row["dw_vs_eager"] = rel(gw, eager_grads[1])
+                del out, loss, gx, gw
+                log(f"{name} {dtype_name} N={n}: {median:.2f} ms "
+                    f"(first call {first:.0f} ms) peak "
+                    f"{row['peak_gib'] if row['peak_gib'] is not None else float('nan'):.2f} GiB "
+                    f"loss err {row['loss_err']:.2e}")
+            except Exception as e:  # noqa: BLE001
+                row["status"] = "failed"
+                row["note"] = f"{type(e).__name__}: {e}"[:300]
+                row["traceback"] = traceback.format_exc()[-2000:]
+                log(f"{name} {dtype_name} N={n}: FAILED {row['note']}")
+            results.append(row)
+            save(args.out, info, results)  # partial results survive a kill
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        eager_grads = None
+        del x, w, y
+    table = save(args.out, info, results)
+    print()
+    print(table, flush=True)
+    return 0
+
+
+def save(out, info, results):
+    """Writes bench.json and bench.md; returns the table."""
+    with open(os.path.join(out, "bench.json"), "w") as f:
+        json.dump({"info": info, "results": results}, f, indent=1)
+    table = render(info, results)
+    with open(os.path.join(out, "bench.md"), "w") as f:
+        f.write(table)
+    return table
+
+
+def render(info, results):
+    def f(v, fmt):
+        return "" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+    lines = [
+        f"### fwd+bwd, linear + cross-entropy (mean), D={info['shape']['D']}, "
+        f"V={info['shape']['V']}: {info['device']}, torch {info['torch']}",
+        "",
+        "| impl | dtype | N | fwd+bwd ms | TFLOP/s | peak GiB | first call ms | loss err | "
+        "dX vs eager | dW vs eager | status / note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        note = r.get("status", "")
+        if r.get("note"):
+            note += f": {r['note']}"
+        lines.append(
+            f"| {r['impl']} | {r['dtype']} | {r['N']} | {f(r.get('ms'), '.2f')} | "
+            f"{f(r.get('tflops'), '.0f')} | {f(r.get('peak_gib'), '.2f')} | "
+            f"{f(r.get('first_call_ms'), '.0f')} | "
+            f"{f(r.get('loss_err'), '.1e')} | {f(r.get('dx_vs_eager'), '.1e')} | "
+            f"{f(r.get('dw_vs_eager'), '.1e')} | {note.replace('|', '/')[:160]} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""Compiled kernels, cached per specialization, and how to run them.
+
+A specialization is (storage dtype, label dtype, bias, ignore_index,
+reduction[, backward flags]) plus the device (CPU, or the CUDA arch of the
+device). Kernels are generic in N, V and D, so one compiled op serves every
+shape. The graph behind a forward op is either the C++ preset
+(``_lossjit.lce_graph``) or one the ``@lossjit.jit`` decorator built; the
+latter are registered here under an id derived from their IR text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Any, Dict, NamedTuple, Tuple
+
+import torch
+
+from ._ext import C, HAS_COMPILER, NO_COMPILER_MESSAGE
+
+STORAGE_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
+LABEL_DTYPES = {torch.int32: "i32", torch.int64: "i64"}
+_BUFFER_DTYPES = {**STORAGE_DTYPES, **LABEL_DTYPES}
+
+
+class Spec(NamedTuple):
+    """What a fused forward kernel is specialized on (shapes are not here)."""
+
+    dtype: str
+    label_type: str
+    bias: bool
+    ignore_index: int
+    reduction: str
+
+    def options(self) -> Dict[str, str]:
+        """The manifest options of a bundle made for this spec."""
+        return {
+            "dtype": self.dtype,
+            "label_type": self.label_type,
+            "bias": "true" if self.bias else "false",
+            "ignore_index": str(self.ignore_index),
+            "reduction": self.reduction,
+        }
+
+
+class BackwardFlags(NamedTuple):
+    needs_grad_x: bool
+    needs_grad_w: bool
+    strategy: str = "auto"
+    workspace_bytes: int = 256 << 20
+
+
+_lock = threading.Lock()
+_forward_ops: Dict[Tuple[Any, ...], Any] = {}
+_backward_ops: Dict[Tuple[Any, ...], Any] = {}
+_graphs: Dict[str, Any] = {}
+_cuda_arch: Dict[int, str] = {}
+
+
+def register_graph(graph: Any) -> str:
+    """Registers a decorator-built graph; returns the id the op takes."""
+    graph_id = "jit-" + hashlib.sha256(graph.text().encode()).hexdigest()[:20]
+    with _lock:
+        _graphs.setdefault(graph_id, graph)
+    return graph_id
+
+
+def registered_graph(graph_id: str) -> Any:
+    try:
+        return _graphs[graph_id]
+    except KeyError:
+        raise ValueError(
+            f"lossjit: unknown graph id {graph_id!r}; ids come from @lossjit.jit in "
+            "this process") from None
+
+
+def cuda_arch(index: int) -> str:
+    arch = _cuda_arch.get(index)
+    if arch is None:
+        arch = C.cuda_device_arch(index)
+        _cuda_arch[index] = arch
+    return arch
+
+
+def _device_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def _require_compiler(what: str) -> None:
+    if not HAS_COMPILER:
+        raise RuntimeError(f"lossjit: {what} needs the compiler, but {NO_COMPILER_MESSAGE}")
+
+
+def _compile(graph_factory, device: torch.device, bundle_options: Dict[str, str]):
+    if device.type == "cpu":
+        _require_compiler("the CPU backend")
+        return C.CpuOp.compile(graph_factory())
+    if device.type == "cuda":
+        arch = cuda_arch(_device_index(device))
+        if HAS_COMPILER:
+            return C.compile_gpu(graph_factory(), arch)
+        major, minor = int(arch[3:-1] or 0), int(arch[-1])
+        return C.find_gpu_bundle("linear_cross_entropy", bundle_options, major, minor)
+    raise ValueError(
+        f"lossjit: tensors on '{device.type}' are not supported; lossjit runs on "
+        "CPU and CUDA tensors")
+
+
+class Kernel:
+    """A compiled op and how to call it; `run` is the per-call hot path."""
+
+    __slots__ = ("op", "cpu", "names", "dims")
+
+    def __init__(self, op: Any, device: torch.device) -> None:
+        self.op = op
+        self.cpu = device.type == "cpu"
+        self.names = [p[0] for p in op.params]
+        self.dims = list(getattr(op, "dims", ["N", "V", "D"]))
+
+    @property
+    def options(self) -> Dict[str, str]:
+        return dict(self.op.options)
+
+    def run(self, device: torch.device, n: int, v: int, d: int,
+            buffers: Dict[str, torch.Tensor]) -> None:
+        """Runs on contiguous tensors bound by param name. On CPU every label is
+        checked (ignore_index or in [0, V), else IndexError) before launch."""
+        if self.cpu:
+            self.op.launch([(buffers[k].data_ptr(), buffers[k].numel()) for k in self.names],
+                           n, v, d, torch.get_num_threads(), True)
+            return
+        _launch_cuda(self, device, n, v, d, buffers)
+
+
+def forward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
+                   ignore_index: int, reduction: str, graph_id: str,
+                   device: torch.device) -> Kernel:
+    """The compiled forward for these options (and decorator graph `graph_id`,
+    or the preset when empty) on `device`; compiled on first use, then cached."""
+    key = (dtype, label_dtype, bias, ignore_index, reduction, graph_id, device)
+    kernel = _forward_ops.get(key)
+    if kernel is not None:
+        return kernel
+    spec = Spec(STORAGE_DTYPES[dtype], LABEL_DTYPES[label_dtype], bias, ignore_index,
+                reduction)
+    with _lock:
+        kernel = _forward_ops.get(key)
+        if kernel is None:
+            def factory():
+                if graph_id:
+                    return registered_graph(graph_id)
+                return C.lce_graph(dtype=spec.dtype, label_type=spec.label_type,
+                                   bias=spec.bias, ignore_index=spec.ignore_index,
+                                   reduction=spec.reduction)
+            op = _compile(factory, device, {**spec.options(), "pass": "forward"})
+            kernel = Kernel(op, device)
+            _forward_ops[key] = kernel
+    return kernel
+
+
+def backward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
+                    ignore_index: int, reduction: str, flags: BackwardFlags,
+                    device: torch.device) -> Kernel:
+    """The compiled backward (gradient) function for these options."""
+    if not HAS_COMPILER and device.type == "cuda":
+        # Prebuilt (lossjit-aot) backward bundles compute both gradients.
+        flags = flags._replace(needs_grad_x=True, needs_grad_w=True)
+    key = (dtype, label_dtype, bias, ignore_index, reduction, flags, device)
+    kernel = _backward_ops.get(key)
+    if kernel is not None:
+        return kernel
+    spec = Spec(STORAGE_DTYPES[dtype], LABEL_DTYPES[label_dtype], bias, ignore_index,
+                reduction)
+    with _lock:
+        kernel = _backward_ops.get(key)
+        if kernel is None:
+            def factory():
+                return C.lce_graph(dtype=spec.dtype, label_type=spec.label_type,
+                                   bias=spec.bias, ignore_index=spec.ignore_index,
+                                   reduction=spec.reduction, gradient=True,
+                                   strategy=flags.strategy,
+                                   needs_grad_x=flags.needs_grad_x,
+                                   needs_grad_w=flags.needs_grad_w,
+                                   workspace_bytes=flags.workspace_bytes)
+            options = {**spec.options(), "pass": "backward",
+                       "grad_x": "true" if flags.needs_grad_x else "false",
+                       "grad_w": "true" if flags.needs_grad_w else "false"}
+            if flags.strategy != "auto":
+                options["strategy"] = flags.strategy
+            kernel = Kernel(_compile(factory, device, options), device)
+            _backward_ops[key] = kernel
+    return kernel
+
+
+def _launch_cuda(kernel: Kernel, device: torch.device, n: int, v: int, d: int,
+                 buffers: Dict[str, torch.Tensor]) -> None:
+    index = _device_index(device)
+    keep: Dict[int, torch.Tensor] = {}
+
+    def allocate(nbytes: int) -> int:
+        t = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        keep[t.data_ptr()] = t
+        return t.data_ptr()
+
+    def release(address: int) -> None:
+        # PyTorch's caching allocator is stream-ordered: freeing right after
+        # the enqueue is safe on the current stream.
+        keep.pop(address, None)
+
+    sizes = {"N": n, "V": v, "D": d}
+    with torch.cuda.device(index):
+        stream = torch.cuda.current_stream(index).cuda_stream
+        kernel.op.launch([(name, buffers[name].data_ptr(), buffers[name].numel())
+                          for name in kernel.names],
+                         [sizes[name] for name in kernel.dims], stream, index, allocate,
+                         release)
+
+
+def clear_cache() -> None:
+    """Drops compiled ops held by this process (the disk cache stays)."""
+    with _lock:
+        _forward_ops.clear()
+        _backward_ops.clear()
+
+
+def cache_info() -> Dict[str, int]:
+    return {"forward": len(_forward_ops), "backward": len(_backward_ops),
+            "graphs": len(_graphs)}
+
+
+def describe_build() -> Dict[str, Any]:
+    count, message = C.cuda_status()
+    return {
+        "version": C.__version__,
+        "compiler": HAS_COMPILER,
+        "llvm": getattr(C, "llvm_version", ""),
+        "backward_builder": bool(getattr(C, "has_backward_builder", False)),
+        "cuda_devices": count,
+        "cuda": message,
+        "kernel_path": list(C.kernel_search_path()),
+    }
+
+

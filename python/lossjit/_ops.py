@@ -1,0 +1,219 @@
+"""The ``torch.library`` custom ops behind the public functions.
+
+``lossjit::linear_cross_entropy(hidden[N,D], weight[V,D], target[N], bias[V]?,
+ignore_index, reduction, graph) -> (loss, lse)`` and its backward
+``lossjit::linear_cross_entropy_backward``. Both have fake (meta) kernels, so
+FakeTensor, meta tensors, ``torch.compile`` and ``opcheck`` see exact shapes
+and dtypes; the forward has an autograd formula (through the backward op) and
+autocast kernels for CPU and CUDA.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _kernels as K
+
+REDUCTIONS = ("none", "mean", "sum")
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def check_inputs(hidden: Tensor, weight: Tensor, target: Tensor,
+                 bias: Optional[Tensor], ignore_index: int, reduction: str) -> None:
+    """Metadata checks only (dtype, device, shape): valid for real, meta and
+    fake tensors and for tensor subclasses alike. `hidden` may be [..., D]."""
+    for arg, value in (("hidden", hidden), ("weight", weight), ("target", target)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"lossjit: {arg} must be a Tensor, got {type(value).__name__}")
+    if bias is not None and not isinstance(bias, Tensor):
+        raise TypeError(f"lossjit: bias must be a Tensor or None, got {type(bias).__name__}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"lossjit: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
+        raise TypeError(f"lossjit: ignore_index must be an int, got {type(ignore_index).__name__}")
+    dtype = hidden.dtype
+    if dtype not in K.STORAGE_DTYPES:
+        raise TypeError(
+            f"lossjit: hidden has dtype {_name(dtype)}; lossjit stores float16, bfloat16 "
+            "or float32 (all math runs in float32)")
+    if weight.dtype != dtype:
+        raise TypeError(
+            f"lossjit: weight has dtype {_name(weight.dtype)} but hidden has {_name(dtype)}; "
+            "they must match (as for F.linear)")
+    if bias is not None and bias.dtype != dtype:
+        raise TypeError(
+            f"lossjit: bias has dtype {_name(bias.dtype)} but hidden has {_name(dtype)}; "
+            "they must match (as for F.linear)")
+    if target.dtype not in K.LABEL_DTYPES:
+        kind = "floating-point" if target.is_floating_point() else "non-index"
+        raise TypeError(
+            f"lossjit: target must hold class indices as torch.int64 or torch.int32, got "
+            f"{kind} dtype {_name(target.dtype)} (class-probability targets are not "
+            "supported)")
+    device = hidden.device
+    for arg, value in (("weight", weight), ("target", target), ("bias", bias)):
+        if value is not None and value.device != device:
+            raise RuntimeError(
+                f"lossjit: expected all tensors on one device, but hidden is on {device} "
+                f"and {arg} is on {value.device}")
+    if hidden.dim() < 1:
+        raise ValueError("lossjit: hidden must have shape [..., D], got a 0-d tensor")
+    if weight.dim() != 2:
+        raise ValueError(f"lossjit: weight must have shape [V, D], got {list(weight.shape)}")
+    d = hidden.shape[-1]
+    if weight.shape[1] != d:
+        raise ValueError(
+            f"lossjit: hidden has D={d} features but weight has shape {list(weight.shape)} "
+            "(expected [V, D])")
+    if weight.shape[0] < 1:
+        raise ValueError("lossjit: weight has no rows; the vocabulary size V must be >= 1")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(
+            f"lossjit: bias must have shape [V] = [{weight.shape[0]}], got {list(bias.shape)}")
+    if tuple(target.shape) != tuple(hidden.shape[:-1]):
+        raise ValueError(
+            f"lossjit: target must have shape {list(hidden.shape[:-1])} (hidden's leading "
+            f"dims), got {list(target.shape)}")
+
+
+@torch.library.custom_op("lossjit::linear_cross_entropy", mutates_args=())
+def linear_cross_entropy_op(hidden: Tensor, weight: Tensor, target: Tensor,
+                            bias: Optional[Tensor], ignore_index: int, reduction: str,
+                            graph: str) -> Tuple[Tensor, Tensor]:
+    """Fused loss of hidden [N, D], weight [V, D], target [N]: (loss, lse)."""
+    check_inputs(hidden, weight, target, bias, ignore_index, reduction)
+    if hidden.dim() != 2:
+        raise ValueError(f"lossjit::linear_cross_entropy takes hidden [N, D], got "
+                         f"{list(hidden.shape)}")
+    device = hidden.device
+    n, d = hidden.shape
+    v = weight.shape[0]
+    kernel = K.forward_kernel(hidden.dtype, target.dtype, bias is not None, ignore_index,
+                              reduction, graph, device)
+    loss = hidden.new_empty((n,) if reduction == "none" else (), dtype=torch.float32)
+    lse = hidden.new_empty((n,), dtype=torch.float32)
+    buffers = {"x": hidden.contiguous(), "w": weight.contiguous(),
+               "labels": target.contiguous(), "loss": loss, "lse": lse}
+    if bias is not None:
+        buffers["bias"] = bias.contiguous()
+    # On CPU the labels are range-checked (IndexError) before any kernel runs.
+    kernel.run(device, n, v, d, buffers)
+    return loss, lse
+
+
+@linear_cross_entropy_op.register_fake
+def _(hidden, weight, target, bias, ignore_index, reduction, graph):
+    check_inputs(hidden, weight, target, bias, ignore_index, reduction)
+    if hidden.dim() != 2:
+        raise ValueError(f"lossjit::linear_cross_entropy takes hidden [N, D], got "
+                         f"{list(hidden.shape)}")
+    n = hidden.shape[0]
+    loss = hidden.new_empty((n,) if reduction == "none" else (), dtype=torch.float32)
+    lse = hidden.new_empty((n,), dtype=torch.float32)
+    return loss, lse
+
+
+@torch.library.custom_op("lossjit::linear_cross_entropy_backward", mutates_args=())
+def linear_cross_entropy_backward_op(
+        hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],
+        lse: Tensor, grad_loss: Tensor, ignore_index: int, reduction: str,
+        needs_grad_x: bool, needs_grad_w: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    """(grad_hidden, grad_weight, grad_bias); a gradient not asked for is an
+    empty tensor (so is grad_bias without a bias)."""
+    device = hidden.device
+    n, d = hidden.shape
+    v = weight.shape[0]
+    kernel = K.backward_kernel(hidden.dtype, target.dtype, bias is not None, ignore_index,
+                               reduction, K.BackwardFlags(needs_grad_x, needs_grad_w), device)
+    buffers = {"x": hidden.contiguous(), "w": weight.contiguous(),
+               "labels": target.contiguous(), "lse": lse.contiguous(),
+               "grad_loss": grad_loss.to(torch.float32).contiguous()}
+    if bias is not None:
+        buffers["bias"] = bias.contiguous()
+    # The kernel may compute more than asked (prebuilt bundles always make
+    # both gradients): allocate what it writes, return what was asked.
+    names = kernel.names
+    if "grad_x" in names:
+        buffers["grad_x"] = torch.empty_like(buffers["x"])
+    if "grad_w" in names:
+        buffers["grad_w"] = torch.empty_like(buffers["w"])
+    if "grad_bias" in names:
+        buffers["grad_bias"] = torch.empty_like(buffers["bias"])
+    empty = hidden.new_empty((0,))
+    grad_x = buffers["grad_x"] if needs_grad_x else empty
+    grad_w = buffers["grad_w"] if needs_grad_w else empty
+    grad_b = buffers["grad_bias"] if (needs_grad_w and bias is not None) else \
+        hidden.new_empty((0,))
+    kernel.run(device, n, v, d, buffers)
+    return grad_x, grad_w, grad_b
+
+
+@linear_cross_entropy_backward_op.register_fake
+def _(hidden, weight, target, bias, lse, grad_loss, ignore_index, reduction,
+      needs_grad_x, needs_grad_w):
+    grad_x = torch.empty_like(hidden) if needs_grad_x else hidden.new_empty((0,))
+    grad_w = torch.empty_like(weight) if needs_grad_w else hidden.new_empty((0,))
+    grad_b = torch.empty_like(bias) if (needs_grad_w and bias is not None) \
+        else hidden.new_empty((0,))
+    return grad_x, grad_w, grad_b
+
+
+def _setup_context(ctx, inputs, output):
+    hidden, weight, target, bias, ignore_index, reduction, _graph = inputs
+    _loss, lse = output
+    # lse has no gradient formula in the kernels; the public functions hand it
+    # out behind a guard that raises if anything differentiates through it.
+    ctx.mark_non_differentiable(lse)
+    ctx.save_for_backward(hidden, weight, target, bias, lse)
+    ctx.ignore_index = ignore_index
+    ctx.reduction = reduction
+
+
+def _backward(ctx, grad_loss, _grad_lse):
+    hidden, weight, target, bias, lse = ctx.saved_tensors
+    needs_x, needs_w, _, needs_b = ctx.needs_input_grad[:4]
+    if grad_loss is None or not (needs_x or needs_w or needs_b):
+        return None, None, None, None, None, None, None
+    grad_x, grad_w, grad_b = torch.ops.lossjit.linear_cross_entropy_backward(
+        hidden, weight, target, bias, lse, grad_loss, ctx.ignore_index, ctx.reduction,
+        bool(needs_x), bool(needs_w or needs_b))
+    return (grad_x if needs_x else None, grad_w if needs_w else None, None,
+            grad_b if (needs_b and bias is not None) else None, None, None, None)
+
+
+linear_cross_entropy_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _autocast_kernel(device_type: str, key_name: str):
+    key = getattr(torch._C.DispatchKey, key_name)
+
+    def cast(t: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor]:
+        # Like autocast's own rule: floating tensors on this device type,
+        # except float64, take the autocast dtype.
+        if t is None or not t.is_floating_point() or t.dtype == torch.float64 \
+                or t.device.type != device_type:
+            return t
+        return t.to(dtype)
+
+    def kernel(_keyset, hidden, weight, target, bias, ignore_index, reduction, graph):
+        # What F.linear does under autocast; the loss itself is float32 in
+        # any case (F.cross_entropy autocasts to float32).
+        dtype = torch.get_autocast_dtype(device_type)
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
+            return torch.ops.lossjit.linear_cross_entropy(
+                cast(hidden, dtype), cast(weight, dtype), target, cast(bias, dtype),
+                ignore_index, reduction, graph)
+
+    return kernel
+
+
+_autocast_lib = torch.library.Library("lossjit", "IMPL")
+for _device_type, _key in (("cpu", "AutocastCPU"), ("cuda", "AutocastCUDA")):
+    _autocast_lib.impl("linear_cross_entropy", _autocast_kernel(_device_type, _key), _key,
+                       with_keyset=True)

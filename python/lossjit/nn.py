@@ -1,0 +1,40 @@
+"""``lossjit.LinearCrossEntropyLoss``: the module form of the fused loss."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from torch import Tensor, nn
+
+from .functional import linear_cross_entropy
+
+
+class LinearCrossEntropyLoss(nn.Module):
+    """``loss = LinearCrossEntropyLoss(...)(hidden, weight, target, bias=None)``.
+
+    The loss of an output projection (language-model head) without the
+    [tokens, vocabulary] logits; see :func:`lossjit.linear_cross_entropy` for
+    shapes, dtypes and semantics. Like ``nn.CrossEntropyLoss`` it holds only
+    options: the projection's weight (and bias) are passed in, so the module
+    that owns them (e.g. ``lm_head``) stays as it is.
+    """
+
+    def __init__(self, ignore_index: int = -100, reduction: str = "mean",
+                 return_lse: bool = False) -> None:
+        super().__init__()
+        if reduction not in ("none", "mean", "sum"):
+            raise ValueError(
+                f"lossjit: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+        self.ignore_index = ignore_index
+        self.reduction = reduction
+        self.return_lse = return_lse
+
+    def forward(self, hidden: Tensor, weight: Tensor, target: Tensor,
+                bias: Optional[Tensor] = None):
+        return linear_cross_entropy(hidden, weight, target, bias,
+                                    ignore_index=self.ignore_index,
+                                    reduction=self.reduction, return_lse=self.return_lse)
+
+    def extra_repr(self) -> str:
+        return (f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, "
+                f"return_lse={self.return_lse}")

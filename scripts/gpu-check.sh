@@ -1,0 +1,414 @@
+#!/usr/bin/env bash
+# The GPU check: ONE prepared command for a machine with a GPU (docs/gpu-check.md).
+#
+# 1) Here, on a machine with the compiler (MLIR):
+#      scripts/gpu-check.sh --prepare [--no-wheels] [--arch sm_80,sm_90] [--aot PATH]
+#    builds lossjit-aot and writes .bundle/ (git-ignored, a few MB): kernel
+#    bundles for LOSSJIT_KERNEL_PATH, AOT C API outputs for the example
+#    consumer and the benchmark, googletest sources; downloads the Liger-Kernel
+#    and cut-cross-entropy wheels into .whl/.
+# 2) There, on the GPU machine (CUDA, CMake, ninja, python3 + torch; no MLIR),
+#    in one call, in under 8 minutes:
+#      scripts/gpu-check.sh [--out DIR] [--budget SECONDS] [--skip STEP,...]
+#    builds the runtime-only configuration (+ the Python extension when
+#    python/ exists), runs ctest -L gpu, the pytest suite on CUDA, the AOT
+#    consumer against every prepared variant, and the fwd+bwd benchmark; every
+#    step is time-boxed. Full results go to $OUT (default build-gpu/out/);
+#    a summary and the benchmark table are printed last. Exit 0 when every
+#    step that ran passed.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SELF="$ROOT/scripts/gpu-check.sh"
+
+usage() {
+  sed -n '2,19p' "$SELF" | sed 's/^# \{0,1\}//'
+  exit "${1:-0}"
+}
+
+# ------------------------------------------------------------------ options
+MODE=run
+WHEELS=1
+AOT=""
+BUNDLE="${LOSSJIT_GPU_BUNDLE:-$ROOT/.bundle}"
+ARCHES="${LOSSJIT_GPU_ARCHES:-sm_80,sm_90}"
+OUTDIR="${OUT:-$ROOT/build-gpu/out}"
+BUDGET="${LOSSJIT_GPU_BUDGET:-430}"
+SKIP=""
+INTERNAL=""
+while (($#)); do
+  case "$1" in
+  --prepare) MODE=prepare ;;
+  --no-wheels) WHEELS=0 ;;
+  --aot) AOT="$2"; shift ;;
+  --bundle-dir) BUNDLE="$2"; shift ;;
+  --arch) ARCHES="$2"; shift ;;
+  --out) OUTDIR="$2"; shift ;;
+  --budget) BUDGET="$2"; shift ;;
+  --skip) SKIP="$2"; shift ;;
+  --internal-step) INTERNAL="$2"; shift ;;
+  -h | --help) usage 0 ;;
+  *) echo "gpu-check: unknown argument '$1'" >&2; usage 3 ;;
+  esac
+  shift
+done
+BUNDLE="$(mkdir -p "$BUNDLE" && cd "$BUNDLE" && pwd)"
+
+# ================================================================= prepare
+# Variants of the AOT C API (one directory each, prefix "lce"): the example
+# consumer runs every one, the benchmark uses f16-mean and bf16-mean.
+AOT_VARIANTS=(
+  "f16-mean|--dtype f16 --reduction mean"
+  "bf16-mean|--dtype bf16 --reduction mean"
+  "bf16-sum-bias-i32|--dtype bf16 --reduction sum --bias --label-type i32 --ignore-index 5"
+  "f32-none|--dtype f32 --reduction none"
+)
+
+prepare() {
+  set -e
+  local start=$SECONDS
+  if [ -z "$AOT" ]; then
+    # shellcheck source=lib.sh
+    source "$ROOT/scripts/lib.sh"
+    lossjit_configure
+    lossjit_build lossjit-aot
+    AOT="$LOSSJIT_BUILD/bin/lossjit-aot"
+  fi
+  [ -x "$AOT" ] || { echo "gpu-check: no lossjit-aot at $AOT" >&2; exit 1; }
+  echo "gpu-check --prepare: $AOT -> $BUNDLE (arches $ARCHES)"
+  rm -rf "$BUNDLE/aot" "$BUNDLE/kernels" "$BUNDLE/googletest"
+  mkdir -p "$BUNDLE/aot" "$BUNDLE/kernels"
+
+  local entry name args jobs=()
+  for entry in "${AOT_VARIANTS[@]}"; do
+    name=${entry%%|*}
+    args=${entry#*|}
+    jobs+=("$args --arch $ARCHES -o $BUNDLE/aot/$name")
+  done
+  # A cubin variant where this machine can assemble (nvJitLink or ptxas).
+  if command -v ptxas >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas" ] ||
+    ls "${CUDA_HOME:-/usr/local/cuda}"/lib64/libnvJitLink.so* >/dev/null 2>&1; then
+    jobs+=("--dtype f16 --reduction mean --emit cubin --arch $ARCHES -o $BUNDLE/aot/f16-mean-cubin")
+  else
+    echo "gpu-check --prepare: no nvJitLink/ptxas here; no cubin variant"
+  fi
+  # LOSSJIT_KERNEL_PATH: bundles (no C API) for the Python tests and the
+  # benchmark: every dtype x reduction x bias, int64 labels, ignore_index -100.
+  local dtype reduction bias
+  for dtype in f16 bf16 f32; do
+    for reduction in mean sum none; do
+      for bias in nobias bias; do
+        args="--dtype $dtype --reduction $reduction"
+        [ "$bias" = bias ] && args="$args --bias"
+        jobs+=("$args --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias")
+      done
+    done
+  done
+  printf '%s\n' "${jobs[@]}" >"$BUNDLE/jobs.txt"
+  export AOT
+  # shellcheck disable=SC2016
+  xargs -a "$BUNDLE/jobs.txt" -P 2 -I{} bash -c \
+    '"$AOT" --preset linear-cross-entropy --quiet {} || { echo "FAILED: lossjit-aot {}"; exit 255; }'
+  for dir in "$BUNDLE"/aot/* "$BUNDLE"/kernels/*; do
+    "$AOT" --check "$dir" --quiet
+  done
+  rm -f "$BUNDLE/jobs.txt"
+
+  # One index over all kernel-path variants: options, op and arch -> bundle
+  # key, for runtime-only code that cannot compute cache keys.
+  python3 - "$BUNDLE/kernels" <<'PY'
+import json, os, sys
+root = sys.argv[1]
+variants = []
+for name in sorted(os.listdir(root)):
+    path = os.path.join(root, name, "manifest.json")
+    if not os.path.isfile(path):
+        continue
+    index = json.load(open(path))
+    variants.append({
+        "dir": name,
+        "options": index["options"],
+        "ops": [{"role": op["role"], "entry": op["entry"],
+                 "arches": {a["arch"]: a["key"] for a in op["arches"]}}
+                for op in index["ops"]],
+    })
+json.dump({"format": "lossjit-kernel-path-index", "format_version": 1,
+           "variants": variants}, open(os.path.join(root, "index.json"), "w"), indent=1)
+print(f"gpu-check --prepare: {len(variants)} kernel-path variants indexed")
+PY
+
+  # The GPU machine may lack GoogleTest; its sources travel with the bundle.
+  if [ -d /usr/src/googletest ]; then
+    cp -r /usr/src/googletest "$BUNDLE/googletest"
+    rm -rf "$BUNDLE/googletest/googlemock/docs" "$BUNDLE/googletest/googletest/docs"
+  else
+    echo "gpu-check --prepare: no /usr/src/googletest; the GPU machine must have GTest"
+  fi
+
+  if ((WHEELS)); then
+    download_wheels || echo "gpu-check --prepare: wheel download failed; the benchmark skips those peers"
+  fi
+
+  {
+    echo "prepared: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)$(
+      git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
+    echo "lossjit-aot: $AOT"
+    echo "arches: $ARCHES"
+    echo "aot: $(cd "$BUNDLE/aot" && echo *)"
+    echo "kernels: $(cd "$BUNDLE/kernels" && ls -d */ | wc -l) variants"
+  } >"$BUNDLE/PREPARED"
+  local size
+  size=$(du -sm "$BUNDLE" | cut -f1)
+  echo "gpu-check --prepare: done in $((SECONDS - start)) s; $BUNDLE is ${size} MiB"
+  [ -d "$ROOT/.whl" ] && echo "gpu-check --prepare: .whl is $(du -sm "$ROOT/.whl" | cut -f1) MiB"
+  if ((size > 40)); then
+    echo "gpu-check --prepare: warning: the bundle is large for a 64 MiB working-tree transfer"
+  fi
+}
+
+download_wheels() {
+  local whl="$ROOT/.whl" pkg
+  mkdir -p "$whl"
+  local platforms=()
+  for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 \
+    manylinux2014_x86_64 manylinux1_x86_64; do
+    platforms+=(--platform "$p")
+  done
+  for pkg in liger-kernel cut-cross-entropy; do
+    if ls "$whl"/"${pkg//-/_}"-*.whl >/dev/null 2>&1; then
+      echo "gpu-check --prepare: $(cd "$whl" && ls "${pkg//-/_}"-*.whl) already in .whl"
+      continue
+    fi
+    timeout 120 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+      --implementation cp "${platforms[@]}" -d "$whl" "$pkg" ||
+      echo "gpu-check --prepare: no wheel for $pkg"
+  done
+  ls -la "$whl"
+}
+
+# ===================================================================== run
+# Steps, in order; each runs as `gpu-check.sh --internal-step NAME` under a
+# timeout. Caps are seconds; a step also never runs past the budget.
+STEPS=(info gtest build ctest pytest consumer bench)
+declare -A CAP=([info]=20 [gtest]=90 [build]=170 [ctest]=90 [pytest]=120 [consumer]=120
+  [bench]=600)
+
+BUILD="$ROOT/build-gpu"
+LOGS="$BUILD/logs"
+GTEST_PREFIX=/tmp/lossjit-gtest
+
+kernel_path() {
+  local dirs=("$BUNDLE"/kernels/*/)
+  local IFS=:
+  [ -d "${dirs[0]}" ] && echo "${dirs[*]%/}"
+}
+
+have_python_package() { [ -f "$ROOT/python/CMakeLists.txt" ]; }
+
+step_info() {
+  echo "host: $(hostname) $(uname -m), $(nproc) cores"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader ||
+    echo "nvidia-smi failed"
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+      torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no cuda")' ||
+    echo "no torch"
+  cmake --version | head -1
+  command -v nvcc >/dev/null && nvcc --version | tail -1
+  if [ ! -f "$BUNDLE/PREPARED" ]; then
+    echo "no $BUNDLE/PREPARED: run scripts/gpu-check.sh --prepare first (on a machine with" \
+      "MLIR) and carry .bundle (and .whl) to this machine"
+    return 1
+  fi
+  cat "$BUNDLE/PREPARED"
+}
+
+step_gtest() {
+  if { [ -f /usr/include/gtest/gtest.h ] || [ -f /usr/local/include/gtest/gtest.h ]; } &&
+    find /usr/lib /usr/lib64 /usr/local/lib /usr/local/lib64 -maxdepth 2 -name 'libgtest.*' \
+      2>/dev/null | grep -q .; then
+    echo "system GoogleTest found"
+    return 0
+  fi
+  [ -f "$GTEST_PREFIX/.done" ] && { echo "GoogleTest already built"; return 0; }
+  [ -d "$BUNDLE/googletest" ] || { echo "no GoogleTest here and none in $BUNDLE"; return 1; }
+  cmake -G Ninja -S "$BUNDLE/googletest" -B /tmp/lossjit-gtest-build -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_INSTALL_PREFIX="$GTEST_PREFIX" -DBUILD_GMOCK=OFF -DINSTALL_GTEST=ON >/dev/null &&
+    cmake --build /tmp/lossjit-gtest-build -j "$(nproc)" >/dev/null &&
+    cmake --install /tmp/lossjit-gtest-build >/dev/null && touch "$GTEST_PREFIX/.done" &&
+    echo "built GoogleTest into $GTEST_PREFIX"
+}
+
+configure() { # python: ON|OFF
+  # The python3 on PATH is the one with torch (a venv on the GPU machines):
+  # build the extension for it, not for whatever FindPython meets first.
+  cmake -G Ninja -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLOSSJIT_ENABLE_COMPILER=OFF \
+    -DLOSSJIT_ENABLE_PYTHON="$1" -DPython_EXECUTABLE="$(command -v python3)" \
+    -DCMAKE_PREFIX_PATH="$GTEST_PREFIX" >"$LOGS/configure.log" 2>&1
+}
+
+step_build() {
+  mkdir -p "$LOGS"
+  local python=OFF
+  have_python_package && python=ON
+  if ! configure "$python"; then
+    tail -30 "$LOGS/configure.log"
+    [ "$python" = ON ] || return 1
+    echo "configure with the Python extension failed; retrying without it"
+    python=OFF
+    rm -rf "$BUILD/CMakeCache.txt"
+    configure OFF || { tail -30 "$LOGS/configure.log"; return 1; }
+  fi
+  if ! ninja -C "$BUILD" -j "$(nproc)" >"$LOGS/build.log" 2>&1; then
+    grep -E -A8 'error|FAILED' "$LOGS/build.log" | head -60
+    [ "$python" = ON ] || return 1
+    echo "build with the Python extension failed; building without it"
+    configure OFF && ninja -C "$BUILD" -j "$(nproc)" >"$LOGS/build.log" 2>&1 ||
+      { grep -E -A8 'error|FAILED' "$LOGS/build.log" | head -40; return 1; }
+    return 2 # built, but not everything
+  fi
+  echo "runtime-only build ok (python extension: $python)"
+}
+
+step_ctest() {
+  [ -f "$BUILD/CTestTestfile.cmake" ] || { echo "no build"; return 1; }
+  cd "$BUILD" && LOSSJIT_KERNEL_PATH="$(kernel_path)" ctest -L gpu --output-on-failure \
+    --timeout 120 --output-junit "$OUTDIR/ctest-gpu.xml"
+}
+
+step_pytest() {
+  if ! ls "$ROOT"/tests/python/test_*.py >/dev/null 2>&1; then
+    echo "no tests/python/test_*.py"
+    return 77
+  fi
+  if ! ls "$BUILD"/python/_lossjit*.so >/dev/null 2>&1; then
+    echo "the Python extension was not built"
+    return 1
+  fi
+  local timeout_flag=()
+  python3 -c 'import pytest_timeout' 2>/dev/null && timeout_flag=(--timeout=90)
+  cd "$ROOT" && PYTHONPATH="$ROOT/python:$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" \
+    LOSSJIT_KERNEL_PATH="$(kernel_path)" \
+    python3 -m pytest tests/python -q -rs -p no:cacheprovider "${timeout_flag[@]}" \
+    --junitxml="$OUTDIR/pytest.xml"
+}
+
+step_consumer() {
+  local dir name failed=0 ran=0
+  local log="$OUTDIR/consumer.log"
+  : >"$log"
+  for dir in "$BUNDLE"/aot/*/; do
+    name=$(basename "$dir")
+    [ -f "$dir/lce.h" ] || continue
+    ran=$((ran + 1))
+    local b="$BUILD/consumer-$name"
+    if ! { cmake -G Ninja -S "$ROOT/examples/aot_consumer" -B "$b" -DCMAKE_BUILD_TYPE=Release \
+      -DLOSSJIT_AOT_DIR="${dir%/}" >>"$log" 2>&1 && cmake --build "$b" -j "$(nproc)" >>"$log" 2>&1; }; then
+      echo "consumer $name: build FAILED"
+      failed=1
+      continue
+    fi
+    echo "== $name" >>"$log"
+    if timeout 60 "$b/aot_consumer" --quiet >>"$log" 2>&1; then
+      echo "consumer $name: $(tail -1 "$log")"
+    else
+      echo "consumer $name: FAILED"
+      grep -E '^FAIL|error' "$log" | tail -15
+      failed=1
+    fi
+  done
+  ((ran)) || { echo "no AOT variants in $BUNDLE/aot"; return 1; }
+  return $failed
+}
+
+step_bench() {
+  local site=/tmp/lossjit-site
+  if ls "$ROOT"/.whl/*.whl >/dev/null 2>&1; then
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target "$site" "$ROOT"/.whl/*.whl && echo "peer wheels: $(cd "$ROOT/.whl" && echo *.whl)"
+  fi
+  local budget=${STEP_LIMIT:-300}
+  cd "$ROOT" && PYTHONUNBUFFERED=1 \
+    PYTHONPATH="$site:$ROOT/python:$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" \
+    LOSSJIT_KERNEL_PATH="$(kernel_path)" \
+    python3 "$ROOT/bench/gpu/bench_lce.py" --out "$OUTDIR" --budget "$((budget - 10))" \
+    --aot-dir "$BUNDLE/aot"
+}
+
+run_internal() {
+  case "$INTERNAL" in
+  info | gtest | build | ctest | pytest | consumer | bench) "step_$INTERNAL" ;;
+  *) echo "unknown step $INTERNAL" >&2; return 3 ;;
+  esac
+}
+
+run_all() {
+  local start=$SECONDS name status limit left t0
+  local -a rows=()
+  local failed=0
+  echo "gpu-check: budget ${BUDGET}s, output in $OUTDIR"
+  for name in "${STEPS[@]}"; do
+    left=$((BUDGET - (SECONDS - start) - 5))
+    limit=${CAP[$name]}
+    ((limit > left)) && limit=$left
+    if [[ ",$SKIP," == *",$name,"* ]]; then
+      rows+=("$name|skipped (--skip)|0")
+      continue
+    fi
+    if ((limit < 10)); then
+      rows+=("$name|skipped (no time left)|0")
+      continue
+    fi
+    echo
+    echo "=================== $name (limit ${limit}s) ==================="
+    t0=$SECONDS
+    STEP_LIMIT=$limit timeout --kill-after=5 "$limit" \
+      "$SELF" --internal-step "$name" --bundle-dir "$BUNDLE" --out "$OUTDIR"
+    status=$?
+    case $status in
+    0) rows+=("$name|ok|$((SECONDS - t0))") ;;
+    2) rows+=("$name|partial|$((SECONDS - t0))"); failed=1 ;;
+    77) rows+=("$name|skipped (nothing to run)|$((SECONDS - t0))") ;;
+    124 | 137) rows+=("$name|TIMEOUT after ${limit}s|$((SECONDS - t0))"); failed=1 ;;
+    *) rows+=("$name|FAILED (exit $status)|$((SECONDS - t0))"); failed=1 ;;
+    esac
+  done
+  {
+    echo "## lossjit GPU check, $(date -u +%Y-%m-%d)"
+    echo
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null |
+      sed 's/^/card, driver: /'
+    [ -f "$BUNDLE/PREPARED" ] && grep -E '^(commit|prepared):' "$BUNDLE/PREPARED"
+    echo
+    echo "| step | result | seconds |"
+    echo "| --- | --- | --- |"
+    local row
+    for row in "${rows[@]}"; do
+      IFS='|' read -r n r s <<<"$row"
+      echo "| $n | $r | $s |"
+    done
+    echo
+    echo "total: $((SECONDS - start)) s"
+    if [ -f "$OUTDIR/bench.md" ]; then
+      echo
+      cat "$OUTDIR/bench.md"
+    fi
+  } >"$OUTDIR/summary.md"
+  echo
+  echo "=================== summary ==================="
+  cat "$OUTDIR/summary.md"
+  return $failed
+}
+
+if [ -n "$INTERNAL" ]; then
+  run_internal
+  exit $?
+fi
+if [ "$MODE" = prepare ]; then
+  prepare
+else
+  mkdir -p "$OUTDIR" "$LOGS"
+  OUTDIR="$(cd "$OUTDIR" && pwd)"
+  run_all 2>&1 | tee "$OUTDIR/gpu-check.log"
+  exit "${PIPESTATUS[0]}"
+fi

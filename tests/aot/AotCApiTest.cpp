@@ -1,0 +1,564 @@
+//===- AotCApiTest.cpp - The generated C API against a fake driver ---------===//
+//
+// The C sources lossjit-aot generated at build time (tests/aot/CMakeLists.txt)
+// are compiled into this test and linked against FakeCuda instead of libcuda.
+// Checked here on every CI run, without a GPU:
+//   * launch parity: for the same bundle, dims and buffers, the C API issues
+//     exactly the launches the runtime's CudaLauncher issues (kernel, grid,
+//     block, shared memory, stream and every 8-byte kernel parameter);
+//   * the arch choice for devices old and new, by name too;
+//   * every error path returns its status with a message, never exits;
+//   * workspaces: caller-provided, default stream-ordered allocator, the
+//     pool-less fallback and a custom allocator;
+//   * the synthetic backward: derived symbols and per-chunk kernel groups.
+//
+//===----------------------------------------------------------------------===//
+
+// Runtime headers first (see FakeCuda.h), then the generated ones.
+#include "runtime/CudaLauncher.h"
+#include "runtime/FileUtil.h"
+#include "runtime/Json.h"
+#include "runtime/KernelBundle.h"
+
+#include "FakeCuda.h"
+#include "tools/lossjit-aot/AotModel.h"
+
+#include "aot_bf16_sum_bias.h"
+#include "aot_f16_mean.h"
+#include "aot_f32_none.h"
+#include "synth.h"
+#ifdef LOSSJIT_TEST_CUBIN
+#include "aot_f16_cubin.h"
+#endif
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+
+using namespace lossjit;
+
+namespace {
+
+/// One generated C API behind a prefix-free interface.
+struct CApi {
+  std::string name;
+  std::string dir; ///< the AOT output directory
+  std::function<int(CUcontext, const char *)> create;
+  std::function<int()> destroy;
+  std::function<const char *()> handleArch;
+  std::function<int(const char *op, CUstream, const std::vector<CUdeviceptr> &,
+                    const std::vector<int64_t> &, CUdeviceptr, size_t)>
+      run;
+  std::function<size_t(const char *op, int64_t, int64_t, int64_t)> workspaceBytes;
+  std::function<const char *()> lastError;
+  std::function<int(void *alloc, void *release, void *user)> setAllocator;
+};
+
+// Binds <prefix>_* into a CApi; the handle lives in a static per prefix.
+#define LOSSJIT_BIND_CAPI(P, DIR, BACKWARD)                                              \
+  [] {                                                                                 \
+    static P##_handle *handle = nullptr;                                               \
+    CApi api;                                                                          \
+    api.name = #P;                                                                     \
+    api.dir = DIR;                                                                     \
+    api.create = [](CUcontext c, const char *arch) {                                   \
+      return static_cast<int>(P##_create_for_arch(c, arch, &handle));                  \
+    };                                                                                 \
+    api.destroy = [] {                                                                 \
+      int s = static_cast<int>(P##_destroy(handle));                                   \
+      handle = nullptr;                                                                \
+      return s;                                                                        \
+    };                                                                                 \
+    api.handleArch = [] { return P##_handle_arch(handle); };                           \
+    api.run = [](const char *op, CUstream s, const std::vector<CUdeviceptr> &b,        \
+                 const std::vector<int64_t> &d, CUdeviceptr ws, size_t bytes) {        \
+      if (std::string(op) == "forward")                                                \
+        return static_cast<int>(P##_forward_v(handle, s, b.data(), int(b.size()),      \
+                                              d.data(), int(d.size()), ws, bytes));    \
+      BACKWARD(P)                                                                      \
+      return -1;                                                                       \
+    };                                                                                 \
+    api.workspaceBytes = [](const char *op, int64_t n, int64_t v, int64_t d) {         \
+      if (std::string(op) == "forward")                                                \
+        return P##_forward_workspace_bytes(n, v, d);                                   \
+      if (std::string(op) == "backward")                                               \
+        return P##_backward_workspace_bytes(n, v, d);                                  \
+      return P##_workspace_bytes(n, v, d);                                             \
+    };                                                                                 \
+    api.lastError = [] { return P##_last_error(); };                                   \
+    api.setAllocator = [](void *a, void *r, void *u) {                                 \
+      return static_cast<int>(P##_set_allocator(handle, (P##_alloc_fn)a,               \
+                                                (P##_free_fn)r, u));                   \
+    };                                                                                 \
+    return api;                                                                        \
+  }()
+#define LOSSJIT_WITH_BACKWARD(P)                                                       \
+  if (std::string(op) == "backward")                                                   \
+    return static_cast<int>(P##_backward_v(handle, s, b.data(), int(b.size()),         \
+                                           d.data(), int(d.size()), ws, bytes));
+
+// The build-time variants are generated with their backward.
+CApi f16Mean() {
+  return LOSSJIT_BIND_CAPI(aot_f16_mean, AOT_DIR_f16_mean, LOSSJIT_WITH_BACKWARD);
+}
+CApi bf16SumBias() {
+  return LOSSJIT_BIND_CAPI(aot_bf16_sum_bias, AOT_DIR_bf16_sum_bias, LOSSJIT_WITH_BACKWARD);
+}
+CApi f32None() {
+  return LOSSJIT_BIND_CAPI(aot_f32_none, AOT_DIR_f32_none, LOSSJIT_WITH_BACKWARD);
+}
+CApi synth() { return LOSSJIT_BIND_CAPI(synth, "", LOSSJIT_WITH_BACKWARD); }
+
+std::vector<CApi> realApis() { return {f16Mean(), bf16SumBias(), f32None()}; }
+
+/// The bundle directory the index lists for (op, arch).
+std::string bundleDir(const std::string &dir, const std::string &role, const std::string &arch) {
+  auto text = runtime::readFile(dir + "/manifest.json");
+  EXPECT_TRUE(text) << text.errorMessage();
+  auto index = runtime::parseJson(*text);
+  EXPECT_TRUE(index) << index.errorMessage();
+  for (const runtime::JsonValue &op : index->find("ops")->getArray())
+    if (op.find("role")->getString() == role)
+      for (const runtime::JsonValue &a : op.find("arches")->getArray())
+        if (a.find("arch")->getString() == arch)
+          return dir + "/" + a.find("dir")->getString();
+  if (role == "forward")
+    ADD_FAILURE() << "no forward bundle for " << arch << " in " << dir;
+  return {};
+}
+
+std::string baseArch(const std::string &handleArch) {
+  return handleArch.substr(0, handleArch.find(':'));
+}
+
+class AotCApiTest : public ::testing::Test {
+protected:
+  void SetUp() override { fakecuda::reset(); }
+  void TearDown() override { EXPECT_EQ(fakecuda::state().contextDepth, 0); }
+};
+
+CUstream testStream() { return reinterpret_cast<CUstream>(uintptr_t(0xabc0)); }
+
+std::vector<CUdeviceptr> fakeBuffers(size_t n) {
+  std::vector<CUdeviceptr> b;
+  for (size_t i = 0; i < n; ++i)
+    b.push_back(0x100000000ull * (i + 1));
+  return b;
+}
+
+/// Runs the runtime's launcher on `bundle` against the fake, workspaces
+/// carved from `base` exactly as the C API lays them out.
+std::vector<fakecuda::Launch> runtimeLaunches(const runtime::KernelBundle &bundle,
+                                              const std::vector<CUdeviceptr> &buffers,
+                                              const std::vector<int64_t> &dims,
+                                              CUdeviceptr base, runtime::Error *error) {
+  fakecuda::state().launches.clear();
+  auto driver = runtime::CudaDriver::fromApi(fakecuda::runtimeApi());
+  runtime::CudaLauncher launcher(*driver);
+  std::vector<runtime::DeviceBuffer> params;
+  for (CUdeviceptr b : buffers)
+    params.push_back({b, -1});
+  uint64_t next = 0;
+  runtime::WorkspaceAllocator allocator;
+  allocator.allocate = [&](size_t bytes,
+                           runtime::cu::Stream) -> runtime::Expected<runtime::cu::DevicePtr> {
+    next = (next + 255) / 256 * 256;
+    uint64_t address = base + next;
+    next += bytes;
+    return address;
+  };
+  allocator.release = [](runtime::cu::DevicePtr, size_t, runtime::cu::Stream) {};
+  *error = launcher.launch(bundle, params, dims,
+                           reinterpret_cast<runtime::cu::Stream>(testStream()), allocator);
+  return fakecuda::state().launches;
+}
+
+TEST_F(AotCApiTest, LaunchesMatchTheRuntimeLauncher) {
+  const std::vector<std::vector<int64_t>> shapes = {
+      {1, 1, 1}, {7, 1000, 64}, {130, 8191, 96}, {4096, 128256, 4096}, {0, 32000, 128},
+      {65, 5, 3}, {4096, 32000, 1024}};
+  for (const CApi &api : realApis()) {
+    for (auto [major, minor] : {std::pair{8, 0}, std::pair{8, 9}, std::pair{9, 0}}) {
+      SCOPED_TRACE(api.name + " on sm_" + std::to_string(major) + std::to_string(minor));
+      fakecuda::reset();
+      fakecuda::state().major = major;
+      fakecuda::state().minor = minor;
+      ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
+      std::string arch = baseArch(api.handleArch());
+      for (const char *role : {"forward", "backward"}) {
+      std::string dir = bundleDir(api.dir, role, arch);
+      if (dir.empty())
+        continue;
+      auto bundle = runtime::readBundleDirectory(dir);
+      ASSERT_TRUE(bundle) << bundle.errorMessage();
+      std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
+      for (const std::vector<int64_t> &dims : shapes) {
+        SCOPED_TRACE(std::string(role) + " N=" + std::to_string(dims[0]) +
+                     " V=" + std::to_string(dims[1]) + " D=" + std::to_string(dims[2]));
+        // Caller-provided workspace.
+        const CUdeviceptr base = 0x5000000000ull;
+        size_t bytes = api.workspaceBytes(role, dims[0], dims[1], dims[2]);
+        ASSERT_NE(bytes, static_cast<size_t>(-1));
+        fakecuda::state().launches.clear();
+        ASSERT_EQ(api.run(role, testStream(), buffers, dims, base, bytes), 0)
+            << api.lastError();
+        std::vector<fakecuda::Launch> mine = fakecuda::state().launches;
+        runtime::Error error = runtime::Error::success();
+        std::vector<fakecuda::Launch> theirs = runtimeLaunches(*bundle, buffers, dims, base, &error);
+        ASSERT_FALSE(error) << error.message();
+        ASSERT_EQ(mine.size(), theirs.size());
+        for (size_t i = 0; i < mine.size(); ++i) {
+          EXPECT_EQ(mine[i].kernel, theirs[i].kernel);
+          EXPECT_EQ(mine[i].grid, theirs[i].grid) << mine[i].kernel;
+          EXPECT_EQ(mine[i].block, theirs[i].block) << mine[i].kernel;
+          EXPECT_EQ(mine[i].sharedBytes, theirs[i].sharedBytes) << mine[i].kernel;
+          EXPECT_EQ(mine[i].stream, testStream());
+          EXPECT_EQ(mine[i].params, theirs[i].params) << mine[i].kernel;
+          EXPECT_EQ(mine[i].target, arch);
+        }
+        if (dims[0] > 0) {
+          EXPECT_FALSE(mine.empty());
+        }
+
+        // Allocator path: one stream-ordered block, carved the same way.
+        size_t allocationsBefore = fakecuda::state().allocations.size();
+        fakecuda::state().launches.clear();
+        ASSERT_EQ(api.run(role, testStream(), buffers, dims, 0, 0), 0) << api.lastError();
+        mine = fakecuda::state().launches;
+        if (bytes > 0) {
+          ASSERT_EQ(fakecuda::state().allocations.size(), allocationsBefore + 1);
+          auto [address, size] = fakecuda::state().allocations.back();
+          EXPECT_EQ(size, bytes);
+          EXPECT_EQ(fakecuda::state().frees.back(), address);
+          theirs = runtimeLaunches(*bundle, buffers, dims, address, &error);
+          ASSERT_FALSE(error) << error.message();
+          EXPECT_EQ(mine, theirs);
+        } else {
+          EXPECT_EQ(fakecuda::state().allocations.size(), allocationsBefore);
+        }
+      }
+      }
+      EXPECT_EQ(api.destroy(), 0);
+      EXPECT_EQ(fakecuda::state().unloads, static_cast<int>(fakecuda::state().modules.size()));
+    }
+  }
+}
+
+TEST_F(AotCApiTest, ArchChoice) {
+  CApi api = f16Mean(); // sm_80, sm_90, sm_90a
+  struct Case {
+    int major, minor;
+    const char *want;
+    const char *expect; // nullptr: no compatible arch
+  };
+  const Case cases[] = {
+      {8, 0, nullptr, "sm_80:ptx"},   {8, 6, nullptr, "sm_80:ptx"},
+      {8, 9, nullptr, "sm_80:ptx"},   {9, 0, nullptr, "sm_90a:ptx"},
+      {10, 0, nullptr, "sm_90:ptx"},  {12, 0, nullptr, "sm_90:ptx"},
+      {7, 5, nullptr, nullptr},       {9, 0, "sm_80", "sm_80:ptx"},
+      {9, 0, "sm_90:ptx", "sm_90:ptx"}, {8, 9, "sm_90a", nullptr},
+      {10, 0, "sm_90a", nullptr},     {9, 0, "sm_75", nullptr},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::to_string(c.major) + "." + std::to_string(c.minor) + " want " +
+                 (c.want ? c.want : "auto"));
+    fakecuda::reset();
+    fakecuda::state().major = c.major;
+    fakecuda::state().minor = c.minor;
+    int status = api.create(nullptr, c.want);
+    if (!c.expect) {
+      EXPECT_EQ(status, AOT_F16_MEAN_ERROR_NO_COMPATIBLE_ARCH);
+      EXPECT_NE(std::string(api.lastError()).find("sm_80:ptx, sm_90:ptx, sm_90a:ptx"),
+                std::string::npos)
+          << api.lastError();
+      EXPECT_TRUE(fakecuda::state().modules.empty());
+      continue;
+    }
+    ASSERT_EQ(status, 0) << api.lastError();
+    EXPECT_STREQ(api.handleArch(), c.expect);
+    for (const std::string &m : fakecuda::state().modules)
+      EXPECT_NE(m.find(".target " + baseArch(c.expect) + "\n"), std::string::npos);
+    EXPECT_EQ(api.destroy(), 0);
+  }
+  EXPECT_EQ(aot_f16_mean_num_arches(), 3);
+  EXPECT_STREQ(aot_f16_mean_arch_name(0), "sm_80:ptx");
+  EXPECT_EQ(aot_f16_mean_arch_name(3), nullptr);
+}
+
+TEST_F(AotCApiTest, ErrorsAreStatusCodesWithMessages) {
+  CApi api = f16Mean();
+  std::vector<CUdeviceptr> buffers = fakeBuffers(5);
+  // No handle.
+  EXPECT_EQ(aot_f16_mean_create(nullptr, nullptr), AOT_F16_MEAN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(api.run("forward", nullptr, buffers, {4, 5, 6}, 0, 0),
+            AOT_F16_MEAN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(api.lastError()).find("handle is NULL"), std::string::npos);
+  EXPECT_EQ(aot_f16_mean_destroy(nullptr), AOT_F16_MEAN_SUCCESS);
+  // No current context.
+  fakecuda::state().hasCurrentContext = false;
+  EXPECT_EQ(api.create(nullptr, nullptr), AOT_F16_MEAN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(api.lastError()).find("none is current"), std::string::npos);
+  // A context that is not the fake's.
+  EXPECT_EQ(api.create(reinterpret_cast<CUcontext>(uintptr_t(0x2000)), nullptr),
+            AOT_F16_MEAN_ERROR_CUDA);
+  EXPECT_NE(std::string(api.lastError()).find("CUDA_ERROR_INVALID_CONTEXT"), std::string::npos);
+  fakecuda::state().hasCurrentContext = true;
+  // JIT failure: the status, the file and the JIT log.
+  fakecuda::state().moduleLoadResult = CUDA_ERROR_INVALID_PTX;
+  fakecuda::state().jitLog = "ptxas fatal   : Unresolved extern function 'oops'";
+  EXPECT_EQ(api.create(nullptr, nullptr), AOT_F16_MEAN_ERROR_CUDA);
+  std::string message = api.lastError();
+  EXPECT_NE(message.find("CUDA_ERROR_INVALID_PTX"), std::string::npos) << message;
+  EXPECT_NE(message.find("lce_partial.sm_90a.ptx"), std::string::npos) << message;
+  EXPECT_NE(message.find("Unresolved extern function 'oops'"), std::string::npos) << message;
+  fakecuda::state().moduleLoadResult = CUDA_SUCCESS;
+
+  ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
+  EXPECT_STREQ(api.lastError(), "");
+  // Bad dims, buffers and workspaces; nothing is launched.
+  fakecuda::state().launches.clear();
+  EXPECT_EQ(api.run("forward", nullptr, buffers, {-1, 5, 6}, 0, 0),
+            AOT_F16_MEAN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(api.lastError()).find("dim N = -1"), std::string::npos);
+  EXPECT_EQ(api.run("forward", nullptr, buffers, {INT64_MAX / 2, 5, 6}, 0, 0),
+            AOT_F16_MEAN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(api.lastError()).find("overflows"), std::string::npos) << api.lastError();
+  EXPECT_EQ(api.run("forward", nullptr, buffers, {int64_t(1) << 40, 5, 6}, 0, 0),
+            AOT_F16_MEAN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(api.lastError()).find("grid[0]"), std::string::npos) << api.lastError();
+  std::vector<CUdeviceptr> nullX = buffers;
+  nullX[0] = 0;
+  EXPECT_EQ(api.run("forward", nullptr, nullX, {4, 5, 6}, 0, 0),
+            AOT_F16_MEAN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(api.lastError()).find("x is a null device pointer"), std::string::npos);
+  size_t bytes = api.workspaceBytes("forward", 4, 5, 6);
+  EXPECT_EQ(api.run("forward", nullptr, buffers, {4, 5, 6}, 0x5000000000ull, bytes - 1),
+            AOT_F16_MEAN_ERROR_WORKSPACE_TOO_SMALL);
+  EXPECT_EQ(api.run("forward", nullptr, buffers, {4, 5, 6}, 0x5000000010ull, bytes),
+            AOT_F16_MEAN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(aot_f16_mean_forward_v(nullptr, nullptr, buffers.data(), 4, nullptr, 3, 0, 0),
+            AOT_F16_MEAN_ERROR_INVALID_ARGUMENT);
+  int64_t dims[3] = {4, 5, 6};
+  EXPECT_EQ(aot_f16_mean_forward_v(nullptr, nullptr, buffers.data(), 4, dims, 3, 0, 0),
+            AOT_F16_MEAN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(api.lastError()).find("expected 5 buffers and 3 dims"),
+            std::string::npos);
+  EXPECT_TRUE(fakecuda::state().launches.empty());
+  // N = 0: x may be NULL; the reduction still writes the loss.
+  EXPECT_EQ(api.run("forward", nullptr, nullX, {0, 5, 6}, 0, 0), AOT_F16_MEAN_SUCCESS)
+      << api.lastError();
+  ASSERT_EQ(fakecuda::state().launches.size(), 1u);
+  EXPECT_EQ(fakecuda::state().launches[0].kernel, "lce_reduce");
+  EXPECT_EQ(api.workspaceBytes("forward", -1, 5, 6), static_cast<size_t>(-1));
+  EXPECT_EQ(api.workspaceBytes("all", INT64_MAX, 5, 6), static_cast<size_t>(-1));
+  // A failing launch reports the kernel and grid.
+  fakecuda::state().launchResult = CUDA_ERROR_INVALID_HANDLE;
+  EXPECT_EQ(api.run("forward", nullptr, buffers, {4, 5, 6}, 0, 0), AOT_F16_MEAN_ERROR_CUDA);
+  EXPECT_NE(std::string(api.lastError()).find("kernel lce_partial grid=(1,8,1)"),
+            std::string::npos)
+      << api.lastError();
+  fakecuda::state().launchResult = CUDA_SUCCESS;
+  EXPECT_STREQ(aot_f16_mean_status_string(AOT_F16_MEAN_ERROR_WORKSPACE_TOO_SMALL),
+               "AOT_F16_MEAN_ERROR_WORKSPACE_TOO_SMALL");
+  EXPECT_EQ(api.destroy(), 0);
+}
+
+TEST_F(AotCApiTest, TypedEntryPointEqualsArrayForm) {
+  ASSERT_EQ(f16Mean().create(nullptr, nullptr), 0);
+  std::vector<CUdeviceptr> b = fakeBuffers(5);
+  aot_f16_mean_handle *h = nullptr;
+  ASSERT_EQ(aot_f16_mean_create(nullptr, &h), AOT_F16_MEAN_SUCCESS);
+  ASSERT_EQ(aot_f16_mean_forward(h, testStream(), b[0], b[1], b[2], b[3], b[4], 33, 1000, 64, 0,
+                                 0),
+            AOT_F16_MEAN_SUCCESS);
+  auto typed = fakecuda::state().launches;
+  fakecuda::state().launches.clear();
+  ASSERT_EQ(f16Mean().run("forward", testStream(), b, {33, 1000, 64}, 0, 0), 0);
+  ASSERT_EQ(typed.size(), fakecuda::state().launches.size());
+  for (size_t i = 0; i < typed.size(); ++i) {
+    EXPECT_EQ(typed[i].grid, fakecuda::state().launches[i].grid);
+    // Workspaces differ between the two calls; buffers and dims do not.
+    EXPECT_EQ(typed[i].params.size(), fakecuda::state().launches[i].params.size());
+  }
+  EXPECT_EQ(aot_f16_mean_destroy(h), AOT_F16_MEAN_SUCCESS);
+  EXPECT_EQ(f16Mean().destroy(), 0);
+}
+
+CUresult customAlloc(void *user, size_t bytes, CUstream stream, CUdeviceptr *out) {
+  auto *log = static_cast<std::vector<std::string> *>(user);
+  log->push_back("alloc " + std::to_string(bytes) + " on " +
+                 std::to_string(reinterpret_cast<uintptr_t>(stream)));
+  *out = 0x9000000000ull;
+  return CUDA_SUCCESS;
+}
+void customFree(void *user, CUdeviceptr ptr, size_t bytes, CUstream) {
+  static_cast<std::vector<std::string> *>(user)->push_back(
+      "free " + std::to_string(ptr) + " " + std::to_string(bytes));
+}
+
+TEST_F(AotCApiTest, Allocators) {
+  CApi api = bf16SumBias();
+  ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
+  std::vector<CUdeviceptr> b = fakeBuffers(6);
+  size_t bytes = api.workspaceBytes("forward", 100, 50, 8);
+  ASSERT_GT(bytes, 0u);
+  // Default: stream-ordered pool allocation, no synchronization.
+  ASSERT_EQ(api.run("forward", testStream(), b, {100, 50, 8}, 0, 0), 0);
+  EXPECT_EQ(fakecuda::state().asyncAllocs, 1);
+  EXPECT_EQ(fakecuda::state().streamSyncs, 0);
+  // Without memory pools: cuMemAlloc, then synchronize before cuMemFree.
+  fakecuda::state().poolsSupported = false;
+  ASSERT_EQ(api.run("forward", testStream(), b, {100, 50, 8}, 0, 0), 0);
+  EXPECT_EQ(fakecuda::state().syncAllocs, 1);
+  EXPECT_EQ(fakecuda::state().streamSyncs, 1);
+  EXPECT_EQ(fakecuda::state().frees.size(), 2u);
+  // Custom allocator: called with the exact size and the stream.
+  std::vector<std::string> log;
+  ASSERT_EQ(api.setAllocator(reinterpret_cast<void *>(&customAlloc), nullptr, &log),
+            AOT_BF16_SUM_BIAS_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(api.setAllocator(reinterpret_cast<void *>(&customAlloc),
+                             reinterpret_cast<void *>(&customFree), &log),
+            0);
+  fakecuda::state().launches.clear();
+  ASSERT_EQ(api.run("forward", testStream(), b, {100, 50, 8}, 0, 0), 0);
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0], "alloc " + std::to_string(bytes) + " on " + std::to_string(0xabc0));
+  EXPECT_EQ(log[1], "free " + std::to_string(0x9000000000ull) + " " + std::to_string(bytes));
+  // The first workspace starts at the allocator's address.
+  bool sawBase = false;
+  for (const fakecuda::Launch &l : fakecuda::state().launches)
+    for (uint64_t p : l.params)
+      sawBase = sawBase || p == 0x9000000000ull;
+  EXPECT_TRUE(sawBase);
+  EXPECT_EQ(api.destroy(), 0);
+}
+
+TEST_F(AotCApiTest, SyntheticChunkedBackward) {
+  CApi api = synth();
+  fakecuda::state().major = 9;
+  ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
+  EXPECT_STREQ(api.handleArch(), "sm_90:ptx");
+  // The 64 KiB forward kernel was opted in at create time.
+  ASSERT_EQ(fakecuda::state().sharedOptIns.size(), 1u);
+  EXPECT_EQ(fakecuda::state().sharedOptIns[0],
+            (std::pair<std::string, int>{"fwd_combine", 64 * 1024}));
+  // N=10, V=1000, D=8: C = max(1, min(10, 16000 / 4000)) = 4 rows per chunk.
+  const int64_t N = 10, V = 1000, D = 8;
+  size_t bwdBytes = synth_backward_workspace_bytes(N, V, D);
+  // dz: C*V f32 = 16000 bytes, acc at the next 256-byte boundary: V*D f32.
+  EXPECT_EQ(bwdBytes, (16000 + 255) / 256 * 256 + size_t(V * D * 4));
+  EXPECT_EQ(synth_workspace_bytes(N, V, D),
+            std::max(bwdBytes, synth_forward_workspace_bytes(N, V, D)));
+  std::vector<CUdeviceptr> b = fakeBuffers(7);
+  const CUdeviceptr base = 0x5000000000ull;
+  ASSERT_EQ(api.run("backward", testStream(), b, {N, V, D}, base, bwdBytes), 0)
+      << api.lastError();
+  const auto &launches = fakecuda::state().launches;
+  std::vector<std::string> order;
+  for (const fakecuda::Launch &l : launches)
+    order.push_back(l.kernel);
+  EXPECT_EQ(order, (std::vector<std::string>{"bwd_zero", "bwd_logits", "bwd_dx", "bwd_dw",
+                                              "bwd_logits", "bwd_dx", "bwd_dw", "bwd_logits",
+                                              "bwd_dx", "bwd_dw", "bwd_cast"}));
+  // bwd_dx: dz(5) w(5) grad_x(5) chunk_begin chunk_end V D.
+  const int64_t chunks[3][2] = {{0, 4}, {4, 8}, {8, 10}};
+  for (int c = 0; c < 3; ++c) {
+    const fakecuda::Launch &dx = launches[2 + 3 * c];
+    ASSERT_EQ(dx.params.size(), 19u);
+    EXPECT_EQ(dx.params[0], base) << "dz is the first workspace";
+    EXPECT_EQ(dx.params[3], uint64_t(4 * V)) << "dz holds C*V elements";
+    EXPECT_EQ(dx.params[5], b[1]);
+    EXPECT_EQ(dx.params[10], b[5]);
+    EXPECT_EQ(dx.params[13], uint64_t(N * D));
+    EXPECT_EQ(int64_t(dx.params[15]), chunks[c][0]);
+    EXPECT_EQ(int64_t(dx.params[16]), chunks[c][1]);
+    EXPECT_EQ(dx.grid[0], 1u) << "cdiv(C, BN)";
+    const fakecuda::Launch &dw = launches[3 + 3 * c];
+    EXPECT_EQ(int64_t(dw.params[15]), chunks[c][0]);
+    EXPECT_EQ(int64_t(dw.params[17]), 4) << "C";
+    EXPECT_EQ(dw.params[10], base + (16000 + 255) / 256 * 256) << "acc follows dz";
+  }
+  // Non-chunk kernels see the whole range.
+  EXPECT_EQ(launches.front().grid[0], unsigned((V * D + 255) / 256));
+  // Chunks never exceed N, and N < C is one chunk.
+  fakecuda::state().launches.clear();
+  ASSERT_EQ(api.run("backward", testStream(), b, {3, V, D}, 0, 0), 0) << api.lastError();
+  EXPECT_EQ(fakecuda::state().launches.size(), 5u);
+  // N = 0: per-chunk kernels do not run; the others still do.
+  fakecuda::state().launches.clear();
+  ASSERT_EQ(api.run("backward", testStream(), b, {0, V, D}, 0, 0), 0) << api.lastError();
+  order.clear();
+  for (const fakecuda::Launch &l : fakecuda::state().launches)
+    order.push_back(l.kernel);
+  EXPECT_EQ(order, (std::vector<std::string>{"bwd_zero", "bwd_cast"}));
+  // Huge V: C clamps to 1 row.
+  fakecuda::state().launches.clear();
+  ASSERT_EQ(api.run("backward", testStream(), b, {3, 100000, 1}, 0, 0), 0) << api.lastError();
+  EXPECT_EQ(fakecuda::state().launches.size(), 2u + 3u * 3u);
+  // The typed backward has the brief's signature.
+  synth_handle *h = nullptr;
+  ASSERT_EQ(synth_create(nullptr, &h), SYNTH_SUCCESS);
+  EXPECT_EQ(synth_backward(h, nullptr, b[0], b[1], b[2], b[3], b[4], b[5], b[6], N, V, D, 0, 0),
+            SYNTH_SUCCESS);
+  EXPECT_EQ(synth_destroy(h), SYNTH_SUCCESS);
+  EXPECT_EQ(api.destroy(), 0);
+}
+
+TEST_F(AotCApiTest, SyntheticChunkedLaunchesMatchTheRuntimeLauncher) {
+  if (!aot::bundleHasChunking())
+    GTEST_SKIP() << "this runtime's bundles cannot express per-chunk kernels";
+  CApi api = synth();
+  ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
+  for (const char *role : {"forward", "backward"}) {
+    auto bundle = runtime::readBundleDirectory(std::string(AOT_DIR_synth) + "/" + role + "-sm_90");
+    ASSERT_TRUE(bundle) << bundle.errorMessage();
+    std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
+    for (std::vector<int64_t> dims : {std::vector<int64_t>{10, 1000, 8}, {3, 100000, 1},
+                                      {0, 1000, 8}, {1, 1, 1}, {4096, 4000, 64}}) {
+      SCOPED_TRACE(std::string(role) + " N=" + std::to_string(dims[0]) +
+                   " V=" + std::to_string(dims[1]));
+      const CUdeviceptr base = 0x5000000000ull;
+      size_t bytes = api.workspaceBytes(role, dims[0], dims[1], dims[2]);
+      fakecuda::state().launches.clear();
+      ASSERT_EQ(api.run(role, testStream(), buffers, dims, base, bytes), 0) << api.lastError();
+      std::vector<fakecuda::Launch> mine = fakecuda::state().launches;
+      runtime::Error error = runtime::Error::success();
+      std::vector<fakecuda::Launch> theirs = runtimeLaunches(*bundle, buffers, dims, base, &error);
+      ASSERT_FALSE(error) << error.message();
+      EXPECT_EQ(mine, theirs);
+    }
+  }
+  EXPECT_EQ(api.destroy(), 0);
+}
+
+#ifdef LOSSJIT_TEST_CUBIN
+TEST_F(AotCApiTest, CubinsWithPtxFallback) {
+  // Built with --emit cubin --arch sm_80,sm_90.
+  struct Case {
+    int major, minor;
+    const char *expect;
+  };
+  for (Case c : {Case{8, 0, "sm_80:cubin"}, Case{8, 6, "sm_80:cubin"}, Case{9, 0, "sm_90:cubin"},
+                 Case{10, 0, "sm_90:ptx"}}) {
+    fakecuda::reset();
+    fakecuda::state().major = c.major;
+    fakecuda::state().minor = c.minor;
+    aot_f16_cubin_handle *h = nullptr;
+    ASSERT_EQ(aot_f16_cubin_create(nullptr, &h), AOT_F16_CUBIN_SUCCESS)
+        << aot_f16_cubin_last_error();
+    EXPECT_STREQ(aot_f16_cubin_handle_arch(h), c.expect);
+    bool cubin = std::string(c.expect).find("cubin") != std::string::npos;
+    for (const std::string &m : fakecuda::state().modules)
+      EXPECT_EQ(m.rfind("\x7f" "ELF", 0) == 0, cubin);
+    EXPECT_EQ(aot_f16_cubin_destroy(h), AOT_F16_CUBIN_SUCCESS);
+  }
+  fakecuda::reset();
+  aot_f16_cubin_handle *h = nullptr;
+  EXPECT_EQ(aot_f16_cubin_create_for_arch(nullptr, "sm_90:ptx", &h), AOT_F16_CUBIN_SUCCESS);
+  EXPECT_STREQ(aot_f16_cubin_handle_arch(h), "sm_90:ptx");
+  EXPECT_EQ(aot_f16_cubin_destroy(h), AOT_F16_CUBIN_SUCCESS);
+}
+#endif
+
+} // namespace

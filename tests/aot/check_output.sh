@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# ctest aot.output_checks: lossjit-aot's full default output (forward and,
+# once the compiler has it, backward) for several option sets and every arch:
+#   * lossjit-aot --check (index schema, bundles load, PTX ABI),
+#   * ptxas accepts every PTX for its arch (skipped without ptxas),
+#   * the header compiles as C11 and C++17, the source as strict C11 and C++.
+#
+#   check_output.sh LOSSJIT_AOT WORKDIR CC CXX CUDA_INCLUDE PTXAS
+set -euo pipefail
+aot=$1 work=$2 cc=$3 cxx=$4 cuda_include=$5 ptxas=$6
+
+rm -rf "$work"
+mkdir -p "$work"
+all_arches=sm_80,sm_86,sm_89,sm_90,sm_90a
+declare -A sets=(
+  [f16_mean]="--dtype f16 --reduction mean"
+  [bf16_sum_bias_i32]="--dtype bf16 --reduction sum --bias --label-type i32 --ignore-index 0"
+  [f32_none]="--dtype f32 --reduction none"
+)
+dirs=()
+for name in "${!sets[@]}"; do
+  dir=$work/$name
+  # shellcheck disable=SC2086
+  "$aot" --preset linear-cross-entropy ${sets[$name]} --arch "$all_arches" --name "chk_$name" \
+    -o "$dir" --quiet
+  "$aot" --check "$dir" --quiet
+  dirs+=("$dir")
+  for lang in c c++; do
+    if [ "$lang" = c ]; then compiler=$cc std=-std=c11; else compiler=$cxx std=-std=c++17; fi
+    "$compiler" -x "$lang" "$std" -Wall -Wextra -pedantic -Werror -fsyntax-only \
+      -I"$cuda_include" "$dir/chk_$name.h"
+    "$compiler" -x "$lang" "$std" -Wall -Wextra -Werror -c -I"$cuda_include" \
+      "$dir/chk_$name.c" -o "$work/chk_${name}_$lang.o"
+  done
+  python3 - "$dir" "$name" <<'PY'
+import json, sys
+index = json.load(open(sys.argv[1] + "/manifest.json"))
+roles = [op["role"] for op in index["ops"]]
+arches = [a["arch"] for a in index["ops"][0]["arches"]]
+assert roles[0] == "forward", roles
+assert arches == ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"], arches
+print(f"{sys.argv[2]}: ops {roles}, arches {arches}")
+PY
+done
+
+if [ -z "$ptxas" ] || [ ! -x "$ptxas" ]; then
+  echo "aot.output_checks: no ptxas; PTX assembly checks skipped"
+  exit 77
+fi
+# Every PTX file is named <kernel>.<arch>.ptx.
+list=$work/ptx-files
+find "${dirs[@]}" -name '*.ptx' >"$list"
+count=$(wc -l <"$list")
+export ptxas
+# shellcheck disable=SC2016
+xargs -a "$list" -P 2 -I{} bash -c '
+  f={}; arch=${f%.ptx}; arch=${arch##*.}
+  "$ptxas" -arch="$arch" -o /dev/null "$f" || { echo "ptxas -arch=$arch rejected $f"; exit 255; }'
+echo "aot.output_checks: ptxas accepted $count PTX files"

@@ -1,0 +1,106 @@
+"""Shared fixtures of the Python suite.
+
+Every test that takes `device` runs on CPU (the LLVM-JIT backend) and on CUDA
+(the PTX kernels through the runtime); CUDA is skipped with its reason where
+torch.cuda.is_available() is false, the CPU where this build has no compiler.
+
+The suite finds the package through PYTHONPATH (scripts/test.sh sets it to
+python/ and <build>/python); run from a checkout it also looks there itself.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+try:
+    import lossjit  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(_ROOT, "python"))
+    build = os.environ.get("LOSSJIT_BUILD", os.path.join(_ROOT, "build"))
+    sys.path.insert(0, os.path.join(build, "python"))
+    import lossjit  # noqa: F401,E402
+
+CUDA = torch.cuda.is_available()
+NO_CUDA = "no CUDA device: torch.cuda.is_available() is False"
+NO_COMPILER = "this lossjit build has no compiler (LOSSJIT_ENABLE_COMPILER=OFF): no CPU backend"
+
+DEVICES = [
+    pytest.param("cpu", marks=pytest.mark.skipif(not lossjit.has_compiler, reason=NO_COMPILER)),
+    pytest.param("cuda", marks=pytest.mark.skipif(not CUDA, reason=NO_CUDA)),
+]
+
+#: For tests that use CPU tensors without the `device` fixture.
+needs_cpu_backend = pytest.mark.skipif(not lossjit.has_compiler, reason=NO_COMPILER)
+
+STORAGE = [torch.float32, torch.float16, torch.bfloat16]
+REDUCTIONS = ["mean", "sum", "none"]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> str:
+    return request.param
+
+
+def make_inputs(device, dtype=torch.float32, n=19, v=37, d=24, bias=False, lead=None,
+                ignore_index=-100, ignored=(3, 11), label_dtype=torch.int64, seed=0,
+                requires_grad=False, scale=1.0):
+    """hidden [*lead or n, d], weight [v, d], target, bias: values rounded to
+    `dtype` once, so the fp64 reference sees exactly what the kernel sees."""
+    g = torch.Generator().manual_seed(seed)
+    shape = tuple(lead) if lead is not None else (n,)
+    hidden = (torch.randn(*shape, d, generator=g) * scale).to(dtype)
+    weight = (torch.randn(v, d, generator=g) / d ** 0.5).to(dtype)
+    target = torch.randint(0, v, shape, generator=g)
+    flat = target.view(-1)
+    for i in ignored:
+        if i < flat.numel():
+            flat[i] = ignore_index
+    target = target.to(label_dtype)
+    b = (torch.randn(v, generator=g) * 0.5).to(dtype) if bias else None
+    out = [hidden.to(device), weight.to(device), target.to(device),
+           None if b is None else b.to(device)]
+    if requires_grad:
+        for t in out:
+            if t is not None and t.is_floating_point():
+                t.requires_grad_(True)
+    return out
+
+
+def reference(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean"):
+    """F.cross_entropy(F.linear(...)) in float64 from the same rounded inputs."""
+    h = hidden.detach().double().cpu()
+    w = weight.detach().double().cpu()
+    b = None if bias is None else bias.detach().double().cpu()
+    logits = F.linear(h.reshape(-1, h.shape[-1]), w, b)
+    loss = F.cross_entropy(logits, target.cpu().reshape(-1).long(), ignore_index=ignore_index,
+                           reduction=reduction)
+    if reduction == "none":
+        loss = loss.view(target.shape)
+    return loss, torch.logsumexp(logits, -1).view(target.shape)
+
+
+def reference_grads(hidden, weight, target, bias, grad_loss, ignore_index=-100,
+                    reduction="mean"):
+    h = hidden.detach().double().cpu().requires_grad_()
+    w = weight.detach().double().cpu().requires_grad_()
+    b = None if bias is None else bias.detach().double().cpu().requires_grad_()
+    loss = F.cross_entropy(F.linear(h.reshape(-1, h.shape[-1]), w, b),
+                           target.cpu().reshape(-1).long(), ignore_index=ignore_index,
+                           reduction=reduction)
+    if reduction == "none":
+        loss = loss.view(target.shape)
+    inputs = [h, w] + ([b] if b is not None else [])
+    return torch.autograd.grad(loss, inputs, grad_loss.detach().double().cpu())
+
+
+def tolerance(dtype):
+    """(rtol, atol) for float32-computed values vs float64, and for gradients
+    that are rounded once to the storage dtype."""
+    return {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3),
+            torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]

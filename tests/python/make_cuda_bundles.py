@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Prebuilt kernels for running this suite's CUDA tests on a runtime-only build.
+
+A GPU machine without MLIR builds `_lossjit` with LOSSJIT_ENABLE_COMPILER=OFF;
+its CUDA path then looks kernels up in LOSSJIT_KERNEL_PATH by their manifest
+options. This makes, with lossjit-aot from a compiler build, every variant the
+suite's CUDA tests use (forward and backward bundles for each):
+
+    python3 tests/python/make_cuda_bundles.py --aot build/bin/lossjit-aot \\
+        --arch sm_90 -o out/cuda-bundles            # ~12 MB for one arch
+
+and on the GPU machine:
+
+    cmake -G Ninja -B build-rt -DLOSSJIT_ENABLE_COMPILER=OFF -DLOSSJIT_ENABLE_PYTHON=ON \\
+        -DLOSSJIT_ENABLE_TESTS=OFF && ninja -C build-rt _lossjit
+    LOSSJIT_KERNEL_PATH=$PWD/out/cuda-bundles PYTHONPATH=python:build-rt/python \\
+        python3 -m pytest tests/python -k cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import subprocess
+import sys
+import time
+
+DTYPES = ["f32", "f16", "bf16"]
+LABELS = ["i64", "i32"]
+REDUCTIONS = ["mean", "sum", "none"]
+IGNORE_INDEX = [-100, 5, 2]  # the suite's ignore_index values
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--aot", default="build/bin/lossjit-aot", help="lossjit-aot binary")
+    parser.add_argument("--arch", default="sm_90", help="comma-separated, e.g. sm_80,sm_90")
+    parser.add_argument("-o", "--output", required=True, help="bundle directory")
+    args = parser.parse_args()
+    start = time.time()
+    count = 0
+    for dtype, label, bias, reduction, ignore in itertools.product(
+            DTYPES, LABELS, [False, True], REDUCTIONS, IGNORE_INDEX):
+        cmd = [args.aot, "--preset", "linear-cross-entropy", "--quiet", "--dtype", dtype,
+               "--label-type", label, "--reduction", reduction, f"--ignore-index={ignore}",
+               "--arch", args.arch, "-o", args.output]
+        if bias:
+            cmd.append("--bias")
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode:
+            sys.exit(f"make_cuda_bundles: {' '.join(cmd)} failed:\n{result.stderr}")
+        count += 1
+    print(f"make_cuda_bundles: {count} variants for {args.arch} in {args.output} "
+          f"({time.time() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
