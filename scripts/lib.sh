@@ -30,18 +30,19 @@ lossjit_setup() {
 }
 
 lossjit_configure() {
+  mkdir -p "$LOSSJIT_BUILD"
   if [ ! -f "$LOSSJIT_BUILD/build.ninja" ]; then
     cmake -G Ninja -S "$LOSSJIT_ROOT" -B "$LOSSJIT_BUILD" \
       -DCMAKE_BUILD_TYPE=Release \
       -DMLIR_DIR="$LLVM_PREFIX/lib/cmake/mlir" \
-      -DLLVM_EXTERNAL_LIT="$LLVM_PREFIX/bin/lit" "$@" >"$LOSSJIT_BUILD.configure.log" 2>&1 ||
-      { cat "$LOSSJIT_BUILD.configure.log"; return 1; }
+      -DLLVM_EXTERNAL_LIT="$LLVM_PREFIX/bin/lit" "$@" >"$LOSSJIT_BUILD/configure.log" 2>&1 ||
+      { cat "$LOSSJIT_BUILD/configure.log"; return 1; }
   fi
 }
 
 lossjit_build() {
   export CCACHE_BASEDIR="$LOSSJIT_ROOT"
-  local log="$LOSSJIT_BUILD.build.log" start=$SECONDS
+  local log="$LOSSJIT_BUILD/build.log" start=$SECONDS
   if ! ninja -C "$LOSSJIT_BUILD" -j"$(nproc)" "$@" >"$log" 2>&1; then
     grep -E -A8 'error|FAILED' "$log" | head -80
     echo "build failed; full log: $log"
@@ -77,8 +78,8 @@ sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNA
 lossjit_enable_python() {
   grep -q "^LOSSJIT_ENABLE_PYTHON:BOOL=ON" "$LOSSJIT_BUILD/CMakeCache.txt" 2>/dev/null && return
   cmake -S "$LOSSJIT_ROOT" -B "$LOSSJIT_BUILD" -DLOSSJIT_ENABLE_PYTHON=ON \
-    -DPython_EXECUTABLE="$LOSSJIT_PYTHON" >>"$LOSSJIT_BUILD.configure.log" 2>&1 ||
-    { cat "$LOSSJIT_BUILD.configure.log"; return 1; }
+    -DPython_EXECUTABLE="$LOSSJIT_PYTHON" >>"$LOSSJIT_BUILD/configure.log" 2>&1 ||
+    { cat "$LOSSJIT_BUILD/configure.log"; return 1; }
 }
 
 # Runs tests/python against the built extension (<build>/python) and python/.
