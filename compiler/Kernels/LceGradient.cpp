@@ -29,8 +29,15 @@ Value lossjit::emitRowFactor(KernelEmitter &e, const LceSpec &spec, Value labels
   return e.select(ignored, e.f32(0.0), valid);
 }
 
-Value lossjit::emitLogitGrad(KernelEmitter &e, Value z, Value lse, Value g,
-                             Value isTarget) {
+Value lossjit::emitLogit(KernelEmitter &e, const LceSpec &spec, Value raw) {
+  (void)e;
+  (void)spec;
+  return raw;
+}
+
+Value lossjit::emitLogitGrad(KernelEmitter &e, const LceSpec &spec, Value raw, Value lse,
+                             Value g, Value isTarget) {
+  Value z = emitLogit(e, spec, raw);
   Value p = e.exp(e.subF(z, lse));
   Value target = e.select(isTarget, e.f32(1.0), e.f32(0.0));
   return e.mulF(g, e.subF(p, target));

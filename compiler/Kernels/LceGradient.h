@@ -19,9 +19,14 @@ mlir::Value emitRowFactor(KernelEmitter &e, const LceSpec &spec,
                           mlir::Value labels, mlir::Value gradLoss,
                           mlir::Value scale, mlir::Value row, mlir::Value v);
 
-/// dZ = g · (exp(z − lse) − [target]).
-mlir::Value emitLogitGrad(KernelEmitter &e, mlir::Value z, mlir::Value lse,
-                          mlir::Value g, mlir::Value isTarget);
+/// The logit the softmax sees, from the raw x·w (+ b). This is the one place
+/// logit transforms (scaling, softcap) are applied, so forward, target logit
+/// and backward of both backends agree.
+mlir::Value emitLogit(KernelEmitter &e, const LceSpec &spec, mlir::Value raw);
+
+/// ∂loss/∂raw = g · (exp(z − lse) − [target]) · ∂z/∂raw with z = emitLogit(raw).
+mlir::Value emitLogitGrad(KernelEmitter &e, const LceSpec &spec, mlir::Value raw,
+                          mlir::Value lse, mlir::Value g, mlir::Value isTarget);
 
 } // namespace lossjit
 

@@ -1,6 +1,7 @@
 //===- LceRowLoss.cpp -----------------------------------------------------===//
 
 #include "compiler/Kernels/LceRowLoss.h"
+#include "compiler/Kernels/LceGradient.h"
 
 #include <limits>
 
@@ -22,7 +23,7 @@ Value lossjit::emitRowLoss(KernelEmitter &e, const LceSpec &spec, Value x, Value
               Value z = te.dot(x, te.mul(row, d), w, te.mul(label, d), d);
               if (bias)
                 z = te.addF(z, te.loadF32(bias, label));
-              return te.subF(lse, z);
+              return te.subF(lse, emitLogit(te, spec, z));
             },
             [](KernelEmitter &ne) {
               return ne.f32(std::numeric_limits<double>::quiet_NaN());

@@ -110,7 +110,7 @@ struct BackwardBuilder {
                               Value col, Value labels, Value lse, Value grow) {
     SmallVector<Value> dz;
     for (size_t i = 0; i < rows.size(); ++i)
-      dz.push_back(emitLogitGrad(e, z[i], e.load(lse, rows[i]), e.load(grow, rows[i]),
+      dz.push_back(emitLogitGrad(e, spec, z[i], e.load(lse, rows[i]), e.load(grow, rows[i]),
                                  e.cmpI(arith::CmpIPredicate::eq,
                                         e.loadLabel(labels, rows[i]), col)));
     return dz;
@@ -212,7 +212,7 @@ struct BackwardBuilder {
                         SmallVector<Value> dz, sums;
                         for (int64_t i = 0; i < br; ++i) {
                           Value zi = bias ? te.addF(z[i], bv[i]) : z[i];
-                          dz.push_back(emitLogitGrad(te, zi, lse, g,
+                          dz.push_back(emitLogitGrad(te, spec, zi, lse, g,
                                                      te.cmpI(arith::CmpIPredicate::eq, label, cols[i])));
                           sums.push_back(te.addF(it[i], dz.back()));
                         }

@@ -119,7 +119,7 @@ struct GpuBackwardBuilder {
     Value bv = spec.hasBias ? e.loadF32(a["bias"], colC) : Value();
     for (int64_t i = 0; i < bn; ++i) {
       Value zi = bv ? e.addF(z[i], bv) : z[i];
-      Value dz = emitLogitGrad(e, zi, e.load(a["lse"], rows[i]), e.load(a["grow"], rows[i]),
+      Value dz = emitLogitGrad(e, spec, zi, e.load(a["lse"], rows[i]), e.load(a["grow"], rows[i]),
                                e.cmpI(arith::CmpIPredicate::eq,
                                       e.loadLabel(a["labels"], rows[i]), colC));
       Value rowOk = e.cmpI(arith::CmpIPredicate::ult, e.add(first, e.index(i)), ce);
@@ -262,22 +262,282 @@ struct GpuBackwardBuilder {
       });
     gpu::ReturnOp::create(b, loc);
   }
+
+  /// Stores `acc` (f32) into `out` at `at`, rounding once to storage.
+  void storeRounded(KernelEmitter &e, Value acc, Value out, Value at) {
+    Value v = acc;
+    if (!spec.storesF32())
+      v = arith::TruncFOp::create(e.builder(), e.location(), st(), v);
+    e.store(v, out, at);
+  }
+
+  /// recompute, dX: block bx owns rows bx·BN..; per vocab tile of T columns
+  /// each thread recomputes the logits of its column for the block's rows
+  /// (dZ into shared memory), then thread d adds Σ_jj dZ[r,jj]·W[jj,d] into
+  /// the f32 accumulator of its own elements. Rows are owned by one block
+  /// and elements by one thread: fixed order, no atomics.
+  void buildDxRecompute(StringRef acc) {
+    MLIRContext *ctx = b.getContext();
+    const int64_t bn = tile.blockRows, threads = tile.threads;
+    std::vector<std::pair<std::string, Type>> args = {{"x", gpuFlat(st())}, {"w", gpuFlat(st())}};
+    if (spec.hasBias)
+      args.push_back({"bias", gpuFlat(st())});
+    args.insert(args.end(), {{"labels", gpuFlat(spec.labelType)}, {"lse", gpuFlat(f32())},
+                             {"grow", gpuFlat(f32())}, {"grad_x", gpuFlat(st())}});
+    if (acc != "grad_x")
+      args.push_back({"dx_acc", gpuFlat(f32())});
+    args.insert(args.end(), {{"N", idx()}, {"V", idx()}, {"D", idx()}});
+    Args a = kernel("lce_bwd_dx_rc", args, {gpuShared(ctx, bn * threads, f32())});
+    Value smem = a.fn.getWorkgroupAttributions()[0];
+    Value accBuf = acc == "grad_x" ? a["grad_x"] : a["dx_acc"];
+    KernelEmitter e(b, loc);
+    Value tid = gpuThreadIdx(b, loc), T = e.index(threads);
+    Value bx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value n = a["N"], v = a["V"], d = a["D"];
+    Value first = e.mul(bx, e.index(bn));
+    Value lastRow = e.sub(n, e.index(1));
+    SmallVector<Value> rows, rowOk, xOff, lse, g, label;
+    for (int64_t i = 0; i < bn; ++i) {
+      Value r = e.add(first, e.index(i));
+      rowOk.push_back(e.cmpI(arith::CmpIPredicate::ult, r, n));
+      rows.push_back(e.minUI(r, lastRow));
+      xOff.push_back(e.mul(rows.back(), d));
+      lse.push_back(e.load(a["lse"], rows.back()));
+      g.push_back(e.load(a["grow"], rows.back()));
+      label.push_back(e.loadLabel(a["labels"], rows.back()));
+    }
+    auto forMyColumns = [&](KernelEmitter &le, const std::function<void(KernelEmitter &, Value)> &body) {
+      le.forLoop(tid, d, T, {}, [&](KernelEmitter &de, Value col, ValueRange) {
+        body(de, col);
+        return SmallVector<Value>{};
+      });
+    };
+    forMyColumns(e, [&](KernelEmitter &de, Value col) {
+      for (int64_t i = 0; i < bn; ++i)
+        de.ifThen(rowOk[i], [&](KernelEmitter &se) {
+          se.store(se.f32(0.0), accBuf, se.add(xOff[i], col));
+        });
+    });
+    e.forLoop(e.index(0), v, T, {}, [&](KernelEmitter &te, Value j0, ValueRange) {
+      Value col = te.add(j0, tid);
+      Value colOk = te.cmpI(arith::CmpIPredicate::ult, col, v);
+      Value colC = te.minUI(col, te.sub(v, te.index(1)));
+      Value wOff = te.mul(colC, d);
+      SmallVector<Value> z = te.forLoop(te.index(0), d, te.index(1), SmallVector<Value>(bn, te.f32(0.0)),
+                                        [&](KernelEmitter &ke, Value k, ValueRange it) {
+                                          Value wv = ke.loadF32(a["w"], ke.add(wOff, k));
+                                          SmallVector<Value> next;
+                                          for (int64_t i = 0; i < bn; ++i)
+                                            next.push_back(ke.fma(ke.loadF32(a["x"], ke.add(xOff[i], k)), wv, it[i]));
+                                          return next;
+                                        });
+      Value bv = spec.hasBias ? te.loadF32(a["bias"], colC) : Value();
+      for (int64_t i = 0; i < bn; ++i) {
+        Value raw = bv ? te.addF(z[i], bv) : z[i];
+        Value dz = emitLogitGrad(te, spec, raw, lse[i], g[i],
+                                 te.cmpI(arith::CmpIPredicate::eq, label[i], colC));
+        Value live = te.andI(colOk, rowOk[i]);
+        te.store(te.select(live, dz, te.f32(0.0)), smem, te.add(te.index(i * threads), tid));
+      }
+      gpu::BarrierOp::create(te.builder(), te.location());
+      Value count = te.minUI(T, te.sub(v, j0));
+      forMyColumns(te, [&](KernelEmitter &de, Value dcol) {
+        for (int64_t i = 0; i < bn; ++i)
+          de.ifThen(rowOk[i], [&](KernelEmitter &se) {
+            Value at = se.add(xOff[i], dcol);
+            Value sum = se.forLoop(se.index(0), count, se.index(1), {se.load(accBuf, at)},
+                                   [&](KernelEmitter &ke, Value jj, ValueRange it) {
+                                     Value dz = ke.load(smem, ke.add(ke.index(i * threads), jj));
+                                     Value wv = ke.loadF32(a["w"], ke.add(ke.mul(ke.add(j0, jj), d), dcol));
+                                     return SmallVector<Value>{ke.fma(dz, wv, it[0])};
+                                   })[0];
+            se.store(sum, accBuf, at);
+          });
+      });
+      gpu::BarrierOp::create(te.builder(), te.location());
+      return SmallVector<Value>{};
+    });
+    if (acc != "grad_x")
+      forMyColumns(e, [&](KernelEmitter &de, Value col) {
+        for (int64_t i = 0; i < bn; ++i)
+          de.ifThen(rowOk[i], [&](KernelEmitter &se) {
+            Value at = se.add(xOff[i], col);
+            storeRounded(se, se.load(accBuf, at), a["grad_x"], at);
+          });
+      });
+    gpu::ReturnOp::create(b, loc);
+  }
+
+  /// recompute, dW (and db): block bx owns vocab rows bx·BN..; per tile of T
+  /// rows each thread recomputes the logits of its row for the block's vocab
+  /// rows, then thread d adds Σ_t dZ[t,j]·X[t,d] into its own f32 elements;
+  /// thread i < BN sums db of vocab row i in row order.
+  void buildDwRecompute(StringRef acc) {
+    MLIRContext *ctx = b.getContext();
+    const int64_t bn = tile.blockRows, threads = tile.threads;
+    std::vector<std::pair<std::string, Type>> args = {{"x", gpuFlat(st())}, {"w", gpuFlat(st())}};
+    if (spec.hasBias)
+      args.push_back({"bias", gpuFlat(st())});
+    args.insert(args.end(), {{"labels", gpuFlat(spec.labelType)}, {"lse", gpuFlat(f32())},
+                             {"grow", gpuFlat(f32())}, {"grad_w", gpuFlat(st())}});
+    if (spec.needsGradBias())
+      args.push_back({"grad_bias", gpuFlat(st())});
+    if (acc != "grad_w")
+      args.push_back({"dw_acc", gpuFlat(f32())});
+    args.insert(args.end(), {{"N", idx()}, {"V", idx()}, {"D", idx()}});
+    Args a = kernel("lce_bwd_dw_rc", args, {gpuShared(ctx, bn * threads, f32())});
+    Value smem = a.fn.getWorkgroupAttributions()[0];
+    Value accBuf = acc == "grad_w" ? a["grad_w"] : a["dw_acc"];
+    KernelEmitter e(b, loc);
+    Value tid = gpuThreadIdx(b, loc), T = e.index(threads);
+    Value bx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value n = a["N"], v = a["V"], d = a["D"];
+    Value first = e.mul(bx, e.index(bn));
+    Value lastJ = e.sub(v, e.index(1));
+    SmallVector<Value> js, jOk, wOff, bias;
+    for (int64_t i = 0; i < bn; ++i) {
+      Value j = e.add(first, e.index(i));
+      jOk.push_back(e.cmpI(arith::CmpIPredicate::ult, j, v));
+      js.push_back(e.minUI(j, lastJ));
+      wOff.push_back(e.mul(js.back(), d));
+      bias.push_back(spec.hasBias ? e.loadF32(a["bias"], js.back()) : Value());
+    }
+    auto forMyColumns = [&](KernelEmitter &le, const std::function<void(KernelEmitter &, Value)> &body) {
+      le.forLoop(tid, d, T, {}, [&](KernelEmitter &de, Value col, ValueRange) {
+        body(de, col);
+        return SmallVector<Value>{};
+      });
+    };
+    forMyColumns(e, [&](KernelEmitter &de, Value col) {
+      for (int64_t i = 0; i < bn; ++i)
+        de.ifThen(jOk[i], [&](KernelEmitter &se) {
+          se.store(se.f32(0.0), accBuf, se.add(wOff[i], col));
+        });
+    });
+    Value dbOwner = e.cmpI(arith::CmpIPredicate::ult, tid, e.index(bn));
+    Value db = e.forLoop(e.index(0), n, T, {e.f32(0.0)}, [&](KernelEmitter &te, Value r0, ValueRange dbIt) {
+      Value row = te.add(r0, tid);
+      Value rowOk = te.cmpI(arith::CmpIPredicate::ult, row, n);
+      Value rowC = te.minUI(row, te.sub(n, te.index(1)));
+      Value xOff = te.mul(rowC, d);
+      SmallVector<Value> z = te.forLoop(te.index(0), d, te.index(1), SmallVector<Value>(bn, te.f32(0.0)),
+                                        [&](KernelEmitter &ke, Value k, ValueRange it) {
+                                          Value xv = ke.loadF32(a["x"], ke.add(xOff, k));
+                                          SmallVector<Value> next;
+                                          for (int64_t i = 0; i < bn; ++i)
+                                            next.push_back(ke.fma(xv, ke.loadF32(a["w"], ke.add(wOff[i], k)), it[i]));
+                                          return next;
+                                        });
+      Value lse = te.load(a["lse"], rowC), g = te.load(a["grow"], rowC);
+      Value label = te.loadLabel(a["labels"], rowC);
+      for (int64_t i = 0; i < bn; ++i) {
+        Value raw = bias[i] ? te.addF(z[i], bias[i]) : z[i];
+        Value dz = emitLogitGrad(te, spec, raw, lse, g,
+                                 te.cmpI(arith::CmpIPredicate::eq, label, js[i]));
+        te.store(te.select(rowOk, dz, te.f32(0.0)), smem, te.add(te.index(i * threads), tid));
+      }
+      gpu::BarrierOp::create(te.builder(), te.location());
+      Value count = te.minUI(T, te.sub(n, r0));
+      forMyColumns(te, [&](KernelEmitter &de, Value dcol) {
+        for (int64_t i = 0; i < bn; ++i)
+          de.ifThen(jOk[i], [&](KernelEmitter &se) {
+            Value at = se.add(wOff[i], dcol);
+            Value sum = se.forLoop(se.index(0), count, se.index(1), {se.load(accBuf, at)},
+                                   [&](KernelEmitter &ke, Value tt, ValueRange it) {
+                                     Value dz = ke.load(smem, ke.add(ke.index(i * threads), tt));
+                                     Value xv = ke.loadF32(a["x"], ke.add(ke.mul(ke.add(r0, tt), d), dcol));
+                                     return SmallVector<Value>{ke.fma(dz, xv, it[0])};
+                                   })[0];
+            se.store(sum, accBuf, at);
+          });
+      });
+      Value next = te.ifElse(
+          dbOwner,
+          [&](KernelEmitter &oe) {
+            Value base = oe.mul(tid, oe.index(threads));
+            return oe.forLoop(oe.index(0), count, oe.index(1), {dbIt[0]},
+                              [&](KernelEmitter &ke, Value tt, ValueRange it) {
+                                return SmallVector<Value>{ke.addF(it[0], ke.load(smem, ke.add(base, tt)))};
+                              })[0];
+          },
+          [&](KernelEmitter &) { return dbIt[0]; });
+      gpu::BarrierOp::create(te.builder(), te.location());
+      return SmallVector<Value>{next};
+    })[0];
+    if (acc != "grad_w")
+      forMyColumns(e, [&](KernelEmitter &de, Value col) {
+        for (int64_t i = 0; i < bn; ++i)
+          de.ifThen(jOk[i], [&](KernelEmitter &se) {
+            Value at = se.add(wOff[i], col);
+            storeRounded(se, se.load(accBuf, at), a["grad_w"], at);
+          });
+      });
+    if (spec.needsGradBias()) {
+      Value j = e.add(first, tid);
+      e.ifThen(e.andI(dbOwner, e.cmpI(arith::CmpIPredicate::ult, j, v)), [&](KernelEmitter &se) {
+        storeRounded(se, db, a["grad_bias"], j);
+      });
+    }
+    gpu::ReturnOp::create(b, loc);
+  }
 };
 } // namespace
 
 std::string lossjit::buildLceBackwardGpuKernels(OpBuilder &builder, Location loc,
                                                 StringRef prefix, const LceSpec &spec,
                                                 const TileConfig &tile, LaunchPlan &plan) {
-  if (spec.strategy != "chunked")
-    return "the GPU backward implements the chunked strategy only (recompute "
-           "needs launch-time dynamic shared memory, not built yet); use "
-           "strategy auto or chunked";
   OpBuilder::InsertionGuard guard(builder);
   GpuBackwardBuilder kb{builder, loc, spec, tile, builder.getInsertionBlock(),
                         builder.getInsertionPoint(), prefix.str()};
   std::string bn = std::to_string(tile.blockRows), t = std::to_string(tile.threads);
   std::array<int64_t, 3> block = {tile.threads, 1, 1};
   auto mod = [&](StringRef k) { return (prefix + "_" + k).str(); };
+  if (spec.strategy == "recompute") {
+    plan.params = spec.planParams();
+    plan.options = spec.planOptions();
+    plan.tile = tile.str();
+    plan.constants = {};
+    plan.workspaces = {{"grow", "f32", "N"}};
+    plan.kernels.clear();
+    kb.buildScale();
+    plan.kernels.push_back({"lce_bwd_scale", mod("lce_bwd_scale"), {"1", "1", "1"}, block, 0,
+                            {"labels", "grad_loss", "grow", "N", "V"}});
+    std::vector<std::string> in = {"x", "w"};
+    if (spec.hasBias)
+      in.push_back("bias");
+    in.insert(in.end(), {"labels", "lse", "grow"});
+    // 16-bit storage sums in a gradient-sized f32 accumulator and rounds
+    // once at the end; f32 storage sums in place.
+    if (spec.needsGradX) {
+      std::string acc = spec.storesF32() ? "grad_x" : "dx_acc";
+      if (acc == "dx_acc")
+        plan.workspaces.push_back({"dx_acc", "f32", "N*D"});
+      kb.buildDxRecompute(acc);
+      auto args = in;
+      args.push_back("grad_x");
+      if (acc == "dx_acc")
+        args.push_back("dx_acc");
+      args.insert(args.end(), {"N", "V", "D"});
+      plan.kernels.push_back({"lce_bwd_dx_rc", mod("lce_bwd_dx_rc"), {"cdiv(N," + bn + ")", "1", "1"},
+                              block, 0, args});
+    }
+    if (spec.needsGradW) {
+      std::string acc = spec.storesF32() ? "grad_w" : "dw_acc";
+      if (acc == "dw_acc")
+        plan.workspaces.push_back({"dw_acc", "f32", "V*D"});
+      kb.buildDwRecompute(acc);
+      auto args = in;
+      args.push_back("grad_w");
+      if (spec.needsGradBias())
+        args.push_back("grad_bias");
+      if (acc == "dw_acc")
+        args.push_back("dw_acc");
+      args.insert(args.end(), {"N", "V", "D"});
+      plan.kernels.push_back({"lce_bwd_dw_rc", mod("lce_bwd_dw_rc"), {"cdiv(V," + bn + ")", "1", "1"},
+                              block, 0, args});
+    }
+    return "";
+  }
   plan.params = spec.planParams();
   plan.options = spec.planOptions();
   plan.tile = tile.str();

@@ -20,9 +20,14 @@ namespace lossjit {
 ///   lce_bwd_dw        grid (cdiv(V,BN), cdiv(D,T)): dW (+)= dZᵀ · X_c in f32,
 ///                     chunks in order;
 ///   lce_bwd_finish    grid cdiv(V·D,T) (16-bit storage): one rounding.
+/// recompute (8·N·D·V, no [C,V] workspace): lce_bwd_scale, then
+///   lce_bwd_dx_rc     grid cdiv(N,BN): per vocab tile, dZ of the block's rows
+///                     in shared memory, dX (+)= dZ·W;
+///   lce_bwd_dw_rc     grid cdiv(V,BN): per row tile, dZ of the block's vocab
+///                     rows in shared memory, dW (+)= dZᵀ·X, db;
+///   16-bit storage sums in gradient-sized f32 accumulators, rounded once.
 /// Each output element is summed by one thread in a fixed order: no atomics.
-/// Fails (returns an error message) for the recompute strategy, which needs
-/// launch-time dynamic shared memory the runtime does not size yet.
+/// Returns an error message, or "" on success.
 std::string buildLceBackwardGpuKernels(mlir::OpBuilder &builder, mlir::Location loc,
                                        llvm::StringRef prefix, const LceSpec &spec,
                                        const TileConfig &tile, LaunchPlan &plan);

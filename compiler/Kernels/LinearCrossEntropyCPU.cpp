@@ -3,6 +3,7 @@
 #include "compiler/Kernels/LinearCrossEntropyCPU.h"
 #include "compiler/Kernels/CpuVectorOps.h"
 #include "compiler/Kernels/KernelEmitter.h"
+#include "compiler/Kernels/LceGradient.h"
 #include "compiler/Kernels/LceRowLoss.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -69,7 +70,7 @@ void buildRows(OpBuilder &b, Location loc, const LceSpec &spec,
                     SmallVector<Value> next;
                     for (int64_t i = 0; i < br; ++i) {
                       LseState s = ve.push({it[2 * i], it[2 * i + 1]},
-                                           bv ? ve.addF(z[i], bv) : z[i]);
+                                           emitLogit(ve, spec, bv ? ve.addF(z[i], bv) : z[i]));
                       next.append({s.max, s.sum});
                     }
                     return next;

@@ -9,6 +9,7 @@
 #include "compiler/Kernels/LinearCrossEntropyGPU.h"
 #include "compiler/Kernels/GpuKernelSupport.h"
 #include "compiler/Kernels/KernelEmitter.h"
+#include "compiler/Kernels/LceGradient.h"
 #include "compiler/Kernels/LceRowLoss.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -74,7 +75,7 @@ void buildPartial(OpBuilder &b, Location loc, const LceSpec &spec,
         Value bv = spec.hasBias ? le.loadF32(bias, col) : Value();
         SmallVector<Value> next;
         for (int64_t i = 0; i < bn; ++i) {
-          Value zi = bv ? le.addF(z[i], bv) : z[i];
+          Value zi = emitLogit(le, spec, bv ? le.addF(z[i], bv) : z[i]);
           LseState s = le.push({it[2 * i], it[2 * i + 1]}, zi);
           next.append({s.max, s.sum});
         }

@@ -1,9 +1,18 @@
 // recompute: the CPU backend recomputes logits in lce_bwd_dx (rows) and
-// lce_bwd_dw (vocab); the GPU lowering refuses it with a clear reason.
+// lce_bwd_dw (vocab); the GPU in lce_bwd_dx_rc / lce_bwd_dw_rc with dZ tiles
+// in shared memory. No chunking, no [C,V] workspace.
 // RUN: lossjit-opt %s --loss-lower-to-cpu | FileCheck %s --check-prefix=CPU
-// RUN: not lossjit-opt %s --loss-lower-to-gpu 2>&1 | FileCheck %s --check-prefix=GPU
+// RUN: lossjit-opt %s --loss-lower-to-gpu | FileCheck %s --check-prefix=GPU
 
-// GPU: error: loss-lower-to-gpu: the GPU backward implements the chunked strategy only (recompute needs launch-time dynamic shared memory, not built yet); use strategy auto or chunked
+// GPU-LABEL: loss.launch_plans = {recompute = {
+// GPU-NOT:     chunk = "C"
+// GPU-SAME:    name = "lce_bwd_scale"
+// GPU-SAME:    {args = ["x", "w", "labels", "lse", "grow", "grad_x", "N", "V", "D"], block = [128, 1, 1], grid = ["cdiv(N,4)", "1", "1"], {{.*}}name = "lce_bwd_dx_rc", parallel = "none", per_chunk = false
+// GPU-SAME:    {args = ["x", "w", "labels", "lse", "grow", "grad_w", "N", "V", "D"], block = [128, 1, 1], grid = ["cdiv(V,4)", "1", "1"], {{.*}}name = "lce_bwd_dw_rc", parallel = "none", per_chunk = false
+// GPU-SAME:    workspaces = [{count = "N", dtype = "f32", name = "grow"}]
+// GPU:         gpu.func @lce_bwd_dx_rc({{.*}}) workgroup(%{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>) kernel
+// GPU-COUNT-2:   gpu.barrier
+// GPU:         gpu.func @lce_bwd_dw_rc(
 // CPU-LABEL: loss.launch_plans = {recompute = {
 // CPU-SAME:    name = "lce_bwd_dx", parallel = "rows", per_chunk = false
 // CPU-SAME:    name = "lce_bwd_dw", parallel = "vocab", per_chunk = false

@@ -24,6 +24,10 @@
 // RUN: %ptxas -arch=sm_80 %t/f16/grad_f16_lce_bwd_dx.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/f16/grad_f16_lce_bwd_dw.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/f16/grad_f16_lce_bwd_finish.ptx -o %t/a.cubin
+// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=RC --input-file=%t/f16/grad_rc_lce_bwd_dx_rc.ptx
+// RUN: %ptxas -arch=sm_80 %t/f16/grad_rc_lce_bwd_scale.ptx -o %t/a.cubin
+// RUN: %ptxas -arch=sm_80 %t/f16/grad_rc_lce_bwd_dx_rc.ptx -o %t/a.cubin
+// RUN: %ptxas -arch=sm_80 %t/f16/grad_rc_lce_bwd_dw_rc.ptx -o %t/a.cubin
 
 // PLAN: chunk = "C"
 // PLAN-SAME: derived = {{\[\[}}"C", "max(1,min(N,(WB-N*4)/(V*4)))"]]
@@ -37,6 +41,14 @@
 // FILES: grad_bf16_lce_bwd_dw.ptx sm_90
 // FILES: grad_bf16_lce_bwd_finish.ptx sm_90
 // FILES80: grad_f16_lce_bwd_finish.ptx sm_80
+// FILES80: grad_rc_lce_bwd_dx_rc.ptx sm_80
+// FILES80: grad_rc_lce_bwd_dw_rc.ptx sm_80
+
+// RC-LABEL: .entry lce_bwd_dx_rc
+// RC: .shared .align 4 .b8
+// RC: bar.sync
+// RC: ex2.approx.f32
+// RC: cvt.rn.f16.f32
 
 // DZ-LABEL: .entry lce_bwd_dz
 // DZ: cvt.f32.bf16
@@ -64,4 +76,11 @@ func.func @grad_bf16(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi6
 func.func @grad_f16(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi32>, %lse: tensor<?xf32>, %g: tensor<?xf32>) -> (tensor<?x?xf16>, tensor<?x?xf16>) {
   %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = f16, compute = f32, reduction = #loss<reduction none>, ignore_index = 0 : i64} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi32>, tensor<?xf32>, tensor<?xf32> -> tensor<?x?xf16>, tensor<?x?xf16>
   return %dx, %dw : tensor<?x?xf16>, tensor<?x?xf16>
+}
+
+// -----
+
+func.func @grad_rc(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>, %b: tensor<?xf16>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xf16>) {
+  %dx, %dw, %db = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g bias %b {storage = f16, compute = f32, strategy = "recompute"} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32>, tensor<?xf16> -> tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xf16>
+  return %dx, %dw, %db : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xf16>
 }

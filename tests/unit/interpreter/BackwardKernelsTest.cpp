@@ -31,13 +31,14 @@ struct GradCase {
   int64_t workspaceBytes = 256ll << 20;
   std::string tile = "block_rows=2,threads=32,splits=3";
   bool needsX = true, needsW = true;
+  std::string strategy = "chunked";
 };
 
 std::string describe(const GradCase &c) {
   return "N=" + std::to_string(c.n) + " V=" + std::to_string(c.v) + " D=" +
          std::to_string(c.d) + " " + c.dtype + " " + c.reduction + (c.bias ? " bias" : "") +
          " ignored=" + std::to_string(c.ignored) + " ws=" + std::to_string(c.workspaceBytes) +
-         " tile=" + c.tile;
+         " tile=" + c.tile + " " + c.strategy;
 }
 
 simt::ElementType typeOf(const std::string &dtype) {
@@ -63,7 +64,7 @@ protected:
     o.bias = c.bias;
     o.reduction = c.reduction;
     o.gradient = gradient;
-    o.strategy = "chunked";
+    o.strategy = c.strategy;
     o.workspaceBytes = c.workspaceBytes;
     o.needsGradX = c.needsX;
     o.needsGradW = c.needsW;
@@ -203,6 +204,29 @@ TEST_F(SimtBackward, OnlyOneGradientAndIgnoredRows) {
   onlyW.needsX = false;
   checkCase(onlyW);
   GradCase onlyX{6, 30, 7, "bf16", "none", false, 0.5};
+  onlyX.needsW = false;
+  checkCase(onlyX);
+}
+
+TEST_F(SimtBackward, RecomputeStrategy) {
+  for (std::string dtype : {"f32", "f16", "bf16"})
+    for (std::string reduction : {"mean", "none"}) {
+      GradCase c{5, 37, 9, dtype, reduction, true, 0.2};
+      c.strategy = "recompute";
+      checkCase(c);
+    }
+  GradCase tiny{1, 1, 1, "f32"};
+  tiny.strategy = "recompute";
+  checkCase(tiny);
+  // More rows and columns than one tile of threads, odd D, one gradient each.
+  GradCase rows{70, 45, 5, "bf16", "sum", true, 0.1, 256ll << 20,
+                "block_rows=3,threads=32,splits=2"};
+  rows.strategy = "recompute";
+  checkCase(rows);
+  GradCase onlyW = rows;
+  onlyW.needsX = false;
+  checkCase(onlyW);
+  GradCase onlyX = rows;
   onlyX.needsW = false;
   checkCase(onlyX);
 }
