@@ -4,9 +4,9 @@
 # 1) Here, on a machine with the compiler (MLIR):
 #      scripts/gpu-check.sh --prepare [--no-wheels] [--arch sm_80,sm_90] [--aot PATH]
 #    builds lossjit-aot and writes .bundle/ (git-ignored, a few MB): kernel
-#    bundles for LOSSJIT_KERNEL_PATH, AOT C API outputs for the example
-#    consumer and the benchmark, googletest sources; downloads the Liger-Kernel
-#    and cut-cross-entropy wheels into .whl/.
+#    bundles for LOSSJIT_KERNEL_PATH, test-only bundles for ctest -L gpu, AOT
+#    C API outputs for the example consumer and the benchmark, googletest
+#    sources; downloads the Liger-Kernel and cut-cross-entropy wheels into .whl/.
 # 2) There, on the GPU machine (CUDA, CMake, ninja, python3 + torch; no MLIR),
 #    in one call, in under 8 minutes:
 #      scripts/gpu-check.sh [--out DIR] [--budget SECONDS] [--skip STEP,...]
@@ -64,6 +64,41 @@ AOT_VARIANTS=(
   "f32-none|--dtype f32 --reduction none"
 )
 
+# Test-only bundles (.bundle/test-kernels/<name>/) for tests/gpu/
+# CompilerKernelGpuTest.cpp: the chunked backward with a workspace budget so
+# small that a few dozen rows take several chunks (the preset's 256 MiB never
+# chunks a test-sized problem), plus its forward. They stay off the kernel path
+# of pytest and the benchmark: the Python package picks bundles by options and
+# ignores workspace_bytes, so it could pick these.
+TEST_WORKSPACE_BYTES=65536
+TEST_VARIANTS=("f16 mean 1" "f16 none 0" "bf16 mean 1" "bf16 none 0" "f32 mean 1" "f32 none 0")
+
+# The graph (MLIR, the loss dialect) of one test variant: @lce (forward) and
+# @lce_grad (chunked backward within $4 bytes), int64 labels, ignore_index -100.
+test_graph() { # DTYPE REDUCTION BIAS(0|1) WORKSPACE_BYTES
+  local t=$1 red=$2 bias=$3 ws=$4
+  local m="tensor<?x?x$t>" v="tensor<?x$t>" lt="tensor<f32>"
+  [ "$red" = none ] && lt="tensor<?xf32>"
+  local b_arg="" b_use="" b_ty="" gb_use="" g_out="$m, $m" g_ret="%g#0, %g#1" n=2
+  if ((bias)); then
+    b_arg=", %b: $v" b_use=", %b" b_ty=", $v" gb_use=" bias %b" g_out="$m, $m, $v"
+    g_ret="%g#0, %g#1, %g#2" n=3
+  fi
+  cat <<MLIR
+// gpu-check --prepare: $t, reduction $red, bias $bias, chunked backward within $ws bytes.
+module {
+  func.func @lce(%x: $m, %w: $m, %y: tensor<?xi64>$b_arg) -> ($lt, tensor<?xf32>) {
+    %l, %lse = loss.linear_cross_entropy %x, %w, %y$b_use {compute = f32, storage = $t, reduction = #loss<reduction $red>} : $m, $m, tensor<?xi64>$b_ty -> $lt, tensor<?xf32>
+    return %l, %lse : $lt, tensor<?xf32>
+  }
+  func.func @lce_grad(%x: $m, %w: $m, %y: tensor<?xi64>$b_arg, %lse: tensor<?xf32>, %gl: $lt) -> ($g_out) {
+    %g:$n = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %gl$gb_use {compute = f32, storage = $t, reduction = #loss<reduction $red>, strategy = "chunked", workspace_bytes = $ws : i64} : $m, $m, tensor<?xi64>, tensor<?xf32>, $lt$b_ty -> $g_out
+    return $g_ret : $g_out
+  }
+}
+MLIR
+}
+
 prepare() {
   set -e
   local start=$SECONDS
@@ -76,19 +111,19 @@ prepare() {
   fi
   [ -x "$AOT" ] || { echo "gpu-check: no lossjit-aot at $AOT" >&2; exit 1; }
   echo "gpu-check --prepare: $AOT -> $BUNDLE (arches $ARCHES)"
-  rm -rf "$BUNDLE/aot" "$BUNDLE/kernels" "$BUNDLE/googletest"
-  mkdir -p "$BUNDLE/aot" "$BUNDLE/kernels"
+  rm -rf "$BUNDLE/aot" "$BUNDLE/kernels" "$BUNDLE/test-kernels" "$BUNDLE/googletest"
+  mkdir -p "$BUNDLE/aot" "$BUNDLE/kernels" "$BUNDLE/test-kernels/graphs"
 
   local entry name args jobs=()
   for entry in "${AOT_VARIANTS[@]}"; do
     name=${entry%%|*}
     args=${entry#*|}
-    jobs+=("$args --arch $ARCHES -o $BUNDLE/aot/$name")
+    jobs+=("--preset linear-cross-entropy $args --arch $ARCHES -o $BUNDLE/aot/$name")
   done
   # A cubin variant where this machine can assemble (nvJitLink or ptxas).
   if command -v ptxas >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas" ] ||
     ls "${CUDA_HOME:-/usr/local/cuda}"/lib64/libnvJitLink.so* >/dev/null 2>&1; then
-    jobs+=("--dtype f16 --reduction mean --emit cubin --arch $ARCHES -o $BUNDLE/aot/f16-mean-cubin")
+    jobs+=("--preset linear-cross-entropy --dtype f16 --reduction mean --emit cubin --arch $ARCHES -o $BUNDLE/aot/f16-mean-cubin")
   else
     echo "gpu-check --prepare: no nvJitLink/ptxas here; no cubin variant"
   fi
@@ -100,16 +135,25 @@ prepare() {
       for bias in nobias bias; do
         args="--dtype $dtype --reduction $reduction"
         [ "$bias" = bias ] && args="$args --bias"
-        jobs+=("$args --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias")
+        jobs+=("--preset linear-cross-entropy $args --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias")
       done
     done
+  done
+  # Test-only bundles from small graphs (see TEST_VARIANTS).
+  local variant graph
+  for variant in "${TEST_VARIANTS[@]}"; do
+    read -r dtype reduction bias <<<"$variant"
+    name="$dtype-$reduction-$( ((bias)) && echo bias || echo nobias)-ws$TEST_WORKSPACE_BYTES"
+    graph="$BUNDLE/test-kernels/graphs/$name.mlir"
+    test_graph "$dtype" "$reduction" "$bias" "$TEST_WORKSPACE_BYTES" >"$graph"
+    jobs+=("$graph --no-c-api --arch $ARCHES -o $BUNDLE/test-kernels/$name")
   done
   printf '%s\n' "${jobs[@]}" >"$BUNDLE/jobs.txt"
   export AOT
   # shellcheck disable=SC2016
   xargs -a "$BUNDLE/jobs.txt" -P 2 -I{} bash -c \
-    '"$AOT" --preset linear-cross-entropy --quiet {} || { echo "FAILED: lossjit-aot {}"; exit 255; }'
-  for dir in "$BUNDLE"/aot/* "$BUNDLE"/kernels/*; do
+    '"$AOT" --quiet {} || { echo "FAILED: lossjit-aot {}"; exit 255; }'
+  for dir in "$BUNDLE"/aot/* "$BUNDLE"/kernels/* "$BUNDLE"/test-kernels/*-ws*; do
     "$AOT" --check "$dir" --quiet
   done
   rm -f "$BUNDLE/jobs.txt"
@@ -157,6 +201,7 @@ PY
     echo "arches: $ARCHES"
     echo "aot: $(cd "$BUNDLE/aot" && echo *)"
     echo "kernels: $(cd "$BUNDLE/kernels" && ls -d */ | wc -l) variants"
+    echo "test-kernels: $(cd "$BUNDLE/test-kernels" && ls -d *-ws*/ | wc -l) variants"
   } >"$BUNDLE/PREPARED"
   local size
   size=$(du -sm "$BUNDLE" | cut -f1)
@@ -191,7 +236,7 @@ download_wheels() {
 # Steps, in order; each runs as `gpu-check.sh --internal-step NAME` under a
 # timeout. Caps are seconds; a step also never runs past the budget.
 STEPS=(info gtest build ctest pytest consumer bench)
-declare -A CAP=([info]=20 [gtest]=90 [build]=170 [ctest]=90 [pytest]=120 [consumer]=120
+declare -A CAP=([info]=20 [gtest]=90 [build]=170 [ctest]=150 [pytest]=120 [consumer]=120
   [bench]=600)
 
 BUILD="$ROOT/build-gpu"
@@ -202,6 +247,16 @@ kernel_path() {
   local dirs=("$BUNDLE"/kernels/*/)
   local IFS=:
   [ -d "${dirs[0]}" ] && echo "${dirs[*]%/}"
+}
+
+# ctest -L gpu only: the kernel path plus the test-only bundles.
+test_kernel_path() {
+  local dirs=("$BUNDLE"/kernels/*/ "$BUNDLE"/test-kernels/*-ws*/) existing=() d
+  for d in "${dirs[@]}"; do
+    [ -d "$d" ] && existing+=("${d%/}")
+  done
+  local IFS=:
+  echo "${existing[*]}"
 }
 
 have_python_package() { [ -f "$ROOT/python/CMakeLists.txt" ]; }
@@ -272,7 +327,13 @@ step_build() {
 
 step_ctest() {
   [ -f "$BUILD/CTestTestfile.cmake" ] || { echo "no build"; return 1; }
-  cd "$BUILD" && LOSSJIT_KERNEL_PATH="$(kernel_path)" ctest -L gpu --output-on-failure \
+  # CompilerKernelGpuTest finds the compiler's bundles here and fails (does not
+  # skip) on a GPU machine when they are missing.
+  export LOSSJIT_KERNEL_PATH
+  LOSSJIT_KERNEL_PATH="$(test_kernel_path)"
+  echo "LOSSJIT_KERNEL_PATH: $(tr ':' '\n' <<<"$LOSSJIT_KERNEL_PATH" | grep -c .) bundle roots" \
+    "(.bundle/kernels/*, .bundle/test-kernels/*)"
+  cd "$BUILD" && ctest -L gpu --output-on-failure \
     --timeout 120 --output-junit "$OUTDIR/ctest-gpu.xml"
 }
 

@@ -6,6 +6,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace lossjit;
 
@@ -50,8 +52,42 @@ OwningOpRef<ModuleOp> buildGradient(OpBuilder &b, OwningOpRef<ModuleOp> &module,
       loss::ReductionAttr::get(b.getContext(), reduction), TypeAttr::get(storage),
       TypeAttr::get(f32), b.getStringAttr(options.strategy),
       b.getBoolAttr(options.needsGradX), b.getBoolAttr(options.needsGradW),
-      b.getI64IntegerAttr(options.workspaceBytes));
+      b.getI64IntegerAttr(options.workspaceBytes), b.getF64FloatAttr(options.logitScale),
+      b.getF64FloatAttr(options.softcap));
   func::ReturnOp::create(b, loc, grad.getResults());
+  return std::move(module);
+}
+/// The fused forward+backward function: one loss.linear_cross_entropy_with_grad.
+OwningOpRef<ModuleOp> buildFusedGradient(OpBuilder &b, OwningOpRef<ModuleOp> &module,
+                                         SmallVector<Type> args,
+                                         const LceGraphOptions &options, Type storage,
+                                         loss::Reduction reduction) {
+  Location loc = b.getUnknownLoc();
+  const int64_t dyn = ShapedType::kDynamic;
+  Type f32 = b.getF32Type();
+  SmallVector<Type> results = {RankedTensorType::get({}, f32),
+                               RankedTensorType::get({dyn}, f32)};
+  SmallVector<Type> grads;
+  if (options.needsGradX)
+    grads.push_back(RankedTensorType::get({dyn, dyn}, storage));
+  if (options.needsGradW) {
+    grads.push_back(RankedTensorType::get({dyn, dyn}, storage));
+    if (options.bias)
+      grads.push_back(RankedTensorType::get({dyn}, storage));
+  }
+  results.append(grads.begin(), grads.end());
+  auto fn = func::FuncOp::create(b, loc, options.name, b.getFunctionType(args, results));
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  Value bias = options.bias ? entry->getArgument(3) : Value();
+  auto op = loss::LinearCrossEntropyWithGradOp::create(
+      b, loc, results[0], results[1], grads, entry->getArgument(0), entry->getArgument(1),
+      entry->getArgument(2), bias, b.getI64IntegerAttr(options.ignoreIndex),
+      loss::ReductionAttr::get(b.getContext(), reduction), TypeAttr::get(storage),
+      TypeAttr::get(f32), b.getBoolAttr(options.needsGradX),
+      b.getBoolAttr(options.needsGradW), b.getI64IntegerAttr(options.workspaceBytes),
+      b.getF64FloatAttr(options.logitScale), b.getF64FloatAttr(options.softcap));
+  func::ReturnOp::create(b, loc, op->getResults());
   return std::move(module);
 }
 } // namespace
@@ -71,6 +107,13 @@ lossjit::buildLinearCrossEntropyGraph(MLIRContext &ctx,
   if (!reduction)
     return llvm::createStringError("reduction must be none, mean or sum, got '" +
                                    options.reduction + "'");
+  if (!std::isfinite(options.logitScale) || options.logitScale == 0)
+    return llvm::createStringError("logit scale must be finite and nonzero, got " +
+                                   loss::formatF64(options.logitScale));
+  if (!std::isfinite(options.softcap) || options.softcap < 0)
+    return llvm::createStringError(
+        "softcap must be 0 (none) or positive and finite, got " +
+        loss::formatF64(options.softcap));
   if (options.name.empty())
     return llvm::createStringError("function name must not be empty");
   if (options.gradient && options.strategy != "auto" && options.strategy != "chunked" &&
@@ -80,6 +123,12 @@ lossjit::buildLinearCrossEntropyGraph(MLIRContext &ctx,
   if (options.gradient && !options.needsGradX && !options.needsGradW)
     return llvm::createStringError(
         "a gradient graph needs grad_x or grad_w (both were turned off)");
+  if (options.fusedForward && !options.gradient)
+    return llvm::createStringError("fusedForward builds gradients: set gradient too");
+  if (options.fusedForward && *reduction == loss::Reduction::none)
+    return llvm::createStringError(
+        "the fused forward+backward needs reduction mean or sum (with none every "
+        "row has its own loss gradient)");
   if (options.gradient && options.workspaceBytes < 1)
     return llvm::createStringError("workspace bytes must be positive, got " +
                                    std::to_string(options.workspaceBytes));
@@ -101,6 +150,8 @@ lossjit::buildLinearCrossEntropyGraph(MLIRContext &ctx,
   SmallVector<Type> args = {Type(matrix), Type(matrix), Type(labels)};
   if (options.bias)
     args.push_back(vector);
+  if (options.gradient && options.fusedForward)
+    return buildFusedGradient(b, module, args, options, *storage, *reduction);
   if (options.gradient)
     return buildGradient(b, module, args, options, *storage, *reduction, lossType);
   auto fn = func::FuncOp::create(b, loc, options.name,
@@ -113,6 +164,11 @@ lossjit::buildLinearCrossEntropyGraph(MLIRContext &ctx,
   auto wide = RankedTensorType::get({dyn, dyn}, f32);
   if (!storage->isF32())
     logits = loss::CastOp::create(b, loc, wide, logits);
+  if (options.logitScale != 1.0)
+    logits = loss::ScaleOp::create(b, loc, wide, logits,
+                                   b.getF64FloatAttr(options.logitScale));
+  if (options.softcap != 0.0)
+    logits = loss::SoftcapOp::create(b, loc, wide, logits, b.getF64FloatAttr(options.softcap));
   Value logp = loss::LogSoftmaxOp::create(b, loc, wide, logits);
   Value lossValue = loss::NllOp::create(
       b, loc, lossType, logp, entry->getArgument(2),

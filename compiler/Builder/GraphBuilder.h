@@ -25,10 +25,19 @@ struct LceGraphOptions {
   bool bias = false;
   int64_t ignoreIndex = -100;
   std::string reduction = "mean"; ///< none, mean, sum.
+  /// Logit transforms, z = softcap(logitScale · (x·w + b)): logitScale must
+  /// be finite and nonzero, softcap 0 (none) or positive and finite. Used by
+  /// the forward graph (loss.scale / loss.softcap ops) and the gradient op.
+  double logitScale = 1.0;
+  double softcap = 0.0;
 
   /// Build the gradient function instead of the loss:
   /// `@name(x, w, labels[, bias], lse, grad_loss) -> (grad_x?, grad_w?, grad_bias?)`.
   bool gradient = false;
+  /// With `gradient`: build the fused forward+backward instead,
+  /// `@name(x, w, labels[, bias]) -> (loss, lse, grad_x?, grad_w?, grad_bias?)`
+  /// with the gradients of grad_loss = 1 (mean and sum only).
+  bool fusedForward = false;
   std::string strategy = "auto"; ///< auto, chunked, recompute.
   bool needsGradX = true;
   bool needsGradW = true;
@@ -36,7 +45,8 @@ struct LceGraphOptions {
 };
 
 /// Builds the unfused graph `nll(log_softmax(cast_f32(linear(x, w[, b]))), y)`
-/// — what `F.cross_entropy(F.linear(x, w, b).float(), y)` says — as
+/// — what `F.cross_entropy(F.linear(x, w, b).float(), y)` says — with
+/// `loss.scale` / `loss.softcap` after the cast when requested, as
 /// `func.func @name(x, w, labels[, bias]) -> loss` with dynamic shapes.
 /// Bad options give an error naming the option and the accepted values.
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>

@@ -41,7 +41,8 @@ lossjit::collectFusedFunctions(ModuleOp module, StringRef passName) {
       continue;
     SmallVector<Operation *> ops;
     fn.walk([&](Operation *op) {
-      if (isa<loss::LinearCrossEntropyOp, loss::LinearCrossEntropyGradOp>(op))
+      if (isa<loss::LinearCrossEntropyOp, loss::LinearCrossEntropyGradOp,
+              loss::LinearCrossEntropyWithGradOp>(op))
         ops.push_back(op);
     });
     if (ops.empty())
@@ -65,7 +66,8 @@ lossjit::collectFusedFunctions(ModuleOp module, StringRef passName) {
   // silently dropped by the lowering: report it instead.
   module.walk([&](Operation *op) {
     if (op->getDialect() && op->getDialect()->getNamespace() == "loss" &&
-        !isa<loss::LinearCrossEntropyOp, loss::LinearCrossEntropyGradOp>(op)) {
+        !isa<loss::LinearCrossEntropyOp, loss::LinearCrossEntropyGradOp,
+             loss::LinearCrossEntropyWithGradOp>(op)) {
       op->emitOpError() << "was not fused into loss.linear_cross_entropy; "
                         << passName
                         << " lowers fused functions only (the remarks of "
@@ -82,20 +84,22 @@ lossjit::collectFusedFunctions(ModuleOp module, StringRef passName) {
 LceSpec lossjit::specOf(const FusedFunction &f) {
   if (auto grad = dyn_cast<loss::LinearCrossEntropyGradOp>(f.op))
     return LceSpec::fromOp(grad);
+  if (auto fused = dyn_cast<loss::LinearCrossEntropyWithGradOp>(f.op))
+    return LceSpec::fromOp(fused);
   return LceSpec::fromOp(cast<loss::LinearCrossEntropyOp>(f.op));
 }
 
 std::vector<std::string> lossjit::resultRoles(const FusedFunction &f) {
   std::vector<std::string> names;
-  if (isa<loss::LinearCrossEntropyOp>(f.op)) {
+  LceSpec spec = specOf(f);
+  if (!spec.gradient || spec.fusedForward)
     names = {"loss", "lse"};
-  } else {
-    auto grad = cast<loss::LinearCrossEntropyGradOp>(f.op);
-    if (grad.getNeedsInput())
+  if (spec.gradient) {
+    if (spec.needsGradX)
       names.push_back("grad_x");
-    if (grad.getNeedsWeight()) {
+    if (spec.needsGradW) {
       names.push_back("grad_w");
-      if (grad.getBias())
+      if (spec.hasBias)
         names.push_back("grad_bias");
     }
   }
@@ -112,6 +116,9 @@ std::vector<std::string> lossjit::argumentRoles(const FusedFunction &f) {
   if (auto fwd = dyn_cast<loss::LinearCrossEntropyOp>(f.op)) {
     roles = {{fwd.getInput(), "x"}, {fwd.getWeight(), "w"},
              {fwd.getLabels(), "labels"}, {fwd.getBias(), "bias"}};
+  } else if (auto fused = dyn_cast<loss::LinearCrossEntropyWithGradOp>(f.op)) {
+    roles = {{fused.getInput(), "x"}, {fused.getWeight(), "w"},
+             {fused.getLabels(), "labels"}, {fused.getBias(), "bias"}};
   } else {
     auto grad = cast<loss::LinearCrossEntropyGradOp>(f.op);
     roles = {{grad.getInput(), "x"},       {grad.getWeight(), "w"},

@@ -9,7 +9,8 @@
 namespace lossjit {
 
 /// The factor shared by all rows: grad_loss[0] / count for mean,
-/// grad_loss[0] for sum; null for none (each row has its own).
+/// grad_loss[0] for sum (1 in place of grad_loss[0] when `gradLoss` is null);
+/// null for none (each row has its own).
 mlir::Value emitGradScale(KernelEmitter &e, const LceSpec &spec,
                           mlir::Value gradLoss, mlir::Value countI32);
 
@@ -24,7 +25,9 @@ mlir::Value emitRowFactor(KernelEmitter &e, const LceSpec &spec,
 /// and backward of both backends agree.
 mlir::Value emitLogit(KernelEmitter &e, const LceSpec &spec, mlir::Value raw);
 
-/// ∂loss/∂raw = g · (exp(z − lse) − [target]) · ∂z/∂raw with z = emitLogit(raw).
+/// ∂loss/∂raw = g · (exp(z − lse) − [target]) · ∂z/∂raw with z = emitLogit(raw):
+/// ∂z/∂raw = logitScale · (1 − tanh²(u)) with a softcap (u = z_scaled / cap),
+/// logitScale without one. The bias is part of raw, so dbias uses it as is.
 mlir::Value emitLogitGrad(KernelEmitter &e, const LceSpec &spec, mlir::Value raw,
                           mlir::Value lse, mlir::Value g, mlir::Value isTarget);
 

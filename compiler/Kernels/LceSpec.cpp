@@ -12,6 +12,8 @@ LceSpec LceSpec::fromOp(loss::LinearCrossEntropyOp op) {
   spec.hasBias = static_cast<bool>(op.getBias());
   spec.ignoreIndex = op.getIgnoreIndex();
   spec.reduction = op.getReduction();
+  spec.logitScale = op.getLogitScale().convertToDouble();
+  spec.softcap = op.getSoftcap().convertToDouble();
   return spec;
 }
 
@@ -22,11 +24,31 @@ LceSpec LceSpec::fromOp(loss::LinearCrossEntropyGradOp op) {
   spec.hasBias = static_cast<bool>(op.getBias());
   spec.ignoreIndex = op.getIgnoreIndex();
   spec.reduction = op.getReduction();
+  spec.logitScale = op.getLogitScale().convertToDouble();
+  spec.softcap = op.getSoftcap().convertToDouble();
   spec.gradient = true;
   spec.needsGradX = op.getNeedsInput();
   spec.needsGradW = op.getNeedsWeight();
   // "auto" picks the 6·N·D·V schedule; its chunk size follows the budget.
   spec.strategy = op.getStrategy() == "recompute" ? "recompute" : "chunked";
+  spec.workspaceBytes = op.getWorkspaceBytes();
+  return spec;
+}
+
+LceSpec LceSpec::fromOp(loss::LinearCrossEntropyWithGradOp op) {
+  LceSpec spec;
+  spec.storage = op.getStorage();
+  spec.labelType = cast<RankedTensorType>(op.getLabels().getType()).getElementType();
+  spec.hasBias = static_cast<bool>(op.getBias());
+  spec.ignoreIndex = op.getIgnoreIndex();
+  spec.reduction = op.getReduction();
+  spec.logitScale = op.getLogitScale().convertToDouble();
+  spec.softcap = op.getSoftcap().convertToDouble();
+  spec.gradient = true;
+  spec.fusedForward = true;
+  spec.needsGradX = op.getNeedsInput();
+  spec.needsGradW = op.getNeedsWeight();
+  spec.strategy = "chunked"; // the one pass over the logits is a chunked schedule
   spec.workspaceBytes = op.getWorkspaceBytes();
   return spec;
 }
@@ -44,9 +66,15 @@ std::vector<PlanParam> LceSpec::planParams() const {
   std::vector<std::string> rowShape;
   if (reduction == loss::Reduction::none)
     rowShape = {"N"};
-  if (gradient) {
+  if (fusedForward) {
+    // Outputs only: the loss (mean/sum), lse, and the gradients of grad = 1.
+    params.push_back({"loss", "f32", {}, true});
+    params.push_back({"lse", "f32", {"N"}, true});
+  } else if (gradient) {
     params.push_back({"lse", "f32", {"N"}, false});
     params.push_back({"grad_loss", "f32", rowShape, false});
+  }
+  if (gradient) {
     if (needsGradX)
       params.push_back({"grad_x", dt, {"N", "D"}, true});
     if (needsGradW)
@@ -70,8 +98,13 @@ std::map<std::string, std::string> LceSpec::planOptions() const {
       {"bias", hasBias ? "true" : "false"},
       {"ignore_index", std::to_string(ignoreIndex)},
       {"reduction", loss::stringifyReduction(reduction).str()},
-      {"pass", gradient ? "backward" : "forward"},
+      {"pass", fusedForward ? "forward_backward" : gradient ? "backward" : "forward"},
   };
+  // Only when set, so manifests and plans of plain variants stay as they were.
+  if (logitScale != 1.0)
+    options["logit_scale"] = loss::formatF64(logitScale);
+  if (softcap != 0.0)
+    options["softcap"] = loss::formatF64(softcap);
   if (gradient) {
     options["strategy"] = strategy;
     options["grad_x"] = needsGradX ? "true" : "false";

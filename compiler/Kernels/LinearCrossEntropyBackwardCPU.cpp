@@ -2,8 +2,11 @@
 
 #include "compiler/Kernels/LinearCrossEntropyBackwardCPU.h"
 #include "compiler/Kernels/CpuVectorOps.h"
+#include "compiler/Kernels/LceBackwardPlan.h"
 #include "compiler/Kernels/KernelEmitter.h"
 #include "compiler/Kernels/LceGradient.h"
+
+#include <limits>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -78,12 +81,13 @@ struct BackwardBuilder {
   }
 
   void buildScale() {
-    HostKernel k = makeKernel(b, loc, module, "lce_bwd_scale",
-                              {{"labels", flat(spec.labelType)},
-                               {"grad_loss", flat(f32())},
-                               {"grow", flat(f32())},
-                               {"N", idx()},
-                               {"V", idx()}});
+    // The fused forward+backward has no grad_loss: it computes the gradients
+    // of grad_loss = 1, which the caller rescales later.
+    std::vector<std::pair<std::string, Type>> args = {{"labels", flat(spec.labelType)}};
+    if (!spec.fusedForward)
+      args.push_back({"grad_loss", flat(f32())});
+    args.insert(args.end(), {{"grow", flat(f32())}, {"N", idx()}, {"V", idx()}});
+    HostKernel k = makeKernel(b, loc, module, "lce_bwd_scale", args);
     KernelEmitter e(b, loc);
     Value labels = k.arg("labels"), n = k.arg("N");
     Value count = e.forLoop(e.index(0), n, e.index(1), {e.i32(0)},
@@ -241,11 +245,20 @@ struct BackwardBuilder {
   }
 
   /// Rows-parallel (per chunk): dZ rows into the [C,V] workspace.
-  void buildDz() {
-    auto args = inputs(true);
+  /// With `storeRaw` (fused forward) the raw logits x·w + b go to the
+  /// workspace instead of dZ.
+  void buildDz(bool storeRaw = false) {
+    std::vector<std::pair<std::string, Type>> args;
+    if (storeRaw) {
+      args = {{"x", flat(st())}, {"w", flat(st())}};
+      if (spec.hasBias)
+        args.push_back({"bias", flat(st())});
+    } else {
+      args = inputs(true);
+    }
     args.insert(args.end(), {{"dz", flat(f32())}, {"row_begin", idx()}, {"row_end", idx()},
                              {"chunk_begin", idx()}, {"V", idx()}, {"D", idx()}});
-    HostKernel k = makeKernel(b, loc, module, "lce_bwd_dz", args);
+    HostKernel k = makeKernel(b, loc, module, storeRaw ? "lce_fused_z" : "lce_bwd_dz", args);
     const int64_t br = tile.blockRows, lanes = tile.vectorWidth;
     KernelEmitter e(b, loc);
     Value x = k.arg("x"), w = k.arg("w"), bias = k.arg("bias"), d = k.arg("D"),
@@ -269,11 +282,83 @@ struct BackwardBuilder {
                                for (Value &zi : z)
                                  zi = ve.addF(zi, bv);
                              }
-                             SmallVector<Value> dz = rowGrads(ve, z, rows, col, k.arg("labels"),
-                                                              k.arg("lse"), k.arg("grow"));
+                             SmallVector<Value> dz =
+                                 storeRaw ? z
+                                          : rowGrads(ve, z, rows, col, k.arg("labels"),
+                                                     k.arg("lse"), k.arg("grow"));
                              // Clamped duplicates rewrite their row's own value.
                              for (int64_t i = 0; i < br; ++i)
                                ve.store(dz[i], k.arg("dz"), ve.add(dzOff[i], col));
+                             return SmallVector<Value>{};
+                           });
+                return SmallVector<Value>{};
+              });
+    func::ReturnOp::create(b, loc);
+  }
+
+  /// Rows-parallel (per chunk, fused forward): raw logits → lse and the row
+  /// loss, summing over the vocabulary in order.
+  void buildFusedLse() {
+    HostKernel k = makeKernel(b, loc, module, "lce_fused_lse",
+                              {{"labels", flat(spec.labelType)}, {"dz", flat(f32())},
+                               {"lse", flat(f32())}, {"loss_rows", flat(f32())},
+                               {"row_begin", idx()}, {"row_end", idx()},
+                               {"chunk_begin", idx()}, {"V", idx()}});
+    KernelEmitter e(b, loc);
+    Value v = k.arg("V"), cb = k.arg("chunk_begin");
+    e.forLoop(k.arg("row_begin"), k.arg("row_end"), e.index(1), {},
+              [&](KernelEmitter &re, Value row, ValueRange) {
+                Value base = re.mul(re.sub(row, cb), v);
+                SmallVector<Value> st = re.forLoop(
+                    re.index(0), v, re.index(1), {re.negInf(), re.f32(0.0)},
+                    [&](KernelEmitter &le, Value j, ValueRange it) {
+                      LseState next = le.push(
+                          {it[0], it[1]}, emitLogit(le, spec, le.load(k.arg("dz"), le.add(base, j))));
+                      return SmallVector<Value>{next.max, next.sum};
+                    });
+                Value lse = re.finish({st[0], st[1]});
+                re.store(lse, k.arg("lse"), row);
+                Value label = re.loadLabel(k.arg("labels"), row);
+                Value ignored = re.cmpI(arith::CmpIPredicate::eq, label, re.index(spec.ignoreIndex));
+                Value loss = re.ifElse(
+                    ignored, [](KernelEmitter &ie) { return ie.f32(0.0); },
+                    [&](KernelEmitter &ce) {
+                      return ce.ifElse(
+                          ce.cmpI(arith::CmpIPredicate::ult, label, v),
+                          [&](KernelEmitter &te) {
+                            return te.subF(lse, emitLogit(te, spec,
+                                                          te.load(k.arg("dz"), te.add(base, label))));
+                          },
+                          [](KernelEmitter &ne) {
+                            return ne.f32(std::numeric_limits<double>::quiet_NaN());
+                          });
+                    });
+                re.store(loss, k.arg("loss_rows"), row);
+                return SmallVector<Value>{};
+              });
+    func::ReturnOp::create(b, loc);
+  }
+
+  /// Rows-parallel (per chunk, fused forward): raw logits → dZ in place.
+  void buildFusedDz() {
+    HostKernel k = makeKernel(b, loc, module, "lce_fused_dz",
+                              {{"labels", flat(spec.labelType)}, {"lse", flat(f32())},
+                               {"grow", flat(f32())}, {"dz", flat(f32())},
+                               {"row_begin", idx()}, {"row_end", idx()},
+                               {"chunk_begin", idx()}, {"V", idx()}});
+    KernelEmitter e(b, loc);
+    Value v = k.arg("V"), cb = k.arg("chunk_begin");
+    e.forLoop(k.arg("row_begin"), k.arg("row_end"), e.index(1), {},
+              [&](KernelEmitter &re, Value row, ValueRange) {
+                Value base = re.mul(re.sub(row, cb), v);
+                Value lse = re.load(k.arg("lse"), row), g = re.load(k.arg("grow"), row);
+                Value label = re.loadLabel(k.arg("labels"), row);
+                re.forLoop(re.index(0), v, re.index(1), {},
+                           [&](KernelEmitter &le, Value j, ValueRange) {
+                             Value at = le.add(base, j);
+                             le.store(emitLogitGrad(le, spec, le.load(k.arg("dz"), at), lse, g,
+                                                    le.cmpI(arith::CmpIPredicate::eq, label, j)),
+                                      k.arg("dz"), at);
                              return SmallVector<Value>{};
                            });
                 return SmallVector<Value>{};
@@ -394,19 +479,17 @@ void lossjit::buildLceBackwardCpuKernels(OpBuilder &builder, Location loc,
   Block *module = builder.getInsertionBlock();
   BackwardBuilder kb{builder, loc, module, spec, tile};
   std::string mod = moduleName.str();
-  plan.params = spec.planParams();
-  plan.options = spec.planOptions();
-  plan.tile = tile.str();
-  plan.constants = {};
-  plan.workspaces = {{"grow", "f32", "N"}};
-  plan.kernels.clear();
+  beginBackwardPlan(spec, tile.str(), plan);
   auto add = [&](std::string name, std::vector<std::string> args, std::string parallel,
                  bool perChunk) {
     plan.kernels.push_back({std::move(name), mod, {"1", "1", "1"}, {1, 1, 1}, 0,
                             std::move(args), std::move(parallel), perChunk});
   };
   kb.buildScale();
-  add("lce_bwd_scale", names({"labels", "grad_loss", "grow", "N", "V"}), "none", false);
+  add("lce_bwd_scale",
+      spec.fusedForward ? names({"labels", "grow", "N", "V"})
+                        : names({"labels", "grad_loss", "grow", "N", "V"}),
+      "none", false);
   std::vector<std::string> in = {"x", "w"};
   if (spec.hasBias)
     in.push_back("bias");
@@ -431,30 +514,34 @@ void lossjit::buildLceBackwardCpuKernels(OpBuilder &builder, Location loc,
     return;
   }
 
-  // chunked: C rows of dZ per chunk within the budget (after the f32 dW
-  // accumulator, which f32 storage does not need: it sums into grad_w).
-  bool separateAcc = !spec.storesF32();
-  plan.constants["WB"] = spec.workspaceBytes;
-  // The budget bounds the scratch that grows with N·V: the [C,V] dZ chunk
-  // (and the row factors). The f32 dW accumulator of 16-bit storage is
-  // gradient-sized (V·D) and kept outside it; counting it would shrink
-  // chunks to one row whenever V·D·4 exceeds the budget.
-  plan.derived = {{"C", "max(1,min(N,(WB-N*4)/(V*4)))"}};
-  plan.chunkSymbol = "C";
-  plan.workspaces.push_back({"dz", "f32", "C*V"});
-  std::string dwAcc = "grad_w", dbAcc = "grad_bias";
-  if (spec.needsGradW && separateAcc) {
-    dwAcc = "dw_acc";
-    plan.workspaces.push_back({"dw_acc", "f32", "V*D"});
-    if (spec.needsGradBias()) {
-      dbAcc = "db_acc";
-      plan.workspaces.push_back({"db_acc", "f32", "V"});
-    }
+  // chunked: C rows of dZ per chunk within the budget.
+  ChunkedAccumulators acc = addChunkedBackwardPlan(spec, plan);
+  bool separateAcc = acc.separate;
+  std::string dwAcc = acc.dw, dbAcc = acc.db;
+  if (spec.fusedForward) {
+    // Loss, lse and the gradients of grad_loss = 1 from one pass over the
+    // logits: raw logits per chunk, lse and row losses from them, dZ in place.
+    plan.workspaces.push_back({"loss_rows", "f32", "N"});
+    kb.buildDz(/*storeRaw=*/true);
+    std::vector<std::string> z = {"x", "w"};
+    if (spec.hasBias)
+      z.push_back("bias");
+    z.insert(z.end(), {"dz", "row_begin", "row_end", "chunk_begin", "V", "D"});
+    add("lce_fused_z", z, "rows", true);
+    kb.buildFusedLse();
+    add("lce_fused_lse",
+        names({"labels", "dz", "lse", "loss_rows", "row_begin", "row_end", "chunk_begin", "V"}),
+        "rows", true);
+    kb.buildFusedDz();
+    add("lce_fused_dz",
+        names({"labels", "lse", "grow", "dz", "row_begin", "row_end", "chunk_begin", "V"}),
+        "rows", true);
+  } else {
+    kb.buildDz();
+    auto a = in;
+    a.insert(a.end(), {"dz", "row_begin", "row_end", "chunk_begin", "V", "D"});
+    add("lce_bwd_dz", a, "rows", true);
   }
-  kb.buildDz();
-  auto a = in;
-  a.insert(a.end(), {"dz", "row_begin", "row_end", "chunk_begin", "V", "D"});
-  add("lce_bwd_dz", a, "rows", true);
   if (spec.needsGradX) {
     kb.buildDxChunk();
     add("lce_bwd_dx_chunk",
@@ -476,5 +563,10 @@ void lossjit::buildLceBackwardCpuKernels(OpBuilder &builder, Location loc,
       fin.insert(fin.end(), {"col_begin", "col_end", "D"});
       add("lce_bwd_finish", fin, "vocab", false);
     }
+  }
+  if (spec.fusedForward) {
+    builder.setInsertionPointToEnd(module);
+    buildLceReduceCpuKernel(builder, loc, spec, tile);
+    add("lce_reduce", names({"labels", "loss_rows", "loss", "N"}), "none", false);
   }
 }

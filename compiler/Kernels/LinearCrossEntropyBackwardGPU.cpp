@@ -2,7 +2,11 @@
 
 #include "compiler/Kernels/LinearCrossEntropyBackwardGPU.h"
 #include "compiler/Kernels/GpuKernelSupport.h"
+#include "compiler/Kernels/LceBackwardPlan.h"
 #include "compiler/Kernels/LceGradient.h"
+#include "compiler/Kernels/LinearCrossEntropyGPU.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace lossjit;
@@ -52,10 +56,13 @@ struct GpuBackwardBuilder {
   void buildScale() {
     MLIRContext *ctx = b.getContext();
     const int64_t threads = tile.threads;
-    Args a = kernel("lce_bwd_scale",
-                    {{"labels", gpuFlat(spec.labelType)}, {"grad_loss", gpuFlat(f32())},
-                     {"grow", gpuFlat(f32())}, {"N", idx()}, {"V", idx()}},
-                    {gpuShared(ctx, threads, b.getI32Type())});
+    // The fused forward+backward has no grad_loss yet: it computes the
+    // gradients of grad_loss = 1, which the caller rescales later.
+    std::vector<std::pair<std::string, Type>> args = {{"labels", gpuFlat(spec.labelType)}};
+    if (!spec.fusedForward)
+      args.push_back({"grad_loss", gpuFlat(f32())});
+    args.insert(args.end(), {{"grow", gpuFlat(f32())}, {"N", idx()}, {"V", idx()}});
+    Args a = kernel("lce_bwd_scale", args, {gpuShared(ctx, threads, b.getI32Type())});
     Value counts = a.fn.getWorkgroupAttributions()[0];
     KernelEmitter e(b, loc);
     Value tid = gpuThreadIdx(b, loc), T = e.index(threads), n = a["N"];
@@ -81,15 +88,18 @@ struct GpuBackwardBuilder {
     gpu::ReturnOp::create(b, loc);
   }
 
-  void buildDz() {
+  /// dZ tile → [C,V] workspace; with `storeRaw` (fused forward) the raw
+  /// logits x·w + b instead, which lce_fused_lse/lce_fused_dz then consume.
+  void buildDz(bool storeRaw = false) {
     std::vector<std::pair<std::string, Type>> args = {{"x", gpuFlat(st())}, {"w", gpuFlat(st())}};
     if (spec.hasBias)
       args.push_back({"bias", gpuFlat(st())});
-    args.insert(args.end(), {{"labels", gpuFlat(spec.labelType)}, {"lse", gpuFlat(f32())},
-                             {"grow", gpuFlat(f32())}, {"dz", gpuFlat(f32())},
-                             {"chunk_begin", idx()}, {"chunk_end", idx()}, {"V", idx()},
-                             {"D", idx()}});
-    Args a = kernel("lce_bwd_dz", args);
+    if (!storeRaw)
+      args.insert(args.end(), {{"labels", gpuFlat(spec.labelType)}, {"lse", gpuFlat(f32())},
+                               {"grow", gpuFlat(f32())}});
+    args.insert(args.end(), {{"dz", gpuFlat(f32())}, {"chunk_begin", idx()},
+                             {"chunk_end", idx()}, {"V", idx()}, {"D", idx()}});
+    Args a = kernel(storeRaw ? "lce_fused_z" : "lce_bwd_dz", args);
     const int64_t bn = tile.blockRows;
     KernelEmitter e(b, loc);
     Value tid = gpuThreadIdx(b, loc);
@@ -119,9 +129,11 @@ struct GpuBackwardBuilder {
     Value bv = spec.hasBias ? e.loadF32(a["bias"], colC) : Value();
     for (int64_t i = 0; i < bn; ++i) {
       Value zi = bv ? e.addF(z[i], bv) : z[i];
-      Value dz = emitLogitGrad(e, spec, zi, e.load(a["lse"], rows[i]), e.load(a["grow"], rows[i]),
-                               e.cmpI(arith::CmpIPredicate::eq,
-                                      e.loadLabel(a["labels"], rows[i]), colC));
+      Value dz = storeRaw ? zi
+                          : emitLogitGrad(e, spec, zi, e.load(a["lse"], rows[i]),
+                                          e.load(a["grow"], rows[i]),
+                                          e.cmpI(arith::CmpIPredicate::eq,
+                                                 e.loadLabel(a["labels"], rows[i]), colC));
       Value rowOk = e.cmpI(arith::CmpIPredicate::ult, e.add(first, e.index(i)), ce);
       e.ifThen(e.andI(rowOk, colOk), [&](KernelEmitter &se) {
         se.store(dz, a["dz"], se.add(se.mul(se.sub(rows[i], cb), v), colC));
@@ -260,6 +272,73 @@ struct GpuBackwardBuilder {
                                          se.load(a["db_acc"], i)),
                  a["grad_bias"], i);
       });
+    gpu::ReturnOp::create(b, loc);
+  }
+
+  /// Fused forward: one thread per row of the chunk turns its raw logits
+  /// (in the dZ workspace) into lse and the row loss, summing over the
+  /// vocabulary in order.
+  void buildFusedLse() {
+    Args a = kernel("lce_fused_lse", {{"labels", gpuFlat(spec.labelType)},
+                                      {"dz", gpuFlat(f32())}, {"lse", gpuFlat(f32())},
+                                      {"loss_rows", gpuFlat(f32())}, {"chunk_begin", idx()},
+                                      {"chunk_end", idx()}, {"V", idx()}});
+    KernelEmitter e(b, loc);
+    Value tid = gpuThreadIdx(b, loc);
+    Value bx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value v = a["V"], cb = a["chunk_begin"];
+    Value row = e.add(cb, e.add(e.mul(bx, e.index(tile.threads)), tid));
+    e.ifThen(e.cmpI(arith::CmpIPredicate::ult, row, a["chunk_end"]), [&](KernelEmitter &re) {
+      Value base = re.mul(re.sub(row, cb), v);
+      SmallVector<Value> st = re.forLoop(
+          re.index(0), v, re.index(1), {re.negInf(), re.f32(0.0)},
+          [&](KernelEmitter &le, Value j, ValueRange it) {
+            LseState next = le.push({it[0], it[1]},
+                                    emitLogit(le, spec, le.load(a["dz"], le.add(base, j))));
+            return SmallVector<Value>{next.max, next.sum};
+          });
+      Value lse = re.finish({st[0], st[1]});
+      re.store(lse, a["lse"], row);
+      Value label = re.loadLabel(a["labels"], row);
+      Value ignored = re.cmpI(arith::CmpIPredicate::eq, label, re.index(spec.ignoreIndex));
+      Value loss = re.ifElse(
+          ignored, [](KernelEmitter &ie) { return ie.f32(0.0); },
+          [&](KernelEmitter &ce) {
+            return ce.ifElse(
+                ce.cmpI(arith::CmpIPredicate::ult, label, v),
+                [&](KernelEmitter &te) {
+                  return te.subF(lse, emitLogit(te, spec, te.load(a["dz"], te.add(base, label))));
+                },
+                [](KernelEmitter &ne) {
+                  return ne.f32(std::numeric_limits<double>::quiet_NaN());
+                });
+          });
+      re.store(loss, a["loss_rows"], row);
+    });
+    gpu::ReturnOp::create(b, loc);
+  }
+
+  /// Fused forward: raw logits in the dZ workspace become dZ in place.
+  void buildFusedDz() {
+    Args a = kernel("lce_fused_dz", {{"labels", gpuFlat(spec.labelType)},
+                                     {"lse", gpuFlat(f32())}, {"grow", gpuFlat(f32())},
+                                     {"dz", gpuFlat(f32())}, {"chunk_begin", idx()},
+                                     {"chunk_end", idx()}, {"V", idx()}});
+    KernelEmitter e(b, loc);
+    Value tid = gpuThreadIdx(b, loc);
+    Value bx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value v = a["V"], cb = a["chunk_begin"];
+    Value i = e.add(e.mul(bx, e.index(tile.threads)), tid);
+    Value total = e.mul(e.sub(a["chunk_end"], cb), v);
+    e.ifThen(e.cmpI(arith::CmpIPredicate::ult, i, total), [&](KernelEmitter &se) {
+      Value row = se.add(cb, se.divUI(i, v));
+      Value col = arith::RemUIOp::create(se.builder(), se.location(), i, v);
+      Value raw = se.load(a["dz"], i);
+      Value dz = emitLogitGrad(se, spec, raw, se.load(a["lse"], row), se.load(a["grow"], row),
+                               se.cmpI(arith::CmpIPredicate::eq,
+                                       se.loadLabel(a["labels"], row), col));
+      se.store(dz, a["dz"], i);
+    });
     gpu::ReturnOp::create(b, loc);
   }
 
@@ -492,13 +571,66 @@ std::string lossjit::buildLceBackwardGpuKernels(OpBuilder &builder, Location loc
   std::string bn = std::to_string(tile.blockRows), t = std::to_string(tile.threads);
   std::array<int64_t, 3> block = {tile.threads, 1, 1};
   auto mod = [&](StringRef k) { return (prefix + "_" + k).str(); };
+  if (spec.fusedForward) {
+    // Loss, lse and the gradients of grad_loss = 1 from one pass over the
+    // logits: per chunk the raw logits land in the dZ workspace once, give
+    // lse and the row losses, become dZ in place and are multiplied out
+    // (6·N·D·V in all, against 2 + 6 for a forward then a backward).
+    if (spec.strategy == "recompute")
+      return "the fused forward+backward is a chunked schedule; strategy "
+             "recompute does not apply";
+    beginBackwardPlan(spec, tile.str(), plan);
+    ChunkedAccumulators acc = addChunkedBackwardPlan(spec, plan);
+    plan.workspaces.push_back({"loss_rows", "f32", "N"});
+    auto add = [&](StringRef name, std::array<std::string, 3> grid,
+                   std::vector<std::string> args, bool perChunk) {
+      plan.kernels.push_back({name.str(), mod(name), grid, block, 0, std::move(args), "none",
+                              perChunk});
+    };
+    kb.buildScale();
+    add("lce_bwd_scale", {"1", "1", "1"}, {"labels", "grow", "N", "V"}, false);
+    kb.buildDz(/*storeRaw=*/true);
+    std::vector<std::string> zArgs = {"x", "w"};
+    if (spec.hasBias)
+      zArgs.push_back("bias");
+    zArgs.insert(zArgs.end(), {"dz", "chunk_begin", "chunk_end", "V", "D"});
+    add("lce_fused_z", {"cdiv(C," + bn + ")", "cdiv(V," + t + ")", "1"}, zArgs, true);
+    kb.buildFusedLse();
+    add("lce_fused_lse", {"cdiv(C," + t + ")", "1", "1"},
+        {"labels", "dz", "lse", "loss_rows", "chunk_begin", "chunk_end", "V"}, true);
+    kb.buildFusedDz();
+    add("lce_fused_dz", {"cdiv(C*V," + t + ")", "1", "1"},
+        {"labels", "lse", "grow", "dz", "chunk_begin", "chunk_end", "V"}, true);
+    if (spec.needsGradX) {
+      kb.buildDx();
+      add("lce_bwd_dx", {"cdiv(C," + bn + ")", "cdiv(D," + t + ")", "1"},
+          {"dz", "w", "grad_x", "chunk_begin", "chunk_end", "V", "D"}, true);
+    }
+    if (spec.needsGradW) {
+      kb.buildDw(acc.dw, acc.db);
+      std::vector<std::string> dw = {"dz", "x", acc.dw};
+      if (spec.needsGradBias())
+        dw.push_back(acc.db);
+      dw.insert(dw.end(), {"chunk_begin", "chunk_end", "V", "D"});
+      add("lce_bwd_dw", {"cdiv(V," + bn + ")", "cdiv(D," + t + ")", "1"}, dw, true);
+      if (acc.separate) {
+        kb.buildFinish();
+        std::vector<std::string> fin = {"dw_acc", "grad_w"};
+        if (spec.needsGradBias())
+          fin.insert(fin.end(), {"db_acc", "grad_bias"});
+        fin.insert(fin.end(), {"V", "D"});
+        add("lce_bwd_finish", {"cdiv(V*D," + t + ")", "1", "1"}, fin, false);
+      }
+    }
+    builder.setInsertionPoint(kb.parent, kb.at);
+    auto reduce = gpu::GPUModuleOp::create(builder, loc, mod("lce_reduce"));
+    builder.setInsertionPointToEnd(reduce.getBody());
+    buildLceReduceGpuKernel(builder, loc, spec, tile);
+    add("lce_reduce", {"1", "1", "1"}, {"labels", "loss_rows", "loss", "N"}, false);
+    return "";
+  }
   if (spec.strategy == "recompute") {
-    plan.params = spec.planParams();
-    plan.options = spec.planOptions();
-    plan.tile = tile.str();
-    plan.constants = {};
-    plan.workspaces = {{"grow", "f32", "N"}};
-    plan.kernels.clear();
+    beginBackwardPlan(spec, tile.str(), plan);
     kb.buildScale();
     plan.kernels.push_back({"lce_bwd_scale", mod("lce_bwd_scale"), {"1", "1", "1"}, block, 0,
                             {"labels", "grad_loss", "grow", "N", "V"}});
@@ -538,27 +670,10 @@ std::string lossjit::buildLceBackwardGpuKernels(OpBuilder &builder, Location loc
     }
     return "";
   }
-  plan.params = spec.planParams();
-  plan.options = spec.planOptions();
-  plan.tile = tile.str();
-  bool separateAcc = !spec.storesF32();
-  plan.constants = {{"WB", spec.workspaceBytes}};
-  // The budget bounds the scratch that grows with N·V: the [C,V] dZ chunk
-  // (and the row factors). The f32 dW accumulator of 16-bit storage is
-  // gradient-sized (V·D) and kept outside it; counting it would shrink
-  // chunks to one row whenever V·D·4 exceeds the budget.
-  plan.derived = {{"C", "max(1,min(N,(WB-N*4)/(V*4)))"}};
-  plan.chunkSymbol = "C";
-  plan.workspaces = {{"grow", "f32", "N"}, {"dz", "f32", "C*V"}};
-  std::string dwAcc = "grad_w", dbAcc = "grad_bias";
-  if (spec.needsGradW && separateAcc) {
-    dwAcc = "dw_acc";
-    plan.workspaces.push_back({"dw_acc", "f32", "V*D"});
-    if (spec.needsGradBias()) {
-      dbAcc = "db_acc";
-      plan.workspaces.push_back({"db_acc", "f32", "V"});
-    }
-  }
+  beginBackwardPlan(spec, tile.str(), plan);
+  ChunkedAccumulators acc = addChunkedBackwardPlan(spec, plan);
+  bool separateAcc = acc.separate;
+  std::string dwAcc = acc.dw, dbAcc = acc.db;
   plan.kernels.clear();
   auto add = [&](StringRef name, std::array<std::string, 3> grid,
                  std::vector<std::string> args, bool perChunk) {

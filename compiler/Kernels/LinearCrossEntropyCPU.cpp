@@ -92,7 +92,9 @@ void buildRows(OpBuilder &b, Location loc, const LceSpec &spec,
   func::ReturnOp::create(b, loc);
 }
 
-void buildReduce(OpBuilder &b, Location loc, const LceSpec &spec,
+} // namespace
+
+void lossjit::buildLceReduceCpuKernel(OpBuilder &b, Location loc, const LceSpec &spec,
                  const CpuTileConfig &tile) {
   Type f32 = b.getF32Type(), i32 = b.getI32Type(), idx = b.getIndexType();
   auto fn = makeFunc(b, loc, "lce_reduce",
@@ -139,7 +141,6 @@ void buildReduce(OpBuilder &b, Location loc, const LceSpec &spec,
   e.store(total, out, e.index(0));
   func::ReturnOp::create(b, loc);
 }
-} // namespace
 
 void lossjit::buildLceCpuKernels(OpBuilder &builder, Location loc,
                                  StringRef moduleName, const LceSpec &spec, const CpuTileConfig &tile,
@@ -149,7 +150,7 @@ void lossjit::buildLceCpuKernels(OpBuilder &builder, Location loc,
   buildRows(builder, loc, spec, tile);
   if (spec.reduction != loss::Reduction::none) {
     builder.setInsertionPointToEnd(body);
-    buildReduce(builder, loc, spec, tile);
+    buildLceReduceCpuKernel(builder, loc, spec, tile);
   }
 
   plan.params = spec.planParams();

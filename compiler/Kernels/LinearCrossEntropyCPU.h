@@ -32,6 +32,12 @@ void buildLceCpuKernels(mlir::OpBuilder &builder, mlir::Location loc,
                         llvm::StringRef moduleName, const LceSpec &spec, const CpuTileConfig &tile,
                         LaunchPlan &plan);
 
+/// Builds, at `builder`'s insertion point, the host reduction
+/// `lce_reduce(labels, loss_rows, loss, N)` in the GPU reduction's lane and
+/// tree order; the forward and the fused forward+backward share it.
+void buildLceReduceCpuKernel(mlir::OpBuilder &builder, mlir::Location loc,
+                             const LceSpec &spec, const CpuTileConfig &tile);
+
 } // namespace lossjit
 
 #endif // LOSSJIT_COMPILER_KERNELS_LINEARCROSSENTROPYCPU_H

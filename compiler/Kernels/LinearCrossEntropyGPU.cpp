@@ -150,8 +150,10 @@ void buildCombine(OpBuilder &b, Location loc, const LceSpec &spec,
   gpu::ReturnOp::create(b, loc);
 }
 
-void buildReduce(OpBuilder &b, Location loc, const LceSpec &spec,
-                 const TileConfig &tile) {
+} // namespace
+
+void lossjit::buildLceReduceGpuKernel(OpBuilder &b, Location loc, const LceSpec &spec,
+                                      const TileConfig &tile) {
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type(), i32 = b.getI32Type(), idx = b.getIndexType();
   const int64_t threads = tile.threads;
@@ -197,7 +199,6 @@ void buildReduce(OpBuilder &b, Location loc, const LceSpec &spec,
   });
   gpu::ReturnOp::create(b, loc);
 }
-} // namespace
 
 void lossjit::buildLceGpuKernels(OpBuilder &builder, Location loc,
                                  StringRef prefix, const LceSpec &spec,
@@ -207,7 +208,7 @@ void lossjit::buildLceGpuKernels(OpBuilder &builder, Location loc,
   std::vector<std::pair<StringRef, Build>> kernels = {
       {"lce_partial", buildPartial}, {"lce_combine", buildCombine}};
   if (spec.reduction != loss::Reduction::none)
-    kernels.push_back({"lce_reduce", buildReduce});
+    kernels.push_back({"lce_reduce", buildLceReduceGpuKernel});
   Block *parent = builder.getInsertionBlock();
   Block::iterator at = builder.getInsertionPoint();
   for (auto [kernel, build] : kernels) {

@@ -24,6 +24,13 @@ void buildLceGpuKernels(mlir::OpBuilder &builder,
                                     const LceSpec &spec,
                                     const TileConfig &tile, LaunchPlan &plan);
 
+/// Builds, at `builder`'s insertion point (a gpu.module body), the
+/// fixed-order reduction kernel `lce_reduce(labels, loss_rows, loss, N)`
+/// (one block; thread t sums rows t, t+T, …; then a tree). The forward and
+/// the fused forward+backward share it.
+void buildLceReduceGpuKernel(mlir::OpBuilder &builder, mlir::Location loc,
+                             const LceSpec &spec, const TileConfig &tile);
+
 } // namespace lossjit
 
 #endif // LOSSJIT_COMPILER_KERNELS_LINEARCROSSENTROPYGPU_H

@@ -33,16 +33,13 @@ runtime::JsonValue lossjit::tileToJson(llvm::StringRef tile) {
   return json;
 }
 
-runtime::KernelBundle lossjit::makeGpuBundle(const GpuCompiledOp &op,
-                                             const std::string &key,
-                                             const std::string &irHash) {
-  const LaunchPlan &plan = op.plan;
+runtime::KernelBundle lossjit::bundleSkeleton(const LaunchPlan &plan,
+                                              const std::string &key,
+                                              const std::string &irHash) {
   runtime::KernelBundle bundle;
   bundle.key = key;
   bundle.llvmVersion = LOSSJIT_LLVM_VERSION;
   bundle.op = plan.op;
-  bundle.backend = "cuda";
-  bundle.arch = op.arch;
   bundle.irHash = irHash;
   for (const auto &[k, v] : plan.options)
     bundle.options.set(k, v);
@@ -57,6 +54,16 @@ runtime::KernelBundle lossjit::makeGpuBundle(const GpuCompiledOp &op,
   bundle.chunk = plan.chunkSymbol;
   for (const PlanWorkspace &w : plan.workspaces)
     bundle.workspaces.push_back({w.name, w.dtype, w.count});
+  return bundle;
+}
+
+runtime::KernelBundle lossjit::makeGpuBundle(const GpuCompiledOp &op,
+                                             const std::string &key,
+                                             const std::string &irHash) {
+  const LaunchPlan &plan = op.plan;
+  runtime::KernelBundle bundle = bundleSkeleton(plan, key, irHash);
+  bundle.backend = "cuda";
+  bundle.arch = op.arch;
   for (auto [k, ptx] : llvm::zip(plan.kernels, op.kernels)) {
     runtime::BundleKernel kernel;
     kernel.name = k.name;

@@ -25,6 +25,12 @@ runtime::KernelBundle makeGpuBundle(const GpuCompiledOp &op,
                                     const std::string &key,
                                     const std::string &irHash);
 
+/// The parts of a bundle every backend shares, taken from `plan`: op,
+/// options, buffers, dims, constants, derived symbols, chunking and
+/// workspaces (kernels and images are the caller's).
+runtime::KernelBundle bundleSkeleton(const LaunchPlan &plan, const std::string &key,
+                                     const std::string &irHash);
+
 /// Converts a plan's "k=v,k=v" tile text to a JSON object (ints stay ints).
 runtime::JsonValue tileToJson(llvm::StringRef tile);
 

@@ -2,6 +2,7 @@
 
 #include "compiler/Target/CpuJit.h"
 #include "compiler/Pipeline/Pipelines.h"
+#include "compiler/Target/BundleBuilder.h"
 #include "runtime/Formula.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Sha256.h"
@@ -381,14 +382,10 @@ CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
     if (!object)
       return runtime::makeError(llvm::toString(object.takeError()));
     const LaunchPlan &plan = (*op)->plan();
-    runtime::KernelBundle b;
-    b.key = key;
-    b.llvmVersion = LOSSJIT_LLVM_VERSION;
-    b.op = plan.op;
+    runtime::KernelBundle b =
+        bundleSkeleton(plan, key, runtime::sha256Hex(inputs.canonicalIr));
     b.backend = "cpu";
     b.arch = "host";
-    for (const auto &[k, v] : plan.options)
-      b.options.set(k, v);
     b.options.set("host_cpu", llvm::sys::getHostCPUName().str());
     // The whole plan (row/vocab parallelism, chunks, entry roles) as MLIR
     // attribute text, so a hit rebuilds exactly what compile() had.
@@ -398,16 +395,6 @@ CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
       plan.toAttr(module.getContext()).print(os);
       b.options.set("launch_plan", text);
     }
-    b.irHash = runtime::sha256Hex(inputs.canonicalIr);
-    for (const PlanParam &p : plan.params)
-      b.params.push_back({p.name, "buffer", p.dtype, p.shape});
-    b.dims = plan.dims;
-    for (const auto &[k, v] : plan.constants)
-      b.constants.push_back({k, v});
-    b.derived = plan.derived;
-    b.chunk = plan.chunkSymbol;
-    for (const PlanWorkspace &w : plan.workspaces)
-      b.workspaces.push_back({w.name, w.dtype, w.count});
     for (const PlanKernel &k : plan.kernels) {
       runtime::BundleKernel bk;
       bk.name = k.name;

@@ -5,6 +5,8 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include <cmath>
+
 namespace lossjit {
 #define GEN_PASS_DEF_LOSSFUSELINEARCROSSENTROPY
 #include "compiler/Transforms/Passes.h.inc"
@@ -18,6 +20,8 @@ namespace {
 /// The pieces of a fusable chain feeding one loss.nll.
 struct ChainMatch {
   LinearOp linear;
+  double logitScale = 1.0; ///< product of the loss.scale factors on the chain.
+  double softcap = 0.0;    ///< the loss.softcap cap, 0 without one.
 };
 
 /// Walks back through explicit casts that nobody else uses. The fused op
@@ -34,8 +38,18 @@ Value skipCasts(Value v, std::string &why) {
   return v;
 }
 
-/// Matches nll(log_softmax([cast](linear(x, w[, b])))); on failure `why`
-/// says what blocked the fusion.
+/// A logit transform whose result is needed elsewhere cannot be fused.
+bool onlyUse(Operation *op, StringRef name, std::string &why) {
+  if (op->hasOneUse())
+    return true;
+  why = ("the " + name + " result has another user, so the [N,V] tensor must be "
+         "materialized").str();
+  return false;
+}
+
+/// Matches nll(log_softmax([cast]([softcap]([scale]([cast](linear(x, w[, b]))))))),
+/// casts anywhere, consecutive scales multiplied; on failure `why` says
+/// what blocked the fusion.
 FailureOr<ChainMatch> matchChain(NllOp nll, std::string &why) {
   Value v = skipCasts(nll.getLogp(), why);
   if (!v)
@@ -50,7 +64,37 @@ FailureOr<ChainMatch> matchChain(NllOp nll, std::string &why) {
           "be materialized";
     return failure();
   }
-  v = skipCasts(ls.getInput(), why);
+  ChainMatch m;
+  bool sawScale = false;
+  // From the softmax back to the linear layer: softcap first, then scales.
+  for (v = skipCasts(ls.getInput(), why); v; v = skipCasts(v, why)) {
+    if (auto cap = v.getDefiningOp<SoftcapOp>()) {
+      if (sawScale) {
+        why = "a loss.scale follows the loss.softcap; the fused op scales the "
+              "logits before capping them (softcap(z * s)), so the scale "
+              "must come first";
+        return failure();
+      }
+      if (m.softcap != 0.0) {
+        why = "the chain has two loss.softcap ops; the fused op applies one";
+        return failure();
+      }
+      if (!onlyUse(cap, "loss.softcap", why))
+        return failure();
+      m.softcap = cap.getCap().convertToDouble();
+      v = cap.getInput();
+      continue;
+    }
+    if (auto scale = v.getDefiningOp<ScaleOp>()) {
+      if (!onlyUse(scale, "loss.scale", why))
+        return failure();
+      m.logitScale *= scale.getFactor().convertToDouble();
+      sawScale = true;
+      v = scale.getInput();
+      continue;
+    }
+    break;
+  }
   if (!v)
     return failure();
   auto lin = v.getDefiningOp<LinearOp>();
@@ -63,7 +107,12 @@ FailureOr<ChainMatch> matchChain(NllOp nll, std::string &why) {
           "materialized";
     return failure();
   }
-  return ChainMatch{lin};
+  if (!std::isfinite(m.logitScale) || m.logitScale == 0) {
+    why = "the product of the loss.scale factors is not a finite nonzero f64";
+    return failure();
+  }
+  m.linear = lin;
+  return m;
 }
 
 struct FuseNllChain : OpRewritePattern<NllOp> {
@@ -82,7 +131,8 @@ struct FuseNllChain : OpRewritePattern<NllOp> {
         rewriter, nll.getLoc(), nll.getResult().getType(), lseType,
         lin.getInput(), lin.getWeight(), nll.getLabels(), lin.getBias(),
         nll.getIgnoreIndexAttr(), nll.getReductionAttr(),
-        TypeAttr::get(x.getElementType()), TypeAttr::get(f32));
+        TypeAttr::get(x.getElementType()), TypeAttr::get(f32),
+        rewriter.getF64FloatAttr(m->logitScale), rewriter.getF64FloatAttr(m->softcap));
     rewriter.replaceOp(nll, fused.getLoss());
     return success();
   }

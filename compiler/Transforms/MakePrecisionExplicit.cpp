@@ -28,22 +28,25 @@ Value castToF32(OpBuilder &b, Location loc, Value value) {
   return CastOp::create(b, loc, withF32(t), value);
 }
 
-/// Makes a unary softmax-like op compute in f32; a 16-bit result type is
-/// produced by an explicit narrowing cast so every user sees the same type.
-template <typename OpTy>
-void widenUnary(OpTy op) {
-  Value in = op.getInput();
+/// Makes a unary softmax-path op (log_softmax, logsumexp, scale, softcap)
+/// compute in f32; a 16-bit result type is produced by an explicit narrowing
+/// cast so every user sees the same type. Attributes are kept.
+void widenUnary(Operation *op) {
+  Value in = op->getOperand(0);
   if (cast<RankedTensorType>(in.getType()).getElementType().isF32())
     return;
   OpBuilder b(op);
-  Value wide = castToF32(b, op.getLoc(), in);
-  Type oldResultType = op.getResult().getType();
-  auto widened = OpTy::create(b, op.getLoc(), withF32(oldResultType), wide);
-  Value replacement = widened.getResult();
+  Value wide = castToF32(b, op->getLoc(), in);
+  Type oldResultType = op->getResult(0).getType();
+  OperationState state(op->getLoc(), op->getName());
+  state.addOperands(wide);
+  state.addTypes(withF32(oldResultType));
+  state.addAttributes(op->getAttrs());
+  Value replacement = b.create(state)->getResult(0);
   if (replacement.getType() != oldResultType)
-    replacement = CastOp::create(b, op.getLoc(), oldResultType, replacement);
-  op.getResult().replaceAllUsesWith(replacement);
-  op.erase();
+    replacement = CastOp::create(b, op->getLoc(), oldResultType, replacement);
+  op->getResult(0).replaceAllUsesWith(replacement);
+  op->erase();
 }
 
 /// NLL-like ops already return f32; only their score operand is widened.
@@ -58,14 +61,12 @@ struct MakePrecisionExplicitPass
   void runOnOperation() override {
     SmallVector<Operation *> worklist;
     getOperation()->walk([&](Operation *op) {
-      if (isa<LogSoftmaxOp, LogSumExpOp, NllOp, CrossEntropyOp>(op))
+      if (isa<LogSoftmaxOp, LogSumExpOp, ScaleOp, SoftcapOp, NllOp, CrossEntropyOp>(op))
         worklist.push_back(op);
     });
     for (Operation *op : worklist) {
-      if (auto ls = dyn_cast<LogSoftmaxOp>(op))
-        widenUnary(ls);
-      else if (auto lse = dyn_cast<LogSumExpOp>(op))
-        widenUnary(lse);
+      if (isa<LogSoftmaxOp, LogSumExpOp, ScaleOp, SoftcapOp>(op))
+        widenUnary(op);
       else if (auto nll = dyn_cast<NllOp>(op))
         widenScores(nll, nll.getLogpMutable());
       else if (auto ce = dyn_cast<CrossEntropyOp>(op))

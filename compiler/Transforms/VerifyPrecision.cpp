@@ -18,6 +18,10 @@ Value computeOperand(Operation *op) {
     return o.getInput();
   if (auto o = dyn_cast<LogSumExpOp>(op))
     return o.getInput();
+  if (auto o = dyn_cast<ScaleOp>(op))
+    return o.getInput();
+  if (auto o = dyn_cast<SoftcapOp>(op))
+    return o.getInput();
   if (auto o = dyn_cast<NllOp>(op))
     return o.getLogp();
   if (auto o = dyn_cast<CrossEntropyOp>(op))

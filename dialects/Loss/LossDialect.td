@@ -1,7 +1,8 @@
 //===- LossDialect.td - the `loss` dialect -----------------*- tablegen -*-===//
 //
-// Graph-level ops of a loss head: linear, explicit precision casts,
-// log-softmax, NLL and their fused form. Value semantics on builtin tensors.
+// Graph-level ops of a loss head: linear, explicit precision casts, logit
+// transforms (scale, softcap), log-softmax, NLL and their fused form. Value
+// semantics on builtin tensors.
 //
 //===----------------------------------------------------------------------===//
 

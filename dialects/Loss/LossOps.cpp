@@ -6,6 +6,11 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
 using namespace mlir;
 using namespace lossjit::loss;
 
@@ -21,6 +26,45 @@ StringRef lossjit::loss::storageTypeName(Type type) {
   if (type.isF32())
     return "f32";
   return "unsupported";
+}
+
+std::string lossjit::loss::formatF64(double value) {
+  if (std::isnan(value))
+    return "nan";
+  if (std::isinf(value))
+    return value > 0 ? "inf" : "-inf";
+  if (value == 0)
+    return std::signbit(value) ? "-0.0" : "0.0";
+  // Shortest round-trip digits from to_chars, laid out by repr()'s rules:
+  // scientific when the decimal point is before the 4th zero or after the
+  // 16th digit, else positional with at least one fractional digit.
+  char buffer[64];
+  auto done = std::to_chars(buffer, buffer + sizeof(buffer), std::fabs(value),
+                            std::chars_format::scientific);
+  std::string sci(buffer, done.ptr); // d[.ddd]e±XX
+  size_t e = sci.find('e');
+  int exp10 = std::atoi(sci.c_str() + e + 1);
+  std::string digits;
+  for (char c : sci.substr(0, e))
+    if (c != '.')
+      digits += c;
+  int point = exp10 + 1; // value = 0.digits × 10^point
+  std::string out;
+  if (point <= -4 || point > 16) {
+    out = digits.substr(0, 1);
+    if (digits.size() > 1)
+      out += "." + digits.substr(1);
+    char tail[16];
+    std::snprintf(tail, sizeof(tail), "e%c%02d", exp10 < 0 ? '-' : '+', std::abs(exp10));
+    out += tail;
+  } else if (point <= 0) {
+    out = "0." + std::string(-point, '0') + digits;
+  } else if (static_cast<size_t>(point) >= digits.size()) {
+    out = digits + std::string(point - digits.size(), '0') + ".0";
+  } else {
+    out = digits.substr(0, point) + "." + digits.substr(point);
+  }
+  return value < 0 ? "-" + out : out;
 }
 
 namespace {
@@ -100,6 +144,61 @@ LogicalResult verifyNllLike(Operation *op, Value scores, StringRef scoresWhat,
   }
   return expectRank(op, result, 0, "result of reduction = mean/sum");
 }
+
+/// The logit transforms of the fused ops: z = softcap(logit_scale · raw).
+LogicalResult verifyLogitTransforms(Operation *op, double logitScale, double softcap) {
+  if (!std::isfinite(logitScale) || logitScale == 0)
+    return op->emitOpError() << "logit_scale must be finite and nonzero, got "
+                             << formatF64(logitScale);
+  if (!std::isfinite(softcap) || softcap < 0)
+    return op->emitOpError() << "softcap must be 0 (none) or positive and finite, got "
+                             << formatF64(softcap);
+  return success();
+}
+
+/// Element-wise ops keep their operand's type exactly.
+LogicalResult verifySameType(Operation *op, Value input, Value result) {
+  if (input.getType() == result.getType())
+    return success();
+  return op->emitOpError() << "is element-wise: result type must equal input type "
+                           << input.getType() << ", got " << result.getType();
+}
+
+/// Results of the gradient ops, in order: grad_input (if needed),
+/// grad_weight (if needed), grad_bias (with a bias and grad_weight); each of
+/// the input's storage type and the shape of what it differentiates.
+LogicalResult verifyGradientResults(Operation *op, Value input, Value weight,
+                                    Value bias, Type storage, bool needsInput,
+                                    bool needsWeight, ValueRange gradients) {
+  if (!needsInput && !needsWeight)
+    return op->emitOpError() << "computes nothing: needs_input and needs_weight "
+                                "are both false";
+  SmallVector<std::pair<StringRef, RankedTensorType>> expected;
+  if (needsInput)
+    expected.push_back({"grad_input", rankedType(input)});
+  if (needsWeight) {
+    expected.push_back({"grad_weight", rankedType(weight)});
+    if (bias)
+      expected.push_back({"grad_bias", rankedType(bias)});
+  }
+  if (gradients.size() != expected.size())
+    return op->emitOpError() << "expects " << expected.size()
+                             << " gradient results for needs_input=" << needsInput
+                             << " needs_weight=" << needsWeight
+                             << (bias ? " with bias" : "") << ", got "
+                             << gradients.size();
+  for (auto [result, want] : llvm::zip(gradients, expected)) {
+    auto got = rankedType(result);
+    if (got.getElementType() != storage || got.getRank() != want.second.getRank())
+      return op->emitOpError() << want.first << " must be a rank-"
+                               << want.second.getRank() << " tensor of " << storage
+                               << ", got " << result.getType();
+    for (auto [a, b] : llvm::zip(got.getShape(), want.second.getShape()))
+      if (failed(expectDim(op, a, b, (want.first + " shape differs").str())))
+        return failure();
+  }
+  return success();
+}
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -142,6 +241,30 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
   if (getInput().getType() == getResult().getType())
     return getInput();
   return {};
+}
+
+//===----------------------------------------------------------------------===//
+// ScaleOp / SoftcapOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScaleOp::verify() {
+  double factor = getFactor().convertToDouble();
+  if (!std::isfinite(factor) || factor == 0)
+    return emitOpError() << "factor must be finite and nonzero, got " << formatF64(factor);
+  return verifySameType(*this, getInput(), getResult());
+}
+
+OpFoldResult ScaleOp::fold(FoldAdaptor) {
+  if (getFactor().convertToDouble() == 1.0 && getInput().getType() == getResult().getType())
+    return getInput();
+  return {};
+}
+
+LogicalResult SoftcapOp::verify() {
+  double cap = getCap().convertToDouble();
+  if (!std::isfinite(cap) || cap <= 0)
+    return emitOpError() << "cap must be positive and finite, got " << formatF64(cap);
+  return verifySameType(*this, getInput(), getResult());
 }
 
 //===----------------------------------------------------------------------===//
@@ -230,11 +353,13 @@ LogicalResult LinearCrossEntropyOp::verify() {
     return emitOpError() << "compute must be f32 (fp16/bf16 storage never "
                             "means fp16 math), got "
                          << getCompute();
-  if (failed(expectRank(*this, getLse(), 1, "lse ([N] f32)")))
+  if (failed(expectRank(*this, getLse(), 1, "lse ([N] f32)")) ||
+      failed(expectDim(*this, rankedType(getLse()).getDimSize(0),
+                       rankedType(getInput()).getDimSize(0),
+                       "lse length differs from row count N")))
     return failure();
-  return expectDim(*this, rankedType(getLse()).getDimSize(0),
-                   rankedType(getInput()).getDimSize(0),
-                   "lse length differs from row count N");
+  return verifyLogitTransforms(*this, getLogitScale().convertToDouble(),
+                               getSoftcap().convertToDouble());
 }
 
 //===----------------------------------------------------------------------===//
@@ -278,35 +403,47 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
   if (getWorkspaceBytes() < 1)
     return emitOpError() << "workspace_bytes must be positive, got "
                          << getWorkspaceBytes();
-  if (!getNeedsInput() && !getNeedsWeight())
-    return emitOpError() << "computes nothing: needs_input and needs_weight "
-                            "are both false";
-  // Expected results in order: grad_input, grad_weight, grad_bias.
-  SmallVector<std::pair<StringRef, RankedTensorType>> expected;
-  if (getNeedsInput())
-    expected.push_back({"grad_input", x});
-  if (getNeedsWeight()) {
-    expected.push_back({"grad_weight", w});
-    if (getBias())
-      expected.push_back({"grad_bias", rankedType(getBias())});
-  }
-  if (getGradients().size() != expected.size())
-    return emitOpError() << "expects " << expected.size()
-                         << " gradient results for needs_input="
-                         << getNeedsInput() << " needs_weight=" << getNeedsWeight()
-                         << (getBias() ? " with bias" : "") << ", got "
-                         << getGradients().size();
-  for (auto [result, want] : llvm::zip(getGradients(), expected)) {
-    auto got = rankedType(result);
-    if (got.getElementType() != storage || got.getRank() != want.second.getRank())
-      return emitOpError() << want.first << " must be a rank-"
-                           << want.second.getRank() << " tensor of " << storage
-                           << ", got " << result.getType();
-    for (auto [a, b] : llvm::zip(got.getShape(), want.second.getShape()))
-      if (failed(expectDim(*this, a, b, (want.first + " shape differs").str())))
-        return failure();
-  }
-  return success();
+  if (failed(verifyLogitTransforms(*this, getLogitScale().convertToDouble(),
+                                   getSoftcap().convertToDouble())))
+    return failure();
+  return verifyGradientResults(*this, getInput(), getWeight(), getBias(), storage,
+                               getNeedsInput(), getNeedsWeight(), getGradients());
+}
+
+//===----------------------------------------------------------------------===//
+// LinearCrossEntropyWithGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearCrossEntropyWithGradOp::verify() {
+  if (failed(verifyLinearOperands(*this, getInput(), getWeight(), getBias())) ||
+      failed(verifyNllLike(*this, getInput(), "input (x, [N,D])", getLabels(), getLoss(),
+                           getReduction())))
+    return failure();
+  if (getReduction() == Reduction::none)
+    return emitOpError() << "needs reduction mean or sum: with none every row has "
+                            "its own loss gradient, so the gradients cannot be "
+                            "rescaled after the fact (use "
+                            "loss.linear_cross_entropy_grad)";
+  Type storage = getStorage();
+  if (!isStorageType(storage) || rankedType(getInput()).getElementType() != storage)
+    return emitOpError() << "storage attribute " << storage
+                         << " must be f16, bf16 or f32 and equal the input "
+                            "element type "
+                         << rankedType(getInput()).getElementType();
+  if (!getCompute().isF32())
+    return emitOpError() << "compute must be f32, got " << getCompute();
+  if (getWorkspaceBytes() < 1)
+    return emitOpError() << "workspace_bytes must be positive, got "
+                         << getWorkspaceBytes();
+  if (failed(verifyLogitTransforms(*this, getLogitScale().convertToDouble(),
+                                   getSoftcap().convertToDouble())) ||
+      failed(expectRank(*this, getLse(), 1, "lse ([N] f32)")) ||
+      failed(expectDim(*this, rankedType(getLse()).getDimSize(0),
+                       rankedType(getInput()).getDimSize(0),
+                       "lse length differs from row count N")))
+    return failure();
+  return verifyGradientResults(*this, getInput(), getWeight(), getBias(), storage,
+                               getNeedsInput(), getNeedsWeight(), getGradients());
 }
 
 #define GET_OP_CLASSES

@@ -9,6 +9,8 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <string>
+
 #define GET_OP_CLASSES
 #include "dialects/Loss/LossOps.h.inc"
 
@@ -17,6 +19,10 @@ namespace lossjit::loss {
 bool isStorageType(mlir::Type type);
 /// Spells a storage type the way users and manifests do: "f16", "bf16", "f32".
 llvm::StringRef storageTypeName(mlir::Type type);
+/// Spells a double the way Python's repr() does ("30.0", "0.1", "1e-05"): the
+/// shortest text that reads back to the same value. Diagnostics and manifest
+/// options use it, so Python can form the same option strings.
+std::string formatF64(double value);
 } // namespace lossjit::loss
 
 #endif // LOSSJIT_DIALECTS_LOSS_LOSSOPS_H

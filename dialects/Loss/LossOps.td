@@ -38,6 +38,33 @@ def Loss_CastOp : Loss_Op<"cast", [Pure]> {
   let hasFolder = 1;
 }
 
+def Loss_ScaleOp : Loss_Op<"scale", [Pure]> {
+  let summary = "element-wise z · factor of the logits (temperature, muP scaling)";
+  let description = [{
+    Multiplies every element by the constant `factor` (finite, nonzero). On
+    the softmax path it computes in f32 like `loss.log_softmax`: the
+    precision pass widens a 16-bit operand first.
+  }];
+  let arguments = (ins Loss_FloatTensor:$input, F64Attr:$factor);
+  let results = (outs Loss_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Loss_SoftcapOp : Loss_Op<"softcap", [Pure]> {
+  let summary = "element-wise tanh soft-capping cap · tanh(z / cap) of the logits";
+  let description = [{
+    Squashes every element smoothly into (−cap, cap) (Gemma-style logit
+    soft-capping); `cap` is positive and finite. Computes in f32 like
+    `loss.log_softmax`.
+  }];
+  let arguments = (ins Loss_FloatTensor:$input, F64Attr:$cap);
+  let results = (outs Loss_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Loss_LogSoftmaxOp : Loss_Op<"log_softmax", [Pure]> {
   let summary = "log-softmax over the last axis";
   let arguments = (ins Loss_FloatTensor:$input);
@@ -92,7 +119,10 @@ def Loss_CrossEntropyOp : Loss_Op<"cross_entropy", [Pure]> {
 def Loss_LinearCrossEntropyOp : Loss_Op<"linear_cross_entropy", [Pure]> {
   let summary = "fused linear → log-softmax → NLL without materialized logits";
   let description = [{
-    `loss`, `lse` = CE(x · wᵀ (+ b), labels). Tensors are stored in `storage`
+    `loss`, `lse` = CE(z, labels) with the logits
+    z = softcap(logit_scale · (x · wᵀ (+ b))), where softcap(u) =
+    c · tanh(u / c) for `softcap` = c > 0 and the identity for c = 0 (the
+    default; `logit_scale` defaults to 1). Tensors are stored in `storage`
     (f16, bf16 or f32); every product, exp, log, max and sum runs in
     `compute` (f32). `lse` is the per-row log-sum-exp in f32, kept for the
     backward pass.
@@ -102,7 +132,9 @@ def Loss_LinearCrossEntropyOp : Loss_Op<"linear_cross_entropy", [Pure]> {
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
                        DefaultValuedAttr<Loss_ReductionAttr,
                            "::lossjit::loss::Reduction::mean">:$reduction,
-                       TypeAttr:$storage, TypeAttr:$compute);
+                       TypeAttr:$storage, TypeAttr:$compute,
+                       DefaultValuedAttr<F64Attr, "1.0">:$logit_scale,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Loss_F32Tensor:$loss, Loss_F32Tensor:$lse);
   let assemblyFormat = [{
     $input `,` $weight `,` $labels (`,` $bias^)? attr-dict `:` type($input) `,`
@@ -116,7 +148,9 @@ def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad", [Pure]>
   let description = [{
     Given the forward's per-row `lse` and the loss gradient `grad_loss`
     (0-d for mean/sum, [N] for none), computes
-    dZ = g_row · (softmax(z) − onehot(label)) tile by tile and returns, in
+    dZ = g_row · (softmax(z) − onehot(label)) · ∂z/∂raw tile by tile, where
+    z = softcap(logit_scale · raw) and raw = x · wᵀ (+ b) exactly as in the
+    forward op (so the bias gradient uses the same ∂loss/∂raw), and returns, in
     this order, `grad_input` (if `needs_input`), `grad_weight` (if
     `needs_weight`) and `grad_bias` (if a bias is given and `needs_weight`),
     each in the storage type, accumulated in f32 and rounded once.
@@ -135,7 +169,9 @@ def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad", [Pure]>
                        DefaultValuedAttr<StrAttr, "\"auto\"">:$strategy,
                        DefaultValuedAttr<BoolAttr, "true">:$needs_input,
                        DefaultValuedAttr<BoolAttr, "true">:$needs_weight,
-                       DefaultValuedAttr<I64Attr, "268435456">:$workspace_bytes);
+                       DefaultValuedAttr<I64Attr, "268435456">:$workspace_bytes,
+                       DefaultValuedAttr<F64Attr, "1.0">:$logit_scale,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Variadic<Loss_FloatTensor>:$gradients);
   // The optional bias comes last, behind a keyword, so it can never be
   // mistaken for lse.
@@ -143,6 +179,39 @@ def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad", [Pure]>
     $input `,` $weight `,` $labels `,` $lse `,` $grad_loss (`bias` $bias^)? attr-dict `:`
     type($input) `,` type($weight) `,` type($labels) `,` type($lse) `,`
     type($grad_loss) (`,` type($bias)^)? `->` type($gradients)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loss_LinearCrossEntropyWithGradOp : Loss_Op<"linear_cross_entropy_with_grad", [Pure]> {
+  let summary = "fused loss and its gradients for grad_loss = 1, in one pass";
+  let description = [{
+    Returns `loss` (0-d), `lse` ([N]) and, as `loss.linear_cross_entropy_grad`
+    would for a loss gradient of 1: `grad_input` (if `needs_input`),
+    `grad_weight` (if `needs_weight`), `grad_bias` (with a bias and
+    `needs_weight`). The logits are computed once per row chunk (6·N·D·V
+    flops in all) in a workspace bounded by `workspace_bytes`. Only for
+    `mean` and `sum`, whose gradient is a scalar multiple of these: the
+    caller rescales them by the real grad_loss later. (With `none`, every
+    row has its own factor and dW cannot be rescaled after the fact.)
+  }];
+  let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,
+                       Loss_LabelTensor:$labels, Optional<Loss_FloatTensor>:$bias,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<Loss_ReductionAttr,
+                           "::lossjit::loss::Reduction::mean">:$reduction,
+                       TypeAttr:$storage, TypeAttr:$compute,
+                       DefaultValuedAttr<BoolAttr, "true">:$needs_input,
+                       DefaultValuedAttr<BoolAttr, "true">:$needs_weight,
+                       DefaultValuedAttr<I64Attr, "268435456">:$workspace_bytes,
+                       DefaultValuedAttr<F64Attr, "1.0">:$logit_scale,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
+  let results = (outs Loss_F32Tensor:$loss, Loss_F32Tensor:$lse,
+                      Variadic<Loss_FloatTensor>:$gradients);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $labels (`,` $bias^)? attr-dict `:` type($input) `,`
+    type($weight) `,` type($labels) (`,` type($bias)^)? `->` type($loss) `,`
+    type($lse) (`,` type($gradients)^)?
   }];
   let hasVerifier = 1;
 }

@@ -1,7 +1,7 @@
 """Compiled kernels, cached per specialization, and how to run them.
 
 A specialization is (storage dtype, label dtype, bias, ignore_index,
-reduction[, backward flags]) plus the device (CPU, or the CUDA arch of the
+reduction, logit scale, softcap[, backward flags]) plus the device (CPU, or the CUDA arch of the
 device). Kernels are generic in N, V and D, so one compiled op serves every
 shape. The graph behind a forward op is either the C++ preset
 (``_lossjit.lce_graph``) or one the ``@lossjit.jit`` decorator built; the
@@ -23,24 +23,38 @@ LABEL_DTYPES = {torch.int32: "i32", torch.int64: "i64"}
 _BUFFER_DTYPES = {**STORAGE_DTYPES, **LABEL_DTYPES}
 
 
+def option_text(value: float) -> str:
+    """A float as the manifests spell it: repr(), like loss::formatF64."""
+    return repr(float(value))
+
+
 class Spec(NamedTuple):
-    """What a fused forward kernel is specialized on (shapes are not here)."""
+    """What a fused forward kernel is specialized on (shapes are not here).
+    The logits are softcap(logit_scale * (x @ w.T + b)); softcap 0 is none."""
 
     dtype: str
     label_type: str
     bias: bool
     ignore_index: int
     reduction: str
+    logit_scale: float = 1.0
+    softcap: float = 0.0
 
     def options(self) -> Dict[str, str]:
-        """The manifest options of a bundle made for this spec."""
-        return {
+        """The manifest options of a bundle made for this spec (the logit
+        transforms only when set, as the compiler writes them)."""
+        options = {
             "dtype": self.dtype,
             "label_type": self.label_type,
             "bias": "true" if self.bias else "false",
             "ignore_index": str(self.ignore_index),
             "reduction": self.reduction,
         }
+        if self.logit_scale != 1.0:
+            options["logit_scale"] = option_text(self.logit_scale)
+        if self.softcap != 0.0:
+            options["softcap"] = option_text(self.softcap)
+        return options
 
 
 class BackwardFlags(NamedTuple):
@@ -100,7 +114,10 @@ def _compile(graph_factory, device: torch.device, bundle_options: Dict[str, str]
         if HAS_COMPILER:
             return C.compile_gpu(graph_factory(), arch)
         major, minor = int(arch[3:-1] or 0), int(arch[-1])
-        return C.find_gpu_bundle("linear_cross_entropy", bundle_options, major, minor)
+        # An option a bundle lacks reads as "": asking for "" keeps a plain
+        # request from matching a bundle with a softcap or scale.
+        wanted = {"logit_scale": "", "softcap": "", **bundle_options}
+        return C.find_gpu_bundle("linear_cross_entropy", wanted, major, minor)
     raise ValueError(
         f"lossjit: tensors on '{device.type}' are not supported; lossjit runs on "
         "CPU and CUDA tensors")
@@ -134,15 +151,17 @@ class Kernel:
 
 def forward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
                    ignore_index: int, reduction: str, graph_id: str,
-                   device: torch.device) -> Kernel:
+                   device: torch.device, logit_scale: float = 1.0,
+                   softcap: float = 0.0) -> Kernel:
     """The compiled forward for these options (and decorator graph `graph_id`,
     or the preset when empty) on `device`; compiled on first use, then cached."""
-    key = (dtype, label_dtype, bias, ignore_index, reduction, graph_id, device)
+    key = (dtype, label_dtype, bias, ignore_index, reduction, graph_id, device, logit_scale,
+           softcap)
     kernel = _forward_ops.get(key)
     if kernel is not None:
         return kernel
     spec = Spec(STORAGE_DTYPES[dtype], LABEL_DTYPES[label_dtype], bias, ignore_index,
-                reduction)
+                reduction, logit_scale, softcap)
     with _lock:
         kernel = _forward_ops.get(key)
         if kernel is None:
@@ -151,7 +170,8 @@ def forward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
                     return registered_graph(graph_id)
                 return C.lce_graph(dtype=spec.dtype, label_type=spec.label_type,
                                    bias=spec.bias, ignore_index=spec.ignore_index,
-                                   reduction=spec.reduction)
+                                   reduction=spec.reduction, logit_scale=spec.logit_scale,
+                                   softcap=spec.softcap)
             op = _compile(factory, device, {**spec.options(), "pass": "forward"})
             kernel = Kernel(op, device)
             _forward_ops[key] = kernel
@@ -160,17 +180,19 @@ def forward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
 
 def backward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
                     ignore_index: int, reduction: str, flags: BackwardFlags,
-                    device: torch.device) -> Kernel:
+                    device: torch.device, logit_scale: float = 1.0,
+                    softcap: float = 0.0) -> Kernel:
     """The compiled backward (gradient) function for these options."""
     if not HAS_COMPILER and device.type == "cuda":
         # Prebuilt (lossjit-aot) backward bundles compute both gradients.
         flags = flags._replace(needs_grad_x=True, needs_grad_w=True)
-    key = (dtype, label_dtype, bias, ignore_index, reduction, flags, device)
+    key = (dtype, label_dtype, bias, ignore_index, reduction, flags, device, logit_scale,
+           softcap)
     kernel = _backward_ops.get(key)
     if kernel is not None:
         return kernel
     spec = Spec(STORAGE_DTYPES[dtype], LABEL_DTYPES[label_dtype], bias, ignore_index,
-                reduction)
+                reduction, logit_scale, softcap)
     with _lock:
         kernel = _backward_ops.get(key)
         if kernel is None:
@@ -181,7 +203,8 @@ def backward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
                                    strategy=flags.strategy,
                                    needs_grad_x=flags.needs_grad_x,
                                    needs_grad_w=flags.needs_grad_w,
-                                   workspace_bytes=flags.workspace_bytes)
+                                   workspace_bytes=flags.workspace_bytes,
+                                   logit_scale=spec.logit_scale, softcap=spec.softcap)
             options = {**spec.options(), "pass": "backward",
                        "grad_x": "true" if flags.needs_grad_x else "false",
                        "grad_w": "true" if flags.needs_grad_w else "false"}

@@ -1,8 +1,10 @@
 """The ``torch.library`` custom ops behind the public functions.
 
 ``lossjit::linear_cross_entropy(hidden[N,D], weight[V,D], target[N], bias[V]?,
-ignore_index, reduction, graph) -> (loss, lse)`` and its backward
-``lossjit::linear_cross_entropy_backward``. Both have fake (meta) kernels, so
+ignore_index, reduction, graph, logit_scale=1.0, softcap=0.0) -> (loss, lse)``
+and its backward ``lossjit::linear_cross_entropy_backward``. The logits are
+``softcap(logit_scale * (hidden @ weight.T + bias))`` with
+``softcap(u) = c * tanh(u / c)`` (``softcap = 0``: none). Both have fake (meta) kernels, so
 FakeTensor, meta tensors, ``torch.compile`` and ``opcheck`` see exact shapes
 and dtypes; the forward has an autograd formula (through the backward op) and
 autocast kernels for CPU and CUDA.
@@ -10,6 +12,7 @@ autocast kernels for CPU and CUDA.
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Tuple
 
 import torch
@@ -82,12 +85,29 @@ def check_inputs(hidden: Tensor, weight: Tensor, target: Tensor,
             f"dims), got {list(target.shape)}")
 
 
+def check_logit_transforms(logit_scale: float, softcap: float) -> None:
+    """logit_scale: a finite nonzero number; softcap: 0 (none) or positive, finite.
+    Comparisons only, so a symbolic number under torch.compile passes as well."""
+    for name, value in (("logit_scale", logit_scale), ("softcap", softcap)):
+        if isinstance(value, bool) or not isinstance(
+                value, (int, float, torch.SymInt, torch.SymFloat)):
+            raise TypeError(f"lossjit: {name} must be a Python number, got "
+                            f"{type(value).__name__}")
+    if not -math.inf < logit_scale < math.inf or logit_scale == 0:
+        raise ValueError(f"lossjit: logit_scale must be finite and nonzero, got {logit_scale!r}")
+    if not 0 <= softcap < math.inf:
+        raise ValueError(f"lossjit: softcap must be positive and finite (or None for no "
+                         f"soft-capping), got {softcap!r}")
+
+
 @torch.library.custom_op("lossjit::linear_cross_entropy", mutates_args=())
 def linear_cross_entropy_op(hidden: Tensor, weight: Tensor, target: Tensor,
                             bias: Optional[Tensor], ignore_index: int, reduction: str,
-                            graph: str) -> Tuple[Tensor, Tensor]:
+                            graph: str, logit_scale: float = 1.0,
+                            softcap: float = 0.0) -> Tuple[Tensor, Tensor]:
     """Fused loss of hidden [N, D], weight [V, D], target [N]: (loss, lse)."""
     check_inputs(hidden, weight, target, bias, ignore_index, reduction)
+    check_logit_transforms(logit_scale, softcap)
     if hidden.dim() != 2:
         raise ValueError(f"lossjit::linear_cross_entropy takes hidden [N, D], got "
                          f"{list(hidden.shape)}")
@@ -95,7 +115,7 @@ def linear_cross_entropy_op(hidden: Tensor, weight: Tensor, target: Tensor,
     n, d = hidden.shape
     v = weight.shape[0]
     kernel = K.forward_kernel(hidden.dtype, target.dtype, bias is not None, ignore_index,
-                              reduction, graph, device)
+                              reduction, graph, device, float(logit_scale), float(softcap))
     loss = hidden.new_empty((n,) if reduction == "none" else (), dtype=torch.float32)
     lse = hidden.new_empty((n,), dtype=torch.float32)
     buffers = {"x": hidden.contiguous(), "w": weight.contiguous(),
@@ -108,7 +128,10 @@ def linear_cross_entropy_op(hidden: Tensor, weight: Tensor, target: Tensor,
 
 
 @linear_cross_entropy_op.register_fake
-def _(hidden, weight, target, bias, ignore_index, reduction, graph):
+def _(hidden, weight, target, bias, ignore_index, reduction, graph, logit_scale=1.0,
+      softcap=0.0):
+    # (No check of the logit transforms here: under torch.compile they may
+    # be symbolic; the real kernel and the public functions check them.)
     check_inputs(hidden, weight, target, bias, ignore_index, reduction)
     if hidden.dim() != 2:
         raise ValueError(f"lossjit::linear_cross_entropy takes hidden [N, D], got "
@@ -123,14 +146,17 @@ def _(hidden, weight, target, bias, ignore_index, reduction, graph):
 def linear_cross_entropy_backward_op(
         hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],
         lse: Tensor, grad_loss: Tensor, ignore_index: int, reduction: str,
-        needs_grad_x: bool, needs_grad_w: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        needs_grad_x: bool, needs_grad_w: bool, logit_scale: float = 1.0,
+        softcap: float = 0.0) -> Tuple[Tensor, Tensor, Tensor]:
     """(grad_hidden, grad_weight, grad_bias); a gradient not asked for is an
     empty tensor (so is grad_bias without a bias)."""
+    check_logit_transforms(logit_scale, softcap)
     device = hidden.device
     n, d = hidden.shape
     v = weight.shape[0]
     kernel = K.backward_kernel(hidden.dtype, target.dtype, bias is not None, ignore_index,
-                               reduction, K.BackwardFlags(needs_grad_x, needs_grad_w), device)
+                               reduction, K.BackwardFlags(needs_grad_x, needs_grad_w), device,
+                               float(logit_scale), float(softcap))
     buffers = {"x": hidden.contiguous(), "w": weight.contiguous(),
                "labels": target.contiguous(), "lse": lse.contiguous(),
                "grad_loss": grad_loss.to(torch.float32).contiguous()}
@@ -156,7 +182,7 @@ def linear_cross_entropy_backward_op(
 
 @linear_cross_entropy_backward_op.register_fake
 def _(hidden, weight, target, bias, lse, grad_loss, ignore_index, reduction,
-      needs_grad_x, needs_grad_w):
+      needs_grad_x, needs_grad_w, logit_scale=1.0, softcap=0.0):
     grad_x = torch.empty_like(hidden) if needs_grad_x else hidden.new_empty((0,))
     grad_w = torch.empty_like(weight) if needs_grad_w else hidden.new_empty((0,))
     grad_b = torch.empty_like(bias) if (needs_grad_w and bias is not None) \
@@ -165,7 +191,7 @@ def _(hidden, weight, target, bias, lse, grad_loss, ignore_index, reduction,
 
 
 def _setup_context(ctx, inputs, output):
-    hidden, weight, target, bias, ignore_index, reduction, _graph = inputs
+    hidden, weight, target, bias, ignore_index, reduction, _graph = inputs[:7]
     _loss, lse = output
     # lse has no gradient formula in the kernels; the public functions hand it
     # out behind a guard that raises if anything differentiates through it.
@@ -173,18 +199,23 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(hidden, weight, target, bias, lse)
     ctx.ignore_index = ignore_index
     ctx.reduction = reduction
+    # The logit transforms (defaults when the call left them out).
+    ctx.logit_scale = inputs[7] if len(inputs) > 7 else 1.0
+    ctx.softcap = inputs[8] if len(inputs) > 8 else 0.0
+    ctx.num_inputs = len(inputs)
 
 
 def _backward(ctx, grad_loss, _grad_lse):
     hidden, weight, target, bias, lse = ctx.saved_tensors
     needs_x, needs_w, _, needs_b = ctx.needs_input_grad[:4]
+    rest = (None,) * (ctx.num_inputs - 4)
     if grad_loss is None or not (needs_x or needs_w or needs_b):
-        return None, None, None, None, None, None, None
+        return (None, None, None, None) + rest
     grad_x, grad_w, grad_b = torch.ops.lossjit.linear_cross_entropy_backward(
         hidden, weight, target, bias, lse, grad_loss, ctx.ignore_index, ctx.reduction,
-        bool(needs_x), bool(needs_w or needs_b))
+        bool(needs_x), bool(needs_w or needs_b), ctx.logit_scale, ctx.softcap)
     return (grad_x if needs_x else None, grad_w if needs_w else None, None,
-            grad_b if (needs_b and bias is not None) else None, None, None, None)
+            grad_b if (needs_b and bias is not None) else None) + rest
 
 
 linear_cross_entropy_op.register_autograd(_backward, setup_context=_setup_context)
@@ -201,14 +232,15 @@ def _autocast_kernel(device_type: str, key_name: str):
             return t
         return t.to(dtype)
 
-    def kernel(_keyset, hidden, weight, target, bias, ignore_index, reduction, graph):
+    def kernel(_keyset, hidden, weight, target, bias, ignore_index, reduction, graph,
+               logit_scale=1.0, softcap=0.0):
         # What F.linear does under autocast; the loss itself is float32 in
         # any case (F.cross_entropy autocasts to float32).
         dtype = torch.get_autocast_dtype(device_type)
         with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
             return torch.ops.lossjit.linear_cross_entropy(
                 cast(hidden, dtype), cast(weight, dtype), target, cast(bias, dtype),
-                ignore_index, reduction, graph)
+                ignore_index, reduction, graph, logit_scale, softcap)
 
     return kernel
 

@@ -62,15 +62,20 @@ def guard_lse(lse: Tensor, *inputs: Optional[Tensor]) -> Tensor:
 
 
 def _fused(hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],
-           ignore_index: int, reduction: str, return_lse: bool, graph: str):
+           ignore_index: int, reduction: str, return_lse: bool, graph: str,
+           logit_scale: float = 1.0, softcap: float = 0.0):
     _ops.check_inputs(hidden, weight, target, bias, ignore_index, reduction)
+    _ops.check_logit_transforms(logit_scale, softcap)
     lead = hidden.shape[:-1]
     flat = hidden.dim() != 2
     if flat:
         hidden = hidden.reshape(-1, hidden.shape[-1])
         target = target.reshape(-1)
+    # The logit transforms only when set: the plain call stays the op's
+    # 7-argument form.
+    transforms = () if logit_scale == 1.0 and softcap == 0.0 else (logit_scale, softcap)
     loss, lse = torch.ops.lossjit.linear_cross_entropy(
-        hidden, weight, target, bias, ignore_index, reduction, graph)
+        hidden, weight, target, bias, ignore_index, reduction, graph, *transforms)
     if flat:
         lse = lse.view(lead)
         if reduction == "none":
@@ -82,12 +87,14 @@ def _fused(hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor
 
 def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor,
                          bias: Optional[Tensor] = None, *, ignore_index: int = -100,
-                         reduction: str = "mean", return_lse: bool = False):
+                         reduction: str = "mean", return_lse: bool = False,
+                         logit_scale: float = 1.0, softcap: Optional[float] = None):
     """Cross-entropy of the linear layer ``hidden @ weight.T + bias`` at `target`,
     without materializing the [tokens, vocabulary] logits.
 
     Same result as ``F.cross_entropy(F.linear(hidden, weight, bias).float(),
-    target, ignore_index=ignore_index, reduction=reduction)`` computed in
+    target, ignore_index=ignore_index, reduction=reduction)`` (with the logit
+    transforms below applied to those logits) computed in
     float32 from the stored (float16, bfloat16 or float32) inputs, and bitwise
     deterministic: reductions run in a fixed order, never with atomics.
 
@@ -99,6 +106,13 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor,
         ignore_index: rows with this target contribute 0 and are not counted.
         reduction: 'mean' (over counted rows; NaN when none count), 'sum' or
             'none' (a float32 loss per row, shaped like target).
+        logit_scale: multiply the logits by this number (a temperature
+            ``1 / T``, a muP output multiplier), exactly: in float32 inside the
+            kernel, never folded into ``hidden``.
+        softcap: tanh soft-capping (Gemma 2 style) of the (scaled) logits,
+            ``softcap * tanh(logits / softcap)``; a positive number, or None
+            for none. The scale applies first: the logits are
+            ``softcap * tanh(logit_scale * (hidden @ weight.T + bias) / softcap)``.
         return_lse: also return the float32 log-sum-exp of each row's logits,
             shaped like target. It carries no gradient: differentiating through
             it raises an error.
@@ -117,5 +131,9 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor,
         return handle_torch_function(
             linear_cross_entropy, (hidden, weight, target, bias), hidden, weight, target,
             bias=bias, ignore_index=ignore_index, reduction=reduction,
-            return_lse=return_lse)
-    return _fused(hidden, weight, target, bias, ignore_index, reduction, return_lse, "")
+            return_lse=return_lse, logit_scale=logit_scale, softcap=softcap)
+    if softcap is not None and (isinstance(softcap, bool) or not isinstance(
+            softcap, (int, float, torch.SymInt, torch.SymFloat)) or not softcap > 0):
+        raise ValueError(f"lossjit: softcap must be a positive number or None, got {softcap!r}")
+    return _fused(hidden, weight, target, bias, ignore_index, reduction, return_lse, "",
+                  logit_scale, 0.0 if softcap is None else softcap)

@@ -6,7 +6,8 @@ F.cross_entropy, ``.float()``, ``*``...). The recording is split in three:
 
 * the fused part: the one ``F.cross_entropy`` (or ``F.log_softmax`` +
   ``F.nll_loss``) and the chain back to the ``F.linear`` / matmul that makes
-  its logits (casts, scalar scaling, bias add, flattening views), plus
+  its logits (casts, scalar scaling, tanh soft-capping, bias add, flattening
+  views), plus
   ``torch.logsumexp`` of those logits. It becomes a ``loss`` graph, built op by
   op through ``_lossjit.GraphBuilder``, compiled once per specialization and
   run as the ``lossjit::linear_cross_entropy`` op (so autograd, FakeTensor
@@ -16,16 +17,20 @@ F.cross_entropy, ``.float()``, ``*``...). The recording is split in three:
 * anything that would need the [N, V] logits outside the fused part is an
   error naming the op and its source line.
 
-Scalar scaling of the logits has no op in the ``loss`` dialect yet: it is
-folded into the hidden states (and the bias) before the kernel, which is
-exact for powers of two and one rounding of ``hidden * s`` in the storage
-dtype otherwise.
+Scaling by Python numbers and a tanh soft-cap become ``loss.scale`` and
+``loss.softcap`` ops of the graph, applied in float32 to every logit inside
+the kernels (nothing is folded into the hidden states). Any chain
+``b * tanh(a * z)`` of scales around one ``torch.tanh`` (e.g.
+``cap * torch.tanh(z / cap)``) is the same function as
+``softcap(s * z)`` with ``cap = |b|`` and ``s = a * b``, which is what the
+fused op computes; scale factors are multiplied out in float64.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -45,13 +50,15 @@ SUPPORTED = """lossjit.jit fuses, between the inputs and the loss:
   - the logits: F.linear(x, w[, b]), x @ w.T, torch.matmul / torch.mm (+ a [V] bias add)
   - casts: .float(), .half(), .bfloat16(), .to(dtype), .type(dtype)
   - scaling the logits by a Python number: z * s, s * z, z / s, -z
+  - tanh soft-capping: cap * torch.tanh(z / cap) (any Python-number scales
+    around one torch.tanh; a bias must be added before them)
   - flattening views of the logits that keep the vocabulary dim last
   - F.cross_entropy(logits, target, ignore_index=..., reduction=...)
     or F.log_softmax(logits, dim=-1) followed by F.nll_loss(...)
   - torch.logsumexp(logits, dim=-1) of the same logits (no gradient through it)
 Any torch ops on the inputs before, or on the loss after, run eagerly.
-Not supported yet: tanh soft-capping, class weights, label smoothing, other ops
-on the [N, V] logits (they would have to be materialized)."""
+Not supported yet: class weights, label smoothing, other ops on the [N, V]
+logits (they would have to be materialized)."""
 
 
 class JitError(ValueError):
@@ -94,7 +101,8 @@ _ADD = _torch_attrs("add") | _tensor_attrs("add", "__add__", "__radd__")
 _VIEW = _torch_attrs("reshape", "flatten") | _tensor_attrs("view", "reshape", "flatten")
 _TRANSPOSE_METHODS = _torch_attrs("t", "transpose", "swapaxes", "swapdims") | _tensor_attrs(
     "t", "transpose", "swapaxes", "swapdims", "permute")
-_TANH = _torch_attrs("tanh") | _tensor_attrs("tanh")
+_TANH = _torch_attrs("tanh") | _tensor_attrs("tanh") | (
+    {F.tanh} if getattr(F, "tanh", None) is not None else set())
 _DIALECT_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
 
 
@@ -202,8 +210,8 @@ class _Fused:
     w: Tensor
     labels: Tensor
     bias: Optional[Tensor]
-    x_scale: float
-    b_scale: float
+    logit_scale: float  # z = softcap(logit_scale * (x @ w.T + b))
+    softcap: float  # 0.0: none
     casts: List[torch.dtype]  # between linear and softmax, in order
     log_softmax_casts: Optional[List[torch.dtype]]  # None for F.cross_entropy
     ignore_index: int
@@ -246,8 +254,9 @@ class _Analysis:
     def unsupported(self, call: _Call, what: str) -> JitError:
         hint = ""
         if call.func in _TANH:
-            hint = (" (tanh soft-capping needs a loss.softcap op, which the `loss` "
-                    "dialect and kernels do not have yet)")
+            hint = (" (tanh soft-capping is fused when the logits go through one "
+                    "torch.tanh with Python-number scales around it, e.g. "
+                    "cap * torch.tanh(z / cap), and nothing else uses them)")
         return JitError(f"lossjit.jit: {call.where()} {what}{hint}.\n{SUPPORTED}")
 
     def single_use(self, t: Tensor, by: _Call, allow: Callable[[_Call], bool]) -> None:
@@ -343,6 +352,12 @@ class _Analysis:
                 chain.append(step[:2])
                 consumer, v = p, step[2]
                 continue
+            if p.func in _TANH:
+                if len(p.args) != 1 or p.kwargs or not isinstance(p.args[0], Tensor):
+                    raise self.unsupported(p, "is not a plain tanh of the logits")
+                chain.append(("tanh", p))
+                consumer, v = p, p.args[0]
+                continue
             if p.func in _VIEW:
                 src = p.args[0]
                 out = p.out
@@ -372,27 +387,56 @@ class _Analysis:
             raise JitError(f"lossjit.jit: {p.where()}: hidden must be [..., D] with at least "
                            "one leading dim")
         chain.reverse()  # now from the linear layer to the loss
-        x_scale, b_scale = 1.0, 1.0
         casts: List[torch.dtype] = []
+        # Scales before and after the tanh as exact products: (numerator,
+        # denominator) of Python numbers, divided once at the end.
+        inner, outer = [1.0, 1.0], [1.0, 1.0]
+        tanh_call: Optional[_Call] = None
+        transformed_by: Optional[str] = None
         for kind, arg in chain:
             if kind == "cast":
                 casts.append(arg)
             elif kind == "scale":
-                x_scale *= arg
-                b_scale *= arg
+                side = outer if tanh_call is not None else inner
+                side[0] *= arg[0]
+                side[1] *= arg[1]
+                transformed_by = transformed_by or "scaled"
+            elif kind == "tanh":
+                if tanh_call is not None:
+                    raise self.unsupported(arg, "is a second tanh on the logits; the fused "
+                                                "loss soft-caps once")
+                tanh_call = arg
+                transformed_by = "soft-capped"
             elif kind == "bias":
                 if bias is not None:
                     raise JitError("lossjit.jit: the logits get two bias adds")
-                bias, b_scale = arg, 1.0
-        # logsumexp must see the final logits (nothing scaled after it).
+                if transformed_by is not None:
+                    raise JitError(
+                        f"lossjit.jit: a bias is added to logits already {transformed_by}; "
+                        "the fused loss applies its scale and softcap to x @ w.T + b, so "
+                        "add the bias first (F.linear(x, w, b) * s), or scale the bias "
+                        f"yourself (F.linear(x, w, b / s) * s).\n{SUPPORTED}")
+                bias = arg
+        # b * tanh(a * z) = softcap(s * z) with cap = |b| and s = a * b.
+        if tanh_call is not None:
+            logit_scale = (inner[0] * outer[0]) / (inner[1] * outer[1])
+            softcap = abs(outer[0] / outer[1])
+        else:
+            logit_scale, softcap = inner[0] / inner[1], 0.0
+        if not (math.isfinite(logit_scale) and logit_scale != 0.0 and math.isfinite(softcap)):
+            raise JitError(f"lossjit.jit: the scale factors on the logits of {call.where()} "
+                           f"multiply to {logit_scale!r} (cap {softcap!r}); lossjit needs a "
+                           "finite nonzero scale")
+        # logsumexp must see the final logits (nothing transformed after it).
         seen_lse = False
         for kind, arg in chain:
             if kind == "lse":
                 seen_lse = True
-            elif kind in ("scale", "bias") and seen_lse:
+            elif kind in ("scale", "bias", "tanh") and seen_lse:
                 raise JitError(
                     f"lossjit.jit: torch.logsumexp at {lse_calls[0].loc} takes the logits "
-                    "before a later scale or bias; only the final logits' lse is computed")
+                    "before a later scale, tanh or bias; only the final logits' lse is "
+                    "computed")
         for u in lse_calls:
             self._check_last_dim(u, "dim")
             region.add(u.index)
@@ -406,7 +450,7 @@ class _Analysis:
                                "from the logits")
         ignore_index = a.get("ignore_index", -100)
         reduction = a.get("reduction", "mean")
-        return _Fused(call, x, w, target, bias, x_scale, b_scale, casts, log_softmax_casts,
+        return _Fused(call, x, w, target, bias, logit_scale, softcap, casts, log_softmax_casts,
                       int(ignore_index), str(reduction), p, region, lse_calls,
                       flatten_rows=x.dim() > 2)
 
@@ -444,7 +488,7 @@ class _Analysis:
 
     def _scale_or_bias(self, p: _Call):
         if p.func in _NEG:
-            return ("scale", -1.0, p.args[0])
+            return ("scale", (-1.0, 1.0), p.args[0])
         if p.func in _MUL or p.func in _DIV:
             extra = {k: v for k, v in p.kwargs.items() if not (k == "rounding_mode"
                                                              and v is None)}
@@ -460,8 +504,8 @@ class _Analysis:
                     raise self.unsupported(p, "divides a number by the logits")
                 if number == 0.0:
                     raise self.unsupported(p, "divides the logits by zero")
-                number = 1.0 / number
-            return ("scale", number, tensor)
+                return ("scale", (1.0, number), tensor)
+            return ("scale", (number, 1.0), tensor)
         if p.func in _ADD:
             if p.kwargs.get("alpha", 1) != 1 or len(p.args) != 2:
                 raise self.unsupported(p, "is not a plain bias add")
@@ -554,8 +598,8 @@ class _FusedStep:
     w_transposed: bool
     labels: int
     bias: Optional[int]
-    x_scale: float
-    b_scale: float
+    logit_scale: float
+    softcap: float
     ignore_index: int
     reduction: str
     graph_id: str
@@ -569,16 +613,12 @@ class _FusedStep:
         bias = slots[self.bias] if self.bias is not None else None
         if self.w_transposed:
             w = w.t()
-        if self.x_scale != 1.0:
-            x = x * self.x_scale
-        if bias is not None and self.b_scale != 1.0:
-            bias = bias * self.b_scale
         if self.flatten_rows:
             x = x.reshape(-1, x.shape[-1])
             labels = labels.reshape(-1)
         want_lse = bool(self.lse_slots)
         out = _fused(x, w, labels, bias, self.ignore_index, self.reduction, want_lse,
-                     self.graph_id)
+                     self.graph_id, self.logit_scale, self.softcap)
         loss, lse = out if want_lse else (out, None)
         slots[self.loss_slot] = loss if loss.dtype == self.loss_dtype \
             else loss.to(self.loss_dtype)
@@ -601,6 +641,11 @@ def _build_graph(name: str, fused: _Fused, x_dtype: torch.dtype, label_dtype: to
         if dtype != current:
             z = b.cast(z, _DIALECT_DTYPES[dtype], loc=loc)
             current = dtype
+    # The logit transforms in the fused op's order: scale, then soft-cap.
+    if fused.logit_scale != 1.0:
+        z = b.scale(z, fused.logit_scale, loc=loc)
+    if fused.softcap != 0.0:
+        z = b.softcap(z, fused.softcap, loc=loc)
     if fused.log_softmax_casts is None:
         out = b.cross_entropy(z, labels, fused.ignore_index, fused.reduction,
                               loc=fused.loss_call.where())
@@ -825,20 +870,24 @@ class JittedLoss:
             graph = _build_graph(_graph_name(self.fn), fused, x_dtype, labels.dtype, loc)
             graph_id = K.register_graph(graph)
             spec = K.Spec(_DIALECT_DTYPES[x_dtype], K.LABEL_DTYPES[labels.dtype],
-                          fused.bias is not None, fused.ignore_index, fused.reduction)
-            # Compile now so an unfusable graph fails at the first call, naming why.
+                          fused.bias is not None, fused.ignore_index, fused.reduction,
+                          fused.logit_scale, fused.softcap)
+            # Compile now so an unfusable graph fails at the first call, naming why
+            # (and check that the kernels apply the transforms the backward will).
             kernel = K.forward_kernel(x_dtype, labels.dtype, fused.bias is not None,
-                                      fused.ignore_index, fused.reduction, graph_id, device)
+                                      fused.ignore_index, fused.reduction, graph_id, device,
+                                      fused.logit_scale, fused.softcap)
             got = kernel.options
             want = {**spec.options(), "pass": "forward"}
-            if any(got.get(k) != v for k, v in want.items()):
+            if any(got.get(k) != v for k, v in want.items()) or \
+                    any(k in got and k not in want for k in ("logit_scale", "softcap")):
                 raise RuntimeError(f"lossjit.jit: internal error: compiled options {got} "
                                    f"differ from the traced {want}")
         bias_slot = ref(fused.bias).slot if isinstance(fused.bias, Tensor) else None
         loss_slot = new_slot(loss_t)
         lse_slots = [(new_slot(t), t.dtype) for t in lse_ts]
         return _FusedStep(ref(x).slot, ref(w_value).slot, w_is_t, ref(labels).slot,
-                          bias_slot, fused.x_scale, fused.b_scale, fused.ignore_index,
+                          bias_slot, fused.logit_scale, fused.softcap, fused.ignore_index,
                           fused.reduction, graph_id, fused.flatten_rows, loss_slot,
                           loss_dtype, lse_slots)
 

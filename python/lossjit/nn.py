@@ -20,7 +20,8 @@ class LinearCrossEntropyLoss(nn.Module):
     """
 
     def __init__(self, ignore_index: int = -100, reduction: str = "mean",
-                 return_lse: bool = False) -> None:
+                 return_lse: bool = False, logit_scale: float = 1.0,
+                 softcap: Optional[float] = None) -> None:
         super().__init__()
         if reduction not in ("none", "mean", "sum"):
             raise ValueError(
@@ -28,13 +29,21 @@ class LinearCrossEntropyLoss(nn.Module):
         self.ignore_index = ignore_index
         self.reduction = reduction
         self.return_lse = return_lse
+        self.logit_scale = logit_scale
+        self.softcap = softcap
 
     def forward(self, hidden: Tensor, weight: Tensor, target: Tensor,
                 bias: Optional[Tensor] = None):
         return linear_cross_entropy(hidden, weight, target, bias,
                                     ignore_index=self.ignore_index,
-                                    reduction=self.reduction, return_lse=self.return_lse)
+                                    reduction=self.reduction, return_lse=self.return_lse,
+                                    logit_scale=self.logit_scale, softcap=self.softcap)
 
     def extra_repr(self) -> str:
+        extra = ""
+        if self.logit_scale != 1.0:
+            extra += f", logit_scale={self.logit_scale!r}"
+        if self.softcap is not None:
+            extra += f", softcap={self.softcap!r}"
         return (f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, "
-                f"return_lse={self.return_lse}")
+                f"return_lse={self.return_lse}{extra}")

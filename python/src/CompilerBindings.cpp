@@ -225,6 +225,28 @@ public:
     });
   }
 
+  /// z · factor (loss.scale); a bad factor is a ValueError from the verifier.
+  int scale(int v, double factor, const std::string &loc) {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    checkOpen();
+    Value in = get(v);
+    return create(loc, [&](OpBuilder &b, Location l) {
+      return loss::ScaleOp::create(b, l, in.getType(), in, b.getF64FloatAttr(factor))
+          .getOperation();
+    });
+  }
+
+  /// cap · tanh(z / cap) (loss.softcap).
+  int softcap(int v, double cap, const std::string &loc) {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    checkOpen();
+    Value in = get(v);
+    return create(loc, [&](OpBuilder &b, Location l) {
+      return loss::SoftcapOp::create(b, l, in.getType(), in, b.getF64FloatAttr(cap))
+          .getOperation();
+    });
+  }
+
   int nll(int logp, int labels, int64_t ignoreIndex, const std::string &reduction,
           const std::string &loc) {
     return nllLike<loss::NllOp>(logp, labels, ignoreIndex, reduction, loc);
@@ -376,8 +398,10 @@ std::unique_ptr<Graph> lceGraph(const std::string &name, const std::string &dtyp
                                 int64_t ignoreIndex, const std::string &reduction,
                                 bool gradient, const std::string &strategy,
                                 bool needsGradX, bool needsGradW,
-                                int64_t workspaceBytes) {
+                                int64_t workspaceBytes, double logitScale, double softcap) {
   LceGraphOptions o;
+  o.logitScale = logitScale;
+  o.softcap = softcap;
   o.name = name;
   o.dtype = dtype;
   o.labelType = labelType;
@@ -586,6 +610,10 @@ void lossjit::python::bindCompiler(py::module_ &m) {
       .def("log_softmax", &GraphBuilder::logSoftmax, py::arg("value"),
            py::arg("loc") = "")
       .def("logsumexp", &GraphBuilder::logsumexp, py::arg("value"), py::arg("loc") = "")
+      .def("scale", &GraphBuilder::scale, py::arg("value"), py::arg("factor"),
+           py::arg("loc") = "", "value · factor (loss.scale): finite, nonzero factor.")
+      .def("softcap", &GraphBuilder::softcap, py::arg("value"), py::arg("cap"),
+           py::arg("loc") = "", "cap · tanh(value / cap) (loss.softcap): cap > 0.")
       .def("nll", &GraphBuilder::nll, py::arg("logp"), py::arg("labels"),
            py::arg("ignore_index") = -100, py::arg("reduction") = "mean",
            py::arg("loc") = "")
@@ -602,9 +630,11 @@ void lossjit::python::bindCompiler(py::module_ &m) {
         py::arg("ignore_index") = -100, py::arg("reduction") = "mean",
         py::arg("gradient") = false, py::arg("strategy") = "auto",
         py::arg("needs_grad_x") = true, py::arg("needs_grad_w") = true,
-        py::arg("workspace_bytes") = int64_t(256) << 20,
+        py::arg("workspace_bytes") = int64_t(256) << 20, py::arg("logit_scale") = 1.0,
+        py::arg("softcap") = 0.0,
         "The linear-cross-entropy graph of the C++ preset builder (forward, "
-        "or with gradient=True the backward function).");
+        "or with gradient=True the backward function); the logits are "
+        "softcap(logit_scale · (x·w + b)), softcap = 0 meaning none.");
 
   py::class_<CpuOp>(m, "CpuOp", "A graph compiled for the host by LLVM's JIT.")
       .def_static("compile", &compileCpu, py::arg("graph"), py::kw_only(),

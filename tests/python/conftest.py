@@ -72,12 +72,20 @@ def make_inputs(device, dtype=torch.float32, n=19, v=37, d=24, bias=False, lead=
     return out
 
 
-def reference(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean"):
+def transform_logits(z, logit_scale=1.0, softcap=None):
+    """What lossjit's logit_scale and softcap do to the logits."""
+    z = z * logit_scale
+    return z if softcap is None else softcap * torch.tanh(z / softcap)
+
+
+def reference(hidden, weight, target, bias=None, ignore_index=-100, reduction="mean",
+              logit_scale=1.0, softcap=None):
     """F.cross_entropy(F.linear(...)) in float64 from the same rounded inputs."""
     h = hidden.detach().double().cpu()
     w = weight.detach().double().cpu()
     b = None if bias is None else bias.detach().double().cpu()
-    logits = F.linear(h.reshape(-1, h.shape[-1]), w, b)
+    logits = transform_logits(F.linear(h.reshape(-1, h.shape[-1]), w, b), logit_scale,
+                              softcap)
     loss = F.cross_entropy(logits, target.cpu().reshape(-1).long(), ignore_index=ignore_index,
                            reduction=reduction)
     if reduction == "none":
@@ -86,11 +94,13 @@ def reference(hidden, weight, target, bias=None, ignore_index=-100, reduction="m
 
 
 def reference_grads(hidden, weight, target, bias, grad_loss, ignore_index=-100,
-                    reduction="mean"):
+                    reduction="mean", logit_scale=1.0, softcap=None):
     h = hidden.detach().double().cpu().requires_grad_()
     w = weight.detach().double().cpu().requires_grad_()
     b = None if bias is None else bias.detach().double().cpu().requires_grad_()
-    loss = F.cross_entropy(F.linear(h.reshape(-1, h.shape[-1]), w, b),
+    logits = transform_logits(F.linear(h.reshape(-1, h.shape[-1]), w, b), logit_scale,
+                              softcap)
+    loss = F.cross_entropy(logits,
                            target.cpu().reshape(-1).long(), ignore_index=ignore_index,
                            reduction=reduction)
     if reduction == "none":

@@ -30,6 +30,31 @@ LABELS = ["i64", "i32"]
 REDUCTIONS = ["mean", "sum", "none"]
 IGNORE_INDEX = [-100, 5, 2]  # the suite's ignore_index values
 
+#: The logit transforms the suite uses (test_logit_transforms.py, test_jit.py):
+#: (dtype, label type, bias, reduction, logit_scale, softcap; 0.0 = none).
+#: Manifests spell them as Python's repr() does, so any float matches.
+TRANSFORMED = [
+    *[(dtype, "i64", True, reduction, scale, cap) for dtype in DTYPES
+      for reduction in REDUCTIONS for scale, cap in ((1 / 0.7, 0.0), (1.0, 10.0),
+                                                     (-0.5, 30.0))],
+    ("f16", "i64", False, "none", 1 / 3, 0.0),
+    ("f32", "i64", True, "sum", 0.5, 15.0),
+    ("bf16", "i64", True, "mean", 2.0, 10.0),
+    *[("f32", "i64", True, reduction, 0.5, 5.0) for reduction in REDUCTIONS],
+    ("f32", "i64", False, "mean", 0.25, 4.0),
+    ("f32", "i64", False, "mean", 0.5, 8.0),
+    # @lossjit.jit losses of test_jit.py
+    ("f32", "i64", False, "mean", 1.0, 30.0),
+    ("f16", "i64", False, "mean", 1.0, 30.0),
+    ("bf16", "i64", True, "sum", 0.7, 10.0),
+    ("f32", "i64", True, "mean", 0.5 / 0.8, 0.0),
+    ("f32", "i64", False, "mean", 0.5, 0.0),
+    ("f32", "i64", False, "mean", 1.0, 20.0),
+    ("f32", "i64", False, "mean", 1.0, 2.0),
+    *[("f32", "i64", False, "sum", scale, cap) for scale, cap in (
+        (1.0, 30.0), (1.0, 1.0), (0.5, 5.0), (-2.0, 15.0), (-0.5, 0.0), (3.0, 0.0))],
+]
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -39,13 +64,20 @@ def main() -> None:
     args = parser.parse_args()
     start = time.time()
     count = 0
-    for dtype, label, bias, reduction, ignore in itertools.product(
-            DTYPES, LABELS, [False, True], REDUCTIONS, IGNORE_INDEX):
+    variants = [(*v, 1.0, 0.0) for v in itertools.product(
+        DTYPES, LABELS, [False, True], REDUCTIONS, IGNORE_INDEX)]
+    variants += [(dtype, label, bias, reduction, -100, scale, cap)
+                 for dtype, label, bias, reduction, scale, cap in TRANSFORMED]
+    for dtype, label, bias, reduction, ignore, scale, cap in variants:
         cmd = [args.aot, "--preset", "linear-cross-entropy", "--quiet", "--dtype", dtype,
                "--label-type", label, "--reduction", reduction, f"--ignore-index={ignore}",
                "--arch", args.arch, "-o", args.output]
         if bias:
             cmd.append("--bias")
+        if scale != 1.0:
+            cmd.append(f"--logit-scale={scale!r}")
+        if cap != 0.0:
+            cmd.append(f"--softcap={cap!r}")
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode:
             sys.exit(f"make_cuda_bundles: {' '.join(cmd)} failed:\n{result.stderr}")

@@ -63,6 +63,13 @@ static cl::opt<int64_t> ignoreIndex("ignore-index", cl::desc("preset: ignored la
                                     cl::init(-100), cl::cat(aotCategory));
 static cl::opt<std::string> reduction("reduction", cl::desc("preset: mean|sum|none"),
                                       cl::init("mean"), cl::cat(aotCategory));
+static cl::opt<double> logitScale("logit-scale",
+                                 cl::desc("preset: multiply the logits by this (finite, nonzero)"),
+                                 cl::init(1.0), cl::cat(aotCategory));
+static cl::opt<double> softcap("softcap",
+                               cl::desc("preset: tanh soft-cap of the logits, cap·tanh(z/cap) "
+                                        "(0: none)"),
+                               cl::init(0.0), cl::cat(aotCategory));
 static cl::opt<bool> noGradients("no-gradients",
                                  cl::desc("preset: emit the forward op only"),
                                  cl::init(false), cl::cat(aotCategory));
@@ -248,6 +255,8 @@ int main(int argc, char **argv) {
       o.bias = bias;
       o.ignoreIndex = ignoreIndex;
       o.reduction = reduction;
+      o.logitScale = logitScale;
+      o.softcap = softcap;
       setGradientOptions(o, gradient);
       auto built = buildLinearCrossEntropyGraph(context, o);
       if (!built)

@@ -62,7 +62,7 @@ static cl::opt<bool> withBias("bias", cl::desc("--random: add a bias"), cl::init
 static cl::opt<double> ignoredFraction("ignored-fraction",
                                        cl::desc("--random: share of ignored rows"),
                                        cl::init(0.0));
-static cl::opt<double> logitScale("logit-scale", cl::desc("--random: typical |logit|"),
+static cl::opt<double> logitScale("random-logit-size", cl::desc("--random: typical |logit| of the generated inputs"),
                                   cl::init(4.0));
 static cl::opt<bool> check("check", cl::desc("compare with the fp64 reference; exit 1 "
                                              "if a relative error exceeds --tolerance"));

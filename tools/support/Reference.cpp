@@ -11,6 +11,21 @@
 
 using namespace lossjit;
 
+double lossjit::referenceLogit(const LceProblem &p, double raw, double *dzdraw) {
+  double scaled = p.logitScale * raw;
+  if (p.softcap <= 0) {
+    if (dzdraw)
+      *dzdraw = p.logitScale;
+    return scaled;
+  }
+  double u = scaled / p.softcap;
+  if (dzdraw) {
+    double c = std::cosh(u); // sech² = 1/cosh²: no 1 − tanh² cancellation
+    *dzdraw = p.logitScale / (c * c);
+  }
+  return p.softcap * std::tanh(u);
+}
+
 LceReference lossjit::referenceLinearCrossEntropy(const LceProblem &p,
                                                   unsigned threads) {
   LceReference r;
@@ -33,8 +48,8 @@ LceReference lossjit::referenceLinearCrossEntropy(const LceProblem &p,
         const double *wj = &w[j * p.d];
         for (int64_t k = 0; k < p.d; ++k)
           acc += x[k] * wj[k];
-        z[j] = acc;
-        mx = std::max(mx, acc);
+        z[j] = referenceLogit(p, acc);
+        mx = std::max(mx, z[j]);
       }
       double sum = 0;
       for (int64_t j = 0; j < p.v; ++j)
@@ -98,7 +113,8 @@ LceGradReference lossjit::referenceLinearCrossEntropyGrad(
     else
       g[row] = gradLoss[0] / static_cast<double>(fwd.counted);
   }
-  // dZ row by row; dX rows are independent, dW sums over rows.
+  // dRaw row by row (raw = x·w + b, so it is also dBias); dX rows are
+  // independent, dW sums over rows.
   std::vector<double> dz(p.v);
   for (int64_t row = 0; row < p.n; ++row) {
     if (g[row] == 0)
@@ -107,7 +123,10 @@ LceGradReference lossjit::referenceLinearCrossEntropyGrad(
       double z = b[j];
       for (int64_t k = 0; k < p.d; ++k)
         z += x[row * p.d + k] * w[j * p.d + k];
-      dz[j] = g[row] * (std::exp(z - fwd.lse[row]) - (labels[row] == j ? 1.0 : 0.0));
+      double dzdraw = 1;
+      double logit = referenceLogit(p, z, &dzdraw);
+      dz[j] = g[row] * (std::exp(logit - fwd.lse[row]) - (labels[row] == j ? 1.0 : 0.0)) *
+              dzdraw;
     }
     for (int64_t j = 0; j < p.v; ++j) {
       r.gradBias[j] += dz[j];

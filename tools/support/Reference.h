@@ -26,7 +26,15 @@ struct LceProblem {
   int64_t n = 0, v = 0, d = 0;
   int64_t ignoreIndex = -100;
   std::string reduction = "mean";
+  /// Logit transforms of the fused op: z = softcap(logitScale · raw) with
+  /// raw = x·w + b and softcap(u) = c·tanh(u / c) for softcap = c > 0 (0:
+  /// none). (Not RandomLceOptions::logitScale, the magnitude of raw inputs.)
+  double logitScale = 1.0;
+  double softcap = 0.0;
 };
+
+/// z = softcap(logitScale · raw) of `p`, and ∂z/∂raw in `dzdraw` if given.
+double referenceLogit(const LceProblem &p, double raw, double *dzdraw = nullptr);
 
 struct LceReference {
   std::vector<double> lse;     ///< [N]
@@ -46,8 +54,9 @@ struct LceGradReference {
   std::vector<double> gradBias; ///< [V] (zeros without a bias)
 };
 
-/// dZ = g_r·(softmax − onehot) with g_r from `gradLoss` (1 value for
-/// mean/sum, N for none) and the reduction; ignored rows contribute 0.
+/// dRaw = g_r·(softmax(z) − onehot)·∂z/∂raw (the chain rule through the
+/// logit transforms) with g_r from `gradLoss` (1 value for mean/sum, N for
+/// none) and the reduction; ignored rows contribute 0.
 LceGradReference referenceLinearCrossEntropyGrad(const LceProblem &p,
                                                  const std::vector<double> &gradLoss,
                                                  unsigned threads = 2);

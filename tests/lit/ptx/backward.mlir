@@ -28,6 +28,11 @@
 // RUN: %ptxas -arch=sm_80 %t/f16/grad_rc_lce_bwd_scale.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/f16/grad_rc_lce_bwd_dx_rc.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/f16/grad_rc_lce_bwd_dw_rc.ptx -o %t/a.cubin
+// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=FUSED --input-file=%t/f16/fused_lce_fused_lse.ptx
+// RUN: %ptxas -arch=sm_80 %t/f16/fused_lce_fused_z.ptx -o %t/a.cubin
+// RUN: %ptxas -arch=sm_80 %t/f16/fused_lce_fused_lse.ptx -o %t/a.cubin
+// RUN: %ptxas -arch=sm_80 %t/f16/fused_lce_fused_dz.ptx -o %t/a.cubin
+// RUN: %ptxas -arch=sm_80 %t/f16/fused_lce_reduce.ptx -o %t/a.cubin
 
 // PLAN: chunk = "C"
 // PLAN-SAME: derived = {{\[\[}}"C", "max(1,min(N,(WB-N*4)/(V*4)))"]]
@@ -43,6 +48,10 @@
 // FILES80: grad_f16_lce_bwd_finish.ptx sm_80
 // FILES80: grad_rc_lce_bwd_dx_rc.ptx sm_80
 // FILES80: grad_rc_lce_bwd_dw_rc.ptx sm_80
+
+// FUSED-LABEL: .entry lce_fused_lse
+// FUSED: ex2.approx.f32
+// FUSED: lg2.approx.f32
 
 // RC-LABEL: .entry lce_bwd_dx_rc
 // RC: .shared .align 4 .b8
@@ -83,4 +92,11 @@ func.func @grad_f16(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi32>,
 func.func @grad_rc(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>, %b: tensor<?xf16>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xf16>) {
   %dx, %dw, %db = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g bias %b {storage = f16, compute = f32, strategy = "recompute"} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32>, tensor<?xf16> -> tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xf16>
   return %dx, %dw, %db : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xf16>
+}
+
+// -----
+
+func.func @fused(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>, tensor<?x?xf16>, tensor<?x?xf16>) {
+  %l, %lse, %dx, %dw = loss.linear_cross_entropy_with_grad %x, %w, %y {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>, tensor<?x?xf16>, tensor<?x?xf16>
+  return %l, %lse, %dx, %dw : tensor<f32>, tensor<?xf32>, tensor<?x?xf16>, tensor<?x?xf16>
 }

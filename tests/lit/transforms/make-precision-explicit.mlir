@@ -173,3 +173,38 @@ func.func @fused_untouched(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// loss.scale and loss.softcap are softmax-path compute: a 16-bit operand is
+// widened to f32 like log_softmax's, attributes kept, and a 16-bit result
+// type restored by an explicit narrowing cast.
+// CHECK-LABEL: func.func @logit_transforms_f16
+// CHECK-SAME:    (%[[Z:.*]]: tensor<?x?xf16>)
+// CHECK-NEXT:    %[[Z32:.*]] = loss.cast %[[Z]] : tensor<?x?xf16> to tensor<?x?xf32>
+// CHECK-NEXT:    %[[S32:.*]] = loss.scale %[[Z32]] {factor = 5.000000e-01 : f64} : tensor<?x?xf32> -> tensor<?x?xf32>
+// CHECK-NEXT:    %[[S16:.*]] = loss.cast %[[S32]] : tensor<?x?xf32> to tensor<?x?xf16>
+// CHECK-NEXT:    %[[S:.*]] = loss.cast %[[S16]] : tensor<?x?xf16> to tensor<?x?xf32>
+// CHECK-NEXT:    %[[C32:.*]] = loss.softcap %[[S]] {cap = 3.000000e+01 : f64} : tensor<?x?xf32> -> tensor<?x?xf32>
+// CHECK-NEXT:    %[[C16:.*]] = loss.cast %[[C32]] : tensor<?x?xf32> to tensor<?x?xf16>
+// CHECK-NEXT:    return %[[C16]] : tensor<?x?xf16>
+func.func @logit_transforms_f16(%z: tensor<?x?xf16>) -> tensor<?x?xf16> {
+  %s = loss.scale %z {factor = 0.5} : tensor<?x?xf16> -> tensor<?x?xf16>
+  %c = loss.softcap %s {cap = 30.0} : tensor<?x?xf16> -> tensor<?x?xf16>
+  return %c : tensor<?x?xf16>
+}
+
+// -----
+
+// bf16 too; f32 transforms are left alone.
+// CHECK-LABEL: func.func @logit_transforms_bf16_and_f32
+// CHECK-NEXT:    %[[W:.*]] = loss.cast %{{.*}} : tensor<4x8xbf16> to tensor<4x8xf32>
+// CHECK-NEXT:    %[[C:.*]] = loss.softcap %[[W]] {cap = 5.000000e+00 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    loss.cast %[[C]] : tensor<4x8xf32> to tensor<4x8xbf16>
+// CHECK-NEXT:    loss.scale %{{.*}} {factor = 2.000000e+00 : f64} : tensor<?x?xf32> -> tensor<?x?xf32>
+// CHECK-NEXT:    return
+func.func @logit_transforms_bf16_and_f32(%h: tensor<4x8xbf16>, %z: tensor<?x?xf32>) -> (tensor<4x8xbf16>, tensor<?x?xf32>) {
+  %c = loss.softcap %h {cap = 5.0} : tensor<4x8xbf16> -> tensor<4x8xbf16>
+  %s = loss.scale %z {factor = 2.0} : tensor<?x?xf32> -> tensor<?x?xf32>
+  return %c, %s : tensor<4x8xbf16>, tensor<?x?xf32>
+}

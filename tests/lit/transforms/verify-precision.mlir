@@ -95,3 +95,32 @@ func.func @chain_f16_rejected_twice(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y
   %l = loss.nll %lp, %y : tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+func.func @scale_f16_rejected(%z: tensor<?x?xf16>) -> tensor<?x?xf16> {
+  // expected-error @+1 {{'loss.scale' op computes in 'f16'; the softmax path must compute in f32 (run loss-make-precision-explicit first)}}
+  %s = loss.scale %z {factor = 0.5} : tensor<?x?xf16> -> tensor<?x?xf16>
+  return %s : tensor<?x?xf16>
+}
+
+// -----
+
+func.func @softcap_bf16_rejected(%z: tensor<?x?xbf16>) -> tensor<?x?xbf16> {
+  // expected-error @+1 {{'loss.softcap' op computes in 'bf16'; the softmax path must compute in f32}}
+  %c = loss.softcap %z {cap = 30.0} : tensor<?x?xbf16> -> tensor<?x?xbf16>
+  return %c : tensor<?x?xbf16>
+}
+
+// -----
+
+// f32 logit transforms behind an explicit cast pass.
+// CHECK-LABEL: func.func @logit_transforms_f32_pass
+// CHECK:         loss.scale
+// CHECK:         loss.softcap
+func.func @logit_transforms_f32_pass(%z: tensor<?x?xf16>) -> tensor<?x?xf32> {
+  %c = loss.cast %z : tensor<?x?xf16> to tensor<?x?xf32>
+  %s = loss.scale %c {factor = 0.5} : tensor<?x?xf32> -> tensor<?x?xf32>
+  %t = loss.softcap %s {cap = 30.0} : tensor<?x?xf32> -> tensor<?x?xf32>
+  return %t : tensor<?x?xf32>
+}

@@ -230,3 +230,57 @@ TEST_F(SimtBackward, RecomputeStrategy) {
   onlyX.needsW = false;
   checkCase(onlyX);
 }
+
+TEST_F(SimtBackward, FusedForwardBackward) {
+  // The GPU kernels of loss.linear_cross_entropy_with_grad: raw logits per
+  // chunk, lse and row losses from them, dZ in place, dX/dW, finish, reduce.
+  for (std::string dtype : {"f32", "bf16"})
+    for (std::string reduction : {"mean", "sum"}) {
+      GradCase c{7, 41, 9, dtype, reduction, true, 0.3};
+      c.workspaceBytes = 7 * 4 + 3 * 41 * 4; // C = 3 rows: three chunks
+      SCOPED_TRACE(describe(c));
+      RandomLceOptions o;
+      o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = dtype, o.reduction = reduction;
+      o.bias = true, o.ignoredFraction = c.ignored;
+      RandomLceInputs in;
+      makeRandomLceInputs(o, in);
+      LceGraphOptions g = options(c, true);
+      g.fusedForward = true;
+      auto graph = buildLinearCrossEntropyGraph(*context, g);
+      ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+      auto tile = TileConfig::parse(c.tile);
+      ASSERT_TRUE(static_cast<bool>(tile));
+      std::vector<Stage> stages = gpuStages(GpuTarget{}, *tile);
+      while (stages.back().name != "kernels")
+        stages.pop_back();
+      auto timings = runStages(**graph, stages);
+      ASSERT_TRUE(static_cast<bool>(timings)) << llvm::toString(timings.takeError());
+      std::string error;
+      auto plans = readLaunchPlans(**graph, error);
+      ASSERT_TRUE(mlir::succeeded(plans)) << error;
+      int64_t es = dtype == "f32" ? 4 : 2;
+      std::vector<float> loss(1), lse(c.n);
+      std::vector<char> gx(c.n * c.d * es), gw(c.v * c.d * es), gb(c.v * es);
+      std::map<std::string, simt::SimtHostBuffer> buffers = {
+          {"x", {const_cast<void *>(in.problem.x), typeOf(dtype), c.n * c.d}},
+          {"w", {const_cast<void *>(in.problem.w), typeOf(dtype), c.v * c.d}},
+          {"bias", {const_cast<void *>(in.problem.bias), typeOf(dtype), c.v}},
+          {"labels", {in.labels64.data(), simt::ElementType::I64, c.n}},
+          {"loss", {loss.data(), simt::ElementType::F32, 1}},
+          {"lse", {lse.data(), simt::ElementType::F32, c.n}},
+          {"grad_x", {gx.data(), typeOf(dtype), c.n * c.d}},
+          {"grad_w", {gw.data(), typeOf(dtype), c.v * c.d}},
+          {"grad_bias", {gb.data(), typeOf(dtype), c.v}}};
+      llvm::Error err = simt::runPlanOnSimt(**graph, plans->front(), buffers, {c.n, c.v, c.d});
+      ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+      LceReference ref = referenceLinearCrossEntropy(in.problem);
+      EXPECT_LE(std::fabs(loss[0] - ref.loss), 1e-4 * std::fabs(ref.loss)) << "loss";
+      for (int64_t i = 0; i < c.n; ++i)
+        EXPECT_LE(std::fabs(lse[i] - ref.lse[i]), 1e-4 * std::fabs(ref.lse[i]) + 1e-6);
+      LceGradReference gref = referenceLinearCrossEntropyGrad(in.problem, {1.0});
+      double tol = dtype == "f32" ? 1e-4 : 1e-2;
+      EXPECT_LE(relativeL2Error(gx.data(), dtype, gref.gradX), tol) << "grad_x";
+      EXPECT_LE(relativeL2Error(gw.data(), dtype, gref.gradW), tol) << "grad_w";
+      EXPECT_LE(relativeL2Error(gb.data(), dtype, gref.gradBias), tol) << "grad_bias";
+    }
+}

@@ -1,0 +1,830 @@
+//===- CompilerKernelGpuTest.cpp - The compiler's kernels on a device -----===//
+//
+// The MLIR-generated forward and backward kernels, as prebuilt bundles from
+// LOSSJIT_KERNEL_PATH, launched through KernelCache + CudaLauncher exactly as
+// a runtime-only build runs them, and checked against:
+//   - the fp64 reference of tools/support (loss and lse within 1e-4 relative;
+//     gradients within a relative L2 error of 1e-4 for f32, 1e-2 for f16/bf16),
+//   - the NVRTC-compiled naive CUDA kernel of runtime/ReferenceKernels,
+//   - themselves: bitwise over 5 launches and on a non-default stream.
+// Inputs use awkward shapes: N = 1, V not a multiple of any tile, odd D,
+// ignored rows; the chunked backward runs with a workspace budget small
+// enough to split the rows into several chunks.
+//
+// Bundles are found by their manifest options ("pass", "dtype", "bias",
+// "reduction", "label_type", "ignore_index"; backward also "strategy",
+// "grad_x", "grad_w"; no logit transforms) and arch, so no cache key (which
+// needs the compiler) is computed here. Without a device
+// every test skips; with a device but without matching bundles a test FAILS
+// and says how to make them (scripts/gpu-check.sh --prepare): on the GPU
+// machine the check must really run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GpuTestUtil.h"
+
+#include "runtime/CudaLauncher.h"
+#include "runtime/Environment.h"
+#include "runtime/FileUtil.h"
+#include "runtime/KernelCache.h"
+#include "runtime/LaunchPlan.h"
+#include "runtime/ReferenceKernels.h"
+#include "tools/support/HalfFloat.h"
+#include "tools/support/Reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+
+using namespace lossjit::runtime;
+using namespace lossjit::runtime::gputest;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kIgnore = -100;
+/// Compiler kernel vs fp64, relative (with a floor of 1: lse is O(log V)).
+constexpr double kFp64Tolerance = 1e-4;
+/// Compiler kernel vs the NVRTC kernel: both fp32, only the summation order
+/// differs (about 1e-6 at these sizes).
+constexpr double kNvrtcTolerance = 5e-5;
+/// Relative L2 error bound of the gradients.
+double gradientTolerance(const std::string &dtype) { return dtype == "f32" ? 1e-4 : 1e-2; }
+
+const char *const kDtypes[] = {"f16", "bf16", "f32"};
+const char *const kReductions[] = {"mean", "sum", "none"};
+
+struct Shape {
+  int64_t n, v, d;
+};
+/// Forward: one row; prime V and odd D; N > 128 rows (two combine blocks)
+/// that is no multiple of the 4-row tile.
+constexpr Shape kForwardShapes[] = {{1, 777, 33}, {37, 1031, 45}, {130, 4099, 63}};
+/// Backward: V and D awkward and small; N is chosen per bundle so that its
+/// workspace budget splits the rows into >= 3 chunks, the last one partial.
+constexpr int64_t kBackwardV = 259, kBackwardD = 45;
+constexpr int64_t kMinChunks = 3;
+
+// --------------------------------------------------------------- bundles
+
+std::string optionText(const JsonValue *v) {
+  if (!v)
+    return {};
+  if (v->isString())
+    return v->getString();
+  if (v->isBool())
+    return v->getBool() ? "true" : "false";
+  if (v->isInt())
+    return std::to_string(v->getInt());
+  return writeJson(*v, 0);
+}
+
+/// One manifest on the search path (images not read).
+struct FoundBundle {
+  std::string root, key, arch;
+  JsonValue options;
+  bool cubin = false;
+  std::string option(const char *name) const { return optionText(options.find(name)); }
+  std::string describe() const {
+    return arch + " " + key.substr(0, 12) + " in " + root;
+  }
+};
+
+struct KernelPathIndex {
+  std::string text; // LOSSJIT_KERNEL_PATH as given
+  std::vector<std::string> roots;
+  std::vector<FoundBundle> bundles;
+  std::vector<std::string> unreadable;
+};
+
+/// Every CUDA linear_cross_entropy bundle under LOSSJIT_KERNEL_PATH: each root
+/// holds `<key>/manifest.json` directories (KernelBundle.h), as the runtime
+/// looks them up.
+const KernelPathIndex &kernelPathIndex() {
+  static const KernelPathIndex index = [] {
+    KernelPathIndex out;
+    out.text = getEnv("LOSSJIT_KERNEL_PATH").value_or("");
+    out.roots = splitPathList(out.text);
+    for (const std::string &root : out.roots) {
+      std::error_code ec;
+      std::vector<fs::path> dirs;
+      for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
+        if (it->is_directory(ec))
+          dirs.push_back(it->path());
+      std::sort(dirs.begin(), dirs.end()); // deterministic order
+      for (const fs::path &dir : dirs) {
+        fs::path manifest = dir / kManifestFileName;
+        if (!fs::exists(manifest, ec))
+          continue;
+        Expected<std::string> text = readFile(manifest.string());
+        if (!text) {
+          out.unreadable.push_back(manifest.string() + ": " + text.errorMessage());
+          continue;
+        }
+        Expected<JsonValue> json = parseJson(*text);
+        if (!json) {
+          out.unreadable.push_back(manifest.string() + ": " + json.errorMessage());
+          continue;
+        }
+        const JsonValue *format = json->find("format");
+        if (!format || !format->isString() || format->getString() != kBundleFormat)
+          continue; // e.g. an AOT index next to the bundles
+        Expected<KernelBundle> bundle = KernelBundle::fromManifest(*json);
+        if (!bundle) {
+          out.unreadable.push_back(manifest.string() + ": " + bundle.errorMessage());
+          continue;
+        }
+        if (bundle->backend != "cuda" || bundle->op != "linear_cross_entropy" ||
+            bundle->key != dir.filename().string())
+          continue;
+        FoundBundle found{root, bundle->key, bundle->arch, bundle->options, false};
+        for (const BundleKernel &k : bundle->kernels)
+          if (k.file.ends_with(".cubin"))
+            found.cubin = true;
+        out.bundles.push_back(std::move(found));
+      }
+    }
+    return out;
+  }();
+  return index;
+}
+
+using Options = std::map<std::string, std::string>;
+
+std::string describeOptions(const Options &wanted) {
+  std::string s = "{";
+  for (const auto &[k, v] : wanted)
+    s += (s.size() > 1 ? ", " : "") + k + "=" + v;
+  return s + "}";
+}
+
+/// What to do when bundles are missing.
+std::string howToGenerate() {
+  return "Generate them on a machine with the compiler (MLIR): `scripts/gpu-check.sh "
+         "--prepare` writes .bundle/kernels/* (every dtype x reduction x bias, forward "
+         "and backward, sm_80 and sm_90) and .bundle/test-kernels/* (chunked backward "
+         "with a 64 KiB workspace budget). Carry .bundle to the GPU machine; "
+         "`scripts/gpu-check.sh` runs ctest -L gpu with LOSSJIT_KERNEL_PATH set to "
+         "them, or set it yourself: export LOSSJIT_KERNEL_PATH=$(ls -d "
+         "$PWD/.bundle/kernels/*/ $PWD/.bundle/test-kernels/*-ws*/ | paste -sd:)";
+}
+
+/// The bundles with every option of `wanted` that a device of compute
+/// capability (major, minor) can run, restricted to the newest such arch
+/// (several bundles may share it, e.g. different workspace budgets). Empty
+/// with `why` filled when there is none.
+std::vector<FoundBundle> findBundles(const Options &wanted, int major, int minor,
+                                     std::string &why) {
+  const KernelPathIndex &index = kernelPathIndex();
+  std::vector<FoundBundle> compatible;
+  int bestRank = -1;
+  std::vector<std::string> near;
+  for (const FoundBundle &b : index.bundles) {
+    bool match = true;
+    for (const auto &[k, v] : wanted)
+      if (b.option(k.c_str()) != v)
+        match = false;
+    // Plain variants only: the logit transforms (written only when set)
+    // change the math the references compute.
+    for (const char *transform : {"logit_scale", "softcap"})
+      if (b.options.find(transform))
+        match = false;
+    if (!match)
+      continue;
+    if (Error e = checkArchCompatible(b.arch, b.cubin, major, minor)) {
+      near.push_back(b.describe() + ": " + e.message());
+      continue;
+    }
+    Expected<std::pair<int, int>> parsed = parseCudaArch(b.arch);
+    int rank = parsed ? parsed->first * 10 + parsed->second : 0;
+    bestRank = std::max(bestRank, rank);
+    compatible.push_back(b);
+  }
+  std::vector<FoundBundle> best;
+  for (const FoundBundle &b : compatible) {
+    Expected<std::pair<int, int>> parsed = parseCudaArch(b.arch);
+    if ((parsed ? parsed->first * 10 + parsed->second : 0) == bestRank)
+      best.push_back(b);
+  }
+  if (best.empty()) {
+    why = describeOptions(wanted);
+    for (const std::string &n : near)
+      why += "\n    not runnable on sm_" + std::to_string(major) + std::to_string(minor) +
+             ": " + n;
+  }
+  return best;
+}
+
+/// The search path in words, for failure messages.
+std::string describeKernelPath() {
+  const KernelPathIndex &index = kernelPathIndex();
+  std::string s = "LOSSJIT_KERNEL_PATH='" + index.text + "' (" +
+                  std::to_string(index.roots.size()) + " roots, " +
+                  std::to_string(index.bundles.size()) +
+                  " linear_cross_entropy CUDA bundles there)";
+  for (const std::string &u : index.unreadable)
+    s += "\n  unreadable: " + u;
+  return s;
+}
+
+// ---------------------------------------------------------------- inputs
+
+size_t storageBytes(const std::string &dtype) { return dtype == "f32" ? 4 : 2; }
+
+/// Random inputs with awkward values; row 1 (when N > 1) and about a fifth of
+/// the others carry ignore_index.
+void makeInputs(const std::string &dtype, bool bias, const std::string &reduction,
+                Shape s, uint64_t seed, lossjit::RandomLceInputs &out) {
+  lossjit::RandomLceOptions o;
+  o.n = s.n;
+  o.v = s.v;
+  o.d = s.d;
+  o.dtype = dtype;
+  o.labelType = "i64";
+  o.reduction = reduction;
+  o.bias = bias;
+  o.ignoreIndex = kIgnore;
+  o.ignoredFraction = s.n > 1 ? 0.2 : 0.0;
+  o.seed = seed;
+  lossjit::makeRandomLceInputs(o, out);
+  if (s.n > 1) {
+    out.labels64[1] = kIgnore;
+    out.labels32[1] = static_cast<int32_t>(kIgnore);
+  }
+}
+
+/// Device copies of one problem's inputs.
+struct DeviceInputs {
+  DeviceMemory x, w, bias, labels;
+  DeviceInputs(const CudaDriver &driver, const lossjit::LceProblem &p)
+      : x(driver, static_cast<size_t>(p.n * p.d) * storageBytes(p.dtype)),
+        w(driver, static_cast<size_t>(p.v * p.d) * storageBytes(p.dtype)),
+        bias(driver, p.bias ? static_cast<size_t>(p.v) * storageBytes(p.dtype) : 0),
+        labels(driver, static_cast<size_t>(p.n) * 8) {
+    x.upload(p.x, x.size());
+    w.upload(p.w, w.size());
+    if (p.bias)
+      bias.upload(p.bias, bias.size());
+    labels.upload(p.labels, labels.size());
+  }
+};
+
+bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+/// Collects mismatches and reports the first few and the count.
+class Mismatches {
+public:
+  explicit Mismatches(std::string what) : what(std::move(what)) {}
+  void add(const std::string &line) {
+    if (lines.size() < 5)
+      lines.push_back(line);
+    ++count;
+  }
+  ~Mismatches() {
+    if (!count)
+      return;
+    std::string text;
+    for (const std::string &l : lines)
+      text += "\n  " + l;
+    ADD_FAILURE() << what << ": " << count << " mismatches" << text
+                  << (count > lines.size() ? "\n  ..." : "");
+  }
+
+private:
+  std::string what;
+  std::vector<std::string> lines;
+  size_t count = 0;
+};
+
+bool near(double got, double want, double relative) {
+  return std::fabs(got - want) <= relative * std::max(1.0, std::fabs(want));
+}
+
+std::string gotWant(double got, double want) {
+  std::ostringstream os;
+  os.precision(9);
+  os << "got " << got << ", want " << want << " (diff " << got - want << ")";
+  return os.str();
+}
+
+/// Forward outputs as downloaded: loss has 1 value (mean, sum) or N (none).
+struct ForwardResult {
+  std::vector<float> loss, lse;
+  bool operator==(const ForwardResult &o) const {
+    return sameBits(loss, o.loss) && sameBits(lse, o.lse);
+  }
+};
+
+/// What a forward of `reduction` should produce, in fp64.
+struct ForwardExpectation {
+  std::vector<double> lse, rowLoss;
+  std::vector<bool> ignored;
+  double sum = 0, mean = 0;
+};
+
+ForwardExpectation expectationFor(const lossjit::LceProblem &p) {
+  lossjit::LceProblem q = p;
+  q.reduction = "sum";
+  lossjit::LceReference ref = lossjit::referenceLinearCrossEntropy(q);
+  ForwardExpectation e;
+  e.lse = ref.lse;
+  e.rowLoss = ref.rowLoss;
+  for (int64_t r = 0; r < p.n; ++r)
+    e.ignored.push_back(static_cast<const int64_t *>(p.labels)[r] == kIgnore);
+  e.sum = ref.loss;
+  e.mean = ref.counted ? ref.loss / static_cast<double>(ref.counted)
+                       : std::numeric_limits<double>::quiet_NaN();
+  return e;
+}
+
+/// Checks `got` against an expectation within `tolerance` (relative, floor 1).
+void expectForward(const ForwardResult &got, const ForwardExpectation &want,
+                   const std::string &reduction, double tolerance,
+                   const std::string &against) {
+  size_t n = want.lse.size();
+  ASSERT_EQ(got.lse.size(), n);
+  {
+    Mismatches m("lse vs " + against);
+    for (size_t r = 0; r < n; ++r)
+      if (!near(got.lse[r], want.lse[r], tolerance))
+        m.add("row " + std::to_string(r) + ": " + gotWant(got.lse[r], want.lse[r]));
+  }
+  if (reduction == "none") {
+    ASSERT_EQ(got.loss.size(), n);
+    Mismatches m("per-row loss vs " + against);
+    for (size_t r = 0; r < n; ++r) {
+      if (want.ignored[r]) {
+        if (got.loss[r] != 0.f)
+          m.add("ignored row " + std::to_string(r) + " must be 0, got " +
+                std::to_string(got.loss[r]));
+      } else if (std::fabs(got.loss[r] - want.rowLoss[r]) >
+                 tolerance * std::max({1.0, std::fabs(want.rowLoss[r]), std::fabs(want.lse[r])})) {
+        // A row loss is lse - z[label]: its error scales with those terms.
+        m.add("row " + std::to_string(r) + ": " + gotWant(got.loss[r], want.rowLoss[r]));
+      }
+    }
+  } else {
+    ASSERT_EQ(got.loss.size(), 1u);
+    double w = reduction == "mean" ? want.mean : want.sum;
+    EXPECT_TRUE(near(got.loss[0], w, tolerance))
+        << reduction << " loss vs " << against << ": " << gotWant(got.loss[0], w);
+  }
+}
+
+// ---------------------------------------------------------------- fixture
+
+class CompilerKernelTest : public GpuTest {
+protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped() || HasFatalFailure())
+      return;
+    Expected<std::pair<int, int>> cc = parseCudaArch(arch);
+    ASSERT_TRUE(cc) << cc.errorMessage();
+    major = cc->first;
+    minor = cc->second;
+    // A device is here, so the check must run: no bundles is a failure.
+    if (kernelPathIndex().bundles.empty())
+      FAIL() << "no compiler-made kernel bundles: " << describeKernelPath() << "\n"
+             << howToGenerate();
+    launcher = std::make_unique<CudaLauncher>(*driver);
+    KernelCacheOptions options; // memory only: read the bundles, write nothing
+    options.searchPath = kernelPathIndex().roots;
+    cache = std::make_unique<KernelCache>(options);
+    allocator = poisoningAllocator();
+  }
+
+  void TearDown() override {
+    launcher.reset();
+    if (!missing.empty()) {
+      std::string list;
+      for (const std::string &m : missing)
+        list += "\n  " + m;
+      ADD_FAILURE() << missing.size() << " bundle variants missing (none with these "
+                    << "manifest options runnable on " << arch << ") in "
+                    << describeKernelPath() << ":" << list << "\n" << howToGenerate();
+    }
+  }
+
+  /// cuMemAlloc'ed workspaces filled with 0xff (NaN) so a kernel that reads
+  /// scratch it did not write cannot pass; makeSynchronousAllocator releases.
+  WorkspaceAllocator poisoningAllocator() {
+    WorkspaceAllocator base = makeSynchronousAllocator(*driver);
+    WorkspaceAllocator a;
+    const CudaDriver *d = driver;
+    a.allocate = [d, base](size_t bytes, cu::Stream stream) -> Expected<cu::DevicePtr> {
+      Expected<cu::DevicePtr> p = base.allocate(bytes, stream);
+      if (!p)
+        return p;
+      // The memset runs on the legacy stream, which a non-blocking stream
+      // does not wait for: finish it before the kernels are enqueued.
+      if (Error e = d->check(d->api().cuMemsetD8(*p, 0xff, bytes), "cuMemsetD8"))
+        return e;
+      if (Error e = d->check(d->api().cuCtxSynchronize(), "cuCtxSynchronize"))
+        return e;
+      return p;
+    };
+    a.release = base.release;
+    return a;
+  }
+
+  /// The bundles for `wanted` (see findBundles); when there are none the
+  /// test fails at its end, with one message listing every missing variant.
+  std::vector<FoundBundle> requireBundles(const Options &wanted) {
+    std::string why;
+    std::vector<FoundBundle> found = findBundles(wanted, major, minor, why);
+    if (found.empty())
+      missing.push_back(why);
+    return found;
+  }
+
+  /// Loads a bundle the way the runtime does: through the cache's search path
+  /// (integrity checked), then JIT-loads its modules.
+  BundleRef load(const FoundBundle &found) {
+    Expected<BundleRef> bundle =
+        cache->getOrCompile(found.key, cache->noCompilerFunction(found.key));
+    if (!bundle) {
+      ADD_FAILURE() << found.describe() << ": " << bundle.errorMessage();
+      return nullptr;
+    }
+    if (Error e = launcher->prepare(**bundle)) {
+      ADD_FAILURE() << found.describe() << ": " << e.message();
+      return nullptr;
+    }
+    return *bundle;
+  }
+
+  void synchronize(cu::Stream stream) {
+    LOSSJIT_ASSERT_OK(driver->check(driver->api().cuStreamSynchronize(stream),
+                                    "cuStreamSynchronize"));
+  }
+
+  /// Fills `memory` with 0xff and waits for it (see poisoningAllocator).
+  void poison(DeviceMemory &memory) {
+    if (memory.size() == 0)
+      return;
+    LOSSJIT_ASSERT_OK(driver->check(
+        driver->api().cuMemsetD8(memory.address(), 0xff, memory.size()), "cuMemsetD8"));
+    LOSSJIT_ASSERT_OK(driver->check(driver->api().cuCtxSynchronize(), "cuCtxSynchronize"));
+  }
+
+  /// Binds buffers to the bundle's params by name and launches on `stream`.
+  void launch(const KernelBundle &bundle,
+              const std::map<std::string, std::pair<const DeviceMemory *, int64_t>> &buffers,
+              const Shape &s, cu::Stream stream) {
+    std::vector<DeviceBuffer> params;
+    for (const BundleParam &p : bundle.params) {
+      auto it = buffers.find(p.name);
+      ASSERT_NE(it, buffers.end()) << "bundle " << bundle.key.substr(0, 12)
+                                   << " has a param '" << p.name
+                                   << "' this test does not know";
+      params.push_back({it->second.first->address(), it->second.second});
+    }
+    std::vector<int64_t> dims;
+    for (const std::string &dim : bundle.dims) {
+      ASSERT_TRUE(dim == "N" || dim == "V" || dim == "D") << "unknown dim " << dim;
+      dims.push_back(dim == "N" ? s.n : dim == "V" ? s.v : s.d);
+    }
+    LOSSJIT_ASSERT_OK(launcher->launch(bundle, params, dims, stream, allocator));
+  }
+
+  /// One forward: poisons the outputs, launches, waits, downloads.
+  void runForward(const KernelBundle &bundle, DeviceInputs &in, DeviceMemory &loss,
+                  DeviceMemory &lse, const Shape &s, bool perRow, cu::Stream stream,
+                  ForwardResult &out) {
+    ASSERT_NO_FATAL_FAILURE(poison(loss));
+    ASSERT_NO_FATAL_FAILURE(poison(lse));
+    int64_t lossCount = perRow ? s.n : 1;
+    ASSERT_NO_FATAL_FAILURE(launch(bundle,
+                                   {{"x", {&in.x, s.n * s.d}},
+                                    {"w", {&in.w, s.v * s.d}},
+                                    {"bias", {&in.bias, s.v}},
+                                    {"labels", {&in.labels, s.n}},
+                                    {"loss", {&loss, lossCount}},
+                                    {"lse", {&lse, s.n}}},
+                                   s, stream));
+    ASSERT_NO_FATAL_FAILURE(synchronize(stream));
+    out.loss = loss.download<float>(static_cast<size_t>(lossCount));
+    out.lse = lse.download<float>(static_cast<size_t>(s.n));
+  }
+
+  /// For every forward variant (dtype x bias x reduction), each of its
+  /// bundles (newest runnable arch) and each shape:
+  /// body(bundle, host problem, device inputs, shape, reduction).
+  template <typename Body> void forEachForward(Body body) {
+    size_t ran = 0;
+    for (const char *dtype : kDtypes)
+      for (bool bias : {false, true}) {
+        for (const char *reduction : kReductions) {
+          Options wanted = {{"pass", "forward"},
+                            {"dtype", dtype},
+                            {"bias", bias ? "true" : "false"},
+                            {"reduction", reduction},
+                            {"label_type", "i64"},
+                            {"ignore_index", std::to_string(kIgnore)}};
+          std::vector<FoundBundle> found = requireBundles(wanted);
+          for (const FoundBundle &f : found) {
+            SCOPED_TRACE("forward " + describeOptions(wanted) + " bundle " + f.describe());
+            BundleRef bundle = load(f);
+            if (!bundle)
+              continue;
+            for (size_t i = 0; i < std::size(kForwardShapes); ++i) {
+              const Shape &s = kForwardShapes[i];
+              SCOPED_TRACE("N=" + std::to_string(s.n) + " V=" + std::to_string(s.v) +
+                           " D=" + std::to_string(s.d));
+              lossjit::RandomLceInputs inputs;
+              makeInputs(dtype, bias, reduction, s, 100 + i, inputs);
+              DeviceInputs device(*driver, inputs.problem);
+              body(*bundle, inputs.problem, device, s, std::string(reduction));
+              if (HasFatalFailure())
+                return;
+              ++ran;
+            }
+          }
+        }
+      }
+    std::printf("ran %zu forward (variant, shape) cases on %s\n", ran, arch.c_str());
+  }
+
+  int major = 0, minor = 0;
+  std::unique_ptr<CudaLauncher> launcher;
+  std::unique_ptr<KernelCache> cache;
+  WorkspaceAllocator allocator;
+  /// Variants requireBundles() did not find (reported in TearDown).
+  std::vector<std::string> missing;
+};
+
+} // namespace
+
+// ------------------------------------------------------------------ tests
+
+TEST_F(CompilerKernelTest, ForwardMatchesFp64AndIsBitwiseDeterministic) {
+  forEachForward([&](const KernelBundle &bundle, const lossjit::LceProblem &p,
+                     DeviceInputs &in, const Shape &s, const std::string &reduction) {
+    bool perRow = reduction == "none";
+    DeviceMemory loss(*driver, (perRow ? s.n : 1) * 4), lse(*driver, s.n * 4);
+    ForwardResult first;
+    ASSERT_NO_FATAL_FAILURE(runForward(bundle, in, loss, lse, s, perRow, nullptr, first));
+    expectForward(first, expectationFor(p), reduction, kFp64Tolerance, "fp64");
+    for (int run = 1; run < 5; ++run) {
+      ForwardResult again;
+      ASSERT_NO_FATAL_FAILURE(runForward(bundle, in, loss, lse, s, perRow, nullptr, again));
+      EXPECT_TRUE(again == first) << "launch " << run << " differs bitwise from launch 0";
+    }
+  });
+}
+
+TEST_F(CompilerKernelTest, ForwardOnANonDefaultStream) {
+  cu::Stream stream = nullptr;
+  LOSSJIT_ASSERT_OK(driver->check(
+      driver->api().cuStreamCreate(&stream, cu::kStreamNonBlocking), "cuStreamCreate"));
+  forEachForward([&](const KernelBundle &bundle, const lossjit::LceProblem &p,
+                     DeviceInputs &in, const Shape &s, const std::string &reduction) {
+    bool perRow = reduction == "none";
+    DeviceMemory loss(*driver, (perRow ? s.n : 1) * 4), lse(*driver, s.n * 4);
+    ForwardResult onDefault, onStream;
+    ASSERT_NO_FATAL_FAILURE(runForward(bundle, in, loss, lse, s, perRow, nullptr, onDefault));
+    ASSERT_NO_FATAL_FAILURE(runForward(bundle, in, loss, lse, s, perRow, stream, onStream));
+    expectForward(onStream, expectationFor(p), reduction, kFp64Tolerance, "fp64");
+    EXPECT_TRUE(onStream == onDefault)
+        << "same bundle and inputs on another stream must match bitwise";
+  });
+  (void)driver->api().cuStreamDestroy(stream);
+}
+
+TEST_F(CompilerKernelTest, ForwardMatchesNvrtcReferenceKernel) {
+  Expected<const Nvrtc *> nvrtc = Nvrtc::get();
+  if (!nvrtc)
+    GTEST_SKIP() << "NVRTC not available: " << nvrtc.errorMessage();
+  // The pointer-ABI reference per (dtype, bias), loaded straight through the
+  // driver (it also yields per-row losses, which the memref bundle keeps in
+  // a workspace).
+  std::map<std::string, std::pair<cu::Module, std::pair<cu::Function, cu::Function>>> modules;
+  auto reference = [&](const std::string &dtype, bool bias,
+                       std::pair<cu::Function, cu::Function> &out) {
+    std::string name = dtype + (bias ? "-bias" : "");
+    if (auto it = modules.find(name); it != modules.end()) {
+      out = it->second.second;
+      return;
+    }
+    ReferenceKernelOptions options;
+    options.dtype = dtype;
+    options.labelType = "i64";
+    options.bias = bias;
+    options.ignoreIndex = kIgnore;
+    Expected<std::string> source = referenceKernelSource(options);
+    ASSERT_TRUE(source) << source.errorMessage();
+    Expected<std::string> ptx = (*nvrtc)->compileToPtx(*source, "reference.cu", arch);
+    ASSERT_TRUE(ptx) << ptx.errorMessage();
+    cu::Module module = nullptr;
+    LOSSJIT_ASSERT_OK(driver->check(
+        driver->api().cuModuleLoadDataEx(&module, ptx->c_str(), 0, nullptr, nullptr),
+        "cuModuleLoadDataEx"));
+    modules[name].first = module;
+    LOSSJIT_ASSERT_OK(driver->check(
+        driver->api().cuModuleGetFunction(&out.first, module, kReferenceForwardKernel),
+        "cuModuleGetFunction(forward)"));
+    LOSSJIT_ASSERT_OK(driver->check(
+        driver->api().cuModuleGetFunction(&out.second, module, kReferenceMeanKernel),
+        "cuModuleGetFunction(mean)"));
+    modules[name].second = out;
+  };
+
+  forEachForward([&](const KernelBundle &bundle, const lossjit::LceProblem &p,
+                     DeviceInputs &in, const Shape &s, const std::string &reduction) {
+    bool perRow = reduction == "none";
+    DeviceMemory loss(*driver, (perRow ? s.n : 1) * 4), lse(*driver, s.n * 4);
+    ForwardResult got;
+    ASSERT_NO_FATAL_FAILURE(runForward(bundle, in, loss, lse, s, perRow, nullptr, got));
+
+    std::pair<cu::Function, cu::Function> fns;
+    ASSERT_NO_FATAL_FAILURE(reference(p.dtype, p.bias != nullptr, fns));
+    DeviceMemory refLse(*driver, s.n * 4), refRows(*driver, s.n * 4), refMean(*driver, 4);
+    cu::DevicePtr x = in.x.address(), w = in.w.address(),
+                  b = p.bias ? in.bias.address() : 0, labels = in.labels.address(),
+                  lseP = refLse.address(), rows = refRows.address(),
+                  mean = refMean.address();
+    long long n = s.n, v = s.v, d = s.d;
+    void *forwardArgs[] = {&x, &w, &b, &labels, &lseP, &rows, &n, &v, &d};
+    LOSSJIT_ASSERT_OK(driver->check(
+        driver->api().cuLaunchKernel(fns.first, static_cast<unsigned>(s.n), 1, 1, 256, 1, 1,
+                                     0, nullptr, forwardArgs, nullptr),
+        "cuLaunchKernel(reference forward)"));
+    void *meanArgs[] = {&labels, &rows, &mean, &n};
+    LOSSJIT_ASSERT_OK(driver->check(
+        driver->api().cuLaunchKernel(fns.second, 1, 1, 1, 256, 1, 1, 0, nullptr, meanArgs,
+                                     nullptr),
+        "cuLaunchKernel(reference mean)"));
+    ASSERT_NO_FATAL_FAILURE(synchronize(nullptr));
+
+    ForwardExpectation want;
+    for (float f : refLse.download<float>(static_cast<size_t>(s.n)))
+      want.lse.push_back(f);
+    for (float f : refRows.download<float>(static_cast<size_t>(s.n))) {
+      want.rowLoss.push_back(f);
+      want.sum += f;
+    }
+    for (int64_t r = 0; r < s.n; ++r)
+      want.ignored.push_back(static_cast<const int64_t *>(p.labels)[r] == kIgnore);
+    want.mean = refMean.download<float>(1)[0];
+    expectForward(got, want, reduction, kNvrtcTolerance, "the NVRTC reference kernel");
+  });
+  for (auto &[name, module] : modules)
+    (void)driver->api().cuModuleUnload(module.first);
+}
+
+TEST_F(CompilerKernelTest, BackwardChunkedMatchesFp64Gradient) {
+  struct Variant {
+    const char *reduction;
+    bool bias;
+  } variants[] = {{"mean", true}, {"none", false}};
+  size_t ran = 0;
+  for (const char *dtype : kDtypes)
+    for (const Variant &variant : variants) {
+      Options wanted = {{"pass", "backward"},
+                        {"strategy", "chunked"},
+                        {"grad_x", "true"},
+                        {"grad_w", "true"},
+                        {"dtype", dtype},
+                        {"bias", variant.bias ? "true" : "false"},
+                        {"reduction", variant.reduction},
+                        {"label_type", "i64"},
+                        {"ignore_index", std::to_string(kIgnore)}};
+      SCOPED_TRACE("backward " + describeOptions(wanted));
+      std::vector<FoundBundle> found = requireBundles(wanted);
+      if (found.empty())
+        continue;
+      std::vector<std::pair<FoundBundle, BundleRef>> bundles;
+      for (const FoundBundle &f : found)
+        if (BundleRef b = load(f))
+          bundles.emplace_back(f, b);
+      if (bundles.empty())
+        continue;
+
+      // The smallest workspace budget picks N: >= kMinChunks chunks, the
+      // last one partial.
+      auto budget = [](const FoundBundle &f) {
+        std::string text = f.option("workspace_bytes");
+        return text.empty() ? int64_t(1) << 62 : std::stoll(text);
+      };
+      auto smallest = std::min_element(bundles.begin(), bundles.end(), [&](auto &a, auto &b) {
+        return budget(a.first) < budget(b.first);
+      });
+      Expected<LaunchPlan> plan = LaunchPlan::build(*smallest->second);
+      ASSERT_TRUE(plan) << plan.errorMessage();
+      ASSERT_TRUE(plan->isChunked()) << smallest->first.describe() << " is not chunked";
+      Shape s{0, kBackwardV, kBackwardD};
+      int64_t chunkSize = 0;
+      for (int64_t n = 24; n <= 512 && !s.n; ++n) {
+        std::vector<int64_t> dims = {n, kBackwardV, kBackwardD};
+        Expected<ResolvedLaunch> r = plan->resolve(dims);
+        ASSERT_TRUE(r) << r.errorMessage();
+        if ((n + r->chunkSize - 1) / r->chunkSize >= kMinChunks && n % r->chunkSize != 0) {
+          s.n = n;
+          chunkSize = r->chunkSize;
+        }
+      }
+      if (!s.n) {
+        // Still check the gradients (in one chunk), but fail: the chunked
+        // path is what this test is for.
+        missing.push_back(describeOptions(wanted) + " with a workspace budget that splits " +
+                          "N <= 512 rows into " + std::to_string(kMinChunks) +
+                          " chunks at V=" + std::to_string(kBackwardV) +
+                          ", D=" + std::to_string(kBackwardD) + " (smallest found: " +
+                          std::to_string(budget(smallest->first)) + " bytes, " +
+                          smallest->first.describe() + ")");
+        s.n = 37;
+        std::vector<int64_t> dims = {s.n, s.v, s.d};
+        Expected<ResolvedLaunch> r = plan->resolve(dims);
+        ASSERT_TRUE(r) << r.errorMessage();
+        chunkSize = r->chunkSize;
+      }
+      SCOPED_TRACE("N=" + std::to_string(s.n) + " V=" + std::to_string(s.v) +
+                   " D=" + std::to_string(s.d) + ", " +
+                   std::to_string((s.n + chunkSize - 1) / chunkSize) + " chunks of " +
+                   std::to_string(chunkSize) + " rows with the smallest budget");
+
+      lossjit::RandomLceInputs inputs;
+      makeInputs(dtype, variant.bias, variant.reduction, s, 7, inputs);
+      const lossjit::LceProblem &p = inputs.problem;
+      bool perRow = std::string(variant.reduction) == "none";
+      std::vector<double> gradLoss;
+      std::mt19937 rng(11);
+      std::uniform_real_distribution<float> scale(0.5f, 1.5f);
+      std::vector<float> gradLoss32;
+      for (int64_t r = 0; r < (perRow ? s.n : 1); ++r) {
+        gradLoss32.push_back(perRow ? scale(rng) : 0.75f);
+        gradLoss.push_back(gradLoss32.back());
+      }
+      // lse from the fp64 reference: the backward is checked on its own.
+      lossjit::LceReference fwd = lossjit::referenceLinearCrossEntropy(p);
+      std::vector<float> lse32(fwd.lse.begin(), fwd.lse.end());
+      lossjit::LceGradReference want = lossjit::referenceLinearCrossEntropyGrad(p, gradLoss);
+
+      DeviceInputs in(*driver, p);
+      size_t st = storageBytes(dtype);
+      DeviceMemory lse(*driver, s.n * 4), gl(*driver, gradLoss32.size() * 4),
+          gx(*driver, s.n * s.d * st), gw(*driver, s.v * s.d * st),
+          gb(*driver, s.v * st);
+      lse.upload(lse32);
+      gl.upload(gradLoss32);
+      std::map<std::string, std::pair<const DeviceMemory *, int64_t>> buffers = {
+          {"x", {&in.x, s.n * s.d}},         {"w", {&in.w, s.v * s.d}},
+          {"bias", {&in.bias, s.v}},         {"labels", {&in.labels, s.n}},
+          {"lse", {&lse, s.n}},              {"grad_loss", {&gl, perRow ? s.n : 1}},
+          {"grad_x", {&gx, s.n * s.d}},      {"grad_w", {&gw, s.v * s.d}},
+          {"grad_bias", {&gb, s.v}}};
+
+      for (auto &[f, bundle] : bundles) {
+        SCOPED_TRACE("bundle " + f.describe() + ", workspace_bytes " +
+                     f.option("workspace_bytes"));
+        for (const BundleParam &param : bundle->params) {
+          if (param.name == "grad_x" || param.name == "grad_w" || param.name == "grad_bias") {
+            ASSERT_NO_FATAL_FAILURE(poison(param.name == "grad_x"   ? gx
+                                           : param.name == "grad_w" ? gw
+                                                                    : gb));
+          }
+        }
+        ASSERT_NO_FATAL_FAILURE(launch(*bundle, buffers, s, nullptr));
+        ASSERT_NO_FATAL_FAILURE(synchronize(nullptr));
+        auto hx = gx.download<uint8_t>(gx.size()), hw = gw.download<uint8_t>(gw.size()),
+             hb = gb.download<uint8_t>(gb.size());
+        double tol = gradientTolerance(dtype);
+        double ex = lossjit::relativeL2Error(hx.data(), dtype, want.gradX);
+        double ew = lossjit::relativeL2Error(hw.data(), dtype, want.gradW);
+        EXPECT_LE(ex, tol) << "grad_x relative L2 error";
+        EXPECT_LE(ew, tol) << "grad_w relative L2 error";
+        if (variant.bias) {
+          double eb = lossjit::relativeL2Error(hb.data(), dtype, want.gradBias);
+          EXPECT_LE(eb, tol) << "grad_bias relative L2 error";
+        }
+        // Ignored rows get exactly zero gradient.
+        size_t bad = 0;
+        for (int64_t r = 0; r < s.n; ++r)
+          if (static_cast<const int64_t *>(p.labels)[r] == kIgnore)
+            for (int64_t k = 0; k < s.d; ++k)
+              if (lossjit::elementAsDouble(hx.data(), dtype, r * s.d + k) != 0)
+                ++bad;
+        EXPECT_EQ(bad, 0u) << "grad_x elements of ignored rows that are not 0";
+
+        // A second launch reproduces the gradients bitwise.
+        ASSERT_NO_FATAL_FAILURE(poison(gx));
+        ASSERT_NO_FATAL_FAILURE(poison(gw));
+        ASSERT_NO_FATAL_FAILURE(launch(*bundle, buffers, s, nullptr));
+        ASSERT_NO_FATAL_FAILURE(synchronize(nullptr));
+        EXPECT_TRUE(gx.download<uint8_t>(gx.size()) == hx &&
+                    gw.download<uint8_t>(gw.size()) == hw)
+            << "a second backward launch differs bitwise";
+        ++ran;
+      }
+    }
+  std::printf("ran %zu backward bundles on %s\n", ran, arch.c_str());
+}
