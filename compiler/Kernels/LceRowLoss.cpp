@@ -31,3 +31,29 @@ Value lossjit::emitRowLoss(KernelEmitter &e, const LceSpec &spec, Value x, Value
       });
 }
 
+
+void lossjit::emitRowFromRawLogits(KernelEmitter &e, const LceSpec &spec, Value raw,
+                                   Value base, Value v, Value labels, Value row,
+                                   Value lseOut, Value lossOut) {
+  SmallVector<Value> st = e.forLoop(
+      e.index(0), v, e.index(1), {e.negInf(), e.f32(0.0)},
+      [&](KernelEmitter &le, Value j, ValueRange it) {
+        LseState next = le.push({it[0], it[1]}, emitLogit(le, spec, le.load(raw, le.add(base, j))));
+        return SmallVector<Value>{next.max, next.sum};
+      });
+  Value lse = e.finish({st[0], st[1]});
+  e.store(lse, lseOut, row);
+  Value label = e.loadLabel(labels, row);
+  Value ignored = e.cmpI(arith::CmpIPredicate::eq, label, e.index(spec.ignoreIndex));
+  Value loss = e.ifElse(
+      ignored, [](KernelEmitter &ie) { return ie.f32(0.0); },
+      [&](KernelEmitter &ce) {
+        return ce.ifElse(
+            ce.cmpI(arith::CmpIPredicate::ult, label, v),
+            [&](KernelEmitter &te) {
+              return te.subF(lse, emitLogit(te, spec, te.load(raw, te.add(base, label))));
+            },
+            [](KernelEmitter &ne) { return ne.f32(std::numeric_limits<double>::quiet_NaN()); });
+      });
+  e.store(loss, lossOut, row);
+}

@@ -16,6 +16,14 @@ mlir::Value emitRowLoss(KernelEmitter &e, const LceSpec &spec, mlir::Value x,
                         mlir::Value row, mlir::Value lse, mlir::Value v,
                         mlir::Value d);
 
+/// For one row whose raw logits sit at raw[base, base+V) (the fused
+/// forward+backward's workspace): sums the softmax over the vocabulary in
+/// order and stores lseOut[row] and lossOut[row] (0 ignored, NaN for a label
+/// outside [0, V)). Both backends emit exactly this.
+void emitRowFromRawLogits(KernelEmitter &e, const LceSpec &spec, mlir::Value raw,
+                          mlir::Value base, mlir::Value v, mlir::Value labels,
+                          mlir::Value row, mlir::Value lseOut, mlir::Value lossOut);
+
 } // namespace lossjit
 
 #endif // LOSSJIT_COMPILER_KERNELS_LCEROWLOSS_H

@@ -5,7 +5,10 @@
 using namespace mlir;
 using namespace lossjit;
 
-LceSpec LceSpec::fromOp(loss::LinearCrossEntropyOp op) {
+namespace {
+/// The facts every fused op states the same way.
+template <typename OpTy>
+LceSpec commonSpec(OpTy op) {
   LceSpec spec;
   spec.storage = op.getStorage();
   spec.labelType = cast<RankedTensorType>(op.getLabels().getType()).getElementType();
@@ -16,16 +19,12 @@ LceSpec LceSpec::fromOp(loss::LinearCrossEntropyOp op) {
   spec.softcap = op.getSoftcap().convertToDouble();
   return spec;
 }
+} // namespace
+
+LceSpec LceSpec::fromOp(loss::LinearCrossEntropyOp op) { return commonSpec(op); }
 
 LceSpec LceSpec::fromOp(loss::LinearCrossEntropyGradOp op) {
-  LceSpec spec;
-  spec.storage = op.getStorage();
-  spec.labelType = cast<RankedTensorType>(op.getLabels().getType()).getElementType();
-  spec.hasBias = static_cast<bool>(op.getBias());
-  spec.ignoreIndex = op.getIgnoreIndex();
-  spec.reduction = op.getReduction();
-  spec.logitScale = op.getLogitScale().convertToDouble();
-  spec.softcap = op.getSoftcap().convertToDouble();
+  LceSpec spec = commonSpec(op);
   spec.gradient = true;
   spec.needsGradX = op.getNeedsInput();
   spec.needsGradW = op.getNeedsWeight();
@@ -36,14 +35,7 @@ LceSpec LceSpec::fromOp(loss::LinearCrossEntropyGradOp op) {
 }
 
 LceSpec LceSpec::fromOp(loss::LinearCrossEntropyWithGradOp op) {
-  LceSpec spec;
-  spec.storage = op.getStorage();
-  spec.labelType = cast<RankedTensorType>(op.getLabels().getType()).getElementType();
-  spec.hasBias = static_cast<bool>(op.getBias());
-  spec.ignoreIndex = op.getIgnoreIndex();
-  spec.reduction = op.getReduction();
-  spec.logitScale = op.getLogitScale().convertToDouble();
-  spec.softcap = op.getSoftcap().convertToDouble();
+  LceSpec spec = commonSpec(op);
   spec.gradient = true;
   spec.fusedForward = true;
   spec.needsGradX = op.getNeedsInput();

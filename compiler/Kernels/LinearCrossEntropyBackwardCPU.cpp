@@ -5,6 +5,7 @@
 #include "compiler/Kernels/LceBackwardPlan.h"
 #include "compiler/Kernels/KernelEmitter.h"
 #include "compiler/Kernels/LceGradient.h"
+#include "compiler/Kernels/LceRowLoss.h"
 
 #include <limits>
 
@@ -308,32 +309,8 @@ struct BackwardBuilder {
     Value v = k.arg("V"), cb = k.arg("chunk_begin");
     e.forLoop(k.arg("row_begin"), k.arg("row_end"), e.index(1), {},
               [&](KernelEmitter &re, Value row, ValueRange) {
-                Value base = re.mul(re.sub(row, cb), v);
-                SmallVector<Value> st = re.forLoop(
-                    re.index(0), v, re.index(1), {re.negInf(), re.f32(0.0)},
-                    [&](KernelEmitter &le, Value j, ValueRange it) {
-                      LseState next = le.push(
-                          {it[0], it[1]}, emitLogit(le, spec, le.load(k.arg("dz"), le.add(base, j))));
-                      return SmallVector<Value>{next.max, next.sum};
-                    });
-                Value lse = re.finish({st[0], st[1]});
-                re.store(lse, k.arg("lse"), row);
-                Value label = re.loadLabel(k.arg("labels"), row);
-                Value ignored = re.cmpI(arith::CmpIPredicate::eq, label, re.index(spec.ignoreIndex));
-                Value loss = re.ifElse(
-                    ignored, [](KernelEmitter &ie) { return ie.f32(0.0); },
-                    [&](KernelEmitter &ce) {
-                      return ce.ifElse(
-                          ce.cmpI(arith::CmpIPredicate::ult, label, v),
-                          [&](KernelEmitter &te) {
-                            return te.subF(lse, emitLogit(te, spec,
-                                                          te.load(k.arg("dz"), te.add(base, label))));
-                          },
-                          [](KernelEmitter &ne) {
-                            return ne.f32(std::numeric_limits<double>::quiet_NaN());
-                          });
-                    });
-                re.store(loss, k.arg("loss_rows"), row);
+                emitRowFromRawLogits(re, spec, k.arg("dz"), re.mul(re.sub(row, cb), v), v,
+                                     k.arg("labels"), row, k.arg("lse"), k.arg("loss_rows"));
                 return SmallVector<Value>{};
               });
     func::ReturnOp::create(b, loc);

@@ -4,6 +4,7 @@
 #include "compiler/Kernels/GpuKernelSupport.h"
 #include "compiler/Kernels/LceBackwardPlan.h"
 #include "compiler/Kernels/LceGradient.h"
+#include "compiler/Kernels/LceRowLoss.h"
 #include "compiler/Kernels/LinearCrossEntropyGPU.h"
 
 #include <limits>
@@ -289,31 +290,8 @@ struct GpuBackwardBuilder {
     Value v = a["V"], cb = a["chunk_begin"];
     Value row = e.add(cb, e.add(e.mul(bx, e.index(tile.threads)), tid));
     e.ifThen(e.cmpI(arith::CmpIPredicate::ult, row, a["chunk_end"]), [&](KernelEmitter &re) {
-      Value base = re.mul(re.sub(row, cb), v);
-      SmallVector<Value> st = re.forLoop(
-          re.index(0), v, re.index(1), {re.negInf(), re.f32(0.0)},
-          [&](KernelEmitter &le, Value j, ValueRange it) {
-            LseState next = le.push({it[0], it[1]},
-                                    emitLogit(le, spec, le.load(a["dz"], le.add(base, j))));
-            return SmallVector<Value>{next.max, next.sum};
-          });
-      Value lse = re.finish({st[0], st[1]});
-      re.store(lse, a["lse"], row);
-      Value label = re.loadLabel(a["labels"], row);
-      Value ignored = re.cmpI(arith::CmpIPredicate::eq, label, re.index(spec.ignoreIndex));
-      Value loss = re.ifElse(
-          ignored, [](KernelEmitter &ie) { return ie.f32(0.0); },
-          [&](KernelEmitter &ce) {
-            return ce.ifElse(
-                ce.cmpI(arith::CmpIPredicate::ult, label, v),
-                [&](KernelEmitter &te) {
-                  return te.subF(lse, emitLogit(te, spec, te.load(a["dz"], te.add(base, label))));
-                },
-                [](KernelEmitter &ne) {
-                  return ne.f32(std::numeric_limits<double>::quiet_NaN());
-                });
-          });
-      re.store(loss, a["loss_rows"], row);
+      emitRowFromRawLogits(re, spec, a["dz"], re.mul(re.sub(row, cb), v), v, a["labels"], row,
+                           a["lse"], a["loss_rows"]);
     });
     gpu::ReturnOp::create(b, loc);
   }
@@ -340,6 +318,16 @@ struct GpuBackwardBuilder {
       se.store(dz, a["dz"], i);
     });
     gpu::ReturnOp::create(b, loc);
+  }
+
+  /// Runs `body` for columns tid, tid+T, … < d: the columns thread `tid`
+  /// owns in the recompute kernels (each element has one owner).
+  void forThreadColumns(KernelEmitter &e, Value tid, Value d,
+                        const std::function<void(KernelEmitter &, Value)> &body) {
+    e.forLoop(tid, d, e.index(tile.threads), {}, [&](KernelEmitter &de, Value col, ValueRange) {
+      body(de, col);
+      return SmallVector<Value>{};
+    });
   }
 
   /// Stores `acc` (f32) into `out` at `at`, rounding once to storage.
@@ -385,11 +373,9 @@ struct GpuBackwardBuilder {
       g.push_back(e.load(a["grow"], rows.back()));
       label.push_back(e.loadLabel(a["labels"], rows.back()));
     }
-    auto forMyColumns = [&](KernelEmitter &le, const std::function<void(KernelEmitter &, Value)> &body) {
-      le.forLoop(tid, d, T, {}, [&](KernelEmitter &de, Value col, ValueRange) {
-        body(de, col);
-        return SmallVector<Value>{};
-      });
+    auto forMyColumns = [&](KernelEmitter &le,
+                            const std::function<void(KernelEmitter &, Value)> &body) {
+      forThreadColumns(le, tid, d, body);
     };
     forMyColumns(e, [&](KernelEmitter &de, Value col) {
       for (int64_t i = 0; i < bn; ++i)
@@ -481,11 +467,9 @@ struct GpuBackwardBuilder {
       wOff.push_back(e.mul(js.back(), d));
       bias.push_back(spec.hasBias ? e.loadF32(a["bias"], js.back()) : Value());
     }
-    auto forMyColumns = [&](KernelEmitter &le, const std::function<void(KernelEmitter &, Value)> &body) {
-      le.forLoop(tid, d, T, {}, [&](KernelEmitter &de, Value col, ValueRange) {
-        body(de, col);
-        return SmallVector<Value>{};
-      });
+    auto forMyColumns = [&](KernelEmitter &le,
+                            const std::function<void(KernelEmitter &, Value)> &body) {
+      forThreadColumns(le, tid, d, body);
     };
     forMyColumns(e, [&](KernelEmitter &de, Value col) {
       for (int64_t i = 0; i < bn; ++i)
