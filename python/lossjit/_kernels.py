@@ -67,6 +67,7 @@ class BackwardFlags(NamedTuple):
 _lock = threading.Lock()
 _forward_ops: Dict[Tuple[Any, ...], Any] = {}
 _backward_ops: Dict[Tuple[Any, ...], Any] = {}
+_fused_ops: Dict[Tuple[Any, ...], Any] = {}
 _graphs: Dict[str, Any] = {}
 _cuda_arch: Dict[int, str] = {}
 
@@ -215,6 +216,51 @@ def backward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
     return kernel
 
 
+def fused_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
+                 ignore_index: int, reduction: str, flags: BackwardFlags,
+                 device: torch.device, logit_scale: float = 1.0,
+                 softcap: float = 0.0) -> Kernel:
+    """The compiled fused forward+backward (pass "forward_backward"): loss, lse
+    and the gradients of grad_loss = 1 in one pass (reduction mean or sum)."""
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"lossjit: the fused forward+backward needs reduction 'mean' or "
+                         f"'sum', got {reduction!r}")
+    if not HAS_COMPILER and device.type == "cuda":
+        # As for the backward: prebuilt bundles compute both gradients.
+        flags = flags._replace(needs_grad_x=True, needs_grad_w=True)
+    key = (dtype, label_dtype, bias, ignore_index, reduction, flags, device, logit_scale,
+           softcap)
+    kernel = _fused_ops.get(key)
+    if kernel is not None:
+        return kernel
+    spec = Spec(STORAGE_DTYPES[dtype], LABEL_DTYPES[label_dtype], bias, ignore_index,
+                reduction, logit_scale, softcap)
+    with _lock:
+        kernel = _fused_ops.get(key)
+        if kernel is None:
+            def factory():
+                if not getattr(C, "has_fused_forward_backward", False):
+                    raise RuntimeError(
+                        "lossjit: this build's graph builder has no fused "
+                        "forward+backward; use fused_backward=False")
+                return C.lce_graph(dtype=spec.dtype, label_type=spec.label_type,
+                                   bias=spec.bias, ignore_index=spec.ignore_index,
+                                   reduction=spec.reduction, gradient=True,
+                                   fused_forward=True, strategy=flags.strategy,
+                                   needs_grad_x=flags.needs_grad_x,
+                                   needs_grad_w=flags.needs_grad_w,
+                                   workspace_bytes=flags.workspace_bytes,
+                                   logit_scale=spec.logit_scale, softcap=spec.softcap)
+            options = {**spec.options(), "pass": "forward_backward",
+                       "grad_x": "true" if flags.needs_grad_x else "false",
+                       "grad_w": "true" if flags.needs_grad_w else "false"}
+            if flags.strategy != "auto":
+                options["strategy"] = flags.strategy
+            kernel = Kernel(_compile(factory, device, options), device)
+            _fused_ops[key] = kernel
+    return kernel
+
+
 def _launch_cuda(kernel: Kernel, device: torch.device, n: int, v: int, d: int,
                  buffers: Dict[str, torch.Tensor]) -> None:
     index = _device_index(device)
@@ -244,11 +290,12 @@ def clear_cache() -> None:
     with _lock:
         _forward_ops.clear()
         _backward_ops.clear()
+        _fused_ops.clear()
 
 
 def cache_info() -> Dict[str, int]:
     return {"forward": len(_forward_ops), "backward": len(_backward_ops),
-            "graphs": len(_graphs)}
+            "forward_backward": len(_fused_ops), "graphs": len(_graphs)}
 
 
 def describe_build() -> Dict[str, Any]:
@@ -258,6 +305,7 @@ def describe_build() -> Dict[str, Any]:
         "compiler": HAS_COMPILER,
         "llvm": getattr(C, "llvm_version", ""),
         "backward_builder": bool(getattr(C, "has_backward_builder", False)),
+        "fused_forward_backward": bool(getattr(C, "has_fused_forward_backward", False)),
         "cuda_devices": count,
         "cuda": message,
         "kernel_path": list(C.kernel_search_path()),

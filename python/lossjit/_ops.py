@@ -2,7 +2,10 @@
 
 ``lossjit::linear_cross_entropy(hidden[N,D], weight[V,D], target[N], bias[V]?,
 ignore_index, reduction, graph, logit_scale=1.0, softcap=0.0) -> (loss, lse)``
-and its backward ``lossjit::linear_cross_entropy_backward``. The logits are
+and its backward ``lossjit::linear_cross_entropy_backward``; the opt-in fused
+forward+backward ``lossjit::linear_cross_entropy_with_grad`` (loss, lse and the
+gradients of grad_loss = 1 in one pass, mean/sum) behind the autograd
+Function ``FusedLinearCrossEntropy``. The logits are
 ``softcap(logit_scale * (hidden @ weight.T + bias))`` with
 ``softcap(u) = c * tanh(u / c)`` (``softcap = 0``: none). Both have fake (meta) kernels, so
 FakeTensor, meta tensors, ``torch.compile`` and ``opcheck`` see exact shapes
@@ -219,6 +222,113 @@ def _backward(ctx, grad_loss, _grad_lse):
 
 
 linear_cross_entropy_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+@torch.library.custom_op("lossjit::linear_cross_entropy_with_grad", mutates_args=())
+def linear_cross_entropy_with_grad_op(
+        hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],
+        ignore_index: int, reduction: str, needs_grad_x: bool, needs_grad_w: bool,
+        logit_scale: float = 1.0, softcap: float = 0.0
+) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The fused forward+backward in one pass over the logits, reduction mean
+    or sum: (loss, lse, grad_hidden, grad_weight, grad_bias), the gradients
+    those of grad_loss = 1. A gradient not asked for is an empty tensor (so
+    is grad_bias without a bias; needs_grad_w covers weight and bias)."""
+    check_inputs(hidden, weight, target, bias, ignore_index, reduction)
+    check_logit_transforms(logit_scale, softcap)
+    _check_fused(hidden, reduction)
+    device = hidden.device
+    n, d = hidden.shape
+    v = weight.shape[0]
+    kernel = K.fused_kernel(hidden.dtype, target.dtype, bias is not None, ignore_index,
+                            reduction, K.BackwardFlags(needs_grad_x, needs_grad_w), device,
+                            float(logit_scale), float(softcap))
+    loss = hidden.new_empty((), dtype=torch.float32)
+    lse = hidden.new_empty((n,), dtype=torch.float32)
+    buffers = {"x": hidden.contiguous(), "w": weight.contiguous(),
+               "labels": target.contiguous(), "loss": loss, "lse": lse}
+    if bias is not None:
+        buffers["bias"] = bias.contiguous()
+    # As for the backward: allocate what the kernel writes, return what was asked.
+    names = kernel.names
+    if "grad_x" in names:
+        buffers["grad_x"] = torch.empty_like(buffers["x"])
+    if "grad_w" in names:
+        buffers["grad_w"] = torch.empty_like(buffers["w"])
+    if "grad_bias" in names:
+        buffers["grad_bias"] = torch.empty_like(buffers["bias"])
+    grad_x = buffers["grad_x"] if needs_grad_x else hidden.new_empty((0,))
+    grad_w = buffers["grad_w"] if needs_grad_w else hidden.new_empty((0,))
+    grad_b = buffers["grad_bias"] if (needs_grad_w and bias is not None) else \
+        hidden.new_empty((0,))
+    # On CPU the labels are range-checked (IndexError) before any kernel runs.
+    kernel.run(device, n, v, d, buffers)
+    return loss, lse, grad_x, grad_w, grad_b
+
+
+def _check_fused(hidden: Tensor, reduction: str) -> None:
+    if hidden.dim() != 2:
+        raise ValueError(f"lossjit::linear_cross_entropy_with_grad takes hidden [N, D], "
+                         f"got {list(hidden.shape)}")
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"lossjit::linear_cross_entropy_with_grad needs reduction 'mean' "
+                         f"or 'sum', got {reduction!r}")
+
+
+@linear_cross_entropy_with_grad_op.register_fake
+def _(hidden, weight, target, bias, ignore_index, reduction, needs_grad_x, needs_grad_w,
+      logit_scale=1.0, softcap=0.0):
+    check_inputs(hidden, weight, target, bias, ignore_index, reduction)
+    _check_fused(hidden, reduction)
+    n = hidden.shape[0]
+    loss = hidden.new_empty((), dtype=torch.float32)
+    lse = hidden.new_empty((n,), dtype=torch.float32)
+    grad_x = torch.empty_like(hidden) if needs_grad_x else hidden.new_empty((0,))
+    grad_w = torch.empty_like(weight) if needs_grad_w else hidden.new_empty((0,))
+    grad_b = torch.empty_like(bias) if (needs_grad_w and bias is not None) \
+        else hidden.new_empty((0,))
+    return loss, lse, grad_x, grad_w, grad_b
+
+
+def _scaled(grad: Tensor, grad_loss: Tensor) -> Tensor:
+    """grad_loss (a 0-d float32 tensor) × a stored gradient, in float32 and
+    rounded once to the gradient's dtype."""
+    if grad.dtype == torch.float32:
+        return grad * grad_loss
+    return (grad.float() * grad_loss).to(grad.dtype)
+
+
+class FusedLinearCrossEntropy(torch.autograd.Function):
+    """(loss, lse) of hidden [N, D] through the fused forward+backward op: the
+    gradients of grad_loss = 1 are computed in the forward and kept; the
+    backward only rescales them by grad_loss. Gradients are made only for the
+    inputs that require them (hidden; weight and bias)."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, target, bias, ignore_index, reduction, logit_scale,
+                softcap):
+        needs_x = bool(ctx.needs_input_grad[0])
+        needs_w = bool(ctx.needs_input_grad[1] or ctx.needs_input_grad[3])
+        loss, lse, grad_x, grad_w, grad_b = torch.ops.lossjit.linear_cross_entropy_with_grad(
+            hidden, weight, target, bias, ignore_index, reduction, needs_x, needs_w,
+            logit_scale, softcap)
+        ctx.mark_non_differentiable(lse)
+        ctx.save_for_backward(grad_x, grad_w, grad_b)
+        ctx.has_bias = bias is not None
+        return loss, lse
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_loss, _grad_lse):
+        grad_x, grad_w, grad_b = ctx.saved_tensors
+        needs_x, needs_w, _, needs_b = ctx.needs_input_grad[:4]
+        rest = (None,) * 4
+        if grad_loss is None:
+            return (None, None, None, None) + rest
+        grad_loss = grad_loss.to(torch.float32)
+        return (_scaled(grad_x, grad_loss) if needs_x else None,
+                _scaled(grad_w, grad_loss) if needs_w else None, None,
+                _scaled(grad_b, grad_loss) if (needs_b and ctx.has_bias) else None) + rest
 
 
 def _autocast_kernel(device_type: str, key_name: str):

@@ -21,7 +21,7 @@ class LinearCrossEntropyLoss(nn.Module):
 
     def __init__(self, ignore_index: int = -100, reduction: str = "mean",
                  return_lse: bool = False, logit_scale: float = 1.0,
-                 softcap: Optional[float] = None) -> None:
+                 softcap: Optional[float] = None, fused_backward: bool = False) -> None:
         super().__init__()
         if reduction not in ("none", "mean", "sum"):
             raise ValueError(
@@ -31,13 +31,15 @@ class LinearCrossEntropyLoss(nn.Module):
         self.return_lse = return_lse
         self.logit_scale = logit_scale
         self.softcap = softcap
+        self.fused_backward = fused_backward
 
     def forward(self, hidden: Tensor, weight: Tensor, target: Tensor,
                 bias: Optional[Tensor] = None):
         return linear_cross_entropy(hidden, weight, target, bias,
                                     ignore_index=self.ignore_index,
                                     reduction=self.reduction, return_lse=self.return_lse,
-                                    logit_scale=self.logit_scale, softcap=self.softcap)
+                                    logit_scale=self.logit_scale, softcap=self.softcap,
+                                    fused_backward=self.fused_backward)
 
     def extra_repr(self) -> str:
         extra = ""
@@ -45,5 +47,7 @@ class LinearCrossEntropyLoss(nn.Module):
             extra += f", logit_scale={self.logit_scale!r}"
         if self.softcap is not None:
             extra += f", softcap={self.softcap!r}"
+        if self.fused_backward:
+            extra += ", fused_backward=True"
         return (f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, "
                 f"return_lse={self.return_lse}{extra}")

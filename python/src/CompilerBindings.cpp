@@ -377,9 +377,14 @@ constexpr bool hasBackwardOptions = requires(T &g) {
   g.workspaceBytes;
 };
 
+/// Whether the preset builder has the fused forward+backward (one pass).
 template <typename T>
-void setBackwardOptions(T &o, bool gradient, const std::string &strategy,
-                        bool needsGradX, bool needsGradW, int64_t workspaceBytes) {
+constexpr bool hasFusedForwardOption = requires(T &g) { g.fusedForward; };
+
+template <typename T>
+void setBackwardOptions(T &o, bool gradient, bool fusedForward,
+                        const std::string &strategy, bool needsGradX, bool needsGradW,
+                        int64_t workspaceBytes) {
   if constexpr (hasBackwardOptions<T>) {
     o.gradient = gradient;
     o.strategy = strategy;
@@ -390,6 +395,15 @@ void setBackwardOptions(T &o, bool gradient, const std::string &strategy,
     throw std::runtime_error("this build's graph builder has no backward "
                              "(LceGraphOptions::gradient) yet");
   }
+  if (fusedForward && !gradient)
+    throw py::value_error("fused_forward=True needs gradient=True (it builds the "
+                          "fused forward+backward of the gradient function)");
+  if constexpr (hasFusedForwardOption<T>) {
+    o.fusedForward = fusedForward;
+  } else if (fusedForward) {
+    throw std::runtime_error("this build's graph builder has no fused "
+                             "forward+backward (LceGraphOptions::fusedForward) yet");
+  }
 }
 
 /// The C++ preset graph (forward, or the backward function).
@@ -398,7 +412,8 @@ std::unique_ptr<Graph> lceGraph(const std::string &name, const std::string &dtyp
                                 int64_t ignoreIndex, const std::string &reduction,
                                 bool gradient, const std::string &strategy,
                                 bool needsGradX, bool needsGradW,
-                                int64_t workspaceBytes, double logitScale, double softcap) {
+                                int64_t workspaceBytes, double logitScale, double softcap,
+                                bool fusedForward) {
   LceGraphOptions o;
   o.logitScale = logitScale;
   o.softcap = softcap;
@@ -408,7 +423,8 @@ std::unique_ptr<Graph> lceGraph(const std::string &name, const std::string &dtyp
   o.bias = bias;
   o.ignoreIndex = ignoreIndex;
   o.reduction = reduction;
-  setBackwardOptions(o, gradient, strategy, needsGradX, needsGradW, workspaceBytes);
+  setBackwardOptions(o, gradient, fusedForward, strategy, needsGradX, needsGradW,
+                     workspaceBytes);
   std::lock_guard<std::mutex> lock(state().mutex);
   auto built = buildLinearCrossEntropyGraph(*state().context, o);
   if (!built)
@@ -591,6 +607,7 @@ void lossjit::python::bindCompiler(py::module_ &m) {
   m.attr("llvm_version") = "";
 #endif
   m.attr("has_backward_builder") = hasBackwardOptions<LceGraphOptions>;
+  m.attr("has_fused_forward_backward") = hasFusedForwardOption<LceGraphOptions>;
 
   py::class_<Graph>(m, "Graph", "A `loss` dialect graph: one function in a module.")
       .def_property_readonly("name", [](const Graph &g) { return g.name; })
@@ -631,10 +648,13 @@ void lossjit::python::bindCompiler(py::module_ &m) {
         py::arg("gradient") = false, py::arg("strategy") = "auto",
         py::arg("needs_grad_x") = true, py::arg("needs_grad_w") = true,
         py::arg("workspace_bytes") = int64_t(256) << 20, py::arg("logit_scale") = 1.0,
-        py::arg("softcap") = 0.0,
+        py::arg("softcap") = 0.0, py::arg("fused_forward") = false,
         "The linear-cross-entropy graph of the C++ preset builder (forward, "
-        "or with gradient=True the backward function); the logits are "
-        "softcap(logit_scale · (x·w + b)), softcap = 0 meaning none.");
+        "or with gradient=True the backward function; with gradient=True and "
+        "fused_forward=True the fused forward+backward "
+        "(x, w, labels[, bias]) -> (loss, lse, grad_x?, grad_w?, grad_bias?) "
+        "with the gradients of grad_loss = 1, reduction mean or sum only); the "
+        "logits are softcap(logit_scale · (x·w + b)), softcap = 0 meaning none.");
 
   py::class_<CpuOp>(m, "CpuOp", "A graph compiled for the host by LLVM's JIT.")
       .def_static("compile", &compileCpu, py::arg("graph"), py::kw_only(),
