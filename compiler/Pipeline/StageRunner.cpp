@@ -2,6 +2,7 @@
 
 #include "compiler/Pipeline/StageRunner.h"
 #include "compiler/Pipeline/Registration.h"
+#include "runtime/Log.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
@@ -56,6 +57,9 @@ lossjit::runStages(ModuleOp module, llvm::ArrayRef<Stage> stages,
                                      diagnostics);
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     timings.push_back({stage.name, took.count()});
+    if (runtime::isLogEnabled(runtime::LogLevel::Info))
+      runtime::logInfo("stage " + stage.name + ": " +
+                       std::to_string(took.count() * 1e3) + " ms");
     if (sink)
       sink(stage.name, printModule(module));
   }

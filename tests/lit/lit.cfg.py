@@ -38,6 +38,9 @@ if not os.path.exists(lossjit_opt):
     lit_config.fatal("lossjit-opt not found at %s: build it first "
                      "(ninja lossjit-opt)" % lossjit_opt)
 config.substitutions.append((tool_regex("lossjit-opt"), lossjit_opt))
+lossjit_runner = os.path.join(config.lossjit_tools_dir, "lossjit-runner")
+config.substitutions.append((tool_regex("lossjit-runner"), lossjit_runner))
+config.substitutions.append(("%python", sys.executable))
 
 for tool in ["FileCheck", "not", "count"]:
     path = os.path.join(config.llvm_tools_dir, tool)

@@ -282,6 +282,9 @@ int main(int argc, char **argv) {
     return fail(llvm::toString(compiled.takeError()));
   double compileMs = ms(compileStart);
   const LaunchPlan &plan = compiled->plan;
+  if (plan.options.count("pass") && plan.options.at("pass") != "forward")
+    return fail("lossjit-runner runs forward graphs; this function computes '" +
+                plan.options.at("pass") + "'");
 
   // Bind inputs to params.
   std::vector<std::string> roles = plan.entryArgs;
@@ -396,9 +399,17 @@ int main(int argc, char **argv) {
     }
   }
   if (!outputPrefix.empty()) {
-    for (auto [i, array] : llvm::enumerate(std::vector<NpyArray *>{&lossOut, &lseOut}))
+    // A graph file's results in its own order; the preset's are loss, lse.
+    std::vector<std::string> results = {"loss", "lse"};
+    if (!graphFile.empty())
+      results = plan.entryResults;
+    for (auto [i, name] : llvm::enumerate(results)) {
+      NpyArray *array = name == "loss" ? &lossOut : name == "lse" ? &lseOut : nullptr;
+      if (!array)
+        return fail("cannot write result '" + name + "' (the runner runs forward graphs)");
       if (llvm::Error err = writeNpy(outputPrefix + std::to_string(i) + ".npy", *array))
         return fail(llvm::toString(std::move(err)));
+    }
   }
   return status;
 }
