@@ -63,6 +63,7 @@ def main():
     for strategy in ("chunked", "recompute"):
         subprocess.run([bench, str(a.n), str(a.v), str(a.d), "--strategy", strategy,
                         "--repeat", str(a.repeat)], check=True)
+        # (each run also prints the fused forward+backward once)
     subprocess.run([sys.executable, __file__, "--torch-only", "--n", str(a.n), "--v",
                     str(a.v), "--d", str(a.d), "--repeat", str(a.repeat)], check=True)
 
