@@ -16,6 +16,8 @@ using namespace lossjit;
 std::string CpuTileConfig::str() const {
   return "cpu:block_rows=" + std::to_string(blockRows) +
          ",vector_width=" + std::to_string(vectorWidth) +
+         ",panel_blocks=" + std::to_string(panelBlocks) +
+         ",vocab_tile=" + std::to_string(vocabTile) +
          ",reduce_lanes=" + std::to_string(reduceLanes);
 }
 
@@ -49,44 +51,71 @@ void buildRows(OpBuilder &b, Location loc, const LceSpec &spec,
         v = fn.getArgument(a++), d = fn.getArgument(a++);
   const int64_t br = tile.blockRows, lanes = tile.vectorWidth;
 
+  const int64_t panel = br * tile.panelBlocks, vtile = tile.vocabTile;
   KernelEmitter e(b, loc);
   Value dMain = e.mul(e.divUI(d, e.index(lanes)), e.index(lanes));
-  e.forLoop(rowBegin, rowEnd, e.index(br), {},
-            [&](KernelEmitter &re, Value rb, ValueRange) {
-              // Rows past row_end are clamped (in-bounds loads) and not stored.
-              Value last = re.sub(rowEnd, re.index(1));
-              SmallVector<Value> xOff;
-              for (int64_t i = 0; i < br; ++i)
-                xOff.push_back(re.mul(re.minUI(re.add(rb, re.index(i)), last), d));
-              SmallVector<Value> init;
-              for (int64_t i = 0; i < br; ++i)
-                init.append({re.negInf(), re.f32(0.0)});
-              SmallVector<Value> st = re.forLoop(
-                  re.index(0), v, re.index(1), init,
-                  [&](KernelEmitter &ve, Value col, ValueRange it) {
-                    Value wOff = ve.mul(col, d);
-                    SmallVector<Value> z = emitBlockDot(ve, x, xOff, w, wOff, d, dMain, lanes);
-                    Value bv = bias ? ve.loadF32(bias, col) : Value();
-                    SmallVector<Value> next;
-                    for (int64_t i = 0; i < br; ++i) {
-                      LseState s = ve.push({it[2 * i], it[2 * i + 1]},
-                                           emitLogit(ve, spec, bv ? ve.addF(z[i], bv) : z[i]));
-                      next.append({s.max, s.sum});
-                    }
-                    return next;
-                  });
-              for (int64_t i = 0; i < br; ++i) {
-                Value row = re.add(rb, re.index(i));
-                re.ifThen(re.cmpI(arith::CmpIPredicate::ult, row, rowEnd),
-                          [&](KernelEmitter &se) {
-                            Value lse = se.finish({st[2 * i], st[2 * i + 1]});
-                            se.store(lse, lseOut, row);
-                            Value label = se.loadLabel(labels, row);
-                            se.store(emitRowLoss(se, spec, x, w, bias, label, row,
-                                                 lse, v, d),
-                                     lossRows, row);
-                          });
-              }
+  // Running (max, sum) of each row of a panel while the vocabulary is swept
+  // tile by tile: a tile of W is reused by every register block of the panel
+  // (W is read once per panel, not once per block). Each row still sees its
+  // columns in order 0..V-1, so the bits do not depend on the tiling.
+  Value state = memref::AllocaOp::create(b, loc, MemRefType::get({2 * panel}, f32));
+  e.forLoop(rowBegin, rowEnd, e.index(panel), {},
+            [&](KernelEmitter &pe, Value pb, ValueRange) {
+              Value panelEnd = pe.minUI(pe.add(pb, pe.index(panel)), rowEnd);
+              Value last = pe.sub(panelEnd, pe.index(1));
+              pe.forLoop(pe.index(0), pe.index(2 * panel), pe.index(2), {},
+                         [&](KernelEmitter &ie, Value at, ValueRange) {
+                           ie.store(ie.negInf(), state, at);
+                           ie.store(ie.f32(0.0), state, ie.add(at, ie.index(1)));
+                           return SmallVector<Value>{};
+                         });
+              pe.forLoop(pe.index(0), v, pe.index(vtile), {},
+                         [&](KernelEmitter &te, Value vt, ValueRange) {
+                Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
+                te.forLoop(pb, panelEnd, te.index(br), {},
+                           [&](KernelEmitter &re, Value rb, ValueRange) {
+                  // Rows past the panel are clamped (in-bounds loads) onto
+                  // the last row and its state slot, and compute its values.
+                  SmallVector<Value> xOff, slot;
+                  SmallVector<Value> init;
+                  for (int64_t i = 0; i < br; ++i) {
+                    Value row = re.minUI(re.add(rb, re.index(i)), last);
+                    xOff.push_back(re.mul(row, d));
+                    slot.push_back(re.mul(re.sub(row, pb), re.index(2)));
+                    init.push_back(re.load(state, slot.back()));
+                    init.push_back(re.load(state, re.add(slot.back(), re.index(1))));
+                  }
+                  SmallVector<Value> st = re.forLoop(
+                      vt, vtEnd, re.index(1), init,
+                      [&](KernelEmitter &ve, Value col, ValueRange it) {
+                        Value wOff = ve.mul(col, d);
+                        SmallVector<Value> z = emitBlockDot(ve, x, xOff, w, wOff, d, dMain, lanes);
+                        Value bv = bias ? ve.loadF32(bias, col) : Value();
+                        SmallVector<Value> next;
+                        for (int64_t i = 0; i < br; ++i) {
+                          LseState s = ve.push({it[2 * i], it[2 * i + 1]},
+                                               emitLogit(ve, spec, bv ? ve.addF(z[i], bv) : z[i]));
+                          next.append({s.max, s.sum});
+                        }
+                        return next;
+                      });
+                  for (int64_t i = 0; i < br; ++i) {
+                    re.store(st[2 * i], state, slot[i]);
+                    re.store(st[2 * i + 1], state, re.add(slot[i], re.index(1)));
+                  }
+                  return SmallVector<Value>{};
+                });
+                return SmallVector<Value>{};
+              });
+              pe.forLoop(pb, panelEnd, pe.index(1), {}, [&](KernelEmitter &se, Value row,
+                                                              ValueRange) {
+                Value at = se.mul(se.sub(row, pb), se.index(2));
+                Value lse = se.finish({se.load(state, at), se.load(state, se.add(at, se.index(1)))});
+                se.store(lse, lseOut, row);
+                Value label = se.loadLabel(labels, row);
+                se.store(emitRowLoss(se, spec, x, w, bias, label, row, lse, v, d), lossRows, row);
+                return SmallVector<Value>{};
+              });
               return SmallVector<Value>{};
             });
   func::ReturnOp::create(b, loc);

@@ -14,6 +14,12 @@ namespace lossjit {
 struct CpuTileConfig {
   int64_t blockRows = 8;   ///< rows sharing each loaded weight row.
   int64_t vectorWidth = 8; ///< f32 lanes of the dot product.
+  /// Register blocks per panel: the forward sweeps the vocabulary in tiles
+  /// for a panel of blockRows·panelBlocks rows, so each W tile is read once
+  /// per panel.
+  int64_t panelBlocks = 16;
+  /// Vocabulary columns per tile (the W rows kept hot in cache).
+  int64_t vocabTile = 64;
   /// Lanes of the fixed-order reduction; equal to the GPU block size so the
   /// two backends sum per-row losses in the same order.
   int64_t reduceLanes = 128;

@@ -16,16 +16,20 @@
 // CHECK-SAME:      {args = ["x", "w", "labels", "lse", "loss_rows", "row_begin", "row_end", "V", "D"], block = [1, 1, 1], grid = ["1", "1", "1"], module = "f16_mean_kernels", name = "lce_rows", parallel = "rows"{{[^}]*}}shared_bytes = 0 : i64},
 // CHECK-SAME:      {args = ["labels", "loss_rows", "loss", "N"], block = [1, 1, 1], grid = ["1", "1", "1"], module = "f16_mean_kernels", name = "lce_reduce", parallel = "none"{{[^}]*}}shared_bytes = 0 : i64}],
 // CHECK-SAME:    options = {bias = "false", dtype = "f16", ignore_index = "-100", label_type = "i64", {{[^}]*}}reduction = "mean"},
-// CHECK-SAME:    tile = "cpu:block_rows=4,vector_width=8,reduce_lanes=128",
+// CHECK-SAME:    tile = "cpu:block_rows=4,vector_width=8,panel_blocks=16,vocab_tile=64,reduce_lanes=128",
 // CHECK-SAME:    workspaces = [{count = "N", dtype = "f32", name = "loss_rows"}]}}}
 // CHECK-NOT:   func.func @f16_mean(
 // CHECK:       module @f16_mean_kernels {
 // lce_rows(x, w, labels, lse, loss_rows, row_begin, row_end, V, D)
 // CHECK-NEXT:    func.func @lce_rows(%{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) {
-// Rows advance by block-rows; the dot product runs on vector<8> f16 loads
+// Rows go in panels of block-rows·16 = 64 whose running (max, sum) live in a
+// 2·64 stack array while the vocabulary is swept in tiles; inside, register
+// blocks of block-rows rows. The dot product runs on vector<8> f16 loads
 // widened to f32 with an f32 FMA, then an ordered horizontal add.
-// CHECK:           %[[C4:.*]] = arith.constant 4 : index
-// CHECK-NEXT:      scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[C4]] {
+// CHECK:           memref.alloca() : memref<128xf32>
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{c64.*}} {
+// CHECK:             scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{c64.*}} {
+// CHECK:               scf.for %{{.*}} = %arg{{[0-9]+}} to %{{[0-9]+}} step %{{c4(_[0-9]+)?}} {
 // CHECK:             %[[WV:.*]] = vector.load %{{.*}} : memref<?xf16>, vector<8xf16>
 // CHECK-NEXT:        %[[WF:.*]] = arith.extf %[[WV]] : vector<8xf16> to vector<8xf32>
 // CHECK:             %[[XV:.*]] = vector.load %{{.*}} : memref<?xf16>, vector<8xf16>
@@ -43,10 +47,10 @@
 // CHECK-NEXT:      arith.divf
 // CHECK:           return
 // WIDE-LABEL:  loss.launch_plans = {f16_mean = {
-// WIDE-SAME:     tile = "cpu:block_rows=2,vector_width=16,reduce_lanes=128"
+// WIDE-SAME:     tile = "cpu:block_rows=2,vector_width=16,panel_blocks=16,vocab_tile=64,reduce_lanes=128"
 // WIDE:        func.func @lce_rows
-// WIDE:          %[[C2:.*]] = arith.constant 2 : index
-// WIDE-NEXT:     scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[C2]] {
+// WIDE:          scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{c32.*}} {
+// WIDE:          scf.for %{{.*}} = %arg{{[0-9]+}} to %{{[0-9]+}} step %{{c2(_[0-9]+)?}} {
 // WIDE:          vector.load %{{.*}} : memref<?xf16>, vector<16xf16>
 // WIDE:          math.fma {{.*}} : vector<16xf32>
 // WIDE-COUNT-2:  vector.reduction <add>, %{{.*}} : vector<16xf32> into f32
