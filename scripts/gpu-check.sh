@@ -135,6 +135,8 @@ prepare() {
       for bias in nobias bias; do
         args="--dtype $dtype --reduction $reduction"
         [ "$bias" = bias ] && args="$args --bias"
+        # mean/sum also get the fused forward+backward (fused_backward=True).
+        [ "$reduction" != none ] && args="$args --fused"
         jobs+=("--preset linear-cross-entropy $args --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias")
       done
     done

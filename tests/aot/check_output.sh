@@ -16,6 +16,7 @@ declare -A sets=(
   [f16_mean]="--dtype f16 --reduction mean"
   [bf16_sum_bias_i32]="--dtype bf16 --reduction sum --bias --label-type i32 --ignore-index 0"
   [f32_none]="--dtype f32 --reduction none"
+  [f16_mean_fused]="--dtype f16 --reduction mean --fused"
 )
 dirs=()
 for name in "${!sets[@]}"; do
@@ -38,6 +39,8 @@ index = json.load(open(sys.argv[1] + "/manifest.json"))
 roles = [op["role"] for op in index["ops"]]
 arches = [a["arch"] for a in index["ops"][0]["arches"]]
 assert roles[0] == "forward", roles
+if sys.argv[2].endswith("_fused"):
+    assert roles == ["forward", "backward", "forward_backward"], roles
 assert arches == ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"], arches
 print(f"{sys.argv[2]}: ops {roles}, arches {arches}")
 PY

@@ -4,9 +4,8 @@
 A GPU machine without MLIR builds `_lossjit` with LOSSJIT_ENABLE_COMPILER=OFF;
 its CUDA path then looks kernels up in LOSSJIT_KERNEL_PATH by their manifest
 options. This makes, with lossjit-aot from a compiler build, every variant the
-suite's CUDA tests use (forward and backward bundles for each; the fused
-forward+backward of fused_backward=True, pass "forward_backward", is tested on
-CPU only and lossjit-aot has no option to emit it yet, so none is made here):
+suite's CUDA tests use (forward and backward bundles for each, and for mean/sum
+the fused forward+backward of fused_backward=True, pass "forward_backward"):
 
     python3 tests/python/make_cuda_bundles.py --aot build/bin/lossjit-aot \\
         --arch sm_90 -o out/cuda-bundles            # ~12 MB for one arch
@@ -76,6 +75,8 @@ def main() -> None:
                "--arch", args.arch, "-o", args.output]
         if bias:
             cmd.append("--bias")
+        if reduction != "none":
+            cmd.append("--fused")
         if scale != 1.0:
             cmd.append(f"--logit-scale={scale!r}")
         if cap != 0.0:

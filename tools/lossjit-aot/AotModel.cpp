@@ -55,7 +55,7 @@ runtime::Error AotOutput::verify() const {
     return makeError("nothing to emit: no op was compiled");
   std::set<std::string> roles;
   for (const AotOp &op : ops) {
-    if (op.role != "forward" && op.role != "backward")
+    if (op.role != "forward" && op.role != "backward" && op.role != "forward_backward")
       return makeError("op '" + op.entry + "': unknown role '" + op.role + "'");
     if (!roles.insert(op.role).second)
       return makeError("two ops have the role '" + op.role + "'");

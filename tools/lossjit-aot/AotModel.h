@@ -55,7 +55,8 @@ struct AotArchBuild {
 
 /// One lowered function (the forward or the backward op) over all arches.
 struct AotOp {
-  /// "forward" or "backward": names the C entry point (<prefix>_<role>).
+  /// "forward", "backward" or "forward_backward": names the C entry point
+  /// (<prefix>_<role>).
   std::string role;
   /// The graph function the plan replaces.
   std::string entry;

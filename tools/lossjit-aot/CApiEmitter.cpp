@@ -1135,7 +1135,11 @@ private:
         width = std::max(width, n.size());
       for (const runtime::BundleParam &bp : b.params)
         shapeWidth = std::max(shapeWidth, shapeText(bp.shape).size());
-      os << "\n/* " << (op.role == "forward" ? "Forward" : "Backward") << " pass ("
+      os << "\n/* "
+         << (op.role == "forward"            ? "Forward"
+             : op.role == "forward_backward" ? "Fused forward+backward (gradients of grad_loss = 1)"
+                                             : "Backward")
+         << " pass ("
          << op.entry << "). Buffers: dense, row-major device memory in the\n"
          << " * handle's context:\n";
       for (size_t i = 0; i < names.size(); ++i) {

@@ -269,7 +269,8 @@ runtime::Error checkAotDirectory(const std::string &directory) {
     const JsonValue *arches = c.need(op, "arches", K::Array, opPath);
     if (c.failed)
       return std::move(c.error);
-    if (role->getString() != "forward" && role->getString() != "backward")
+    if (role->getString() != "forward" && role->getString() != "backward" &&
+        role->getString() != "forward_backward")
       return runtime::makeError("index manifest: " + opPath + ".role is '" +
                                 role->getString() + "'");
     sawForward = sawForward || role->getString() == "forward";

@@ -94,6 +94,12 @@ static cl::opt<std::string> namePrefix("name",
                                        cl::desc("prefix of the C API symbols and of "
                                                 "<name>.h / <name>.c"),
                                        cl::init("lce"), cl::cat(aotCategory));
+static cl::opt<bool> fused(
+    "fused",
+    cl::desc("preset: also emit the fused forward+backward op (loss, lse and the "
+             "gradients of grad_loss = 1 in one pass; mean/sum only) as "
+             "<prefix>_forward_backward"),
+    cl::init(false), cl::cat(aotCategory));
 static cl::opt<bool> noCApi("no-c-api",
                             cl::desc("write bundles and the index only (no <name>.h/.c)"),
                             cl::init(false), cl::cat(aotCategory));
@@ -151,8 +157,11 @@ template <typename P> void copyChunking(const P &plan, aot::AotArchBuild &build)
   }
 }
 
-/// "forward" or "backward" from what the plan computes.
+/// "forward", "backward" or "forward_backward" from what the plan computes.
 std::string roleOf(const LaunchPlan &plan, bool gradientGraph) {
+  if (auto pass = plan.options.find("pass");
+      pass != plan.options.end() && pass->second == "forward_backward")
+    return "forward_backward";
   if (gradientGraph || plan.op.find("backward") != std::string::npos ||
       plan.op.find("grad") != std::string::npos)
     return "backward";
@@ -165,6 +174,7 @@ std::string roleOf(const LaunchPlan &plan, bool gradientGraph) {
 struct GraphJob {
   OwningOpRef<ModuleOp> module;
   bool gradient = false;
+  std::string name = "forward"; ///< stage-dump folder and messages.
 };
 
 std::string joinArgs(int argc, char **argv) {
@@ -262,7 +272,26 @@ int main(int argc, char **argv) {
       if (!built)
         return fail(std::string(gradient ? "backward" : "forward") + " graph: " +
                     llvm::toString(built.takeError()));
-      jobs.push_back({std::move(*built), gradient});
+      jobs.push_back({std::move(*built), gradient, gradient ? "backward" : "forward"});
+    }
+    if (fused) {
+      if (reduction == "none")
+        return fail("--fused needs --reduction mean or sum (with none every row has "
+                    "its own loss gradient)");
+      LceGraphOptions o;
+      o.dtype = dtype;
+      o.labelType = labelType;
+      o.bias = bias;
+      o.ignoreIndex = ignoreIndex;
+      o.reduction = reduction;
+      o.logitScale = logitScale;
+      o.softcap = softcap;
+      setGradientOptions(o, true);
+      o.fusedForward = true;
+      auto built = buildLinearCrossEntropyGraph(context, o);
+      if (!built)
+        return fail("forward_backward graph: " + llvm::toString(built.takeError()));
+      jobs.push_back({std::move(*built), true, "forward_backward"});
     }
   }
 
@@ -286,11 +315,11 @@ int main(int argc, char **argv) {
       StageSink sink;
       if (emitStages)
         sink = dumpDirectorySink(outputDir + "/stages/" +
-                                 (job.gradient ? "backward/" : "forward/") + arch.str());
+                                 job.name + "/" + arch.str());
       auto start = std::chrono::steady_clock::now();
       auto compiled = compileToPtx(*module, target, *tile, sink);
       if (!compiled)
-        return fail(llvm::Twine(job.gradient ? "backward " : "") + arch + ": " +
+        return fail(llvm::Twine(job.name) + " " + arch + ": " +
                     llvm::toString(compiled.takeError()));
       double ms = std::chrono::duration<double, std::milli>(
                       std::chrono::steady_clock::now() - start)
