@@ -266,34 +266,50 @@ struct BackwardBuilder {
           v = k.arg("V");
     Value rowEnd = k.arg("row_end"), chunkBegin = k.arg("chunk_begin");
     Value dMain = e.mul(e.divUI(d, e.index(lanes)), e.index(lanes));
-    e.forLoop(k.arg("row_begin"), rowEnd, e.index(br), {},
-              [&](KernelEmitter &re, Value rb, ValueRange) {
-                SmallVector<Value> rows = clampedRows(re, rb, re.sub(rowEnd, re.index(1)), br);
-                SmallVector<Value> xOff, dzOff;
-                for (int64_t i = 0; i < br; ++i) {
-                  xOff.push_back(re.mul(rows[i], d));
-                  dzOff.push_back(re.mul(re.sub(rows[i], chunkBegin), v));
-                }
-                re.forLoop(re.index(0), v, re.index(1), {},
-                           [&](KernelEmitter &ve, Value col, ValueRange) {
-                             SmallVector<Value> z =
-                                 emitBlockDot(ve, x, xOff, w, ve.mul(col, d), d, dMain, lanes);
-                             if (bias) {
-                               Value bv = ve.loadF32(bias, col);
-                               for (Value &zi : z)
-                                 zi = ve.addF(zi, bv);
+    // Like the forward: panels of rows sweep the vocabulary tile by tile so
+    // each W tile is read once per panel. Every dZ element is computed by
+    // the same operations whatever the tiling.
+    const int64_t panel = br * tile.panelBlocks, vtile = tile.vocabTile;
+    e.forLoop(
+        k.arg("row_begin"), rowEnd, e.index(panel), {},
+        [&](KernelEmitter &pe, Value pb, ValueRange) {
+          Value panelEnd = pe.minUI(pe.add(pb, pe.index(panel)), rowEnd);
+          pe.forLoop(
+              pe.index(0), v, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
+                Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
+                te.forLoop(pb, panelEnd, te.index(br), {},
+                           [&](KernelEmitter &re, Value rb, ValueRange) {
+                             SmallVector<Value> rows =
+                                 clampedRows(re, rb, re.sub(panelEnd, re.index(1)), br);
+                             SmallVector<Value> xOff, dzOff;
+                             for (int64_t i = 0; i < br; ++i) {
+                               xOff.push_back(re.mul(rows[i], d));
+                               dzOff.push_back(re.mul(re.sub(rows[i], chunkBegin), v));
                              }
-                             SmallVector<Value> dz =
-                                 storeRaw ? z
-                                          : rowGrads(ve, z, rows, col, k.arg("labels"),
-                                                     k.arg("lse"), k.arg("grow"));
-                             // Clamped duplicates rewrite their row's own value.
-                             for (int64_t i = 0; i < br; ++i)
-                               ve.store(dz[i], k.arg("dz"), ve.add(dzOff[i], col));
+                             re.forLoop(vt, vtEnd, re.index(1), {},
+                                        [&](KernelEmitter &ve, Value col, ValueRange) {
+                                          SmallVector<Value> z = emitBlockDot(
+                                              ve, x, xOff, w, ve.mul(col, d), d, dMain, lanes);
+                                          if (bias) {
+                                            Value bv = ve.loadF32(bias, col);
+                                            for (Value &zi : z)
+                                              zi = ve.addF(zi, bv);
+                                          }
+                                          SmallVector<Value> dz =
+                                              storeRaw ? z
+                                                       : rowGrads(ve, z, rows, col, k.arg("labels"),
+                                                                  k.arg("lse"), k.arg("grow"));
+                                          // Clamped duplicates rewrite their row's own value.
+                                          for (int64_t i = 0; i < br; ++i)
+                                            ve.store(dz[i], k.arg("dz"), ve.add(dzOff[i], col));
+                                          return SmallVector<Value>{};
+                                        });
                              return SmallVector<Value>{};
                            });
                 return SmallVector<Value>{};
               });
+          return SmallVector<Value>{};
+        });
     func::ReturnOp::create(b, loc);
   }
 
@@ -301,10 +317,14 @@ struct BackwardBuilder {
   /// loss, summing over the vocabulary in order.
   void buildFusedLse() {
     HostKernel k = makeKernel(b, loc, module, "lce_fused_lse",
-                              {{"labels", flat(spec.labelType)}, {"dz", flat(f32())},
-                               {"lse", flat(f32())}, {"loss_rows", flat(f32())},
-                               {"row_begin", idx()}, {"row_end", idx()},
-                               {"chunk_begin", idx()}, {"V", idx()}});
+                              {{"labels", flat(spec.labelType)},
+                               {"dz", flat(f32())},
+                               {"lse", flat(f32())},
+                               {"loss_rows", flat(f32())},
+                               {"row_begin", idx()},
+                               {"row_end", idx()},
+                               {"chunk_begin", idx()},
+                               {"V", idx()}});
     KernelEmitter e(b, loc);
     Value v = k.arg("V"), cb = k.arg("chunk_begin");
     e.forLoop(k.arg("row_begin"), k.arg("row_end"), e.index(1), {},
