@@ -127,33 +127,46 @@ struct BackwardBuilder {
     args.insert(args.end(), {{"grad_x", flat(st())}, {"row_begin", idx()},
                              {"row_end", idx()}, {"V", idx()}, {"D", idx()}});
     HostKernel k = makeKernel(b, loc, module, "lce_bwd_dx", args);
+    const int64_t lanes = tile.vectorWidth;
+    Value x = k.arg("x"), w = k.arg("w"), bias = k.arg("bias"), d = k.arg("D");
+    emitDxRows(k, [&](KernelEmitter &ve, ArrayRef<Value> rows, Value col, Value dMain) {
+      SmallVector<Value> xOff;
+      for (Value row : rows)
+        xOff.push_back(ve.mul(row, d));
+      SmallVector<Value> z = emitBlockDot(ve, x, xOff, w, ve.mul(col, d), d, dMain, lanes);
+      if (bias) {
+        Value bv = ve.loadF32(bias, col);
+        for (Value &zi : z)
+          zi = ve.addF(zi, bv);
+      }
+      return rowGrads(ve, z, rows, col, k.arg("labels"), k.arg("lse"), k.arg("grow"));
+    });
+  }
+
+  /// The dX skeleton both schedules share: rows in blocks of BR, f32
+  /// accumulators on the stack, a sweep over the vocabulary adding
+  /// dZ[r,j]·W[j] (dZ of column j from `dzOf`), one rounding per element.
+  void emitDxRows(HostKernel &k,
+                  const std::function<SmallVector<Value>(KernelEmitter &, ArrayRef<Value> rows,
+                                                         Value col, Value dMain)> &dzOf) {
     const int64_t br = tile.blockRows, lanes = tile.vectorWidth;
     KernelEmitter e(b, loc);
-    Value x = k.arg("x"), w = k.arg("w"), bias = k.arg("bias"), d = k.arg("D");
-    Value rowEnd = k.arg("row_end");
+    Value d = k.arg("D"), rowEnd = k.arg("row_end");
     Value dMain = e.mul(e.divUI(d, e.index(lanes)), e.index(lanes));
     Value acc = stackF32(b, loc, e.mul(e.index(br), d));
     e.forLoop(k.arg("row_begin"), rowEnd, e.index(br), {},
               [&](KernelEmitter &re, Value rb, ValueRange) {
                 SmallVector<Value> rows = clampedRows(re, rb, re.sub(rowEnd, re.index(1)), br);
-                SmallVector<Value> xOff, accOff;
+                SmallVector<Value> accOff;
                 for (int64_t i = 0; i < br; ++i) {
-                  xOff.push_back(re.mul(rows[i], d));
                   accOff.push_back(re.mul(re.index(i), d));
                   emitZeroRow(re, acc, accOff.back(), d);
                 }
                 re.forLoop(re.index(0), k.arg("V"), re.index(1), {},
                            [&](KernelEmitter &ve, Value col, ValueRange) {
-                             Value wOff = ve.mul(col, d);
-                             SmallVector<Value> z = emitBlockDot(ve, x, xOff, w, wOff, d, dMain, lanes);
-                             if (bias) {
-                               Value bv = ve.loadF32(bias, col);
-                               for (Value &zi : z)
-                                 zi = ve.addF(zi, bv);
-                             }
-                             SmallVector<Value> dz = rowGrads(ve, z, rows, col, k.arg("labels"),
-                                                              k.arg("lse"), k.arg("grow"));
-                             emitBlockAxpy(ve, acc, accOff, dz, w, wOff, d, dMain, lanes);
+                             SmallVector<Value> dz = dzOf(ve, rows, col, dMain);
+                             emitBlockAxpy(ve, acc, accOff, dz, k.arg("w"), ve.mul(col, d), d,
+                                           dMain, lanes);
                              return SmallVector<Value>{};
                            });
                 for (int64_t i = 0; i < br; ++i) {
@@ -166,6 +179,7 @@ struct BackwardBuilder {
               });
     func::ReturnOp::create(b, loc);
   }
+
 
   /// Vocab-parallel: dW (and db) of vocab rows [col_begin, col_end),
   /// recomputing the logits; rows are summed in order 0..N-1.
@@ -369,39 +383,15 @@ struct BackwardBuilder {
                               {{"dz", flat(f32())}, {"w", flat(st())}, {"grad_x", flat(st())},
                                {"row_begin", idx()}, {"row_end", idx()},
                                {"chunk_begin", idx()}, {"V", idx()}, {"D", idx()}});
-    const int64_t br = tile.blockRows, lanes = tile.vectorWidth;
-    KernelEmitter e(b, loc);
-    Value d = k.arg("D"), v = k.arg("V"), rowEnd = k.arg("row_end");
-    Value dMain = e.mul(e.divUI(d, e.index(lanes)), e.index(lanes));
-    Value acc = stackF32(b, loc, e.mul(e.index(br), d));
-    e.forLoop(k.arg("row_begin"), rowEnd, e.index(br), {},
-              [&](KernelEmitter &re, Value rb, ValueRange) {
-                SmallVector<Value> rows = clampedRows(re, rb, re.sub(rowEnd, re.index(1)), br);
-                SmallVector<Value> dzOff, accOff;
-                for (int64_t i = 0; i < br; ++i) {
-                  dzOff.push_back(re.mul(re.sub(rows[i], k.arg("chunk_begin")), v));
-                  accOff.push_back(re.mul(re.index(i), d));
-                  emitZeroRow(re, acc, accOff.back(), d);
-                }
-                re.forLoop(re.index(0), v, re.index(1), {},
-                           [&](KernelEmitter &ve, Value col, ValueRange) {
-                             SmallVector<Value> dz;
-                             for (int64_t i = 0; i < br; ++i)
-                               dz.push_back(ve.load(k.arg("dz"), ve.add(dzOff[i], col)));
-                             emitBlockAxpy(ve, acc, accOff, dz, k.arg("w"), ve.mul(col, d), d,
-                                           dMain, lanes);
-                             return SmallVector<Value>{};
-                           });
-                for (int64_t i = 0; i < br; ++i) {
-                  Value row = re.add(rb, re.index(i));
-                  re.ifThen(re.cmpI(arith::CmpIPredicate::ult, row, rowEnd), [&](KernelEmitter &se) {
-                    emitCopyRow(se, acc, accOff[i], k.arg("grad_x"), se.mul(row, d), d);
-                  });
-                }
-                return SmallVector<Value>{};
-              });
-    func::ReturnOp::create(b, loc);
+    emitDxRows(k, [&](KernelEmitter &ve, ArrayRef<Value> rows, Value col, Value) {
+      SmallVector<Value> dz;
+      for (Value row : rows)
+        dz.push_back(ve.load(k.arg("dz"),
+                             ve.add(ve.mul(ve.sub(row, k.arg("chunk_begin")), k.arg("V")), col)));
+      return dz;
+    });
   }
+
 
   /// Vocab-parallel (per chunk): dW_acc[j] (+)= Σ_{r in chunk} dZ[r,j]·x_r,
   /// starting from 0 at the first chunk; db likewise.
