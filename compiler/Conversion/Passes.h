@@ -18,6 +18,12 @@ namespace lossjit {
 #define GEN_PASS_DECL
 #include "compiler/Conversion/Passes.h.inc"
 
+/// Adds the patterns expanding f16/bf16 ↔ f32 conversions and f32
+/// math.exp2/log2 into arithmetic (no compiler-runtime or libm calls);
+/// f16 → f32 widening is left alone when `f16ExtendInHardware`.
+void populateExpandHostLibcallsPatterns(mlir::RewritePatternSet &patterns,
+                                        bool f16ExtendInHardware = false);
+
 /// Adds the patterns rewriting f32 math.exp2/log2 into NVVM approx intrinsics.
 void populateMathToNVVMApproxPatterns(mlir::RewritePatternSet &patterns);
 

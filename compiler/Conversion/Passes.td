@@ -47,6 +47,44 @@ def LossLowerToCPU : Pass<"loss-lower-to-cpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def LossExpandHostLibcalls : Pass<"loss-expand-host-libcalls"> {
+  let summary = "Expand f16/bf16 conversions and f32 exp2/log2 into integer and f32 arithmetic";
+  let description = [{
+    LLVM lowers these ops on the host to calls into the compiler runtime or
+    libm whenever the target CPU lacks an instruction for them:
+    `__truncsfbf2` (f32 → bf16 without AVX512_BF16; gcc 12's libgcc has
+    none), `__truncsfhf2` / `__extendhfsf2` (f16 without F16C), `exp2f` /
+    `log2f` (always, with results that differ between C libraries). This
+    pass rewrites them — scalar or vector, element-wise — so the JIT's code
+    is the same arithmetic on every host and calls nothing but `fma`:
+
+    - `arith.extf` bf16 → f32: shift into the high half (exact);
+    - `arith.truncf` f32 → bf16: round to nearest even, NaN → 0x7FC0
+      (torch's c10::BFloat16 rounding, bit for bit);
+    - `arith.extf` f16 → f32: exact, subnormals included, NaN quieted;
+    - `arith.truncf` f32 → f16: round to nearest even, overflow → ±inf,
+      subnormal results, NaN → ±0x7E00 (c10::Half's rounding);
+    - `math.exp2` (f32): 2^n·p(f), |f| ≤ 1/2, degree-6 polynomial, exact
+      power-of-two scaling (subnormal results rounded once); ≤ 0.90 ulp;
+    - `math.log2` (f32): e + r·g(r) on m = 1 + r ∈ [√½, √2), degree-9
+      polynomial with log2(e) split in two; ≤ 1.003 ulp;
+      log2(0) = −inf, log2(x < 0) = NaN, subnormal inputs handled.
+    (Errors measured over every f32 input: scripts/numerics/.)
+
+    Example: `%b = arith.truncf %x : vector<8xf32> to vector<8xbf16>`
+    becomes a bitcast to vector<8xi32>, the rounding bias add, a shift, a
+    NaN select and a trunci to vector<8xi16> bitcast back to bf16.
+    Ops of other types are left alone (the object-file check after codegen
+    names any call that remains).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
+  let options = [
+    Option<"f16ExtendInHardware", "f16-extend-in-hardware", "bool", "false",
+           "leave f16 → f32 arith.extf to LLVM: the target widens it with an exact "
+           "instruction (x86 F16C), the same bits as the expansion, faster">,
+  ];
+}
+
 def LossMathToNVVMApprox : Pass<"loss-math-to-nvvm-approx"> {
   let summary = "Lower f32 math.exp2/log2/fma to ex2.approx/lg2.approx/fma.rn intrinsics";
   let description = [{

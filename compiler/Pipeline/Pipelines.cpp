@@ -58,14 +58,18 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
   return stages;
 }
 
-std::vector<Stage> lossjit::cpuStages(const CpuTileConfig &tile) {
+std::vector<Stage> lossjit::cpuStages(const CpuTileConfig &tile, bool f16ExtendInHardware) {
   std::vector<Stage> stages = graphStages();
   stages.push_back({"kernels", "builtin.module(loss-lower-to-cpu{block-rows=" +
                                    std::to_string(tile.blockRows) +
                                    " vector-width=" + std::to_string(tile.vectorWidth) +
                                    "},canonicalize,cse)"});
+  std::string expand = f16ExtendInHardware
+                           ? "loss-expand-host-libcalls{f16-extend-in-hardware=true}"
+                           : "loss-expand-host-libcalls";
   stages.push_back(
-      {"llvm", "builtin.module(builtin.module(arith-expand,convert-scf-to-cf,"
+      {"llvm", "builtin.module(builtin.module(" + expand + ",arith-expand,"
+               "convert-scf-to-cf,"
                "convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
                "finalize-memref-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
                "convert-func-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts))"});

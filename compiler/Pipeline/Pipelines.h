@@ -34,7 +34,10 @@ struct Stage {
 std::vector<Stage> gpuStages(const GpuTarget &target, const TileConfig &tile);
 
 /// The stages from a `loss` graph to LLVM-dialect host kernels.
-std::vector<Stage> cpuStages(const CpuTileConfig &tile);
+/// `f16ExtendInHardware`: the target CPU widens f16 → f32 with an exact
+/// instruction (x86 F16C), so loss-expand-host-libcalls may leave that
+/// conversion to LLVM (same bits, several times faster in the dot loops).
+std::vector<Stage> cpuStages(const CpuTileConfig &tile, bool f16ExtendInHardware = false);
 
 /// The passes inside a "builtin.module(...)" pipeline, for adding to a pass
 /// manager that is already anchored on builtin.module.

@@ -40,6 +40,10 @@ struct GpuPipelineOptions : PassPipelineOptions<GpuPipelineOptions> {
 struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
   Option<int64_t> blockRows{*this, "block-rows", llvm::cl::init(4)};
   Option<int64_t> vectorWidth{*this, "vector-width", llvm::cl::init(8)};
+  Option<bool> f16ExtendInHardware{
+      *this, "f16-extend-in-hardware",
+      llvm::cl::desc("the target widens f16 exactly in hardware (F16C), as the JIT decides"),
+      llvm::cl::init(false)};
 };
 
 /// Adds a joined stage list to `pm` (anchored on builtin.module already).
@@ -73,7 +77,7 @@ void lossjit::registerLossJITPasses() {
           CpuTileConfig tile;
           tile.blockRows = o.blockRows;
           tile.vectorWidth = o.vectorWidth;
-          (void)addStages(pm, cpuStages(tile));
+          (void)addStages(pm, cpuStages(tile, o.f16ExtendInHardware));
         });
   });
 }

@@ -3,19 +3,13 @@
 #include "compiler/Target/CpuJit.h"
 #include "compiler/Pipeline/Pipelines.h"
 #include "compiler/Target/BundleBuilder.h"
+#include "compiler/Target/HostCodegen.h"
 #include "runtime/Formula.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Sha256.h"
 
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/AsmParser/AsmParser.h"
-#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/TargetSelect.h"
-#include "llvm/TargetParser/Host.h"
 
 #include <chrono>
 #include <deque>
@@ -36,14 +30,6 @@ int64_t lossjit::dtypeBytes(llvm::StringRef dtype) {
 CpuCompiledOp::~CpuCompiledOp() = default;
 
 namespace {
-void initializeNativeTarget() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-  });
-}
-
 std::map<std::string, int64_t> symbolValues(const LaunchPlan &plan,
                                             const Dims &dims) {
   std::map<std::string, int64_t> values = {
@@ -103,9 +89,17 @@ struct PackedArgs {
 } // namespace
 
 llvm::Expected<std::unique_ptr<CpuCompiledOp>>
-CpuCompiledOp::compile(ModuleOp module, const CpuTileConfig &tile,
+CpuCompiledOp::compile(ModuleOp module, const CpuTileConfig &tile, const StageSink &sink) {
+  auto target = HostTarget::fromEnvironment();
+  if (!target)
+    return target.takeError();
+  return compile(module, tile, *target, sink);
+}
+
+llvm::Expected<std::unique_ptr<CpuCompiledOp>>
+CpuCompiledOp::compile(ModuleOp module, const CpuTileConfig &tile, const HostTarget &target,
                        const StageSink &sink) {
-  auto timings = runStages(module, cpuStages(tile), sink);
+  auto timings = runStages(module, cpuStages(tile, target.hasFeature("f16c")), sink);
   if (!timings)
     return timings.takeError();
   std::string error;
@@ -119,24 +113,24 @@ CpuCompiledOp::compile(ModuleOp module, const CpuTileConfig &tile,
   std::unique_ptr<CpuCompiledOp> op(new CpuCompiledOp());
   op->launchPlan = std::move(plans->front());
   op->stageTimings = std::move(*timings);
+  op->hostTarget = target;
 
   std::string kernelModule = op->launchPlan.kernels.front().module;
   auto nested = module.lookupSymbol<ModuleOp>(kernelModule);
   if (!nested)
     return llvm::createStringError("no kernel module @" + kernelModule);
 
-  initializeNativeTarget();
   auto start = std::chrono::steady_clock::now();
-  ExecutionEngineOptions options;
-  options.enableObjectDump = true; // lets compileCached() persist the object
-  options.transformer = makeOptimizingTransformer(/*optLevel=*/3,
-                                                  /*sizeLevel=*/0, nullptr);
-  options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-  auto engine = ExecutionEngine::create(nested, options);
-  if (!engine)
-    return llvm::createStringError("JIT compilation failed: " +
-                                   llvm::toString(engine.takeError()));
-  op->engine = std::move(*engine);
+  auto object = emitHostObject(nested, target);
+  if (!object)
+    return llvm::createStringError("compiling the host kernels for " + target.cpu +
+                                   " failed: " + llvm::toString(object.takeError()));
+  auto jit = linkHostObject(*object);
+  if (!jit)
+    return llvm::createStringError("linking the host kernels failed: " +
+                                   llvm::toString(jit.takeError()));
+  op->object = std::move(*object);
+  op->linked = std::move(*jit);
   std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   op->jitTime = took.count();
   return op;
@@ -296,9 +290,7 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
 
 llvm::Error CpuCompiledOp::invoke(llvm::StringRef name,
                                   llvm::MutableArrayRef<void *> args) const {
-  if (engine)
-    return engine->invokePacked(name, args);
-  // The packed wrapper ExecutionEngine generated before codegen: void(void**).
+  // The packed entry point HostCodegen adds for every kernel: void(void**).
   auto symbol = linked->lookup(("_mlir_" + name).str());
   if (!symbol)
     return symbol.takeError();
@@ -307,20 +299,6 @@ llvm::Error CpuCompiledOp::invoke(llvm::StringRef name,
 }
 
 namespace {
-/// The host CPU as the JIT targets it: name plus enabled features.
-std::string hostCpu() {
-  std::string text = llvm::sys::getHostCPUName().str();
-  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
-  std::vector<std::string> enabled;
-  for (const auto &f : features)
-    if (f.second)
-      enabled.push_back(f.first().str());
-  llvm::sort(enabled);
-  for (const std::string &f : enabled)
-    text += "," + f;
-  return text;
-}
-
 std::string printed(mlir::Operation *op) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -328,65 +306,41 @@ std::string printed(mlir::Operation *op) {
   return text;
 }
 
-/// The JIT's object code of a freshly compiled op.
-llvm::Expected<std::string> objectOf(mlir::ExecutionEngine &engine,
-                                     const LaunchPlan &plan) {
-  // Codegen is lazy: a lookup makes the JIT compile (and cache) the object.
-  if (auto entry = engine.lookupPacked(plan.kernels.front().name); !entry)
-    return entry.takeError();
-  llvm::SmallString<128> path;
-  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("lossjit-cpu", "o", path))
-    return llvm::createStringError("cannot create a temporary object file: " + ec.message());
-  engine.dumpToObjectFile(path);
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
-  llvm::sys::fs::remove(path);
-  if (!buffer || (*buffer)->getBufferSize() == 0)
-    return llvm::createStringError("the JIT produced no object code to cache");
-  return (*buffer)->getBuffer().str();
-}
-
-llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> linkObject(const std::string &object) {
-  auto jit = llvm::orc::LLJITBuilder().create();
-  if (!jit)
-    return jit.takeError();
-  auto generator = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-      (*jit)->getDataLayout().getGlobalPrefix());
-  if (!generator)
-    return generator.takeError();
-  (*jit)->getMainJITDylib().addGenerator(std::move(*generator));
-  if (llvm::Error err = (*jit)->addObjectFile(
-          llvm::MemoryBuffer::getMemBufferCopy(object, "lossjit-cpu-kernels")))
-    return std::move(err);
-  return std::move(*jit);
-}
 } // namespace
 
 llvm::Expected<std::unique_ptr<CpuCompiledOp>>
 CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
                              runtime::KernelCache &cache, const StageSink &sink) {
-  initializeNativeTarget();
+  auto target = HostTarget::fromEnvironment();
+  if (!target)
+    return target.takeError();
+  return compileCached(module, tile, *target, cache, sink);
+}
+
+llvm::Expected<std::unique_ptr<CpuCompiledOp>>
+CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
+                             const HostTarget &target, runtime::KernelCache &cache,
+                             const StageSink &sink) {
   runtime::CacheKeyInputs inputs;
   inputs.canonicalIr = printed(module);
-  inputs.pipeline = joinStages(cpuStages(tile));
+  inputs.pipeline = joinStages(cpuStages(tile, target.hasFeature("f16c")));
   inputs.tileConfig = tile.str();
-  inputs.arch = "host:" + hostCpu();
+  inputs.arch = "host:" + target.key();
   inputs.llvmVersion = LOSSJIT_LLVM_VERSION;
   std::string key = runtime::computeCacheKey(inputs);
 
   std::unique_ptr<CpuCompiledOp> fresh;
   auto bundle = cache.getOrCompile(key, [&]() -> runtime::Expected<runtime::KernelBundle> {
-    auto op = compile(module, tile, sink);
+    auto op = compile(module, tile, target, sink);
     if (!op)
       return runtime::makeError(llvm::toString(op.takeError()));
-    auto object = objectOf(*(*op)->engine, (*op)->plan());
-    if (!object)
-      return runtime::makeError(llvm::toString(object.takeError()));
     const LaunchPlan &plan = (*op)->plan();
     runtime::KernelBundle b =
         bundleSkeleton(plan, key, runtime::sha256Hex(inputs.canonicalIr));
     b.backend = "cpu";
     b.arch = "host";
-    b.options.set("host_cpu", llvm::sys::getHostCPUName().str());
+    b.options.set("host_cpu", target.cpu);
+    b.options.set("host_target", target.key());
     // The whole plan (row/vocab parallelism, chunks, entry roles) as MLIR
     // attribute text, so a hit rebuilds exactly what compile() had.
     {
@@ -402,7 +356,7 @@ CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
       // Host kernels take row/vocab ranges the bundle format has no names
       // for; the launch plan above carries the arguments.
       bk.perChunk = k.perChunk;
-      bk.image = *object;
+      bk.image = (*op)->object;
       b.kernels.push_back(std::move(bk));
     }
     fresh = std::move(*op);
@@ -427,13 +381,15 @@ CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
   if (mlir::failed(plan))
     return llvm::createStringError("CPU cache entry " + key + ": " + error);
   auto start = std::chrono::steady_clock::now();
-  auto jit = linkObject(b.kernels.front().image);
+  auto jit = linkHostObject(b.kernels.front().image);
   if (!jit)
     return llvm::createStringError("CPU cache entry " + key + ": cannot link its object: " +
                                    llvm::toString(jit.takeError()));
   std::unique_ptr<CpuCompiledOp> op(new CpuCompiledOp());
   op->launchPlan = std::move(*plan);
   op->linked = std::move(*jit);
+  op->object = b.kernels.front().image;
+  op->hostTarget = target;
   op->cachedObject = true;
   op->jitTime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return op;

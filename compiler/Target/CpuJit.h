@@ -5,13 +5,10 @@
 
 #include "compiler/Kernels/LaunchPlan.h"
 #include "compiler/Pipeline/StageRunner.h"
+#include "compiler/Target/HostTarget.h"
 
 #include <map>
 #include <memory>
-
-namespace mlir {
-class ExecutionEngine;
-} // namespace mlir
 
 namespace llvm::orc {
 class LLJIT;
@@ -41,17 +38,28 @@ class CpuCompiledOp {
 public:
   ~CpuCompiledOp();
 
-  /// Runs the CPU stages on `module` (mutated) and JIT-compiles the kernels
-  /// of its one lowered function with LLVM at -O3 for the host.
+  /// Runs the CPU stages on `module` (mutated), compiles the kernels of its
+  /// one lowered function with LLVM at -O3 for `target` and links them
+  /// (see HostCodegen.h: the object may call only lossjit's own routines).
   static llvm::Expected<std::unique_ptr<CpuCompiledOp>>
-  compile(mlir::ModuleOp module, const CpuTileConfig &tile,
+  compile(mlir::ModuleOp module, const CpuTileConfig &tile, const HostTarget &target,
           const StageSink &sink = {});
 
-  /// Like compile(), through `cache`: the entry holds the JIT's object code
-  /// for this host CPU and the plan, so a hit in this or another process
-  /// skips MLIR and LLVM codegen and only links the object. The key covers
-  /// the graph text, the CPU pipeline and tile, the host CPU name and
-  /// features, and the lossjit and LLVM versions.
+  /// compile() for the target LOSSJIT_CPU_TARGET names (default: native).
+  static llvm::Expected<std::unique_ptr<CpuCompiledOp>>
+  compile(mlir::ModuleOp module, const CpuTileConfig &tile, const StageSink &sink = {});
+
+  /// Like compile(), through `cache`: the entry holds the object code for
+  /// `target` and the plan, so a hit in this or another process skips MLIR
+  /// and LLVM codegen and only links the object. The key covers the graph
+  /// text, the CPU pipeline and tile, the target's CPU name and feature
+  /// string (HostTarget::key), and the lossjit and LLVM versions: code built
+  /// for one CPU is never linked for another.
+  static llvm::Expected<std::unique_ptr<CpuCompiledOp>>
+  compileCached(mlir::ModuleOp module, const CpuTileConfig &tile, const HostTarget &target,
+                runtime::KernelCache &cache, const StageSink &sink = {});
+
+  /// compileCached() for the target LOSSJIT_CPU_TARGET names.
   static llvm::Expected<std::unique_ptr<CpuCompiledOp>>
   compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
                 runtime::KernelCache &cache, const StageSink &sink = {});
@@ -60,8 +68,10 @@ public:
   bool fromCache() const { return cachedObject; }
 
   const LaunchPlan &plan() const { return launchPlan; }
+  /// The CPU the kernels were compiled for.
+  const HostTarget &target() const { return hostTarget; }
   const std::vector<StageTiming> &timings() const { return stageTimings; }
-  /// Seconds spent in LLVM codegen + JIT linking (after the MLIR stages).
+  /// Seconds spent in LLVM codegen + linking (after the MLIR stages).
   double jitSeconds() const { return jitTime; }
 
   /// Checks buffers against the plan (names, dtypes, element counts).
@@ -80,8 +90,9 @@ private:
   std::vector<StageTiming> stageTimings;
   double jitTime = 0;
   bool cachedObject = false;
-  /// Exactly one of these runs the kernels.
-  std::unique_ptr<mlir::ExecutionEngine> engine;
+  HostTarget hostTarget;
+  /// The object code (what the cache stores) and the JIT it is linked into.
+  std::string object;
   std::unique_ptr<llvm::orc::LLJIT> linked;
 
   /// Calls the packed wrapper of kernel `name`.

@@ -1,10 +1,13 @@
 // lossjit-cpu-pipeline: graph → precision → fusion → host kernels → LLVM
 // dialect. Each fused function leaves a nested module of llvm.func kernels
-// and nothing else (no scf/memref/vector/arith/math/cf/func/loss op inside).
+// and nothing else (no scf/memref/vector/arith/math/cf/func/loss op inside),
+// and nothing LLVM would turn into a compiler-runtime or libm call on some
+// host: no fpext/fptrunc of 16-bit floats, no exp2/log2 intrinsics.
 // RUN: lossjit-opt %s --lossjit-cpu-pipeline --split-input-file | FileCheck %s \
-// RUN:   --implicit-check-not='{{(= |^ *)"?(scf|memref|vector|arith|math|cf|func|index|loss|affine|ub|builtin\.unrealized_conversion_cast)\.}}'
+// RUN:   --implicit-check-not='{{(= |^ *)"?(scf|memref|vector|arith|math|cf|func|index|loss|affine|ub|builtin\.unrealized_conversion_cast)\.}}' \
+// RUN:   --implicit-check-not='{{llvm\.(fpext|fptrunc|intr\.exp2|intr\.log2|intr\.exp|intr\.log)\b}}'
 // The stages, in order, with the options passed through.
-// RUN: lossjit-opt %s --lossjit-cpu-pipeline="block-rows=2 vector-width=16" --dump-pass-pipeline -o /dev/null --split-input-file 2>&1 \
+// RUN: lossjit-opt %s --lossjit-cpu-pipeline="block-rows=2 vector-width=16 f16-extend-in-hardware=true" --dump-pass-pipeline -o /dev/null --split-input-file 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=STAGES
 
 // STAGES-LABEL: Pass Manager with
@@ -18,6 +21,7 @@
 // STAGES-NEXT:    canonicalize
 // STAGES-NEXT:    cse,
 // STAGES-NEXT:    builtin.module(
+// STAGES-NEXT:      loss-expand-host-libcalls{f16-extend-in-hardware=true},
 // STAGES:           convert-vector-to-llvm
 // STAGES:           finalize-memref-to-llvm
 // STAGES:           convert-func-to-llvm
@@ -26,18 +30,18 @@
 // STAGES-NEXT:  )
 
 // f16, mean: lce_rows (row range; memref descriptors expanded) and
-// lce_reduce, vector FMA + ordered horizontal add, exp2/log2 intrinsics.
+// lce_reduce, vector FMA + ordered horizontal add; f16 widened by integer
+// ops, exp2/log2 expanded (loss-expand-host-libcalls).
 // CHECK-LABEL: module attributes {loss.launch_plans = {lce = {
 // CHECK-SAME:    module = "lce_kernels", name = "lce_rows", parallel = "rows"
 // CHECK-SAME:    module = "lce_kernels", name = "lce_reduce", parallel = "none"
 // CHECK-NEXT:    module @lce_kernels {
 // CHECK-NEXT:      llvm.func @lce_rows(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64,
 // CHECK:             llvm.load %{{.*}} : !llvm.ptr -> vector<8xf16>
-// CHECK:             llvm.fpext %{{.*}} : vector<8xf16> to vector<8xf32>
+// CHECK:             llvm.bitcast %{{.*}} : vector<8xf16> to vector<8xi16>
+// CHECK:             llvm.zext %{{.*}} : vector<8xi16> to vector<8xi32>
 // CHECK:             llvm.intr.fma({{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
 // CHECK:             llvm.intr.vector.reduce.fadd
-// CHECK:             llvm.intr.exp2
-// CHECK:             llvm.intr.log2
 // CHECK:             llvm.return
 // CHECK:           llvm.func @lce_reduce(
 // CHECK:             llvm.alloca {{.*}} x f32
@@ -62,7 +66,7 @@ func.func @lce(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> t
 // CHECK-SAME:    options = {bias = "true", dtype = "bf16", ignore_index = "-100", label_type = "i32", {{[^}]*}}reduction = "none"}
 // CHECK-NEXT:    module @head_kernels {
 // CHECK-NEXT:      llvm.func @lce_rows(
-// CHECK:             llvm.fpext %{{.*}} : vector<8xbf16> to vector<8xf32>
+// CHECK:             llvm.bitcast %{{.*}} : vector<8xbf16> to vector<8xi16>
 // CHECK:             llvm.return
 // CHECK-NEXT:      }
 // CHECK-NEXT:    }
@@ -75,11 +79,11 @@ func.func @head(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %b: tensor<?xbf16>, 
 
 // -----
 
-// f32 storage: no fpext on the loads.
+// f32 storage: no 16-bit widening on the loads.
 // CHECK-LABEL: module attributes {loss.launch_plans = {plain = {
 // CHECK-NEXT:    module @plain_kernels {
 // CHECK:           llvm.load %{{.*}} : !llvm.ptr -> vector<8xf32>
-// CHECK-NOT:       llvm.fpext
+// CHECK-NOT:       xi16>
 // CHECK:           llvm.func @lce_reduce(
 func.func @plain(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi64>) -> tensor<f32> {
   %l = loss.cross_entropy %x, %y {reduction = #loss<reduction sum>} : tensor<?x?xf32>, tensor<?xi64> -> tensor<f32>

@@ -1,0 +1,285 @@
+//===- ExpandHostLibcalls.cpp - conversions and exp2/log2 as arithmetic ---===//
+//
+// Why: LLVM turns these ops into calls (__truncsfbf2, __extendhfsf2,
+// __truncsfhf2, exp2f, log2f) when the target CPU has no instruction for
+// them, and what those calls resolve to depends on the host's libgcc /
+// compiler-rt / libm — or fails to resolve at all (gcc 12's libgcc has no
+// __truncsfbf2). Expanded here, the host code is the same arithmetic on
+// every CPU, so its bits do not depend on the CPU either. The polynomial
+// coefficients come from scripts/fit-host-math.py (minimax fits, checked
+// there and by tests/unit/compiler/HostMathTest.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Conversion/Passes.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <bit>
+#include <cstdint>
+
+namespace lossjit {
+#define GEN_PASS_DEF_LOSSEXPANDHOSTLIBCALLS
+#include "compiler/Conversion/Passes.h.inc"
+} // namespace lossjit
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+/// `type` with its element type replaced (a scalar stays a scalar).
+Type withElement(Type type, Type element) {
+  if (auto vector = dyn_cast<VectorType>(type))
+    return vector.clone(element);
+  return element;
+}
+
+/// Emits element-wise integer/float arithmetic in the shape of one value
+/// (a scalar or a vector), so each expansion reads like its scalar formula.
+class Arith {
+public:
+  Arith(PatternRewriter &rewriter, Location loc, Type shape)
+      : r(rewriter), loc(loc), i32Type(withElement(shape, r.getI32Type())),
+        f32Type(withElement(shape, r.getF32Type())) {}
+
+  Value i32(uint32_t v) { return constant(i32Type, r.getI32IntegerAttr(static_cast<int32_t>(v))); }
+  Value f32(float v) { return constant(f32Type, r.getF32FloatAttr(v)); }
+  /// The f32 whose bits are `bits`.
+  Value f32Bits(uint32_t bits) { return f32(std::bit_cast<float>(bits)); }
+
+  Value bitsOf(Value f) { return arith::BitcastOp::create(r, loc, i32Type, f); }
+  Value floatOf(Value i) { return arith::BitcastOp::create(r, loc, f32Type, i); }
+  Value add(Value a, Value b) { return arith::AddIOp::create(r, loc, a, b); }
+  Value sub(Value a, Value b) { return arith::SubIOp::create(r, loc, a, b); }
+  Value band(Value a, Value b) { return arith::AndIOp::create(r, loc, a, b); }
+  Value bor(Value a, Value b) { return arith::OrIOp::create(r, loc, a, b); }
+  Value bxor(Value a, Value b) { return arith::XOrIOp::create(r, loc, a, b); }
+  Value shl(Value a, uint32_t n) { return arith::ShLIOp::create(r, loc, a, i32(n)); }
+  Value shrU(Value a, uint32_t n) { return arith::ShRUIOp::create(r, loc, a, i32(n)); }
+  Value shrS(Value a, uint32_t n) { return arith::ShRSIOp::create(r, loc, a, i32(n)); }
+  Value cmpI(arith::CmpIPredicate p, Value a, Value b) {
+    return arith::CmpIOp::create(r, loc, p, a, b);
+  }
+  Value cmpF(arith::CmpFPredicate p, Value a, Value b) {
+    return arith::CmpFOp::create(r, loc, p, a, b);
+  }
+  Value select(Value c, Value a, Value b) { return arith::SelectOp::create(r, loc, c, a, b); }
+  Value addF(Value a, Value b) { return arith::AddFOp::create(r, loc, a, b); }
+  Value subF(Value a, Value b) { return arith::SubFOp::create(r, loc, a, b); }
+  Value mulF(Value a, Value b) { return arith::MulFOp::create(r, loc, a, b); }
+  Value fma(Value a, Value b, Value c) { return math::FmaOp::create(r, loc, a, b, c); }
+  Value isNaN(Value x) { return cmpF(arith::CmpFPredicate::UNO, x, x); }
+  Value toF32(Value i) { return arith::SIToFPOp::create(r, loc, f32Type, i); }
+  Value toI32(Value f) { return arith::FPToSIOp::create(r, loc, i32Type, f); }
+  /// Horner's rule with fma, highest coefficient first.
+  Value horner(llvm::ArrayRef<float> highToLow, Value x) {
+    Value p = f32(highToLow.front());
+    for (float c : highToLow.drop_front())
+      p = fma(p, x, f32(c));
+    return p;
+  }
+
+  /// Zero-extends 16-bit storage bits to i32.
+  Value widen16(Value v16) {
+    Type i16Type = withElement(v16.getType(), r.getI16Type());
+    Value bits = arith::BitcastOp::create(r, loc, i16Type, v16);
+    return arith::ExtUIOp::create(r, loc, i32Type, bits);
+  }
+  /// The low 16 bits of `bits` as a value of `type` (f16/bf16 shaped).
+  Value narrow16(Value bits, Type type) {
+    Type i16Type = withElement(type, r.getI16Type());
+    Value low = arith::TruncIOp::create(r, loc, i16Type, bits);
+    return arith::BitcastOp::create(r, loc, type, low);
+  }
+
+private:
+  Value constant(Type type, TypedAttr scalar) {
+    if (auto vector = dyn_cast<VectorType>(type))
+      return arith::ConstantOp::create(r, loc, DenseElementsAttr::get(vector, scalar));
+    return arith::ConstantOp::create(r, loc, scalar);
+  }
+
+  PatternRewriter &r;
+  Location loc;
+  Type i32Type, f32Type;
+};
+
+bool isF32Shaped(Type t) { return getElementTypeOrSelf(t).isF32(); }
+
+/// arith.extf from f16/bf16 to f32.
+struct ExpandExtendToF32 : OpRewritePattern<arith::ExtFOp> {
+  ExpandExtendToF32(MLIRContext *ctx, bool f16InHardware)
+      : OpRewritePattern(ctx), f16InHardware(f16InHardware) {}
+  LogicalResult matchAndRewrite(arith::ExtFOp op, PatternRewriter &rewriter) const override {
+    Type from = getElementTypeOrSelf(op.getIn().getType());
+    if (!isF32Shaped(op.getType()) || !(from.isBF16() || from.isF16()))
+      return rewriter.notifyMatchFailure(op, "only f16/bf16 → f32 needs a libcall on some hosts");
+    if (from.isF16() && f16InHardware)
+      return rewriter.notifyMatchFailure(op, "the target widens f16 exactly in hardware");
+    Arith a(rewriter, op.getLoc(), op.getType());
+    Value h = a.widen16(op.getIn());
+    if (from.isBF16()) {
+      // bf16 is the high half of an f32: exact, NaN payloads kept.
+      rewriter.replaceOp(op, a.floatOf(a.shl(h, 16)));
+      return success();
+    }
+    using P = arith::CmpIPredicate;
+    Value sign = a.shl(a.band(h, a.i32(0x8000)), 16);
+    Value exponent = a.band(h, a.i32(0x7C00));
+    Value mantissa = a.band(h, a.i32(0x03FF));
+    // Normal: rebias the exponent by 127 − 15 = 112.
+    Value normal = a.add(a.shl(a.band(h, a.i32(0x7FFF)), 13), a.i32(112u << 23));
+    // Inf/NaN: all-ones exponent; a NaN comes back quiet, like a hardware
+    // conversion (and c10::Half) gives it.
+    Value quiet = a.select(a.cmpI(P::ne, mantissa, a.i32(0)), a.i32(0x00400000), a.i32(0));
+    Value special = a.bor(a.bor(a.i32(0x7F800000), a.shl(mantissa, 13)), quiet);
+    // Zero/subnormal: mantissa · 2^-24, exact in f32 (a normal number).
+    Value tiny = a.bitsOf(a.mulF(a.toF32(mantissa), a.f32(0x1p-24f)));
+    Value magnitude = a.select(a.cmpI(P::eq, exponent, a.i32(0)), tiny,
+                               a.select(a.cmpI(P::eq, exponent, a.i32(0x7C00)), special, normal));
+    rewriter.replaceOp(op, a.floatOf(a.bor(magnitude, sign)));
+    return success();
+  }
+  bool f16InHardware;
+};
+
+/// arith.truncf from f32 to f16/bf16, round to nearest even.
+struct ExpandTruncateFromF32 : OpRewritePattern<arith::TruncFOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(arith::TruncFOp op, PatternRewriter &rewriter) const override {
+    Type to = getElementTypeOrSelf(op.getType());
+    if (!isF32Shaped(op.getIn().getType()) || !(to.isBF16() || to.isF16()))
+      return rewriter.notifyMatchFailure(op, "only f32 → f16/bf16 needs a libcall on some hosts");
+    if (op.getRoundingmodeAttr() &&
+        op.getRoundingmodeAttr().getValue() != arith::RoundingMode::to_nearest_even)
+      return rewriter.notifyMatchFailure(op, "only round-to-nearest-even is expanded");
+    Arith a(rewriter, op.getLoc(), op.getIn().getType());
+    Value x = op.getIn();
+    Value u = a.bitsOf(x);
+    Value result = to.isBF16() ? truncateToBF16(a, x, u) : truncateToF16(a, u);
+    rewriter.replaceOp(op, a.narrow16(result, op.getType()));
+    return success();
+  }
+
+  /// c10::BFloat16's round_to_nearest_even: add 0x7FFF plus the lowest kept
+  /// bit, keep the high half; a carry into the exponent rounds up correctly
+  /// (to inf at the top); every NaN becomes 0x7FC0.
+  static Value truncateToBF16(Arith &a, Value x, Value u) {
+    Value lsb = a.band(a.shrU(u, 16), a.i32(1));
+    Value rounded = a.shrU(a.add(u, a.add(a.i32(0x7FFF), lsb)), 16);
+    return a.select(a.isNaN(x), a.i32(0x7FC0), rounded);
+  }
+
+  /// Round to nearest even on the magnitude, sign reattached:
+  /// |x| ≥ 2^16 (or inf) → inf, NaN → 0x7E00; |x| < 2^-14 → subnormal or
+  /// zero by one f32 add that aligns the 10 kept bits at the bottom (the
+  /// add's own round-to-nearest-even does the rounding); otherwise rebias
+  /// and round on the 13 dropped bits.
+  static Value truncateToF16(Arith &a, Value u) {
+    using P = arith::CmpIPredicate;
+    Value sign = a.band(u, a.i32(0x80000000u));
+    Value mag = a.bxor(u, sign);
+    Value big = a.cmpI(P::uge, mag, a.i32(0x47800000)); // (127 + 16) << 23
+    Value special = a.select(a.cmpI(P::ugt, mag, a.i32(0x7F800000)), a.i32(0x7E00), a.i32(0x7C00));
+    Value small = a.cmpI(P::ult, mag, a.i32(0x38800000)); // (127 - 14) << 23
+    Value aligned = a.addF(a.floatOf(mag), a.f32(0.5f));  // 0.5 = 2^-1: ulp 2^-24
+    Value subnormal = a.sub(a.bitsOf(aligned), a.i32(0x3F000000));
+    Value odd = a.band(a.shrU(mag, 13), a.i32(1));
+    // (15 − 127) << 23 rebiases the exponent; 0xFFF + odd rounds half to even.
+    Value normal = a.shrU(a.add(a.add(mag, a.i32(0xC8000FFFu)), odd), 13);
+    Value magnitude = a.select(big, special, a.select(small, subnormal, normal));
+    return a.bor(magnitude, a.shrU(sign, 16));
+  }
+};
+
+/// 2^x for f32 x: x = n + f with n = round(x), |f| ≤ 1/2, 2^f = 1 + f·q(f).
+struct ExpandExp2 : OpRewritePattern<math::Exp2Op> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::Exp2Op op, PatternRewriter &rewriter) const override {
+    if (!isF32Shaped(op.getType()))
+      return rewriter.notifyMatchFailure(op, "only f32 exp2 is expanded");
+    Arith a(rewriter, op.getLoc(), op.getType());
+    Value x = op.getOperand();
+    using P = arith::CmpFPredicate;
+    // Clamp to [-151, 129]: beyond it the result is 0 or inf either way, and
+    // the power-of-two scaling below stays in range. NaN is restored last.
+    Value lo = a.f32(-151.0f), hi = a.f32(129.0f);
+    Value xc = a.select(a.cmpF(P::OLT, x, lo), lo, a.select(a.cmpF(P::OGT, x, hi), hi, x));
+    // Round to the nearest integer (ties to even) by the 1.5·2^23 shifter:
+    // exact for |x| < 2^22, no roundeven instruction or libcall needed.
+    Value shifter = a.f32(12582912.0f);
+    Value n = a.subF(a.addF(xc, shifter), shifter);
+    Value f = a.subF(xc, n); // exact: Sterbenz
+    // Minimax fit of q(f) = (2^f − 1)/f on [−1/2, 1/2], relative error 1.1e-8.
+    static constexpr float kQ[] = {1.54035122e-4f, 1.33907353e-3f, 9.61823761e-3f,
+                                   5.55035733e-2f, 2.40226492e-1f, 6.93147182e-1f};
+    Value p = a.fma(a.horner(kQ, f), f, a.f32(1.0f));
+    // p·2^n in two exact power-of-two steps (n = n1 + n2, each within the
+    // normal exponent range), so a subnormal result is rounded only once.
+    Value ni = a.toI32(n);
+    Value n1 = a.shrS(ni, 1);
+    Value n2 = a.sub(ni, n1);
+    auto pow2 = [&](Value k) { return a.floatOf(a.shl(a.add(k, a.i32(127)), 23)); };
+    Value result = a.mulF(a.mulF(p, pow2(n1)), pow2(n2));
+    rewriter.replaceOp(op, a.select(a.isNaN(x), x, result));
+    return success();
+  }
+};
+
+/// log2(x) for f32 x: x = 2^e·m, m ∈ [√½, √2), log2 m = r·g(r) with r = m − 1.
+struct ExpandLog2 : OpRewritePattern<math::Log2Op> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::Log2Op op, PatternRewriter &rewriter) const override {
+    if (!isF32Shaped(op.getType()))
+      return rewriter.notifyMatchFailure(op, "only f32 log2 is expanded");
+    Arith a(rewriter, op.getLoc(), op.getType());
+    Value x = op.getOperand();
+    using P = arith::CmpFPredicate;
+    using I = arith::CmpIPredicate;
+    // Subnormal inputs are scaled by 2^23 into the normal range first.
+    Value tiny = a.cmpF(P::OLT, x, a.f32(0x1p-126f));
+    Value xs = a.select(tiny, a.mulF(x, a.f32(0x1p23f)), x);
+    Value bits = a.bitsOf(xs);
+    Value e = a.sub(a.shrU(bits, 23), a.select(tiny, a.i32(127 + 23), a.i32(127)));
+    Value m = a.bor(a.band(bits, a.i32(0x007FFFFF)), a.i32(0x3F800000)); // [1, 2)
+    Value above = a.cmpI(I::ugt, m, a.i32(0x3FB504F3));                  // > √2
+    m = a.select(above, a.sub(m, a.i32(1u << 23)), m);                   // halve
+    e = a.select(above, a.add(e, a.i32(1)), e);
+    Value r = a.subF(a.floatOf(m), a.f32(1.0f)); // exact: Sterbenz
+    // g(r) = log2(1 + r)/r = C0 + r·h(r); minimax fit, relative error 4.1e-9.
+    // C0 = log2(e) is split in two so r·C0 keeps its low bits for r → 0.
+    static constexpr float kH[] = {-1.09949477e-1f, 1.86174989e-1f,  -1.91062793e-1f,
+                                   2.04600617e-1f,  -2.39617392e-1f, 2.88567394e-1f,
+                                   -3.60696644e-1f, 4.80898231e-1f,  -7.21347332e-1f};
+    constexpr float kC0Hi = 1.44269502e+0f, kC0Lo = 1.92596303e-8f;
+    Value s = a.mulF(r, a.horner(kH, r));
+    Value t = a.fma(s, r, a.mulF(r, a.f32(kC0Lo)));
+    Value log2m = a.fma(r, a.f32(kC0Hi), t);
+    Value result = a.addF(log2m, a.toF32(e));
+    // log2(±0) = −inf, log2(+inf) = +inf, log2(x < 0) = NaN, NaN stays.
+    Value inf = a.f32Bits(0x7F800000), negInf = a.f32Bits(0xFF800000);
+    result = a.select(a.cmpF(P::OEQ, x, a.f32(0.0f)), negInf, result);
+    result = a.select(a.cmpF(P::OEQ, x, inf), inf, result);
+    result = a.select(a.cmpF(P::OLT, x, a.f32(0.0f)), a.f32Bits(0x7FC00000), result);
+    rewriter.replaceOp(op, a.select(a.isNaN(x), x, result));
+    return success();
+  }
+};
+
+struct ExpandHostLibcallsPass : lossjit::impl::LossExpandHostLibcallsBase<ExpandHostLibcallsPass> {
+  using LossExpandHostLibcallsBase::LossExpandHostLibcallsBase;
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateExpandHostLibcallsPatterns(patterns, f16ExtendInHardware);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+} // namespace
+
+void lossjit::populateExpandHostLibcallsPatterns(RewritePatternSet &patterns,
+                                                 bool f16ExtendInHardware) {
+  patterns.add<ExpandExtendToF32>(patterns.getContext(), f16ExtendInHardware);
+  patterns.add<ExpandTruncateFromF32, ExpandExp2, ExpandLog2>(patterns.getContext());
+}
