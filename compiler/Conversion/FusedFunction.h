@@ -3,7 +3,7 @@
 #ifndef LOSSJIT_COMPILER_CONVERSION_FUSEDFUNCTION_H
 #define LOSSJIT_COMPILER_CONVERSION_FUSEDFUNCTION_H
 
-#include "compiler/Kernels/LceSpec.h"
+#include "compiler/Kernels/Support/LceSpec.h"
 #include "dialects/Loss/LossOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -2,8 +2,7 @@
 
 #include "compiler/Conversion/FusedFunction.h"
 #include "compiler/Conversion/Passes.h"
-#include "compiler/Kernels/LinearCrossEntropyBackwardCPU.h"
-#include "compiler/Kernels/LinearCrossEntropyCPU.h"
+#include "compiler/Kernels/Schedules/Schedules.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -45,12 +44,11 @@ struct LowerToCPUPass : lossjit::impl::LossLowerToCPUBase<LowerToCPUPass> {
       plan.entryArgs = argumentRoles(f);
       plan.entryResults = resultRoles(f);
       b.setInsertionPointToStart(kernels.getBody());
-      LceSpec spec = specOf(f);
-      if (spec.gradient)
-        buildLceBackwardCpuKernels(b, f.func.getLoc(), *kernels.getSymName(), spec,
-                                   tile, plan);
-      else
-        buildLceCpuKernels(b, f.func.getLoc(), *kernels.getSymName(), spec, tile, plan);
+      if (llvm::Error err = buildCpuSchedule(b, f.func.getLoc(), *kernels.getSymName(),
+                                             specOf(f), tile, plan)) {
+        f.op->emitError() << "loss-lower-to-cpu: " << llvm::toString(std::move(err));
+        return signalPassFailure();
+      }
       attachLaunchPlan(module, plan);
       f.func.erase();
     }

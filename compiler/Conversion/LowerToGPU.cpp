@@ -2,8 +2,7 @@
 
 #include "compiler/Conversion/FusedFunction.h"
 #include "compiler/Conversion/Passes.h"
-#include "compiler/Kernels/LinearCrossEntropyBackwardGPU.h"
-#include "compiler/Kernels/LinearCrossEntropyGPU.h"
+#include "compiler/Kernels/Schedules/Schedules.h"
 #include "compiler/Pipeline/Pipelines.h"
 
 namespace lossjit {
@@ -45,16 +44,10 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
       plan.entry = f.func.getName().str();
       plan.entryArgs = argumentRoles(f);
       plan.entryResults = resultRoles(f);
-      LceSpec spec = specOf(f);
-      if (spec.gradient) {
-        std::string error = buildLceBackwardGpuKernels(b, f.func.getLoc(),
-                                                       f.func.getName(), spec, tile, plan);
-        if (!error.empty()) {
-          f.op->emitError() << "loss-lower-to-gpu: " << error;
-          return signalPassFailure();
-        }
-      } else {
-        buildLceGpuKernels(b, f.func.getLoc(), f.func.getName(), spec, tile, plan);
+      if (llvm::Error err =
+              buildGpuSchedule(b, f.func.getLoc(), f.func.getName(), specOf(f), tile, plan)) {
+        f.op->emitError() << "loss-lower-to-gpu: " << llvm::toString(std::move(err));
+        return signalPassFailure();
       }
       plan.options["arch"] = chip;
       attachLaunchPlan(module, plan);

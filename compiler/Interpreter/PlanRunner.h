@@ -24,7 +24,7 @@
 #define LOSSJIT_COMPILER_INTERPRETER_PLANRUNNER_H
 
 #include "compiler/Interpreter/SimtInterpreter.h"
-#include "compiler/Kernels/LaunchPlan.h"
+#include "compiler/Kernels/Support/LaunchPlan.h"
 
 #include "mlir/IR/BuiltinOps.h"
 

@@ -3,8 +3,7 @@
 #ifndef LOSSJIT_COMPILER_PIPELINE_PIPELINES_H
 #define LOSSJIT_COMPILER_PIPELINE_PIPELINES_H
 
-#include "compiler/Kernels/LinearCrossEntropyCPU.h"
-#include "compiler/Kernels/TileConfig.h"
+#include "compiler/Kernels/Support/TileConfig.h"
 
 #include <string>
 #include <vector>

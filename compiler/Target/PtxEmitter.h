@@ -3,7 +3,7 @@
 #ifndef LOSSJIT_COMPILER_TARGET_PTXEMITTER_H
 #define LOSSJIT_COMPILER_TARGET_PTXEMITTER_H
 
-#include "compiler/Kernels/LaunchPlan.h"
+#include "compiler/Kernels/Support/LaunchPlan.h"
 #include "compiler/Pipeline/StageRunner.h"
 
 namespace lossjit {

@@ -1,8 +1,8 @@
 //===- CompilerPiecesTest.cpp - tile configs, plans, graph builder --------===//
 
 #include "compiler/Builder/GraphBuilder.h"
-#include "compiler/Kernels/LaunchPlan.h"
-#include "compiler/Kernels/TileConfig.h"
+#include "compiler/Kernels/Support/LaunchPlan.h"
+#include "compiler/Kernels/Support/TileConfig.h"
 #include "compiler/Pipeline/Registration.h"
 
 #include "mlir/IR/Builders.h"

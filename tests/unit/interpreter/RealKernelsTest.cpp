@@ -11,7 +11,7 @@
 #include "TestUtil.h"
 
 #include "compiler/Interpreter/PlanRunner.h"
-#include "compiler/Kernels/LaunchPlan.h"
+#include "compiler/Kernels/Support/LaunchPlan.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"

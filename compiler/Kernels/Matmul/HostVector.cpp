@@ -1,0 +1,140 @@
+//===- HostVector.cpp -----------------------------------------------------===//
+
+#include "compiler/Kernels/Matmul/HostVector.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+Type elementOf(Value memref) { return cast<MemRefType>(memref.getType()).getElementType(); }
+
+/// vector<L> load of memref[off] widened to f32.
+Value loadVecF32(KernelEmitter &e, Value mem, Value off, int64_t lanes) {
+  OpBuilder &b = e.builder();
+  Type elem = elementOf(mem);
+  Value raw =
+      vector::LoadOp::create(b, e.location(), VectorType::get({lanes}, elem), mem, ValueRange{off});
+  if (elem.isF32())
+    return raw;
+  return arith::ExtFOp::create(b, e.location(), VectorType::get({lanes}, b.getF32Type()), raw);
+}
+} // namespace
+
+Fragment HostVector::layout(KernelEmitter &e, const BlockTile &tile) const {
+  Fragment f;
+  auto lines = [&](Value begin, int64_t count, Value limit, SmallVector<Value> &out,
+                   SmallVector<Value> &valid) {
+    Value last = limit ? e.sub(limit, e.index(1)) : Value();
+    for (int64_t i = 0; i < count; ++i) {
+      Value line = e.add(begin, e.index(i));
+      valid.push_back(limit ? e.cmpI(arith::CmpIPredicate::ult, line, limit) : Value());
+      out.push_back(limit ? e.minUI(line, last) : line);
+    }
+  };
+  lines(tile.rowBegin, tile.rows, tile.rowLimit, f.rows, f.rowValid);
+  lines(tile.colBegin, tile.cols, tile.colLimit, f.cols, f.colValid);
+  return f;
+}
+
+Value HostVector::mainExtent(KernelEmitter &e, Value d) const {
+  return e.mul(e.divUI(d, e.index(lanes)), e.index(lanes));
+}
+
+Fragment HostVector::multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
+                              const BlockTile &tile, Value kBegin, Value kEnd,
+                              ValueRange init) const {
+  assert(init.empty() && !a.kStride && !b.kStride && "host dots start at 0, contiguous in k");
+  Fragment f = layout(e, tile);
+  SmallVector<Value> aOff;
+  for (Value row : f.rows)
+    aOff.push_back(a.lineStart(e, row));
+  Value kMain = e.add(kBegin, mainExtent(e, e.sub(kEnd, kBegin)));
+  f.values.resize(f.rows.size() * f.cols.size());
+  for (size_t j = 0; j < f.cols.size(); ++j) {
+    SmallVector<Value> dots =
+        dot(e, a.buffer, aOff, b.buffer, b.lineStart(e, f.cols[j]), kBegin, kEnd, kMain);
+    for (size_t i = 0; i < f.rows.size(); ++i)
+      f.at(i, j) = dots[i];
+  }
+  return f;
+}
+
+SmallVector<Value> HostVector::dot(KernelEmitter &e, Value a, ArrayRef<Value> aOff, Value b,
+                                   Value bOff, Value kBegin, Value d, Value dMain) const {
+  OpBuilder &ob = e.builder();
+  Location loc = e.location();
+  auto f32v = VectorType::get({lanes}, ob.getF32Type());
+  Value zero = arith::ConstantOp::create(ob, loc, cast<TypedAttr>(ob.getZeroAttr(f32v)));
+  SmallVector<Value> init(aOff.size(), zero);
+  SmallVector<Value> acc = e.forLoop(
+      kBegin, dMain, e.index(lanes), init, [&](KernelEmitter &ke, Value k, ValueRange it) {
+        Value bv = loadVecF32(ke, b, ke.add(bOff, k), lanes);
+        SmallVector<Value> next;
+        for (size_t i = 0; i < aOff.size(); ++i)
+          next.push_back(math::FmaOp::create(ke.builder(), ke.location(),
+                                             loadVecF32(ke, a, ke.add(aOff[i], k), lanes), bv,
+                                             it[i]));
+        return next;
+      });
+  SmallVector<Value> sums;
+  for (Value v : acc)
+    sums.push_back(vector::ReductionOp::create(ob, loc, vector::CombiningKind::ADD, v));
+  return e.forLoop(dMain, d, e.index(1), sums, [&](KernelEmitter &ke, Value k, ValueRange it) {
+    Value bv = ke.loadF32(b, ke.add(bOff, k));
+    SmallVector<Value> next;
+    for (size_t i = 0; i < aOff.size(); ++i)
+      next.push_back(ke.fma(ke.loadF32(a, ke.add(aOff[i], k)), bv, it[i]));
+    return next;
+  });
+}
+
+void HostVector::rankOneUpdate(KernelEmitter &e, Value acc, ArrayRef<Value> accOff,
+                               ArrayRef<Value> scale, Value src, Value srcOff, Value d,
+                               Value dMain) const {
+  OpBuilder &ob = e.builder();
+  auto f32v = VectorType::get({lanes}, ob.getF32Type());
+  SmallVector<Value> splats;
+  for (Value s : scale)
+    splats.push_back(vector::BroadcastOp::create(ob, e.location(), f32v, s));
+  e.forLoop(e.index(0), dMain, e.index(lanes), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+    Value sv = loadVecF32(ke, src, ke.add(srcOff, k), lanes);
+    for (size_t i = 0; i < accOff.size(); ++i) {
+      Value at = ke.add(accOff[i], k);
+      Value old = vector::LoadOp::create(ke.builder(), ke.location(), f32v, acc, ValueRange{at});
+      Value upd = math::FmaOp::create(ke.builder(), ke.location(), splats[i], sv, old);
+      vector::StoreOp::create(ke.builder(), ke.location(), upd, acc, ValueRange{at});
+    }
+    return SmallVector<Value>{};
+  });
+  e.forLoop(dMain, d, e.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+    Value sv = ke.loadF32(src, ke.add(srcOff, k));
+    for (size_t i = 0; i < accOff.size(); ++i) {
+      Value at = ke.add(accOff[i], k);
+      ke.store(ke.fma(scale[i], sv, ke.load(acc, at)), acc, at);
+    }
+    return SmallVector<Value>{};
+  });
+}
+
+void lossjit::emitCopyRow(KernelEmitter &e, Value src, Value srcOff, Value dst, Value dstOff,
+                          Value d) {
+  Type out = elementOf(dst);
+  e.forLoop(e.index(0), d, e.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+    Value v = ke.load(src, ke.add(srcOff, k));
+    if (!out.isF32())
+      v = arith::TruncFOp::create(ke.builder(), ke.location(), out, v);
+    ke.store(v, dst, ke.add(dstOff, k));
+    return SmallVector<Value>{};
+  });
+}
+
+void lossjit::emitZeroRow(KernelEmitter &e, Value dst, Value dstOff, Value d) {
+  e.forLoop(e.index(0), d, e.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+    ke.store(ke.f32(0.0), dst, ke.add(dstOff, k));
+    return SmallVector<Value>{};
+  });
+}

@@ -1,0 +1,65 @@
+//===- HostVector.h - tile products of the host kernels ---------*- C++ -*-===//
+//
+// The CPU strategy: products vectorized over k (or over the output row) in
+// vector<L x f32>, ⌊K/L⌋·L elements as vector operations and a scalar tail
+// doing the same per-element operation, with the lanes of a dot product
+// reduced by an ordered horizontal add. The bits depend on L (the tile
+// config's vector width) and never on the target CPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_MATMUL_HOSTVECTOR_H
+#define LOSSJIT_COMPILER_KERNELS_MATMUL_HOSTVECTOR_H
+
+#include "compiler/Kernels/Matmul/TileMatmul.h"
+
+namespace lossjit {
+
+class HostVector : public TileMatmul {
+public:
+  explicit HostVector(int64_t lanes) : lanes(lanes) {}
+
+  /// Every row and column of the tile belongs to the (only) host thread.
+  /// Null limits mean the tile lies inside the operands.
+  Fragment layout(KernelEmitter &e, const BlockTile &tile) const override;
+
+  /// Dot products over k: operands contiguous along k (null kStride); per
+  /// column, one vector accumulator per row, reduced in lane order, then the
+  /// scalar tail. `init` must be empty (sums start at 0).
+  Fragment multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
+                    const BlockTile &tile, mlir::Value kBegin, mlir::Value kEnd,
+                    mlir::ValueRange init = {}) const override;
+
+  /// The outer-product form the host uses for dX = dZ·W and dW = dZᵀ·X,
+  /// with f32 accumulator rows in memory: acc[accOff_i + k] += scale_i ·
+  /// src[srcOff + k] for k < d (dMain = ⌊d/L⌋·L from mainExtent()).
+  void rankOneUpdate(KernelEmitter &e, mlir::Value acc, llvm::ArrayRef<mlir::Value> accOff,
+                     llvm::ArrayRef<mlir::Value> scale, mlir::Value src, mlir::Value srcOff,
+                     mlir::Value d, mlir::Value dMain) const;
+
+  /// ⌊d/L⌋·L: where the vector part of a row of d elements ends.
+  mlir::Value mainExtent(KernelEmitter &e, mlir::Value d) const;
+
+  int64_t vectorWidth() const { return lanes; }
+
+private:
+  /// Σₖ a[aOff_i+k]·b[bOff+k] for every i, k ∈ [kBegin, d); dMain ends the
+  /// vector part.
+  llvm::SmallVector<mlir::Value> dot(KernelEmitter &e, mlir::Value a,
+                                     llvm::ArrayRef<mlir::Value> aOff, mlir::Value b,
+                                     mlir::Value bOff, mlir::Value kBegin, mlir::Value d,
+                                     mlir::Value dMain) const;
+  int64_t lanes;
+};
+
+/// dst[dstOff+k] = src[srcOff+k] for k < d, converting f32 → dst's element
+/// type (one rounding) or f32 → f32.
+void emitCopyRow(KernelEmitter &e, mlir::Value src, mlir::Value srcOff, mlir::Value dst,
+                 mlir::Value dstOff, mlir::Value d);
+
+/// dst[dstOff+k] = 0 for k < d (f32).
+void emitZeroRow(KernelEmitter &e, mlir::Value dst, mlir::Value dstOff, mlir::Value d);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_MATMUL_HOSTVECTOR_H

@@ -1,0 +1,42 @@
+//===- TileMatmul.cpp - operands and the strategy registry ---------------===//
+
+#include "compiler/Kernels/Matmul/TileMatmul.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+Value MatrixOperand::lineStart(KernelEmitter &e, Value line) const {
+  Value rel = lineOrigin ? e.sub(line, lineOrigin) : line;
+  return lineStride ? e.mul(rel, lineStride) : rel;
+}
+
+Value MatrixOperand::alongK(KernelEmitter &e, Value start, Value k) const {
+  Value rel = kOrigin ? e.sub(k, kOrigin) : k;
+  return e.add(start, kStride ? e.mul(rel, kStride) : rel);
+}
+
+Value MatrixOperand::offset(KernelEmitter &e, Value line, Value k) const {
+  return alongK(e, lineStart(e, line), k);
+}
+
+namespace {
+/// One registered strategy: the config value that selects it and its
+/// constructor (in its own file under Matmul/).
+struct Strategy {
+  MatmulKind kind;
+  std::unique_ptr<TileMatmul> (*create)(const TileConfig &);
+};
+
+/// Adding a strategy: a MatmulKind value (Support/TileConfig), its file
+/// here in Matmul/, and one row below.
+constexpr Strategy kStrategies[] = {
+    {MatmulKind::Simt, createSimtFmaMatmul},
+};
+} // namespace
+
+std::unique_ptr<TileMatmul> lossjit::createTileMatmul(const TileConfig &tile) {
+  for (const Strategy &s : kStrategies)
+    if (s.kind == tile.matmul)
+      return s.create(tile);
+  return nullptr;
+}

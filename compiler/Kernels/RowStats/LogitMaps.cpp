@@ -1,0 +1,53 @@
+//===- LogitMaps.cpp ------------------------------------------------------===//
+
+#include "compiler/Kernels/RowStats/LogitMaps.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+/// A logit and ∂z/∂raw (null when it is exactly 1).
+struct Logit {
+  Value z;
+  Value dzdraw;
+};
+
+/// z = softcap(scale · raw). tanh is built from the emitter's exp (exp2), never
+/// math.tanh, which lowers to libdevice's __nv_tanhf on the GPU: with
+/// a = |u|, E = exp(2a) and q = 2 / (E + 1) = 1 − tanh a,
+///   tanh u = sign(u) · (1 − q)      and      1 − tanh² u = q · (2 − q).
+/// Both are accurate to f32 rounding for every u (the derivative has no
+/// 1 − t² cancellation), and E = +inf for large |u| gives q = 0: tanh = ±1,
+/// derivative 0, never inf/inf or NaN.
+Logit emitLogitParts(KernelEmitter &e, const LceSpec &spec, Value raw, bool wantGrad) {
+  Value scale = spec.logitScale == 1.0 ? Value() : e.f32(spec.logitScale);
+  Value s = scale ? e.mulF(raw, scale) : raw;
+  if (spec.softcap <= 0.0)
+    return {s, scale};
+  Value cap = e.f32(spec.softcap);
+  Value zero = e.f32(0.0), one = e.f32(1.0), two = e.f32(2.0);
+  Value u = e.divF(s, cap);
+  Value negative = e.cmpF(arith::CmpFPredicate::OLT, u, zero);
+  Value a = e.select(negative, e.subF(zero, u), u);
+  Value q = e.divF(two, e.addF(e.exp(e.addF(a, a)), one));
+  Value capped = e.mulF(cap, e.subF(one, q));
+  Value z = e.select(negative, e.subF(zero, capped), capped);
+  if (!wantGrad)
+    return {z, Value()};
+  Value sech2 = e.mulF(q, e.subF(two, q));
+  return {z, scale ? e.mulF(sech2, scale) : sech2};
+}
+} // namespace
+
+Value lossjit::emitLogit(KernelEmitter &e, const LceSpec &spec, Value raw) {
+  return emitLogitParts(e, spec, raw, /*wantGrad=*/false).z;
+}
+
+Value lossjit::emitLogitGrad(KernelEmitter &e, const LceSpec &spec, Value raw, Value lse, Value g,
+                             Value isTarget) {
+  Logit logit = emitLogitParts(e, spec, raw, /*wantGrad=*/true);
+  Value p = e.exp(e.subF(logit.z, lse));
+  Value target = e.select(isTarget, e.f32(1.0), e.f32(0.0));
+  Value dz = e.mulF(g, e.subF(p, target));
+  return logit.dzdraw ? e.mulF(dz, logit.dzdraw) : dz;
+}

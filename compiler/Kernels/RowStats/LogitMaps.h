@@ -1,0 +1,28 @@
+//===- LogitMaps.h - the element-wise maps from raw logit to z --*- C++ -*-===//
+//
+// z = softcap(logitScale · raw) with raw = x·w (+ b): the one place the
+// logit transforms and their derivative are written, so the forward, the
+// target logit and the backward of both backends agree.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_ROWSTATS_LOGITMAPS_H
+#define LOSSJIT_COMPILER_KERNELS_ROWSTATS_LOGITMAPS_H
+
+#include "compiler/Kernels/Support/KernelEmitter.h"
+#include "compiler/Kernels/Support/LceSpec.h"
+
+namespace lossjit {
+
+/// The logit the softmax sees, from the raw x·w (+ b).
+mlir::Value emitLogit(KernelEmitter &e, const LceSpec &spec, mlir::Value raw);
+
+/// ∂loss/∂raw = g · (exp(z − lse) − [target]) · ∂z/∂raw with z = emitLogit(raw):
+/// ∂z/∂raw = logitScale · (1 − tanh²(u)) with a softcap (u = z_scaled / cap),
+/// logitScale without one. The bias is part of raw, so dbias uses it as is.
+mlir::Value emitLogitGrad(KernelEmitter &e, const LceSpec &spec, mlir::Value raw, mlir::Value lse,
+                          mlir::Value g, mlir::Value isTarget);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_ROWSTATS_LOGITMAPS_H

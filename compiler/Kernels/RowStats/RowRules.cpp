@@ -1,0 +1,103 @@
+//===- RowRules.cpp -------------------------------------------------------===//
+
+#include "compiler/Kernels/RowStats/RowRules.h"
+#include "compiler/Kernels/RowStats/LogitMaps.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+Value isIgnored(KernelEmitter &e, const LceSpec &spec, Value label) {
+  return e.cmpI(arith::CmpIPredicate::eq, label, e.index(spec.ignoreIndex));
+}
+Value nan(KernelEmitter &e) { return e.f32(std::numeric_limits<double>::quiet_NaN()); }
+} // namespace
+
+Value lossjit::emitCountedI32(KernelEmitter &e, const LceSpec &spec, Value label) {
+  return e.select(isIgnored(e, spec, label), e.i32(0), e.i32(1));
+}
+
+Value lossjit::emitRowRule(KernelEmitter &e, const LceSpec &spec, Value label, Value v,
+                           const std::function<Value(KernelEmitter &)> &value, bool lazy) {
+  if (!lazy) {
+    Value inRange = e.cmpI(arith::CmpIPredicate::ult, label, v);
+    Value valid = e.select(inRange, value(e), nan(e));
+    return e.select(isIgnored(e, spec, label), e.f32(0.0), valid);
+  }
+  return e.ifElse(
+      isIgnored(e, spec, label), [](KernelEmitter &ie) { return ie.f32(0.0); },
+      [&](KernelEmitter &ce) {
+        return ce.ifElse(ce.cmpI(arith::CmpIPredicate::ult, label, v), value,
+                         [](KernelEmitter &ne) { return nan(ne); });
+      });
+}
+
+Value lossjit::emitGradScale(KernelEmitter &e, const LceSpec &spec, Value gradLoss,
+                             Value countI32) {
+  if (spec.reduction == loss::Reduction::none)
+    return {};
+  // Without a grad_loss buffer (the fused forward+backward) the gradients
+  // are those of grad_loss = 1; the caller rescales them.
+  Value g = gradLoss ? e.load(gradLoss, e.index(0)) : e.f32(1.0);
+  if (spec.reduction == loss::Reduction::sum)
+    return g;
+  return e.divF(g, e.i32ToF32(countI32));
+}
+
+Value lossjit::emitRowFactor(KernelEmitter &e, const LceSpec &spec, Value labels, Value gradLoss,
+                             Value scale, Value row, Value v) {
+  Value label = e.loadLabel(labels, row);
+  return emitRowRule(
+      e, spec, label, v,
+      [&](KernelEmitter &ge) {
+        return spec.reduction == loss::Reduction::none ? ge.load(gradLoss, row) : scale;
+      },
+      /*lazy=*/false);
+}
+
+Value lossjit::emitRowLoss(KernelEmitter &e, const LceSpec &spec, Value label, Value v, Value lse,
+                           const std::function<Value(KernelEmitter &)> &targetRaw) {
+  return emitRowRule(
+      e, spec, label, v,
+      [&](KernelEmitter &te) { return te.subF(lse, emitLogit(te, spec, targetRaw(te))); },
+      /*lazy=*/true);
+}
+
+void lossjit::emitRowFromRawLogits(KernelEmitter &e, const LceSpec &spec, const RowStats &stats,
+                                   Value raw, Value base, Value v, Value labels, Value row,
+                                   Value lseOut, Value lossOut) {
+  SmallVector<Value> state = e.forLoop(
+      e.index(0), v, e.index(1), stats.identity(e), [&](KernelEmitter &le, Value j, ValueRange it) {
+        return stats.push(le, it, emitLogit(le, spec, le.load(raw, le.add(base, j))));
+      });
+  Value lse = stats.finish(e, state, StatKind::LogSumExp);
+  e.store(lse, lseOut, row);
+  Value label = e.loadLabel(labels, row);
+  e.store(emitRowLoss(e, spec, label, v, lse,
+                      [&](KernelEmitter &te) { return te.load(raw, te.add(base, label)); }),
+          lossOut, row);
+}
+
+SmallVector<Value> lossjit::emitLaneLossAndCount(KernelEmitter &e, const LceSpec &spec,
+                                                 Value labels, Value lossRows, Value first, Value n,
+                                                 Value step) {
+  return e.forLoop(
+      first, n, step, {e.f32(0.0), e.i32(0)}, [&](KernelEmitter &le, Value r, ValueRange it) {
+        Value counted = emitCountedI32(le, spec, le.loadLabel(labels, r));
+        return SmallVector<Value>{le.addF(it[0], le.load(lossRows, r)), le.addI32(it[1], counted)};
+      });
+}
+
+void lossjit::emitMergeLossAndCount(KernelEmitter &e, Value sums, Value counts, Value dst,
+                                    Value src) {
+  e.store(e.addF(e.load(sums, dst), e.load(sums, src)), sums, dst);
+  e.store(e.addI32(e.load(counts, dst), e.load(counts, src)), counts, dst);
+}
+
+Value lossjit::emitReducedLoss(KernelEmitter &e, const LceSpec &spec, Value total, Value countI32) {
+  if (spec.reduction == loss::Reduction::mean)
+    return e.divF(total, e.i32ToF32(countI32));
+  return total;
+}

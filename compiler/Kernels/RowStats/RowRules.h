@@ -1,0 +1,73 @@
+//===- RowRules.h - what happens to a row because of its label --*- C++ -*-===//
+//
+// The rules every loss kernel applies per row, written once:
+//   - a row whose label is ignore_index is not counted: its loss and its
+//     gradient factor are 0;
+//   - a label outside [0, V) gives NaN (never an out-of-bounds read), as
+//     PyTorch's own op does not silently drop it either;
+//   - the gradient factor g_r: grad_loss[r] (reduction none) or the shared
+//     grad_loss[0] / counted rows (mean) / grad_loss[0] (sum).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_ROWSTATS_ROWRULES_H
+#define LOSSJIT_COMPILER_KERNELS_ROWSTATS_ROWRULES_H
+
+#include "compiler/Kernels/RowStats/RowStats.h"
+#include "compiler/Kernels/Support/KernelEmitter.h"
+#include "compiler/Kernels/Support/LceSpec.h"
+
+namespace lossjit {
+
+/// i32 1 when the row with `label` counts toward the mean, else 0.
+mlir::Value emitCountedI32(KernelEmitter &e, const LceSpec &spec, mlir::Value label);
+
+/// 0 for an ignored row, NaN for a label outside [0, v), else `value(e)`.
+/// With `lazy` the value is emitted inside the counted, in-range branch
+/// only (it may read at the label); without, it is computed for every row
+/// and selected.
+mlir::Value emitRowRule(KernelEmitter &e, const LceSpec &spec, mlir::Value label, mlir::Value v,
+                        const std::function<mlir::Value(KernelEmitter &)> &value, bool lazy);
+
+/// The factor shared by all rows: grad_loss[0] / count for mean,
+/// grad_loss[0] for sum (1 in place of grad_loss[0] when `gradLoss` is null);
+/// null for none (each row has its own).
+mlir::Value emitGradScale(KernelEmitter &e, const LceSpec &spec, mlir::Value gradLoss,
+                          mlir::Value countI32);
+
+/// g_r under the row rule: grad_loss[r] (none) or `scale`.
+mlir::Value emitRowFactor(KernelEmitter &e, const LceSpec &spec, mlir::Value labels,
+                          mlir::Value gradLoss, mlir::Value scale, mlir::Value row, mlir::Value v);
+
+/// The cross-entropy row loss lse − z_target under the row rule, where
+/// `targetRaw(e)` gives the raw logit at the label (called only for a
+/// counted row with its label in range).
+mlir::Value emitRowLoss(KernelEmitter &e, const LceSpec &spec, mlir::Value label, mlir::Value v,
+                        mlir::Value lse,
+                        const std::function<mlir::Value(KernelEmitter &)> &targetRaw);
+
+/// Σ lossRows[r] and the number of counted rows over r = first, first+step,
+/// … < n, in that order (one lane of the fixed-order reduction).
+llvm::SmallVector<mlir::Value> emitLaneLossAndCount(KernelEmitter &e, const LceSpec &spec,
+                                                    mlir::Value labels, mlir::Value lossRows,
+                                                    mlir::Value first, mlir::Value n,
+                                                    mlir::Value step);
+
+/// Merges lane `src`'s (sum, count) into lane `dst`'s, in the buffers.
+void emitMergeLossAndCount(KernelEmitter &e, mlir::Value sums, mlir::Value counts, mlir::Value dst,
+                           mlir::Value src);
+
+/// The reduced loss: total / count (mean, NaN when nothing counted) or total.
+mlir::Value emitReducedLoss(KernelEmitter &e, const LceSpec &spec, mlir::Value total,
+                            mlir::Value countI32);
+
+/// A row's statistics from its materialized raw logits raw[base + j],
+/// j < v, in vocabulary order: lse into lseOut[row] and the row loss into
+/// lossOut[row] (the fused forward+backward's per-chunk epilogue).
+void emitRowFromRawLogits(KernelEmitter &e, const LceSpec &spec, const RowStats &stats,
+                          mlir::Value raw, mlir::Value base, mlir::Value v, mlir::Value labels,
+                          mlir::Value row, mlir::Value lseOut, mlir::Value lossOut);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_ROWSTATS_ROWRULES_H

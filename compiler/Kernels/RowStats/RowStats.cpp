@@ -1,0 +1,82 @@
+//===- RowStats.cpp -------------------------------------------------------===//
+
+#include "compiler/Kernels/RowStats/RowStats.h"
+#include "compiler/Kernels/Support/BlockReduce.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+RowStats::RowStats(llvm::ArrayRef<StatKind> list) : kinds(list.begin(), list.end()) {
+  for (StatKind kind : kinds) {
+    offsets.push_back(width());
+    for (const StatField &f : statKindRules(kind).fields())
+      names.push_back(f.name);
+  }
+}
+
+SmallVector<Value> RowStats::identity(KernelEmitter &e, unsigned rows) const {
+  SmallVector<Value> out;
+  for (unsigned r = 0; r < rows; ++r)
+    for (StatKind kind : kinds)
+      for (const StatField &f : statKindRules(kind).fields())
+        out.push_back(e.f32(f.identity));
+  return out;
+}
+
+ValueRange RowStats::row(ValueRange state, unsigned i) const {
+  return state.slice(i * width(), width());
+}
+
+SmallVector<Value> RowStats::push(KernelEmitter &e, ValueRange row, Value z) const {
+  SmallVector<Value> out;
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const StatKindRules &rules = statKindRules(kinds[k]);
+    llvm::append_range(out, rules.push(e, row.slice(offsets[k], rules.fields().size()), z));
+  }
+  return out;
+}
+
+SmallVector<Value> RowStats::merge(KernelEmitter &e, ValueRange a, ValueRange b) const {
+  SmallVector<Value> out;
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const StatKindRules &rules = statKindRules(kinds[k]);
+    size_t n = rules.fields().size();
+    llvm::append_range(out, rules.merge(e, a.slice(offsets[k], n), b.slice(offsets[k], n)));
+  }
+  return out;
+}
+
+Value RowStats::finish(KernelEmitter &e, ValueRange row, StatKind kind) const {
+  for (size_t k = 0; k < kinds.size(); ++k)
+    if (kinds[k] == kind) {
+      const StatKindRules &rules = statKindRules(kind);
+      return rules.finish(e, row.slice(offsets[k], rules.fields().size()));
+    }
+  llvm_unreachable("statistic not carried by this RowStats");
+}
+
+SmallVector<Value> RowStats::load(KernelEmitter &e, ArrayRef<Value> buffers, Value at) const {
+  SmallVector<Value> out;
+  for (Value buffer : buffers)
+    out.push_back(e.load(buffer, at));
+  return out;
+}
+
+void RowStats::store(KernelEmitter &e, ValueRange row, ArrayRef<Value> buffers, Value at) const {
+  for (size_t f = 0; f < buffers.size(); ++f)
+    e.store(row[f], buffers[f], at);
+}
+
+void RowStats::mergeAcrossBlock(KernelEmitter &e, Value tid, int64_t threads,
+                                ArrayRef<Value> shared, ValueRange state, unsigned rows) const {
+  for (unsigned i = 0; i < rows; ++i)
+    store(e, row(state, i), shared, e.add(e.index(i * threads), tid));
+  gpuBarrier(e);
+  emitBlockTree(e, tid, threads, [&](KernelEmitter &in, Value dst, Value src) {
+    for (unsigned i = 0; i < rows; ++i) {
+      Value base = in.index(i * threads);
+      Value di = in.add(base, dst), si = in.add(base, src);
+      store(in, merge(in, load(in, shared, di), load(in, shared, si)), shared, di);
+    }
+  });
+}

@@ -1,0 +1,101 @@
+//===- RowStats.h - what a vocabulary sweep carries per row -----*- C++ -*-===//
+//
+// A sweep over the vocabulary folds every logit of a row into a few f32
+// values (the log-sum-exp's running max and scaled sum, and whatever other
+// statistic a loss needs) and merges partial states — per thread, across a
+// block's threads, across vocabulary splits — in an order the kernel fixes,
+// so the bits never depend on scheduling. RowStats owns that state and the
+// order; the statistic kinds (StatKinds.cpp) own the math. Adding a
+// statistic is one entry there.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_ROWSTATS_ROWSTATS_H
+#define LOSSJIT_COMPILER_KERNELS_ROWSTATS_ROWSTATS_H
+
+#include "compiler/Kernels/Support/KernelEmitter.h"
+
+#include <string>
+#include <vector>
+
+namespace lossjit {
+
+/// The statistics a sweep can carry (fused_loss_families: each has an
+/// online push, an associative merge applied in a fixed order, a finish).
+enum class StatKind {
+  /// lse = max + log Σ exp(z − max): fields (max, sum).
+  LogSumExp,
+};
+
+/// One carried f32 value: its name (partial workspaces are "part_<name>")
+/// and its value for an empty row.
+struct StatField {
+  const char *name;
+  double identity;
+};
+
+/// The math of one statistic kind over its fields.
+class StatKindRules {
+public:
+  virtual ~StatKindRules() = default;
+  virtual llvm::ArrayRef<StatField> fields() const = 0;
+  /// Folds logit z into the state.
+  virtual llvm::SmallVector<mlir::Value> push(KernelEmitter &e, mlir::ValueRange state,
+                                              mlir::Value z) const = 0;
+  /// a then b (the order is part of the bits).
+  virtual llvm::SmallVector<mlir::Value> merge(KernelEmitter &e, mlir::ValueRange a,
+                                               mlir::ValueRange b) const = 0;
+  /// The statistic's value.
+  virtual mlir::Value finish(KernelEmitter &e, mlir::ValueRange state) const = 0;
+};
+
+/// The registered rules of `kind` (StatKinds.cpp).
+const StatKindRules &statKindRules(StatKind kind);
+
+/// The carried state of a list of statistics, for one or several rows.
+/// Multi-row states are the rows' values concatenated (row-major).
+class RowStats {
+public:
+  explicit RowStats(llvm::ArrayRef<StatKind> kinds);
+
+  /// Carried values per row.
+  unsigned width() const { return static_cast<unsigned>(names.size()); }
+  /// The fields' names in carried order (e.g. max, sum).
+  const std::vector<std::string> &fieldNames() const { return names; }
+
+  /// The empty state of `rows` rows.
+  llvm::SmallVector<mlir::Value> identity(KernelEmitter &e, unsigned rows = 1) const;
+  /// Row `i` of a multi-row state.
+  mlir::ValueRange row(mlir::ValueRange state, unsigned i) const;
+  /// One row's state after logit z.
+  llvm::SmallVector<mlir::Value> push(KernelEmitter &e, mlir::ValueRange row, mlir::Value z) const;
+  /// One row's partial states a then b.
+  llvm::SmallVector<mlir::Value> merge(KernelEmitter &e, mlir::ValueRange a,
+                                       mlir::ValueRange b) const;
+  /// Statistic `kind`'s value from one row's state.
+  mlir::Value finish(KernelEmitter &e, mlir::ValueRange row, StatKind kind) const;
+
+  /// One row's state from / into one buffer per field at index `at`.
+  llvm::SmallVector<mlir::Value> load(KernelEmitter &e, llvm::ArrayRef<mlir::Value> buffers,
+                                      mlir::Value at) const;
+  void store(KernelEmitter &e, mlir::ValueRange row, llvm::ArrayRef<mlir::Value> buffers,
+             mlir::Value at) const;
+
+  /// GPU: merges the per-thread states of `rows` rows across a block of
+  /// `threads` threads in a fixed tree order, through one shared buffer per
+  /// field (rows × threads elements: row i of thread t at i·threads + t).
+  /// Afterwards row i's block state is at index i·threads.
+  void mergeAcrossBlock(KernelEmitter &e, mlir::Value tid, int64_t threads,
+                        llvm::ArrayRef<mlir::Value> shared, mlir::ValueRange state,
+                        unsigned rows) const;
+
+private:
+  std::vector<StatKind> kinds;
+  std::vector<std::string> names;
+  /// First field of each kind.
+  std::vector<unsigned> offsets;
+};
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_ROWSTATS_ROWSTATS_H

@@ -1,0 +1,58 @@
+//===- StatKinds.cpp - the math of each row statistic ---------------------===//
+//
+// One class per StatKind and one row in the table at the end: that is all
+// a new statistic (Σz for label smoothing, a teacher's lse, ...) needs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Kernels/RowStats/RowStats.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+/// Online log-sum-exp: (m, s) with lse = m + log s, s = Σ exp(z − m).
+class LogSumExp : public StatKindRules {
+public:
+  llvm::ArrayRef<StatField> fields() const override {
+    static const StatField f[] = {{"max", -std::numeric_limits<double>::infinity()}, {"sum", 0.0}};
+    return f;
+  }
+  SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z) const override {
+    return mergeParts(e, state[0], state[1], z, e.f32(1.0));
+  }
+  SmallVector<Value> merge(KernelEmitter &e, ValueRange a, ValueRange b) const override {
+    return mergeParts(e, a[0], a[1], b[0], b[1]);
+  }
+  Value finish(KernelEmitter &e, ValueRange state) const override {
+    return e.addF(state[0], e.log(state[1]));
+  }
+
+private:
+  /// exp(m − M), but 0 when m is −inf (so −inf − −inf never makes a NaN).
+  static Value rescale(KernelEmitter &e, Value m, Value maxAll) {
+    Value isNegInf = e.cmpF(arith::CmpFPredicate::OEQ, m, e.negInf());
+    return e.select(isNegInf, e.f32(0.0), e.exp(e.subF(m, maxAll)));
+  }
+  static SmallVector<Value> mergeParts(KernelEmitter &e, Value ma, Value sa, Value mb, Value sb) {
+    Value m = e.maxF(ma, mb);
+    Value s = e.addF(e.mulF(sa, rescale(e, ma, m)), e.mulF(sb, rescale(e, mb, m)));
+    return {m, s};
+  }
+};
+
+/// Adding a statistic: a StatKind value (RowStats.h), its class above, and
+/// its row here.
+const StatKindRules *lookup(StatKind kind) {
+  static const LogSumExp logSumExp;
+  switch (kind) {
+  case StatKind::LogSumExp:
+    return &logSumExp;
+  }
+  return nullptr;
+}
+} // namespace
+
+const StatKindRules &lossjit::statKindRules(StatKind kind) { return *lookup(kind); }

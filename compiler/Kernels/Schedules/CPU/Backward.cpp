@@ -1,0 +1,421 @@
+//===- Backward.cpp - the host gradients: chunked, recompute, fused -------===//
+//
+// Rows-parallel kernels own rows of dX (and of the dZ chunk), vocab-parallel
+// ones own rows of dW: the host may split either range between threads and
+// every element still sees its terms in one order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Kernels/RowStats/LogitMaps.h"
+#include "compiler/Kernels/RowStats/RowRules.h"
+#include "compiler/Kernels/Schedules/CPU/HostSchedule.h"
+#include "compiler/Kernels/Schedules/ChunkedBackward.h"
+#include "compiler/Kernels/Support/PlanBuilder.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+/// Scratch of `count` f32 on the stack of the calling thread, hoisted to the
+/// entry so loops do not grow the stack.
+Value stackF32(KernelEmitter &e, Value count) {
+  return memref::AllocaOp::create(e.builder(), e.location(),
+                                  KernelSink::flat(e.builder().getF32Type()), ValueRange{count});
+}
+
+LaunchShape rows(bool perChunk = false) { return {{"1", "1", "1"}, "rows", perChunk}; }
+LaunchShape vocab(bool perChunk = false) { return {{"1", "1", "1"}, "vocab", perChunk}; }
+
+struct Backward : ChunkedBackwardSteps {
+  explicit Backward(HostSchedule &s) : s(s) {}
+  HostSchedule &s;
+  ChunkedAccumulators acc;
+
+  void scale() override { buildScale(); }
+  void dz(bool storeRaw) override { buildDz(storeRaw); }
+  void fusedRows() override { buildFusedLse(); }
+  void fusedDz() override { buildFusedDz(); }
+  void dx() override { buildDxChunk(); }
+  void dw(const ChunkedAccumulators &accumulators) override {
+    acc = accumulators;
+    buildDwChunk();
+  }
+  void finish() override { buildFinish(); }
+  void reduce() override { buildHostReduceKernel(s); }
+
+  Type st() const { return s.storage(); }
+  MemRefType flat(Type t) const { return s.flat(t); }
+  KernelEmitter emitter() { return KernelEmitter(s.sink.builder(), s.sink.location()); }
+
+  /// x, w, [bias], labels, lse, grow: what recomputing dZ reads.
+  void dzInputs(KernelSignature &sig) {
+    sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
+    sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.f32()));
+    sig.arg("grow", flat(s.f32()));
+  }
+
+  /// dZ of the fragment's rows for its column from their raw logits (bias
+  /// included): g·(exp(z − lse) − [label = col])·∂z/∂raw.
+  SmallVector<Value> rowGrads(KernelEmitter &e, const KernelArgs &a, const Fragment &raw) {
+    Value col = raw.cols[0];
+    SmallVector<Value> dz;
+    for (size_t i = 0; i < raw.rows.size(); ++i) {
+      Value row = raw.rows[i];
+      dz.push_back(
+          emitLogitGrad(e, s.spec, raw.at(i, 0), e.load(a["lse"], row), e.load(a["grow"], row),
+                        e.cmpI(arith::CmpIPredicate::eq, e.loadLabel(a["labels"], row), col)));
+    }
+    return dz;
+  }
+
+  /// The raw logits x·w + b of `tile`'s rows at its column.
+  Fragment logits(KernelEmitter &e, const KernelArgs &a, const BlockTile &tile) {
+    Value d = a["D"];
+    Fragment z = s.matmul.multiply(e, {a["x"], d}, {a["w"], d}, tile, e.index(0), d);
+    if (Value bias = a["bias"]) {
+      Value bv = e.loadF32(bias, z.cols[0]);
+      for (Value &zi : z.values)
+        zi = e.addF(zi, bv);
+    }
+    return z;
+  }
+
+  void buildScale() {
+    KernelSignature sig("lce_bwd_scale");
+    // The fused forward+backward has no grad_loss: it computes the gradients
+    // of grad_loss = 1, which the caller rescales later.
+    sig.arg("labels", flat(s.spec.labelType));
+    sig.argIf(!s.spec.fusedForward, "grad_loss", flat(s.f32()));
+    sig.arg("grow", flat(s.f32())).arg("N", s.index()).arg("V", s.index());
+    KernelArgs a = s.sink.begin(sig, {});
+    KernelEmitter e = emitter();
+    Value n = a["N"];
+    Value count = e.forLoop(e.index(0), n, e.index(1), {e.i32(0)},
+                            [&](KernelEmitter &le, Value r, ValueRange it) {
+                              Value one = emitCountedI32(le, s.spec, le.loadLabel(a["labels"], r));
+                              return SmallVector<Value>{le.addI32(it[0], one)};
+                            })[0];
+    Value scale = emitGradScale(e, s.spec, a["grad_loss"], count);
+    e.forLoop(e.index(0), n, e.index(1), {}, [&](KernelEmitter &le, Value r, ValueRange) {
+      le.store(emitRowFactor(le, s.spec, a["labels"], a["grad_loss"], scale, r, a["V"]), a["grow"],
+               r);
+      return SmallVector<Value>{};
+    });
+    s.sink.end();
+  }
+
+  /// The dX skeleton both schedules share: rows in blocks of BR, f32
+  /// accumulators on the stack, a sweep over the vocabulary adding
+  /// dZ[r, j]·W[j] (dZ of column j from `dzOf`), one rounding per element.
+  void emitDxRows(
+      const KernelArgs &a,
+      const std::function<SmallVector<Value>(KernelEmitter &, Value rowBlock, Value col)> &dzOf) {
+    const int64_t br = s.tile.blockRows;
+    KernelEmitter e = emitter();
+    Value d = a["D"], rowEnd = a["row_end"];
+    Value dMain = s.matmul.mainExtent(e, d);
+    Value accRows = stackF32(e, e.mul(e.index(br), d));
+    e.forLoop(
+        a["row_begin"], rowEnd, e.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
+          SmallVector<Value> accOff;
+          for (int64_t i = 0; i < br; ++i) {
+            accOff.push_back(re.mul(re.index(i), d));
+            emitZeroRow(re, accRows, accOff.back(), d);
+          }
+          re.forLoop(
+              re.index(0), a["V"], re.index(1), {}, [&](KernelEmitter &ve, Value col, ValueRange) {
+                SmallVector<Value> dz = dzOf(ve, rb, col);
+                s.matmul.rankOneUpdate(ve, accRows, accOff, dz, a["w"], ve.mul(col, d), d, dMain);
+                return SmallVector<Value>{};
+              });
+          for (int64_t i = 0; i < br; ++i) {
+            Value row = re.add(rb, re.index(i));
+            re.ifThen(re.cmpI(arith::CmpIPredicate::ult, row, rowEnd), [&](KernelEmitter &se) {
+              emitCopyRow(se, accRows, accOff[i], a["grad_x"], se.mul(row, d), d);
+            });
+          }
+          return SmallVector<Value>{};
+        });
+    s.sink.end();
+  }
+
+  /// Rows-parallel: dX of rows [row_begin, row_end), recomputing the logits.
+  void buildDxRecompute() {
+    KernelSignature sig("lce_bwd_dx");
+    dzInputs(sig);
+    sig.arg("grad_x", flat(st())).arg("row_begin", s.index()).arg("row_end", s.index());
+    sig.arg("V", s.index()).arg("D", s.index());
+    KernelArgs a = s.sink.begin(sig, rows());
+    const int64_t br = s.tile.blockRows;
+    emitDxRows(a, [&](KernelEmitter &ve, Value rb, Value col) {
+      Fragment z = logits(ve, a, {rb, br, a["row_end"], col, 1, Value()});
+      return rowGrads(ve, a, z);
+    });
+  }
+
+  /// Rows-parallel (per chunk): dX rows = dZ rows · W.
+  void buildDxChunk() {
+    KernelSignature sig("lce_bwd_dx_chunk");
+    sig.arg("dz", flat(s.f32())).arg("w", flat(st())).arg("grad_x", flat(st()));
+    sig.arg("row_begin", s.index()).arg("row_end", s.index()).arg("chunk_begin", s.index());
+    sig.arg("V", s.index()).arg("D", s.index());
+    KernelArgs a = s.sink.begin(sig, rows(/*perChunk=*/true));
+    const int64_t br = s.tile.blockRows;
+    emitDxRows(a, [&](KernelEmitter &ve, Value rb, Value col) {
+      Fragment owned = s.matmul.layout(ve, {rb, br, a["row_end"], col, 1, Value()});
+      SmallVector<Value> dz;
+      for (Value row : owned.rows)
+        dz.push_back(ve.load(a["dz"], ve.add(ve.mul(ve.sub(row, a["chunk_begin"]), a["V"]), col)));
+      return dz;
+    });
+  }
+
+  /// Vocab-parallel: dW (and db) of vocab rows [col_begin, col_end),
+  /// recomputing the logits; rows are summed in order 0..N-1.
+  void buildDwRecompute() {
+    KernelSignature sig("lce_bwd_dw");
+    dzInputs(sig);
+    sig.arg("grad_w", flat(st())).argIf(s.spec.needsGradBias(), "grad_bias", flat(st()));
+    sig.arg("col_begin", s.index()).arg("col_end", s.index());
+    sig.arg("N", s.index()).arg("D", s.index());
+    KernelArgs a = s.sink.begin(sig, vocab());
+    const int64_t br = s.tile.blockRows;
+    KernelEmitter e = emitter();
+    Value x = a["x"], w = a["w"], bias = a["bias"], d = a["D"], colEnd = a["col_end"];
+    Value dMain = s.matmul.mainExtent(e, d);
+    Value accRows = stackF32(e, e.mul(e.index(br), d));
+    e.forLoop(
+        a["col_begin"], colEnd, e.index(br), {}, [&](KernelEmitter &ce, Value cb, ValueRange) {
+          // The block's vocab rows are lines of A = W; each token row is B.
+          Fragment owned = s.matmul.layout(ce, {cb, br, colEnd, ce.index(0), 1, Value()});
+          SmallVector<Value> accOff, bv, dbInit;
+          for (int64_t i = 0; i < br; ++i) {
+            accOff.push_back(ce.mul(ce.index(i), d));
+            emitZeroRow(ce, accRows, accOff.back(), d);
+            if (bias)
+              bv.push_back(ce.loadF32(bias, owned.rows[i]));
+            dbInit.push_back(ce.f32(0.0));
+          }
+          SmallVector<Value> db = ce.forLoop(
+              ce.index(0), a["N"], ce.index(1), dbInit,
+              [&](KernelEmitter &re, Value row, ValueRange it) {
+                Value g = re.load(a["grow"], row);
+                Value active = re.cmpF(arith::CmpFPredicate::UNE, g, re.f32(0.0));
+                // Rows with g = 0 (ignored) add nothing: skip their dot products.
+                auto ifOp =
+                    scf::IfOp::create(re.builder(), re.location(), TypeRange(ValueRange(it)),
+                                      active, /*withElseRegion=*/true);
+                {
+                  OpBuilder::InsertionGuard guard(re.builder());
+                  re.builder().setInsertionPointToStart(&ifOp.getThenRegion().front());
+                  KernelEmitter te(re.builder(), re.location());
+                  Value xOff = te.mul(row, d);
+                  Fragment z = s.matmul.multiply(te, {w, d}, {x, d},
+                                                 {cb, br, colEnd, row, 1, Value()}, te.index(0), d);
+                  Value lse = te.load(a["lse"], row);
+                  Value label = te.loadLabel(a["labels"], row);
+                  SmallVector<Value> dz, sums;
+                  for (int64_t i = 0; i < br; ++i) {
+                    Value raw = bias ? te.addF(z.at(i, 0), bv[i]) : z.at(i, 0);
+                    dz.push_back(
+                        emitLogitGrad(te, s.spec, raw, lse, g,
+                                      te.cmpI(arith::CmpIPredicate::eq, label, z.rows[i])));
+                    sums.push_back(te.addF(it[i], dz.back()));
+                  }
+                  s.matmul.rankOneUpdate(te, accRows, accOff, dz, x, xOff, d, dMain);
+                  scf::YieldOp::create(te.builder(), te.location(), sums);
+                  te.builder().setInsertionPointToStart(&ifOp.getElseRegion().front());
+                  scf::YieldOp::create(te.builder(), te.location(), ValueRange(it));
+                }
+                return SmallVector<Value>(ifOp.getResults());
+              });
+          for (int64_t i = 0; i < br; ++i) {
+            Value col = ce.add(cb, ce.index(i));
+            ce.ifThen(ce.cmpI(arith::CmpIPredicate::ult, col, colEnd), [&](KernelEmitter &se) {
+              emitCopyRow(se, accRows, accOff[i], a["grad_w"], se.mul(col, d), d);
+              if (s.spec.needsGradBias())
+                se.store(se.toStorage(db[i], st()), a["grad_bias"], col);
+            });
+          }
+          return SmallVector<Value>{};
+        });
+    s.sink.end();
+  }
+
+  /// Rows-parallel (per chunk): dZ rows into the [C, V] workspace. With
+  /// `storeRaw` (lce_fused_z) the raw logits x·w + b instead.
+  void buildDz(bool storeRaw) {
+    KernelSignature sig(storeRaw ? "lce_fused_z" : "lce_bwd_dz");
+    if (storeRaw)
+      sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
+    else
+      dzInputs(sig);
+    sig.arg("dz", flat(s.f32())).arg("row_begin", s.index()).arg("row_end", s.index());
+    sig.arg("chunk_begin", s.index()).arg("V", s.index()).arg("D", s.index());
+    KernelArgs a = s.sink.begin(sig, rows(/*perChunk=*/true));
+    const int64_t br = s.tile.blockRows;
+    KernelEmitter e = emitter();
+    Value v = a["V"], rowEnd = a["row_end"], chunkBegin = a["chunk_begin"];
+    // Like the forward: panels of rows sweep the vocabulary tile by tile so
+    // each W tile is read once per panel. Every dZ element is computed by
+    // the same operations whatever the tiling.
+    const int64_t panel = br * s.tile.panelBlocks, vtile = s.tile.vocabTile;
+    e.forLoop(
+        a["row_begin"], rowEnd, e.index(panel), {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
+          Value panelEnd = pe.minUI(pe.add(pb, pe.index(panel)), rowEnd);
+          pe.forLoop(
+              pe.index(0), v, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
+                Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
+                te.forLoop(
+                    pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
+                      re.forLoop(vt, vtEnd, re.index(1), {},
+                                 [&](KernelEmitter &ve, Value col, ValueRange) {
+                                   Fragment z = logits(ve, a, {rb, br, panelEnd, col, 1, Value()});
+                                   SmallVector<Value> dz =
+                                       storeRaw ? SmallVector<Value>(z.values) : rowGrads(ve, a, z);
+                                   // Clamped duplicates rewrite their row's own value.
+                                   for (int64_t i = 0; i < br; ++i)
+                                     ve.store(
+                                         dz[i], a["dz"],
+                                         ve.add(ve.mul(ve.sub(z.rows[i], chunkBegin), v), col));
+                                   return SmallVector<Value>{};
+                                 });
+                      return SmallVector<Value>{};
+                    });
+                return SmallVector<Value>{};
+              });
+          return SmallVector<Value>{};
+        });
+    s.sink.end();
+  }
+
+  /// Rows-parallel (per chunk, fused): raw logits → lse and the row loss.
+  void buildFusedLse() {
+    KernelSignature sig("lce_fused_lse");
+    sig.arg("labels", flat(s.spec.labelType)).arg("dz", flat(s.f32()));
+    sig.arg("lse", flat(s.f32())).arg("loss_rows", flat(s.f32()));
+    sig.arg("row_begin", s.index()).arg("row_end", s.index()).arg("chunk_begin", s.index());
+    sig.arg("V", s.index());
+    KernelArgs a = s.sink.begin(sig, rows(/*perChunk=*/true));
+    KernelEmitter e = emitter();
+    Value v = a["V"], cb = a["chunk_begin"];
+    e.forLoop(a["row_begin"], a["row_end"], e.index(1), {},
+              [&](KernelEmitter &re, Value row, ValueRange) {
+                emitRowFromRawLogits(re, s.spec, s.stats, a["dz"], re.mul(re.sub(row, cb), v), v,
+                                     a["labels"], row, a["lse"], a["loss_rows"]);
+                return SmallVector<Value>{};
+              });
+    s.sink.end();
+  }
+
+  /// Rows-parallel (per chunk, fused): raw logits → dZ in place.
+  void buildFusedDz() {
+    KernelSignature sig("lce_fused_dz");
+    sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.f32()));
+    sig.arg("grow", flat(s.f32())).arg("dz", flat(s.f32()));
+    sig.arg("row_begin", s.index()).arg("row_end", s.index()).arg("chunk_begin", s.index());
+    sig.arg("V", s.index());
+    KernelArgs a = s.sink.begin(sig, rows(/*perChunk=*/true));
+    KernelEmitter e = emitter();
+    Value v = a["V"], cb = a["chunk_begin"];
+    e.forLoop(a["row_begin"], a["row_end"], e.index(1), {},
+              [&](KernelEmitter &re, Value row, ValueRange) {
+                Value base = re.mul(re.sub(row, cb), v);
+                Value lse = re.load(a["lse"], row), g = re.load(a["grow"], row);
+                Value label = re.loadLabel(a["labels"], row);
+                re.forLoop(re.index(0), v, re.index(1), {},
+                           [&](KernelEmitter &le, Value j, ValueRange) {
+                             Value at = le.add(base, j);
+                             le.store(emitLogitGrad(le, s.spec, le.load(a["dz"], at), lse, g,
+                                                    le.cmpI(arith::CmpIPredicate::eq, label, j)),
+                                      a["dz"], at);
+                             return SmallVector<Value>{};
+                           });
+                return SmallVector<Value>{};
+              });
+    s.sink.end();
+  }
+
+  /// Vocab-parallel (per chunk): dW_acc[j] (+)= Σ_{r in chunk} dZ[r, j]·x_r,
+  /// starting from 0 at the first chunk; db likewise.
+  void buildDwChunk() {
+    KernelSignature sig("lce_bwd_dw_chunk");
+    sig.arg("dz", flat(s.f32())).arg("x", flat(st())).arg("dw_acc", flat(s.f32()), acc.dw);
+    sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.f32()), acc.db);
+    sig.arg("col_begin", s.index()).arg("col_end", s.index());
+    sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
+    sig.arg("V", s.index()).arg("D", s.index());
+    KernelArgs a = s.sink.begin(sig, vocab(/*perChunk=*/true));
+    KernelEmitter e = emitter();
+    Value d = a["D"], v = a["V"], chunkBegin = a["chunk_begin"], dwAcc = a["dw_acc"];
+    Value dMain = s.matmul.mainExtent(e, d);
+    Value first = e.cmpI(arith::CmpIPredicate::eq, chunkBegin, e.index(0));
+    e.forLoop(a["col_begin"], a["col_end"], e.index(1), {},
+              [&](KernelEmitter &ce, Value col, ValueRange) {
+                Value accOff = ce.mul(col, d);
+                ce.ifThen(first, [&](KernelEmitter &ze) { emitZeroRow(ze, dwAcc, accOff, d); });
+                Value db0 = ce.f32(0.0);
+                if (Value dbAcc = a["db_acc"])
+                  db0 = ce.ifElse(
+                      first, [](KernelEmitter &z) { return z.f32(0.0); },
+                      [&](KernelEmitter &l) { return l.load(dbAcc, col); });
+                Value db = ce.forLoop(
+                    chunkBegin, a["chunk_end"], ce.index(1), {db0},
+                    [&](KernelEmitter &re, Value row, ValueRange it) {
+                      Value dz = re.load(a["dz"], re.add(re.mul(re.sub(row, chunkBegin), v), col));
+                      s.matmul.rankOneUpdate(re, dwAcc, {accOff}, {dz}, a["x"], re.mul(row, d), d,
+                                             dMain);
+                      return SmallVector<Value>{re.addF(it[0], dz)};
+                    })[0];
+                if (Value dbAcc = a["db_acc"])
+                  ce.store(db, dbAcc, col);
+                return SmallVector<Value>{};
+              });
+    s.sink.end();
+  }
+
+  /// Vocab-parallel: one rounding of the f32 accumulators to storage.
+  void buildFinish() {
+    KernelSignature sig("lce_bwd_finish");
+    sig.arg("dw_acc", flat(s.f32())).arg("grad_w", flat(st()));
+    if (s.spec.needsGradBias())
+      sig.arg("db_acc", flat(s.f32())).arg("grad_bias", flat(st()));
+    sig.arg("col_begin", s.index()).arg("col_end", s.index()).arg("D", s.index());
+    KernelArgs a = s.sink.begin(sig, vocab());
+    KernelEmitter e = emitter();
+    Value d = a["D"];
+    e.forLoop(a["col_begin"], a["col_end"], e.index(1), {},
+              [&](KernelEmitter &ce, Value col, ValueRange) {
+                emitCopyRow(ce, a["dw_acc"], ce.mul(col, d), a["grad_w"], ce.mul(col, d), d);
+                if (s.spec.needsGradBias())
+                  emitCopyRow(ce, a["db_acc"], col, a["grad_bias"], col, ce.index(1));
+                return SmallVector<Value>{};
+              });
+    s.sink.end();
+  }
+};
+} // namespace
+
+llvm::Error lossjit::buildHostBackward(HostSchedule &s) {
+  const LceSpec &spec = s.spec;
+  if (spec.fusedForward && spec.strategy == "recompute")
+    return llvm::createStringError(
+        "the fused forward+backward is a chunked schedule; strategy recompute does not apply");
+  PlanBuilder plan(s.sink.plan());
+  plan.begin(spec, s.tile.str());
+  plan.workspace("grow", "f32", "N");
+  Backward b(s);
+  if (spec.strategy == "recompute") {
+    b.buildScale();
+    if (spec.needsGradX)
+      b.buildDxRecompute();
+    if (spec.needsGradW)
+      b.buildDwRecompute();
+    return llvm::Error::success();
+  }
+  buildChunkedBackward(b, plan, spec);
+  return llvm::Error::success();
+}

@@ -1,0 +1,155 @@
+//===- Forward.cpp - the host forward: rows, reduce -----------------------===//
+
+#include "compiler/Kernels/RowStats/LogitMaps.h"
+#include "compiler/Kernels/RowStats/RowRules.h"
+#include "compiler/Kernels/Schedules/CPU/HostSchedule.h"
+#include "compiler/Kernels/Schedules/Schedules.h"
+#include "compiler/Kernels/Support/BlockReduce.h"
+#include "compiler/Kernels/Support/PlanBuilder.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+/// lce_rows over [row_begin, row_end) (the host may split rows between
+/// threads): panels of rows sweep the vocabulary tile by tile, so a tile of
+/// W is reused by every register block of the panel; each row still sees
+/// its columns in order 0..V-1, so the bits do not depend on the tiling.
+void buildRows(HostSchedule &s) {
+  KernelSignature sig("lce_rows");
+  sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
+  sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
+  sig.arg("labels", s.flat(s.spec.labelType)).arg("lse", s.flat(s.f32()));
+  sig.arg("loss_rows", s.flat(s.f32()), s.spec.rowLossBuffer());
+  sig.arg("row_begin", s.index()).arg("row_end", s.index());
+  sig.arg("V", s.index()).arg("D", s.index());
+  KernelArgs a = s.sink.begin(sig, {{"1", "1", "1"}, "rows"});
+  const int64_t br = s.tile.blockRows, width = s.stats.width();
+  const int64_t panel = br * s.tile.panelBlocks, vtile = s.tile.vocabTile;
+  KernelEmitter e(s.sink.builder(), s.sink.location());
+  Value v = a["V"], d = a["D"], rowEnd = a["row_end"], bias = a["bias"];
+  MatrixOperand xs{a["x"], d}, ws{a["w"], d};
+  // Each row's carried statistics while the panel sweeps the vocabulary.
+  Value state = memref::AllocaOp::create(e.builder(), e.location(),
+                                         MemRefType::get({width * panel}, s.f32()));
+  auto fieldAt = [&](KernelEmitter &le, Value slot, unsigned f) {
+    return le.add(slot, le.index(f));
+  };
+  e.forLoop(
+      a["row_begin"], rowEnd, e.index(panel), {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
+        Value panelEnd = pe.minUI(pe.add(pb, pe.index(panel)), rowEnd);
+        pe.forLoop(pe.index(0), pe.index(width * panel), pe.index(width), {},
+                   [&](KernelEmitter &ie, Value slot, ValueRange) {
+                     SmallVector<Value> empty = s.stats.identity(ie);
+                     for (unsigned f = 0; f < width; ++f)
+                       ie.store(empty[f], state, fieldAt(ie, slot, f));
+                     return SmallVector<Value>{};
+                   });
+        pe.forLoop(
+            pe.index(0), v, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
+              Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
+              te.forLoop(
+                  pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
+                    // Rows past the panel are clamped onto its last row and its state
+                    // slot, and compute that row's values again.
+                    Fragment rows = s.matmul.layout(re, {rb, br, panelEnd, vt, 1, Value()});
+                    SmallVector<Value> slots, init;
+                    for (int64_t i = 0; i < br; ++i) {
+                      slots.push_back(re.mul(re.sub(rows.rows[i], pb), re.index(width)));
+                      for (unsigned f = 0; f < width; ++f)
+                        init.push_back(re.load(state, fieldAt(re, slots.back(), f)));
+                    }
+                    SmallVector<Value> st = re.forLoop(
+                        vt, vtEnd, re.index(1), init,
+                        [&](KernelEmitter &ve, Value col, ValueRange it) {
+                          Fragment z = s.matmul.multiply(
+                              ve, xs, ws, {rb, br, panelEnd, col, 1, Value()}, ve.index(0), d);
+                          Value bv = bias ? ve.loadF32(bias, col) : Value();
+                          SmallVector<Value> next;
+                          for (int64_t i = 0; i < br; ++i) {
+                            Value raw = bv ? ve.addF(z.at(i, 0), bv) : z.at(i, 0);
+                            llvm::append_range(next, s.stats.push(ve, s.stats.row(it, i),
+                                                                  emitLogit(ve, s.spec, raw)));
+                          }
+                          return next;
+                        });
+                    for (int64_t i = 0; i < br; ++i)
+                      for (unsigned f = 0; f < width; ++f)
+                        re.store(st[i * width + f], state, fieldAt(re, slots[i], f));
+                    return SmallVector<Value>{};
+                  });
+              return SmallVector<Value>{};
+            });
+        pe.forLoop(pb, panelEnd, pe.index(1), {}, [&](KernelEmitter &se, Value row, ValueRange) {
+          Value slot = se.mul(se.sub(row, pb), se.index(width));
+          SmallVector<Value> fields;
+          for (unsigned f = 0; f < width; ++f)
+            fields.push_back(se.load(state, fieldAt(se, slot, f)));
+          Value lse = s.stats.finish(se, fields, StatKind::LogSumExp);
+          se.store(lse, a["lse"], row);
+          Value label = se.loadLabel(a["labels"], row);
+          Value loss = emitRowLoss(se, s.spec, label, v, lse, [&](KernelEmitter &te) {
+            Value z = te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);
+            return bias ? te.addF(z, te.loadF32(bias, label)) : z;
+          });
+          se.store(loss, a["loss_rows"], row);
+          return SmallVector<Value>{};
+        });
+        return SmallVector<Value>{};
+      });
+  s.sink.end();
+}
+} // namespace
+
+void lossjit::buildHostReduceKernel(HostSchedule &s) {
+  KernelSignature sig("lce_reduce");
+  sig.arg("labels", s.flat(s.spec.labelType)).arg("loss_rows", s.flat(s.f32()));
+  sig.arg("loss", s.flat(s.f32())).arg("N", s.index());
+  KernelArgs a = s.sink.begin(sig, {});
+  const int64_t lanes = s.tile.reduceLanes;
+  KernelEmitter e(s.sink.builder(), s.sink.location());
+  Type i32 = e.builder().getI32Type();
+  Value sums =
+      memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({lanes}, s.f32()));
+  Value counts = memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({lanes}, i32));
+  // Lane t sums rows t, t+L, ... — exactly what GPU thread t does.
+  e.forLoop(e.index(0), e.index(lanes), e.index(1), {},
+            [&](KernelEmitter &le, Value t, ValueRange) {
+              SmallVector<Value> acc = emitLaneLossAndCount(le, s.spec, a["labels"], a["loss_rows"],
+                                                            t, a["N"], le.index(lanes));
+              le.store(acc[0], sums, t);
+              le.store(acc[1], counts, t);
+              return SmallVector<Value>{};
+            });
+  emitHostTree(e, lanes, [&](KernelEmitter &te, Value dst, Value src) {
+    emitMergeLossAndCount(te, sums, counts, dst, src);
+  });
+  e.store(emitReducedLoss(e, s.spec, e.load(sums, e.index(0)), e.load(counts, e.index(0))),
+          a["loss"], e.index(0));
+  s.sink.end();
+}
+
+void lossjit::buildHostForward(HostSchedule &s) {
+  PlanBuilder plan(s.sink.plan());
+  plan.begin(s.spec, s.tile.str());
+  if (s.spec.reduction != loss::Reduction::none)
+    plan.workspace("loss_rows", "f32", "N");
+  buildRows(s);
+  if (s.spec.reduction != loss::Reduction::none)
+    buildHostReduceKernel(s);
+}
+
+llvm::Error lossjit::buildCpuSchedule(OpBuilder &builder, Location loc, StringRef moduleName,
+                                      const LceSpec &spec, const CpuTileConfig &tile,
+                                      LaunchPlan &plan) {
+  OpBuilder::InsertionGuard guard(builder);
+  HostKernelSink sink(builder, loc, plan, moduleName);
+  HostSchedule s{sink, spec, tile, HostVector(tile.vectorWidth)};
+  if (!spec.gradient) {
+    buildHostForward(s);
+    return llvm::Error::success();
+  }
+  return buildHostBackward(s);
+}

@@ -1,0 +1,38 @@
+//===- HostSchedule.h - shared state of the host schedules ------*- C++ -*-===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_SCHEDULES_CPU_HOSTSCHEDULE_H
+#define LOSSJIT_COMPILER_KERNELS_SCHEDULES_CPU_HOSTSCHEDULE_H
+
+#include "compiler/Kernels/Matmul/HostVector.h"
+#include "compiler/Kernels/RowStats/RowStats.h"
+#include "compiler/Kernels/Support/KernelSignature.h"
+#include "compiler/Kernels/Support/LceSpec.h"
+
+namespace lossjit {
+
+/// What every host kernel builder of one variant reads.
+struct HostSchedule {
+  HostKernelSink &sink;
+  const LceSpec &spec;
+  const CpuTileConfig &tile;
+  HostVector matmul;
+  /// The statistics the vocabulary sweep carries.
+  RowStats stats{{StatKind::LogSumExp}};
+
+  mlir::Type storage() const { return spec.storage; }
+  mlir::Type f32() const { return sink.builder().getF32Type(); }
+  mlir::Type index() const { return sink.builder().getIndexType(); }
+  mlir::MemRefType flat(mlir::Type t) const { return KernelSink::flat(t); }
+};
+
+/// lce_rows (+ lce_reduce), and the forward plan.
+void buildHostForward(HostSchedule &s);
+/// lce_reduce(labels, loss_rows, loss, N): the GPU reduction's lanes and
+/// tree, run sequentially (the forward and the fused op share it).
+void buildHostReduceKernel(HostSchedule &s);
+/// The backward (chunked or recompute) or fused forward+backward, and plan.
+llvm::Error buildHostBackward(HostSchedule &s);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_SCHEDULES_CPU_HOSTSCHEDULE_H

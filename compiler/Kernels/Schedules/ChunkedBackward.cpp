@@ -1,0 +1,32 @@
+//===- ChunkedBackward.cpp ------------------------------------------------===//
+
+#include "compiler/Kernels/Schedules/ChunkedBackward.h"
+
+using namespace lossjit;
+
+void lossjit::buildChunkedBackward(ChunkedBackwardSteps &steps, PlanBuilder &plan,
+                                   const LceSpec &spec) {
+  // Loss, lse and the gradients of grad_loss = 1 from one pass over the
+  // logits in the fused op: per chunk the raw logits land in the dZ
+  // workspace once, give lse and the row losses, become dZ in place and are
+  // multiplied out (6·N·D·V in all, against 2 + 6 for a forward then a
+  // backward).
+  ChunkedAccumulators acc = plan.chunked(spec);
+  if (spec.fusedForward)
+    plan.workspace("loss_rows", "f32", "N");
+  steps.scale();
+  steps.dz(/*storeRaw=*/spec.fusedForward);
+  if (spec.fusedForward) {
+    steps.fusedRows();
+    steps.fusedDz();
+  }
+  if (spec.needsGradX)
+    steps.dx();
+  if (spec.needsGradW) {
+    steps.dw(acc);
+    if (acc.separate)
+      steps.finish();
+  }
+  if (spec.fusedForward)
+    steps.reduce();
+}

@@ -1,0 +1,47 @@
+//===- ChunkedBackward.h - the chunked schedule's kernel order --*- C++ -*-===//
+//
+// The chunked backward and the fused forward+backward launch the same kind
+// of kernels in the same order on both backends; each backend implements
+// the steps, this writes the order (and the plan entries that go with it)
+// once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_SCHEDULES_CHUNKEDBACKWARD_H
+#define LOSSJIT_COMPILER_KERNELS_SCHEDULES_CHUNKEDBACKWARD_H
+
+#include "compiler/Kernels/Support/PlanBuilder.h"
+
+namespace lossjit {
+
+/// One backend's kernels of the chunked schedule.
+class ChunkedBackwardSteps {
+public:
+  virtual ~ChunkedBackwardSteps() = default;
+  /// lce_bwd_scale: counted rows and g_r of every row.
+  virtual void scale() = 0;
+  /// Per chunk: dZ into the [C, V] workspace, or with `storeRaw` the raw
+  /// logits (lce_fused_z).
+  virtual void dz(bool storeRaw) = 0;
+  /// Per chunk (fused): raw logits → lse and row losses.
+  virtual void fusedRows() = 0;
+  /// Per chunk (fused): raw logits → dZ in place.
+  virtual void fusedDz() = 0;
+  /// Per chunk: dX rows of the chunk.
+  virtual void dx() = 0;
+  /// Per chunk: dW (and db) accumulated into `acc`.
+  virtual void dw(const ChunkedAccumulators &acc) = 0;
+  /// After the chunks: one rounding of separate f32 accumulators.
+  virtual void finish() = 0;
+  /// Fused: the fixed-order reduction of the row losses.
+  virtual void reduce() = 0;
+};
+
+/// scale; per chunk dZ (fused: raw logits, then row statistics and dZ in
+/// place), dX, dW; finish; (fused) reduce — with the plan's chunking and
+/// workspaces. `plan` has begun and holds the "grow" workspace.
+void buildChunkedBackward(ChunkedBackwardSteps &steps, PlanBuilder &plan, const LceSpec &spec);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_SCHEDULES_CHUNKEDBACKWARD_H

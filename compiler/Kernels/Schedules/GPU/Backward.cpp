@@ -1,0 +1,517 @@
+//===- Backward.cpp - the GPU gradients: chunked, recompute, fused --------===//
+//
+// Determinism: every dX / dW element has one owner thread that sums its
+// terms in a fixed order (rows of a chunk in order, chunks in launch order);
+// f32 accumulators for 16-bit storage are rounded once at the end.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Kernels/RowStats/LogitMaps.h"
+#include "compiler/Kernels/RowStats/RowRules.h"
+#include "compiler/Kernels/Schedules/ChunkedBackward.h"
+#include "compiler/Kernels/Schedules/GPU/GpuSchedule.h"
+#include "compiler/Kernels/Support/BlockReduce.h"
+#include "compiler/Kernels/Support/PlanBuilder.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+/// i < count.
+Value below(KernelEmitter &e, Value i, Value count) {
+  return e.cmpI(arith::CmpIPredicate::ult, i, count);
+}
+
+/// Runs `body` for columns tid, tid+T, … < d: the columns thread `tid`
+/// owns (each element has one owner).
+void forThreadColumns(KernelEmitter &e, Value tid, int64_t threads, Value d,
+                      const std::function<void(KernelEmitter &, Value)> &body) {
+  e.forLoop(tid, d, e.index(threads), {}, [&](KernelEmitter &de, Value col, ValueRange) {
+    body(de, col);
+    return SmallVector<Value>{};
+  });
+}
+
+/// Tiles of T columns over [0, d): the uniform loop a tile product needs
+/// (thread t takes column c0 + t; columns past d are clamped, not stored).
+void forColumnTiles(KernelEmitter &e, int64_t threads, Value d,
+                    const std::function<void(KernelEmitter &, Value c0)> &body) {
+  e.forLoop(e.index(0), d, e.index(threads), {}, [&](KernelEmitter &de, Value c0, ValueRange) {
+    body(de, c0);
+    return SmallVector<Value>{};
+  });
+}
+
+struct Backward : ChunkedBackwardSteps {
+  explicit Backward(GpuSchedule &s) : s(s) {}
+  GpuSchedule &s;
+  /// dW / db accumulators of the chunked schedule.
+  ChunkedAccumulators acc;
+
+  void scale() override { buildScale(); }
+  void dz(bool storeRaw) override { buildDz(storeRaw); }
+  void fusedRows() override { buildFusedLse(); }
+  void fusedDz() override { buildFusedDz(); }
+  void dx() override { buildDx(); }
+  void dw(const ChunkedAccumulators &accumulators) override {
+    acc = accumulators;
+    buildDw();
+  }
+  void finish() override { buildFinish(); }
+  void reduce() override { buildGpuReduceKernel(s); }
+
+  Type st() const { return s.storage(); }
+  MemRefType flat(Type t) const { return s.flat(t); }
+  KernelEmitter emitter() { return KernelEmitter(s.sink.builder(), s.sink.location()); }
+
+  /// lce_bwd_scale, one block: the counted rows (fixed tree), the shared
+  /// factor, and g_r of every row into `grow`.
+  void buildScale() {
+    const int64_t threads = s.tile.threads;
+    KernelSignature sig("lce_bwd_scale");
+    // The fused forward+backward has no grad_loss yet: it computes the
+    // gradients of grad_loss = 1, which the caller rescales later.
+    sig.arg("labels", flat(s.spec.labelType));
+    sig.argIf(!s.spec.fusedForward, "grad_loss", flat(s.f32()));
+    sig.arg("grow", flat(s.f32())).arg("N", s.index()).arg("V", s.index());
+    LaunchShape launch;
+    launch.workgroup = {s.shared(threads, s.sink.builder().getI32Type())};
+    KernelArgs a = s.sink.begin(sig, launch);
+    Value counts = a.workgroup(0);
+    KernelEmitter e = emitter();
+    Value tid = gpuThreadIdx(e), n = a["N"];
+    Value mine = e.forLoop(tid, n, e.index(threads), {e.i32(0)},
+                           [&](KernelEmitter &le, Value r, ValueRange it) {
+                             Value one = emitCountedI32(le, s.spec, le.loadLabel(a["labels"], r));
+                             return SmallVector<Value>{le.addI32(it[0], one)};
+                           })[0];
+    e.store(mine, counts, tid);
+    gpuBarrier(e);
+    emitBlockTree(e, tid, threads, [&](KernelEmitter &in, Value dst, Value src) {
+      in.store(in.addI32(in.load(counts, dst), in.load(counts, src)), counts, dst);
+    });
+    Value scale = emitGradScale(e, s.spec, a["grad_loss"], e.load(counts, e.index(0)));
+    e.forLoop(tid, n, e.index(threads), {}, [&](KernelEmitter &le, Value r, ValueRange) {
+      le.store(emitRowFactor(le, s.spec, a["labels"], a["grad_loss"], scale, r, a["V"]), a["grow"],
+               r);
+      return SmallVector<Value>{};
+    });
+    s.sink.end();
+  }
+
+  /// lce_bwd_dz (per chunk): the [BN × T] logit tile of rows of the chunk →
+  /// dZ into the [C, V] workspace. With `storeRaw` (lce_fused_z) the raw
+  /// logits x·w + b instead, which lce_fused_lse / lce_fused_dz consume.
+  void buildDz(bool storeRaw) {
+    KernelSignature sig(storeRaw ? "lce_fused_z" : "lce_bwd_dz");
+    sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
+    if (!storeRaw)
+      sig.arg("labels", flat(s.spec.labelType))
+          .arg("lse", flat(s.f32()))
+          .arg("grow", flat(s.f32()));
+    sig.arg("dz", flat(s.f32())).arg("chunk_begin", s.index()).arg("chunk_end", s.index());
+    sig.arg("V", s.index()).arg("D", s.index());
+    LaunchShape launch{{"cdiv(C," + s.bn() + ")", "cdiv(V," + s.threads() + ")", "1"},
+                       "none",
+                       /*perChunk=*/true};
+    KernelArgs a = s.sink.begin(sig, launch);
+    KernelEmitter e = emitter();
+    const int64_t bn = s.tile.blockRows;
+    Value v = a["V"], d = a["D"], cb = a["chunk_begin"];
+    Value first = e.add(cb, e.mul(gpuBlockIdx(e, 0), e.index(bn)));
+    Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(s.tile.threads));
+    Fragment z =
+        s.matmul.multiply(e, {a["x"], d}, {a["w"], d},
+                          {first, bn, a["chunk_end"], c0, s.tile.threads, v}, e.index(0), d);
+    Value col = z.cols[0];
+    Value bv = a["bias"] ? e.loadF32(a["bias"], col) : Value();
+    for (int64_t i = 0; i < bn; ++i) {
+      Value row = z.rows[i];
+      Value raw = bv ? e.addF(z.at(i, 0), bv) : z.at(i, 0);
+      Value dz =
+          storeRaw
+              ? raw
+              : emitLogitGrad(e, s.spec, raw, e.load(a["lse"], row), e.load(a["grow"], row),
+                              e.cmpI(arith::CmpIPredicate::eq, e.loadLabel(a["labels"], row), col));
+      e.ifThen(e.andI(z.rowValid[i], z.colValid[0]), [&](KernelEmitter &se) {
+        se.store(dz, a["dz"], se.add(se.mul(se.sub(row, cb), v), col));
+      });
+    }
+    s.sink.end();
+  }
+
+  /// lce_bwd_dx (per chunk): dX rows of the chunk = dZ rows · W; thread d
+  /// owns column d of BN rows and sums over j in order.
+  void buildDx() {
+    KernelSignature sig("lce_bwd_dx");
+    sig.arg("dz", flat(s.f32())).arg("w", flat(st())).arg("grad_x", flat(st()));
+    sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
+    sig.arg("V", s.index()).arg("D", s.index());
+    LaunchShape launch{{"cdiv(C," + s.bn() + ")", "cdiv(D," + s.threads() + ")", "1"},
+                       "none",
+                       /*perChunk=*/true};
+    KernelArgs a = s.sink.begin(sig, launch);
+    KernelEmitter e = emitter();
+    const int64_t bn = s.tile.blockRows;
+    Value v = a["V"], d = a["D"], cb = a["chunk_begin"];
+    Value first = e.add(cb, e.mul(gpuBlockIdx(e, 0), e.index(bn)));
+    Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(s.tile.threads));
+    // A = dZ [chunk rows × V] (chunk-relative), B = Wᵀ [D × V].
+    MatrixOperand dz{a["dz"], v, Value(), cb};
+    MatrixOperand wt{a["w"], Value(), d};
+    Fragment dx = s.matmul.multiply(e, dz, wt, {first, bn, a["chunk_end"], c0, s.tile.threads, d},
+                                    e.index(0), v);
+    for (int64_t i = 0; i < bn; ++i)
+      e.ifThen(e.andI(dx.rowValid[i], dx.colValid[0]), [&](KernelEmitter &se) {
+        se.store(se.toStorage(dx.at(i, 0), st()), a["grad_x"],
+                 se.add(se.mul(dx.rows[i], d), dx.cols[0]));
+      });
+    s.sink.end();
+  }
+
+  /// lce_bwd_dw (per chunk): dW_acc[j, d] (+)= Σ_{r in chunk} dZ[r, j]·X[r, d]
+  /// in row order, starting from 0 at the first chunk; db likewise (thread
+  /// d = 0). Only the thread that stores an accumulator reads it.
+  void buildDw() {
+    KernelSignature sig("lce_bwd_dw");
+    sig.arg("dz", flat(s.f32())).arg("x", flat(st())).arg("dw_acc", flat(s.f32()), acc.dw);
+    sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.f32()), acc.db);
+    sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
+    sig.arg("V", s.index()).arg("D", s.index());
+    LaunchShape launch{{"cdiv(V," + s.bn() + ")", "cdiv(D," + s.threads() + ")", "1"},
+                       "none",
+                       /*perChunk=*/true};
+    KernelArgs a = s.sink.begin(sig, launch);
+    KernelEmitter e = emitter();
+    const int64_t bn = s.tile.blockRows;
+    Value v = a["V"], d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
+    BlockTile tile{e.mul(gpuBlockIdx(e, 0), e.index(bn)),
+                   bn,
+                   v,
+                   e.mul(gpuBlockIdx(e, 1), e.index(s.tile.threads)),
+                   s.tile.threads,
+                   d};
+    Fragment owned = s.matmul.layout(e, tile);
+    Value notFirst = e.cmpI(arith::CmpIPredicate::ne, cb, e.index(0));
+    Value resume = e.andI(notFirst, owned.colValid[0]);
+    SmallVector<Value> init;
+    for (int64_t i = 0; i < bn; ++i) {
+      Value at = e.add(e.mul(owned.rows[i], d), owned.cols[0]);
+      init.push_back(e.ifElse(
+          resume, [&](KernelEmitter &l) { return l.load(a["dw_acc"], at); },
+          [](KernelEmitter &z) { return z.f32(0.0); }));
+    }
+    // A = dZᵀ [V × chunk rows], B = Xᵀ [D × rows]: k runs over the chunk's rows.
+    MatrixOperand dzt{a["dz"], Value(), v, Value(), cb};
+    MatrixOperand xt{a["x"], Value(), d};
+    Fragment dw = s.matmul.multiply(e, dzt, xt, tile, cb, ce, init);
+    for (int64_t i = 0; i < bn; ++i)
+      e.ifThen(e.andI(dw.rowValid[i], dw.colValid[0]), [&](KernelEmitter &se) {
+        se.store(dw.at(i, 0), a["dw_acc"], se.add(se.mul(dw.rows[i], d), dw.cols[0]));
+      });
+    if (Value db = a["db_acc"]) {
+      // The thread of column 0 owns db (it sums dZ over the chunk's rows).
+      Value col = e.add(tile.colBegin, gpuThreadIdx(e));
+      e.ifThen(e.cmpI(arith::CmpIPredicate::eq, col, e.index(0)), [&](KernelEmitter &be) {
+        Value resumeB = be.cmpI(arith::CmpIPredicate::ne, cb, be.index(0));
+        for (int64_t i = 0; i < bn; ++i) {
+          Value j = dw.rows[i];
+          Value start = be.ifElse(
+              resumeB, [&](KernelEmitter &l) { return l.load(db, j); },
+              [](KernelEmitter &z) { return z.f32(0.0); });
+          Value sum = be.forLoop(cb, ce, be.index(1), {start},
+                                 [&](KernelEmitter &ke, Value r, ValueRange it) {
+                                   Value at = ke.add(ke.mul(ke.sub(r, cb), v), j);
+                                   return SmallVector<Value>{ke.addF(it[0], ke.load(a["dz"], at))};
+                                 })[0];
+          be.ifThen(dw.rowValid[i], [&](KernelEmitter &se) { se.store(sum, db, j); });
+        }
+      });
+    }
+    s.sink.end();
+  }
+
+  /// lce_bwd_finish: one rounding of the f32 accumulators to storage.
+  void buildFinish() {
+    KernelSignature sig("lce_bwd_finish");
+    sig.arg("dw_acc", flat(s.f32())).arg("grad_w", flat(st()));
+    if (s.spec.needsGradBias())
+      sig.arg("db_acc", flat(s.f32())).arg("grad_bias", flat(st()));
+    sig.arg("V", s.index()).arg("D", s.index());
+    LaunchShape launch{{"cdiv(V*D," + s.threads() + ")", "1", "1"}};
+    KernelArgs a = s.sink.begin(sig, launch);
+    KernelEmitter e = emitter();
+    Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.tile.threads)), gpuThreadIdx(e));
+    e.ifThen(below(e, i, e.mul(a["V"], a["D"])), [&](KernelEmitter &se) {
+      se.store(se.toStorage(se.load(a["dw_acc"], i), st()), a["grad_w"], i);
+    });
+    if (s.spec.needsGradBias())
+      e.ifThen(below(e, i, a["V"]), [&](KernelEmitter &se) {
+        se.store(se.toStorage(se.load(a["db_acc"], i), st()), a["grad_bias"], i);
+      });
+    s.sink.end();
+  }
+
+  /// lce_fused_lse (per chunk): one thread per row turns its raw logits (in
+  /// the dZ workspace) into lse and the row loss, in vocabulary order.
+  void buildFusedLse() {
+    KernelSignature sig("lce_fused_lse");
+    sig.arg("labels", flat(s.spec.labelType)).arg("dz", flat(s.f32()));
+    sig.arg("lse", flat(s.f32())).arg("loss_rows", flat(s.f32()));
+    sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index()).arg("V", s.index());
+    LaunchShape launch{{"cdiv(C," + s.threads() + ")", "1", "1"}, "none", /*perChunk=*/true};
+    KernelArgs a = s.sink.begin(sig, launch);
+    KernelEmitter e = emitter();
+    Value v = a["V"], cb = a["chunk_begin"];
+    Value row =
+        e.add(cb, e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.tile.threads)), gpuThreadIdx(e)));
+    e.ifThen(below(e, row, a["chunk_end"]), [&](KernelEmitter &re) {
+      emitRowFromRawLogits(re, s.spec, s.stats, a["dz"], re.mul(re.sub(row, cb), v), v, a["labels"],
+                           row, a["lse"], a["loss_rows"]);
+    });
+    s.sink.end();
+  }
+
+  /// lce_fused_dz (per chunk): raw logits in the dZ workspace → dZ in place.
+  void buildFusedDz() {
+    KernelSignature sig("lce_fused_dz");
+    sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.f32()));
+    sig.arg("grow", flat(s.f32())).arg("dz", flat(s.f32()));
+    sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index()).arg("V", s.index());
+    LaunchShape launch{{"cdiv(C*V," + s.threads() + ")", "1", "1"}, "none", /*perChunk=*/true};
+    KernelArgs a = s.sink.begin(sig, launch);
+    KernelEmitter e = emitter();
+    Value v = a["V"], cb = a["chunk_begin"];
+    Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.tile.threads)), gpuThreadIdx(e));
+    e.ifThen(below(e, i, e.mul(e.sub(a["chunk_end"], cb), v)), [&](KernelEmitter &se) {
+      Value row = se.add(cb, se.divUI(i, v));
+      Value col = se.remUI(i, v);
+      Value dz = emitLogitGrad(
+          se, s.spec, se.load(a["dz"], i), se.load(a["lse"], row), se.load(a["grow"], row),
+          se.cmpI(arith::CmpIPredicate::eq, se.loadLabel(a["labels"], row), col));
+      se.store(dz, a["dz"], i);
+    });
+    s.sink.end();
+  }
+
+  /// The arguments both recompute kernels read.
+  void recomputeInputs(KernelSignature &sig) {
+    sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
+    sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.f32()));
+    sig.arg("grow", flat(s.f32()));
+  }
+
+  /// Adds the product of the dZ tile in shared memory (rows × T, row i at
+  /// i·T) with `other` over the tile's k range [k0, k0 + count) to the f32
+  /// accumulator elements thread `tid` owns; `at(i, col)` is an element's
+  /// offset, `owned(i)` whether row i's elements exist.
+  void accumulateFromShared(KernelEmitter &e, Value smem, const MatrixOperand &other, Value k0,
+                            Value count, Value d, Value accBuf, int64_t rows,
+                            const std::function<Value(KernelEmitter &, int64_t, Value)> &at,
+                            const std::function<Value(int64_t)> &owned) {
+    const int64_t threads = s.tile.threads;
+    MatrixOperand dz{smem, e.index(threads), Value(), Value(), k0};
+    forColumnTiles(e, threads, d, [&](KernelEmitter &te, Value c0) {
+      BlockTile tile{te.index(0), rows, te.index(rows), c0, threads, d};
+      Fragment f = s.matmul.layout(te, tile);
+      SmallVector<Value> init;
+      for (int64_t i = 0; i < rows; ++i) {
+        Value mine = te.andI(owned(i), f.colValid[0]);
+        init.push_back(te.ifElse(
+            mine, [&](KernelEmitter &l) { return l.load(accBuf, at(l, i, f.cols[0])); },
+            [](KernelEmitter &z) { return z.f32(0.0); }));
+      }
+      Fragment sum = s.matmul.multiply(te, dz, other, tile, k0, te.add(k0, count), init);
+      for (int64_t i = 0; i < rows; ++i)
+        te.ifThen(te.andI(owned(i), sum.colValid[0]), [&](KernelEmitter &se) {
+          se.store(sum.at(i, 0), accBuf, at(se, i, sum.cols[0]));
+        });
+    });
+  }
+
+  /// lce_bwd_dx_rc, grid cdiv(N, BN): block bx owns rows bx·BN..; per vocab
+  /// tile of T columns the block recomputes its logits (dZ into shared
+  /// memory), then thread d adds Σ_jj dZ[r, jj]·W[jj, d] to its own f32
+  /// elements. Rows belong to one block, elements to one thread.
+  void buildDxRecompute(llvm::StringRef accName) {
+    const int64_t bn = s.tile.blockRows, threads = s.tile.threads;
+    KernelSignature sig("lce_bwd_dx_rc");
+    recomputeInputs(sig);
+    sig.arg("grad_x", flat(st()));
+    sig.argIf(accName != "grad_x", "dx_acc", flat(s.f32()));
+    sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
+    LaunchShape launch{{"cdiv(N," + s.bn() + ")", "1", "1"}};
+    launch.workgroup = {s.shared(bn * threads, s.f32())};
+    KernelArgs a = s.sink.begin(sig, launch);
+    Value smem = a.workgroup(0);
+    Value accBuf = a[accName];
+    KernelEmitter e = emitter();
+    Value tid = gpuThreadIdx(e);
+    Value n = a["N"], v = a["V"], d = a["D"];
+    Value first = e.mul(gpuBlockIdx(e, 0), e.index(bn));
+    SmallVector<Value> rows, rowOk, lse, g, label;
+    Value lastRow = e.sub(n, e.index(1));
+    for (int64_t i = 0; i < bn; ++i) {
+      Value r = e.add(first, e.index(i));
+      rowOk.push_back(below(e, r, n));
+      rows.push_back(e.minUI(r, lastRow));
+      lse.push_back(e.load(a["lse"], rows.back()));
+      g.push_back(e.load(a["grow"], rows.back()));
+      label.push_back(e.loadLabel(a["labels"], rows.back()));
+    }
+    auto at = [&](KernelEmitter &l, int64_t i, Value col) { return l.add(l.mul(rows[i], d), col); };
+    forThreadColumns(e, tid, threads, d, [&](KernelEmitter &de, Value col) {
+      for (int64_t i = 0; i < bn; ++i)
+        de.ifThen(rowOk[i],
+                  [&](KernelEmitter &se) { se.store(se.f32(0.0), accBuf, at(se, i, col)); });
+    });
+    e.forLoop(e.index(0), v, e.index(threads), {}, [&](KernelEmitter &te, Value j0, ValueRange) {
+      Fragment z = s.matmul.multiply(te, {a["x"], d}, {a["w"], d}, {first, bn, n, j0, threads, v},
+                                     te.index(0), d);
+      Value col = z.cols[0];
+      Value bv = a["bias"] ? te.loadF32(a["bias"], col) : Value();
+      for (int64_t i = 0; i < bn; ++i) {
+        Value raw = bv ? te.addF(z.at(i, 0), bv) : z.at(i, 0);
+        Value dz = emitLogitGrad(te, s.spec, raw, lse[i], g[i],
+                                 te.cmpI(arith::CmpIPredicate::eq, label[i], col));
+        Value live = te.andI(z.colValid[0], rowOk[i]);
+        te.store(te.select(live, dz, te.f32(0.0)), smem, te.add(te.index(i * threads), tid));
+      }
+      gpuBarrier(te);
+      Value count = te.minUI(te.index(threads), te.sub(v, j0));
+      // B = Wᵀ [D × V] from row j0 of W on.
+      accumulateFromShared(te, smem, {a["w"], Value(), d}, j0, count, d, accBuf, bn, at,
+                           [&](int64_t i) { return rowOk[i]; });
+      gpuBarrier(te);
+      return SmallVector<Value>{};
+    });
+    if (accName != "grad_x")
+      forThreadColumns(e, tid, threads, d, [&](KernelEmitter &de, Value col) {
+        for (int64_t i = 0; i < bn; ++i)
+          de.ifThen(rowOk[i], [&](KernelEmitter &se) {
+            Value off = at(se, i, col);
+            se.store(se.toStorage(se.load(accBuf, off), st()), a["grad_x"], off);
+          });
+      });
+    s.sink.end();
+  }
+
+  /// lce_bwd_dw_rc, grid cdiv(V, BN): block bx owns vocab rows bx·BN..; per
+  /// tile of T token rows each thread recomputes the logits of its token
+  /// for the block's vocab rows, then thread d adds Σ_t dZ[t, j]·X[t, d] to
+  /// its own f32 elements; thread i < BN sums db of vocab row i in order.
+  void buildDwRecompute(llvm::StringRef accName) {
+    const int64_t bn = s.tile.blockRows, threads = s.tile.threads;
+    KernelSignature sig("lce_bwd_dw_rc");
+    recomputeInputs(sig);
+    sig.arg("grad_w", flat(st()));
+    sig.argIf(s.spec.needsGradBias(), "grad_bias", flat(st()));
+    sig.argIf(accName != "grad_w", "dw_acc", flat(s.f32()));
+    sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
+    LaunchShape launch{{"cdiv(V," + s.bn() + ")", "1", "1"}};
+    launch.workgroup = {s.shared(bn * threads, s.f32())};
+    KernelArgs a = s.sink.begin(sig, launch);
+    Value smem = a.workgroup(0);
+    Value accBuf = a[accName];
+    KernelEmitter e = emitter();
+    Value tid = gpuThreadIdx(e);
+    Value n = a["N"], v = a["V"], d = a["D"];
+    Value first = e.mul(gpuBlockIdx(e, 0), e.index(bn));
+    SmallVector<Value> js, jOk, bias;
+    Value lastJ = e.sub(v, e.index(1));
+    for (int64_t i = 0; i < bn; ++i) {
+      Value j = e.add(first, e.index(i));
+      jOk.push_back(below(e, j, v));
+      js.push_back(e.minUI(j, lastJ));
+      bias.push_back(a["bias"] ? e.loadF32(a["bias"], js.back()) : Value());
+    }
+    auto at = [&](KernelEmitter &l, int64_t i, Value col) { return l.add(l.mul(js[i], d), col); };
+    forThreadColumns(e, tid, threads, d, [&](KernelEmitter &de, Value col) {
+      for (int64_t i = 0; i < bn; ++i)
+        de.ifThen(jOk[i],
+                  [&](KernelEmitter &se) { se.store(se.f32(0.0), accBuf, at(se, i, col)); });
+    });
+    Value dbOwner = below(e, tid, e.index(bn));
+    Value db =
+        e.forLoop(e.index(0), n, e.index(threads), {e.f32(0.0)},
+                  [&](KernelEmitter &te, Value r0, ValueRange dbIt) {
+                    // The logits of the block's vocab rows (A = W) for token r0 + tid (B = X).
+                    Fragment z = s.matmul.multiply(te, {a["w"], d}, {a["x"], d},
+                                                   {first, bn, v, r0, threads, n}, te.index(0), d);
+                    Value row = z.cols[0];
+                    Value lse = te.load(a["lse"], row), g = te.load(a["grow"], row);
+                    Value label = te.loadLabel(a["labels"], row);
+                    for (int64_t i = 0; i < bn; ++i) {
+                      Value raw = bias[i] ? te.addF(z.at(i, 0), bias[i]) : z.at(i, 0);
+                      Value dz = emitLogitGrad(te, s.spec, raw, lse, g,
+                                               te.cmpI(arith::CmpIPredicate::eq, label, js[i]));
+                      te.store(te.select(z.colValid[0], dz, te.f32(0.0)), smem,
+                               te.add(te.index(i * threads), tid));
+                    }
+                    gpuBarrier(te);
+                    Value count = te.minUI(te.index(threads), te.sub(n, r0));
+                    // B = Xᵀ [D × N] from token r0 on.
+                    accumulateFromShared(te, smem, {a["x"], Value(), d}, r0, count, d, accBuf, bn,
+                                         at, [&](int64_t i) { return jOk[i]; });
+                    Value next = te.ifElse(
+                        dbOwner,
+                        [&](KernelEmitter &oe) {
+                          Value base = oe.mul(tid, oe.index(threads));
+                          return oe.forLoop(oe.index(0), count, oe.index(1), {dbIt[0]},
+                                            [&](KernelEmitter &ke, Value tt, ValueRange it) {
+                                              return SmallVector<Value>{
+                                                  ke.addF(it[0], ke.load(smem, ke.add(base, tt)))};
+                                            })[0];
+                        },
+                        [&](KernelEmitter &) { return dbIt[0]; });
+                    gpuBarrier(te);
+                    return SmallVector<Value>{next};
+                  })[0];
+    if (accName != "grad_w")
+      forThreadColumns(e, tid, threads, d, [&](KernelEmitter &de, Value col) {
+        for (int64_t i = 0; i < bn; ++i)
+          de.ifThen(jOk[i], [&](KernelEmitter &se) {
+            Value off = at(se, i, col);
+            se.store(se.toStorage(se.load(accBuf, off), st()), a["grad_w"], off);
+          });
+      });
+    if (s.spec.needsGradBias()) {
+      Value j = e.add(first, tid);
+      e.ifThen(e.andI(dbOwner, below(e, j, v)),
+               [&](KernelEmitter &se) { se.store(se.toStorage(db, st()), a["grad_bias"], j); });
+    }
+    s.sink.end();
+  }
+};
+} // namespace
+
+llvm::Error lossjit::buildGpuBackward(GpuSchedule &s) {
+  const LceSpec &spec = s.spec;
+  if (spec.fusedForward && spec.strategy == "recompute")
+    return llvm::createStringError(
+        "the fused forward+backward is a chunked schedule; strategy recompute does not apply");
+  PlanBuilder plan(s.sink.plan());
+  plan.begin(spec, s.tile.str());
+  plan.workspace("grow", "f32", "N");
+  Backward b(s);
+  if (spec.strategy == "recompute") {
+    b.buildScale();
+    // 16-bit storage sums in a gradient-sized f32 accumulator and rounds
+    // once at the end; f32 storage sums in place.
+    if (spec.needsGradX) {
+      std::string acc = spec.storesF32() ? "grad_x" : "dx_acc";
+      if (acc == "dx_acc")
+        plan.workspace("dx_acc", "f32", "N*D");
+      b.buildDxRecompute(acc);
+    }
+    if (spec.needsGradW) {
+      std::string acc = spec.storesF32() ? "grad_w" : "dw_acc";
+      if (acc == "dw_acc")
+        plan.workspace("dw_acc", "f32", "V*D");
+      b.buildDwRecompute(acc);
+    }
+    return llvm::Error::success();
+  }
+  buildChunkedBackward(b, plan, spec);
+  return llvm::Error::success();
+}

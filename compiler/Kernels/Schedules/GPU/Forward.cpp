@@ -1,0 +1,179 @@
+//===- Forward.cpp - the GPU forward: partials, combine, reduce -----------===//
+//
+// Every kernel takes flat 1-D buffers (memref<?xT>) and the sizes N, V, D as
+// index arguments, so one compiled variant serves every shape. No kernel
+// uses atomics: each cross-thread or cross-block merge has a fixed order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Kernels/RowStats/LogitMaps.h"
+#include "compiler/Kernels/RowStats/RowRules.h"
+#include "compiler/Kernels/Schedules/GPU/GpuSchedule.h"
+#include "compiler/Kernels/Schedules/Schedules.h"
+#include "compiler/Kernels/Support/BlockReduce.h"
+#include "compiler/Kernels/Support/PlanBuilder.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+/// lce_partial, grid (cdiv(N, BN), S): per row block and vocabulary split,
+/// the statistics of the block's rows over the split's columns, swept in
+/// tiles of T columns; merged across the block's threads, written to the
+/// part_<field> workspaces at [split, row].
+void buildPartial(GpuSchedule &s) {
+  const int64_t bn = s.tile.blockRows, threads = s.tile.threads;
+  KernelSignature sig("lce_partial");
+  sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
+  sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
+  LaunchShape launch;
+  launch.grid = {"cdiv(N," + s.bn() + ")", "S", "1"};
+  for (const std::string &field : s.stats.fieldNames()) {
+    sig.arg("part_" + field, s.flat(s.f32()));
+    launch.workgroup.push_back(s.shared(bn * threads, s.f32()));
+  }
+  sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
+  KernelArgs a = s.sink.begin(sig, launch);
+  SmallVector<Value> shared, partials;
+  for (unsigned f = 0; f < s.stats.width(); ++f) {
+    shared.push_back(a.workgroup(f));
+    partials.push_back(a["part_" + s.stats.fieldNames()[f]]);
+  }
+
+  KernelEmitter e(s.sink.builder(), s.sink.location());
+  Value n = a["N"], v = a["V"], d = a["D"], bias = a["bias"];
+  Value tid = gpuThreadIdx(e);
+  Value rowBase = e.mul(gpuBlockIdx(e, 0), e.index(bn));
+  Value split = gpuBlockIdx(e, 1);
+  Value chunk = e.ceilDiv(v, gpuGridDim(e, 1));
+  Value colBegin = e.minUI(e.mul(split, chunk), v);
+  Value colEnd = e.minUI(e.add(colBegin, chunk), v);
+  MatrixOperand xs{a["x"], d}, ws{a["w"], d};
+  SmallVector<Value> state =
+      e.forLoop(colBegin, colEnd, e.index(threads), s.stats.identity(e, bn),
+                [&](KernelEmitter &le, Value c0, ValueRange it) {
+                  Fragment z = s.matmul.multiply(le, xs, ws, {rowBase, bn, n, c0, threads, colEnd},
+                                                 le.index(0), d);
+                  Value bv = bias ? le.loadF32(bias, z.cols[0]) : Value();
+                  SmallVector<Value> next;
+                  for (int64_t i = 0; i < bn; ++i) {
+                    Value raw = bv ? le.addF(z.at(i, 0), bv) : z.at(i, 0);
+                    ValueRange old = s.stats.row(it, i);
+                    SmallVector<Value> pushed = s.stats.push(le, old, emitLogit(le, s.spec, raw));
+                    // Columns past the split's end take no part (never a zero logit).
+                    for (unsigned f = 0; f < pushed.size(); ++f)
+                      next.push_back(le.select(z.colValid[0], pushed[f], old[f]));
+                  }
+                  return next;
+                });
+  s.stats.mergeAcrossBlock(e, tid, threads, shared, state, bn);
+  // Thread i < BN writes row i's block state; rows past N never are.
+  e.ifThen(e.cmpI(arith::CmpIPredicate::ult, tid, e.index(bn)), [&](KernelEmitter &we) {
+    Value row = we.add(rowBase, tid);
+    we.ifThen(we.cmpI(arith::CmpIPredicate::ult, row, n), [&](KernelEmitter &se) {
+      SmallVector<Value> merged = s.stats.load(se, shared, se.mul(tid, se.index(threads)));
+      s.stats.store(se, merged, partials, se.add(se.mul(split, n), row));
+    });
+  });
+  s.sink.end();
+}
+
+/// lce_combine, grid cdiv(N, T): per row, the splits' partials merged in
+/// split order → lse and the row loss (its target logit recomputed).
+void buildCombine(GpuSchedule &s) {
+  KernelSignature sig("lce_combine");
+  sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
+  sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
+  sig.arg("labels", s.flat(s.spec.labelType));
+  for (const std::string &field : s.stats.fieldNames())
+    sig.arg("part_" + field, s.flat(s.f32()));
+  sig.arg("lse", s.flat(s.f32())).arg("loss_rows", s.flat(s.f32()), s.spec.rowLossBuffer());
+  sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index()).arg("S", s.index());
+  LaunchShape launch;
+  launch.grid = {"cdiv(N," + s.threads() + ")", "1", "1"};
+  KernelArgs a = s.sink.begin(sig, launch);
+  SmallVector<Value> partials;
+  for (const std::string &field : s.stats.fieldNames())
+    partials.push_back(a["part_" + field]);
+
+  KernelEmitter e(s.sink.builder(), s.sink.location());
+  Value n = a["N"], v = a["V"], d = a["D"];
+  Value row = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.tile.threads)), gpuThreadIdx(e));
+  e.ifThen(e.cmpI(arith::CmpIPredicate::ult, row, n), [&](KernelEmitter &re) {
+    SmallVector<Value> state = re.forLoop(
+        re.index(0), a["S"], re.index(1), s.stats.identity(re),
+        [&](KernelEmitter &le, Value split, ValueRange it) {
+          return s.stats.merge(le, it, s.stats.load(le, partials, le.add(le.mul(split, n), row)));
+        });
+    Value lse = s.stats.finish(re, state, StatKind::LogSumExp);
+    re.store(lse, a["lse"], row);
+    Value label = re.loadLabel(a["labels"], row);
+    Value loss = emitRowLoss(re, s.spec, label, v, lse, [&](KernelEmitter &te) {
+      Value z = te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);
+      return a["bias"] ? te.addF(z, te.loadF32(a["bias"], label)) : z;
+    });
+    re.store(loss, a["loss_rows"], row);
+  });
+  s.sink.end();
+}
+} // namespace
+
+void lossjit::buildGpuReduceKernel(GpuSchedule &s) {
+  const int64_t threads = s.tile.threads;
+  Type i32 = s.sink.builder().getI32Type();
+  KernelSignature sig("lce_reduce");
+  sig.arg("labels", s.flat(s.spec.labelType)).arg("loss_rows", s.flat(s.f32()));
+  sig.arg("loss", s.flat(s.f32())).arg("N", s.index());
+  LaunchShape launch;
+  launch.workgroup = {s.shared(threads, s.f32()), s.shared(threads, i32)};
+  KernelArgs a = s.sink.begin(sig, launch);
+  Value sums = a.workgroup(0), counts = a.workgroup(1);
+
+  KernelEmitter e(s.sink.builder(), s.sink.location());
+  Value tid = gpuThreadIdx(e);
+  // Thread t sums rows t, t+T, t+2T, ... in order: the same lanes the CPU
+  // reduction simulates, so both backends reduce identically.
+  SmallVector<Value> acc =
+      emitLaneLossAndCount(e, s.spec, a["labels"], a["loss_rows"], tid, a["N"], e.index(threads));
+  e.store(acc[0], sums, tid);
+  e.store(acc[1], counts, tid);
+  gpuBarrier(e);
+  emitBlockTree(e, tid, threads, [&](KernelEmitter &in, Value dst, Value src) {
+    emitMergeLossAndCount(in, sums, counts, dst, src);
+  });
+  e.ifThen(e.cmpI(arith::CmpIPredicate::eq, tid, e.index(0)), [&](KernelEmitter &we) {
+    we.store(emitReducedLoss(we, s.spec, we.load(sums, we.index(0)), we.load(counts, we.index(0))),
+             a["loss"], we.index(0));
+  });
+  s.sink.end();
+}
+
+void lossjit::buildGpuForward(GpuSchedule &s) {
+  PlanBuilder plan(s.sink.plan());
+  plan.begin(s.spec, s.tile.str());
+  plan.constant("S", s.tile.splits);
+  for (const std::string &field : s.stats.fieldNames())
+    plan.workspace("part_" + field, "f32", "S*N");
+  if (s.spec.reduction != loss::Reduction::none)
+    plan.workspace("loss_rows", "f32", "N");
+  buildPartial(s);
+  buildCombine(s);
+  if (s.spec.reduction != loss::Reduction::none)
+    buildGpuReduceKernel(s);
+}
+
+llvm::Error lossjit::buildGpuSchedule(OpBuilder &builder, Location loc, StringRef prefix,
+                                      const LceSpec &spec, const TileConfig &tile,
+                                      LaunchPlan &plan) {
+  OpBuilder::InsertionGuard guard(builder);
+  std::unique_ptr<TileMatmul> matmul = createTileMatmul(tile);
+  if (!matmul)
+    return llvm::createStringError("no tile-matmul strategy for " + tile.str());
+  GpuKernelSink sink(builder, loc, plan, prefix, tile.threads);
+  GpuSchedule s{sink, spec, tile, *matmul};
+  if (!spec.gradient) {
+    buildGpuForward(s);
+    return llvm::Error::success();
+  }
+  return buildGpuBackward(s);
+}

@@ -1,0 +1,44 @@
+//===- GpuSchedule.h - shared state of the GPU schedules --------*- C++ -*-===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_SCHEDULES_GPU_GPUSCHEDULE_H
+#define LOSSJIT_COMPILER_KERNELS_SCHEDULES_GPU_GPUSCHEDULE_H
+
+#include "compiler/Kernels/Matmul/TileMatmul.h"
+#include "compiler/Kernels/RowStats/RowStats.h"
+#include "compiler/Kernels/Support/KernelSignature.h"
+#include "compiler/Kernels/Support/LceSpec.h"
+
+namespace lossjit {
+
+/// What every GPU kernel builder of one variant reads.
+struct GpuSchedule {
+  GpuKernelSink &sink;
+  const LceSpec &spec;
+  const TileConfig &tile;
+  const TileMatmul &matmul;
+  /// The statistics the vocabulary sweep carries.
+  RowStats stats{{StatKind::LogSumExp}};
+
+  mlir::Type storage() const { return spec.storage; }
+  mlir::Type f32() const { return sink.builder().getF32Type(); }
+  mlir::Type index() const { return sink.builder().getIndexType(); }
+  mlir::MemRefType flat(mlir::Type t) const { return KernelSink::flat(t); }
+  /// Static shared memory of `count` elements.
+  mlir::MemRefType shared(int64_t count, mlir::Type t) const {
+    return GpuKernelSink::shared(sink.builder().getContext(), count, t);
+  }
+  std::string bn() const { return std::to_string(tile.blockRows); }
+  std::string threads() const { return std::to_string(tile.threads); }
+};
+
+/// lce_partial + lce_combine (+ lce_reduce), and the forward plan.
+void buildGpuForward(GpuSchedule &s);
+/// lce_reduce(labels, loss_rows, loss, N): one block, thread t sums rows
+/// t, t+T, … in order, then a tree (the forward and the fused op share it).
+void buildGpuReduceKernel(GpuSchedule &s);
+/// The backward (chunked or recompute) or fused forward+backward, and plan.
+llvm::Error buildGpuBackward(GpuSchedule &s);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_SCHEDULES_GPU_GPUSCHEDULE_H

@@ -1,0 +1,124 @@
+//===- KernelEmitter.cpp --------------------------------------------------===//
+
+#include "compiler/Kernels/Support/KernelEmitter.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+using namespace mlir;
+using namespace lossjit;
+
+Value KernelEmitter::index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+Value KernelEmitter::f32(double v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+Value KernelEmitter::i32(int32_t v) {
+  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+}
+Value KernelEmitter::negInf() { return f32(-std::numeric_limits<double>::infinity()); }
+
+Value KernelEmitter::add(Value a, Value c) { return arith::AddIOp::create(b, loc, a, c); }
+Value KernelEmitter::sub(Value a, Value c) { return arith::SubIOp::create(b, loc, a, c); }
+Value KernelEmitter::mul(Value a, Value c) { return arith::MulIOp::create(b, loc, a, c); }
+Value KernelEmitter::divUI(Value a, Value c) { return arith::DivUIOp::create(b, loc, a, c); }
+Value KernelEmitter::remUI(Value a, Value c) { return arith::RemUIOp::create(b, loc, a, c); }
+Value KernelEmitter::ceilDiv(Value a, Value c) { return arith::CeilDivUIOp::create(b, loc, a, c); }
+Value KernelEmitter::minUI(Value a, Value c) { return arith::MinUIOp::create(b, loc, a, c); }
+Value KernelEmitter::cmpI(arith::CmpIPredicate p, Value a, Value c) {
+  return arith::CmpIOp::create(b, loc, p, a, c);
+}
+Value KernelEmitter::cmpF(arith::CmpFPredicate p, Value a, Value c) {
+  return arith::CmpFOp::create(b, loc, p, a, c);
+}
+Value KernelEmitter::select(Value cond, Value a, Value c) {
+  return arith::SelectOp::create(b, loc, cond, a, c);
+}
+Value KernelEmitter::andI(Value a, Value c) { return arith::AndIOp::create(b, loc, a, c); }
+Value KernelEmitter::addI32(Value a, Value c) { return arith::AddIOp::create(b, loc, a, c); }
+Value KernelEmitter::i32ToF32(Value v) {
+  return arith::SIToFPOp::create(b, loc, b.getF32Type(), v);
+}
+Value KernelEmitter::toStorage(Value v, Type storage) {
+  if (storage.isF32())
+    return v;
+  return arith::TruncFOp::create(b, loc, storage, v);
+}
+Value KernelEmitter::addF(Value a, Value c) { return arith::AddFOp::create(b, loc, a, c); }
+Value KernelEmitter::subF(Value a, Value c) { return arith::SubFOp::create(b, loc, a, c); }
+Value KernelEmitter::mulF(Value a, Value c) { return arith::MulFOp::create(b, loc, a, c); }
+Value KernelEmitter::divF(Value a, Value c) { return arith::DivFOp::create(b, loc, a, c); }
+Value KernelEmitter::maxF(Value a, Value c) { return arith::MaximumFOp::create(b, loc, a, c); }
+Value KernelEmitter::fma(Value a, Value c, Value acc) {
+  return math::FmaOp::create(b, loc, a, c, acc);
+}
+
+Value KernelEmitter::load(Value memref, Value idx) {
+  return memref::LoadOp::create(b, loc, memref, ValueRange{idx});
+}
+void KernelEmitter::store(Value value, Value memref, Value idx) {
+  memref::StoreOp::create(b, loc, value, memref, ValueRange{idx});
+}
+Value KernelEmitter::toF32(Value v) {
+  if (v.getType().isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+Value KernelEmitter::loadF32(Value memref, Value idx) { return toF32(load(memref, idx)); }
+Value KernelEmitter::loadLabel(Value labels, Value idx) {
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), load(labels, idx));
+}
+
+Value KernelEmitter::exp(Value x) {
+  return math::Exp2Op::create(b, loc, mulF(x, f32(std::numbers::log2e)));
+}
+Value KernelEmitter::log(Value x) {
+  return mulF(math::Log2Op::create(b, loc, x), f32(std::numbers::ln2));
+}
+Value KernelEmitter::dot(Value x, Value xOff, Value w, Value wOff, Value d) {
+  auto r =
+      forLoop(index(0), d, index(1), {f32(0.0)}, [&](KernelEmitter &e, Value k, ValueRange it) {
+        Value xv = e.loadF32(x, e.add(xOff, k));
+        Value wv = e.loadF32(w, e.add(wOff, k));
+        return SmallVector<Value>{e.fma(xv, wv, it[0])};
+      });
+  return r[0];
+}
+
+SmallVector<Value> KernelEmitter::forLoop(Value lb, Value ub, Value step, ValueRange iters,
+                                          const LoopBody &body) {
+  auto loop = scf::ForOp::create(b, loc, lb, ub, step, iters,
+                                 [&](OpBuilder &nb, Location nloc, Value iv, ValueRange args) {
+                                   KernelEmitter inner(nb, nloc);
+                                   SmallVector<Value> next = body(inner, iv, args);
+                                   scf::YieldOp::create(nb, nloc, next);
+                                 });
+  return SmallVector<Value>(loop.getResults());
+}
+
+void KernelEmitter::ifThen(Value cond, const std::function<void(KernelEmitter &)> &then) {
+  scf::IfOp::create(b, loc, cond, [&](OpBuilder &nb, Location nloc) {
+    KernelEmitter inner(nb, nloc);
+    then(inner);
+    scf::YieldOp::create(nb, nloc);
+  });
+}
+
+Value KernelEmitter::ifElse(Value cond, const std::function<Value(KernelEmitter &)> &then,
+                            const std::function<Value(KernelEmitter &)> &otherwise) {
+  auto op = scf::IfOp::create(
+      b, loc, cond,
+      [&](OpBuilder &nb, Location nloc) {
+        KernelEmitter inner(nb, nloc);
+        scf::YieldOp::create(nb, nloc, then(inner));
+      },
+      [&](OpBuilder &nb, Location nloc) {
+        KernelEmitter inner(nb, nloc);
+        scf::YieldOp::create(nb, nloc, otherwise(inner));
+      });
+  return op.getResult(0);
+}

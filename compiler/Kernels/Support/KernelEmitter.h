@@ -1,0 +1,94 @@
+//===- KernelEmitter.h - shared IR building blocks of the kernels -*- C++ -*-===//
+//
+// The GPU and CPU kernel builders emit the same numerics: f32 arithmetic on
+// explicitly widened storage values, exp/log as exp2/log2 of pre-scaled
+// arguments (which the GPU path lowers to ex2/lg2.approx, never libdevice,
+// and the host path expands to polynomials). Keeping them in one place
+// keeps the two backends' answers within rounding of each other.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_KERNELEMITTER_H
+#define LOSSJIT_COMPILER_KERNELS_KERNELEMITTER_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+
+#include <functional>
+#include <utility>
+
+namespace lossjit {
+
+/// Thin builder over one insertion point; methods return the new value.
+class KernelEmitter {
+public:
+  KernelEmitter(mlir::OpBuilder &builder, mlir::Location loc) : b(builder), loc(loc) {}
+
+  mlir::OpBuilder &builder() { return b; }
+  mlir::Location location() const { return loc; }
+
+  mlir::Value index(int64_t v);
+  mlir::Value f32(double v);
+  mlir::Value i32(int32_t v);
+  mlir::Value negInf();
+
+  /// Index arithmetic (add/sub/mul/div/rem on index values).
+  mlir::Value add(mlir::Value a, mlir::Value c);
+  mlir::Value sub(mlir::Value a, mlir::Value c);
+  mlir::Value mul(mlir::Value a, mlir::Value c);
+  mlir::Value divUI(mlir::Value a, mlir::Value c);
+  mlir::Value remUI(mlir::Value a, mlir::Value c);
+  mlir::Value ceilDiv(mlir::Value a, mlir::Value c);
+  mlir::Value minUI(mlir::Value a, mlir::Value c);
+  mlir::Value cmpI(mlir::arith::CmpIPredicate p, mlir::Value a, mlir::Value c);
+  mlir::Value cmpF(mlir::arith::CmpFPredicate p, mlir::Value a, mlir::Value c);
+  mlir::Value select(mlir::Value cond, mlir::Value a, mlir::Value c);
+  mlir::Value andI(mlir::Value a, mlir::Value c);
+  /// i32 addition (row counts).
+  mlir::Value addI32(mlir::Value a, mlir::Value c);
+  /// i32 → f32 (a count as a divisor).
+  mlir::Value i32ToF32(mlir::Value v);
+  /// f32 → `storage` (one rounding, arith.truncf); f32 passes through.
+  mlir::Value toStorage(mlir::Value v, mlir::Type storage);
+  mlir::Value addF(mlir::Value a, mlir::Value c);
+  mlir::Value subF(mlir::Value a, mlir::Value c);
+  mlir::Value mulF(mlir::Value a, mlir::Value c);
+  mlir::Value divF(mlir::Value a, mlir::Value c);
+  mlir::Value maxF(mlir::Value a, mlir::Value c);
+  mlir::Value fma(mlir::Value a, mlir::Value c, mlir::Value acc);
+
+  mlir::Value load(mlir::Value memref, mlir::Value idx);
+  void store(mlir::Value value, mlir::Value memref, mlir::Value idx);
+  /// Explicit storage → compute cast (arith.extf); f32 passes through.
+  mlir::Value toF32(mlir::Value v);
+  /// load + toF32: a storage element as an f32 value.
+  mlir::Value loadF32(mlir::Value memref, mlir::Value idx);
+  /// A label as an index (sign-extended from i32/i64).
+  mlir::Value loadLabel(mlir::Value labels, mlir::Value idx);
+
+  /// e^x as exp2(x · log2 e).
+  mlir::Value exp(mlir::Value x);
+  /// ln x as log2(x) · ln 2.
+  mlir::Value log(mlir::Value x);
+  /// Sequential f32 dot product Σₖ x[xOff+k]·w[wOff+k] for k < d.
+  mlir::Value dot(mlir::Value x, mlir::Value xOff, mlir::Value w, mlir::Value wOff, mlir::Value d);
+
+  using LoopBody = std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, mlir::Value iv,
+                                                                mlir::ValueRange iters)>;
+  /// scf.for lb..ub step with loop-carried `iters`; returns the results.
+  llvm::SmallVector<mlir::Value> forLoop(mlir::Value lb, mlir::Value ub, mlir::Value step,
+                                         mlir::ValueRange iters, const LoopBody &body);
+  /// scf.if without results.
+  void ifThen(mlir::Value cond, const std::function<void(KernelEmitter &)> &then);
+  /// scf.if yielding one value from each branch.
+  mlir::Value ifElse(mlir::Value cond, const std::function<mlir::Value(KernelEmitter &)> &then,
+                     const std::function<mlir::Value(KernelEmitter &)> &otherwise);
+
+private:
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+};
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_KERNELEMITTER_H

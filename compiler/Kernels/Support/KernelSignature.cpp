@@ -1,0 +1,111 @@
+//===- KernelSignature.cpp ------------------------------------------------===//
+
+#include "compiler/Kernels/Support/KernelSignature.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+KernelSignature &KernelSignature::arg(llvm::StringRef name, Type type, llvm::StringRef binding) {
+  args.push_back({name.str(), type, binding.empty() ? name.str() : binding.str()});
+  return *this;
+}
+
+KernelSignature &KernelSignature::argIf(bool present, llvm::StringRef name, Type type,
+                                        llvm::StringRef binding) {
+  return present ? arg(name, type, binding) : *this;
+}
+
+SmallVector<Type> KernelSignature::types() const {
+  SmallVector<Type> out;
+  for (const Arg &a : args)
+    out.push_back(a.type);
+  return out;
+}
+
+std::vector<std::string> KernelSignature::bindings() const {
+  std::vector<std::string> out;
+  for (const Arg &a : args)
+    out.push_back(a.binding);
+  return out;
+}
+
+int KernelSignature::position(llvm::StringRef name) const {
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+Value KernelArgs::operator[](llvm::StringRef name) const {
+  int i = signature.position(name);
+  return i < 0 ? Value() : entry->getArgument(i);
+}
+
+Value KernelArgs::workgroup(unsigned i) const { return shared[i]; }
+
+MemRefType KernelSink::flat(Type element) {
+  return MemRefType::get({ShapedType::kDynamic}, element);
+}
+
+GpuKernelSink::GpuKernelSink(OpBuilder &b, Location loc, LaunchPlan &plan, llvm::StringRef prefix,
+                             int64_t threads)
+    : KernelSink(b, loc, plan), prefix(prefix.str()), blockThreads(threads),
+      parent(b.getInsertionBlock()), at(b.getInsertionPoint()) {}
+
+MemRefType GpuKernelSink::shared(MLIRContext *ctx, int64_t count, Type element) {
+  auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  return MemRefType::get({count}, element, MemRefLayoutAttrInterface{}, space);
+}
+
+KernelArgs GpuKernelSink::begin(const KernelSignature &signature, const LaunchShape &launch) {
+  std::string moduleName = prefix + "_" + signature.name().str();
+  b.setInsertionPoint(parent, at);
+  auto module = gpu::GPUModuleOp::create(b, loc, moduleName);
+  b.setInsertionPointToEnd(module.getBody());
+  auto fn =
+      gpu::GPUFuncOp::create(b, loc, signature.name(), b.getFunctionType(signature.types(), {}),
+                             launch.workgroup, TypeRange{});
+  fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  fn.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({static_cast<int32_t>(blockThreads), 1, 1}));
+  b.setInsertionPointToStart(&fn.getBody().front());
+  // Static shared memory lives in the PTX, so no launch asks for dynamic bytes.
+  launchPlan.kernels.push_back({signature.name().str(),
+                                moduleName,
+                                launch.grid,
+                                {blockThreads, 1, 1},
+                                0,
+                                signature.bindings(),
+                                "none",
+                                launch.perChunk});
+  KernelArgs args(signature, &fn.getBody().front());
+  args.setWorkgroup(SmallVector<Value>(fn.getWorkgroupAttributions()));
+  return args;
+}
+
+void GpuKernelSink::end() { gpu::ReturnOp::create(b, loc); }
+
+HostKernelSink::HostKernelSink(OpBuilder &b, Location loc, LaunchPlan &plan,
+                               llvm::StringRef moduleName)
+    : KernelSink(b, loc, plan), moduleName(moduleName.str()), module(b.getInsertionBlock()) {}
+
+KernelArgs HostKernelSink::begin(const KernelSignature &signature, const LaunchShape &launch) {
+  b.setInsertionPointToEnd(module);
+  auto fn =
+      func::FuncOp::create(b, loc, signature.name(), b.getFunctionType(signature.types(), {}));
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  launchPlan.kernels.push_back({signature.name().str(),
+                                moduleName,
+                                launch.grid,
+                                {1, 1, 1},
+                                0,
+                                signature.bindings(),
+                                launch.parallel,
+                                launch.perChunk});
+  return KernelArgs(signature, entry);
+}
+
+void HostKernelSink::end() { func::ReturnOp::create(b, loc); }

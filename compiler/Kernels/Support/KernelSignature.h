@@ -1,0 +1,141 @@
+//===- KernelSignature.h - a kernel's arguments, spelled once ---*- C++ -*-===//
+//
+// A schedule names each kernel argument once, with its type and the plan
+// value that feeds it. From that one list the kernel function is created
+// (a gpu.func in its own gpu.module, or a func.func in the host module) and
+// the launch plan's argument list is written, so the two can never drift.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_SUPPORT_KERNELSIGNATURE_H
+#define LOSSJIT_COMPILER_KERNELS_SUPPORT_KERNELSIGNATURE_H
+
+#include "compiler/Kernels/Support/LaunchPlan.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace lossjit {
+
+/// The named, typed arguments of one kernel.
+class KernelSignature {
+public:
+  explicit KernelSignature(llvm::StringRef name) : kernelName(name.str()) {}
+
+  /// Adds argument `name` of `type`, fed at launch by the plan value
+  /// `binding` (a param, workspace, dim, constant or range symbol); by
+  /// default the value of the same name.
+  KernelSignature &arg(llvm::StringRef name, mlir::Type type, llvm::StringRef binding = {});
+  /// arg() when `present`, nothing otherwise (optional buffers).
+  KernelSignature &argIf(bool present, llvm::StringRef name, mlir::Type type,
+                         llvm::StringRef binding = {});
+
+  llvm::StringRef name() const { return kernelName; }
+  llvm::SmallVector<mlir::Type> types() const;
+  /// What the plan passes, in argument order.
+  std::vector<std::string> bindings() const;
+  /// The argument's position, or -1.
+  int position(llvm::StringRef name) const;
+
+private:
+  struct Arg {
+    std::string name;
+    mlir::Type type;
+    std::string binding;
+  };
+  std::string kernelName;
+  std::vector<Arg> args;
+};
+
+/// A kernel under construction: its arguments by name (a null Value for a
+/// name the signature does not have, so optional buffers read naturally).
+class KernelArgs {
+public:
+  KernelArgs(KernelSignature signature, mlir::Block *entry)
+      : signature(std::move(signature)), entry(entry) {}
+  mlir::Value operator[](llvm::StringRef name) const;
+  /// The i-th workgroup (shared-memory) buffer of a GPU kernel.
+  mlir::Value workgroup(unsigned i) const;
+  void setWorkgroup(llvm::SmallVector<mlir::Value> buffers) { shared = std::move(buffers); }
+
+private:
+  KernelSignature signature;
+  mlir::Block *entry;
+  llvm::SmallVector<mlir::Value> shared;
+};
+
+/// How the runtime launches one kernel (the plan entry's non-argument part).
+struct LaunchShape {
+  /// GPU grid formulas over dims, constants and derived symbols.
+  std::array<std::string, 3> grid = {"1", "1", "1"};
+  /// Host only: "rows" / "vocab" ranges the host may split between threads,
+  /// or "none" (see PlanKernel::parallel).
+  std::string parallel = "none";
+  /// Launched once per row chunk, in chunk order.
+  bool perChunk = false;
+  /// GPU only: static workgroup (shared) buffers, as memref types.
+  llvm::SmallVector<mlir::Type> workgroup;
+};
+
+/// Where a schedule's kernels go. Each begin() creates the kernel function
+/// from its signature, moves the builder into its body and records the
+/// launch in the plan; end() closes the body.
+class KernelSink {
+public:
+  virtual ~KernelSink() = default;
+  virtual KernelArgs begin(const KernelSignature &signature, const LaunchShape &launch) = 0;
+  virtual void end() = 0;
+  mlir::OpBuilder &builder() { return b; }
+  mlir::Location location() const { return loc; }
+  LaunchPlan &plan() { return launchPlan; }
+  /// memref<?xT>: every kernel buffer is flat, sized at run time.
+  static mlir::MemRefType flat(mlir::Type element);
+
+protected:
+  KernelSink(mlir::OpBuilder &b, mlir::Location loc, LaunchPlan &plan)
+      : b(b), loc(loc), launchPlan(plan) {}
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+  LaunchPlan &launchPlan;
+};
+
+/// GPU kernels: one gpu.module `<prefix>_<kernel>` per kernel (so each
+/// becomes its own PTX file), placed before the builder's insertion point,
+/// blocks of `threads` threads.
+class GpuKernelSink : public KernelSink {
+public:
+  GpuKernelSink(mlir::OpBuilder &b, mlir::Location loc, LaunchPlan &plan, llvm::StringRef prefix,
+                int64_t threads);
+  KernelArgs begin(const KernelSignature &signature, const LaunchShape &launch) override;
+  void end() override;
+  int64_t threads() const { return blockThreads; }
+  /// Static workgroup memory of `count` elements.
+  static mlir::MemRefType shared(mlir::MLIRContext *ctx, int64_t count, mlir::Type element);
+
+private:
+  std::string prefix;
+  int64_t blockThreads;
+  mlir::Block *parent;
+  mlir::Block::iterator at;
+};
+
+/// Host kernels: func.func ops appended to one module body, called by the
+/// host runtime (possibly on row or vocabulary ranges from several threads).
+class HostKernelSink : public KernelSink {
+public:
+  HostKernelSink(mlir::OpBuilder &b, mlir::Location loc, LaunchPlan &plan,
+                 llvm::StringRef moduleName);
+  KernelArgs begin(const KernelSignature &signature, const LaunchShape &launch) override;
+  void end() override;
+
+private:
+  std::string moduleName;
+  mlir::Block *module;
+};
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_SUPPORT_KERNELSIGNATURE_H

@@ -1,0 +1,233 @@
+//===- LaunchPlan.cpp - plan <-> attribute ---------------------------------===//
+
+#include "compiler/Kernels/Support/LaunchPlan.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+ArrayAttr strings(Builder &b, ArrayRef<std::string> values) {
+  SmallVector<Attribute> attrs;
+  for (const std::string &v : values)
+    attrs.push_back(b.getStringAttr(v));
+  return b.getArrayAttr(attrs);
+}
+
+DictionaryAttr stringMap(Builder &b, const std::map<std::string, std::string> &m) {
+  SmallVector<NamedAttribute> attrs;
+  for (const auto &[k, v] : m)
+    attrs.push_back(b.getNamedAttr(k, b.getStringAttr(v)));
+  return b.getDictionaryAttr(attrs);
+}
+
+/// Reads a list of strings; returns false when `attr` is not one.
+bool readStrings(Attribute attr, std::vector<std::string> &out) {
+  auto array = dyn_cast_or_null<ArrayAttr>(attr);
+  if (!array)
+    return false;
+  for (Attribute a : array) {
+    auto s = dyn_cast<StringAttr>(a);
+    if (!s)
+      return false;
+    out.push_back(s.str());
+  }
+  return true;
+}
+
+std::string readString(DictionaryAttr d, StringRef key, bool &ok) {
+  auto s = d.getAs<StringAttr>(key);
+  if (!s) {
+    ok = false;
+    return {};
+  }
+  return s.str();
+}
+
+int64_t readInt(DictionaryAttr d, StringRef key, bool &ok) {
+  auto i = d.getAs<IntegerAttr>(key);
+  if (!i) {
+    ok = false;
+    return 0;
+  }
+  return i.getInt();
+}
+} // namespace
+
+DictionaryAttr LaunchPlan::toAttr(MLIRContext *context) const {
+  Builder b(context);
+  SmallVector<Attribute> paramAttrs, wsAttrs, kernelAttrs;
+  for (const PlanParam &p : params)
+    paramAttrs.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", b.getStringAttr(p.name)),
+        b.getNamedAttr("dtype", b.getStringAttr(p.dtype)),
+        b.getNamedAttr("shape", strings(b, p.shape)),
+        b.getNamedAttr("output", b.getBoolAttr(p.isOutput)),
+    }));
+  for (const PlanWorkspace &w : workspaces)
+    wsAttrs.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", b.getStringAttr(w.name)),
+        b.getNamedAttr("dtype", b.getStringAttr(w.dtype)),
+        b.getNamedAttr("count", b.getStringAttr(w.count)),
+    }));
+  for (const PlanKernel &k : kernels)
+    kernelAttrs.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", b.getStringAttr(k.name)),
+        b.getNamedAttr("module", b.getStringAttr(k.module)),
+        b.getNamedAttr("grid", strings(b, {k.grid[0], k.grid[1], k.grid[2]})),
+        b.getNamedAttr("block", b.getI64ArrayAttr(k.block)),
+        b.getNamedAttr("shared_bytes", b.getI64IntegerAttr(k.sharedBytes)),
+        b.getNamedAttr("args", strings(b, k.args)),
+        b.getNamedAttr("parallel", b.getStringAttr(k.parallel)),
+        b.getNamedAttr("per_chunk", b.getBoolAttr(k.perChunk)),
+    }));
+  SmallVector<Attribute> derivedAttrs;
+  for (const auto &[name, formula] : derived)
+    derivedAttrs.push_back(b.getArrayAttr({b.getStringAttr(name), b.getStringAttr(formula)}));
+  SmallVector<NamedAttribute> constAttrs;
+  for (const auto &[k, v] : constants)
+    constAttrs.push_back(b.getNamedAttr(k, b.getI64IntegerAttr(v)));
+  return b.getDictionaryAttr({
+      b.getNamedAttr("entry", b.getStringAttr(entry)),
+      b.getNamedAttr("entry_args", strings(b, entryArgs)),
+      b.getNamedAttr("entry_results", strings(b, entryResults)),
+      b.getNamedAttr("op", b.getStringAttr(op)),
+      b.getNamedAttr("params", b.getArrayAttr(paramAttrs)),
+      b.getNamedAttr("dims", strings(b, dims)),
+      b.getNamedAttr("constants", b.getDictionaryAttr(constAttrs)),
+      b.getNamedAttr("derived", b.getArrayAttr(derivedAttrs)),
+      b.getNamedAttr("chunk", b.getStringAttr(chunkSymbol)),
+      b.getNamedAttr("workspaces", b.getArrayAttr(wsAttrs)),
+      b.getNamedAttr("kernels", b.getArrayAttr(kernelAttrs)),
+      b.getNamedAttr("options", stringMap(b, options)),
+      b.getNamedAttr("tile", b.getStringAttr(tile)),
+  });
+}
+
+FailureOr<LaunchPlan> LaunchPlan::fromAttr(DictionaryAttr attr, std::string &error) {
+  LaunchPlan plan;
+  bool ok = true;
+  auto fail = [&](StringRef what) {
+    error = ("malformed launch plan: " + what).str();
+    return failure();
+  };
+  plan.entry = readString(attr, "entry", ok);
+  plan.op = readString(attr, "op", ok);
+  plan.tile = readString(attr, "tile", ok);
+  plan.dims.clear();
+  if (!ok || !readStrings(attr.get("dims"), plan.dims) ||
+      !readStrings(attr.get("entry_args"), plan.entryArgs) ||
+      !readStrings(attr.get("entry_results"), plan.entryResults))
+    return fail("entry, entry_args, entry_results, op, tile and dims are required");
+  auto params = attr.getAs<ArrayAttr>("params");
+  auto workspaces = attr.getAs<ArrayAttr>("workspaces");
+  auto kernels = attr.getAs<ArrayAttr>("kernels");
+  auto constants = attr.getAs<DictionaryAttr>("constants");
+  auto options = attr.getAs<DictionaryAttr>("options");
+  if (!params || !workspaces || !kernels || !constants || !options)
+    return fail("params, workspaces, kernels, constants, options are required");
+  for (Attribute a : params) {
+    auto d = dyn_cast<DictionaryAttr>(a);
+    if (!d)
+      return fail("a param is not a dictionary");
+    PlanParam p;
+    p.name = readString(d, "name", ok);
+    p.dtype = readString(d, "dtype", ok);
+    auto out = d.getAs<BoolAttr>("output");
+    if (!ok || !out || !readStrings(d.get("shape"), p.shape))
+      return fail("param needs name, dtype, shape, output");
+    p.isOutput = out.getValue();
+    plan.params.push_back(p);
+  }
+  for (Attribute a : workspaces) {
+    auto d = dyn_cast<DictionaryAttr>(a);
+    if (!d)
+      return fail("a workspace is not a dictionary");
+    PlanWorkspace w{readString(d, "name", ok), readString(d, "dtype", ok),
+                    readString(d, "count", ok)};
+    if (!ok)
+      return fail("workspace needs name, dtype, count");
+    plan.workspaces.push_back(w);
+  }
+  for (Attribute a : kernels) {
+    auto d = dyn_cast<DictionaryAttr>(a);
+    if (!d)
+      return fail("a kernel is not a dictionary");
+    PlanKernel k;
+    k.name = readString(d, "name", ok);
+    k.module = readString(d, "module", ok);
+    k.sharedBytes = readInt(d, "shared_bytes", ok);
+    std::vector<std::string> grid;
+    auto block = d.getAs<ArrayAttr>("block");
+    k.parallel = readString(d, "parallel", ok);
+    auto perChunk = d.getAs<BoolAttr>("per_chunk");
+    if (!ok || !readStrings(d.get("grid"), grid) || grid.size() != 3 || !block ||
+        block.size() != 3 || !perChunk || !readStrings(d.get("args"), k.args))
+      return fail("kernel needs name, module, grid[3], block[3], shared_bytes, args, "
+                  "parallel, per_chunk");
+    for (int i = 0; i < 3; ++i) {
+      k.grid[i] = grid[i];
+      auto bi = dyn_cast<IntegerAttr>(block[i]);
+      if (!bi)
+        return fail("kernel block entries must be integers");
+      k.block[i] = bi.getInt();
+    }
+    k.perChunk = perChunk.getValue();
+    plan.kernels.push_back(k);
+  }
+  plan.chunkSymbol = readString(attr, "chunk", ok);
+  auto derived = attr.getAs<ArrayAttr>("derived");
+  if (!ok || !derived)
+    return fail("chunk and derived are required");
+  for (Attribute a : derived) {
+    std::vector<std::string> pair;
+    if (!readStrings(a, pair) || pair.size() != 2)
+      return fail("derived entries are [name, formula] pairs");
+    plan.derived.push_back({pair[0], pair[1]});
+  }
+  for (NamedAttribute c : constants) {
+    auto i = dyn_cast<IntegerAttr>(c.getValue());
+    if (!i)
+      return fail("constants must be integers");
+    plan.constants[c.getName().str()] = i.getInt();
+  }
+  for (NamedAttribute o : options) {
+    auto s = dyn_cast<StringAttr>(o.getValue());
+    if (!s)
+      return fail("options must be strings");
+    plan.options[o.getName().str()] = s.str();
+  }
+  return plan;
+}
+
+void lossjit::attachLaunchPlan(Operation *module, const LaunchPlan &plan) {
+  MLIRContext *ctx = module->getContext();
+  NamedAttrList plans;
+  if (auto existing = module->getAttrOfType<DictionaryAttr>(kLaunchPlansAttrName))
+    plans.append(existing.getValue());
+  plans.set(plan.entry, plan.toAttr(ctx));
+  module->setAttr(kLaunchPlansAttrName, plans.getDictionary(ctx));
+}
+
+FailureOr<std::vector<LaunchPlan>> lossjit::readLaunchPlans(Operation *module, std::string &error) {
+  auto plans = module->getAttrOfType<DictionaryAttr>(kLaunchPlansAttrName);
+  if (!plans) {
+    error = "the module has no loss.launch_plans: nothing was lowered (is "
+            "there a func.func whose body is one loss.linear_cross_entropy?)";
+    return failure();
+  }
+  std::vector<LaunchPlan> result;
+  for (NamedAttribute entry : plans) {
+    auto dict = dyn_cast<DictionaryAttr>(entry.getValue());
+    if (!dict) {
+      error = "loss.launch_plans entries must be dictionaries";
+      return failure();
+    }
+    FailureOr<LaunchPlan> plan = LaunchPlan::fromAttr(dict, error);
+    if (failed(plan))
+      return failure();
+    result.push_back(std::move(*plan));
+  }
+  return result;
+}

@@ -1,0 +1,108 @@
+//===- LceSpec.cpp --------------------------------------------------------===//
+
+#include "compiler/Kernels/Support/LceSpec.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+/// The facts every fused op states the same way.
+template <typename OpTy> LceSpec commonSpec(OpTy op) {
+  LceSpec spec;
+  spec.storage = op.getStorage();
+  spec.labelType = cast<RankedTensorType>(op.getLabels().getType()).getElementType();
+  spec.hasBias = static_cast<bool>(op.getBias());
+  spec.ignoreIndex = op.getIgnoreIndex();
+  spec.reduction = op.getReduction();
+  spec.logitScale = op.getLogitScale().convertToDouble();
+  spec.softcap = op.getSoftcap().convertToDouble();
+  return spec;
+}
+} // namespace
+
+LceSpec LceSpec::fromOp(loss::LinearCrossEntropyOp op) { return commonSpec(op); }
+
+LceSpec LceSpec::fromOp(loss::LinearCrossEntropyGradOp op) {
+  LceSpec spec = commonSpec(op);
+  spec.gradient = true;
+  spec.needsGradX = op.getNeedsInput();
+  spec.needsGradW = op.getNeedsWeight();
+  // "auto" picks the 6·N·D·V schedule; its chunk size follows the budget.
+  spec.strategy = op.getStrategy() == "recompute" ? "recompute" : "chunked";
+  spec.workspaceBytes = op.getWorkspaceBytes();
+  return spec;
+}
+
+LceSpec LceSpec::fromOp(loss::LinearCrossEntropyWithGradOp op) {
+  LceSpec spec = commonSpec(op);
+  spec.gradient = true;
+  spec.fusedForward = true;
+  spec.needsGradX = op.getNeedsInput();
+  spec.needsGradW = op.getNeedsWeight();
+  spec.strategy = "chunked"; // the one pass over the logits is a chunked schedule
+  spec.workspaceBytes = op.getWorkspaceBytes();
+  return spec;
+}
+
+std::vector<PlanParam> LceSpec::planParams() const {
+  std::string dt = loss::storageTypeName(storage).str();
+  std::string lt = labelType.isInteger(32) ? "i32" : "i64";
+  std::vector<PlanParam> params = {
+      {"x", dt, {"N", "D"}, false},
+      {"w", dt, {"V", "D"}, false},
+      {"labels", lt, {"N"}, false},
+  };
+  if (hasBias)
+    params.push_back({"bias", dt, {"V"}, false});
+  std::vector<std::string> rowShape;
+  if (reduction == loss::Reduction::none)
+    rowShape = {"N"};
+  if (fusedForward) {
+    // Outputs only: the loss (mean/sum), lse, and the gradients of grad = 1.
+    params.push_back({"loss", "f32", {}, true});
+    params.push_back({"lse", "f32", {"N"}, true});
+  } else if (gradient) {
+    params.push_back({"lse", "f32", {"N"}, false});
+    params.push_back({"grad_loss", "f32", rowShape, false});
+  }
+  if (gradient) {
+    if (needsGradX)
+      params.push_back({"grad_x", dt, {"N", "D"}, true});
+    if (needsGradW)
+      params.push_back({"grad_w", dt, {"V", "D"}, true});
+    if (needsGradBias())
+      params.push_back({"grad_bias", dt, {"V"}, true});
+    return params;
+  }
+  std::vector<std::string> lossShape;
+  if (reduction == loss::Reduction::none)
+    lossShape = {"N"};
+  params.push_back({"loss", "f32", lossShape, true});
+  params.push_back({"lse", "f32", {"N"}, true});
+  return params;
+}
+
+std::map<std::string, std::string> LceSpec::planOptions() const {
+  std::map<std::string, std::string> options = {
+      {"dtype", loss::storageTypeName(storage).str()},
+      {"label_type", labelType.isInteger(32) ? "i32" : "i64"},
+      {"bias", hasBias ? "true" : "false"},
+      {"ignore_index", std::to_string(ignoreIndex)},
+      {"reduction", loss::stringifyReduction(reduction).str()},
+      {"pass", fusedForward ? "forward_backward"
+               : gradient   ? "backward"
+                            : "forward"},
+  };
+  // Only when set, so manifests and plans of plain variants stay as they were.
+  if (logitScale != 1.0)
+    options["logit_scale"] = loss::formatF64(logitScale);
+  if (softcap != 0.0)
+    options["softcap"] = loss::formatF64(softcap);
+  if (gradient) {
+    options["strategy"] = strategy;
+    options["grad_x"] = needsGradX ? "true" : "false";
+    options["grad_w"] = needsGradW ? "true" : "false";
+    options["workspace_bytes"] = std::to_string(workspaceBytes);
+  }
+  return options;
+}

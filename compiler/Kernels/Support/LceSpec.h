@@ -1,0 +1,58 @@
+//===- LceSpec.h - what a linear-cross-entropy kernel is specialized on -*- C++ -*-===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_LCESPEC_H
+#define LOSSJIT_COMPILER_KERNELS_LCESPEC_H
+
+#include "compiler/Kernels/Support/LaunchPlan.h"
+#include "dialects/Loss/LossOps.h"
+
+namespace lossjit {
+
+/// The compile-time facts of one fused-op variant. Shapes (N, V, D) are not
+/// here: kernels read them at run time.
+struct LceSpec {
+  mlir::Type storage;   ///< f16, bf16 or f32 element type of x, w, b.
+  mlir::Type labelType; ///< i32 or i64.
+  bool hasBias = false;
+  int64_t ignoreIndex = -100;
+  loss::Reduction reduction = loss::Reduction::mean;
+  /// Logit transforms: z = softcap(logitScale · raw), raw = x·w (+ b);
+  /// softcap = 0 means none (see emitLogit).
+  double logitScale = 1.0;
+  double softcap = 0.0;
+
+  /// Backward only: which gradients, which schedule, how much scratch.
+  bool gradient = false;
+  /// Fused forward+backward: loss, lse and the gradients of grad_loss = 1
+  /// in one chunked pass (the caller rescales them by the real grad_loss).
+  bool fusedForward = false;
+  bool needsGradX = true;
+  bool needsGradW = true;
+  std::string strategy = "chunked"; ///< "chunked" or "recompute" (resolved).
+  int64_t workspaceBytes = 256ll << 20;
+
+  static LceSpec fromOp(loss::LinearCrossEntropyOp op);
+  static LceSpec fromOp(loss::LinearCrossEntropyGradOp op);
+  static LceSpec fromOp(loss::LinearCrossEntropyWithGradOp op);
+
+  bool storesF32() const { return storage.isF32(); }
+  bool needsGradBias() const { return gradient && hasBias && needsGradW; }
+  bool hasLogitTransform() const { return logitScale != 1.0 || softcap != 0.0; }
+
+  /// The op's buffers in calling order: x, w, labels, [bias], then loss, lse
+  /// (forward) or lse, grad_loss, [grad_x], [grad_w], [grad_bias] (backward).
+  std::vector<PlanParam> planParams() const;
+  /// dtype, label_type, bias, ignore_index, reduction as manifest strings
+  /// (plus logit_scale and softcap, each only when not the default, in
+  /// loss::formatF64's spelling).
+  std::map<std::string, std::string> planOptions() const;
+  /// Name of the buffer holding per-row losses: the `loss` output itself for
+  /// reduction = none, else a workspace the reduction kernel reads.
+  llvm::StringRef rowLossBuffer() const {
+    return reduction == loss::Reduction::none ? "loss" : "loss_rows";
+  }
+};
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_LCESPEC_H

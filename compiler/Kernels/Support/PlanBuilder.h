@@ -1,0 +1,48 @@
+//===- PlanBuilder.h - the launch plan's non-kernel parts ---------*- C++ -*-===//
+//
+// Kernels enter the plan through a KernelSink (from their signatures); this
+// writes the rest, the same way for every schedule and backend: the op's
+// buffers and options, constants, derived symbols, chunking, workspaces.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_SUPPORT_PLANBUILDER_H
+#define LOSSJIT_COMPILER_KERNELS_SUPPORT_PLANBUILDER_H
+
+#include "compiler/Kernels/Support/LaunchPlan.h"
+#include "compiler/Kernels/Support/LceSpec.h"
+
+namespace lossjit {
+
+/// Where the chunked backward sums dW and db: in place (f32 storage) or in
+/// gradient-sized f32 workspaces rounded once at the end (16-bit storage).
+struct ChunkedAccumulators {
+  std::string dw = "grad_w";
+  std::string db = "grad_bias";
+  bool separate = false; ///< true when a finish kernel must round them.
+};
+
+class PlanBuilder {
+public:
+  explicit PlanBuilder(LaunchPlan &plan) : plan(plan) {}
+
+  /// Starts the plan of `spec`: params, options and tile text; no
+  /// constants, symbols, workspaces or kernels yet.
+  void begin(const LceSpec &spec, llvm::StringRef tile);
+  void constant(llvm::StringRef name, int64_t value);
+  void workspace(llvm::StringRef name, llvm::StringRef dtype, llvm::StringRef count);
+
+  /// What the chunked schedules need: the budget constant WB, the chunk size
+  /// C (the budget bounds only the [C,V] dZ chunk and the row factors; the
+  /// f32 dW accumulator is gradient-sized and kept outside it, or chunks
+  /// would shrink to one row whenever V·D·4 exceeds the budget), the dZ
+  /// workspace and, for 16-bit storage, the f32 accumulators.
+  ChunkedAccumulators chunked(const LceSpec &spec);
+
+private:
+  LaunchPlan &plan;
+};
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_SUPPORT_PLANBUILDER_H
