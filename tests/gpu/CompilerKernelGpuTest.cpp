@@ -28,9 +28,9 @@
 #include "runtime/FileUtil.h"
 #include "runtime/KernelCache.h"
 #include "runtime/LaunchPlan.h"
-#include "runtime/ReferenceKernels.h"
-#include "tools/support/HalfFloat.h"
-#include "tools/support/Reference.h"
+#include "testing/reference/ReferenceKernels.h"
+#include "testing/reference/HalfFloat.h"
+#include "testing/reference/Reference.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 
 #include "runtime/CudaLauncher.h"
 #include "runtime/KernelCache.h"
-#include "runtime/ReferenceKernels.h"
+#include "testing/reference/ReferenceKernels.h"
 
 #include <cmath>
 #include <random>

@@ -10,13 +10,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Builder/GraphBuilder.h"
-#include "compiler/Interpreter/PlanRunner.h"
+#include "testing/simt/PlanRunner.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/CpuJit.h"
 #include "runtime/KernelCache.h"
-#include "tools/support/HalfFloat.h"
+#include "testing/reference/HalfFloat.h"
 #include "tools/support/Npy.h"
-#include "tools/support/Reference.h"
+#include "testing/reference/Reference.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"

@@ -4,7 +4,7 @@
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/CpuJit.h"
 #include "runtime/KernelCache.h"
-#include "tools/support/Reference.h"
+#include "testing/reference/Reference.h"
 
 #include "llvm/Support/FileSystem.h"
 

@@ -3,8 +3,8 @@
 #include "compiler/Builder/GraphBuilder.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/CpuJit.h"
-#include "tools/support/HalfFloat.h"
-#include "tools/support/Reference.h"
+#include "testing/reference/HalfFloat.h"
+#include "testing/reference/Reference.h"
 
 #include "mlir/IR/MLIRContext.h"
 

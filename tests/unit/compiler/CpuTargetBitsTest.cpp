@@ -13,7 +13,7 @@
 #include "compiler/Builder/GraphBuilder.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/CpuJit.h"
-#include "tools/support/Reference.h"
+#include "testing/reference/Reference.h"
 
 #include "mlir/IR/MLIRContext.h"
 

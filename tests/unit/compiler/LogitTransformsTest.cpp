@@ -11,8 +11,8 @@
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/CpuJit.h"
 #include "dialects/Loss/LossOps.h"
-#include "tools/support/HalfFloat.h"
-#include "tools/support/Reference.h"
+#include "testing/reference/HalfFloat.h"
+#include "testing/reference/Reference.h"
 
 #include "mlir/IR/MLIRContext.h"
 

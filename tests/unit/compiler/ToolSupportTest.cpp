@@ -1,6 +1,6 @@
 //===- ToolSupportTest.cpp - .npy I/O and f16/bf16 conversions ------------===//
 
-#include "tools/support/HalfFloat.h"
+#include "testing/reference/HalfFloat.h"
 #include "tools/support/Npy.h"
 
 #include "llvm/Support/FileSystem.h"

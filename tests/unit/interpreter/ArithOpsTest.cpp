@@ -2,7 +2,7 @@
 
 #include "TestUtil.h"
 
-#include "compiler/Interpreter/SimtTypes.h"
+#include "testing/simt/SimtTypes.h"
 
 #include <cmath>
 #include <limits>

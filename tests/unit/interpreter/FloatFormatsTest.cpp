@@ -1,6 +1,6 @@
 //===- FloatFormatsTest.cpp - f16/bf16 rounding against llvm::APFloat -----===//
 
-#include "compiler/Interpreter/FloatFormats.h"
+#include "testing/simt/FloatFormats.h"
 
 #include "llvm/ADT/APFloat.h"
 

@@ -12,12 +12,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Builder/GraphBuilder.h"
-#include "compiler/Interpreter/PlanRunner.h"
+#include "testing/simt/PlanRunner.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Pipeline/StageRunner.h"
 #include "compiler/Target/CpuJit.h"
 #include "runtime/Sha256.h"
-#include "tools/support/Reference.h"
+#include "testing/reference/Reference.h"
 
 #include "mlir/IR/MLIRContext.h"
 

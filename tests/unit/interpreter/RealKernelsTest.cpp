@@ -10,7 +10,7 @@
 
 #include "TestUtil.h"
 
-#include "compiler/Interpreter/PlanRunner.h"
+#include "testing/simt/PlanRunner.h"
 #include "compiler/Kernels/Support/LaunchPlan.h"
 
 #include "mlir/Pass/PassManager.h"

@@ -9,13 +9,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Builder/GraphBuilder.h"
-#include "compiler/Interpreter/PlanRunner.h"
+#include "testing/simt/PlanRunner.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Pipeline/StageRunner.h"
 #include "compiler/Target/CpuJit.h"
 #include "dialects/Loss/LossOps.h"
-#include "tools/support/HalfFloat.h"
-#include "tools/support/Reference.h"
+#include "testing/reference/HalfFloat.h"
+#include "testing/reference/Reference.h"
 
 #include "mlir/IR/MLIRContext.h"
 

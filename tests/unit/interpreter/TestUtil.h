@@ -3,8 +3,8 @@
 #ifndef LOSSJIT_TESTS_UNIT_INTERPRETER_TESTUTIL_H
 #define LOSSJIT_TESTS_UNIT_INTERPRETER_TESTUTIL_H
 
-#include "compiler/Interpreter/FloatFormats.h"
-#include "compiler/Interpreter/SimtInterpreter.h"
+#include "testing/simt/FloatFormats.h"
+#include "testing/simt/SimtInterpreter.h"
 #include "compiler/Pipeline/Registration.h"
 
 #include "mlir/IR/BuiltinOps.h"

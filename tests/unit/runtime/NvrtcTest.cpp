@@ -9,7 +9,7 @@
 #include "runtime/KernelCache.h"
 #include "runtime/LaunchPlan.h"
 #include "runtime/Nvrtc.h"
-#include "runtime/ReferenceKernels.h"
+#include "testing/reference/ReferenceKernels.h"
 
 #include "TestUtil.h"
 

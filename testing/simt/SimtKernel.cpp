@@ -1,7 +1,7 @@
 //===- SimtKernel.cpp - public entry points of the SIMT interpreter -------===//
 
-#include "compiler/Interpreter/SimtInterpreter.h"
-#include "compiler/Interpreter/SimtProgram.h"
+#include "testing/simt/SimtInterpreter.h"
+#include "testing/simt/SimtProgram.h"
 
 #include "mlir/IR/SymbolTable.h"
 

@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_COMPILER_INTERPRETER_WARPMATRIX_H
-#define LOSSJIT_COMPILER_INTERPRETER_WARPMATRIX_H
+#ifndef LOSSJIT_TESTING_SIMT_WARPMATRIX_H
+#define LOSSJIT_TESTING_SIMT_WARPMATRIX_H
 
 #include <optional>
 #include <utility>
@@ -54,4 +54,4 @@ std::pair<int, int> ldmatrixElement(bool transpose, int lane, int j);
 
 } // namespace lossjit::simt
 
-#endif // LOSSJIT_COMPILER_INTERPRETER_WARPMATRIX_H
+#endif // LOSSJIT_TESTING_SIMT_WARPMATRIX_H

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_COMPILER_INTERPRETER_FLOATFORMATS_H
-#define LOSSJIT_COMPILER_INTERPRETER_FLOATFORMATS_H
+#ifndef LOSSJIT_TESTING_SIMT_FLOATFORMATS_H
+#define LOSSJIT_TESTING_SIMT_FLOATFORMATS_H
 
 #include <bit>
 #include <cstdint>
@@ -56,4 +56,4 @@ inline float bfloat16BitsToFloat(uint16_t b) {
 
 } // namespace lossjit::simt
 
-#endif // LOSSJIT_COMPILER_INTERPRETER_FLOATFORMATS_H
+#endif // LOSSJIT_TESTING_SIMT_FLOATFORMATS_H

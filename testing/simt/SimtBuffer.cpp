@@ -1,7 +1,7 @@
 //===- SimtBuffer.cpp - memory seen by interpreted kernels ----------------===//
 
-#include "compiler/Interpreter/SimtBuffer.h"
-#include "compiler/Interpreter/FloatFormats.h"
+#include "testing/simt/SimtBuffer.h"
+#include "testing/simt/FloatFormats.h"
 
 #include <bit>
 

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_RUNTIME_REFERENCEKERNELS_H
-#define LOSSJIT_RUNTIME_REFERENCEKERNELS_H
+#ifndef LOSSJIT_TESTING_REFERENCE_REFERENCEKERNELS_H
+#define LOSSJIT_TESTING_REFERENCE_REFERENCEKERNELS_H
 
 #include "runtime/KernelBundle.h"
 #include "runtime/Nvrtc.h"
@@ -61,4 +61,4 @@ Expected<KernelBundle> buildReferenceBundle(const Nvrtc &nvrtc,
 
 } // namespace lossjit::runtime
 
-#endif // LOSSJIT_RUNTIME_REFERENCEKERNELS_H
+#endif // LOSSJIT_TESTING_REFERENCE_REFERENCEKERNELS_H

@@ -7,13 +7,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_COMPILER_INTERPRETER_SIMTPROGRAM_H
-#define LOSSJIT_COMPILER_INTERPRETER_SIMTPROGRAM_H
+#ifndef LOSSJIT_TESTING_SIMT_SIMTPROGRAM_H
+#define LOSSJIT_TESTING_SIMT_SIMTPROGRAM_H
 
-#include "compiler/Interpreter/FloatFormats.h"
-#include "compiler/Interpreter/SimtInterpreter.h"
-#include "compiler/Interpreter/SimtTypes.h"
-#include "compiler/Interpreter/WarpMatrix.h"
+#include "testing/simt/FloatFormats.h"
+#include "testing/simt/SimtInterpreter.h"
+#include "testing/simt/SimtTypes.h"
+#include "testing/simt/WarpMatrix.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Operation.h"
@@ -351,4 +351,4 @@ inline int64_t signExtend(uint64_t word, unsigned width) {
 
 } // namespace lossjit::simt::detail
 
-#endif // LOSSJIT_COMPILER_INTERPRETER_SIMTPROGRAM_H
+#endif // LOSSJIT_TESTING_SIMT_SIMTPROGRAM_H

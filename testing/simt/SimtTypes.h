@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_COMPILER_INTERPRETER_SIMTTYPES_H
-#define LOSSJIT_COMPILER_INTERPRETER_SIMTTYPES_H
+#ifndef LOSSJIT_TESTING_SIMT_SIMTTYPES_H
+#define LOSSJIT_TESTING_SIMT_SIMTTYPES_H
 
 #include "mlir/IR/Types.h"
 #include "llvm/ADT/StringRef.h"
@@ -47,4 +47,4 @@ inline bool isFloatType(ElementType type) { return type >= ElementType::F16; }
 
 } // namespace lossjit::simt
 
-#endif // LOSSJIT_COMPILER_INTERPRETER_SIMTTYPES_H
+#endif // LOSSJIT_TESTING_SIMT_SIMTTYPES_H

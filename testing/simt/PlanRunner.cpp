@@ -1,6 +1,6 @@
 //===- PlanRunner.cpp - run a whole launch plan on the SIMT interpreter ---===//
 
-#include "compiler/Interpreter/PlanRunner.h"
+#include "testing/simt/PlanRunner.h"
 
 #include "runtime/Formula.h"
 

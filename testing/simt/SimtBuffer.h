@@ -8,10 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_COMPILER_INTERPRETER_SIMTBUFFER_H
-#define LOSSJIT_COMPILER_INTERPRETER_SIMTBUFFER_H
+#ifndef LOSSJIT_TESTING_SIMT_SIMTBUFFER_H
+#define LOSSJIT_TESTING_SIMT_SIMTBUFFER_H
 
-#include "compiler/Interpreter/SimtTypes.h"
+#include "testing/simt/SimtTypes.h"
 
 #include <cstdint>
 #include <cstring>
@@ -94,4 +94,4 @@ private:
 
 } // namespace lossjit::simt
 
-#endif // LOSSJIT_COMPILER_INTERPRETER_SIMTBUFFER_H
+#endif // LOSSJIT_TESTING_SIMT_SIMTBUFFER_H

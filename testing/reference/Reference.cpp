@@ -1,7 +1,7 @@
 //===- Reference.cpp ------------------------------------------------------===//
 
-#include "tools/support/Reference.h"
-#include "tools/support/HalfFloat.h"
+#include "testing/reference/Reference.h"
+#include "testing/reference/HalfFloat.h"
 
 #include <algorithm>
 #include <cmath>

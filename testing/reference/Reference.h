@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_TOOLS_SUPPORT_REFERENCE_H
-#define LOSSJIT_TOOLS_SUPPORT_REFERENCE_H
+#ifndef LOSSJIT_TESTING_REFERENCE_REFERENCE_H
+#define LOSSJIT_TESTING_REFERENCE_REFERENCE_H
 
 #include <cstdint>
 #include <string>
@@ -90,4 +90,4 @@ void makeRandomLceInputs(const RandomLceOptions &options, RandomLceInputs &out);
 
 } // namespace lossjit
 
-#endif // LOSSJIT_TOOLS_SUPPORT_REFERENCE_H
+#endif // LOSSJIT_TESTING_REFERENCE_REFERENCE_H

@@ -1,6 +1,6 @@
 //===- WarpMatrix.cpp - PTX fragment layouts of mma.sync and ldmatrix -----===//
 
-#include "compiler/Interpreter/WarpMatrix.h"
+#include "testing/simt/WarpMatrix.h"
 
 #include <cassert>
 

@@ -1,6 +1,6 @@
 //===- HalfFloat.cpp ------------------------------------------------------===//
 
-#include "tools/support/HalfFloat.h"
+#include "testing/reference/HalfFloat.h"
 
 #include <cmath>
 

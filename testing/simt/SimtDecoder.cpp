@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Interpreter/SimtInterpreter.h"
-#include "compiler/Interpreter/SimtProgram.h"
+#include "testing/simt/SimtInterpreter.h"
+#include "testing/simt/SimtProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"

@@ -75,10 +75,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_COMPILER_INTERPRETER_SIMTINTERPRETER_H
-#define LOSSJIT_COMPILER_INTERPRETER_SIMTINTERPRETER_H
+#ifndef LOSSJIT_TESTING_SIMT_SIMTINTERPRETER_H
+#define LOSSJIT_TESTING_SIMT_SIMTINTERPRETER_H
 
-#include "compiler/Interpreter/SimtBuffer.h"
+#include "testing/simt/SimtBuffer.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "llvm/Support/Error.h"
@@ -170,4 +170,4 @@ llvm::Expected<mlir::gpu::GPUFuncOp> lookupKernel(mlir::Operation *root,
 
 } // namespace lossjit::simt
 
-#endif // LOSSJIT_COMPILER_INTERPRETER_SIMTINTERPRETER_H
+#endif // LOSSJIT_TESTING_SIMT_SIMTINTERPRETER_H

@@ -1,6 +1,6 @@
 //===- FloatFormats.cpp - IEEE half and bfloat16 rounding -----------------===//
 
-#include "compiler/Interpreter/FloatFormats.h"
+#include "testing/simt/FloatFormats.h"
 
 #include <algorithm>
 #include <cmath>

@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_TOOLS_SUPPORT_HALFFLOAT_H
-#define LOSSJIT_TOOLS_SUPPORT_HALFFLOAT_H
+#ifndef LOSSJIT_TESTING_REFERENCE_HALFFLOAT_H
+#define LOSSJIT_TESTING_REFERENCE_HALFFLOAT_H
 
 #include <cstdint>
 #include <cstring>
@@ -34,4 +34,4 @@ double elementAsDouble(const void *data, const std::string &dtype, int64_t i);
 
 } // namespace lossjit
 
-#endif // LOSSJIT_TOOLS_SUPPORT_HALFFLOAT_H
+#endif // LOSSJIT_TESTING_REFERENCE_HALFFLOAT_H

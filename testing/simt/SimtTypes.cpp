@@ -1,6 +1,6 @@
 //===- SimtTypes.cpp - element types the SIMT interpreter handles ---------===//
 
-#include "compiler/Interpreter/SimtTypes.h"
+#include "testing/simt/SimtTypes.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 

@@ -20,10 +20,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_COMPILER_INTERPRETER_PLANRUNNER_H
-#define LOSSJIT_COMPILER_INTERPRETER_PLANRUNNER_H
+#ifndef LOSSJIT_TESTING_SIMT_PLANRUNNER_H
+#define LOSSJIT_TESTING_SIMT_PLANRUNNER_H
 
-#include "compiler/Interpreter/SimtInterpreter.h"
+#include "testing/simt/SimtInterpreter.h"
 #include "compiler/Kernels/Support/LaunchPlan.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -63,4 +63,4 @@ llvm::Error runPlanOnSimt(mlir::ModuleOp kernels, const LaunchPlan &plan,
 
 } // namespace lossjit::simt
 
-#endif // LOSSJIT_COMPILER_INTERPRETER_PLANRUNNER_H
+#endif // LOSSJIT_TESTING_SIMT_PLANRUNNER_H

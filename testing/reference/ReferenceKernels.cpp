@@ -1,6 +1,6 @@
 //===- ReferenceKernels.cpp - Naive CUDA C++ references via NVRTC ---------===//
 
-#include "runtime/ReferenceKernels.h"
+#include "testing/reference/ReferenceKernels.h"
 
 #include "runtime/KernelCache.h"
 #include "runtime/Sha256.h"
