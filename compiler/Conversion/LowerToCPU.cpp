@@ -3,6 +3,7 @@
 #include "compiler/Conversion/FusedFunction.h"
 #include "compiler/Conversion/Passes.h"
 #include "compiler/Kernels/Schedules/Schedules.h"
+#include "dialects/Loss/LoweringConfig.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -19,21 +20,18 @@ struct LowerToCPUPass : lossjit::impl::LossLowerToCPUBase<LowerToCPUPass> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (blockRows < 1 || blockRows > 16 || vectorWidth < 1 || vectorWidth > 64) {
-      module.emitError() << "loss-lower-to-cpu: block-rows must be in [1, 16] "
-                            "and vector-width in [1, 64], got "
-                         << static_cast<int64_t>(blockRows) << " and "
-                         << static_cast<int64_t>(vectorWidth);
-      return signalPassFailure();
-    }
     auto fused = collectFusedFunctions(module, "loss-lower-to-cpu");
     if (failed(fused))
       return signalPassFailure();
-    CpuTileConfig tile;
-    tile.blockRows = blockRows;
-    tile.vectorWidth = vectorWidth;
     OpBuilder b(&getContext());
     for (FusedFunction &f : *fused) {
+      auto config = dyn_cast_or_null<loss::CpuConfigAttr>(loss::getLoweringConfig(f.op));
+      if (!config) {
+        f.op->emitError() << "loss-lower-to-cpu: @" << f.func.getName()
+                          << " has no #loss.cpu_config lowering config (run "
+                             "loss-select-lowering-config{target=cpu} first)";
+        return signalPassFailure();
+      }
       b.setInsertionPoint(f.func);
       // Each fused function gets its own nested module, so kernel names
       // never collide and the module can be JIT-compiled on its own.
@@ -44,8 +42,10 @@ struct LowerToCPUPass : lossjit::impl::LossLowerToCPUBase<LowerToCPUPass> {
       plan.entryArgs = argumentRoles(f);
       plan.entryResults = resultRoles(f);
       b.setInsertionPointToStart(kernels.getBody());
-      if (llvm::Error err = buildCpuSchedule(b, f.func.getLoc(), *kernels.getSymName(),
-                                             specOf(f), tile, plan)) {
+      LceSpec spec = specOf(f);
+      spec.strategy = config.getSchedule() == loss::Schedule::recompute ? "recompute" : "chunked";
+      if (llvm::Error err = buildCpuSchedule(b, f.func.getLoc(), *kernels.getSymName(), spec,
+                                             CpuTileConfig::fromAttr(config), plan)) {
         f.op->emitError() << "loss-lower-to-cpu: " << llvm::toString(std::move(err));
         return signalPassFailure();
       }

@@ -3,6 +3,7 @@
 #include "compiler/Conversion/FusedFunction.h"
 #include "compiler/Conversion/Passes.h"
 #include "compiler/Kernels/Schedules/Schedules.h"
+#include "dialects/Loss/LoweringConfig.h"
 #include "compiler/Pipeline/Pipelines.h"
 
 namespace lossjit {
@@ -18,16 +19,8 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    TileConfig tile;
-    tile.blockRows = blockRows;
-    tile.threads = threads;
-    tile.splits = splits;
     GpuTarget target{chip, ""};
     if (llvm::Error err = target.validate()) {
-      module.emitError() << "loss-lower-to-gpu: " << llvm::toString(std::move(err));
-      return signalPassFailure();
-    }
-    if (llvm::Error err = tile.validate()) {
       module.emitError() << "loss-lower-to-gpu: " << llvm::toString(std::move(err));
       return signalPassFailure();
     }
@@ -44,8 +37,17 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
       plan.entry = f.func.getName().str();
       plan.entryArgs = argumentRoles(f);
       plan.entryResults = resultRoles(f);
-      if (llvm::Error err =
-              buildGpuSchedule(b, f.func.getLoc(), f.func.getName(), specOf(f), tile, plan)) {
+      auto config = dyn_cast_or_null<loss::GpuConfigAttr>(loss::getLoweringConfig(f.op));
+      if (!config) {
+        f.op->emitError() << "loss-lower-to-gpu: @" << f.func.getName()
+                          << " has no #loss.gpu_config lowering config (run "
+                             "loss-select-lowering-config{target=gpu} first)";
+        return signalPassFailure();
+      }
+      LceSpec spec = specOf(f);
+      spec.strategy = config.getSchedule() == loss::Schedule::recompute ? "recompute" : "chunked";
+      if (llvm::Error err = buildGpuSchedule(b, f.func.getLoc(), f.func.getName(), spec,
+                                             TileConfig::fromAttr(config), plan)) {
         f.op->emitError() << "loss-lower-to-gpu: " << llvm::toString(std::move(err));
         return signalPassFailure();
       }

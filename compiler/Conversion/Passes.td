@@ -8,21 +8,21 @@ include "mlir/Pass/PassBase.td"
 def LossLowerToGPU : Pass<"loss-lower-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Lower each fused loss function to a gpu.module of kernels and a launch plan";
   let description = [{
-    A `func.func` whose body is one `loss.linear_cross_entropy` (operands
-    are the function's arguments) becomes a `gpu.module` holding the
-    forward kernels (partial-LSE over vocab splits, fixed-order combine,
-    fixed-order reduction) built by the kernel builder for the given
-    TileConfig, plus a `loss.launch_plan` attribute that tells the runtime
-    the grid, block, workspaces and arguments of each launch. The function
-    itself is replaced by the module.
+    A `func.func` whose body is one fused op (`loss.linear_cross_entropy`,
+    `_grad` or `_with_grad`; operands are the function's arguments) becomes
+    one `gpu.module` per kernel of the schedule its `loss.lowering_config`
+    (a `#loss.gpu_config`, from loss-select-lowering-config) names —
+    forward: partial statistics over vocabulary splits, fixed-order
+    combine, fixed-order reduction; chunked / recompute backward; fused
+    forward+backward — plus a `loss.launch_plans` entry that tells the
+    runtime the grid, block, workspaces and arguments of each launch. The
+    function itself is replaced by the modules. The pass only reads the
+    config: an op without one is an error.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
                            "::mlir::memref::MemRefDialect"];
   let options = [
-    Option<"blockRows", "block-rows", "int64_t", "4", "rows per thread block (BN)">,
-    Option<"threads", "threads", "int64_t", "128", "threads per block (power of two, 32..1024)">,
-    Option<"splits", "splits", "int64_t", "8", "vocabulary splits per row block (S)">,
     Option<"chip", "chip", "std::string", "\"sm_80\"",
            "target GPU (sm_70 or newer); kernels are chosen for it and it is "
            "recorded in the launch plan">,
@@ -32,19 +32,16 @@ def LossLowerToGPU : Pass<"loss-lower-to-gpu", "::mlir::ModuleOp"> {
 def LossLowerToCPU : Pass<"loss-lower-to-cpu", "::mlir::ModuleOp"> {
   let summary = "Lower each fused loss function to CPU kernels (loops + vectors) and a launch plan";
   let description = [{
-    Like loss-lower-to-gpu for the host: the fused op becomes `func.func`
-    kernels over a row range (vectorized f32 dot products, online
-    log-sum-exp, target logit) and a fixed-order reduction that sums in the
-    same order as the GPU reduction kernel. The host splits rows between
-    threads; every result is independent of the split.
+    Like loss-lower-to-gpu for the host, from the op's `#loss.cpu_config`:
+    the fused op becomes `func.func` kernels over row or vocabulary ranges
+    (vectorized f32 dot products, online statistics, target logit) and a
+    fixed-order reduction that sums in the same order as the GPU reduction
+    kernel. The host splits ranges between threads; every result is
+    independent of the split.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::vector::VectorDialect"];
-  let options = [
-    Option<"blockRows", "block-rows", "int64_t", "8", "rows computed together (register block)">,
-    Option<"vectorWidth", "vector-width", "int64_t", "8", "f32 lanes of the dot product">,
-  ];
 }
 
 def LossExpandHostLibcalls : Pass<"loss-expand-host-libcalls"> {

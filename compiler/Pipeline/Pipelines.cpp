@@ -43,11 +43,22 @@ std::vector<Stage> graphStages() {
 std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
                                       const TileConfig &tile) {
   std::vector<Stage> stages = graphStages();
-  stages.push_back({"kernels", "builtin.module(loss-lower-to-gpu{chip=" + target.chip +
-                                   " block-rows=" +
-                                   std::to_string(tile.blockRows) +
-                                   " threads=" + std::to_string(tile.threads) +
-                                   " splits=" + std::to_string(tile.splits) +
+  // Only knobs that differ from the defaults are passed, so a config the
+  // input IR already carries keeps its other fields.
+  const TileConfig defaults;
+  std::string select = "target=gpu chip=" + target.chip;
+  auto knob = [&](llvm::StringRef name, int64_t value, int64_t fallback) {
+    if (value != fallback)
+      select += " " + name.str() + "=" + std::to_string(value);
+  };
+  knob("block-rows", tile.blockRows, defaults.blockRows);
+  knob("threads", tile.threads, defaults.threads);
+  knob("splits", tile.splits, defaults.splits);
+  knob("stages", tile.stages, defaults.stages);
+  if (tile.matmul != defaults.matmul)
+    select += " matmul=" + loss::stringifyMatmulKind(tile.matmul).str();
+  stages.push_back({"kernels", "builtin.module(loss-select-lowering-config{" + select +
+                                   "},loss-lower-to-gpu{chip=" + target.chip +
                                    "},canonicalize,cse)"});
   stages.push_back({"nvvm", "builtin.module(nvvm-attach-target{chip=" + target.chip +
                                 " features=" + target.effectiveFeatures() +
@@ -60,10 +71,19 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
 
 std::vector<Stage> lossjit::cpuStages(const CpuTileConfig &tile, bool f16ExtendInHardware) {
   std::vector<Stage> stages = graphStages();
-  stages.push_back({"kernels", "builtin.module(loss-lower-to-cpu{block-rows=" +
-                                   std::to_string(tile.blockRows) +
-                                   " vector-width=" + std::to_string(tile.vectorWidth) +
-                                   "},canonicalize,cse)"});
+  const CpuTileConfig defaults;
+  std::string select = "target=cpu";
+  auto knob = [&](llvm::StringRef name, int64_t value, int64_t fallback) {
+    if (value != fallback)
+      select += " " + name.str() + "=" + std::to_string(value);
+  };
+  knob("block-rows", tile.blockRows, defaults.blockRows);
+  knob("vector-width", tile.vectorWidth, defaults.vectorWidth);
+  knob("panel-blocks", tile.panelBlocks, defaults.panelBlocks);
+  knob("vocab-tile", tile.vocabTile, defaults.vocabTile);
+  knob("reduce-lanes", tile.reduceLanes, defaults.reduceLanes);
+  stages.push_back({"kernels", "builtin.module(loss-select-lowering-config{" + select +
+                                   "},loss-lower-to-cpu,canonicalize,cse)"});
   std::string expand = f16ExtendInHardware
                            ? "loss-expand-host-libcalls{f16-extend-in-hardware=true}"
                            : "loss-expand-host-libcalls";

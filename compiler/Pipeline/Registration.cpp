@@ -38,7 +38,8 @@ struct GpuPipelineOptions : PassPipelineOptions<GpuPipelineOptions> {
 };
 
 struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
-  Option<int64_t> blockRows{*this, "block-rows", llvm::cl::init(4)};
+  // The JIT's defaults (CpuTileConfig), so lossjit-opt shows what it runs.
+  Option<int64_t> blockRows{*this, "block-rows", llvm::cl::init(8)};
   Option<int64_t> vectorWidth{*this, "vector-width", llvm::cl::init(8)};
   Option<bool> f16ExtendInHardware{
       *this, "f16-extend-in-hardware",

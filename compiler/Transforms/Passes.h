@@ -4,6 +4,7 @@
 #define LOSSJIT_COMPILER_TRANSFORMS_PASSES_H
 
 #include "dialects/Loss/LossOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace lossjit {

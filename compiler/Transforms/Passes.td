@@ -47,4 +47,43 @@ def LossFuseLinearCrossEntropy : Pass<"loss-fuse-linear-cross-entropy"> {
   ];
 }
 
+def LossSelectLoweringConfig : Pass<"loss-select-lowering-config", "::mlir::ModuleOp"> {
+  let summary = "Decide how each fused op is lowered and record it as its loss.lowering_config";
+  let description = [{
+    The compiler's choices become IR that the lowerings only read (like
+    IREE's lowering_config): for every fused op this pass attaches
+    `loss.lowering_config`, a `#loss.gpu_config` (target=gpu) or
+    `#loss.cpu_config` (target=cpu) holding the schedule (forward; chunked or
+    recompute from a _grad op's strategy, auto meaning chunked; fused for
+    _with_grad), the matmul strategy and the tile.
+
+    A config already on the op (written in the input IR) is kept and only
+    the options given here replace its fields; an op without one starts
+    from the target's defaults. Options left unset (-1, or empty) keep what
+    is there. An invalid tile is an error naming the rule it breaks.
+
+    Example (target=gpu, chip=sm_90):
+      %l, %lse = loss.linear_cross_entropy ... {loss.lowering_config =
+        #loss.gpu_config<schedule = forward, matmul = simt, block_rows = 4,
+                         threads = 128, splits = 8, stages = 1>, ...}
+  }];
+  let dependentDialects = ["::lossjit::loss::LossDialect"];
+  let options = [
+    Option<"target", "target", "std::string", "\"gpu\"", "gpu or cpu">,
+    Option<"chip", "chip", "std::string", "\"sm_80\"",
+           "GPU the defaults are chosen for (target=gpu)">,
+    Option<"matmul", "matmul", "std::string", "\"\"", "tile-product strategy (gpu): simt">,
+    Option<"blockRows", "block-rows", "int64_t", "-1", "rows per block / register block">,
+    Option<"threads", "threads", "int64_t", "-1", "threads per block (gpu)">,
+    Option<"splits", "splits", "int64_t", "-1", "vocabulary splits of the forward (gpu)">,
+    Option<"stages", "stages", "int64_t", "-1", "operand pipeline stages (gpu)">,
+    Option<"vectorWidth", "vector-width", "int64_t", "-1", "f32 lanes of a dot product (cpu)">,
+    Option<"panelBlocks", "panel-blocks", "int64_t", "-1",
+           "register blocks per vocabulary-sweep panel (cpu)">,
+    Option<"vocabTile", "vocab-tile", "int64_t", "-1", "columns per sweep tile (cpu)">,
+    Option<"reduceLanes", "reduce-lanes", "int64_t", "-1",
+           "lanes of the fixed-order reduction (cpu)">,
+  ];
+}
+
 #endif // LOSSJIT_COMPILER_TRANSFORMS_PASSES

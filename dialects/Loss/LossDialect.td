@@ -24,6 +24,8 @@ def Loss_Dialect : Dialect {
   }];
   let cppNamespace = "::lossjit::loss";
   let useDefaultAttributePrinterParser = 1;
+  // `loss.lowering_config` on a fused op (LoweringConfig.td).
+  let hasOperationAttrVerify = 1;
 }
 
 class Loss_Op<string mnemonic, list<Trait> traits = []>

@@ -4,6 +4,7 @@
 #define LOSSJIT_LOSS_OPS
 
 include "dialects/Loss/LossDialect.td"
+include "dialects/Loss/LoweringConfig.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 /// Storage element types: the only ones a tensor may hold in the loss graph.

@@ -23,14 +23,14 @@ namespace {
 /// One registered strategy: the config value that selects it and its
 /// constructor (in its own file under Matmul/).
 struct Strategy {
-  MatmulKind kind;
+  loss::MatmulKind kind;
   std::unique_ptr<TileMatmul> (*create)(const TileConfig &);
 };
 
-/// Adding a strategy: a MatmulKind value (Support/TileConfig), its file
+/// Adding a strategy: a MatmulKind case (dialects/Loss/LoweringConfig.td), its file
 /// here in Matmul/, and one row below.
 constexpr Strategy kStrategies[] = {
-    {MatmulKind::Simt, createSimtFmaMatmul},
+    {loss::MatmulKind::simt, createSimtFmaMatmul},
 };
 } // namespace
 

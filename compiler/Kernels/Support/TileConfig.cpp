@@ -1,29 +1,22 @@
 //===- TileConfig.cpp -----------------------------------------------------===//
 
 #include "compiler/Kernels/Support/TileConfig.h"
+#include "dialects/Loss/LoweringConfig.h"
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/MathExtras.h"
 
 using namespace lossjit;
 
 std::string TileConfig::str() const {
   return "block_rows=" + std::to_string(blockRows) + ",threads=" + std::to_string(threads) +
-         ",splits=" + std::to_string(splits) + ",matmul=simt";
+         ",splits=" + std::to_string(splits) +
+         ",matmul=" + loss::stringifyMatmulKind(matmul).str() + ",stages=" + std::to_string(stages);
 }
 
 llvm::Error TileConfig::validate() const {
-  auto bad = [](const llvm::Twine &msg) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-  };
-  if (blockRows < 1 || blockRows > 16)
-    return bad("tile block_rows must be in [1, 16], got " + llvm::Twine(blockRows));
-  if (threads < 32 || threads > 1024 || !llvm::isPowerOf2_64(threads))
-    return bad("tile threads must be a power of two in [32, 1024], got " + llvm::Twine(threads));
-  if (splits < 1 || splits > 1024)
-    return bad("tile splits must be in [1, 1024], got " + llvm::Twine(splits));
-  if (blockRows * threads * 8 > 48 * 1024)
-    return bad("tile block_rows*threads*8 bytes of shared memory exceed 48 KiB");
+  std::string why = loss::checkGpuConfig(matmul, blockRows, threads, splits, stages);
+  if (!why.empty())
+    return llvm::createStringError(why);
   return llvm::Error::success();
 }
 
@@ -33,11 +26,14 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
   text.split(items, ',', -1, /*KeepEmpty=*/false);
   for (llvm::StringRef item : items) {
     auto [key, value] = item.trim().split('=');
+    key = key.trim(), value = value.trim();
     if (key == "matmul") {
-      if (value != "simt")
-        return llvm::createStringError(
-            "tile matmul must be 'simt' (tensor-core kinds are not built yet), got '" +
-            value.str() + "'");
+      std::optional<loss::MatmulKind> kind = loss::symbolizeMatmulKind(value);
+      if (!kind)
+        return llvm::createStringError("tile matmul must be 'simt' (the strategies built so "
+                                       "far), got '" +
+                                       value.str() + "'");
+      config.matmul = *kind;
       continue;
     }
     int64_t number = 0;
@@ -50,13 +46,29 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
       config.threads = number;
     else if (key == "splits")
       config.splits = number;
+    else if (key == "stages")
+      config.stages = number;
     else
       return llvm::createStringError("unknown tile key '" + key.str() +
-                                     "' (expected block_rows, threads, splits, matmul)");
+                                     "' (expected block_rows, threads, splits, matmul, stages)");
   }
   if (llvm::Error err = config.validate())
     return std::move(err);
   return config;
+}
+
+loss::GpuConfigAttr TileConfig::toAttr(mlir::MLIRContext *context, loss::Schedule schedule) const {
+  return loss::GpuConfigAttr::get(context, schedule, matmul, blockRows, threads, splits, stages);
+}
+
+TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
+  TileConfig t;
+  t.blockRows = attr.getBlockRows();
+  t.threads = attr.getThreads();
+  t.splits = attr.getSplits();
+  t.matmul = attr.getMatmul();
+  t.stages = attr.getStages();
+  return t;
 }
 
 std::string CpuTileConfig::str() const {
@@ -65,4 +77,28 @@ std::string CpuTileConfig::str() const {
          ",panel_blocks=" + std::to_string(panelBlocks) +
          ",vocab_tile=" + std::to_string(vocabTile) +
          ",reduce_lanes=" + std::to_string(reduceLanes);
+}
+
+llvm::Error CpuTileConfig::validate() const {
+  std::string why =
+      loss::checkCpuConfig(blockRows, vectorWidth, panelBlocks, vocabTile, reduceLanes);
+  if (!why.empty())
+    return llvm::createStringError(why);
+  return llvm::Error::success();
+}
+
+loss::CpuConfigAttr CpuTileConfig::toAttr(mlir::MLIRContext *context,
+                                          loss::Schedule schedule) const {
+  return loss::CpuConfigAttr::get(context, schedule, blockRows, vectorWidth, panelBlocks, vocabTile,
+                                  reduceLanes);
+}
+
+CpuTileConfig CpuTileConfig::fromAttr(loss::CpuConfigAttr attr) {
+  CpuTileConfig t;
+  t.blockRows = attr.getBlockRows();
+  t.vectorWidth = attr.getVectorWidth();
+  t.panelBlocks = attr.getPanelBlocks();
+  t.vocabTile = attr.getVocabTile();
+  t.reduceLanes = attr.getReduceLanes();
+  return t;
 }

@@ -1,7 +1,15 @@
-//===- TileConfig.h - the knobs of the fused-loss kernel builders -*- C++ -*-===//
+//===- TileConfig.h - the knobs of the kernel builders ----------*- C++ -*-===//
+//
+// The C++ view of the `#loss.gpu_config` / `#loss.cpu_config` lowering
+// attributes (dialects/Loss/LoweringConfig.td): the selection pass builds
+// the attribute from one of these, the lowerings read it back into one.
+//
+//===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_COMPILER_KERNELS_TILECONFIG_H
-#define LOSSJIT_COMPILER_KERNELS_TILECONFIG_H
+#ifndef LOSSJIT_COMPILER_KERNELS_SUPPORT_TILECONFIG_H
+#define LOSSJIT_COMPILER_KERNELS_SUPPORT_TILECONFIG_H
+
+#include "dialects/Loss/LossDialect.h"
 
 #include "llvm/Support/Error.h"
 
@@ -10,10 +18,6 @@
 
 namespace lossjit {
 
-/// How the [BN × BV] logit tile is multiplied. Only SIMT f32 FMA exists so
-/// far; tensor-core kinds plug in here without changing the kernel plan.
-enum class MatmulKind { Simt };
-
 /// Tile configuration of the GPU kernels. Kernels are specialized on it (and
 /// on dtype and options) but stay generic in N, V and D.
 struct TileConfig {
@@ -21,20 +25,30 @@ struct TileConfig {
   int64_t blockRows = 4;
   /// Threads per block; a power of two so the block reductions are trees.
   int64_t threads = 128;
-  /// Vocabulary splits (S): grid.y of the partial-LSE kernel.
+  /// Vocabulary splits (S): grid.y of the partial-statistics kernel.
   int64_t splits = 8;
-  MatmulKind matmul = MatmulKind::Simt;
+  /// How tile products are formed (Matmul/ has one strategy per kind).
+  loss::MatmulKind matmul = loss::MatmulKind::simt;
+  /// Stages of the operand pipeline (1: none).
+  int64_t stages = 1;
 
-  /// Canonical text, e.g. "block_rows=4,threads=128,splits=8,matmul=simt";
-  /// part of the cache key.
+  /// Canonical text, e.g. "block_rows=4,threads=128,splits=8,matmul=simt,
+  /// stages=1"; launch plans and bundle manifests carry it.
   std::string str() const;
-  /// Checks the ranges every kernel builder relies on.
+  /// Checks the ranges every kernel builder relies on (the attribute's
+  /// verifier applies the same rules).
   llvm::Error validate() const;
   /// Parses `str()`'s format; keys may be omitted (defaults stay).
   static llvm::Expected<TileConfig> parse(llvm::StringRef text);
+
+  /// As the lowering attribute, for an op lowered with `schedule`.
+  loss::GpuConfigAttr toAttr(mlir::MLIRContext *context, loss::Schedule schedule) const;
+  static TileConfig fromAttr(loss::GpuConfigAttr attr);
 };
 
-/// Options of the host kernels.
+/// Options of the host kernels. None depends on the host CPU: the vector
+/// width fixes the order of every dot product, so every host gets the same
+/// bits (see compiler/Target/HostTarget.h).
 struct CpuTileConfig {
   int64_t blockRows = 8;   ///< rows sharing each loaded weight row.
   int64_t vectorWidth = 8; ///< f32 lanes of the dot product.
@@ -47,9 +61,13 @@ struct CpuTileConfig {
   /// Lanes of the fixed-order reduction; equal to the GPU block size so the
   /// two backends sum per-row losses in the same order.
   int64_t reduceLanes = 128;
+
   std::string str() const;
+  llvm::Error validate() const;
+  loss::CpuConfigAttr toAttr(mlir::MLIRContext *context, loss::Schedule schedule) const;
+  static CpuTileConfig fromAttr(loss::CpuConfigAttr attr);
 };
 
 } // namespace lossjit
 
-#endif // LOSSJIT_COMPILER_KERNELS_TILECONFIG_H
+#endif // LOSSJIT_COMPILER_KERNELS_SUPPORT_TILECONFIG_H

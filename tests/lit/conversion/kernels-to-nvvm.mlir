@@ -3,7 +3,7 @@
 // plain LLVM + NVVM with no libdevice function (__nv_*) declared or called,
 // whatever CUDA_HOME says, f16 is only ever widened (fpext) before any math,
 // exp2/log2 are the approx intrinsics, and nothing is atomic.
-// RUN: lossjit-opt %s --pass-pipeline="builtin.module(loss-lower-to-gpu,gpu.module(loss-math-to-nvvm-approx,arith-expand,convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse),reconcile-unrealized-casts)" \
+// RUN: lossjit-opt %s --pass-pipeline="builtin.module(loss-select-lowering-config{target=gpu},loss-lower-to-gpu,gpu.module(loss-math-to-nvvm-approx,arith-expand,convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse),reconcile-unrealized-casts)" \
 // RUN:   | FileCheck %s --implicit-check-not=__nv_ --implicit-check-not=atomic --implicit-check-not=nvvm.redux \
 // RUN:   --implicit-check-not='{{llvm\.(fadd|fsub|fmul|fdiv|fneg|intr\.[a-z.]+)[^:]*: (\(|vector<[0-9]+x)?b?f16}}' \
 // RUN:   --implicit-check-not='{{(= |^ *)((math|arith|scf|cf|memref)\.|gpu\.(thread_id|block_id|barrier))}}'

@@ -1,8 +1,8 @@
 // recompute: the CPU backend recomputes logits in lce_bwd_dx (rows) and
 // lce_bwd_dw (vocab); the GPU in lce_bwd_dx_rc / lce_bwd_dw_rc with dZ tiles
 // in shared memory. No chunking, no [C,V] workspace.
-// RUN: lossjit-opt %s --loss-lower-to-cpu | FileCheck %s --check-prefix=CPU
-// RUN: lossjit-opt %s --loss-lower-to-gpu | FileCheck %s --check-prefix=GPU
+// RUN: lossjit-opt %s --loss-select-lowering-config=target=cpu --loss-lower-to-cpu | FileCheck %s --check-prefix=CPU
+// RUN: lossjit-opt %s --loss-select-lowering-config=target=gpu --loss-lower-to-gpu | FileCheck %s --check-prefix=GPU
 
 // GPU-LABEL: loss.launch_plans = {recompute = {
 // GPU-NOT:     chunk = "C"

@@ -1,7 +1,7 @@
 // The gradient op through loss-lower-to-gpu (chunked only) and
 // loss-lower-to-cpu (chunked and recompute): kernels, chunked plans, errors.
-// RUN: lossjit-opt %s --loss-lower-to-gpu --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=GPU
-// RUN: lossjit-opt %s --loss-lower-to-cpu --split-input-file --verify-diagnostics 2>&1 | FileCheck %s --check-prefix=CPU
+// RUN: lossjit-opt %s --loss-select-lowering-config=target=gpu --loss-lower-to-gpu --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=GPU
+// RUN: lossjit-opt %s --loss-select-lowering-config=target=cpu --loss-lower-to-cpu --split-input-file --verify-diagnostics 2>&1 | FileCheck %s --check-prefix=CPU
 
 // GPU-LABEL: module attributes {gpu.container_module, loss.launch_plans = {chunked_f32 = {
 // GPU-SAME:    chunk = "C", constants = {WB = 1048576 : i64}, derived = {{\[\[}}"C", "max(1,min(N,(WB-N*4)/(V*4)))"]]

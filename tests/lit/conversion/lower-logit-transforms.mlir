@@ -3,9 +3,9 @@
 // applies z = cap·tanh(scale·raw / cap) with tanh built from exp2 — never
 // math.tanh (libdevice's __nv_tanhf on the GPU) — and the backward's dZ is
 // multiplied by ∂z/∂raw = scale·q·(2 − q), q = 2/(exp(2|u|) + 1).
-// RUN: lossjit-opt %s --loss-lower-to-gpu --split-input-file --verify-diagnostics \
+// RUN: lossjit-opt %s --loss-select-lowering-config=target=gpu --loss-lower-to-gpu --split-input-file --verify-diagnostics \
 // RUN:   | FileCheck %s --check-prefix=GPU --implicit-check-not=math.tanh
-// RUN: lossjit-opt %s --loss-lower-to-cpu --split-input-file --verify-diagnostics \
+// RUN: lossjit-opt %s --loss-select-lowering-config=target=cpu --loss-lower-to-cpu --split-input-file --verify-diagnostics \
 // RUN:   | FileCheck %s --check-prefix=CPU --implicit-check-not=math.tanh
 
 // GPU-LABEL: loss.launch_plans = {capped = {

@@ -1,14 +1,14 @@
 // loss-lower-to-cpu: a fused function becomes a nested module of host
 // kernels (lce_rows over a row range, lce_reduce) and a launch plan.
-// RUN: lossjit-opt %s --loss-lower-to-cpu="block-rows=4" --split-input-file --verify-diagnostics | FileCheck %s
-// RUN: lossjit-opt %s --loss-lower-to-cpu="block-rows=2 vector-width=16" --split-input-file --verify-diagnostics \
+// RUN: lossjit-opt %s --loss-select-lowering-config="target=cpu block-rows=4" --loss-lower-to-cpu --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: lossjit-opt %s --loss-select-lowering-config="target=cpu block-rows=2 vector-width=16" --loss-lower-to-cpu --split-input-file --verify-diagnostics \
 // RUN:   | FileCheck %s --check-prefix=WIDE
-// RUN: not lossjit-opt %s --loss-lower-to-cpu="vector-width=0" --split-input-file 2>&1 | FileCheck %s --check-prefix=WIDTH0
-// RUN: not lossjit-opt %s --loss-lower-to-cpu="block-rows=17 vector-width=65" --split-input-file 2>&1 | FileCheck %s --check-prefix=ROWS17
+// RUN: not lossjit-opt %s --loss-select-lowering-config="target=cpu vector-width=0" --loss-lower-to-cpu --split-input-file 2>&1 | FileCheck %s --check-prefix=WIDTH0
+// RUN: not lossjit-opt %s --loss-select-lowering-config="target=cpu block-rows=17 vector-width=65" --loss-lower-to-cpu --split-input-file 2>&1 | FileCheck %s --check-prefix=ROWS17
 
 // The values must be printed as numbers.
-// WIDTH0: error: loss-lower-to-cpu: block-rows must be in [1, 16] and vector-width in [1, 64], got 8 and 0{{$}}
-// ROWS17: error: loss-lower-to-cpu: block-rows must be in [1, 16] and vector-width in [1, 64], got 17 and 65{{$}}
+// WIDTH0: error: loss-select-lowering-config: block-rows must be in [1, 16] and vector-width in [1, 64], got 8 and 0{{$}}
+// ROWS17: error: loss-select-lowering-config: block-rows must be in [1, 16] and vector-width in [1, 64], got 17 and 65{{$}}
 
 // CHECK-LABEL: module attributes {loss.launch_plans = {f16_mean = {
 // CHECK-SAME:    constants = {}, {{.*}}dims = ["N", "V", "D"], entry = "f16_mean", entry_args = ["x", "w", "labels"],

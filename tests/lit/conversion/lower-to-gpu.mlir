@@ -1,29 +1,29 @@
 // loss-lower-to-gpu: a function whose body is one loss.linear_cross_entropy
 // becomes gpu.modules of kernels plus a loss.launch_plans entry.
-// RUN: lossjit-opt %s --loss-lower-to-gpu --split-input-file --verify-diagnostics | FileCheck %s
-// RUN: lossjit-opt %s --loss-lower-to-gpu="block-rows=2 threads=64 splits=3" --split-input-file --verify-diagnostics \
+// RUN: lossjit-opt %s --loss-select-lowering-config=target=gpu --loss-lower-to-gpu --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: lossjit-opt %s --loss-select-lowering-config="target=gpu block-rows=2 threads=64 splits=3" --loss-lower-to-gpu --split-input-file --verify-diagnostics \
 // RUN:   | FileCheck %s --check-prefix=SMALL
-// RUN: lossjit-opt %s --loss-lower-to-gpu="block-rows=8 threads=256 splits=16" --split-input-file --verify-diagnostics \
+// RUN: lossjit-opt %s --loss-select-lowering-config="target=gpu block-rows=8 threads=256 splits=16" --loss-lower-to-gpu --split-input-file --verify-diagnostics \
 // RUN:   | FileCheck %s --check-prefix=BIG
 // Determinism: no atomics (or warp-level reductions of unspecified order)
 // in any kernel, and only exp2/log2 (which have approx intrinsics).
-// RUN: lossjit-opt %s --loss-lower-to-gpu --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=SAFE \
+// RUN: lossjit-opt %s --loss-select-lowering-config=target=gpu --loss-lower-to-gpu --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=SAFE \
 // RUN:   --implicit-check-not=atomic --implicit-check-not=gpu.all_reduce --implicit-check-not=gpu.subgroup_reduce \
 // RUN:   --implicit-check-not='{{math\.(exp|log)[^2]}}' --implicit-check-not=math.powf
 // SAFE-COUNT-11: gpu.module @
 // SAFE-NOT:      gpu.module @
 // Invalid tiles are rejected before anything is built.
-// RUN: not lossjit-opt %s --loss-lower-to-gpu="threads=100" --split-input-file 2>&1 | FileCheck %s --check-prefix=THREADS100
-// RUN: not lossjit-opt %s --loss-lower-to-gpu="threads=16" --split-input-file 2>&1 | FileCheck %s --check-prefix=THREADS16
-// RUN: not lossjit-opt %s --loss-lower-to-gpu="block-rows=0" --split-input-file 2>&1 | FileCheck %s --check-prefix=ROWS0
-// RUN: not lossjit-opt %s --loss-lower-to-gpu="splits=0" --split-input-file 2>&1 | FileCheck %s --check-prefix=SPLITS0
-// RUN: not lossjit-opt %s --loss-lower-to-gpu="block-rows=16 threads=1024" --split-input-file 2>&1 | FileCheck %s --check-prefix=SHMEM
+// RUN: not lossjit-opt %s --loss-select-lowering-config="target=gpu threads=100" --loss-lower-to-gpu --split-input-file 2>&1 | FileCheck %s --check-prefix=THREADS100
+// RUN: not lossjit-opt %s --loss-select-lowering-config="target=gpu threads=16" --loss-lower-to-gpu --split-input-file 2>&1 | FileCheck %s --check-prefix=THREADS16
+// RUN: not lossjit-opt %s --loss-select-lowering-config="target=gpu block-rows=0" --loss-lower-to-gpu --split-input-file 2>&1 | FileCheck %s --check-prefix=ROWS0
+// RUN: not lossjit-opt %s --loss-select-lowering-config="target=gpu splits=0" --loss-lower-to-gpu --split-input-file 2>&1 | FileCheck %s --check-prefix=SPLITS0
+// RUN: not lossjit-opt %s --loss-select-lowering-config="target=gpu block-rows=16 threads=1024" --loss-lower-to-gpu --split-input-file 2>&1 | FileCheck %s --check-prefix=SHMEM
 
-// THREADS100: error: loss-lower-to-gpu: tile threads must be a power of two in [32, 1024], got 100
-// THREADS16: error: loss-lower-to-gpu: tile threads must be a power of two in [32, 1024], got 16
-// ROWS0: error: loss-lower-to-gpu: tile block_rows must be in [1, 16], got 0
-// SPLITS0: error: loss-lower-to-gpu: tile splits must be in [1, 1024], got 0
-// SHMEM: error: loss-lower-to-gpu: tile block_rows*threads*8 {{.*}}exceed 48 KiB
+// THREADS100: error: loss-select-lowering-config: tile threads must be a power of two in [32, 1024], got 100
+// THREADS16: error: loss-select-lowering-config: tile threads must be a power of two in [32, 1024], got 16
+// ROWS0: error: loss-select-lowering-config: tile block_rows must be in [1, 16], got 0
+// SPLITS0: error: loss-select-lowering-config: tile splits must be in [1, 1024], got 0
+// SHMEM: error: loss-select-lowering-config: tile block_rows*threads*8 {{.*}}exceed 48 KiB
 
 // f16, mean, i64 labels, default tile (block-rows=4 threads=128 splits=8):
 // three kernels, each in its own gpu.module named after the function.
@@ -36,7 +36,7 @@
 // CHECK-SAME:    op = "linear_cross_entropy",
 // CHECK-SAME:    options = {arch = "{{sm_[0-9]+}}", bias = "false", dtype = "f16", ignore_index = "-100", label_type = "i64", {{[^}]*}}reduction = "mean"},
 // CHECK-SAME:    params = [{dtype = "f16", name = "x", output = false, shape = ["N", "D"]}, {dtype = "f16", name = "w", output = false, shape = ["V", "D"]}, {dtype = "i64", name = "labels", output = false, shape = ["N"]}, {dtype = "f32", name = "loss", output = true, shape = []}, {dtype = "f32", name = "lse", output = true, shape = ["N"]}],
-// CHECK-SAME:    tile = "block_rows=4,threads=128,splits=8,matmul=simt",
+// CHECK-SAME:    tile = "block_rows=4,threads=128,splits=8,matmul=simt,stages=1",
 // CHECK-SAME:    workspaces = [{count = "S*N", dtype = "f32", name = "part_max"}, {count = "S*N", dtype = "f32", name = "part_sum"}, {count = "N", dtype = "f32", name = "loss_rows"}]}}}
 // The function itself is gone.
 // CHECK-NOT:   func.func @f16_mean
@@ -71,7 +71,7 @@
 // SMALL-SAME:    block = [64, 1, 1], grid = ["cdiv(N,2)", "S", "1"], module = "f16_mean_lce_partial"
 // SMALL-SAME:    block = [64, 1, 1], grid = ["cdiv(N,64)", "1", "1"], module = "f16_mean_lce_combine"
 // SMALL-SAME:    block = [64, 1, 1], grid = ["1", "1", "1"], module = "f16_mean_lce_reduce"
-// SMALL-SAME:    tile = "block_rows=2,threads=64,splits=3,matmul=simt"
+// SMALL-SAME:    tile = "block_rows=2,threads=64,splits=3,matmul=simt,stages=1"
 // SMALL:       gpu.func @lce_partial
 // SMALL-SAME:    workgroup(%{{.*}} : memref<128xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xf32, #gpu.address_space<workgroup>>)
 // SMALL-SAME:    known_block_size = array<i32: 64, 1, 1>

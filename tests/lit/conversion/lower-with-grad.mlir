@@ -1,7 +1,7 @@
 // loss.linear_cross_entropy_with_grad: loss, lse and the gradients of
 // grad_loss = 1 in one chunked pass over the logits, on both backends.
-// RUN: lossjit-opt %s --split-input-file --verify-diagnostics --loss-lower-to-gpu | FileCheck %s --check-prefix=GPU
-// RUN: lossjit-opt %s --split-input-file --verify-diagnostics --loss-lower-to-cpu | FileCheck %s --check-prefix=CPU
+// RUN: lossjit-opt %s --split-input-file --verify-diagnostics --loss-select-lowering-config=target=gpu --loss-lower-to-gpu | FileCheck %s --check-prefix=GPU
+// RUN: lossjit-opt %s --split-input-file --verify-diagnostics --loss-select-lowering-config=target=cpu --loss-lower-to-cpu | FileCheck %s --check-prefix=CPU
 // RUN: lossjit-opt %s --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=ROUND
 
 // ROUND-LABEL: func.func @fused

@@ -351,3 +351,45 @@ func.func @fused_loss_f16(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f16>, tensor<?xf32>
   return
 }
+
+// -----
+
+// loss.lowering_config: only a #loss.gpu_config / #loss.cpu_config, only on
+// a fused op, with a schedule that lowers that op, with a valid tile.
+func.func @config_wrong_schedule(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{schedule chunked does not lower this op (forward: linear_cross_entropy; chunked or recompute: _grad; fused: _with_grad)}}
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32, loss.lowering_config = #loss.gpu_config<schedule = chunked, matmul = simt, block_rows = 4, threads = 128, splits = 8, stages = 1>} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @config_not_a_config(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{'loss.lowering_config' must be a #loss.gpu_config or #loss.cpu_config, got "fast"}}
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32, loss.lowering_config = "fast"} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @config_on_a_graph_op(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>) -> tensor<?x?xf16> {
+  // expected-error @+1 {{'loss.lowering_config' belongs on a fused loss op, not on 'loss.linear'}}
+  %z = loss.linear %x, %w {loss.lowering_config = #loss.cpu_config<schedule = forward, block_rows = 8, vector_width = 8, panel_blocks = 16, vocab_tile = 64, reduce_lanes = 128>} : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?x?xf16>
+  return %z : tensor<?x?xf16>
+}
+
+// -----
+
+func.func @config_bad_tile(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{tile threads must be a power of two in [32, 1024], got 100}}
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32, loss.lowering_config = #loss.gpu_config<schedule = forward, matmul = simt, block_rows = 4, threads = 100, splits = 8, stages = 1>} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @config_unknown_attr(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{unknown loss dialect attribute 'loss.tile'}}
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32, loss.tile = 4} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
+  return %l : tensor<f32>
+}

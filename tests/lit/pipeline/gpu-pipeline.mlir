@@ -16,7 +16,8 @@
 // DEFAULT-NEXT:    loss-fuse-linear-cross-entropy{remarks=false},
 // DEFAULT-NEXT:    canonicalize
 // DEFAULT-NEXT:    cse,
-// DEFAULT-NEXT:    loss-lower-to-gpu{block-rows=4 chip=sm_80 splits=8 threads=128},
+// DEFAULT-NEXT:    loss-select-lowering-config{block-rows=-1 chip=sm_80 matmul= {{.*}}splits=-1 stages=-1 target=gpu threads=-1
+// DEFAULT-NEXT:    loss-lower-to-gpu{chip=sm_80},
 // DEFAULT-NEXT:    canonicalize
 // DEFAULT-NEXT:    cse,
 // DEFAULT-NEXT:    nvvm-attach-target{O=3 chip=sm_80 {{.*}}features=+ptx80
@@ -28,12 +29,13 @@
 // DEFAULT-NEXT:    gpu-module-to-binary{format=isa
 // DEFAULT-NEXT:  )
 
-// SM90:       loss-lower-to-gpu{block-rows=2 chip=sm_90 splits=16 threads=256},
+// SM90:       loss-select-lowering-config{block-rows=2 chip=sm_90 {{.*}}splits=16 stages=-1 target=gpu threads=256
+// SM90-NEXT:  loss-lower-to-gpu{chip=sm_90},
 // SM90:       nvvm-attach-target{O=3 chip=sm_90 {{.*}}features=+ptx80
 
 // FEATURES:   nvvm-attach-target{O=3 chip=sm_90a {{.*}}features=+ptx83
 
-// THREADS:    error: loss-lower-to-gpu: tile threads must be a power of two in [32, 1024], got 100
+// THREADS:    error: loss-select-lowering-config: tile threads must be a power of two in [32, 1024], got 100
 
 func.func @lce(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
   %z = loss.linear %x, %w : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?x?xf16>

@@ -25,7 +25,7 @@
 // MLIR-SAME:    entry_args = ["x", "w", "bias", "labels"]
 // MLIR-SAME:    {args = ["x", "w", "bias", "labels", "part_max", "part_sum", "lse", "loss", "N", "V", "D", "S"], block = [64, 1, 1], grid = ["cdiv(N,64)", "1", "1"], module = "head_lce_combine"
 // MLIR-SAME:    options = {arch = "{{sm_[0-9]+}}", bias = "true", dtype = "f16", ignore_index = "3", label_type = "i32", {{[^}]*}}reduction = "none"}
-// MLIR-SAME:    tile = "block_rows=2,threads=64,splits=4,matmul=simt"
+// MLIR-SAME:    tile = "block_rows=2,threads=64,splits=4,matmul=simt,stages=1"
 // MLIR-NEXT:    gpu.binary @head_lce_partial  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">,
 // MLIR-NEXT:    gpu.binary @head_lce_combine  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">,
 // MLIR-NEXT:  {{^}}}{{$}}

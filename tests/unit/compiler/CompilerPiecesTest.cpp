@@ -30,13 +30,16 @@ TEST(TileConfig, RejectsBadInput) {
     ASSERT_FALSE(static_cast<bool>(t)) << text.str();
     EXPECT_EQ(llvm::toString(t.takeError()), message.str());
   };
-  expectError("warps=4", "unknown tile key 'warps' (expected block_rows, threads, splits, matmul)");
+  expectError("warps=4",
+              "unknown tile key 'warps' (expected block_rows, threads, splits, matmul, stages)");
   expectError("threads=abc", "tile 'threads' expects an integer, got 'abc'");
   expectError("threads=48", "tile threads must be a power of two in [32, 1024], got 48");
   expectError("block_rows=0", "tile block_rows must be in [1, 16], got 0");
   expectError("splits=0", "tile splits must be in [1, 1024], got 0");
   expectError("matmul=wgmma",
-              "tile matmul must be 'simt' (tensor-core kinds are not built yet), got 'wgmma'");
+              "tile matmul must be 'simt' (the strategies built so far), got 'wgmma'");
+  expectError("stages=2", "matmul simt reads operands straight from memory: stages must be 1, "
+                          "got 2");
 }
 
 TEST(LaunchPlan, AttributeRoundTrip) {

@@ -34,7 +34,7 @@ struct Case {
   std::string dtype = "f16", labelType = "i64", reduction = "mean";
   bool bias = false;
   double ignored = 0.0; ///< fraction of rows with label ignore_index
-  std::string tile;     ///< loss-lower-to-gpu options, e.g. "block-rows=2 ..."
+  std::string tile;     ///< loss-select-lowering-config options, e.g. "block-rows=2 ..."
   uint64_t seed = 1;
 };
 
@@ -83,9 +83,10 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(const Case &c) {
   if (!module)
     return module;
   mlir::PassManager pm(&getContext(), mlir::ModuleOp::getOperationName());
-  std::string lowerPass = "loss-lower-to-gpu";
+  std::string lowerPass = "loss-select-lowering-config{target=gpu";
   if (!c.tile.empty())
-    lowerPass += "{" + c.tile + "}";
+    lowerPass += " " + c.tile;
+  lowerPass += "},loss-lower-to-gpu";
   // Passes of the module-anchored manager (parsePassPipeline would nest a
   // "builtin.module(...)" pipeline one level deeper).
   std::string pipeline = "loss-make-precision-explicit,"

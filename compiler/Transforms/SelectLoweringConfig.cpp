@@ -1,0 +1,105 @@
+//===- SelectLoweringConfig.cpp - the lowering decisions as attributes ----===//
+
+#include "compiler/Kernels/Support/TileConfig.h"
+#include "compiler/Transforms/Passes.h"
+#include "dialects/Loss/LoweringConfig.h"
+
+namespace lossjit {
+#define GEN_PASS_DEF_LOSSSELECTLOWERINGCONFIG
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace lossjit
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+/// The schedule a fused op lowers with when its config does not say.
+loss::Schedule defaultSchedule(Operation *op) {
+  if (auto grad = dyn_cast<loss::LinearCrossEntropyGradOp>(op))
+    // "auto" picks the 6·N·D·V chunked schedule; its chunk size follows
+    // the workspace budget.
+    return grad.getStrategy() == "recompute" ? loss::Schedule::recompute : loss::Schedule::chunked;
+  if (isa<loss::LinearCrossEntropyWithGradOp>(op))
+    return loss::Schedule::fused;
+  return loss::Schedule::forward;
+}
+
+/// The GPU tile a chip starts from. One table for every chip while SIMT is
+/// the only strategy; the tensor-core strategies choose per chip here.
+TileConfig defaultGpuTile(llvm::StringRef chip) {
+  (void)chip;
+  return TileConfig{};
+}
+
+struct SelectLoweringConfigPass
+    : lossjit::impl::LossSelectLoweringConfigBase<SelectLoweringConfigPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (target != "gpu" && target != "cpu") {
+      getOperation().emitError() << "loss-select-lowering-config: target must be gpu or cpu, got '"
+                                 << target << "'";
+      return signalPassFailure();
+    }
+    std::optional<loss::MatmulKind> kind;
+    if (!matmul.empty() && !(kind = loss::symbolizeMatmulKind(matmul))) {
+      getOperation().emitError() << "loss-select-lowering-config: matmul must be simt, got '"
+                                 << matmul << "'";
+      return signalPassFailure();
+    }
+    WalkResult result = getOperation().walk([&](Operation *op) {
+      if (!isa<loss::LinearCrossEntropyOp, loss::LinearCrossEntropyGradOp,
+               loss::LinearCrossEntropyWithGradOp>(op))
+        return WalkResult::advance();
+      return succeeded(target == "gpu" ? selectGpu(op, kind) : selectCpu(op))
+                 ? WalkResult::advance()
+                 : WalkResult::interrupt();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+
+  /// `current` replaced by `option` when the option was given (-1: unset).
+  static void override(int64_t &current, int64_t option) {
+    if (option != -1)
+      current = option;
+  }
+
+  LogicalResult selectGpu(Operation *op, std::optional<loss::MatmulKind> kind) {
+    TileConfig tile = defaultGpuTile(chip);
+    loss::Schedule schedule = defaultSchedule(op);
+    if (auto given = dyn_cast_or_null<loss::GpuConfigAttr>(loss::getLoweringConfig(op))) {
+      tile = TileConfig::fromAttr(given);
+      schedule = given.getSchedule();
+    }
+    override(tile.blockRows, blockRows);
+    override(tile.threads, threads);
+    override(tile.splits, splits);
+    override(tile.stages, stages);
+    if (kind)
+      tile.matmul = *kind;
+    if (llvm::Error err = tile.validate())
+      return op->emitError() << "loss-select-lowering-config: " << llvm::toString(std::move(err));
+    op->setAttr(loss::kLoweringConfigAttrName, tile.toAttr(op->getContext(), schedule));
+    return success();
+  }
+
+  LogicalResult selectCpu(Operation *op) {
+    CpuTileConfig tile;
+    loss::Schedule schedule = defaultSchedule(op);
+    if (auto given = dyn_cast_or_null<loss::CpuConfigAttr>(loss::getLoweringConfig(op))) {
+      tile = CpuTileConfig::fromAttr(given);
+      schedule = given.getSchedule();
+    }
+    override(tile.blockRows, blockRows);
+    override(tile.vectorWidth, vectorWidth);
+    override(tile.panelBlocks, panelBlocks);
+    override(tile.vocabTile, vocabTile);
+    override(tile.reduceLanes, reduceLanes);
+    if (llvm::Error err = tile.validate())
+      return op->emitError() << "loss-select-lowering-config: " << llvm::toString(std::move(err));
+    op->setAttr(loss::kLoweringConfigAttrName, tile.toAttr(op->getContext(), schedule));
+    return success();
+  }
+};
+} // namespace

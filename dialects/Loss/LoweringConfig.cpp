@@ -1,0 +1,102 @@
+//===- LoweringConfig.cpp -------------------------------------------------===//
+
+#include "dialects/Loss/LoweringConfig.h"
+#include "dialects/Loss/LossOps.h"
+
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace lossjit::loss;
+
+std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads,
+                                          int64_t splits, int64_t stages) {
+  auto text = [](int64_t v) { return std::to_string(v); };
+  if (blockRows < 1 || blockRows > 16)
+    return "tile block_rows must be in [1, 16], got " + text(blockRows);
+  if (threads < 32 || threads > 1024 || !llvm::isPowerOf2_64(threads))
+    return "tile threads must be a power of two in [32, 1024], got " + text(threads);
+  if (splits < 1 || splits > 1024)
+    return "tile splits must be in [1, 1024], got " + text(splits);
+  // The partial kernel keeps one f32 per carried statistic (2) per row and
+  // thread in static shared memory.
+  if (blockRows * threads * 8 > 48 * 1024)
+    return "tile block_rows*threads*8 bytes of shared memory exceed 48 KiB";
+  if (matmul == MatmulKind::simt && stages != 1)
+    return "matmul simt reads operands straight from memory: stages must be 1, got " + text(stages);
+  return "";
+}
+
+std::string lossjit::loss::checkCpuConfig(int64_t blockRows, int64_t vectorWidth,
+                                          int64_t panelBlocks, int64_t vocabTile,
+                                          int64_t reduceLanes) {
+  auto text = [](int64_t v) { return std::to_string(v); };
+  if (blockRows < 1 || blockRows > 16 || vectorWidth < 1 || vectorWidth > 64)
+    return "block-rows must be in [1, 16] and vector-width in [1, 64], got " + text(blockRows) +
+           " and " + text(vectorWidth);
+  if (panelBlocks < 1 || panelBlocks > 1024)
+    return "panel-blocks must be in [1, 1024], got " + text(panelBlocks);
+  if (vocabTile < 1 || vocabTile > (1 << 20))
+    return "vocab-tile must be in [1, 1048576], got " + text(vocabTile);
+  if (reduceLanes < 1 || reduceLanes > 4096 || !llvm::isPowerOf2_64(reduceLanes))
+    return "reduce-lanes must be a power of two in [1, 4096], got " + text(reduceLanes);
+  return "";
+}
+
+bool lossjit::loss::scheduleFits(Operation *op, Schedule schedule) {
+  if (isa<LinearCrossEntropyOp>(op))
+    return schedule == Schedule::forward;
+  if (isa<LinearCrossEntropyGradOp>(op))
+    return schedule == Schedule::chunked || schedule == Schedule::recompute;
+  if (isa<LinearCrossEntropyWithGradOp>(op))
+    return schedule == Schedule::fused;
+  return false;
+}
+
+Attribute lossjit::loss::getLoweringConfig(Operation *op) {
+  return op->getAttr(kLoweringConfigAttrName);
+}
+
+LogicalResult GpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError, Schedule schedule,
+                                    MatmulKind matmul, int64_t blockRows, int64_t threads,
+                                    int64_t splits, int64_t stages) {
+  std::string why = checkGpuConfig(matmul, blockRows, threads, splits, stages);
+  if (!why.empty())
+    return emitError() << why;
+  return success();
+}
+
+LogicalResult CpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError, Schedule schedule,
+                                    int64_t blockRows, int64_t vectorWidth, int64_t panelBlocks,
+                                    int64_t vocabTile, int64_t reduceLanes) {
+  std::string why = checkCpuConfig(blockRows, vectorWidth, panelBlocks, vocabTile, reduceLanes);
+  if (!why.empty())
+    return emitError() << why;
+  return success();
+}
+
+LogicalResult LossDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
+  // The launch plans the lowerings attach to the module (compiler/Kernels/
+  // Support/LaunchPlan.h) are checked where they are read.
+  if (attribute.getName() == "loss.launch_plans")
+    return success();
+  if (attribute.getName() != kLoweringConfigAttrName)
+    return op->emitError() << "unknown loss dialect attribute '" << attribute.getName().str()
+                           << "'";
+  Schedule schedule;
+  if (auto gpu = dyn_cast<GpuConfigAttr>(attribute.getValue()))
+    schedule = gpu.getSchedule();
+  else if (auto cpu = dyn_cast<CpuConfigAttr>(attribute.getValue()))
+    schedule = cpu.getSchedule();
+  else
+    return op->emitError() << "'" << kLoweringConfigAttrName.str()
+                           << "' must be a #loss.gpu_config or #loss.cpu_config, got "
+                           << attribute.getValue();
+  if (!isa<LinearCrossEntropyOp, LinearCrossEntropyGradOp, LinearCrossEntropyWithGradOp>(op))
+    return op->emitError() << "'" << kLoweringConfigAttrName.str()
+                           << "' belongs on a fused loss op, not on '" << op->getName() << "'";
+  if (!scheduleFits(op, schedule))
+    return op->emitError() << "schedule " << stringifySchedule(schedule)
+                           << " does not lower this op (forward: linear_cross_entropy; chunked "
+                              "or recompute: _grad; fused: _with_grad)";
+  return success();
+}

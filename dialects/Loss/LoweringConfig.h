@@ -1,0 +1,36 @@
+//===- LoweringConfig.h - the lowering decisions on a fused op --*- C++ -*-===//
+
+#ifndef LOSSJIT_DIALECTS_LOSS_LOWERINGCONFIG_H
+#define LOSSJIT_DIALECTS_LOSS_LOWERINGCONFIG_H
+
+#include "dialects/Loss/LossDialect.h"
+
+#include "mlir/IR/Operation.h"
+
+#include <string>
+
+namespace lossjit::loss {
+
+/// The discardable attribute on a fused op holding its #loss.gpu_config or
+/// #loss.cpu_config.
+inline constexpr llvm::StringLiteral kLoweringConfigAttrName = "loss.lowering_config";
+
+/// The rules every GPU tile must meet; "" when it does, else why not (the
+/// attribute's verifier and the compiler's TileConfig share them).
+std::string checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads, int64_t splits,
+                           int64_t stages);
+/// Likewise for the host kernels.
+std::string checkCpuConfig(int64_t blockRows, int64_t vectorWidth, int64_t panelBlocks,
+                           int64_t vocabTile, int64_t reduceLanes);
+
+/// The schedules `op` (a fused op) can be lowered with: forward for
+/// linear_cross_entropy, chunked or recompute for _grad, fused for
+/// _with_grad. False for any other op.
+bool scheduleFits(mlir::Operation *op, Schedule schedule);
+
+/// The op's config attribute, or null when it has none.
+mlir::Attribute getLoweringConfig(mlir::Operation *op);
+
+} // namespace lossjit::loss
+
+#endif // LOSSJIT_DIALECTS_LOSS_LOWERINGCONFIG_H

@@ -1,0 +1,80 @@
+//===- LoweringConfig.td - the compiler's decisions as IR --*- tablegen -*-===//
+//
+// How a fused op is lowered — the schedule, the matmul strategy, the tile —
+// is an attribute on the op, `loss.lowering_config`, written by
+// loss-select-lowering-config and only read by loss-lower-to-gpu/-cpu
+// (IREE's lowering_config, Triton's MMA encoding). lossjit-opt shows it and
+// a test or a user overrides it by writing it in the IR; its printed form
+// is what the kernel cache keys on.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_LOSS_LOWERINGCONFIG
+#define LOSSJIT_LOSS_LOWERINGCONFIG
+
+include "dialects/Loss/LossDialect.td"
+
+def Loss_ScheduleForward : I32EnumAttrCase<"forward", 0>;
+def Loss_ScheduleChunked : I32EnumAttrCase<"chunked", 1>;
+def Loss_ScheduleRecompute : I32EnumAttrCase<"recompute", 2>;
+def Loss_ScheduleFused : I32EnumAttrCase<"fused", 3>;
+def Loss_Schedule : I32EnumAttr<"Schedule",
+    "kernel schedule: forward; backward chunked or recompute; fused forward+backward",
+    [Loss_ScheduleForward, Loss_ScheduleChunked, Loss_ScheduleRecompute,
+     Loss_ScheduleFused]> {
+  let cppNamespace = "::lossjit::loss";
+  let genSpecializedAttr = 0;
+}
+
+def Loss_MatmulSimt : I32EnumAttrCase<"simt", 0>;
+def Loss_MatmulKind : I32EnumAttr<"MatmulKind", "how tile products are formed",
+    [Loss_MatmulSimt]> {
+  let cppNamespace = "::lossjit::loss";
+  let genSpecializedAttr = 0;
+}
+
+def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
+  let mnemonic = "gpu_config";
+  let summary = "How a fused op becomes GPU kernels";
+  let description = [{
+    `schedule` must match the op (forward for linear_cross_entropy, chunked
+    or recompute for _grad, fused for _with_grad). `block_rows` rows per
+    thread block (BN), `threads` per block (a power of two: block
+    reductions are trees), `splits` vocabulary splits of the forward,
+    `stages` of the operand pipeline (1: no pipelining; the SIMT strategy
+    reads straight from memory).
+
+    Example: `#loss.gpu_config<schedule = forward, matmul = simt,
+    block_rows = 4, threads = 128, splits = 8, stages = 1>`
+  }];
+  let parameters = (ins EnumParameter<Loss_Schedule>:$schedule,
+                        EnumParameter<Loss_MatmulKind>:$matmul,
+                        "int64_t":$block_rows, "int64_t":$threads,
+                        "int64_t":$splits, "int64_t":$stages);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Loss_CpuConfigAttr : AttrDef<Loss_Dialect, "CpuConfig"> {
+  let mnemonic = "cpu_config";
+  let summary = "How a fused op becomes host kernels";
+  let description = [{
+    `block_rows` rows sharing each loaded weight row, `vector_width` f32
+    lanes of a dot product (it fixes the summation order, so it is the same
+    on every host CPU), `panel_blocks` register blocks per panel of the
+    vocabulary sweep, `vocab_tile` columns per sweep tile, `reduce_lanes`
+    lanes of the fixed-order reduction (the GPU block size, so both backends
+    sum row losses in one order).
+
+    Example: `#loss.cpu_config<schedule = chunked, block_rows = 8,
+    vector_width = 8, panel_blocks = 16, vocab_tile = 64, reduce_lanes = 128>`
+  }];
+  let parameters = (ins EnumParameter<Loss_Schedule>:$schedule,
+                        "int64_t":$block_rows, "int64_t":$vector_width,
+                        "int64_t":$panel_blocks, "int64_t":$vocab_tile,
+                        "int64_t":$reduce_lanes);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+#endif // LOSSJIT_LOSS_LOWERINGCONFIG
