@@ -46,7 +46,7 @@
 
 namespace lossjit::runtime {
 
-/// Everything that determines a compiled variant's bytes (DESIGN §4).
+/// Everything that determines a compiled variant's bytes (docs/ARCHITECTURE.md §6).
 struct CacheKeyInputs {
   /// The op's canonical IR text (after specialization).
   std::string canonicalIr;

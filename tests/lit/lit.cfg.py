@@ -60,7 +60,7 @@ else:
     # Keep RUN lines parseable; REQUIRES: ptxas makes such tests UNSUPPORTED.
     config.substitutions.append(("%ptxas", "false"))
 
-# What no PTX kernel of ours may contain, wherever it is (DESIGN §3, §6):
+# What no PTX kernel of ours may contain, wherever it is (docs/ARCHITECTURE.md §5):
 # libdevice calls (__nv_*), atomics (atom./red.: reductions have a fixed
 # order), 16-bit float arithmetic (f16/bf16 are storage only; loads are
 # widened with cvt.f32.f16 / cvt.f32.bf16), and f64 math.
@@ -75,7 +75,7 @@ config.substitutions.append((re.escape("%{ptx-forbidden}"), " ".join([
 
 # Deterministic output regardless of the caller's environment.
 config.environment["LC_ALL"] = "C"
-# The kernels must not depend on libdevice (DESIGN §3, §8), so the tests run
+# The kernels must not depend on libdevice (docs/ARCHITECTURE.md §5), so the tests run
 # without CUDA_HOME/CUDA_PATH: MLIR's NVVM target would otherwise find
 # $CUDA_HOME/nvvm/libdevice and silently link __nv_* calls away.
 for var in ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"]:
