@@ -3,7 +3,7 @@
 #include "compiler/Target/CpuJit.h"
 #include "compiler/Pipeline/Pipelines.h"
 #include "compiler/Target/BundleBuilder.h"
-#include "compiler/Target/HostCodegen.h"
+#include "compiler/Target/CpuCodegen.h"
 #include "runtime/Formula.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Sha256.h"
@@ -90,14 +90,14 @@ struct PackedArgs {
 
 llvm::Expected<std::unique_ptr<CpuCompiledOp>>
 CpuCompiledOp::compile(ModuleOp module, const CpuTileConfig &tile, const StageSink &sink) {
-  auto target = HostTarget::fromEnvironment();
+  auto target = CpuTarget::fromEnvironment();
   if (!target)
     return target.takeError();
   return compile(module, tile, *target, sink);
 }
 
 llvm::Expected<std::unique_ptr<CpuCompiledOp>>
-CpuCompiledOp::compile(ModuleOp module, const CpuTileConfig &tile, const HostTarget &target,
+CpuCompiledOp::compile(ModuleOp module, const CpuTileConfig &tile, const CpuTarget &target,
                        const StageSink &sink) {
   auto timings = runStages(module, cpuStages(tile, target.hasFeature("f16c")), sink);
   if (!timings)
@@ -121,11 +121,11 @@ CpuCompiledOp::compile(ModuleOp module, const CpuTileConfig &tile, const HostTar
     return llvm::createStringError("no kernel module @" + kernelModule);
 
   auto start = std::chrono::steady_clock::now();
-  auto object = emitHostObject(nested, target);
+  auto object = emitCpuObject(nested, target);
   if (!object)
     return llvm::createStringError("compiling the host kernels for " + target.cpu +
                                    " failed: " + llvm::toString(object.takeError()));
-  auto jit = linkHostObject(*object);
+  auto jit = linkCpuObject(*object);
   if (!jit)
     return llvm::createStringError("linking the host kernels failed: " +
                                    llvm::toString(jit.takeError()));
@@ -290,7 +290,7 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
 
 llvm::Error CpuCompiledOp::invoke(llvm::StringRef name,
                                   llvm::MutableArrayRef<void *> args) const {
-  // The packed entry point HostCodegen adds for every kernel: void(void**).
+  // The packed entry point CpuCodegen adds for every kernel: void(void**).
   auto symbol = linked->lookup(("_mlir_" + name).str());
   if (!symbol)
     return symbol.takeError();
@@ -311,7 +311,7 @@ std::string printed(mlir::Operation *op) {
 llvm::Expected<std::unique_ptr<CpuCompiledOp>>
 CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
                              runtime::KernelCache &cache, const StageSink &sink) {
-  auto target = HostTarget::fromEnvironment();
+  auto target = CpuTarget::fromEnvironment();
   if (!target)
     return target.takeError();
   return compileCached(module, tile, *target, cache, sink);
@@ -319,7 +319,7 @@ CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
 
 llvm::Expected<std::unique_ptr<CpuCompiledOp>>
 CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
-                             const HostTarget &target, runtime::KernelCache &cache,
+                             const CpuTarget &target, runtime::KernelCache &cache,
                              const StageSink &sink) {
   runtime::CacheKeyInputs inputs;
   inputs.canonicalIr = printed(module);
@@ -381,7 +381,7 @@ CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
   if (mlir::failed(plan))
     return llvm::createStringError("CPU cache entry " + key + ": " + error);
   auto start = std::chrono::steady_clock::now();
-  auto jit = linkHostObject(b.kernels.front().image);
+  auto jit = linkCpuObject(b.kernels.front().image);
   if (!jit)
     return llvm::createStringError("CPU cache entry " + key + ": cannot link its object: " +
                                    llvm::toString(jit.takeError()));

@@ -5,7 +5,7 @@
 
 #include "compiler/Kernels/Support/LaunchPlan.h"
 #include "compiler/Pipeline/StageRunner.h"
-#include "compiler/Target/HostTarget.h"
+#include "compiler/Target/CpuTarget.h"
 
 #include <map>
 #include <memory>
@@ -40,9 +40,9 @@ public:
 
   /// Runs the CPU stages on `module` (mutated), compiles the kernels of its
   /// one lowered function with LLVM at -O3 for `target` and links them
-  /// (see HostCodegen.h: the object may call only lossjit's own routines).
+  /// (see CpuCodegen.h: the object may call only lossjit's own routines).
   static llvm::Expected<std::unique_ptr<CpuCompiledOp>>
-  compile(mlir::ModuleOp module, const CpuTileConfig &tile, const HostTarget &target,
+  compile(mlir::ModuleOp module, const CpuTileConfig &tile, const CpuTarget &target,
           const StageSink &sink = {});
 
   /// compile() for the target LOSSJIT_CPU_TARGET names (default: native).
@@ -53,10 +53,10 @@ public:
   /// `target` and the plan, so a hit in this or another process skips MLIR
   /// and LLVM codegen and only links the object. The key covers the graph
   /// text, the CPU pipeline and tile, the target's CPU name and feature
-  /// string (HostTarget::key), and the lossjit and LLVM versions: code built
+  /// string (CpuTarget::key), and the lossjit and LLVM versions: code built
   /// for one CPU is never linked for another.
   static llvm::Expected<std::unique_ptr<CpuCompiledOp>>
-  compileCached(mlir::ModuleOp module, const CpuTileConfig &tile, const HostTarget &target,
+  compileCached(mlir::ModuleOp module, const CpuTileConfig &tile, const CpuTarget &target,
                 runtime::KernelCache &cache, const StageSink &sink = {});
 
   /// compileCached() for the target LOSSJIT_CPU_TARGET names.
@@ -69,7 +69,7 @@ public:
 
   const LaunchPlan &plan() const { return launchPlan; }
   /// The CPU the kernels were compiled for.
-  const HostTarget &target() const { return hostTarget; }
+  const CpuTarget &target() const { return hostTarget; }
   const std::vector<StageTiming> &timings() const { return stageTimings; }
   /// Seconds spent in LLVM codegen + linking (after the MLIR stages).
   double jitSeconds() const { return jitTime; }
@@ -90,7 +90,7 @@ private:
   std::vector<StageTiming> stageTimings;
   double jitTime = 0;
   bool cachedObject = false;
-  HostTarget hostTarget;
+  CpuTarget hostTarget;
   /// The object code (what the cache stores) and the JIT it is linked into.
   std::string object;
   std::unique_ptr<llvm::orc::LLJIT> linked;

@@ -9,7 +9,7 @@
 // Result on 2026-12-01 (about 80 s on one core):
 //   log2 max ulp 1.0024 at 0x1.64e726p+0
 //   exp2 max ulp 0.8980 at -0x1.f9fafp+6
-// tests/unit/compiler/HostTargetTest.cpp samples the JIT-compiled code itself.
+// tests/unit/compiler/CpuTargetTest.cpp samples the JIT-compiled code itself.
 #include <algorithm>
 #include <bit>
 #include <cmath>

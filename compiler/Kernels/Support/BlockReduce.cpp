@@ -36,7 +36,7 @@ void lossjit::emitBlockTree(
   }
 }
 
-void lossjit::emitHostTree(
+void lossjit::emitCpuTree(
     KernelEmitter &e, int64_t lanes,
     const std::function<void(KernelEmitter &, Value dst, Value src)> &mergeSlots) {
   for (int64_t stride = lanes / 2; stride >= 1; stride /= 2)

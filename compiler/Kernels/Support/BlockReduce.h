@@ -30,7 +30,7 @@ void emitBlockTree(
     const std::function<void(KernelEmitter &, mlir::Value dst, mlir::Value src)> &mergeSlots);
 
 /// The same tree run by one host thread over `lanes` slots.
-void emitHostTree(
+void emitCpuTree(
     KernelEmitter &e, int64_t lanes,
     const std::function<void(KernelEmitter &, mlir::Value dst, mlir::Value src)> &mergeSlots);
 

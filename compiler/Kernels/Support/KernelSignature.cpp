@@ -87,11 +87,11 @@ KernelArgs GpuKernelSink::begin(const KernelSignature &signature, const LaunchSh
 
 void GpuKernelSink::end() { gpu::ReturnOp::create(b, loc); }
 
-HostKernelSink::HostKernelSink(OpBuilder &b, Location loc, LaunchPlan &plan,
+CpuKernelSink::CpuKernelSink(OpBuilder &b, Location loc, LaunchPlan &plan,
                                llvm::StringRef moduleName)
     : KernelSink(b, loc, plan), moduleName(moduleName.str()), module(b.getInsertionBlock()) {}
 
-KernelArgs HostKernelSink::begin(const KernelSignature &signature, const LaunchShape &launch) {
+KernelArgs CpuKernelSink::begin(const KernelSignature &signature, const LaunchShape &launch) {
   b.setInsertionPointToEnd(module);
   auto fn =
       func::FuncOp::create(b, loc, signature.name(), b.getFunctionType(signature.types(), {}));
@@ -108,4 +108,4 @@ KernelArgs HostKernelSink::begin(const KernelSignature &signature, const LaunchS
   return KernelArgs(signature, entry);
 }
 
-void HostKernelSink::end() { func::ReturnOp::create(b, loc); }
+void CpuKernelSink::end() { func::ReturnOp::create(b, loc); }

@@ -124,9 +124,9 @@ private:
 
 /// Host kernels: func.func ops appended to one module body, called by the
 /// host runtime (possibly on row or vocabulary ranges from several threads).
-class HostKernelSink : public KernelSink {
+class CpuKernelSink : public KernelSink {
 public:
-  HostKernelSink(mlir::OpBuilder &b, mlir::Location loc, LaunchPlan &plan,
+  CpuKernelSink(mlir::OpBuilder &b, mlir::Location loc, LaunchPlan &plan,
                  llvm::StringRef moduleName);
   KernelArgs begin(const KernelSignature &signature, const LaunchShape &launch) override;
   void end() override;

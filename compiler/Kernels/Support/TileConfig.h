@@ -48,7 +48,7 @@ struct TileConfig {
 
 /// Options of the host kernels. None depends on the host CPU: the vector
 /// width fixes the order of every dot product, so every host gets the same
-/// bits (see compiler/Target/HostTarget.h).
+/// bits (see compiler/Target/CpuTarget.h).
 struct CpuTileConfig {
   int64_t blockRows = 8;   ///< rows sharing each loaded weight row.
   int64_t vectorWidth = 8; ///< f32 lanes of the dot product.

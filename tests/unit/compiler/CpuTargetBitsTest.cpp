@@ -24,11 +24,11 @@
 using namespace lossjit;
 
 namespace {
-std::vector<HostTarget> targets() {
-  std::vector<HostTarget> out;
+std::vector<CpuTarget> targets() {
+  std::vector<CpuTarget> out;
   for (const char *spec : {"x86-64-v2", "x86-64-v3", "native", "x86-64-v4"})
     if (std::string(spec) != "x86-64-v4" || featuresMissingOnHost(spec).empty())
-      out.push_back(cantFail(HostTarget::resolve(spec)));
+      out.push_back(cantFail(CpuTarget::resolve(spec)));
   return out;
 }
 
@@ -59,7 +59,7 @@ protected:
 
   /// Runs `family` for `target` and returns every output buffer's bytes
   /// (in plan order) after checking the loss/lse against fp64.
-  std::vector<std::vector<char>> run(const Family &family, const HostTarget &target,
+  std::vector<std::vector<char>> run(const Family &family, const CpuTarget &target,
                                      const RandomLceInputs &in) {
     const LceProblem &p = in.problem;
     LceGraphOptions o;
@@ -132,11 +132,11 @@ TEST_P(CpuTargetBits, EveryFamilyGivesTheSameBitsOnEveryTarget) {
   o.ignoredFraction = 0.2, o.logitScale = 4.0;
   RandomLceInputs in;
   makeRandomLceInputs(o, in);
-  std::vector<HostTarget> all = targets();
+  std::vector<CpuTarget> all = targets();
   for (const Family &family : families()) {
     SCOPED_TRACE(family.name);
     std::vector<std::vector<char>> first;
-    for (const HostTarget &target : all) {
+    for (const CpuTarget &target : all) {
       SCOPED_TRACE(target.cpu);
       std::vector<std::vector<char>> got = run(family, target, in);
       ASSERT_FALSE(got.empty());

@@ -127,7 +127,7 @@ protected:
     std::optional<LaunchPlan> gpuPlan;
     if (backend == "cpu") {
       auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{},
-                                       cantFail(HostTarget::resolve("native")));
+                                       cantFail(CpuTarget::resolve("native")));
       EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
       if (!op)
         return {};

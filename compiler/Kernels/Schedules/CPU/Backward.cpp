@@ -8,7 +8,7 @@
 
 #include "compiler/Kernels/RowStats/LogitMaps.h"
 #include "compiler/Kernels/RowStats/RowRules.h"
-#include "compiler/Kernels/Schedules/CPU/HostSchedule.h"
+#include "compiler/Kernels/Schedules/CPU/CpuSchedule.h"
 #include "compiler/Kernels/Schedules/ChunkedBackward.h"
 #include "compiler/Kernels/Support/PlanBuilder.h"
 
@@ -30,8 +30,8 @@ LaunchShape rows(bool perChunk = false) { return {{"1", "1", "1"}, "rows", perCh
 LaunchShape vocab(bool perChunk = false) { return {{"1", "1", "1"}, "vocab", perChunk}; }
 
 struct Backward : ChunkedBackwardSteps {
-  explicit Backward(HostSchedule &s) : s(s) {}
-  HostSchedule &s;
+  explicit Backward(CpuSchedule &s) : s(s) {}
+  CpuSchedule &s;
   ChunkedAccumulators acc;
 
   void scale() override { buildScale(); }
@@ -44,7 +44,7 @@ struct Backward : ChunkedBackwardSteps {
     buildDwChunk();
   }
   void finish() override { buildFinish(); }
-  void reduce() override { buildHostReduceKernel(s); }
+  void reduce() override { buildCpuReduceKernel(s); }
 
   Type st() const { return s.storage(); }
   MemRefType flat(Type t) const { return s.flat(t); }
@@ -399,7 +399,7 @@ struct Backward : ChunkedBackwardSteps {
 };
 } // namespace
 
-llvm::Error lossjit::buildHostBackward(HostSchedule &s) {
+llvm::Error lossjit::buildCpuBackward(CpuSchedule &s) {
   const LceSpec &spec = s.spec;
   if (spec.fusedForward && spec.strategy == "recompute")
     return llvm::createStringError(

@@ -2,7 +2,7 @@
 
 #include "compiler/Kernels/RowStats/LogitMaps.h"
 #include "compiler/Kernels/RowStats/RowRules.h"
-#include "compiler/Kernels/Schedules/CPU/HostSchedule.h"
+#include "compiler/Kernels/Schedules/CPU/CpuSchedule.h"
 #include "compiler/Kernels/Schedules/Schedules.h"
 #include "compiler/Kernels/Support/BlockReduce.h"
 #include "compiler/Kernels/Support/PlanBuilder.h"
@@ -17,7 +17,7 @@ namespace {
 /// threads): panels of rows sweep the vocabulary tile by tile, so a tile of
 /// W is reused by every register block of the panel; each row still sees
 /// its columns in order 0..V-1, so the bits do not depend on the tiling.
-void buildRows(HostSchedule &s) {
+void buildRows(CpuSchedule &s) {
   KernelSignature sig("lce_rows");
   sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
   sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
@@ -103,7 +103,7 @@ void buildRows(HostSchedule &s) {
 }
 } // namespace
 
-void lossjit::buildHostReduceKernel(HostSchedule &s) {
+void lossjit::buildCpuReduceKernel(CpuSchedule &s) {
   KernelSignature sig("lce_reduce");
   sig.arg("labels", s.flat(s.spec.labelType)).arg("loss_rows", s.flat(s.f32()));
   sig.arg("loss", s.flat(s.f32())).arg("N", s.index());
@@ -123,7 +123,7 @@ void lossjit::buildHostReduceKernel(HostSchedule &s) {
               le.store(acc[1], counts, t);
               return SmallVector<Value>{};
             });
-  emitHostTree(e, lanes, [&](KernelEmitter &te, Value dst, Value src) {
+  emitCpuTree(e, lanes, [&](KernelEmitter &te, Value dst, Value src) {
     emitMergeLossAndCount(te, sums, counts, dst, src);
   });
   e.store(emitReducedLoss(e, s.spec, e.load(sums, e.index(0)), e.load(counts, e.index(0))),
@@ -131,25 +131,25 @@ void lossjit::buildHostReduceKernel(HostSchedule &s) {
   s.sink.end();
 }
 
-void lossjit::buildHostForward(HostSchedule &s) {
+void lossjit::buildCpuForward(CpuSchedule &s) {
   PlanBuilder plan(s.sink.plan());
   plan.begin(s.spec, s.tile.str());
   if (s.spec.reduction != loss::Reduction::none)
     plan.workspace("loss_rows", "f32", "N");
   buildRows(s);
   if (s.spec.reduction != loss::Reduction::none)
-    buildHostReduceKernel(s);
+    buildCpuReduceKernel(s);
 }
 
 llvm::Error lossjit::buildCpuSchedule(OpBuilder &builder, Location loc, StringRef moduleName,
                                       const LceSpec &spec, const CpuTileConfig &tile,
                                       LaunchPlan &plan) {
   OpBuilder::InsertionGuard guard(builder);
-  HostKernelSink sink(builder, loc, plan, moduleName);
-  HostSchedule s{sink, spec, tile, HostVector(tile.vectorWidth)};
+  CpuKernelSink sink(builder, loc, plan, moduleName);
+  CpuSchedule s{sink, spec, tile, CpuVector(tile.vectorWidth)};
   if (!spec.gradient) {
-    buildHostForward(s);
+    buildCpuForward(s);
     return llvm::Error::success();
   }
-  return buildHostBackward(s);
+  return buildCpuBackward(s);
 }

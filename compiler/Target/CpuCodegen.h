@@ -1,19 +1,19 @@
-//===- HostCodegen.h - LLVM-dialect kernels → a checked host object -*- C++ -*-===//
+//===- CpuCodegen.h - LLVM-dialect kernels → a checked host object -*- C++ -*-===//
 //
 // The CPU backend's last step, done the same way for a fresh compile and a
 // cache hit: LLVM dialect → LLVM IR (+ packed `_mlir_<name>(void **)` entry
-// points) → -O3 → an object file for an explicit HostTarget; then the object
+// points) → -O3 → an object file for an explicit CpuTarget; then the object
 // is linked into an ORC JIT that sees ONLY the symbols lossjit provides
-// (hostRuntimeSymbols()), never the process's libgcc/compiler-rt/libm. An
+// (cpuRuntimeSymbols()), never the process's libgcc/compiler-rt/libm. An
 // object that needs anything else is rejected with the symbol's name, so a
 // host without some library routine cannot fail at run time.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_COMPILER_TARGET_HOSTCODEGEN_H
-#define LOSSJIT_COMPILER_TARGET_HOSTCODEGEN_H
+#ifndef LOSSJIT_COMPILER_TARGET_CPUCODEGEN_H
+#define LOSSJIT_COMPILER_TARGET_CPUCODEGEN_H
 
-#include "compiler/Target/HostTarget.h"
+#include "compiler/Target/CpuTarget.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
@@ -31,8 +31,8 @@ namespace lossjit {
 
 /// Compiles `kernels` (a module in the LLVM dialect) at -O3 for `target`
 /// into ELF/Mach-O object bytes. Every function gets a packed entry point
-/// `_mlir_<name>(void **args)`; the object must pass checkHostObjectSymbols.
-llvm::Expected<std::string> emitHostObject(mlir::ModuleOp kernels, const HostTarget &target);
+/// `_mlir_<name>(void **args)`; the object must pass checkCpuObjectSymbols.
+llvm::Expected<std::string> emitCpuObject(mlir::ModuleOp kernels, const CpuTarget &target);
 
 /// The names of the symbols `object` uses but does not define.
 llvm::Expected<std::vector<std::string>> undefinedSymbols(llvm::StringRef object);
@@ -41,17 +41,17 @@ llvm::Expected<std::vector<std::string>> undefinedSymbols(llvm::StringRef object
 /// lossjit's own definition: exactly-rounded fma (targets without FMA units
 /// call it per element) and the libc memory routines LLVM emits for block
 /// copies and fills.
-const std::map<std::string, void *> &hostRuntimeSymbols();
+const std::map<std::string, void *> &cpuRuntimeSymbols();
 
 /// Fails, naming each symbol, when `object` needs one that
-/// hostRuntimeSymbols() does not provide (e.g. a compiler-runtime libcall
+/// cpuRuntimeSymbols() does not provide (e.g. a compiler-runtime libcall
 /// such as __truncsfbf2 that a host's libgcc may lack).
-llvm::Error checkHostObjectSymbols(llvm::StringRef object);
+llvm::Error checkCpuObjectSymbols(llvm::StringRef object);
 
 /// Links `object` into a fresh JIT whose only external symbols are
-/// hostRuntimeSymbols(). Checks the object first.
-llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> linkHostObject(llvm::StringRef object);
+/// cpuRuntimeSymbols(). Checks the object first.
+llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> linkCpuObject(llvm::StringRef object);
 
 } // namespace lossjit
 
-#endif // LOSSJIT_COMPILER_TARGET_HOSTCODEGEN_H
+#endif // LOSSJIT_COMPILER_TARGET_CPUCODEGEN_H

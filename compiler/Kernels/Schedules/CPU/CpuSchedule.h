@@ -1,9 +1,9 @@
-//===- HostSchedule.h - shared state of the host schedules ------*- C++ -*-===//
+//===- CpuSchedule.h - shared state of the host schedules ------*- C++ -*-===//
 
-#ifndef LOSSJIT_COMPILER_KERNELS_SCHEDULES_CPU_HOSTSCHEDULE_H
-#define LOSSJIT_COMPILER_KERNELS_SCHEDULES_CPU_HOSTSCHEDULE_H
+#ifndef LOSSJIT_COMPILER_KERNELS_SCHEDULES_CPU_CPUSCHEDULE_H
+#define LOSSJIT_COMPILER_KERNELS_SCHEDULES_CPU_CPUSCHEDULE_H
 
-#include "compiler/Kernels/Matmul/HostVector.h"
+#include "compiler/Kernels/Matmul/CpuVector.h"
 #include "compiler/Kernels/RowStats/RowStats.h"
 #include "compiler/Kernels/Support/KernelSignature.h"
 #include "compiler/Kernels/Support/LceSpec.h"
@@ -11,11 +11,11 @@
 namespace lossjit {
 
 /// What every host kernel builder of one variant reads.
-struct HostSchedule {
-  HostKernelSink &sink;
+struct CpuSchedule {
+  CpuKernelSink &sink;
   const LceSpec &spec;
   const CpuTileConfig &tile;
-  HostVector matmul;
+  CpuVector matmul;
   /// The statistics the vocabulary sweep carries.
   RowStats stats{{StatKind::LogSumExp}};
 
@@ -26,13 +26,13 @@ struct HostSchedule {
 };
 
 /// lce_rows (+ lce_reduce), and the forward plan.
-void buildHostForward(HostSchedule &s);
+void buildCpuForward(CpuSchedule &s);
 /// lce_reduce(labels, loss_rows, loss, N): the GPU reduction's lanes and
 /// tree, run sequentially (the forward and the fused op share it).
-void buildHostReduceKernel(HostSchedule &s);
+void buildCpuReduceKernel(CpuSchedule &s);
 /// The backward (chunked or recompute) or fused forward+backward, and plan.
-llvm::Error buildHostBackward(HostSchedule &s);
+llvm::Error buildCpuBackward(CpuSchedule &s);
 
 } // namespace lossjit
 
-#endif // LOSSJIT_COMPILER_KERNELS_SCHEDULES_CPU_HOSTSCHEDULE_H
+#endif // LOSSJIT_COMPILER_KERNELS_SCHEDULES_CPU_CPUSCHEDULE_H

@@ -1,4 +1,4 @@
-//===- HostTargetTest.cpp - JIT target choice, libcall-free host code -----===//
+//===- CpuTargetTest.cpp - JIT target choice, libcall-free host code -----===//
 //
 // The CPU backend must not depend on the CI host's CPU: these tests compile
 // for explicit targets (x86-64-v2, x86-64-v3, native, and x86-64-v4 where
@@ -8,12 +8,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Target/HostTarget.h"
+#include "compiler/Target/CpuTarget.h"
 #include "compiler/Builder/GraphBuilder.h"
 #include "compiler/Pipeline/Pipelines.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/CpuJit.h"
-#include "compiler/Target/HostCodegen.h"
+#include "compiler/Target/CpuCodegen.h"
 #include "runtime/KernelCache.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -37,27 +37,27 @@ using namespace lossjit;
 namespace {
 /// The targets every host-code test runs under: two baselines below what CI
 /// machines have, the host itself, and x86-64-v4 where the host runs it.
-std::vector<HostTarget> testTargets() {
-  std::vector<HostTarget> targets;
+std::vector<CpuTarget> testTargets() {
+  std::vector<CpuTarget> targets;
   for (const char *spec : {"x86-64-v2", "x86-64-v3", "native"}) {
-    auto t = HostTarget::resolve(spec);
+    auto t = CpuTarget::resolve(spec);
     EXPECT_TRUE(static_cast<bool>(t)) << llvm::toString(t.takeError());
     if (t)
       targets.push_back(*t);
   }
   if (featuresMissingOnHost("x86-64-v4").empty())
-    targets.push_back(cantFail(HostTarget::resolve("x86-64-v4")));
+    targets.push_back(cantFail(CpuTarget::resolve("x86-64-v4")));
   return targets;
 }
 
-TEST(HostTarget, NamedLevelsImplyTheirFeaturesOnly) {
-  auto v2 = HostTarget::resolve("x86-64-v2");
+TEST(CpuTarget, NamedLevelsImplyTheirFeaturesOnly) {
+  auto v2 = CpuTarget::resolve("x86-64-v2");
   ASSERT_TRUE(static_cast<bool>(v2)) << llvm::toString(v2.takeError());
   EXPECT_EQ(v2->cpu, "x86-64-v2");
   EXPECT_TRUE(v2->hasFeature("sse4.2"));
   EXPECT_FALSE(v2->hasFeature("avx"));
   EXPECT_FALSE(v2->hasFeature("fma"));
-  auto v3 = cantFail(HostTarget::resolve("x86-64-v3"));
+  auto v3 = cantFail(CpuTarget::resolve("x86-64-v3"));
   EXPECT_TRUE(v3.hasFeature("avx2"));
   EXPECT_TRUE(v3.hasFeature("fma"));
   EXPECT_TRUE(v3.hasFeature("f16c"));
@@ -67,29 +67,29 @@ TEST(HostTarget, NamedLevelsImplyTheirFeaturesOnly) {
   EXPECT_EQ(v3.key(), llvm::sys::getProcessTriple() + ";cpu=x86-64-v3;features=" + v3.features);
 }
 
-TEST(HostTarget, NativeIsTheHostCpuWithItsFeatures) {
-  auto native = cantFail(HostTarget::resolve("native"));
+TEST(CpuTarget, NativeIsTheHostCpuWithItsFeatures) {
+  auto native = cantFail(CpuTarget::resolve("native"));
   EXPECT_EQ(native.cpu, llvm::sys::getHostCPUName().str());
   for (const auto &f : llvm::sys::getHostCPUFeatures())
     EXPECT_TRUE(llvm::StringRef(native.features).contains((f.second ? "+" : "-") + f.first().str()))
         << f.first().str();
 }
 
-TEST(HostTarget, UnknownNamesAreErrorsNamingTheVariable) {
-  auto bad = HostTarget::resolve("pentium-9000", kCpuTargetVariable);
+TEST(CpuTarget, UnknownNamesAreErrorsNamingTheVariable) {
+  auto bad = CpuTarget::resolve("pentium-9000", kCpuTargetVariable);
   ASSERT_FALSE(static_cast<bool>(bad));
   std::string message = llvm::toString(bad.takeError());
   EXPECT_NE(message.find("LOSSJIT_CPU_TARGET 'pentium-9000' is not a CPU LLVM"), std::string::npos)
       << message;
   EXPECT_NE(message.find("expected native, x86-64-v2, x86-64-v3, x86-64-v4"), std::string::npos)
       << message;
-  auto empty = HostTarget::resolve("", kCpuTargetVariable);
+  auto empty = CpuTarget::resolve("", kCpuTargetVariable);
   ASSERT_FALSE(static_cast<bool>(empty));
   EXPECT_NE(llvm::toString(empty.takeError()).find("LOSSJIT_CPU_TARGET is empty"),
             std::string::npos);
 }
 
-TEST(HostTarget, ACpuTheHostCannotRunIsRefused) {
+TEST(CpuTarget, ACpuTheHostCannotRunIsRefused) {
   // A host without AVX-512 must not run x86-64-v4 code (SIGILL otherwise).
   llvm::StringMap<bool> avx2Host;
   for (const char *f :
@@ -106,7 +106,7 @@ TEST(HostTarget, ACpuTheHostCannotRunIsRefused) {
   // On this host: whatever it lacks, resolve() names it.
   for (const char *cpu : {"x86-64-v4", "sapphirerapids", "graniterapids", "znver5"}) {
     std::vector<std::string> missing = featuresMissingOnHost(cpu);
-    auto t = HostTarget::resolve(cpu, kCpuTargetVariable);
+    auto t = CpuTarget::resolve(cpu, kCpuTargetVariable);
     EXPECT_EQ(static_cast<bool>(t), missing.empty()) << cpu;
     if (!t) {
       std::string message = llvm::toString(t.takeError());
@@ -117,13 +117,13 @@ TEST(HostTarget, ACpuTheHostCannotRunIsRefused) {
   }
 }
 
-TEST(HostTarget, EnvironmentPicksTheTarget) {
+TEST(CpuTarget, EnvironmentPicksTheTarget) {
   ::setenv(kCpuTargetVariable, "x86-64-v3", 1);
-  auto t = HostTarget::fromEnvironment();
+  auto t = CpuTarget::fromEnvironment();
   ::unsetenv(kCpuTargetVariable);
   ASSERT_TRUE(static_cast<bool>(t)) << llvm::toString(t.takeError());
   EXPECT_EQ(t->cpu, "x86-64-v3");
-  auto native = HostTarget::fromEnvironment();
+  auto native = CpuTarget::fromEnvironment();
   ASSERT_TRUE(static_cast<bool>(native));
   EXPECT_EQ(native->spec, "native");
 }
@@ -132,7 +132,7 @@ TEST(HostTarget, EnvironmentPicksTheTarget) {
 /// lowers its kernels, compiled and linked for one target.
 class HostFunctions {
 public:
-  HostFunctions(mlir::MLIRContext &context, llvm::StringRef source, const HostTarget &target,
+  HostFunctions(mlir::MLIRContext &context, llvm::StringRef source, const CpuTarget &target,
                 bool expand = true) {
     module = mlir::parseSourceString<mlir::ModuleOp>(source, &context);
     if (!module) {
@@ -154,12 +154,12 @@ public:
       return;
     }
     auto inner = *module->getOps<mlir::ModuleOp>().begin();
-    auto object = emitHostObject(inner, target);
+    auto object = emitCpuObject(inner, target);
     if (!object) {
       error = llvm::toString(object.takeError());
       return;
     }
-    auto linked = linkHostObject(*object);
+    auto linked = linkCpuObject(*object);
     if (!linked) {
       error = llvm::toString(linked.takeError());
       return;
@@ -279,7 +279,7 @@ TEST_F(HostMath, ConversionsRoundToNearestEvenOnEveryTarget) {
   std::vector<float> xs = conversionInputs();
   int64_t n = static_cast<int64_t>(xs.size());
   std::vector<uint16_t> firstBf16, firstF16;
-  for (const HostTarget &target : testTargets()) {
+  for (const CpuTarget &target : testTargets()) {
     SCOPED_TRACE(target.cpu);
     HostFunctions fns(*context, hostMathSource(), target);
     ASSERT_EQ(fns.error, "");
@@ -319,7 +319,7 @@ TEST_F(HostMath, WideningIsExactForEvery16BitEncoding) {
   std::vector<uint16_t> all(0x10000);
   for (uint32_t i = 0; i < 0x10000; ++i)
     all[i] = static_cast<uint16_t>(i);
-  for (const HostTarget &target : testTargets()) {
+  for (const CpuTarget &target : testTargets()) {
     SCOPED_TRACE(target.cpu);
     HostFunctions fns(*context, hostMathSource(), target);
     ASSERT_EQ(fns.error, "");
@@ -375,7 +375,7 @@ TEST_F(HostMath, Exp2AndLog2AreWithinAnUlpOnEveryTarget) {
   while (lx.size() % 8)
     lx.push_back(1.0f);
   std::vector<float> firstE, firstL;
-  for (const HostTarget &target : testTargets()) {
+  for (const CpuTarget &target : testTargets()) {
     SCOPED_TRACE(target.cpu);
     HostFunctions fns(*context, hostMathSource(), target);
     ASSERT_EQ(fns.error, "");
@@ -420,7 +420,7 @@ TEST_F(HostMath, ObjectsCallingUnprovidedRoutinesAreRejected) {
   // Without the expansion, x86-64-v3 (no AVX512_BF16) needs __truncsfbf2 —
   // the libcall gcc 12's libgcc lacks — and every target needs exp2f: the
   // object check names them instead of a JIT "symbols not found" at run time.
-  auto v3 = cantFail(HostTarget::resolve("x86-64-v3"));
+  auto v3 = cantFail(CpuTarget::resolve("x86-64-v3"));
   HostFunctions raw(*context, hostMathSource(), v3, /*expand=*/false);
   EXPECT_NE(raw.error.find("__truncsfbf2"), std::string::npos) << raw.error;
   EXPECT_NE(raw.error.find("exp2f"), std::string::npos) << raw.error;
@@ -431,9 +431,9 @@ TEST_F(HostMath, ObjectsCallingUnprovidedRoutinesAreRejected) {
 
 TEST_F(HostMath, KernelObjectsNeedOnlyLossjitsRoutines) {
   // Every kernel family, every storage type, every target: the object's
-  // undefined symbols are a subset of hostRuntimeSymbols(); x86-64-v2 (no
+  // undefined symbols are a subset of cpuRuntimeSymbols(); x86-64-v2 (no
   // FMA units) is the only one that calls fmaf.
-  for (const HostTarget &target : testTargets())
+  for (const CpuTarget &target : testTargets())
     for (std::string dtype : {"f16", "bf16", "f32"})
       for (int variant = 0; variant < 3; ++variant) {
         SCOPED_TRACE(target.cpu + " " + dtype + " variant " + std::to_string(variant));
@@ -463,7 +463,7 @@ TEST_F(HostMath, TwoTargetsAreTwoCacheEntries) {
     auto graph = buildLinearCrossEntropyGraph(*context, g);
     EXPECT_TRUE(static_cast<bool>(graph));
     auto op = CpuCompiledOp::compileCached(**graph, CpuTileConfig{},
-                                           cantFail(HostTarget::resolve(spec)), cache);
+                                           cantFail(CpuTarget::resolve(spec)), cache);
     EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
     return op ? std::move(*op) : nullptr;
   };

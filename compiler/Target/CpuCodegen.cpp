@@ -1,6 +1,6 @@
-//===- HostCodegen.cpp ----------------------------------------------------===//
+//===- CpuCodegen.cpp ----------------------------------------------------===//
 
-#include "compiler/Target/HostCodegen.h"
+#include "compiler/Target/CpuCodegen.h"
 
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -60,7 +60,7 @@ float exactFmaF32(float a, float b, float c) { return std::fma(a, b, c); }
 double exactFmaF64(double a, double b, double c) { return std::fma(a, b, c); }
 } // namespace
 
-const std::map<std::string, void *> &lossjit::hostRuntimeSymbols() {
+const std::map<std::string, void *> &lossjit::cpuRuntimeSymbols() {
   // std::fma is exactly rounded (IEEE 754 fusedMultiplyAdd) in every C
   // library, with or without FMA hardware, so a target without FMA units
   // computes the same bits as one with them — only slower.
@@ -74,8 +74,8 @@ const std::map<std::string, void *> &lossjit::hostRuntimeSymbols() {
   return symbols;
 }
 
-llvm::Expected<std::string> lossjit::emitHostObject(mlir::ModuleOp kernels,
-                                                    const HostTarget &target) {
+llvm::Expected<std::string> lossjit::emitCpuObject(mlir::ModuleOp kernels,
+                                                    const CpuTarget &target) {
   auto tm = target.createTargetMachine();
   if (!tm)
     return tm.takeError();
@@ -98,7 +98,7 @@ llvm::Expected<std::string> lossjit::emitHostObject(mlir::ModuleOp kernels,
     return llvm::createStringError("LLVM cannot emit an object file for " + target.key());
   codegen.run(*module);
   std::string object(bytes.begin(), bytes.end());
-  if (llvm::Error err = checkHostObjectSymbols(object))
+  if (llvm::Error err = checkCpuObjectSymbols(object))
     return std::move(err);
   return object;
 }
@@ -126,14 +126,14 @@ llvm::Expected<std::vector<std::string>> lossjit::undefinedSymbols(llvm::StringR
   return names;
 }
 
-llvm::Error lossjit::checkHostObjectSymbols(llvm::StringRef object) {
+llvm::Error lossjit::checkCpuObjectSymbols(llvm::StringRef object) {
   auto names = undefinedSymbols(object);
   if (!names)
     return names.takeError();
   std::vector<std::string> unknown;
   for (const std::string &name : *names)
     // The GOT of position-independent code is the JIT linker's own.
-    if (name != "_GLOBAL_OFFSET_TABLE_" && !hostRuntimeSymbols().count(name))
+    if (name != "_GLOBAL_OFFSET_TABLE_" && !cpuRuntimeSymbols().count(name))
       unknown.push_back(name);
   if (unknown.empty())
     return llvm::Error::success();
@@ -144,8 +144,8 @@ llvm::Error lossjit::checkHostObjectSymbols(llvm::StringRef object) {
       "(see loss-expand-host-libcalls)");
 }
 
-llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> lossjit::linkHostObject(llvm::StringRef object) {
-  if (llvm::Error err = checkHostObjectSymbols(object))
+llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> lossjit::linkCpuObject(llvm::StringRef object) {
+  if (llvm::Error err = checkCpuObjectSymbols(object))
     return std::move(err);
   // No process symbols and no platform: the object sees exactly the
   // routines below, so resolution cannot differ between hosts.
@@ -157,7 +157,7 @@ llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> lossjit::linkHostObject(llvm::
     return jit.takeError();
   llvm::orc::MangleAndInterner mangle((*jit)->getExecutionSession(), (*jit)->getDataLayout());
   llvm::orc::SymbolMap symbols;
-  for (const auto &[name, address] : hostRuntimeSymbols())
+  for (const auto &[name, address] : cpuRuntimeSymbols())
     symbols[mangle(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
                              llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
   if (llvm::Error err =

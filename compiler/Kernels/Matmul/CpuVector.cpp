@@ -1,6 +1,6 @@
-//===- HostVector.cpp -----------------------------------------------------===//
+//===- CpuVector.cpp -----------------------------------------------------===//
 
-#include "compiler/Kernels/Matmul/HostVector.h"
+#include "compiler/Kernels/Matmul/CpuVector.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -24,7 +24,7 @@ Value loadVecF32(KernelEmitter &e, Value mem, Value off, int64_t lanes) {
 }
 } // namespace
 
-Fragment HostVector::layout(KernelEmitter &e, const BlockTile &tile) const {
+Fragment CpuVector::layout(KernelEmitter &e, const BlockTile &tile) const {
   Fragment f;
   auto lines = [&](Value begin, int64_t count, Value limit, SmallVector<Value> &out,
                    SmallVector<Value> &valid) {
@@ -40,11 +40,11 @@ Fragment HostVector::layout(KernelEmitter &e, const BlockTile &tile) const {
   return f;
 }
 
-Value HostVector::mainExtent(KernelEmitter &e, Value d) const {
+Value CpuVector::mainExtent(KernelEmitter &e, Value d) const {
   return e.mul(e.divUI(d, e.index(lanes)), e.index(lanes));
 }
 
-Fragment HostVector::multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
+Fragment CpuVector::multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
                               const BlockTile &tile, Value kBegin, Value kEnd,
                               ValueRange init) const {
   assert(init.empty() && !a.kStride && !b.kStride && "host dots start at 0, contiguous in k");
@@ -63,7 +63,7 @@ Fragment HostVector::multiply(KernelEmitter &e, const MatrixOperand &a, const Ma
   return f;
 }
 
-SmallVector<Value> HostVector::dot(KernelEmitter &e, Value a, ArrayRef<Value> aOff, Value b,
+SmallVector<Value> CpuVector::dot(KernelEmitter &e, Value a, ArrayRef<Value> aOff, Value b,
                                    Value bOff, Value kBegin, Value d, Value dMain) const {
   OpBuilder &ob = e.builder();
   Location loc = e.location();
@@ -92,7 +92,7 @@ SmallVector<Value> HostVector::dot(KernelEmitter &e, Value a, ArrayRef<Value> aO
   });
 }
 
-void HostVector::rankOneUpdate(KernelEmitter &e, Value acc, ArrayRef<Value> accOff,
+void CpuVector::rankOneUpdate(KernelEmitter &e, Value acc, ArrayRef<Value> accOff,
                                ArrayRef<Value> scale, Value src, Value srcOff, Value d,
                                Value dMain) const {
   OpBuilder &ob = e.builder();

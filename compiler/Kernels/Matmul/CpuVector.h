@@ -1,4 +1,4 @@
-//===- HostVector.h - tile products of the host kernels ---------*- C++ -*-===//
+//===- CpuVector.h - tile products of the host kernels ---------*- C++ -*-===//
 //
 // The CPU strategy: products vectorized over k (or over the output row) in
 // vector<L x f32>, ⌊K/L⌋·L elements as vector operations and a scalar tail
@@ -8,16 +8,16 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_COMPILER_KERNELS_MATMUL_HOSTVECTOR_H
-#define LOSSJIT_COMPILER_KERNELS_MATMUL_HOSTVECTOR_H
+#ifndef LOSSJIT_COMPILER_KERNELS_MATMUL_CPUVECTOR_H
+#define LOSSJIT_COMPILER_KERNELS_MATMUL_CPUVECTOR_H
 
 #include "compiler/Kernels/Matmul/TileMatmul.h"
 
 namespace lossjit {
 
-class HostVector : public TileMatmul {
+class CpuVector : public TileMatmul {
 public:
-  explicit HostVector(int64_t lanes) : lanes(lanes) {}
+  explicit CpuVector(int64_t lanes) : lanes(lanes) {}
 
   /// Every row and column of the tile belongs to the (only) host thread.
   /// Null limits mean the tile lies inside the operands.
@@ -62,4 +62,4 @@ void emitZeroRow(KernelEmitter &e, mlir::Value dst, mlir::Value dstOff, mlir::Va
 
 } // namespace lossjit
 
-#endif // LOSSJIT_COMPILER_KERNELS_MATMUL_HOSTVECTOR_H
+#endif // LOSSJIT_COMPILER_KERNELS_MATMUL_CPUVECTOR_H

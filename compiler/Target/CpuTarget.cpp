@@ -1,6 +1,6 @@
-//===- HostTarget.cpp -----------------------------------------------------===//
+//===- CpuTarget.cpp -----------------------------------------------------===//
 
-#include "compiler/Target/HostTarget.h"
+#include "compiler/Target/CpuTarget.h"
 #include "runtime/Environment.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -28,7 +28,7 @@ void initializeNativeTarget() {
   });
 }
 
-llvm::Expected<const llvm::Target *> lookupHostTarget(const std::string &triple) {
+llvm::Expected<const llvm::Target *> lookupCpuTarget(const std::string &triple) {
   initializeNativeTarget();
   std::string error;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(llvm::Triple(triple), error);
@@ -84,11 +84,11 @@ std::vector<std::string> lossjit::missingFeatures(llvm::StringRef cpu,
   return missing;
 }
 
-llvm::Expected<HostTarget> HostTarget::resolve(llvm::StringRef spec, llvm::StringRef what) {
-  HostTarget t;
+llvm::Expected<CpuTarget> CpuTarget::resolve(llvm::StringRef spec, llvm::StringRef what) {
+  CpuTarget t;
   t.spec = spec.str();
   t.triple = llvm::sys::getProcessTriple();
-  auto target = lookupHostTarget(t.triple);
+  auto target = lookupCpuTarget(t.triple);
   if (!target)
     return target.takeError();
   if (spec == "native") {
@@ -120,23 +120,23 @@ llvm::Expected<HostTarget> HostTarget::resolve(llvm::StringRef spec, llvm::Strin
   return t;
 }
 
-llvm::Expected<HostTarget> HostTarget::fromEnvironment() {
+llvm::Expected<CpuTarget> CpuTarget::fromEnvironment() {
   std::optional<std::string> value = runtime::getEnv(kCpuTargetVariable);
   if (!value || value->empty())
     return resolve("native", kCpuTargetVariable);
   return resolve(llvm::StringRef(*value).trim(), kCpuTargetVariable);
 }
 
-bool HostTarget::hasFeature(llvm::StringRef feature) const {
+bool CpuTarget::hasFeature(llvm::StringRef feature) const {
   llvm::SmallVector<llvm::StringRef> parts;
   llvm::StringRef(features).split(parts, ',');
   return llvm::is_contained(parts, ("+" + feature).str());
 }
 
-std::string HostTarget::key() const { return triple + ";cpu=" + cpu + ";features=" + features; }
+std::string CpuTarget::key() const { return triple + ";cpu=" + cpu + ";features=" + features; }
 
-llvm::Expected<std::unique_ptr<llvm::TargetMachine>> HostTarget::createTargetMachine() const {
-  auto target = lookupHostTarget(triple);
+llvm::Expected<std::unique_ptr<llvm::TargetMachine>> CpuTarget::createTargetMachine() const {
+  auto target = lookupCpuTarget(triple);
   if (!target)
     return target.takeError();
   llvm::TargetOptions options;

@@ -1,15 +1,15 @@
-//===- HostTarget.h - the CPU the host JIT compiles for ---------*- C++ -*-===//
+//===- CpuTarget.h - the CPU the host JIT compiles for ---------*- C++ -*-===//
 //
 // The CPU backend's target is chosen, never inherited from whatever the
 // build or CI machine happens to have: `LOSSJIT_CPU_TARGET` (or an explicit
-// HostTarget in the API) names it, and its CPU name and full feature string
+// CpuTarget in the API) names it, and its CPU name and full feature string
 // are part of the CPU kernel cache key, so an object compiled for one CPU is
 // never linked on a host that lacks its instructions.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOSSJIT_COMPILER_TARGET_HOSTTARGET_H
-#define LOSSJIT_COMPILER_TARGET_HOSTTARGET_H
+#ifndef LOSSJIT_COMPILER_TARGET_CPUTARGET_H
+#define LOSSJIT_COMPILER_TARGET_CPUTARGET_H
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
@@ -29,7 +29,7 @@ inline constexpr const char *kCpuTargetVariable = "LOSSJIT_CPU_TARGET";
 
 /// A resolved JIT target: the host triple, an LLVM CPU name and the
 /// features code generation may use.
-struct HostTarget {
+struct CpuTarget {
   /// What was asked for: "native", "x86-64-v3", "skylake-avx512", ...
   std::string spec;
   /// The LLVM CPU name code is generated for (the host's own for "native").
@@ -45,11 +45,11 @@ struct HostTarget {
   /// icelake-server. Fails with a message naming `what` (e.g. the variable)
   /// for a name LLVM does not know, and for a CPU whose instructions this
   /// host cannot execute (the code would die with SIGILL).
-  static llvm::Expected<HostTarget> resolve(llvm::StringRef spec,
+  static llvm::Expected<CpuTarget> resolve(llvm::StringRef spec,
                                             llvm::StringRef what = "CPU target");
 
   /// The target `LOSSJIT_CPU_TARGET` names; "native" when unset or empty.
-  static llvm::Expected<HostTarget> fromEnvironment();
+  static llvm::Expected<CpuTarget> fromEnvironment();
 
   /// True when code generation may use `feature` (LLVM name, e.g. "f16c").
   bool hasFeature(llvm::StringRef feature) const;
@@ -76,4 +76,4 @@ std::vector<std::string> featuresMissingOnHost(llvm::StringRef cpu);
 
 } // namespace lossjit
 
-#endif // LOSSJIT_COMPILER_TARGET_HOSTTARGET_H
+#endif // LOSSJIT_COMPILER_TARGET_CPUTARGET_H
