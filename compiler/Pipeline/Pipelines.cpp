@@ -69,15 +69,19 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
   return stages;
 }
 
-std::vector<Stage> lossjit::cpuStages(const CpuTileConfig &tile, bool f16ExtendInHardware) {
+std::vector<Stage> lossjit::cpuStages(const CpuTileConfig &tile, bool f16ExtendInHardware,
+                                      int64_t vectorRegisters) {
   std::vector<Stage> stages = graphStages();
   const CpuTileConfig defaults;
   std::string select = "target=cpu";
+  if (vectorRegisters > 0)
+    select += " vector-registers=" + std::to_string(vectorRegisters);
   auto knob = [&](llvm::StringRef name, int64_t value, int64_t fallback) {
     if (value != fallback)
       select += " " + name.str() + "=" + std::to_string(value);
   };
   knob("block-rows", tile.blockRows, defaults.blockRows);
+  knob("block-cols", tile.blockCols, defaults.blockCols);
   knob("vector-width", tile.vectorWidth, defaults.vectorWidth);
   knob("panel-blocks", tile.panelBlocks, defaults.panelBlocks);
   knob("vocab-tile", tile.vocabTile, defaults.vocabTile);

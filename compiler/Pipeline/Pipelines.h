@@ -36,7 +36,10 @@ std::vector<Stage> gpuStages(const GpuTarget &target, const TileConfig &tile);
 /// `f16ExtendInHardware`: the target CPU widens f16 → f32 with an exact
 /// instruction (x86 F16C), so loss-expand-host-libcalls may leave that
 /// conversion to LLVM (same bits, several times faster in the dot loops).
-std::vector<Stage> cpuStages(const CpuTileConfig &tile, bool f16ExtendInHardware = false);
+/// `vectorRegisters` (when > 0) sizes the register tile for the target
+/// where `tile` leaves it at the defaults.
+std::vector<Stage> cpuStages(const CpuTileConfig &tile, bool f16ExtendInHardware = false,
+                             int64_t vectorRegisters = 0);
 
 /// The passes inside a "builtin.module(...)" pipeline, for adding to a pass
 /// manager that is already anchored on builtin.module.

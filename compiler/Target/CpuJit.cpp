@@ -30,10 +30,8 @@ int64_t lossjit::dtypeBytes(llvm::StringRef dtype) {
 CpuCompiledOp::~CpuCompiledOp() = default;
 
 namespace {
-std::map<std::string, int64_t> symbolValues(const LaunchPlan &plan,
-                                            const Dims &dims) {
-  std::map<std::string, int64_t> values = {
-      {"N", dims.n}, {"V", dims.v}, {"D", dims.d}};
+std::map<std::string, int64_t> symbolValues(const LaunchPlan &plan, const Dims &dims) {
+  std::map<std::string, int64_t> values = {{"N", dims.n}, {"V", dims.v}, {"D", dims.d}};
   for (const auto &[k, v] : plan.constants)
     values[k] = v;
   return values;
@@ -49,8 +47,7 @@ llvm::Expected<int64_t> expectedCount(const PlanParam &p,
     if (it != values.end())
       extent = it->second;
     else if (llvm::StringRef(dim).getAsInteger(10, extent))
-      return llvm::createStringError("param '" + p.name + "' has unknown dim '" +
-                                     dim + "'");
+      return llvm::createStringError("param '" + p.name + "' has unknown dim '" + dim + "'");
     if (extent != 0 && count > INT64_MAX / extent)
       return llvm::createStringError("param '" + p.name + "' is too large");
     count *= extent;
@@ -96,10 +93,13 @@ CpuCompiledOp::compile(ModuleOp module, const CpuTileConfig &tile, const StageSi
   return compile(module, tile, *target, sink);
 }
 
-llvm::Expected<std::unique_ptr<CpuCompiledOp>>
-CpuCompiledOp::compile(ModuleOp module, const CpuTileConfig &tile, const CpuTarget &target,
-                       const StageSink &sink) {
-  auto timings = runStages(module, cpuStages(tile, target.hasFeature("f16c")), sink);
+llvm::Expected<std::unique_ptr<CpuCompiledOp>> CpuCompiledOp::compile(ModuleOp module,
+                                                                      const CpuTileConfig &tile,
+                                                                      const CpuTarget &target,
+                                                                      const StageSink &sink) {
+  auto timings = runStages(
+      module, cpuStages(tile, target.hasFeature("f16c"), target.vectorRegisters(tile.vectorWidth)),
+      sink);
   if (!timings)
     return timings.takeError();
   std::string error;
@@ -139,8 +139,7 @@ CpuCompiledOp::compile(ModuleOp module, const CpuTileConfig &tile, const CpuTarg
 llvm::Error CpuCompiledOp::validate(const std::map<std::string, HostBuffer> &buffers,
                                     const Dims &dims) const {
   if (dims.n < 0 || dims.d < 0)
-    return llvm::createStringError("N and D must be ≥ 0, got N=" +
-                                   std::to_string(dims.n) +
+    return llvm::createStringError("N and D must be ≥ 0, got N=" + std::to_string(dims.n) +
                                    " D=" + std::to_string(dims.d));
   if (dims.v < 1)
     return llvm::createStringError("V (vocabulary size) must be ≥ 1, got " +
@@ -151,19 +150,19 @@ llvm::Error CpuCompiledOp::validate(const std::map<std::string, HostBuffer> &buf
     expected.push_back(p.name);
     auto it = buffers.find(p.name);
     if (it == buffers.end())
-      return llvm::createStringError("missing buffer '" + p.name + "' (" +
-                                     p.dtype + ", " + shapeText(p) + " elements)");
+      return llvm::createStringError("missing buffer '" + p.name + "' (" + p.dtype + ", " +
+                                     shapeText(p) + " elements)");
     const HostBuffer &b = it->second;
     if (b.dtype != p.dtype)
-      return llvm::createStringError("buffer '" + p.name + "' has dtype " +
-                                     b.dtype + ", expected " + p.dtype);
+      return llvm::createStringError("buffer '" + p.name + "' has dtype " + b.dtype +
+                                     ", expected " + p.dtype);
     auto count = expectedCount(p, values);
     if (!count)
       return count.takeError();
     if (b.count != *count)
-      return llvm::createStringError(
-          "buffer '" + p.name + "' has " + std::to_string(b.count) +
-          " elements, expected " + shapeText(p) + " = " + std::to_string(*count));
+      return llvm::createStringError("buffer '" + p.name + "' has " + std::to_string(b.count) +
+                                     " elements, expected " + shapeText(p) + " = " +
+                                     std::to_string(*count));
     if (!b.data && *count > 0)
       return llvm::createStringError("buffer '" + p.name + "' is null");
   }
@@ -174,16 +173,15 @@ llvm::Error CpuCompiledOp::validate(const std::map<std::string, HostBuffer> &buf
   return llvm::Error::success();
 }
 
-llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
-                               const Dims &dims, unsigned threads) const {
+llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers, const Dims &dims,
+                               unsigned threads) const {
   if (llvm::Error err = validate(buffers, dims))
     return err;
   auto values = symbolValues(launchPlan, dims);
   for (const auto &[name, formula] : launchPlan.derived) {
     auto value = runtime::evaluateFormula(formula, values);
     if (!value)
-      return llvm::createStringError("derived symbol '" + name +
-                                     "': " + value.errorMessage());
+      return llvm::createStringError("derived symbol '" + name + "': " + value.errorMessage());
     values[name] = *value;
   }
   std::map<std::string, HostBuffer> all = buffers;
@@ -191,15 +189,14 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
   for (const PlanWorkspace &w : launchPlan.workspaces) {
     auto count = runtime::evaluateFormula(w.count, values);
     if (!count)
-      return llvm::createStringError("workspace '" + w.name +
-                                     "': " + count.errorMessage());
+      return llvm::createStringError("workspace '" + w.name + "': " + count.errorMessage());
     workspaces.emplace_back(static_cast<size_t>(*count * dtypeBytes(w.dtype)));
     all[w.name] = {workspaces.back().data(), w.dtype, *count};
   }
 
   /// One call of kernel `k` with the range-style arguments bound.
-  auto call = [&](const PlanKernel &k, const std::map<std::string, int64_t> &ranges)
-      -> llvm::Error {
+  auto call = [&](const PlanKernel &k,
+                  const std::map<std::string, int64_t> &ranges) -> llvm::Error {
     PackedArgs args;
     for (const std::string &name : k.args) {
       if (auto b = all.find(name); b != all.end())
@@ -209,8 +206,8 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
       else if (auto v = values.find(name); v != values.end())
         args.addInteger(v->second);
       else
-        return llvm::createStringError("kernel " + k.name +
-                                       " names unknown argument '" + name + "'");
+        return llvm::createStringError("kernel " + k.name + " names unknown argument '" + name +
+                                       "'");
     }
     return invoke(k.name, args.slots);
   };
@@ -220,8 +217,8 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
   /// threads. Every output element is owned by one call, so the split never
   /// changes a bit of the result.
   auto runSplit = [&](const PlanKernel &k, std::map<std::string, int64_t> ranges,
-                      llvm::StringRef beginName, llvm::StringRef endName,
-                      int64_t begin, int64_t end) -> llvm::Error {
+                      llvm::StringRef beginName, llvm::StringRef endName, int64_t begin,
+                      int64_t end) -> llvm::Error {
     int64_t total = end - begin;
     unsigned parts = total < 16 ? 1u : workers;
     int64_t chunk = (total + parts - 1) / std::max(1u, parts);
@@ -256,10 +253,8 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
     return first;
   };
 
-  auto runKernel = [&](const PlanKernel &k, int64_t chunkBegin,
-                       int64_t chunkEnd) -> llvm::Error {
-    std::map<std::string, int64_t> ranges = {{"chunk_begin", chunkBegin},
-                                             {"chunk_end", chunkEnd}};
+  auto runKernel = [&](const PlanKernel &k, int64_t chunkBegin, int64_t chunkEnd) -> llvm::Error {
+    std::map<std::string, int64_t> ranges = {{"chunk_begin", chunkBegin}, {"chunk_end", chunkEnd}};
     if (k.parallel == "rows")
       return runSplit(k, ranges, "row_begin", "row_end", chunkBegin, chunkEnd);
     if (k.parallel == "vocab")
@@ -288,8 +283,7 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
   return llvm::Error::success();
 }
 
-llvm::Error CpuCompiledOp::invoke(llvm::StringRef name,
-                                  llvm::MutableArrayRef<void *> args) const {
+llvm::Error CpuCompiledOp::invoke(llvm::StringRef name, llvm::MutableArrayRef<void *> args) const {
   // The packed entry point CpuCodegen adds for every kernel: void(void**).
   auto symbol = linked->lookup(("_mlir_" + name).str());
   if (!symbol)
@@ -323,7 +317,8 @@ CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
                              const StageSink &sink) {
   runtime::CacheKeyInputs inputs;
   inputs.canonicalIr = printed(module);
-  inputs.pipeline = joinStages(cpuStages(tile, target.hasFeature("f16c")));
+  inputs.pipeline = joinStages(
+      cpuStages(tile, target.hasFeature("f16c"), target.vectorRegisters(tile.vectorWidth)));
   inputs.tileConfig = tile.str();
   inputs.arch = "host:" + target.key();
   inputs.llvmVersion = LOSSJIT_LLVM_VERSION;
@@ -335,8 +330,7 @@ CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
     if (!op)
       return runtime::makeError(llvm::toString(op.takeError()));
     const LaunchPlan &plan = (*op)->plan();
-    runtime::KernelBundle b =
-        bundleSkeleton(plan, key, runtime::sha256Hex(inputs.canonicalIr));
+    runtime::KernelBundle b = bundleSkeleton(plan, key, runtime::sha256Hex(inputs.canonicalIr));
     b.backend = "cpu";
     b.arch = "host";
     b.options.set("host_cpu", target.cpu);
@@ -383,8 +377,8 @@ CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
   auto start = std::chrono::steady_clock::now();
   auto jit = linkCpuObject(b.kernels.front().image);
   if (!jit)
-    return llvm::createStringError("CPU cache entry " + key + ": cannot link its object: " +
-                                   llvm::toString(jit.takeError()));
+    return llvm::createStringError("CPU cache entry " + key +
+                                   ": cannot link its object: " + llvm::toString(jit.takeError()));
   std::unique_ptr<CpuCompiledOp> op(new CpuCompiledOp());
   op->launchPlan = std::move(*plan);
   op->linked = std::move(*jit);

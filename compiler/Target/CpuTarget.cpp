@@ -133,6 +133,16 @@ bool CpuTarget::hasFeature(llvm::StringRef feature) const {
   return llvm::is_contained(parts, ("+" + feature).str());
 }
 
+int64_t CpuTarget::vectorRegisters(int64_t lanes) const {
+  int64_t count = 16, bits = 128;
+  if (hasFeature("avx512f"))
+    count = 32, bits = 512;
+  else if (hasFeature("avx"))
+    bits = 256;
+  int64_t perValue = std::max<int64_t>(1, (32 * lanes + bits - 1) / bits);
+  return count / perValue;
+}
+
 std::string CpuTarget::key() const { return triple + ";cpu=" + cpu + ";features=" + features; }
 
 llvm::Expected<std::unique_ptr<llvm::TargetMachine>> CpuTarget::createTargetMachine() const {

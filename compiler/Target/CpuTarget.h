@@ -54,6 +54,11 @@ struct CpuTarget {
   /// True when code generation may use `feature` (LLVM name, e.g. "f16c").
   bool hasFeature(llvm::StringRef feature) const;
 
+  /// How many vector<lanes x f32> values the target's vector registers hold
+  /// at once (32 with AVX-512 for 8 lanes, 16 with AVX, 8 with SSE): what
+  /// sizes the kernels' register tiles.
+  int64_t vectorRegisters(int64_t lanes) const;
+
   /// Canonical text for cache keys and logs:
   /// "<triple>;cpu=<cpu>;features=<features>".
   std::string key() const;

@@ -77,6 +77,10 @@ def LossSelectLoweringConfig : Pass<"loss-select-lowering-config", "::mlir::Modu
     Option<"threads", "threads", "int64_t", "-1", "threads per block (gpu)">,
     Option<"splits", "splits", "int64_t", "-1", "vocabulary splits of the forward (gpu)">,
     Option<"stages", "stages", "int64_t", "-1", "operand pipeline stages (gpu)">,
+    Option<"blockCols", "block-cols", "int64_t", "-1", "columns of the register tile (cpu)">,
+    Option<"vectorRegisters", "vector-registers", "int64_t", "-1",
+           "vector registers of the target CPU, holding a vector<vector-width x f32> each "
+           "(cpu: 32 with AVX-512, 16 with AVX, 8 with SSE); sizes the register tile">,
     Option<"vectorWidth", "vector-width", "int64_t", "-1", "f32 lanes of a dot product (cpu)">,
     Option<"panelBlocks", "panel-blocks", "int64_t", "-1",
            "register blocks per vocabulary-sweep panel (cpu)">,

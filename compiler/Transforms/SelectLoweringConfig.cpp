@@ -86,12 +86,15 @@ struct SelectLoweringConfigPass
 
   LogicalResult selectCpu(Operation *op) {
     CpuTileConfig tile;
+    if (vectorRegisters != -1)
+      tile = CpuTileConfig::forVectorRegisters(vectorRegisters);
     loss::Schedule schedule = defaultSchedule(op);
     if (auto given = dyn_cast_or_null<loss::CpuConfigAttr>(loss::getLoweringConfig(op))) {
       tile = CpuTileConfig::fromAttr(given);
       schedule = given.getSchedule();
     }
     override(tile.blockRows, blockRows);
+    override(tile.blockCols, blockCols);
     override(tile.vectorWidth, vectorWidth);
     override(tile.panelBlocks, panelBlocks);
     override(tile.vocabTile, vocabTile);

@@ -26,13 +26,15 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
   return "";
 }
 
-std::string lossjit::loss::checkCpuConfig(int64_t blockRows, int64_t vectorWidth,
+std::string lossjit::loss::checkCpuConfig(int64_t blockRows, int64_t blockCols, int64_t vectorWidth,
                                           int64_t panelBlocks, int64_t vocabTile,
                                           int64_t reduceLanes) {
   auto text = [](int64_t v) { return std::to_string(v); };
   if (blockRows < 1 || blockRows > 16 || vectorWidth < 1 || vectorWidth > 64)
     return "block-rows must be in [1, 16] and vector-width in [1, 64], got " + text(blockRows) +
            " and " + text(vectorWidth);
+  if (blockCols < 1 || blockCols > 8)
+    return "block-cols must be in [1, 8], got " + text(blockCols);
   if (panelBlocks < 1 || panelBlocks > 1024)
     return "panel-blocks must be in [1, 1024], got " + text(panelBlocks);
   if (vocabTile < 1 || vocabTile > (1 << 20))
@@ -66,9 +68,10 @@ LogicalResult GpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
 }
 
 LogicalResult CpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError, Schedule schedule,
-                                    int64_t blockRows, int64_t vectorWidth, int64_t panelBlocks,
-                                    int64_t vocabTile, int64_t reduceLanes) {
-  std::string why = checkCpuConfig(blockRows, vectorWidth, panelBlocks, vocabTile, reduceLanes);
+                                    int64_t blockRows, int64_t blockCols, int64_t vectorWidth,
+                                    int64_t panelBlocks, int64_t vocabTile, int64_t reduceLanes) {
+  std::string why =
+      checkCpuConfig(blockRows, blockCols, vectorWidth, panelBlocks, vocabTile, reduceLanes);
   if (!why.empty())
     return emitError() << why;
   return success();

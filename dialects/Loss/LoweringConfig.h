@@ -20,8 +20,8 @@ inline constexpr llvm::StringLiteral kLoweringConfigAttrName = "loss.lowering_co
 std::string checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads, int64_t splits,
                            int64_t stages);
 /// Likewise for the host kernels.
-std::string checkCpuConfig(int64_t blockRows, int64_t vectorWidth, int64_t panelBlocks,
-                           int64_t vocabTile, int64_t reduceLanes);
+std::string checkCpuConfig(int64_t blockRows, int64_t blockCols, int64_t vectorWidth,
+                           int64_t panelBlocks, int64_t vocabTile, int64_t reduceLanes);
 
 /// The schedules `op` (a fused op) can be lowered with: forward for
 /// linear_cross_entropy, chunked or recompute for _grad, fused for

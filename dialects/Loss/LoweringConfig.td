@@ -59,18 +59,21 @@ def Loss_CpuConfigAttr : AttrDef<Loss_Dialect, "CpuConfig"> {
   let mnemonic = "cpu_config";
   let summary = "How a fused op becomes host kernels";
   let description = [{
-    `block_rows` rows sharing each loaded weight row, `vector_width` f32
-    lanes of a dot product (it fixes the summation order, so it is the same
-    on every host CPU), `panel_blocks` register blocks per panel of the
+    `block_rows` × `block_cols` the register tile of the logit products
+    (rows of x × rows of w; chosen for the target's vector registers, it
+    never changes a bit), `vector_width` f32 lanes of a dot product (it
+    fixes the summation order, so it is the same on every host CPU), `panel_blocks` register blocks per panel of the
     vocabulary sweep, `vocab_tile` columns per sweep tile, `reduce_lanes`
     lanes of the fixed-order reduction (the GPU block size, so both backends
     sum row losses in one order).
 
     Example: `#loss.cpu_config<schedule = chunked, block_rows = 8,
-    vector_width = 8, panel_blocks = 16, vocab_tile = 64, reduce_lanes = 128>`
+    block_cols = 3, vector_width = 8, panel_blocks = 16, vocab_tile = 64,
+    reduce_lanes = 128>`
   }];
   let parameters = (ins EnumParameter<Loss_Schedule>:$schedule,
-                        "int64_t":$block_rows, "int64_t":$vector_width,
+                        "int64_t":$block_rows, "int64_t":$block_cols,
+                        "int64_t":$vector_width,
                         "int64_t":$panel_blocks, "int64_t":$vocab_tile,
                         "int64_t":$reduce_lanes);
   let assemblyFormat = "`<` struct(params) `>`";

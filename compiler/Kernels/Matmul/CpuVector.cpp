@@ -45,56 +45,64 @@ Value CpuVector::mainExtent(KernelEmitter &e, Value d) const {
 }
 
 Fragment CpuVector::multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
-                              const BlockTile &tile, Value kBegin, Value kEnd,
-                              ValueRange init) const {
+                             const BlockTile &tile, Value kBegin, Value kEnd,
+                             ValueRange init) const {
   assert(init.empty() && !a.kStride && !b.kStride && "host dots start at 0, contiguous in k");
   Fragment f = layout(e, tile);
-  SmallVector<Value> aOff;
+  SmallVector<Value> aOff, bOff;
   for (Value row : f.rows)
     aOff.push_back(a.lineStart(e, row));
+  for (Value col : f.cols)
+    bOff.push_back(b.lineStart(e, col));
   Value kMain = e.add(kBegin, mainExtent(e, e.sub(kEnd, kBegin)));
-  f.values.resize(f.rows.size() * f.cols.size());
-  for (size_t j = 0; j < f.cols.size(); ++j) {
-    SmallVector<Value> dots =
-        dot(e, a.buffer, aOff, b.buffer, b.lineStart(e, f.cols[j]), kBegin, kEnd, kMain);
-    for (size_t i = 0; i < f.rows.size(); ++i)
-      f.at(i, j) = dots[i];
-  }
+  f.values = dot(e, a.buffer, aOff, b.buffer, bOff, kBegin, kEnd, kMain);
   return f;
 }
 
 SmallVector<Value> CpuVector::dot(KernelEmitter &e, Value a, ArrayRef<Value> aOff, Value b,
-                                   Value bOff, Value kBegin, Value d, Value dMain) const {
+                                  ArrayRef<Value> bOff, Value kBegin, Value d, Value dMain) const {
   OpBuilder &ob = e.builder();
   Location loc = e.location();
   auto f32v = VectorType::get({lanes}, ob.getF32Type());
   Value zero = arith::ConstantOp::create(ob, loc, cast<TypedAttr>(ob.getZeroAttr(f32v)));
-  SmallVector<Value> init(aOff.size(), zero);
+  const size_t rows = aOff.size(), cols = bOff.size();
+  // The register tile: one vector accumulator per (row, col), each summing
+  // its own lanes over k exactly as a lone dot product would.
+  SmallVector<Value> init(rows * cols, zero);
   SmallVector<Value> acc = e.forLoop(
       kBegin, dMain, e.index(lanes), init, [&](KernelEmitter &ke, Value k, ValueRange it) {
-        Value bv = loadVecF32(ke, b, ke.add(bOff, k), lanes);
-        SmallVector<Value> next;
-        for (size_t i = 0; i < aOff.size(); ++i)
-          next.push_back(math::FmaOp::create(ke.builder(), ke.location(),
-                                             loadVecF32(ke, a, ke.add(aOff[i], k), lanes), bv,
-                                             it[i]));
+        SmallVector<Value> bv;
+        for (Value off : bOff)
+          bv.push_back(loadVecF32(ke, b, ke.add(off, k), lanes));
+        SmallVector<Value> next(rows * cols);
+        for (size_t i = 0; i < rows; ++i) {
+          Value av = loadVecF32(ke, a, ke.add(aOff[i], k), lanes);
+          for (size_t j = 0; j < cols; ++j)
+            next[i * cols + j] =
+                math::FmaOp::create(ke.builder(), ke.location(), av, bv[j], it[i * cols + j]);
+        }
         return next;
       });
   SmallVector<Value> sums;
   for (Value v : acc)
     sums.push_back(vector::ReductionOp::create(ob, loc, vector::CombiningKind::ADD, v));
   return e.forLoop(dMain, d, e.index(1), sums, [&](KernelEmitter &ke, Value k, ValueRange it) {
-    Value bv = ke.loadF32(b, ke.add(bOff, k));
-    SmallVector<Value> next;
-    for (size_t i = 0; i < aOff.size(); ++i)
-      next.push_back(ke.fma(ke.loadF32(a, ke.add(aOff[i], k)), bv, it[i]));
+    SmallVector<Value> bs;
+    for (Value off : bOff)
+      bs.push_back(ke.loadF32(b, ke.add(off, k)));
+    SmallVector<Value> next(rows * cols);
+    for (size_t i = 0; i < rows; ++i) {
+      Value as = ke.loadF32(a, ke.add(aOff[i], k));
+      for (size_t j = 0; j < cols; ++j)
+        next[i * cols + j] = ke.fma(as, bs[j], it[i * cols + j]);
+    }
     return next;
   });
 }
 
 void CpuVector::rankOneUpdate(KernelEmitter &e, Value acc, ArrayRef<Value> accOff,
-                               ArrayRef<Value> scale, Value src, Value srcOff, Value d,
-                               Value dMain) const {
+                              ArrayRef<Value> scale, Value src, Value srcOff, Value d,
+                              Value dMain) const {
   OpBuilder &ob = e.builder();
   auto f32v = VectorType::get({lanes}, ob.getF32Type());
   SmallVector<Value> splats;

@@ -43,12 +43,12 @@ public:
   int64_t vectorWidth() const { return lanes; }
 
 private:
-  /// Σₖ a[aOff_i+k]·b[bOff+k] for every i, k ∈ [kBegin, d); dMain ends the
-  /// vector part.
+  /// Σₖ a[aOff_i+k]·b[bOff_j+k] for every (i, j), k ∈ [kBegin, d), row-major
+  /// over (i, j); dMain ends the vector part.
   llvm::SmallVector<mlir::Value> dot(KernelEmitter &e, mlir::Value a,
                                      llvm::ArrayRef<mlir::Value> aOff, mlir::Value b,
-                                     mlir::Value bOff, mlir::Value kBegin, mlir::Value d,
-                                     mlir::Value dMain) const;
+                                     llvm::ArrayRef<mlir::Value> bOff, mlir::Value kBegin,
+                                     mlir::Value d, mlir::Value dMain) const;
   int64_t lanes;
 };
 

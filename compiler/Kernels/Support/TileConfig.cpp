@@ -73,6 +73,7 @@ TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
 
 std::string CpuTileConfig::str() const {
   return "cpu:block_rows=" + std::to_string(blockRows) +
+         ",block_cols=" + std::to_string(blockCols) +
          ",vector_width=" + std::to_string(vectorWidth) +
          ",panel_blocks=" + std::to_string(panelBlocks) +
          ",vocab_tile=" + std::to_string(vocabTile) +
@@ -80,8 +81,8 @@ std::string CpuTileConfig::str() const {
 }
 
 llvm::Error CpuTileConfig::validate() const {
-  std::string why =
-      loss::checkCpuConfig(blockRows, vectorWidth, panelBlocks, vocabTile, reduceLanes);
+  std::string why = loss::checkCpuConfig(blockRows, blockCols, vectorWidth, panelBlocks,
+                                         vocabTile, reduceLanes);
   if (!why.empty())
     return llvm::createStringError(why);
   return llvm::Error::success();
@@ -89,16 +90,30 @@ llvm::Error CpuTileConfig::validate() const {
 
 loss::CpuConfigAttr CpuTileConfig::toAttr(mlir::MLIRContext *context,
                                           loss::Schedule schedule) const {
-  return loss::CpuConfigAttr::get(context, schedule, blockRows, vectorWidth, panelBlocks, vocabTile,
-                                  reduceLanes);
+  return loss::CpuConfigAttr::get(context, schedule, blockRows, blockCols, vectorWidth,
+                                  panelBlocks, vocabTile, reduceLanes);
 }
 
 CpuTileConfig CpuTileConfig::fromAttr(loss::CpuConfigAttr attr) {
   CpuTileConfig t;
   t.blockRows = attr.getBlockRows();
+  t.blockCols = attr.getBlockCols();
   t.vectorWidth = attr.getVectorWidth();
   t.panelBlocks = attr.getPanelBlocks();
   t.vocabTile = attr.getVocabTile();
   t.reduceLanes = attr.getReduceLanes();
+  return t;
+}
+
+CpuTileConfig CpuTileConfig::forVectorRegisters(int64_t registers) {
+  // Live in the dot loop: rows·cols accumulators, the cols vectors of w of
+  // one step and one vector of x at a time.
+  CpuTileConfig t;
+  if (registers >= 32)
+    t.blockRows = 8, t.blockCols = 3;
+  else if (registers >= 16)
+    t.blockRows = 4, t.blockCols = 2;
+  else
+    t.blockRows = 4, t.blockCols = 1;
   return t;
 }

@@ -50,8 +50,13 @@ struct TileConfig {
 /// width fixes the order of every dot product, so every host gets the same
 /// bits (see compiler/Target/CpuTarget.h).
 struct CpuTileConfig {
-  int64_t blockRows = 8;   ///< rows sharing each loaded weight row.
-  int64_t vectorWidth = 8; ///< f32 lanes of the dot product.
+  /// The register tile of the logit products: blockRows rows of x by
+  /// blockCols rows of w (dot products whose vector accumulators stay in
+  /// registers). Sized to the target's vector registers; never a bit of the
+  /// result depends on it.
+  int64_t blockRows = 8;
+  int64_t blockCols = 1;
+  int64_t vectorWidth = 8; ///< f32 lanes of the dot product (fixes the sum order).
   /// Register blocks per panel: the forward sweeps the vocabulary in tiles
   /// for a panel of blockRows·panelBlocks rows, so each W tile is read once
   /// per panel.
@@ -64,6 +69,10 @@ struct CpuTileConfig {
 
   std::string str() const;
   llvm::Error validate() const;
+  /// The register tile for a CPU with `registers` vector registers that each
+  /// hold a vector<vectorWidth x f32> (32 with AVX-512, 16 with AVX, 8 with
+  /// SSE where a vector<8> takes two registers).
+  static CpuTileConfig forVectorRegisters(int64_t registers);
   loss::CpuConfigAttr toAttr(mlir::MLIRContext *context, loss::Schedule schedule) const;
   static CpuTileConfig fromAttr(loss::CpuConfigAttr attr);
 };

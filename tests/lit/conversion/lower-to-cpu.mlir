@@ -16,7 +16,7 @@
 // CHECK-SAME:      {args = ["x", "w", "labels", "lse", "loss_rows", "row_begin", "row_end", "V", "D"], block = [1, 1, 1], grid = ["1", "1", "1"], module = "f16_mean_kernels", name = "lce_rows", parallel = "rows"{{[^}]*}}shared_bytes = 0 : i64},
 // CHECK-SAME:      {args = ["labels", "loss_rows", "loss", "N"], block = [1, 1, 1], grid = ["1", "1", "1"], module = "f16_mean_kernels", name = "lce_reduce", parallel = "none"{{[^}]*}}shared_bytes = 0 : i64}],
 // CHECK-SAME:    options = {bias = "false", dtype = "f16", ignore_index = "-100", label_type = "i64", {{[^}]*}}reduction = "mean"},
-// CHECK-SAME:    tile = "cpu:block_rows=4,vector_width=8,panel_blocks=16,vocab_tile=64,reduce_lanes=128",
+// CHECK-SAME:    tile = "cpu:block_rows=4,block_cols=1,vector_width=8,panel_blocks=16,vocab_tile=64,reduce_lanes=128",
 // CHECK-SAME:    workspaces = [{count = "N", dtype = "f32", name = "loss_rows"}]}}}
 // CHECK-NOT:   func.func @f16_mean(
 // CHECK:       module @f16_mean_kernels {
@@ -47,7 +47,7 @@
 // CHECK-NEXT:      arith.divf
 // CHECK:           return
 // WIDE-LABEL:  loss.launch_plans = {f16_mean = {
-// WIDE-SAME:     tile = "cpu:block_rows=2,vector_width=16,panel_blocks=16,vocab_tile=64,reduce_lanes=128"
+// WIDE-SAME:     tile = "cpu:block_rows=2,block_cols=1,vector_width=16,panel_blocks=16,vocab_tile=64,reduce_lanes=128"
 // WIDE:        func.func @lce_rows
 // WIDE:          scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{c32.*}} {
 // WIDE:          scf.for %{{.*}} = %arg{{[0-9]+}} to %{{[0-9]+}} step %{{c2(_[0-9]+)?}} {

@@ -374,7 +374,7 @@ func.func @config_not_a_config(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: ten
 
 func.func @config_on_a_graph_op(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>) -> tensor<?x?xf16> {
   // expected-error @+1 {{'loss.lowering_config' belongs on a fused loss op, not on 'loss.linear'}}
-  %z = loss.linear %x, %w {loss.lowering_config = #loss.cpu_config<schedule = forward, block_rows = 8, vector_width = 8, panel_blocks = 16, vocab_tile = 64, reduce_lanes = 128>} : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?x?xf16>
+  %z = loss.linear %x, %w {loss.lowering_config = #loss.cpu_config<schedule = forward, block_rows = 8, block_cols = 1, vector_width = 8, panel_blocks = 16, vocab_tile = 64, reduce_lanes = 128>} : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?x?xf16>
   return %z : tensor<?x?xf16>
 }
 

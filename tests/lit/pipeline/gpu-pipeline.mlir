@@ -16,7 +16,7 @@
 // DEFAULT-NEXT:    loss-fuse-linear-cross-entropy{remarks=false},
 // DEFAULT-NEXT:    canonicalize
 // DEFAULT-NEXT:    cse,
-// DEFAULT-NEXT:    loss-select-lowering-config{block-rows=-1 chip=sm_80 matmul= {{.*}}splits=-1 stages=-1 target=gpu threads=-1
+// DEFAULT-NEXT:    loss-select-lowering-config{block-cols=-1 block-rows=-1 chip=sm_80 matmul= {{.*}}splits=-1 stages=-1 target=gpu threads=-1
 // DEFAULT-NEXT:    loss-lower-to-gpu{chip=sm_80},
 // DEFAULT-NEXT:    canonicalize
 // DEFAULT-NEXT:    cse,
@@ -29,7 +29,7 @@
 // DEFAULT-NEXT:    gpu-module-to-binary{format=isa
 // DEFAULT-NEXT:  )
 
-// SM90:       loss-select-lowering-config{block-rows=2 chip=sm_90 {{.*}}splits=16 stages=-1 target=gpu threads=256
+// SM90:       loss-select-lowering-config{block-cols=-1 block-rows=2 chip=sm_90 {{.*}}splits=16 stages=-1 target=gpu threads=256
 // SM90-NEXT:  loss-lower-to-gpu{chip=sm_90},
 // SM90:       nvvm-attach-target{O=3 chip=sm_90 {{.*}}features=+ptx80
 

@@ -28,7 +28,7 @@
 // TUNED-LABEL: func.func @forward
 // TUNED:         #loss.gpu_config<schedule = forward, matmul = simt, block_rows = 4, threads = 256, splits = 4, stages = 1>
 // CPU-LABEL: func.func @forward
-// CPU:         #loss.cpu_config<schedule = forward, block_rows = 8, vector_width = 16, panel_blocks = 16, vocab_tile = 64, reduce_lanes = 128>
+// CPU:         #loss.cpu_config<schedule = forward, block_rows = 8, block_cols = 1, vector_width = 16, panel_blocks = 16, vocab_tile = 64, reduce_lanes = 128>
 func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>
@@ -76,5 +76,22 @@ func.func @fused(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) 
 // CPU:         #loss.cpu_config<schedule = forward, block_rows = 8,
 func.func @given(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32, loss.lowering_config = #loss.gpu_config<schedule = forward, matmul = simt, block_rows = 2, threads = 64, splits = 3, stages = 1>} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
+  return %l, %lse : tensor<f32>, tensor<?xf32>
+}
+
+// -----
+
+// vector-registers sizes the CPU register tile (rows × cols) for the
+// target: 32 (AVX-512), 16 (AVX), 8 (SSE); explicit block sizes win.
+// RUN: lossjit-opt %s --loss-select-lowering-config="target=cpu vector-registers=32" --split-input-file \
+// RUN:   | FileCheck %s --check-prefix=AVX512
+// RUN: lossjit-opt %s --loss-select-lowering-config="target=cpu vector-registers=16 block-cols=3" --split-input-file \
+// RUN:   | FileCheck %s --check-prefix=AVX2
+// AVX512-LABEL: func.func @register_tile
+// AVX512:         #loss.cpu_config<schedule = forward, block_rows = 8, block_cols = 3, vector_width = 8,
+// AVX2-LABEL: func.func @register_tile
+// AVX2:           #loss.cpu_config<schedule = forward, block_rows = 4, block_cols = 3, vector_width = 8,
+func.func @register_tile(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f32, compute = f32} : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>
 }

@@ -60,26 +60,28 @@ struct Backward : ChunkedBackwardSteps {
   /// dZ of the fragment's rows for its column from their raw logits (bias
   /// included): g·(exp(z − lse) − [label = col])·∂z/∂raw.
   SmallVector<Value> rowGrads(KernelEmitter &e, const KernelArgs &a, const Fragment &raw) {
-    Value col = raw.cols[0];
-    SmallVector<Value> dz;
+    SmallVector<Value> dz(raw.values.size());
     for (size_t i = 0; i < raw.rows.size(); ++i) {
       Value row = raw.rows[i];
-      dz.push_back(
-          emitLogitGrad(e, s.spec, raw.at(i, 0), e.load(a["lse"], row), e.load(a["grow"], row),
-                        e.cmpI(arith::CmpIPredicate::eq, e.loadLabel(a["labels"], row), col)));
+      Value lse = e.load(a["lse"], row), g = e.load(a["grow"], row);
+      Value label = e.loadLabel(a["labels"], row);
+      for (size_t j = 0; j < raw.cols.size(); ++j)
+        dz[i * raw.cols.size() + j] = emitLogitGrad(
+            e, s.spec, raw.at(i, j), lse, g, e.cmpI(arith::CmpIPredicate::eq, label, raw.cols[j]));
     }
     return dz;
   }
 
-  /// The raw logits x·w + b of `tile`'s rows at its column.
+  /// The raw logits x·w + b of `tile`'s rows at its columns.
   Fragment logits(KernelEmitter &e, const KernelArgs &a, const BlockTile &tile) {
     Value d = a["D"];
     Fragment z = s.matmul.multiply(e, {a["x"], d}, {a["w"], d}, tile, e.index(0), d);
-    if (Value bias = a["bias"]) {
-      Value bv = e.loadF32(bias, z.cols[0]);
-      for (Value &zi : z.values)
-        zi = e.addF(zi, bv);
-    }
+    if (Value bias = a["bias"])
+      for (size_t j = 0; j < z.cols.size(); ++j) {
+        Value bv = e.loadF32(bias, z.cols[j]);
+        for (size_t i = 0; i < z.rows.size(); ++i)
+          z.at(i, j) = e.addF(z.at(i, j), bv);
+      }
     return z;
   }
 
@@ -271,18 +273,20 @@ struct Backward : ChunkedBackwardSteps {
                 Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
                 te.forLoop(
                     pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
-                      re.forLoop(vt, vtEnd, re.index(1), {},
-                                 [&](KernelEmitter &ve, Value col, ValueRange) {
-                                   Fragment z = logits(ve, a, {rb, br, panelEnd, col, 1, Value()});
-                                   SmallVector<Value> dz =
-                                       storeRaw ? SmallVector<Value>(z.values) : rowGrads(ve, a, z);
-                                   // Clamped duplicates rewrite their row's own value.
-                                   for (int64_t i = 0; i < br; ++i)
-                                     ve.store(
-                                         dz[i], a["dz"],
-                                         ve.add(ve.mul(ve.sub(z.rows[i], chunkBegin), v), col));
-                                   return SmallVector<Value>{};
-                                 });
+                      forColumnBlocks(
+                          re, vt, vtEnd, s.tile.blockCols, {},
+                          [&](KernelEmitter &ve, Value c0, int64_t cols, ValueRange) {
+                            Fragment z = logits(ve, a, {rb, br, panelEnd, c0, cols, Value()});
+                            SmallVector<Value> dz =
+                                storeRaw ? SmallVector<Value>(z.values) : rowGrads(ve, a, z);
+                            // Clamped duplicates rewrite their row's own value.
+                            for (int64_t i = 0; i < br; ++i)
+                              for (int64_t j = 0; j < cols; ++j)
+                                ve.store(
+                                    dz[i * cols + j], a["dz"],
+                                    ve.add(ve.mul(ve.sub(z.rows[i], chunkBegin), v), z.cols[j]));
+                            return SmallVector<Value>{};
+                          });
                       return SmallVector<Value>{};
                     });
                 return SmallVector<Value>{};

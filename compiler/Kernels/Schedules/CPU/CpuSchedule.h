@@ -25,6 +25,14 @@ struct CpuSchedule {
   mlir::MemRefType flat(mlir::Type t) const { return KernelSink::flat(t); }
 };
 
+/// Columns [lo, hi) in blocks of `cols` (the register tile's width), then
+/// the remainder one column at a time, in ascending order, threading
+/// `iters` through: body(e, firstColumn, columnsInBlock, iters) → iters.
+llvm::SmallVector<mlir::Value> forColumnBlocks(
+    KernelEmitter &e, mlir::Value lo, mlir::Value hi, int64_t cols, mlir::ValueRange iters,
+    const std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, mlir::Value, int64_t,
+                                                       mlir::ValueRange)> &body);
+
 /// lce_rows (+ lce_reduce), and the forward plan.
 void buildCpuForward(CpuSchedule &s);
 /// lce_reduce(labels, loss_rows, loss, N): the GPU reduction's lanes and

@@ -61,17 +61,23 @@ void buildRows(CpuSchedule &s) {
                       for (unsigned f = 0; f < width; ++f)
                         init.push_back(re.load(state, fieldAt(re, slots.back(), f)));
                     }
-                    SmallVector<Value> st = re.forLoop(
-                        vt, vtEnd, re.index(1), init,
-                        [&](KernelEmitter &ve, Value col, ValueRange it) {
+                    // A register tile of rows × columns at a time; each row
+                    // still takes its columns in ascending order.
+                    SmallVector<Value> st = forColumnBlocks(
+                        re, vt, vtEnd, s.tile.blockCols, init,
+                        [&](KernelEmitter &ve, Value c0, int64_t cols, ValueRange it) {
                           Fragment z = s.matmul.multiply(
-                              ve, xs, ws, {rb, br, panelEnd, col, 1, Value()}, ve.index(0), d);
-                          Value bv = bias ? ve.loadF32(bias, col) : Value();
-                          SmallVector<Value> next;
-                          for (int64_t i = 0; i < br; ++i) {
-                            Value raw = bv ? ve.addF(z.at(i, 0), bv) : z.at(i, 0);
-                            llvm::append_range(next, s.stats.push(ve, s.stats.row(it, i),
-                                                                  emitLogit(ve, s.spec, raw)));
+                              ve, xs, ws, {rb, br, panelEnd, c0, cols, Value()}, ve.index(0), d);
+                          SmallVector<Value> next(it.begin(), it.end());
+                          for (int64_t j = 0; j < cols; ++j) {
+                            Value bv = bias ? ve.loadF32(bias, z.cols[j]) : Value();
+                            for (int64_t i = 0; i < br; ++i) {
+                              Value raw = bv ? ve.addF(z.at(i, j), bv) : z.at(i, j);
+                              SmallVector<Value> row(s.stats.row(next, i));
+                              SmallVector<Value> pushed =
+                                  s.stats.push(ve, row, emitLogit(ve, s.spec, raw));
+                              std::copy(pushed.begin(), pushed.end(), next.begin() + i * width);
+                            }
                           }
                           return next;
                         });
