@@ -37,6 +37,32 @@ public:
                      llvm::ArrayRef<mlir::Value> scale, mlir::Value src, mlir::Value srcOff,
                      mlir::Value d, mlir::Value dMain) const;
 
+  /// The outer-product register tile of dX = dZ·W and dW = dZᵀ·X:
+  ///   acc(i, g) = init(i, g) + Σ_{k ∈ [kBegin, kEnd)} scalar(i, k) · vec(g, k)
+  /// for `rows` rows and `groups` column groups of `groupLanes` columns
+  /// (vector<groupLanes x f32>, or f32 for 1 lane), each element summing its
+  /// terms in ascending k with one fma (the order rankOneUpdate gives), the
+  /// accumulators in registers. Results row-major over (i, g).
+  llvm::SmallVector<mlir::Value>
+  outerTile(KernelEmitter &e, int64_t rows, int64_t groups, int64_t groupLanes, mlir::Value kBegin,
+            mlir::Value kEnd, mlir::ValueRange init,
+            const std::function<mlir::Value(KernelEmitter &, int64_t, mlir::Value)> &scalar,
+            const std::function<mlir::Value(KernelEmitter &, int64_t, mlir::Value)> &vec) const;
+
+  /// Columns [0, d) in blocks for outerTile: `groups` vectors of L at a
+  /// time, then single vectors, then single columns:
+  /// body(e, firstColumn, groupsInBlock, lanesPerGroup).
+  void forColumnGroups(
+      KernelEmitter &e, mlir::Value d, int64_t groups,
+      const std::function<void(KernelEmitter &, mlir::Value, int64_t, int64_t)> &body) const;
+
+  /// A vector<lanes> (or f32 for 1 lane) of `mem` at `off`, widened to f32.
+  mlir::Value loadGroup(KernelEmitter &e, mlir::Value mem, mlir::Value off, int64_t lanes) const;
+  /// Stores an f32 group (vector or scalar) to an f32 buffer.
+  void storeGroup(KernelEmitter &e, mlir::Value value, mlir::Value mem, mlir::Value off) const;
+  /// The zero of a group of `lanes`.
+  mlir::Value zeroGroup(KernelEmitter &e, int64_t lanes) const;
+
   /// ⌊d/L⌋·L: where the vector part of a row of d elements ends.
   mlir::Value mainExtent(KernelEmitter &e, mlir::Value d) const;
 

@@ -158,21 +158,78 @@ struct Backward : ChunkedBackwardSteps {
     });
   }
 
-  /// Rows-parallel (per chunk): dX rows = dZ rows · W.
+  /// Rows-parallel (per chunk): dX rows = dZ rows · W. A panel of rows
+  /// keeps its f32 dX on the stack while the vocabulary is swept tile by
+  /// tile, so each W tile is read once per panel; within a tile a register
+  /// tile of rows × column groups sums its terms over j in order (the same
+  /// fma sequence per element as one row at a time).
   void buildDxChunk() {
     KernelSignature sig("lce_bwd_dx_chunk");
     sig.arg("dz", flat(s.f32())).arg("w", flat(st())).arg("grad_x", flat(st()));
     sig.arg("row_begin", s.index()).arg("row_end", s.index()).arg("chunk_begin", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     KernelArgs a = s.sink.begin(sig, rows(/*perChunk=*/true));
-    const int64_t br = s.tile.blockRows;
-    emitDxRows(a, [&](KernelEmitter &ve, Value rb, Value col) {
-      Fragment owned = s.matmul.layout(ve, {rb, br, a["row_end"], col, 1, Value()});
-      SmallVector<Value> dz;
-      for (Value row : owned.rows)
-        dz.push_back(ve.load(a["dz"], ve.add(ve.mul(ve.sub(row, a["chunk_begin"]), a["V"]), col)));
-      return dz;
+    const int64_t br = s.tile.blockRows, groups = s.tile.blockCols, vtile = s.tile.vocabTile;
+    KernelEmitter e = emitter();
+    Value d = a["D"], v = a["V"], cb = a["chunk_begin"], rowEnd = a["row_end"];
+    Value panel = panelRows(e, d, br * s.tile.panelBlocks);
+    Value accRows = stackF32(e, e.mul(panel, d));
+    e.forLoop(a["row_begin"], rowEnd, panel, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
+      Value panelEnd = pe.minUI(pe.add(pb, panel), rowEnd);
+      emitZeroRow(pe, accRows, pe.index(0), pe.mul(pe.sub(panelEnd, pb), d));
+      pe.forLoop(pe.index(0), v, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
+        Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
+        te.forLoop(pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
+          // Rows past the panel are clamped onto its last row: they compute
+          // and store that row's values again.
+          Fragment owned = s.matmul.layout(re, {rb, br, panelEnd, vt, 1, Value()});
+          SmallVector<Value> dzOff, accOff;
+          for (Value row : owned.rows) {
+            dzOff.push_back(re.mul(re.sub(row, cb), v));
+            accOff.push_back(re.mul(re.sub(row, pb), d));
+          }
+          s.matmul.forColumnGroups(
+              re, d, groups, [&](KernelEmitter &ge, Value c0, int64_t n, int64_t lanes) {
+                auto at = [&](KernelEmitter &le, int64_t i, int64_t g) {
+                  return le.add(accOff[i], le.add(c0, le.index(g * lanes)));
+                };
+                SmallVector<Value> init;
+                for (int64_t i = 0; i < br; ++i)
+                  for (int64_t g = 0; g < n; ++g)
+                    init.push_back(s.matmul.loadGroup(ge, accRows, at(ge, i, g), lanes));
+                SmallVector<Value> sums = s.matmul.outerTile(
+                    ge, br, n, lanes, vt, vtEnd, init,
+                    [&](KernelEmitter &ke, int64_t i, Value j) {
+                      return ke.load(a["dz"], ke.add(dzOff[i], j));
+                    },
+                    [&](KernelEmitter &ke, int64_t g, Value j) {
+                      return s.matmul.loadGroup(
+                          ke, a["w"], ke.add(ke.mul(j, d), ke.add(c0, ke.index(g * lanes))), lanes);
+                    });
+                for (int64_t i = 0; i < br; ++i)
+                  for (int64_t g = 0; g < n; ++g)
+                    s.matmul.storeGroup(ge, sums[i * n + g], accRows, at(ge, i, g));
+              });
+          return SmallVector<Value>{};
+        });
+        return SmallVector<Value>{};
+      });
+      pe.forLoop(pb, panelEnd, pe.index(1), {}, [&](KernelEmitter &se, Value row, ValueRange) {
+        emitCopyRow(se, accRows, se.mul(se.sub(row, pb), d), a["grad_x"], se.mul(row, d), d);
+        return SmallVector<Value>{};
+      });
+      return SmallVector<Value>{};
     });
+    s.sink.end();
+  }
+
+  /// Rows per panel whose f32 rows of d elements stay within 256 KiB of
+  /// stack (at least one register block, at most `most`), a multiple of BR.
+  Value panelRows(KernelEmitter &e, Value d, int64_t most) {
+    const int64_t br = s.tile.blockRows;
+    Value fit = e.mul(e.divUI(e.divUI(e.index(64 * 1024), d), e.index(br)), e.index(br));
+    Value capped = e.minUI(fit, e.index(most));
+    return e.select(e.cmpI(arith::CmpIPredicate::ult, capped, e.index(br)), e.index(br), capped);
   }
 
   /// Vocab-parallel: dW (and db) of vocab rows [col_begin, col_end),
@@ -343,8 +400,12 @@ struct Backward : ChunkedBackwardSteps {
     s.sink.end();
   }
 
-  /// Vocab-parallel (per chunk): dW_acc[j] (+)= Σ_{r in chunk} dZ[r, j]·x_r,
-  /// starting from 0 at the first chunk; db likewise.
+  /// Vocab-parallel (per chunk): dW_acc[j] (+)= Σ_{r in chunk} dZ[r, j]·x_r
+  /// in row order, starting from 0 at the first chunk; db likewise. A block
+  /// of BR vocabulary rows packs its dZ columns for a run of chunk rows
+  /// (contiguous broadcasts), then a register tile of BR rows × column
+  /// groups of dW sums over those rows in order, carried through dw_acc
+  /// (f32, exact) from run to run.
   void buildDwChunk() {
     KernelSignature sig("lce_bwd_dw_chunk");
     sig.arg("dz", flat(s.f32())).arg("x", flat(st())).arg("dw_acc", flat(s.f32()), acc.dw);
@@ -353,31 +414,76 @@ struct Backward : ChunkedBackwardSteps {
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     KernelArgs a = s.sink.begin(sig, vocab(/*perChunk=*/true));
+    const int64_t br = s.tile.blockRows, groups = s.tile.blockCols;
+    const int64_t run = 256; // chunk rows packed at a time
     KernelEmitter e = emitter();
-    Value d = a["D"], v = a["V"], chunkBegin = a["chunk_begin"], dwAcc = a["dw_acc"];
-    Value dMain = s.matmul.mainExtent(e, d);
-    Value first = e.cmpI(arith::CmpIPredicate::eq, chunkBegin, e.index(0));
-    e.forLoop(a["col_begin"], a["col_end"], e.index(1), {},
-              [&](KernelEmitter &ce, Value col, ValueRange) {
-                Value accOff = ce.mul(col, d);
-                ce.ifThen(first, [&](KernelEmitter &ze) { emitZeroRow(ze, dwAcc, accOff, d); });
-                Value db0 = ce.f32(0.0);
-                if (Value dbAcc = a["db_acc"])
-                  db0 = ce.ifElse(
-                      first, [](KernelEmitter &z) { return z.f32(0.0); },
-                      [&](KernelEmitter &l) { return l.load(dbAcc, col); });
-                Value db = ce.forLoop(
-                    chunkBegin, a["chunk_end"], ce.index(1), {db0},
-                    [&](KernelEmitter &re, Value row, ValueRange it) {
-                      Value dz = re.load(a["dz"], re.add(re.mul(re.sub(row, chunkBegin), v), col));
-                      s.matmul.rankOneUpdate(re, dwAcc, {accOff}, {dz}, a["x"], re.mul(row, d), d,
-                                             dMain);
-                      return SmallVector<Value>{re.addF(it[0], dz)};
-                    })[0];
-                if (Value dbAcc = a["db_acc"])
-                  ce.store(db, dbAcc, col);
-                return SmallVector<Value>{};
-              });
+    Value d = a["D"], v = a["V"], cb = a["chunk_begin"], ce = a["chunk_end"];
+    Value dwAcc = a["dw_acc"], dbAcc = a["db_acc"], colEnd = a["col_end"];
+    Value packed = stackF32(e, e.index(run * br));
+    Value firstChunk = e.cmpI(arith::CmpIPredicate::eq, cb, e.index(0));
+    e.forLoop(
+        a["col_begin"], colEnd, e.index(br), {}, [&](KernelEmitter &be, Value j0, ValueRange) {
+          // Vocabulary rows past the range are clamped onto its last one.
+          Fragment owned = s.matmul.layout(be, {j0, br, colEnd, be.index(0), 1, Value()});
+          be.forLoop(cb, ce, be.index(run), {}, [&](KernelEmitter &re, Value rs, ValueRange) {
+            Value runEnd = re.minUI(re.add(rs, re.index(run)), ce);
+            re.forLoop(rs, runEnd, re.index(1), {}, [&](KernelEmitter &pe, Value r, ValueRange) {
+              Value dzRow = pe.mul(pe.sub(r, cb), v);
+              Value slot = pe.mul(pe.sub(r, rs), pe.index(br));
+              for (int64_t i = 0; i < br; ++i)
+                pe.store(pe.load(a["dz"], pe.add(dzRow, owned.rows[i])), packed,
+                         pe.add(slot, pe.index(i)));
+              return SmallVector<Value>{};
+            });
+            Value fresh = re.andI(firstChunk, re.cmpI(arith::CmpIPredicate::eq, rs, cb));
+            auto dzAt = [&](KernelEmitter &ke, int64_t i, Value r) {
+              return ke.load(packed, ke.add(ke.mul(ke.sub(r, rs), ke.index(br)), ke.index(i)));
+            };
+            s.matmul.forColumnGroups(
+                re, d, groups, [&](KernelEmitter &ge, Value c0, int64_t n, int64_t lanes) {
+                  auto at = [&](KernelEmitter &le, int64_t i, int64_t g) {
+                    return le.add(le.mul(owned.rows[i], d), le.add(c0, le.index(g * lanes)));
+                  };
+                  SmallVector<Value> init;
+                  for (int64_t i = 0; i < br; ++i)
+                    for (int64_t g = 0; g < n; ++g)
+                      init.push_back(ge.ifElse(
+                          fresh, [&](KernelEmitter &z) { return s.matmul.zeroGroup(z, lanes); },
+                          [&](KernelEmitter &l) {
+                            return s.matmul.loadGroup(l, dwAcc, at(l, i, g), lanes);
+                          }));
+                  SmallVector<Value> sums = s.matmul.outerTile(
+                      ge, br, n, lanes, rs, runEnd, init, dzAt,
+                      [&](KernelEmitter &ke, int64_t g, Value r) {
+                        return s.matmul.loadGroup(
+                            ke, a["x"], ke.add(ke.mul(r, d), ke.add(c0, ke.index(g * lanes))),
+                            lanes);
+                      });
+                  for (int64_t i = 0; i < br; ++i)
+                    for (int64_t g = 0; g < n; ++g)
+                      s.matmul.storeGroup(ge, sums[i * n + g], dwAcc, at(ge, i, g));
+                });
+            if (dbAcc) {
+              // Every start is read before any sum is stored: a clamped
+              // duplicate of the last vocabulary row must see the same start.
+              SmallVector<Value> starts, sums;
+              for (int64_t i = 0; i < br; ++i)
+                starts.push_back(re.ifElse(
+                    fresh, [](KernelEmitter &z) { return z.f32(0.0); },
+                    [&](KernelEmitter &l) { return l.load(dbAcc, owned.rows[i]); }));
+              for (int64_t i = 0; i < br; ++i)
+                sums.push_back(re.forLoop(rs, runEnd, re.index(1), {starts[i]},
+                                          [&](KernelEmitter &ke, Value r, ValueRange it) {
+                                            return SmallVector<Value>{
+                                                ke.addF(it[0], dzAt(ke, i, r))};
+                                          })[0]);
+              for (int64_t i = 0; i < br; ++i)
+                re.store(sums[i], dbAcc, owned.rows[i]);
+            }
+            return SmallVector<Value>{};
+          });
+          return SmallVector<Value>{};
+        });
     s.sink.end();
   }
 
