@@ -3,7 +3,7 @@
 // Executes the GPU kernel IR lossjit emits before NVVM lowering (gpu.func
 // bodies using gpu, scf, arith, math, memref, vector and nvgpu ops) on the
 // CPU for small shapes, so that the kernels' logic is checked in CI without a
-// GPU (DESIGN §6).
+// GPU (docs/ARCHITECTURE.md §7).
 //
 // Model. A kernel is decoded once into a flat instruction list whose operands
 // are register slots; each slot holds one 64-bit word per thread of a block.

@@ -3,7 +3,8 @@
 // The interpreter's instruction set: one Instr per MLIR op, operands and
 // results as register slots (a value with L vector lanes occupies L
 // consecutive slots), nested regions laid out inline after their parent
-// (`next` skips them). Internal to compiler/Interpreter.
+// (`next` skips them). The opcodes are listed once, in SimtOps.def. Internal
+// to testing/simt.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,120 +30,45 @@ namespace lossjit::simt::detail {
 inline constexpr uint32_t kNoSlot = ~0u;
 inline constexpr unsigned kMaxRank = 4;
 
+/// The interpreter's opcodes, in SimtOps.def's order.
 enum class Opc : uint16_t {
-  // Ids; `mode` is the dimension (0..2).
-  ThreadId,
-  BlockId,
-  BlockDim,
-  GridDim,
-  GlobalId,
-  LaneId,
-  SubgroupId,
-  NumSubgroups,
-  // Integer binary ops on zero-extended words of `width` bits.
-  AddI,
-  SubI,
-  MulI,
-  DivSI,
-  DivUI,
-  RemSI,
-  RemUI,
-  CeilDivSI,
-  CeilDivUI,
-  FloorDivSI,
-  AndI,
-  OrI,
-  XOrI,
-  ShLI,
-  ShRSI,
-  ShRUI,
-  MinSI,
-  MaxSI,
-  MinUI,
-  MaxUI,
-  CmpI,
-  AbsI,
-  // Float ops; `ty` is the operand type.
-  AddF,
-  SubF,
-  MulF,
-  DivF,
-  RemF,
-  MaximumF,
-  MinimumF,
-  MaxNumF,
-  MinNumF,
-  PowF,
-  CopySign,
-  CmpF,
-  NegF,
-  AbsF,
-  Sqrt,
-  Rsqrt,
-  Exp,
-  Exp2,
-  ExpM1,
-  Log,
-  Log2,
-  Log1p,
-  Tanh,
-  Sin,
-  Cos,
-  Erf,
-  Floor,
-  Ceil,
-  Round,
-  RoundEven,
-  Trunc,
-  Fma,
-  Select,
-  // Casts: `ty` source, `rty` result.
-  IntCastS,
-  IntCastU,
-  SIToFP,
-  UIToFP,
-  FPToSI,
-  FPToUI,
-  FloatCast,
-  Bitcast,
-  // Vectors.
-  LaneMap,
-  Extract,
-  Insert,
-  FromElements,
-  Reduction,
-  CreateMask,
-  // Memory.
-  Load,
-  Store,
-  TransferRead,
-  TransferWrite,
-  Alloca,
-  Subview,
-  Dim,
-  // Control.
-  If,
-  For,
-  While,
-  Yield,
-  Condition,
-  Barrier,
-  Nop,
-  // Warp level.
-  Shuffle,
-  MmaSync,
-  LdMatrix,
-  AsyncCopy,
-  AsyncCreateGroup,
-  AsyncWait,
+#define SIMT_OP(NAME, MLIR_NAME, FAMILY) NAME,
+#include "testing/simt/SimtOps.def"
 };
+
+/// The groups of opcodes that one executor routine runs (SimtOps.def).
+enum class OpFamily : uint8_t { Id, Int, Float, Cast, Vector, Memory, Control, Warp };
+
+/// The family of `opc`.
+constexpr OpFamily getOpFamily(Opc opc) {
+  switch (opc) {
+#define SIMT_OP(NAME, MLIR_NAME, FAMILY)                                                           \
+  case Opc::NAME:                                                                                  \
+    return OpFamily::FAMILY;
+#include "testing/simt/SimtOps.def"
+  }
+  return OpFamily::Control;
+}
+
+/// The MLIR op `opc` is decoded from, or "" when there are several or none
+/// (SimtOps.def); elementwise aliases (arith.trunci → IntCastS) are not
+/// included.
+constexpr llvm::StringLiteral getOpcodeMlirName(Opc opc) {
+  switch (opc) {
+#define SIMT_OP(NAME, MLIR_NAME, FAMILY)                                                           \
+  case Opc::NAME:                                                                                  \
+    return MLIR_NAME;
+#include "testing/simt/SimtOps.def"
+  }
+  return "";
+}
 
 struct Instr {
   Opc opc = Opc::Nop;
   ElementType ty = ElementType::I1;  ///< operand element type
   ElementType rty = ElementType::I1; ///< result element type
-  uint8_t mode = 0;  ///< predicate, dimension, combining kind, ...
-  uint8_t width = 0; ///< integer bit width of `ty`
+  uint8_t mode = 0;                  ///< predicate, dimension, combining kind, ...
+  uint8_t width = 0;                 ///< integer bit width of `ty`
   uint32_t lanes = 1;
   uint32_t next = 0;
   uint32_t res = kNoSlot, res2 = kNoSlot;
@@ -309,10 +235,8 @@ std::string describeOp(mlir::Operation *op);
 llvm::Error decodeProgram(mlir::gpu::GPUFuncOp func, Program &program);
 
 /// Runs `program` (SimtExecutor.cpp).
-llvm::Error executeProgram(const Program &program,
-                           const std::array<int64_t, 3> &grid,
-                           const std::array<int64_t, 3> &block,
-                           llvm::ArrayRef<SimtArg> args,
+llvm::Error executeProgram(const Program &program, const std::array<int64_t, 3> &grid,
+                           const std::array<int64_t, 3> &block, llvm::ArrayRef<SimtArg> args,
                            const SimtOptions &options);
 
 /// Rounds `value` to float type `type` and encodes it as a register word.

@@ -1,0 +1,159 @@
+//===- DecodeWarp.cpp - decoding of warp-level gpu and nvgpu ops ----------===//
+//
+// gpu.shuffle, nvgpu.mma.sync, nvgpu.ldmatrix and the nvgpu async copies.
+// Fragment shapes and operand forms the executor cannot run (integer or
+// sparse mma, ldmatrix of other than 16-bit elements, async copies to global
+// memory) are rejected here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "testing/simt/SimtInternals.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+
+using namespace mlir;
+using namespace lossjit::simt;
+using namespace lossjit::simt::detail;
+
+std::optional<llvm::Error> Decoder::decodeWarpOp(Operation &op) {
+  Operation *o = &op;
+  Instr instr;
+  instr.op = o;
+
+  if (auto shuffle = dyn_cast<gpu::ShuffleOp>(o)) {
+    auto info = analyzeType(shuffle.getValue().getType());
+    if (!info || info->kind > TypeInfo::Vector)
+      return unsupportedType(o, shuffle.getValue().getType());
+    instr.opc = Opc::Shuffle;
+    instr.ty = instr.rty = info->elem;
+    instr.lanes = info->lanes;
+    instr.mode = uint8_t(shuffle.getMode());
+    instr.a = use(shuffle.getValue());
+    instr.b = use(shuffle.getOffset());
+    instr.c = use(shuffle.getWidth());
+    auto res = define(shuffle.getShuffleResult(), o);
+    if (!res)
+      return res.takeError();
+    auto valid = define(shuffle.getValid(), o);
+    if (!valid)
+      return valid.takeError();
+    instr.res = *res;
+    instr.res2 = *valid;
+    emit(instr);
+    return llvm::Error::success();
+  }
+
+  if (auto mma = dyn_cast<nvgpu::MmaSyncOp>(o))
+    return decodeMma(mma);
+  if (auto ld = dyn_cast<nvgpu::LdMatrixOp>(o)) {
+    LdMatrixInfo info;
+    if (llvm::Error err = decodeMemAccess(o, ld.getSrcMemref(), ld.getIndices(), info.access))
+      return err;
+    if (!isWorkgroupMemref(ld.getSrcMemref().getType()))
+      return unsupported(o, "nvgpu.ldmatrix source (must be workgroup memory)");
+    auto resultType = ld.getRes().getType();
+    auto elem = getElementType(resultType.getElementType());
+    info.numTiles = int(ld.getNumTiles());
+    info.transpose = ld.getTranspose();
+    if (!elem || getElementSize(*elem) != 2 ||
+        (info.numTiles != 1 && info.numTiles != 2 && info.numTiles != 4) ||
+        resultType.getNumElements() != 2 * info.numTiles)
+      return unsupported(o, "nvgpu.ldmatrix form (only .b16 x1/x2/x4)");
+    instr.opc = Opc::LdMatrix;
+    instr.ty = instr.rty = *elem;
+    if (llvm::Error err = defineResult(instr))
+      return err;
+    info.access.value = instr.res;
+    instr.aux = uint32_t(prog.ldmatrices.size());
+    prog.ldmatrices.push_back(info);
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (auto copy = dyn_cast<nvgpu::DeviceAsyncCopyOp>(o)) {
+    AsyncCopyInfo info;
+    if (llvm::Error err = decodeMemAccess(o, copy.getDst(), copy.getDstIndices(), info.dst))
+      return err;
+    if (llvm::Error err = decodeMemAccess(o, copy.getSrc(), copy.getSrcIndices(), info.src))
+      return err;
+    if (!isWorkgroupMemref(copy.getDst().getType()))
+      return unsupported(o, "nvgpu.device_async_copy destination (must be workgroup memory)");
+    info.dstElements = copy.getDstElements().getSExtValue();
+    noteWrite(copy.getDst());
+    if (copy.getSrcElements())
+      info.srcElements = use(copy.getSrcElements());
+    instr.opc = Opc::AsyncCopy;
+    instr.ty = *getElementType(copy.getDst().getType().getElementType());
+    if (llvm::Error err = defineResult(instr))
+      return err;
+    instr.aux = uint32_t(prog.asyncCopies.size());
+    prog.asyncCopies.push_back(info);
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (isa<nvgpu::DeviceAsyncCreateGroupOp>(o)) {
+    instr.opc = Opc::AsyncCreateGroup;
+    if (llvm::Error err = defineResult(instr))
+      return err;
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (auto wait = dyn_cast<nvgpu::DeviceAsyncWaitOp>(o)) {
+    instr.opc = Opc::AsyncWait;
+    instr.imm = wait.getNumGroups() ? int64_t(*wait.getNumGroups()) : 0;
+    emit(instr);
+    return llvm::Error::success();
+  }
+
+  return std::nullopt;
+}
+
+llvm::Error Decoder::decodeMma(nvgpu::MmaSyncOp op) {
+  auto shape = op.getMmaShapeAsArray();
+  auto aType = cast<VectorType>(op.getMatrixA().getType());
+  auto bType = cast<VectorType>(op.getMatrixB().getType());
+  auto cType = cast<VectorType>(op.getMatrixC().getType());
+  MmaInfo info;
+  info.config.m = int(shape[0]);
+  info.config.n = int(shape[1]);
+  info.config.k = int(shape[2]);
+  Type aElem = aType.getElementType(), cElem = cType.getElementType();
+  if (aElem.isF16())
+    info.config.input = MmaInputType::F16;
+  else if (aElem.isBF16())
+    info.config.input = MmaInputType::BF16;
+  else if (aElem.isF32())
+    info.config.input = MmaInputType::TF32;
+  else
+    return unsupported(op, "mma.sync operand type");
+  if (bType.getElementType() != aElem)
+    return unsupported(op, "mma.sync operand types");
+  if (cElem.isF16() && info.config.input == MmaInputType::F16)
+    info.f16Accumulator = true;
+  else if (cElem.isF32())
+    info.f16Accumulator = false;
+  else
+    return unsupported(op, "mma.sync accumulator type");
+  auto sizeA = info.config.fragmentSizeA(), sizeB = info.config.fragmentSizeB();
+  if (!sizeA || !sizeB)
+    return unsupported(op, "mma.sync shape");
+  if (aType.getNumElements() != *sizeA || bType.getNumElements() != *sizeB ||
+      cType.getNumElements() != info.config.fragmentSizeC() || op.getType() != cType)
+    return unsupported(op, "mma.sync fragment vector shapes");
+  Instr instr;
+  instr.opc = Opc::MmaSync;
+  instr.op = op;
+  instr.a = use(op.getMatrixA());
+  instr.b = use(op.getMatrixB());
+  instr.c = use(op.getMatrixC());
+  instr.ty = *getElementType(aElem);
+  instr.rty = *getElementType(cElem);
+  auto res = define(op.getResult(), op);
+  if (!res)
+    return res.takeError();
+  instr.res = *res;
+  instr.aux = uint32_t(prog.mmas.size());
+  prog.mmas.push_back(info);
+  emit(instr);
+  return llvm::Error::success();
+}

@@ -1,0 +1,471 @@
+//===- SimtInternals.h - decoder and executor internals ---------*- C++ -*-===//
+//
+// The classes behind decodeProgram and executeProgram (SimtProgram.h), shared
+// by the files that implement them one op family at a time:
+//
+//   Decoder   SimtDecoder.cpp (shared helpers, the per-op dispatcher),
+//             DecodeArith.cpp, DecodeVector.cpp, DecodeMemory.cpp,
+//             DecodeWarp.cpp, DecodeControl.cpp (regions, gpu.func).
+//   Executor  SimtExecutor.cpp (launch set-up, the per-instruction loop),
+//             ExecInt.cpp, ExecFloat.cpp, ExecCast.cpp, ExecVector.cpp,
+//             ExecMemory.cpp, ExecWarp.cpp, ExecControl.cpp (ids, regions,
+//             barriers), RaceDetector.cpp (the data-race checks).
+//
+// The executor runs an opcode with Executor::exec<Family>, Family being the
+// opcode's column in SimtOps.def. Private to testing/simt: nothing outside it
+// includes this header.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_TESTING_SIMT_SIMTINTERNALS_H
+#define LOSSJIT_TESTING_SIMT_SIMTINTERNALS_H
+
+#include "testing/simt/SimtBuffer.h"
+#include "testing/simt/SimtInterpreter.h"
+#include "testing/simt/SimtProgram.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <array>
+#include <bit>
+#include <cassert>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir {
+namespace scf {
+class ForOp;
+class IfOp;
+class WhileOp;
+} // namespace scf
+namespace nvgpu {
+class MmaSyncOp;
+} // namespace nvgpu
+} // namespace mlir
+
+namespace lossjit::simt::detail {
+
+//===----------------------------------------------------------------------===//
+// Decoder
+//===----------------------------------------------------------------------===//
+
+/// What a value of some type occupies in the register file.
+struct TypeInfo {
+  enum Kind { Scalar, Vector, Memref, Token } kind = Scalar;
+  ElementType elem = ElementType::I1;
+  uint32_t lanes = 1;
+  llvm::SmallVector<int64_t, 4> shape; // vector or memref shape
+};
+
+/// The register-file footprint of `type`, or std::nullopt when the
+/// interpreter does not support it.
+std::optional<TypeInfo> analyzeType(mlir::Type type);
+
+/// Whether `type` is a memref in workgroup (shared) memory.
+bool isWorkgroupMemref(mlir::Type type);
+
+/// The opcode an elementwise op named `name` decodes into
+/// (SIMT_ELEMENTWISE_OP and SIMT_ELEMENTWISE_ALIAS rows of SimtOps.def).
+std::optional<Opc> lookupElementwiseOp(llvm::StringRef name);
+
+/// Turns one gpu.func into a Program. Each Decode<Family>.cpp decodes one
+/// family of ops; decodeOp hands every op to the family that claims it.
+class Decoder {
+public:
+  explicit Decoder(Program &prog) : prog(prog) {}
+
+  /// Decodes `func`'s parameters, attributions and body (DecodeControl.cpp).
+  llvm::Error decodeFunc(mlir::gpu::GPUFuncOp func);
+
+private:
+  Program &prog;
+  llvm::DenseMap<mlir::Value, uint32_t> slotOf;
+  llvm::DenseMap<mlir::Value, uint32_t> lanesOf;
+  /// The memref parameter a memref value views (through casts, subviews).
+  llvm::DenseMap<mlir::Value, uint32_t> paramOf;
+  unsigned depth = 0;
+
+  //--- Errors (SimtDecoder.cpp) ---------------------------------------------
+
+  /// "unsupported op 'X' at loc(...)".
+  llvm::Error unsupportedOp(mlir::Operation *op);
+  /// "unsupported `what` in 'X' at loc(...)".
+  llvm::Error unsupported(mlir::Operation *op, const llvm::Twine &what);
+  /// "unsupported type 'T' in 'X' at loc(...)".
+  llvm::Error unsupportedType(mlir::Operation *op, mlir::Type type);
+
+  //--- Slots and instructions (SimtDecoder.cpp) -----------------------------
+
+  /// Allocates slots for `value`.
+  llvm::Expected<uint32_t> define(mlir::Value value, mlir::Operation *owner);
+  /// Allocates slots for the first result of `instr.op` into `instr.res`.
+  llvm::Error defineResult(Instr &instr);
+  /// Makes `value` live in the slots of `existing`.
+  void alias(mlir::Value value, mlir::Value existing) {
+    slotOf[value] = slotOf.lookup(existing);
+    lanesOf[value] = lanesOf.lookup(existing);
+  }
+  /// The first slot of a value defined earlier.
+  uint32_t use(mlir::Value value) {
+    auto it = slotOf.find(value);
+    assert(it != slotOf.end() && "use before definition");
+    return it->second;
+  }
+  /// The number of slots (vector lanes) of `value`.
+  uint32_t lanes(mlir::Value value) { return lanesOf.lookup(value); }
+
+  /// Appends `instr`; returns its index.
+  uint32_t emit(const Instr &instr);
+  /// Makes the instruction at `index` skip everything emitted since it (the
+  /// regions nested in it).
+  void finishNested(uint32_t index) { prog.instrs[index].next = uint32_t(prog.instrs.size()); }
+
+  /// Appends the slots of `values` to Program::slots; returns the first index.
+  uint32_t pushSlots(mlir::ValueRange values);
+  /// A CopySet moving `sources` into `dsts`; returns its index.
+  uint32_t makeCopySet(mlir::ValueRange sources, llvm::ArrayRef<uint32_t> dsts);
+  /// A static-or-dynamic integer operand of `op`.
+  llvm::Expected<MixedInt> mixed(mlir::OpFoldResult value, mlir::Operation *op);
+
+  //--- Dispatch (SimtDecoder.cpp) -------------------------------------------
+
+  /// Decodes one op (not a terminator) with the family that claims it.
+  llvm::Error decodeOp(mlir::Operation &op);
+
+  // Each decode<Family>Op decodes `op` when it is one of the family's ops and
+  // returns the outcome; it returns std::nullopt for any other op.
+
+  /// arith and math ops, constants, ub.poison (DecodeArith.cpp).
+  std::optional<llvm::Error> decodeArithOp(mlir::Operation &op);
+  /// vector ops other than memory accesses (DecodeVector.cpp).
+  std::optional<llvm::Error> decodeVectorOp(mlir::Operation &op);
+  /// memref ops and vector memory accesses (DecodeMemory.cpp).
+  std::optional<llvm::Error> decodeMemoryOp(mlir::Operation &op);
+  /// gpu.shuffle and nvgpu ops (DecodeWarp.cpp).
+  std::optional<llvm::Error> decodeWarpOp(mlir::Operation &op);
+  /// gpu ids, gpu.barrier, scf regions (DecodeControl.cpp).
+  std::optional<llvm::Error> decodeControlOp(mlir::Operation &op);
+
+  //--- DecodeArith.cpp ------------------------------------------------------
+
+  /// An op of SimtOps.def's elementwise rows, decoded into `opc`.
+  llvm::Error decodeElementwise(mlir::Operation &op, Opc opc);
+  /// A constant of value `attr`: hoisted into per-launch initializers.
+  llvm::Error decodeConstant(mlir::Operation &op, mlir::Attribute attr);
+
+  //--- DecodeVector.cpp -----------------------------------------------------
+
+  /// vector.extract / vector.insert positions into a PositionInfo.
+  llvm::Error decodePosition(mlir::Operation *op, llvm::ArrayRef<mlir::OpFoldResult> pos,
+                             llvm::ArrayRef<int64_t> shape, uint32_t chunk, uint32_t &index);
+
+  //--- DecodeMemory.cpp -----------------------------------------------------
+
+  /// Records that the kernel may write through `memref`.
+  void noteWrite(mlir::Value memref);
+  /// `result` views the same memref parameter as `source`.
+  void propagateParam(mlir::Value result, mlir::Value source) {
+    auto it = paramOf.find(source);
+    if (it != paramOf.end())
+      paramOf[result] = it->second;
+  }
+  /// The memref and indices of an access.
+  llvm::Error decodeMemAccess(mlir::Operation *op, mlir::Value memref, mlir::ValueRange indices,
+                              MemAccess &access);
+  /// memref.alloca or a private attribution: an AllocaInfo and its result.
+  llvm::Error decodeAlloca(mlir::Operation *op, mlir::MemRefType type,
+                           mlir::ValueRange dynamicSizes, mlir::Value result, std::string name,
+                           uint32_t &allocaIndex);
+  /// Emits `instr` as opcode `opc` with `access` as its side-table entry.
+  llvm::Error emitAccess(Instr &instr, Opc opc, const MemAccess &access);
+
+  //--- DecodeWarp.cpp -------------------------------------------------------
+
+  /// nvgpu.mma.sync.
+  llvm::Error decodeMma(mlir::nvgpu::MmaSyncOp op);
+
+  //--- DecodeControl.cpp ----------------------------------------------------
+
+  /// The ops of `block` but its terminator.
+  llvm::Error decodeBlockBody(mlir::Block &block);
+  /// A single-block region whose scf.yield copies into `yieldDsts`.
+  llvm::Error decodeRegion(mlir::Region &region, llvm::ArrayRef<uint32_t> yieldDsts,
+                           InstrRange &range);
+  /// scf.for.
+  llvm::Error decodeFor(mlir::scf::ForOp op);
+  /// scf.if.
+  llvm::Error decodeIf(mlir::scf::IfOp op);
+  /// scf.while.
+  llvm::Error decodeWhile(mlir::scf::WhileOp op);
+};
+
+//===----------------------------------------------------------------------===//
+// Executor
+//===----------------------------------------------------------------------===//
+
+/// A memref value at run time: a view of a buffer.
+struct MemrefDesc {
+  SimtBuffer *buffer = nullptr;
+  int64_t offset = 0;
+  uint8_t rank = 0;
+  int64_t sizes[kMaxRank] = {};
+  int64_t strides[kMaxRank] = {};
+};
+
+/// An nvgpu.device_async_copy whose destination is still in flight.
+struct PendingCopy {
+  SimtBuffer *buffer;
+  int64_t begin, count;
+  int64_t group; ///< -1 until a device_async_create_group commits it
+};
+
+/// The f32 in the low bits of a register word.
+inline float asF32(uint64_t w) { return std::bit_cast<float>(uint32_t(w)); }
+/// The register word of an f32.
+inline uint64_t fromF32(float f) { return std::bit_cast<uint32_t>(f); }
+/// The f64 of a register word.
+inline double asF64(uint64_t w) { return std::bit_cast<double>(w); }
+/// The register word of an f64.
+inline uint64_t fromF64(double d) { return std::bit_cast<uint64_t>(d); }
+
+/// arith.maximumf: NaN if either is NaN; +0 > -0.
+template <typename T> T maximumF(T x, T y) {
+  if (std::isnan(x))
+    return x;
+  if (std::isnan(y))
+    return y;
+  if (x == y)
+    return std::signbit(x) ? y : x; // +0 > -0
+  return x > y ? x : y;
+}
+/// arith.minimumf: NaN if either is NaN; -0 < +0.
+template <typename T> T minimumF(T x, T y) {
+  if (std::isnan(x))
+    return x;
+  if (std::isnan(y))
+    return y;
+  if (x == y)
+    return std::signbit(x) ? x : y;
+  return x < y ? x : y;
+}
+/// arith.maxnumf: the other operand if one is NaN.
+template <typename T> T maxNumF(T x, T y) {
+  if (std::isnan(x))
+    return y;
+  if (std::isnan(y))
+    return x;
+  return maximumF(x, y);
+}
+/// arith.minnumf: the other operand if one is NaN.
+template <typename T> T minNumF(T x, T y) {
+  if (std::isnan(x))
+    return y;
+  if (std::isnan(y))
+    return x;
+  return minimumF(x, y);
+}
+
+/// Runs a Program for one launch, block after block. Each instruction runs
+/// for a sorted list of active threads (`act`, `n` of them); the exec<Family>
+/// routines return false after recording the error.
+class Executor {
+public:
+  Executor(const Program &prog, const SimtOptions &options, const std::array<int64_t, 3> &grid,
+           const std::array<int64_t, 3> &block)
+      : prog(prog), options(options), grid(grid), block(block),
+        numThreads(uint32_t(block[0] * block[1] * block[2])) {}
+
+  /// Binds `args` and runs every block (SimtExecutor.cpp).
+  llvm::Error run(llvm::ArrayRef<SimtArg> args);
+
+private:
+  const Program &prog;
+  const SimtOptions &options;
+  std::array<int64_t, 3> grid, block;
+  uint32_t numThreads;
+
+  std::vector<uint64_t> regs;
+  std::vector<MemrefDesc> descs;
+  uint32_t numStaticDescs = 0;
+  std::vector<std::unique_ptr<SimtBuffer>> sharedBuffers;
+  std::vector<std::unique_ptr<SimtBuffer>> privateBuffers; // producer*T + t
+  std::vector<uint32_t> arena;
+  uint32_t arenaTop = 0;
+  std::vector<uint64_t> temp;
+  std::vector<uint8_t> activeFlags;
+  std::vector<uint32_t> all; ///< 0 .. numThreads-1
+  std::vector<uint32_t> threadIds[3];
+  std::vector<std::vector<PendingCopy>> pending;
+  std::vector<int64_t> committedGroups;
+
+  std::array<int64_t, 3> blockId = {0, 0, 0};
+  uint64_t launchFirstSerial = 0, blockSerial = 0;
+  uint32_t epoch = 0;
+  uint64_t steps = 0;
+  std::string error;
+
+  /// The per-thread words of slot `s`.
+  uint64_t *slot(uint32_t s) { return regs.data() + size_t(s) * numThreads; }
+
+  /// `n` words of the thread-list arena; released by resetting arenaTop.
+  uint32_t *arenaAlloc(uint32_t n) {
+    assert(arenaTop + n <= arena.size() && "arena overflow");
+    uint32_t *p = arena.data() + arenaTop;
+    arenaTop += n;
+    return p;
+  }
+
+  //--- Errors ---------------------------------------------------------------
+
+  /// "(x,y,z)" of thread `t` of the block.
+  std::string threadText(uint32_t t) const {
+    return llvm::formatv("({0},{1},{2})", threadIds[0][t], threadIds[1][t], threadIds[2][t]);
+  }
+  /// "(x,y,z)" of the running block.
+  std::string blockText() const {
+    return llvm::formatv("({0},{1},{2})", blockId[0], blockId[1], blockId[2]);
+  }
+  /// "(x,y,z)" of the block of this launch with serial `serial`.
+  std::string blockTextOfSerial(uint64_t serial) const {
+    int64_t linear = int64_t(serial - launchFirstSerial);
+    return llvm::formatv("({0},{1},{2})", linear % grid[0], (linear / grid[0]) % grid[1],
+                         linear / (grid[0] * grid[1]));
+  }
+  /// Records the error `message` of thread `t` at `in`; returns false.
+  bool fail(const Instr &in, uint32_t t, const std::string &message) {
+    error = message + ", thread " + threadText(t) + " block " + blockText() + ", at " +
+            describeOp(in.op);
+    return false;
+  }
+  /// Records the error `message` of the whole block at `in`; returns false.
+  bool failBlock(const Instr &in, const std::string &message) {
+    error = message + ", block " + blockText() + ", at " + describeOp(in.op);
+    return false;
+  }
+
+  //--- Data races (RaceDetector.cpp) ----------------------------------------
+
+  /// Whether `buf` keeps race records.
+  bool tracksRaces(const SimtBuffer &buf) const { return buf.trackRaces; }
+  /// "element i of 'name' (space)".
+  std::string elementText(const SimtBuffer &buf, int64_t i) const;
+  /// Checks a read of element `i` of `buf` by thread `t` and records it.
+  bool checkRead(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t t);
+  /// Checks a write of element `i` of `buf` by thread `t` and records it.
+  bool checkWrite(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t t);
+  /// The message of a race of `access` with an `earlier` access.
+  std::string raceText(const char *access, const SimtBuffer &buf, int64_t i, const char *earlier,
+                       uint64_t otherBlock, uint32_t otherThread) const;
+  /// Turns race records on for exactly the argument buffers that some
+  /// parameter the kernel may write through is bound to.
+  void setUpRaceRecords(llvm::ArrayRef<SimtArg> args);
+  /// Marks element `i` of `buf` as the destination of an async copy in flight.
+  void markAsyncPending(SimtBuffer &buf, int64_t i);
+  /// The data of `copy`, issued by thread `t`, lands: its elements count as
+  /// written now.
+  void landAsyncCopy(const PendingCopy &copy, uint32_t t);
+
+  //--- Memory (ExecMemory.cpp) ----------------------------------------------
+
+  /// Linear element of `idx` in `d`, or an out-of-bounds error.
+  bool locate(const Instr &in, const char *what, const MemrefDesc &d, const int64_t *idx,
+              uint32_t t, int64_t &linear);
+  /// The descriptor in memref slot `memrefSlot` of thread `t`.
+  const MemrefDesc &descOf(uint32_t memrefSlot, uint32_t t) { return descs[slot(memrefSlot)[t]]; }
+  /// The indices of access `a` for thread `t`.
+  void readIndices(const MemAccess &a, uint32_t t, int64_t *idx) {
+    for (unsigned k = 0; k < a.rank; ++k)
+      idx[k] = int64_t(slot(prog.slots[a.indices + k])[t]);
+  }
+
+  //--- Instructions ---------------------------------------------------------
+
+  /// Runs instructions [pc, end) for the threads `act` (SimtExecutor.cpp).
+  bool exec(uint32_t pc, uint32_t end, const uint32_t *act, uint32_t n);
+  /// Starts a block: fresh shared memory, private attributions, then the
+  /// body (SimtExecutor.cpp).
+  bool runBlock(uint64_t serial);
+
+  // One routine per family of SimtOps.def.
+
+  /// Thread and block ids (ExecControl.cpp).
+  bool execId(const Instr &in, const uint32_t *act, uint32_t n);
+  /// Integer arithmetic and arith.cmpi (ExecInt.cpp).
+  bool execInt(const Instr &in, const uint32_t *act, uint32_t n);
+  /// Float arithmetic, math functions and arith.cmpf (ExecFloat.cpp).
+  bool execFloat(const Instr &in, const uint32_t *act, uint32_t n);
+  /// Conversions (ExecCast.cpp).
+  bool execCast(const Instr &in, const uint32_t *act, uint32_t n);
+  /// Selects, lane moves, reductions, masks (ExecVector.cpp).
+  bool execVector(const Instr &in, const uint32_t *act, uint32_t n);
+  /// Loads, stores, allocas, subviews, memref.dim (ExecMemory.cpp).
+  bool execMemory(const Instr &in, const uint32_t *act, uint32_t n);
+  /// Structured control flow and barriers (ExecControl.cpp).
+  bool execControl(const Instr &in, const uint32_t *act, uint32_t n);
+  /// Warp-level ops (ExecWarp.cpp).
+  bool execWarp(const Instr &in, const uint32_t *act, uint32_t n);
+
+  //--- ExecInt.cpp ----------------------------------------------------------
+
+  /// Binary (and unary) integer ops, with their UB checks.
+  bool execIntBinary(const Instr &in, const uint32_t *act, uint32_t n);
+  /// arith.cmpi.
+  bool execCmpI(const Instr &in, const uint32_t *act, uint32_t n);
+
+  //--- ExecVector.cpp -------------------------------------------------------
+
+  /// vector.extract and vector.insert.
+  bool execExtractInsert(const Instr &in, const uint32_t *act, uint32_t n);
+  /// vector.reduction.
+  bool execReduction(const Instr &in, const uint32_t *act, uint32_t n);
+
+  //--- ExecMemory.cpp -------------------------------------------------------
+
+  /// Load, Store, TransferRead and TransferWrite.
+  bool execAccess(const Instr &in, const uint32_t *act, uint32_t n);
+  /// memref.alloca and private attributions: a fresh private buffer per
+  /// thread.
+  bool execAlloca(const Instr &in, const AllocaInfo &info, const uint32_t *act, uint32_t n);
+  /// memref.subview.
+  bool execSubview(const Instr &in, const uint32_t *act, uint32_t n);
+  /// memref.dim.
+  bool execDim(const Instr &in, const uint32_t *act, uint32_t n);
+
+  //--- ExecControl.cpp ------------------------------------------------------
+
+  /// Performs CopySet `setIndex` for the threads `act`.
+  void copies(uint32_t setIndex, const uint32_t *act, uint32_t n);
+  /// scf.if.
+  bool execIf(const Instr &in, const uint32_t *act, uint32_t n);
+  /// scf.for.
+  bool execFor(const Instr &in, const uint32_t *act, uint32_t n);
+  /// scf.while.
+  bool execWhile(const Instr &in, const uint32_t *act, uint32_t n);
+  /// gpu.barrier.
+  bool execBarrier(const Instr &in, const uint32_t *act, uint32_t n);
+
+  //--- ExecWarp.cpp ---------------------------------------------------------
+
+  /// Fails unless `act` consists of whole warps.
+  bool requireFullWarps(const Instr &in, const uint32_t *act, uint32_t n, const char *what);
+  /// gpu.shuffle.
+  bool execShuffle(const Instr &in, const uint32_t *act, uint32_t n);
+  /// nvgpu.mma.sync.
+  bool execMma(const Instr &in, const uint32_t *act, uint32_t n);
+  /// nvgpu.ldmatrix.
+  bool execLdMatrix(const Instr &in, const uint32_t *act, uint32_t n);
+  /// nvgpu.device_async_copy, device_async_create_group, device_async_wait.
+  bool execAsync(const Instr &in, const uint32_t *act, uint32_t n);
+};
+
+} // namespace lossjit::simt::detail
+
+#endif // LOSSJIT_TESTING_SIMT_SIMTINTERNALS_H
