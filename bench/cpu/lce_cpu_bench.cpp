@@ -53,6 +53,9 @@ double now() {
 int main(int argc, char **argv) {
   int64_t n = 4096, v = 32000, d = 1024, repeat = 3, workspaceMiB = 256;
   std::string dtype = "f32", strategy = "chunked";
+  // Tile knobs for tuning; left at the defaults the JIT sizes the register
+  // tile for the target CPU (CpuTileConfig::forVectorRegisters).
+  CpuTileConfig tile;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -69,6 +72,14 @@ int main(int argc, char **argv) {
       repeat = std::stoll(value());
     else if (a == "--workspace-mib")
       workspaceMiB = std::stoll(value());
+    else if (a == "--block-rows")
+      tile.blockRows = std::stoll(value());
+    else if (a == "--block-cols")
+      tile.blockCols = std::stoll(value());
+    else if (a == "--vocab-tile")
+      tile.vocabTile = std::stoll(value());
+    else if (a == "--panel-blocks")
+      tile.panelBlocks = std::stoll(value());
     else
       positional.push_back(a);
   }
@@ -93,8 +104,8 @@ int main(int argc, char **argv) {
   if (!fwdGraph || !bwdGraph)
     die("bad options");
   double t0 = now();
-  auto fwd = CpuCompiledOp::compile(**fwdGraph, CpuTileConfig{});
-  auto bwd = CpuCompiledOp::compile(**bwdGraph, CpuTileConfig{});
+  auto fwd = CpuCompiledOp::compile(**fwdGraph, tile);
+  auto bwd = CpuCompiledOp::compile(**bwdGraph, tile);
   if (!fwd || !bwd)
     die("compile failed");
   double compile = now() - t0;
@@ -140,7 +151,7 @@ int main(int argc, char **argv) {
   auto fusedGraph = buildLinearCrossEntropyGraph(context, o);
   if (!fusedGraph)
     die("bad fused options");
-  auto fused = CpuCompiledOp::compile(**fusedGraph, CpuTileConfig{});
+  auto fused = CpuCompiledOp::compile(**fusedGraph, tile);
   if (!fused)
     die("fused compile failed");
   auto fz = base;
