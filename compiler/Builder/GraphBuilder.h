@@ -41,7 +41,7 @@ struct LceGraphOptions {
   std::string strategy = "auto"; ///< auto, chunked, recompute.
   bool needsGradX = true;
   bool needsGradW = true;
-  int64_t workspaceBytes = 256ll << 20; ///< scratch budget of the backward.
+  int64_t workspaceBytes = 64ll << 20; ///< scratch budget of the backward.
 };
 
 /// Builds the unfused graph `nll(log_softmax(cast_f32(linear(x, w[, b]))), y)`

@@ -35,15 +35,17 @@ struct LowerToCPUPass : lossjit::impl::LossLowerToCPUBase<LowerToCPUPass> {
       b.setInsertionPoint(f.func);
       // Each fused function gets its own nested module, so kernel names
       // never collide and the module can be JIT-compiled on its own.
-      auto kernels = ModuleOp::create(b, f.func.getLoc(),
-                                      (f.func.getName() + "_kernels").str());
+      auto kernels = ModuleOp::create(b, f.func.getLoc(), (f.func.getName() + "_kernels").str());
       LaunchPlan plan;
       plan.entry = f.func.getName().str();
       plan.entryArgs = argumentRoles(f);
       plan.entryResults = resultRoles(f);
       b.setInsertionPointToStart(kernels.getBody());
       LceSpec spec = specOf(f);
-      spec.strategy = config.getSchedule() == loss::Schedule::recompute ? "recompute" : "chunked";
+      loss::Schedule schedule = config.getSchedule();
+      spec.strategy = schedule == loss::Schedule::recompute ? "recompute" : "chunked";
+      spec.vocabChunks = schedule == loss::Schedule::vocab_chunked ||
+                         schedule == loss::Schedule::fused_vocab_chunked;
       if (llvm::Error err = buildCpuSchedule(b, f.func.getLoc(), *kernels.getSymName(), spec,
                                              CpuTileConfig::fromAttr(config), plan)) {
         f.op->emitError() << "loss-lower-to-cpu: " << llvm::toString(std::move(err));

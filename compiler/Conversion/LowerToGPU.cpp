@@ -3,8 +3,8 @@
 #include "compiler/Conversion/FusedFunction.h"
 #include "compiler/Conversion/Passes.h"
 #include "compiler/Kernels/Schedules/Schedules.h"
-#include "dialects/Loss/LoweringConfig.h"
 #include "compiler/Pipeline/Pipelines.h"
+#include "dialects/Loss/LoweringConfig.h"
 
 namespace lossjit {
 #define GEN_PASS_DEF_LOSSLOWERTOGPU
@@ -44,8 +44,18 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
                              "loss-select-lowering-config{target=gpu} first)";
         return signalPassFailure();
       }
+      if (config.getSchedule() == loss::Schedule::vocab_chunked ||
+          config.getSchedule() == loss::Schedule::fused_vocab_chunked) {
+        f.op->emitError() << "loss-lower-to-gpu: schedule "
+                          << loss::stringifySchedule(config.getSchedule())
+                          << " is host-only; the GPU chunks rows (chunked, fused)";
+        return signalPassFailure();
+      }
       LceSpec spec = specOf(f);
-      spec.strategy = config.getSchedule() == loss::Schedule::recompute ? "recompute" : "chunked";
+      loss::Schedule schedule = config.getSchedule();
+      spec.strategy = schedule == loss::Schedule::recompute ? "recompute" : "chunked";
+      spec.vocabChunks = schedule == loss::Schedule::vocab_chunked ||
+                         schedule == loss::Schedule::fused_vocab_chunked;
       if (llvm::Error err = buildGpuSchedule(b, f.func.getLoc(), f.func.getName(), spec,
                                              TileConfig::fromAttr(config), plan)) {
         f.op->emitError() << "loss-lower-to-gpu: " << llvm::toString(std::move(err));
@@ -55,8 +65,7 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
       attachLaunchPlan(module, plan);
       f.func.erase();
     }
-    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                    b.getUnitAttr());
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
   }
 };
 } // namespace

@@ -253,12 +253,21 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
     return first;
   };
 
+  // Chunks cut the rows (chunk_begin/chunk_end are rows: row-parallel
+  // kernels split the chunk) or the vocabulary (they are columns: vocab-
+  // parallel kernels split the chunk, row-parallel ones take every row).
+  const bool vocabChunks = launchPlan.chunkDim == "V";
   auto runKernel = [&](const PlanKernel &k, int64_t chunkBegin, int64_t chunkEnd) -> llvm::Error {
     std::map<std::string, int64_t> ranges = {{"chunk_begin", chunkBegin}, {"chunk_end", chunkEnd}};
+    bool chunked = k.perChunk;
     if (k.parallel == "rows")
-      return runSplit(k, ranges, "row_begin", "row_end", chunkBegin, chunkEnd);
+      return chunked && !vocabChunks
+                 ? runSplit(k, ranges, "row_begin", "row_end", chunkBegin, chunkEnd)
+                 : runSplit(k, ranges, "row_begin", "row_end", 0, dims.n);
     if (k.parallel == "vocab")
-      return runSplit(k, ranges, "col_begin", "col_end", 0, dims.v);
+      return chunked && vocabChunks
+                 ? runSplit(k, ranges, "col_begin", "col_end", chunkBegin, chunkEnd)
+                 : runSplit(k, ranges, "col_begin", "col_end", 0, dims.v);
     return call(k, ranges);
   };
 
@@ -273,10 +282,11 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
     size_t groupEnd = i;
     while (groupEnd < kernels.size() && kernels[groupEnd].perChunk)
       ++groupEnd;
-    int64_t rows = std::max<int64_t>(1, values[launchPlan.chunkSymbol]);
-    for (int64_t begin = 0; begin < dims.n; begin += rows)
+    int64_t step = std::max<int64_t>(1, values[launchPlan.chunkSymbol]);
+    int64_t extent = vocabChunks ? dims.v : dims.n;
+    for (int64_t begin = 0; begin < extent; begin += step)
       for (size_t k = i; k < groupEnd; ++k)
-        if (llvm::Error err = runKernel(kernels[k], begin, std::min(dims.n, begin + rows)))
+        if (llvm::Error err = runKernel(kernels[k], begin, std::min(extent, begin + step)))
           return err;
     i = groupEnd;
   }

@@ -14,13 +14,21 @@ using namespace lossjit;
 
 namespace {
 /// The schedule a fused op lowers with when its config does not say.
-loss::Schedule defaultSchedule(Operation *op) {
-  if (auto grad = dyn_cast<loss::LinearCrossEntropyGradOp>(op))
-    // "auto" picks the 6·N·D·V chunked schedule; its chunk size follows
-    // the workspace budget.
-    return grad.getStrategy() == "recompute" ? loss::Schedule::recompute : loss::Schedule::chunked;
-  if (isa<loss::LinearCrossEntropyWithGradOp>(op))
-    return loss::Schedule::fused;
+/// "auto" picks the 6·N·D·V chunked schedule; its chunk size follows the
+/// workspace budget. On the host, 16-bit storage chunks the vocabulary
+/// instead of the rows: the rows would need a V×D f32 dW accumulator
+/// outside any budget (f32 storage accumulates in grad_w itself).
+loss::Schedule defaultSchedule(Operation *op, bool host) {
+  auto wide = [&](Type storage) { return !host || storage.isF32(); };
+  if (auto grad = dyn_cast<loss::LinearCrossEntropyGradOp>(op)) {
+    if (grad.getStrategy() == "recompute")
+      return loss::Schedule::recompute;
+    if (grad.getStrategy() == "auto" && !wide(grad.getStorage()))
+      return loss::Schedule::vocab_chunked;
+    return loss::Schedule::chunked;
+  }
+  if (auto fused = dyn_cast<loss::LinearCrossEntropyWithGradOp>(op))
+    return wide(fused.getStorage()) ? loss::Schedule::fused : loss::Schedule::fused_vocab_chunked;
   return loss::Schedule::forward;
 }
 
@@ -67,7 +75,7 @@ struct SelectLoweringConfigPass
 
   LogicalResult selectGpu(Operation *op, std::optional<loss::MatmulKind> kind) {
     TileConfig tile = defaultGpuTile(chip);
-    loss::Schedule schedule = defaultSchedule(op);
+    loss::Schedule schedule = defaultSchedule(op, /*host=*/false);
     if (auto given = dyn_cast_or_null<loss::GpuConfigAttr>(loss::getLoweringConfig(op))) {
       tile = TileConfig::fromAttr(given);
       schedule = given.getSchedule();
@@ -88,7 +96,7 @@ struct SelectLoweringConfigPass
     CpuTileConfig tile;
     if (vectorRegisters != -1)
       tile = CpuTileConfig::forVectorRegisters(vectorRegisters);
-    loss::Schedule schedule = defaultSchedule(op);
+    loss::Schedule schedule = defaultSchedule(op, /*host=*/true);
     if (auto given = dyn_cast_or_null<loss::CpuConfigAttr>(loss::getLoweringConfig(op))) {
       tile = CpuTileConfig::fromAttr(given);
       schedule = given.getSchedule();

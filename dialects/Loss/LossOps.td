@@ -170,7 +170,7 @@ def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad", [Pure]>
                        DefaultValuedAttr<StrAttr, "\"auto\"">:$strategy,
                        DefaultValuedAttr<BoolAttr, "true">:$needs_input,
                        DefaultValuedAttr<BoolAttr, "true">:$needs_weight,
-                       DefaultValuedAttr<I64Attr, "268435456">:$workspace_bytes,
+                       DefaultValuedAttr<I64Attr, "67108864">:$workspace_bytes,
                        DefaultValuedAttr<F64Attr, "1.0">:$logit_scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Variadic<Loss_FloatTensor>:$gradients);
@@ -204,7 +204,7 @@ def Loss_LinearCrossEntropyWithGradOp : Loss_Op<"linear_cross_entropy_with_grad"
                        TypeAttr:$storage, TypeAttr:$compute,
                        DefaultValuedAttr<BoolAttr, "true">:$needs_input,
                        DefaultValuedAttr<BoolAttr, "true">:$needs_weight,
-                       DefaultValuedAttr<I64Attr, "268435456">:$workspace_bytes,
+                       DefaultValuedAttr<I64Attr, "67108864">:$workspace_bytes,
                        DefaultValuedAttr<F64Attr, "1.0">:$logit_scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Loss_F32Tensor:$loss, Loss_F32Tensor:$lse,

@@ -48,9 +48,10 @@ bool lossjit::loss::scheduleFits(Operation *op, Schedule schedule) {
   if (isa<LinearCrossEntropyOp>(op))
     return schedule == Schedule::forward;
   if (isa<LinearCrossEntropyGradOp>(op))
-    return schedule == Schedule::chunked || schedule == Schedule::recompute;
+    return schedule == Schedule::chunked || schedule == Schedule::recompute ||
+           schedule == Schedule::vocab_chunked;
   if (isa<LinearCrossEntropyWithGradOp>(op))
-    return schedule == Schedule::fused;
+    return schedule == Schedule::fused || schedule == Schedule::fused_vocab_chunked;
   return false;
 }
 
@@ -99,7 +100,8 @@ LogicalResult LossDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                            << "' belongs on a fused loss op, not on '" << op->getName() << "'";
   if (!scheduleFits(op, schedule))
     return op->emitError() << "schedule " << stringifySchedule(schedule)
-                           << " does not lower this op (forward: linear_cross_entropy; chunked "
-                              "or recompute: _grad; fused: _with_grad)";
+                           << " does not lower this op (forward: linear_cross_entropy; chunked, "
+                              "vocab_chunked or recompute: _grad; fused or fused_vocab_chunked: "
+                              "_with_grad)";
   return success();
 }

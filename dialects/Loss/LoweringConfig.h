@@ -24,8 +24,8 @@ std::string checkCpuConfig(int64_t blockRows, int64_t blockCols, int64_t vectorW
                            int64_t panelBlocks, int64_t vocabTile, int64_t reduceLanes);
 
 /// The schedules `op` (a fused op) can be lowered with: forward for
-/// linear_cross_entropy, chunked or recompute for _grad, fused for
-/// _with_grad. False for any other op.
+/// linear_cross_entropy, chunked, vocab_chunked or recompute for _grad,
+/// fused or fused_vocab_chunked for _with_grad. False for any other op.
 bool scheduleFits(mlir::Operation *op, Schedule schedule);
 
 /// The op's config attribute, or null when it has none.

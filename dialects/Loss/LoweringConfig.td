@@ -18,10 +18,14 @@ def Loss_ScheduleForward : I32EnumAttrCase<"forward", 0>;
 def Loss_ScheduleChunked : I32EnumAttrCase<"chunked", 1>;
 def Loss_ScheduleRecompute : I32EnumAttrCase<"recompute", 2>;
 def Loss_ScheduleFused : I32EnumAttrCase<"fused", 3>;
+def Loss_ScheduleVocabChunked : I32EnumAttrCase<"vocab_chunked", 4>;
+def Loss_ScheduleFusedVocabChunked : I32EnumAttrCase<"fused_vocab_chunked", 5>;
 def Loss_Schedule : I32EnumAttr<"Schedule",
-    "kernel schedule: forward; backward chunked or recompute; fused forward+backward",
+    "kernel schedule: forward; backward chunked (over rows), vocab_chunked (over the "
+    "vocabulary, host only) or recompute; fused forward+backward over row chunks, or a "
+    "forward then vocabulary chunks (host only)",
     [Loss_ScheduleForward, Loss_ScheduleChunked, Loss_ScheduleRecompute,
-     Loss_ScheduleFused]> {
+     Loss_ScheduleFused, Loss_ScheduleVocabChunked, Loss_ScheduleFusedVocabChunked]> {
   let cppNamespace = "::lossjit::loss";
   let genSpecializedAttr = 0;
 }
@@ -38,7 +42,8 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
   let summary = "How a fused op becomes GPU kernels";
   let description = [{
     `schedule` must match the op (forward for linear_cross_entropy, chunked
-    or recompute for _grad, fused for _with_grad). `block_rows` rows per
+    or recompute for _grad, fused for _with_grad; the vocabulary-chunked
+    schedules are host-only). `block_rows` rows per
     thread block (BN), `threads` per block (a power of two: block
     reductions are trees), `splits` vocabulary splits of the forward,
     `stages` of the operand pipeline (1: no pipelining; the SIMT strategy

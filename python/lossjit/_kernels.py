@@ -61,7 +61,7 @@ class BackwardFlags(NamedTuple):
     needs_grad_x: bool
     needs_grad_w: bool
     strategy: str = "auto"
-    workspace_bytes: int = 256 << 20
+    workspace_bytes: int = 64 << 20
 
 
 _lock = threading.Lock()

@@ -647,7 +647,7 @@ void lossjit::python::bindCompiler(py::module_ &m) {
         py::arg("ignore_index") = -100, py::arg("reduction") = "mean",
         py::arg("gradient") = false, py::arg("strategy") = "auto",
         py::arg("needs_grad_x") = true, py::arg("needs_grad_w") = true,
-        py::arg("workspace_bytes") = int64_t(256) << 20, py::arg("logit_scale") = 1.0,
+        py::arg("workspace_bytes") = int64_t(64) << 20, py::arg("logit_scale") = 1.0,
         py::arg("softcap") = 0.0, py::arg("fused_forward") = false,
         "The linear-cross-entropy graph of the C++ preset builder (forward, "
         "or with gradient=True the backward function; with gradient=True and "

@@ -88,7 +88,7 @@ DictionaryAttr LaunchPlan::toAttr(MLIRContext *context) const {
   SmallVector<NamedAttribute> constAttrs;
   for (const auto &[k, v] : constants)
     constAttrs.push_back(b.getNamedAttr(k, b.getI64IntegerAttr(v)));
-  return b.getDictionaryAttr({
+  SmallVector<NamedAttribute> fields = {
       b.getNamedAttr("entry", b.getStringAttr(entry)),
       b.getNamedAttr("entry_args", strings(b, entryArgs)),
       b.getNamedAttr("entry_results", strings(b, entryResults)),
@@ -102,7 +102,11 @@ DictionaryAttr LaunchPlan::toAttr(MLIRContext *context) const {
       b.getNamedAttr("kernels", b.getArrayAttr(kernelAttrs)),
       b.getNamedAttr("options", stringMap(b, options)),
       b.getNamedAttr("tile", b.getStringAttr(tile)),
-  });
+  };
+  // Row chunks are the default and not spelled out.
+  if (chunkDim != "N")
+    fields.push_back(b.getNamedAttr("chunk_dim", b.getStringAttr(chunkDim)));
+  return b.getDictionaryAttr(fields);
 }
 
 FailureOr<LaunchPlan> LaunchPlan::fromAttr(DictionaryAttr attr, std::string &error) {
@@ -177,6 +181,10 @@ FailureOr<LaunchPlan> LaunchPlan::fromAttr(DictionaryAttr attr, std::string &err
     plan.kernels.push_back(k);
   }
   plan.chunkSymbol = readString(attr, "chunk", ok);
+  if (auto dim = attr.getAs<StringAttr>("chunk_dim"))
+    plan.chunkDim = dim.str();
+  if (plan.chunkDim != "N" && plan.chunkDim != "V")
+    return fail("chunk_dim must be N or V");
   auto derived = attr.getAs<ArrayAttr>("derived");
   if (!ok || !derived)
     return fail("chunk and derived are required");

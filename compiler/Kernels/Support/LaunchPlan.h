@@ -71,6 +71,10 @@ struct LaunchPlan {
   std::vector<std::pair<std::string, std::string>> derived;
   /// Name of the chunk-size symbol when some kernel is per-chunk.
   std::string chunkSymbol;
+  /// The dim the chunks cut: "N" (rows; chunk_begin/chunk_end are rows)
+  /// or "V" (host plans only: vocabulary columns, while "rows" kernels of a
+  /// chunk take all N rows and "vocab" kernels split the chunk's columns).
+  std::string chunkDim = "N";
   std::vector<PlanWorkspace> workspaces;
   std::vector<PlanKernel> kernels;
   std::map<std::string, std::string> options; ///< dtype, reduction, ...

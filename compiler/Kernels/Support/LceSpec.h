@@ -29,7 +29,10 @@ struct LceSpec {
   bool needsGradX = true;
   bool needsGradW = true;
   std::string strategy = "chunked"; ///< "chunked" or "recompute" (resolved).
-  int64_t workspaceBytes = 256ll << 20;
+  /// Chunked schedules: chunks cut the vocabulary instead of the rows (host
+  /// only): no V×D f32 dW accumulator, an N×D f32 dX one instead.
+  bool vocabChunks = false;
+  int64_t workspaceBytes = 64ll << 20;
 
   static LceSpec fromOp(loss::LinearCrossEntropyOp op);
   static LceSpec fromOp(loss::LinearCrossEntropyGradOp op);

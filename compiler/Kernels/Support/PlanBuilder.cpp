@@ -40,3 +40,11 @@ ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec) {
   }
   return acc;
 }
+
+void PlanBuilder::vocabChunks(llvm::StringRef columnsFormula, int64_t workspaceBytes) {
+  constant("WB", workspaceBytes);
+  plan.derived = {{"C", columnsFormula.str()}};
+  plan.chunkSymbol = "C";
+  plan.chunkDim = "V";
+  workspace("dz", "f32", "N*C");
+}

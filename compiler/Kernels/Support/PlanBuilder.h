@@ -39,6 +39,11 @@ public:
   /// workspace and, for 16-bit storage, the f32 accumulators.
   ChunkedAccumulators chunked(const LceSpec &spec);
 
+  /// Chunks over the vocabulary (host schedules): the budget constant WB,
+  /// the chunk width C = `columnsFormula` (over N, V, D, WB) and the dZ
+  /// workspace [N × C].
+  void vocabChunks(llvm::StringRef columnsFormula, int64_t workspaceBytes);
+
 private:
   LaunchPlan &plan;
 };

@@ -37,8 +37,15 @@ func.func @chunked_f32(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi6
 // GPU-SAME:    name = "lce_bwd_dw"
 // GPU-SAME:    {args = ["dw_acc", "grad_w", "db_acc", "grad_bias", "V", "D"], block = [128, 1, 1], grid = ["cdiv(V*D,128)", "1", "1"], {{.*}}name = "lce_bwd_finish"
 // GPU-NOT:     lce_bwd_dx
+// 16-bit storage with strategy auto chunks the vocabulary on the host (no V×D
+// f32 dW accumulator): dZ of every row per chunk, dW rounded per chunk.
 // CPU-LABEL: loss.launch_plans = {weights_only = {
-// CPU-SAME:    name = "lce_bwd_finish", parallel = "vocab", per_chunk = false
+// CPU-SAME:    chunk = "C", chunk_dim = "V"
+// CPU-SAME:    derived = {{\[\["C", "max\(1,min\(V,\(WB-\(N\*4\)\)/\(\(N\+D\)\*4\)\)\)"\]\]}}
+// CPU-SAME:    name = "lce_bwd_scale", parallel = "none", per_chunk = false
+// CPU-SAME:    name = "lce_bwd_dz_v", parallel = "rows", per_chunk = true
+// CPU-SAME:    {args = ["dz", "x", "dw_acc", "grad_w", "grad_bias", "col_begin", "col_end", "chunk_begin", "chunk_end", "N", "D"], {{.*}}name = "lce_bwd_dw_v", parallel = "vocab", per_chunk = true
+// CPU-SAME:    workspaces = [{count = "N", dtype = "f32", name = "grow"}, {count = "N*C", dtype = "f32", name = "dz"}, {count = "C*D", dtype = "f32", name = "dw_acc"}]
 // CPU-NOT:     lce_bwd_dx
 func.func @weights_only(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>, %b: tensor<?xf16>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xf16>, tensor<?xf16>) {
   %dw, %db = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g bias %b {storage = f16, compute = f32, needs_input = false} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32>, tensor<?xf16> -> tensor<?x?xf16>, tensor<?xf16>

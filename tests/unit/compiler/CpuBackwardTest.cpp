@@ -29,10 +29,9 @@ struct GradCase {
 };
 
 std::string describe(const GradCase &c) {
-  return "N=" + std::to_string(c.n) + " V=" + std::to_string(c.v) + " D=" +
-         std::to_string(c.d) + " " + c.dtype + " " + c.strategy + " " + c.reduction +
-         (c.bias ? " bias" : "") + " ignored=" + std::to_string(c.ignored) +
-         " ws=" + std::to_string(c.workspaceBytes);
+  return "N=" + std::to_string(c.n) + " V=" + std::to_string(c.v) + " D=" + std::to_string(c.d) +
+         " " + c.dtype + " " + c.strategy + " " + c.reduction + (c.bias ? " bias" : "") +
+         " ignored=" + std::to_string(c.ignored) + " ws=" + std::to_string(c.workspaceBytes);
 }
 
 /// Storage bytes of one element.
@@ -75,10 +74,9 @@ protected:
     if (!fwd || !bwd)
       return g;
     std::vector<float> loss(c.reduction == "none" ? c.n : 1), lse(c.n);
-    std::map<std::string, HostBuffer> in = {
-        {"x", {const_cast<void *>(p.x), c.dtype, c.n * c.d}},
-        {"w", {const_cast<void *>(p.w), c.dtype, c.v * c.d}},
-        {"labels", {const_cast<void *>(p.labels), "i64", c.n}}};
+    std::map<std::string, HostBuffer> in = {{"x", {const_cast<void *>(p.x), c.dtype, c.n * c.d}},
+                                            {"w", {const_cast<void *>(p.w), c.dtype, c.v * c.d}},
+                                            {"labels", {const_cast<void *>(p.labels), "i64", c.n}}};
     if (c.bias)
       in["bias"] = {const_cast<void *>(p.bias), c.dtype, c.v};
     auto fwdBuffers = in;
@@ -230,6 +228,37 @@ TEST_F(CpuBackward, ChunksStrategiesAndThreadsAgree) {
     EXPECT_EQ(first.w, second.w) << describe(c);
     EXPECT_EQ(first.b, second.b) << describe(c);
   }
+}
+
+TEST_F(CpuBackward, VocabularyChunksGiveTheRowChunksBits) {
+  // 16-bit storage with strategy auto chunks the vocabulary (no V×D f32 dW
+  // accumulator); explicit chunked chunks the rows. Each element sums its
+  // terms in the same order either way, so the gradients are the same bits
+  // — with several chunks of each kind, and for per-row grad_loss.
+  for (std::string dtype : {"bf16", "f16"})
+    for (std::string reduction : {"mean", "none"}) {
+      GradCase rows{37, 149, 29, dtype, "chunked", reduction, true, 0.15};
+      rows.workspaceBytes = 149 * 4 * 5 + 37 * 4; // 5 rows per chunk
+      GradCase vocab = rows;
+      vocab.strategy = "auto";
+      vocab.workspaceBytes = 37 * 4 + 37 * 29 * 4 + 11 * (37 + 29) * 4; // 11 columns
+      SCOPED_TRACE(describe(vocab));
+      RandomLceOptions o;
+      o.n = rows.n, o.v = rows.v, o.d = rows.d, o.dtype = dtype, o.bias = true;
+      o.reduction = reduction, o.ignoredFraction = 0.15;
+      RandomLceInputs in;
+      makeRandomLceInputs(o, in);
+      std::vector<float> g = gradLossFor(rows);
+      Grads a = run(rows, in.problem, g), b = run(vocab, in.problem, g);
+      EXPECT_EQ(a.x, b.x) << "grad_x";
+      EXPECT_EQ(a.w, b.w) << "grad_w";
+      EXPECT_EQ(a.b, b.b) << "grad_bias";
+      // And the vocabulary-chunked gradients are right, not only equal.
+      LceGradReference ref =
+          referenceLinearCrossEntropyGrad(in.problem, std::vector<double>(g.begin(), g.end()));
+      EXPECT_LE(relativeL2Error(b.w.data(), dtype, ref.gradW), 1e-2);
+      EXPECT_LE(relativeL2Error(b.x.data(), dtype, ref.gradX), 1e-2);
+    }
 }
 
 namespace {

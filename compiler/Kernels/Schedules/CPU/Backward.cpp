@@ -19,13 +19,6 @@ using namespace mlir;
 using namespace lossjit;
 
 namespace {
-/// Scratch of `count` f32 on the stack of the calling thread, hoisted to the
-/// entry so loops do not grow the stack.
-Value stackF32(KernelEmitter &e, Value count) {
-  return memref::AllocaOp::create(e.builder(), e.location(),
-                                  KernelSink::flat(e.builder().getF32Type()), ValueRange{count});
-}
-
 LaunchShape rows(bool perChunk = false) { return {{"1", "1", "1"}, "rows", perChunk}; }
 LaunchShape vocab(bool perChunk = false) { return {{"1", "1", "1"}, "vocab", perChunk}; }
 
@@ -50,64 +43,15 @@ struct Backward : ChunkedBackwardSteps {
   MemRefType flat(Type t) const { return s.flat(t); }
   KernelEmitter emitter() { return KernelEmitter(s.sink.builder(), s.sink.location()); }
 
-  /// x, w, [bias], labels, lse, grow: what recomputing dZ reads.
-  void dzInputs(KernelSignature &sig) {
-    sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
-    sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.f32()));
-    sig.arg("grow", flat(s.f32()));
-  }
-
-  /// dZ of the fragment's rows for its column from their raw logits (bias
-  /// included): g·(exp(z − lse) − [label = col])·∂z/∂raw.
+  void dzInputs(KernelSignature &sig) { s.dzInputs(sig); }
   SmallVector<Value> rowGrads(KernelEmitter &e, const KernelArgs &a, const Fragment &raw) {
-    SmallVector<Value> dz(raw.values.size());
-    for (size_t i = 0; i < raw.rows.size(); ++i) {
-      Value row = raw.rows[i];
-      Value lse = e.load(a["lse"], row), g = e.load(a["grow"], row);
-      Value label = e.loadLabel(a["labels"], row);
-      for (size_t j = 0; j < raw.cols.size(); ++j)
-        dz[i * raw.cols.size() + j] = emitLogitGrad(
-            e, s.spec, raw.at(i, j), lse, g, e.cmpI(arith::CmpIPredicate::eq, label, raw.cols[j]));
-    }
-    return dz;
+    return s.rowGrads(e, a, raw);
   }
-
-  /// The raw logits x·w + b of `tile`'s rows at its columns.
   Fragment logits(KernelEmitter &e, const KernelArgs &a, const BlockTile &tile) {
-    Value d = a["D"];
-    Fragment z = s.matmul.multiply(e, {a["x"], d}, {a["w"], d}, tile, e.index(0), d);
-    if (Value bias = a["bias"])
-      for (size_t j = 0; j < z.cols.size(); ++j) {
-        Value bv = e.loadF32(bias, z.cols[j]);
-        for (size_t i = 0; i < z.rows.size(); ++i)
-          z.at(i, j) = e.addF(z.at(i, j), bv);
-      }
-    return z;
+    return s.logits(e, a, tile);
   }
 
-  void buildScale() {
-    KernelSignature sig("lce_bwd_scale");
-    // The fused forward+backward has no grad_loss: it computes the gradients
-    // of grad_loss = 1, which the caller rescales later.
-    sig.arg("labels", flat(s.spec.labelType));
-    sig.argIf(!s.spec.fusedForward, "grad_loss", flat(s.f32()));
-    sig.arg("grow", flat(s.f32())).arg("N", s.index()).arg("V", s.index());
-    KernelArgs a = s.sink.begin(sig, {});
-    KernelEmitter e = emitter();
-    Value n = a["N"];
-    Value count = e.forLoop(e.index(0), n, e.index(1), {e.i32(0)},
-                            [&](KernelEmitter &le, Value r, ValueRange it) {
-                              Value one = emitCountedI32(le, s.spec, le.loadLabel(a["labels"], r));
-                              return SmallVector<Value>{le.addI32(it[0], one)};
-                            })[0];
-    Value scale = emitGradScale(e, s.spec, a["grad_loss"], count);
-    e.forLoop(e.index(0), n, e.index(1), {}, [&](KernelEmitter &le, Value r, ValueRange) {
-      le.store(emitRowFactor(le, s.spec, a["labels"], a["grad_loss"], scale, r, a["V"]), a["grow"],
-               r);
-      return SmallVector<Value>{};
-    });
-    s.sink.end();
-  }
+  void buildScale() { buildCpuScaleKernel(s); }
 
   /// The dX skeleton both schedules share: rows in blocks of BR, f32
   /// accumulators on the stack, a sweep over the vocabulary adding
@@ -172,7 +116,7 @@ struct Backward : ChunkedBackwardSteps {
     const int64_t br = s.tile.blockRows, groups = s.tile.blockCols, vtile = s.tile.vocabTile;
     KernelEmitter e = emitter();
     Value d = a["D"], v = a["V"], cb = a["chunk_begin"], rowEnd = a["row_end"];
-    Value panel = panelRows(e, d, br * s.tile.panelBlocks);
+    Value panel = s.panelRows(e, d, br * s.tile.panelBlocks);
     Value accRows = stackF32(e, e.mul(panel, d));
     e.forLoop(a["row_begin"], rowEnd, panel, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
       Value panelEnd = pe.minUI(pe.add(pb, panel), rowEnd);
@@ -221,15 +165,6 @@ struct Backward : ChunkedBackwardSteps {
       return SmallVector<Value>{};
     });
     s.sink.end();
-  }
-
-  /// Rows per panel whose f32 rows of d elements stay within 256 KiB of
-  /// stack (at least one register block, at most `most`), a multiple of BR.
-  Value panelRows(KernelEmitter &e, Value d, int64_t most) {
-    const int64_t br = s.tile.blockRows;
-    Value fit = e.mul(e.divUI(e.divUI(e.index(64 * 1024), d), e.index(br)), e.index(br));
-    Value capped = e.minUI(fit, e.index(most));
-    return e.select(e.cmpI(arith::CmpIPredicate::ult, capped, e.index(br)), e.index(br), capped);
   }
 
   /// Vocab-parallel: dW (and db) of vocab rows [col_begin, col_end),
@@ -509,6 +444,30 @@ struct Backward : ChunkedBackwardSteps {
 };
 } // namespace
 
+void lossjit::buildCpuScaleKernel(CpuSchedule &s) {
+  KernelSignature sig("lce_bwd_scale");
+  // The fused forward+backward has no grad_loss: it computes the gradients
+  // of grad_loss = 1, which the caller rescales later.
+  sig.arg("labels", s.flat(s.spec.labelType));
+  sig.argIf(!s.spec.fusedForward, "grad_loss", s.flat(s.f32()));
+  sig.arg("grow", s.flat(s.f32())).arg("N", s.index()).arg("V", s.index());
+  KernelArgs a = s.sink.begin(sig, {});
+  KernelEmitter e(s.sink.builder(), s.sink.location());
+  Value n = a["N"];
+  Value count = e.forLoop(e.index(0), n, e.index(1), {e.i32(0)},
+                          [&](KernelEmitter &le, Value r, ValueRange it) {
+                            Value one = emitCountedI32(le, s.spec, le.loadLabel(a["labels"], r));
+                            return SmallVector<Value>{le.addI32(it[0], one)};
+                          })[0];
+  Value scale = emitGradScale(e, s.spec, a["grad_loss"], count);
+  e.forLoop(e.index(0), n, e.index(1), {}, [&](KernelEmitter &le, Value r, ValueRange) {
+    le.store(emitRowFactor(le, s.spec, a["labels"], a["grad_loss"], scale, r, a["V"]), a["grow"],
+             r);
+    return SmallVector<Value>{};
+  });
+  s.sink.end();
+}
+
 llvm::Error lossjit::buildCpuBackward(CpuSchedule &s) {
   const LceSpec &spec = s.spec;
   if (spec.fusedForward && spec.strategy == "recompute")
@@ -517,6 +476,8 @@ llvm::Error lossjit::buildCpuBackward(CpuSchedule &s) {
   PlanBuilder plan(s.sink.plan());
   plan.begin(spec, s.tile.str());
   plan.workspace("grow", "f32", "N");
+  if (spec.vocabChunks)
+    return buildCpuVocabChunkedBackward(s, plan);
   Backward b(s);
   if (spec.strategy == "recompute") {
     b.buildScale();

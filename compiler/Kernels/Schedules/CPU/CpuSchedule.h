@@ -7,6 +7,7 @@
 #include "compiler/Kernels/RowStats/RowStats.h"
 #include "compiler/Kernels/Support/KernelSignature.h"
 #include "compiler/Kernels/Support/LceSpec.h"
+#include "compiler/Kernels/Support/PlanBuilder.h"
 
 namespace lossjit {
 
@@ -23,7 +24,34 @@ struct CpuSchedule {
   mlir::Type f32() const { return sink.builder().getF32Type(); }
   mlir::Type index() const { return sink.builder().getIndexType(); }
   mlir::MemRefType flat(mlir::Type t) const { return KernelSink::flat(t); }
+
+  /// x, w, [bias], labels, lse, grow: what recomputing dZ reads.
+  void dzInputs(KernelSignature &sig) const;
+  /// The raw logits x·w + b of `tile`'s rows at its columns (a kernel with
+  /// dzInputs' arguments and D).
+  Fragment logits(KernelEmitter &e, const KernelArgs &a, const BlockTile &tile) const;
+  /// dZ of the fragment's rows and columns from their raw logits:
+  /// g·(exp(z − lse) − [label = col])·∂z/∂raw, row-major.
+  llvm::SmallVector<mlir::Value> rowGrads(KernelEmitter &e, const KernelArgs &a,
+                                          const Fragment &raw) const;
+  /// Rows per panel whose f32 rows of d elements stay within `budgetFloats`
+  /// (at least one register block, at most `most`), a multiple of the
+  /// register block.
+  mlir::Value panelRows(KernelEmitter &e, mlir::Value d, int64_t most,
+                        int64_t budgetFloats = 64 * 1024) const;
 };
+
+/// Scratch of `count` f32 on the stack of the calling thread.
+mlir::Value stackF32(KernelEmitter &e, mlir::Value count);
+
+/// lce_bwd_scale: counted rows and g_r of every row into "grow".
+void buildCpuScaleKernel(CpuSchedule &s);
+/// lce_rows: the forward's statistics, lse and row losses of rows
+/// [row_begin, row_end) (rows-parallel).
+void buildCpuRowsKernel(CpuSchedule &s);
+/// The vocabulary-chunked backward (and, with a forward first, the fused
+/// forward+backward) and its plan; `plan` has begun.
+llvm::Error buildCpuVocabChunkedBackward(CpuSchedule &s, PlanBuilder &plan);
 
 /// Columns [lo, hi) in blocks of `cols` (the register tile's width), then
 /// the remainder one column at a time, in ascending order, threading

@@ -12,12 +12,11 @@
 using namespace mlir;
 using namespace lossjit;
 
-namespace {
 /// lce_rows over [row_begin, row_end) (the host may split rows between
 /// threads): panels of rows sweep the vocabulary tile by tile, so a tile of
 /// W is reused by every register block of the panel; each row still sees
 /// its columns in order 0..V-1, so the bits do not depend on the tiling.
-void buildRows(CpuSchedule &s) {
+void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
   KernelSignature sig("lce_rows");
   sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
   sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
@@ -107,7 +106,6 @@ void buildRows(CpuSchedule &s) {
       });
   s.sink.end();
 }
-} // namespace
 
 void lossjit::buildCpuReduceKernel(CpuSchedule &s) {
   KernelSignature sig("lce_reduce");
@@ -142,7 +140,7 @@ void lossjit::buildCpuForward(CpuSchedule &s) {
   plan.begin(s.spec, s.tile.str());
   if (s.spec.reduction != loss::Reduction::none)
     plan.workspace("loss_rows", "f32", "N");
-  buildRows(s);
+  buildCpuRowsKernel(s);
   if (s.spec.reduction != loss::Reduction::none)
     buildCpuReduceKernel(s);
 }

@@ -1,0 +1,315 @@
+//===- VocabChunked.cpp - the host backward in vocabulary chunks ----------===//
+//
+// Chunks cut the vocabulary instead of the rows. Per chunk of C columns:
+//   lce_bwd_dz_v  (rows)  dZ[N × C] of every row for the chunk's columns;
+//   lce_bwd_dx_v  (rows)  dX_acc += dZ·W[chunk] into an N×D f32 accumulator
+//                         (grad_x itself for f32 storage), rounded after the
+//                         last chunk;
+//   lce_bwd_dw_v  (vocab) dW[chunk] = dZᵀ·X over all N rows at once, rounded
+//                         straight into grad_w (no V×D accumulator).
+// Every element still sums its terms in the order the row-chunked schedule
+// uses (dX over j ascending, dW over rows ascending), so the gradients are
+// the same bits; the memory is N·D·4 + C·(N + D)·4 bytes for 16-bit storage
+// instead of a V·D·4 dW accumulator next to the dZ chunk.
+//
+// The fused forward+backward on this schedule runs the forward's statistics
+// first (lce_stats: lse of every row), takes each row's raw target logit
+// from the dZ kernel of the chunk holding its label, and forms the row
+// losses from those, the values the row-chunked fused op forms them from.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Kernels/RowStats/LogitMaps.h"
+#include "compiler/Kernels/RowStats/RowRules.h"
+#include "compiler/Kernels/Schedules/CPU/CpuSchedule.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+LaunchShape perChunk(llvm::StringRef parallel) {
+  return {{"1", "1", "1"}, parallel.str(), /*perChunk=*/true};
+}
+
+struct VocabChunked {
+  CpuSchedule &s;
+  Type st() const { return s.storage(); }
+  MemRefType flat(Type t) const { return s.flat(t); }
+  KernelEmitter emitter() { return KernelEmitter(s.sink.builder(), s.sink.location()); }
+  bool fused() const { return s.spec.fusedForward; }
+
+  /// lce_bwd_dz_v (rows, per chunk): dZ of rows [row_begin, row_end) for the
+  /// chunk's columns into dz[row·C' + (col − chunk_begin)], C' the chunk's
+  /// width; in the fused op also each row's raw logit at its label when the
+  /// label is in the chunk.
+  void buildDz() {
+    KernelSignature sig("lce_bwd_dz_v");
+    s.dzInputs(sig);
+    sig.arg("dz", flat(s.f32())).argIf(fused(), "target_raw", flat(s.f32()));
+    sig.arg("row_begin", s.index()).arg("row_end", s.index());
+    sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
+    sig.arg("V", s.index()).arg("D", s.index());
+    KernelArgs a = s.sink.begin(sig, perChunk("rows"));
+    const int64_t br = s.tile.blockRows, panel = br * s.tile.panelBlocks;
+    const int64_t vtile = s.tile.vocabTile;
+    KernelEmitter e = emitter();
+    Value cb = a["chunk_begin"], ce = a["chunk_end"], rowEnd = a["row_end"];
+    Value width = e.sub(ce, cb);
+    // Panels of rows sweep the chunk tile by tile (each W tile once per panel).
+    e.forLoop(
+        a["row_begin"], rowEnd, e.index(panel), {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
+          Value panelEnd = pe.minUI(pe.add(pb, pe.index(panel)), rowEnd);
+          pe.forLoop(cb, ce, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
+            Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), ce);
+            te.forLoop(
+                pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
+                  forColumnBlocks(
+                      re, vt, vtEnd, s.tile.blockCols, {},
+                      [&](KernelEmitter &ve, Value c0, int64_t cols, ValueRange) {
+                        Fragment z = s.logits(ve, a, {rb, br, panelEnd, c0, cols, Value()});
+                        SmallVector<Value> dz = s.rowGrads(ve, a, z);
+                        // Clamped duplicates rewrite their row's own value.
+                        for (int64_t i = 0; i < br; ++i)
+                          for (int64_t j = 0; j < cols; ++j)
+                            ve.store(dz[i * cols + j], a["dz"],
+                                     ve.add(ve.mul(z.rows[i], width), ve.sub(z.cols[j], cb)));
+                        if (fused())
+                          captureTargets(ve, a, z);
+                        return SmallVector<Value>{};
+                      });
+                  return SmallVector<Value>{};
+                });
+            return SmallVector<Value>{};
+          });
+          return SmallVector<Value>{};
+        });
+    s.sink.end();
+  }
+
+  /// target_raw[row] = the tile's raw logit at the row's label, for rows
+  /// whose label is one of the tile's columns.
+  void captureTargets(KernelEmitter &e, const KernelArgs &a, const Fragment &z) {
+    for (size_t i = 0; i < z.rows.size(); ++i) {
+      Value label = e.loadLabel(a["labels"], z.rows[i]);
+      Value hit = e.cmpI(arith::CmpIPredicate::eq, label, z.cols[0]);
+      Value raw = z.at(i, 0);
+      for (size_t j = 1; j < z.cols.size(); ++j) {
+        Value here = e.cmpI(arith::CmpIPredicate::eq, label, z.cols[j]);
+        raw = e.select(here, z.at(i, j), raw);
+        hit = e.select(here, here, hit);
+      }
+      e.ifThen(hit, [&](KernelEmitter &se) { se.store(raw, a["target_raw"], z.rows[i]); });
+    }
+  }
+
+  /// lce_bwd_dx_v (rows, per chunk): dX_acc rows (+)= dZ rows · W[chunk]; a
+  /// panel of rows keeps its accumulator rows hot while the chunk is swept
+  /// tile by tile, a register tile sums over j in order. After the last
+  /// chunk, 16-bit storage rounds the accumulator into grad_x.
+  void buildDx(llvm::StringRef accName) {
+    KernelSignature sig("lce_bwd_dx_v");
+    sig.arg("dz", flat(s.f32())).arg("w", flat(st()));
+    sig.arg("dx_acc", flat(s.f32()), accName).argIf(accName != "grad_x", "grad_x", flat(st()));
+    sig.arg("row_begin", s.index()).arg("row_end", s.index());
+    sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
+    sig.arg("V", s.index()).arg("D", s.index());
+    KernelArgs a = s.sink.begin(sig, perChunk("rows"));
+    const int64_t br = s.tile.blockRows, groups = s.tile.blockCols, vtile = s.tile.vocabTile;
+    KernelEmitter e = emitter();
+    Value d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"], rowEnd = a["row_end"];
+    Value acc = a["dx_acc"], width = e.sub(ce, cb);
+    Value firstChunk = e.cmpI(arith::CmpIPredicate::eq, cb, e.index(0));
+    // Up to 1 MiB of accumulator rows per panel (they stay in L2).
+    Value panel = s.panelRows(e, d, br * s.tile.panelBlocks * 4, 256 * 1024);
+    e.forLoop(a["row_begin"], rowEnd, panel, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
+      Value panelEnd = pe.minUI(pe.add(pb, panel), rowEnd);
+      pe.forLoop(cb, ce, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
+        Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), ce);
+        Value fresh = te.andI(firstChunk, te.cmpI(arith::CmpIPredicate::eq, vt, cb));
+        te.forLoop(pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
+          Fragment owned = s.matmul.layout(re, {rb, br, panelEnd, vt, 1, Value()});
+          SmallVector<Value> dzOff, accOff;
+          for (Value row : owned.rows) {
+            dzOff.push_back(re.sub(re.mul(row, width), cb));
+            accOff.push_back(re.mul(row, d));
+          }
+          s.matmul.forColumnGroups(
+              re, d, groups, [&](KernelEmitter &ge, Value c0, int64_t n, int64_t lanes) {
+                auto at = [&](KernelEmitter &le, int64_t i, int64_t g) {
+                  return le.add(accOff[i], le.add(c0, le.index(g * lanes)));
+                };
+                SmallVector<Value> init;
+                for (int64_t i = 0; i < br; ++i)
+                  for (int64_t g = 0; g < n; ++g)
+                    init.push_back(ge.ifElse(
+                        fresh, [&](KernelEmitter &z) { return s.matmul.zeroGroup(z, lanes); },
+                        [&](KernelEmitter &l) {
+                          return s.matmul.loadGroup(l, acc, at(l, i, g), lanes);
+                        }));
+                SmallVector<Value> sums = s.matmul.outerTile(
+                    ge, br, n, lanes, vt, vtEnd, init,
+                    [&](KernelEmitter &ke, int64_t i, Value j) {
+                      return ke.load(a["dz"], ke.add(dzOff[i], j));
+                    },
+                    [&](KernelEmitter &ke, int64_t g, Value j) {
+                      return s.matmul.loadGroup(
+                          ke, a["w"], ke.add(ke.mul(j, d), ke.add(c0, ke.index(g * lanes))), lanes);
+                    });
+                for (int64_t i = 0; i < br; ++i)
+                  for (int64_t g = 0; g < n; ++g)
+                    s.matmul.storeGroup(ge, sums[i * n + g], acc, at(ge, i, g));
+              });
+          return SmallVector<Value>{};
+        });
+        return SmallVector<Value>{};
+      });
+      if (Value out = a["grad_x"]) {
+        Value lastChunk = pe.cmpI(arith::CmpIPredicate::eq, ce, a["V"]);
+        pe.ifThen(lastChunk, [&](KernelEmitter &le) {
+          le.forLoop(pb, panelEnd, le.index(1), {}, [&](KernelEmitter &se, Value row, ValueRange) {
+            emitCopyRow(se, acc, se.mul(row, d), out, se.mul(row, d), d);
+            return SmallVector<Value>{};
+          });
+        });
+      }
+      return SmallVector<Value>{};
+    });
+    s.sink.end();
+  }
+
+  /// lce_bwd_dw_v (vocab, per chunk): dW rows of [col_begin, col_end) ⊂
+  /// chunk = Σ over all N rows of dZ[r, j]·X[r], in row order, in runs of
+  /// rows that every block of the thread's columns reuses; the sums live in
+  /// `dw_acc` (the chunk's f32 rows, or grad_w itself for f32) and are
+  /// rounded into grad_w after the last run. db likewise.
+  void buildDw(llvm::StringRef accName) {
+    KernelSignature sig("lce_bwd_dw_v");
+    sig.arg("dz", flat(s.f32())).arg("x", flat(st()));
+    sig.arg("dw_acc", flat(s.f32()), accName).argIf(accName != "grad_w", "grad_w", flat(st()));
+    sig.argIf(s.spec.needsGradBias(), "grad_bias", flat(st()));
+    sig.arg("col_begin", s.index()).arg("col_end", s.index());
+    sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
+    sig.arg("N", s.index()).arg("D", s.index());
+    KernelArgs a = s.sink.begin(sig, perChunk("vocab"));
+    const int64_t br = s.tile.blockRows, groups = s.tile.blockCols;
+    const int64_t run = 256; // rows of X a run keeps in L2 for every block
+    KernelEmitter e = emitter();
+    Value d = a["D"], n = a["N"], cb = a["chunk_begin"], ce = a["chunk_end"];
+    Value colEnd = a["col_end"], acc = a["dw_acc"], width = e.sub(ce, cb);
+    // The accumulator row of column j: the chunk's own rows, or grad_w's.
+    Value separate = accName != "grad_w" ? e.index(1) : Value();
+    auto accRow = [&](KernelEmitter &le, Value j) {
+      return le.mul(separate ? le.sub(j, cb) : j, d);
+    };
+    e.forLoop(e.index(0), n, e.index(run), {}, [&](KernelEmitter &re, Value rs, ValueRange) {
+      Value runEnd = re.minUI(re.add(rs, re.index(run)), n);
+      Value fresh = re.cmpI(arith::CmpIPredicate::eq, rs, re.index(0));
+      re.forLoop(
+          a["col_begin"], colEnd, re.index(br), {}, [&](KernelEmitter &be, Value j0, ValueRange) {
+            // Columns past the range are clamped onto its last one.
+            Fragment owned = s.matmul.layout(be, {j0, br, colEnd, be.index(0), 1, Value()});
+            s.matmul.forColumnGroups(
+                be, d, groups, [&](KernelEmitter &ge, Value c0, int64_t nG, int64_t lanes) {
+                  auto at = [&](KernelEmitter &le, int64_t i, int64_t g) {
+                    return le.add(accRow(le, owned.rows[i]), le.add(c0, le.index(g * lanes)));
+                  };
+                  SmallVector<Value> init;
+                  for (int64_t i = 0; i < br; ++i)
+                    for (int64_t g = 0; g < nG; ++g)
+                      init.push_back(ge.ifElse(
+                          fresh, [&](KernelEmitter &z) { return s.matmul.zeroGroup(z, lanes); },
+                          [&](KernelEmitter &l) {
+                            return s.matmul.loadGroup(l, acc, at(l, i, g), lanes);
+                          }));
+                  SmallVector<Value> sums = s.matmul.outerTile(
+                      ge, br, nG, lanes, rs, runEnd, init,
+                      [&](KernelEmitter &ke, int64_t i, Value r) {
+                        return ke.load(a["dz"],
+                                       ke.add(ke.mul(r, width), ke.sub(owned.rows[i], cb)));
+                      },
+                      [&](KernelEmitter &ke, int64_t g, Value r) {
+                        return s.matmul.loadGroup(
+                            ke, a["x"], ke.add(ke.mul(r, d), ke.add(c0, ke.index(g * lanes))),
+                            lanes);
+                      });
+                  for (int64_t i = 0; i < br; ++i)
+                    for (int64_t g = 0; g < nG; ++g)
+                      s.matmul.storeGroup(ge, sums[i * nG + g], acc, at(ge, i, g));
+                });
+            return SmallVector<Value>{};
+          });
+      return SmallVector<Value>{};
+    });
+    // One rounding per element, and db in row order, per column.
+    e.forLoop(a["col_begin"], colEnd, e.index(1), {}, [&](KernelEmitter &ce2, Value j, ValueRange) {
+      if (Value out = a["grad_w"])
+        emitCopyRow(ce2, acc, accRow(ce2, j), out, ce2.mul(j, d), d);
+      if (Value gb = a["grad_bias"]) {
+        Value db = ce2.forLoop(ce2.index(0), n, ce2.index(1), {ce2.f32(0.0)},
+                               [&](KernelEmitter &ke, Value r, ValueRange it) {
+                                 Value at = ke.add(ke.mul(r, width), ke.sub(j, cb));
+                                 return SmallVector<Value>{ke.addF(it[0], ke.load(a["dz"], at))};
+                               })[0];
+        ce2.store(ce2.toStorage(db, st()), gb, j);
+      }
+      return SmallVector<Value>{};
+    });
+    s.sink.end();
+  }
+
+  /// lce_fused_loss (rows): the row losses from lse and the captured raw
+  /// target logits, under the row rule.
+  void buildFusedLoss() {
+    KernelSignature sig("lce_fused_loss");
+    sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.f32()));
+    sig.arg("target_raw", flat(s.f32())).arg("loss_rows", flat(s.f32()));
+    sig.arg("row_begin", s.index()).arg("row_end", s.index()).arg("V", s.index());
+    KernelArgs a = s.sink.begin(sig, {{"1", "1", "1"}, "rows"});
+    KernelEmitter e = emitter();
+    e.forLoop(a["row_begin"], a["row_end"], e.index(1), {},
+              [&](KernelEmitter &re, Value row, ValueRange) {
+                Value label = re.loadLabel(a["labels"], row);
+                Value loss =
+                    emitRowLoss(re, s.spec, label, a["V"], re.load(a["lse"], row),
+                                [&](KernelEmitter &te) { return te.load(a["target_raw"], row); });
+                re.store(loss, a["loss_rows"], row);
+                return SmallVector<Value>{};
+              });
+    s.sink.end();
+  }
+};
+} // namespace
+
+llvm::Error lossjit::buildCpuVocabChunkedBackward(CpuSchedule &s, PlanBuilder &plan) {
+  const LceSpec &spec = s.spec;
+  VocabChunked v{s};
+  // Budget: grow and (fused) loss_rows and target_raw [N]; 16-bit storage an
+  // N×D f32 dX accumulator; per chunk column dZ [N] and (16-bit) a dW row [D].
+  std::string fixed = spec.fusedForward ? "N*12" : "N*4";
+  std::string dxAcc = spec.storesF32() || !spec.needsGradX ? "grad_x" : "dx_acc";
+  std::string dwAcc = spec.storesF32() || !spec.needsGradW ? "grad_w" : "dw_acc";
+  if (dxAcc == "dx_acc")
+    fixed += "+N*D*4";
+  std::string perColumn = dwAcc == "dw_acc" ? "(N+D)*4" : "N*4";
+  plan.vocabChunks("max(1,min(V,(WB-(" + fixed + "))/(" + perColumn + ")))", spec.workspaceBytes);
+  if (dxAcc == "dx_acc")
+    plan.workspace("dx_acc", "f32", "N*D");
+  if (dwAcc == "dw_acc")
+    plan.workspace("dw_acc", "f32", "C*D");
+  if (spec.fusedForward) {
+    plan.workspace("loss_rows", "f32", "N");
+    plan.workspace("target_raw", "f32", "N");
+    buildCpuRowsKernel(s);
+  }
+  buildCpuScaleKernel(s);
+  v.buildDz();
+  if (spec.needsGradX)
+    v.buildDx(dxAcc);
+  if (spec.needsGradW)
+    v.buildDw(dwAcc);
+  if (spec.fusedForward) {
+    v.buildFusedLoss();
+    buildCpuReduceKernel(s);
+  }
+  return llvm::Error::success();
+}
