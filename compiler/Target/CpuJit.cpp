@@ -6,6 +6,7 @@
 #include "compiler/Target/CpuCodegen.h"
 #include "runtime/Formula.h"
 #include "runtime/KernelCache.h"
+#include "runtime/Log.h"
 #include "runtime/Sha256.h"
 
 #include "mlir/AsmParser/AsmParser.h"
@@ -257,7 +258,8 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
   // kernels split the chunk) or the vocabulary (they are columns: vocab-
   // parallel kernels split the chunk, row-parallel ones take every row).
   const bool vocabChunks = launchPlan.chunkDim == "V";
-  auto runKernel = [&](const PlanKernel &k, int64_t chunkBegin, int64_t chunkEnd) -> llvm::Error {
+  auto runKernelUntimed = [&](const PlanKernel &k, int64_t chunkBegin,
+                              int64_t chunkEnd) -> llvm::Error {
     std::map<std::string, int64_t> ranges = {{"chunk_begin", chunkBegin}, {"chunk_end", chunkEnd}};
     bool chunked = k.perChunk;
     if (k.parallel == "rows")
@@ -269,6 +271,20 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
                  ? runSplit(k, ranges, "col_begin", "col_end", chunkBegin, chunkEnd)
                  : runSplit(k, ranges, "col_begin", "col_end", 0, dims.v);
     return call(k, ranges);
+  };
+  // Seconds per kernel, reported at LOSSJIT_LOG=debug (where the time of a
+  // call goes, without a profiler).
+  const bool profile = runtime::isLogEnabled(runtime::LogLevel::Debug);
+  std::map<std::string, double> seconds;
+  auto runKernel = [&](const PlanKernel &k, int64_t chunkBegin, int64_t chunkEnd) -> llvm::Error {
+    auto start = std::chrono::steady_clock::now();
+    auto timed = [&](llvm::Error err) {
+      if (profile)
+        seconds[k.name] +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return err;
+    };
+    return timed(runKernelUntimed(k, chunkBegin, chunkEnd));
   };
 
   const auto &kernels = launchPlan.kernels;
@@ -290,6 +306,8 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
           return err;
     i = groupEnd;
   }
+  for (const auto &[name, t] : seconds)
+    runtime::logDebug("kernel " + name + ": " + std::to_string(t) + " s");
   return llvm::Error::success();
 }
 

@@ -292,7 +292,13 @@ def _(hidden, weight, target, bias, ignore_index, reduction, needs_grad_x, needs
 
 def _scaled(grad: Tensor, grad_loss: Tensor) -> Tensor:
     """grad_loss (a 0-d float32 tensor) × a stored gradient, in float32 and
-    rounded once to the gradient's dtype."""
+    rounded once to the gradient's dtype. For grad_loss = 1 on the CPU (what
+    loss.backward() passes) the stored gradient is returned as it is: the
+    same bits, without a gradient-sized copy (on a GPU reading the value
+    would synchronize, so the product is always formed there)."""
+    if (type(grad_loss) is torch.Tensor and grad_loss.device.type == "cpu"
+            and not torch.compiler.is_compiling() and float(grad_loss) == 1.0):
+        return grad
     if grad.dtype == torch.float32:
         return grad * grad_loss
     return (grad.float() * grad_loss).to(grad.dtype)
