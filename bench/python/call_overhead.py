@@ -63,7 +63,8 @@ def main() -> None:
                                      h.device)
     loss_buf, lse_buf = torch.empty(()), torch.empty(n)
     tensors = {"x": h, "w": w, "labels": y, "loss": loss_buf, "lse": lse_buf}
-    raw_buffers = [(tensors[k].data_ptr(), tensors[k].numel()) for k in kernel.names]
+    raw_buffers = [(tensors[k].data_ptr(), tensors[k].numel(),
+                    _kernels.dtype_name(tensors[k].dtype)) for k in kernel.names]
 
     cases = [
         ("F.cross_entropy(logits, y)  [plain PyTorch]",

@@ -1,6 +1,7 @@
 //===- BundleBuilder.cpp --------------------------------------------------===//
 
 #include "compiler/Target/BundleBuilder.h"
+#include "compiler/Target/CompilerFingerprint.h"
 #include "compiler/Pipeline/Pipelines.h"
 #include "runtime/KernelCache.h"
 
@@ -15,6 +16,7 @@ std::string lossjit::gpuCacheKey(llvm::StringRef canonicalGraph,
   inputs.tileConfig = tile.str();
   inputs.arch = target.chip + ":" + target.effectiveFeatures();
   inputs.llvmVersion = LOSSJIT_LLVM_VERSION;
+  inputs.lossjitVersion += std::string("+") + compilerFingerprint();
   return runtime::computeCacheKey(inputs);
 }
 

@@ -4,6 +4,7 @@
 #include "compiler/Pipeline/Pipelines.h"
 #include "compiler/Target/BundleBuilder.h"
 #include "compiler/Target/CpuCodegen.h"
+#include "compiler/Target/CompilerFingerprint.h"
 #include "runtime/Formula.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Log.h"
@@ -300,7 +301,9 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
       ++groupEnd;
     int64_t step = std::max<int64_t>(1, values[launchPlan.chunkSymbol]);
     int64_t extent = vocabChunks ? dims.v : dims.n;
-    for (int64_t begin = 0; begin < extent; begin += step)
+    // At least one (possibly empty) chunk: the first chunk is where the
+    // kernels zero their accumulators, so N = 0 still writes zero gradients.
+    for (int64_t begin = 0; begin < extent || begin == 0; begin += step)
       for (size_t k = i; k < groupEnd; ++k)
         if (llvm::Error err = runKernel(kernels[k], begin, std::min(extent, begin + step)))
           return err;
@@ -350,6 +353,7 @@ CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
   inputs.tileConfig = tile.str();
   inputs.arch = "host:" + target.key();
   inputs.llvmVersion = LOSSJIT_LLVM_VERSION;
+  inputs.lossjitVersion += std::string("+") + compilerFingerprint();
   std::string key = runtime::computeCacheKey(inputs);
 
   std::unique_ptr<CpuCompiledOp> fresh;

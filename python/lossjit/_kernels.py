@@ -23,6 +23,13 @@ LABEL_DTYPES = {torch.int32: "i32", torch.int64: "i64"}
 _BUFFER_DTYPES = {**STORAGE_DTYPES, **LABEL_DTYPES}
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """A tensor dtype as the launch plans spell it ('f32', 'bf16', 'i64'...);
+    other dtypes by torch's name, which no plan uses (so launch refuses)."""
+    name = _BUFFER_DTYPES.get(dtype)
+    return name if name is not None else str(dtype).replace("torch.", "")
+
+
 def option_text(value: float) -> str:
     """A float as the manifests spell it: repr(), like loss::formatF64."""
     return repr(float(value))
@@ -144,7 +151,8 @@ class Kernel:
         """Runs on contiguous tensors bound by param name. On CPU every label is
         checked (ignore_index or in [0, V), else IndexError) before launch."""
         if self.cpu:
-            self.op.launch([(buffers[k].data_ptr(), buffers[k].numel()) for k in self.names],
+            self.op.launch([(buffers[k].data_ptr(), buffers[k].numel(),
+                             dtype_name(buffers[k].dtype)) for k in self.names],
                            n, v, d, torch.get_num_threads(), True)
             return
         _launch_cuda(self, device, n, v, d, buffers)
@@ -279,8 +287,8 @@ def _launch_cuda(kernel: Kernel, device: torch.device, n: int, v: int, d: int,
     sizes = {"N": n, "V": v, "D": d}
     with torch.cuda.device(index):
         stream = torch.cuda.current_stream(index).cuda_stream
-        kernel.op.launch([(name, buffers[name].data_ptr(), buffers[name].numel())
-                          for name in kernel.names],
+        kernel.op.launch([(name, buffers[name].data_ptr(), buffers[name].numel(),
+                           dtype_name(buffers[name].dtype)) for name in kernel.names],
                          [sizes[name] for name in kernel.dims], stream, index, allocate,
                          release)
 

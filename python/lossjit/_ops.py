@@ -43,6 +43,9 @@ def check_inputs(hidden: Tensor, weight: Tensor, target: Tensor,
         raise ValueError(f"lossjit: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
         raise TypeError(f"lossjit: ignore_index must be an int, got {type(ignore_index).__name__}")
+    if not -(1 << 63) <= ignore_index < (1 << 63):
+        raise ValueError(f"lossjit: ignore_index must fit in int64 (the target's index type), "
+                         f"got {ignore_index}")
     dtype = hidden.dtype
     if dtype not in K.STORAGE_DTYPES:
         raise TypeError(
@@ -223,6 +226,21 @@ def _backward(ctx, grad_loss, _grad_lse):
 
 linear_cross_entropy_op.register_autograd(_backward, setup_context=_setup_context)
 
+DOUBLE_BACKWARD_MESSAGE = (
+    "lossjit: the gradients of lossjit's linear cross-entropy are not differentiable "
+    "(double backward, e.g. a gradient penalty through create_graph=True, is not "
+    "supported); compute such a term with F.linear + F.cross_entropy")
+
+
+def _no_double_backward(ctx, *grads):
+    raise RuntimeError(DOUBLE_BACKWARD_MESSAGE)
+
+
+# Differentiating the backward op's outputs (what create_graph=True then a
+# second backward does) names what lossjit supports instead of torch's
+# generic "no autograd formula".
+linear_cross_entropy_backward_op.register_autograd(_no_double_backward)
+
 
 @torch.library.custom_op("lossjit::linear_cross_entropy_with_grad", mutates_args=())
 def linear_cross_entropy_with_grad_op(
@@ -319,22 +337,45 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
             hidden, weight, target, bias, ignore_index, reduction, needs_x, needs_w,
             logit_scale, softcap)
         ctx.mark_non_differentiable(lse)
-        ctx.save_for_backward(grad_x, grad_w, grad_b)
+        # The inputs too (no copy): a gradient asked for with create_graph=True
+        # is tied to them, so differentiating it raises instead of silently
+        # giving a gradient without a graph.
+        ctx.save_for_backward(grad_x, grad_w, grad_b, hidden, weight, bias)
         ctx.has_bias = bias is not None
         return loss, lse
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_loss, _grad_lse):
-        grad_x, grad_w, grad_b = ctx.saved_tensors
+        grad_x, grad_w, grad_b, hidden, weight, bias = ctx.saved_tensors
         needs_x, needs_w, _, needs_b = ctx.needs_input_grad[:4]
         rest = (None,) * 4
         if grad_loss is None:
             return (None, None, None, None) + rest
-        grad_loss = grad_loss.to(torch.float32)
-        return (_scaled(grad_x, grad_loss) if needs_x else None,
-                _scaled(grad_w, grad_loss) if needs_w else None, None,
-                _scaled(grad_b, grad_loss) if (needs_b and ctx.has_bias) else None) + rest
+        with torch.no_grad():
+            scale = grad_loss.to(torch.float32)
+            grads = (_scaled(grad_x, scale) if needs_x else None,
+                     _scaled(grad_w, scale) if needs_w else None, None,
+                     _scaled(grad_b, scale) if (needs_b and ctx.has_bias) else None)
+        if torch.is_grad_enabled():  # create_graph=True
+            tied = [t for t in (grad_loss, hidden, weight, bias)
+                    if t is not None and t.requires_grad]
+            if tied:
+                grads = tuple(None if g is None else _NotDifferentiable.apply(g, *tied)
+                              for g in grads)
+        return grads + rest
+
+
+class _NotDifferentiable(torch.autograd.Function):
+    """A copy of a gradient whose own gradient is an error naming what lossjit
+    supports (the fused path keeps no graph to differentiate)."""
+
+    @staticmethod
+    def forward(ctx, grad, *tied):
+        return grad.clone()
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(DOUBLE_BACKWARD_MESSAGE)
 
 
 def _autocast_kernel(device_type: str, key_name: str):

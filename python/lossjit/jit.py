@@ -39,6 +39,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.overrides import TorchFunctionMode, handle_torch_function, has_torch_function
 from torch.utils import _pytree as pytree
 
@@ -557,6 +558,12 @@ class _Program:
     out_leaves: List[Tuple[str, Any]]
     graph_id: str
     n_slots: int
+    captured: List["_Captured"] = field(default_factory=list)
+
+    def still_valid(self, fn: Callable, leaves: List[Any]) -> bool:
+        """Whether every captured tensor is still the one the function reaches,
+        with the traced dtype, device and shape (else: trace again)."""
+        return all(c.holds(fn, leaves) for c in self.captured)
 
     def __call__(self, leaves: List[Any]) -> Any:
         slots: List[Any] = [None] * self.n_slots
@@ -564,6 +571,8 @@ class _Program:
             if kind == "input":
                 slot, leaf = step
                 slots[slot] = leaves[leaf]
+            elif kind == "captured":
+                slots[step.slot] = step.tensor
             elif kind == "eager":
                 slot_map, func, args, kwargs, flat_args = step
                 if flat_args:  # the common case: no containers, no pytree walk
@@ -591,6 +600,87 @@ class _Ref:
     slot: int
 
 
+_MISSING = object()
+
+
+@dataclass
+class _Captured:
+    """A tensor the function reads from outside its arguments (a module's
+    parameter or buffer, a closure or global tensor), found at trace time
+    by where the function reaches it: a root (a closure cell, a global name
+    the code uses, or an argument) and the attribute path from there (a
+    module's parameter name). The program holds the tensor itself, so
+    in-place updates (optimizer steps) are seen; a rebinding (a new
+    Parameter object, .to() of the module to another dtype) fails the guard
+    and the function is traced again."""
+
+    slot: int
+    tensor: Tensor
+    root: Tuple[str, Any]
+    path: Tuple[str, ...]
+    meta: Tuple[Any, ...]
+
+    @staticmethod
+    def meta_of(t: Tensor) -> Tuple[Any, ...]:
+        return (t.dtype, t.device, tuple(t.shape))
+
+    def holds(self, fn: Callable, leaves: List[Any]) -> bool:
+        obj = _resolve_root(fn, leaves, self.root)
+        for name in self.path:
+            obj = getattr(obj, name, _MISSING)
+        return obj is self.tensor and _Captured.meta_of(obj) == self.meta
+
+
+def _resolve_root(fn: Callable, leaves: List[Any], root: Tuple[str, Any]) -> Any:
+    kind, where = root
+    if kind == "arg":
+        return leaves[where]
+    if kind == "closure":
+        cells = getattr(fn, "__closure__", None) or ()
+        try:
+            return cells[where].cell_contents
+        except (IndexError, ValueError):
+            return _MISSING
+    return getattr(fn, "__globals__", {}).get(where, _MISSING)
+
+
+def _roots(fn: Callable, leaves: List[Any]) -> List[Tuple[Tuple[str, Any], Any]]:
+    """Where the function can reach tensors from besides its tensor
+    arguments: its non-tensor arguments (a module passed in), its closure
+    cells and the globals its code names."""
+    roots: List[Tuple[Tuple[str, Any], Any]] = []
+    for i, leaf in enumerate(leaves):
+        if not isinstance(leaf, Tensor):
+            roots.append((("arg", i), leaf))
+    code = getattr(fn, "__code__", None)
+    for i, cell in enumerate(getattr(fn, "__closure__", None) or ()):
+        try:
+            roots.append((("closure", i), cell.cell_contents))
+        except ValueError:  # an empty cell
+            pass
+    names = code.co_names if code is not None else ()
+    module_globals = getattr(fn, "__globals__", {})
+    for name in names:
+        if name in module_globals:
+            roots.append((("global", name), module_globals[name]))
+    return roots
+
+
+def _find_captured(fn: Callable, leaves: List[Any], t: Tensor,
+                   ) -> Optional[Tuple[Tuple[str, Any], Tuple[str, ...]]]:
+    """(root, path) of a tensor the function reads from outside, or None."""
+    for root, obj in _roots(fn, leaves):
+        if obj is t:
+            return root, ()
+        if isinstance(obj, torch.nn.Module):
+            named = list(obj.named_parameters(remove_duplicate=False)) + \
+                list(obj.named_buffers(remove_duplicate=False))
+            for name, value in named:
+                if value is t:
+                    return root, tuple(name.split("."))
+    return None
+
+
 @dataclass
 class _FusedStep:
     x: int
@@ -607,10 +697,14 @@ class _FusedStep:
     loss_slot: int
     loss_dtype: torch.dtype
     lse_slots: List[Tuple[int, torch.dtype]]
+    storage: torch.dtype  # what the graph was built for
 
     def run(self, slots: List[Any]) -> None:
         x, w, labels = slots[self.x], slots[self.w], slots[self.labels]
         bias = slots[self.bias] if self.bias is not None else None
+        if x.dtype != self.storage:  # autocast: what F.linear would cast to
+            x, w = x.to(self.storage), w.to(self.storage)
+            bias = bias.to(self.storage) if bias is not None else None
         if self.w_transposed:
             w = w.t()
         if self.flatten_rows:
@@ -680,12 +774,19 @@ class JittedLoss:
             leaves, spec = pytree.tree_flatten((args, kwargs))
         else:  # flat positional arguments: no pytree walk on the hot path
             leaves, spec = args, len(args)
-        tensors = tuple(t for t in leaves if isinstance(t, Tensor))
-        if has_torch_function(tensors):
-            return handle_torch_function(self, tensors, *args, **kwargs)
+        # Any argument with __torch_function__ (a tensor subclass or a
+        # tensor-like object) or an active mode gets the call, exactly as for
+        # lossjit.linear_cross_entropy.
+        if has_torch_function(leaves):
+            relevant = tuple(a for a in leaves if isinstance(a, Tensor)
+                             or hasattr(type(a), "__torch_function__"))
+            return handle_torch_function(self, relevant, *args, **kwargs)
         key = self._key(leaves, spec)
         program = self._programs.get(key)
         if program is None:
+            program = self._trace(leaves, spec)
+            self._programs[key] = program
+        elif program.captured and not program.still_valid(self.fn, leaves):
             program = self._trace(leaves, spec)
             self._programs[key] = program
         return program(leaves)
@@ -726,7 +827,9 @@ class JittedLoss:
     def _trace(self, leaves: List[Any], spec: Any) -> _Program:
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        mode = FakeTensorMode()
+        # Real tensors the function reads from outside (module parameters)
+        # are allowed; the program captures them (see _Captured).
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
         fake_leaves = [mode.from_tensor(t) if isinstance(t, Tensor) else t for t in leaves]
         if isinstance(spec, int):
             args, kwargs = tuple(fake_leaves), {}
@@ -745,10 +848,10 @@ class JittedLoss:
         out_leaves, out_spec = pytree.tree_flatten(out)
         analysis = _Analysis(rec, inputs, out_leaves)
         fused = analysis.find()
-        return self._program(analysis, fused, fake_leaves, out_leaves, out_spec)
+        return self._program(analysis, fused, leaves, fake_leaves, out_leaves, out_spec)
 
-    def _program(self, analysis: _Analysis, fused: _Fused, fake_leaves: List[Any],
-                 out_leaves: List[Any], out_spec: Any) -> _Program:
+    def _program(self, analysis: _Analysis, fused: _Fused, leaves: List[Any],
+                 fake_leaves: List[Any], out_leaves: List[Any], out_spec: Any) -> _Program:
         rec = analysis.rec
         slot_of: Dict[int, int] = {}
         counter = [0]
@@ -798,21 +901,40 @@ class JittedLoss:
             if isinstance(t, Tensor):
                 steps.append(("input", (slot_of[id(t)], i)))
 
+        # Tensors read from outside the arguments: real (not fake) inputs of
+        # the calls that run.
+        fused_inputs = [fused.x, w_value, fused.labels] + (
+            [fused.bias] if isinstance(fused.bias, Tensor) else [])
+        captured: List[_Captured] = []
+        used = [(call, t) for call in live for t in call.tensors_in()] + \
+            [(fused.linear_call or fused.loss_call, t) for t in fused_inputs]
+        for call, t in used:
+            if id(t) in slot_of or isinstance(t, FakeTensor):
+                continue
+            found = _find_captured(self.fn, leaves, t)
+            if found is None:
+                raise JitError(
+                    f"lossjit.jit: {call.where()} uses a tensor that is neither an argument, "
+                    "nor computed in the function, nor a parameter or buffer of a module "
+                    "the function reaches through its closure, its globals or its "
+                    "arguments; pass it as an argument")
+            entry = _Captured(new_slot(t), t, found[0], found[1], _Captured.meta_of(t))
+            captured.append(entry)
+            steps.append(("captured", entry))
+
         def ref(a: Any) -> Any:
             if isinstance(a, Tensor):
                 if id(a) not in slot_of:
                     raise JitError(
                         "lossjit.jit: a tensor that is neither an argument nor computed in "
-                        "the function is used (a global or closure tensor?); pass it as an "
-                        "argument")
+                        "the function is used; pass it as an argument")
                 return _Ref(slot_of[id(a)])
             return a
 
         # Eager calls are pure, so any order that respects the data flow is
         # right: emit each call (and the fused step) once its inputs exist.
         ready = {id(t) for t in fake_leaves if isinstance(t, Tensor)}
-        fused_inputs = [fused.x, w_value, fused.labels] + (
-            [fused.bias] if isinstance(fused.bias, Tensor) else [])
+        ready |= {id(c.tensor) for c in captured}
         fused_step = None
         pending = list(live)
         while pending or fused_step is None:
@@ -848,7 +970,8 @@ class JittedLoss:
                 leaves_out.append(("ref", _Ref(slot_of[id(t)])))
             else:
                 leaves_out.append(("const", t))
-        return _Program(steps, out_spec, leaves_out, fused_step.graph_id, counter[0])
+        return _Program(steps, out_spec, leaves_out, fused_step.graph_id, counter[0],
+                        captured)
 
     def _fused_step(self, fused: _Fused, ref, new_slot, loss_t, lse_ts,
                     loss_dtype) -> _FusedStep:
@@ -864,6 +987,12 @@ class JittedLoss:
             raise JitError("lossjit.jit: hidden, weight and bias of the linear layer must "
                            "have one dtype")
         device = x.device
+        # Under autocast F.linear runs in the autocast dtype, and the op's
+        # autocast kernel hands the kernels hidden, weight and bias in it: the
+        # graph is built for that storage (the trace is specialized on the
+        # autocast state, see _key).
+        if device.type in ("cpu", "cuda") and torch.is_autocast_enabled(device.type):
+            x_dtype = torch.get_autocast_dtype(device.type)
         graph_id = ""
         if HAS_COMPILER:
             loc = fused.linear_call.where() if fused.linear_call else self.__name__
@@ -889,7 +1018,7 @@ class JittedLoss:
         return _FusedStep(ref(x).slot, ref(w_value).slot, w_is_t, ref(labels).slot,
                           bias_slot, fused.logit_scale, fused.softcap, fused.ignore_index,
                           fused.reduction, graph_id, fused.flatten_rows, loss_slot,
-                          loss_dtype, lse_slots)
+                          loss_dtype, lse_slots, x_dtype)
 
 
 def jit(fn: Optional[Callable] = None):
@@ -910,4 +1039,7 @@ def jit(fn: Optional[Callable] = None):
     """
     if fn is None:
         return jit
+    if not callable(fn):
+        raise TypeError(f"lossjit.jit: expected a function to decorate, got "
+                        f"{type(fn).__name__}")
     return JittedLoss(fn)

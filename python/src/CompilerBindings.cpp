@@ -566,15 +566,22 @@ void checkLabels(const T *labels, int64_t n, int64_t v, int64_t ignoreIndex) {
   }
 }
 
-/// The hot path: one (address, elements) per plan param, in plan order; the
-/// dtypes are the plan's (the Python caller has checked the tensors').
-void launchCpu(const CpuOp &op, const std::vector<std::pair<uintptr_t, int64_t>> &buffers,
+/// The hot path: one (address, elements, dtype) per plan param, in plan
+/// order. Every dtype must be the one the kernels were compiled for: a
+/// 16-bit buffer handed to f32 kernels would be read past its end.
+void launchCpu(const CpuOp &op,
+               const std::vector<std::tuple<uintptr_t, int64_t, std::string>> &buffers,
                int64_t n, int64_t v, int64_t d, unsigned threads, bool checkLabelRange) {
   if (buffers.size() != op.params.size())
     throw py::value_error("CpuOp.launch: expected " + std::to_string(op.params.size()) +
                           " buffers, got " + std::to_string(buffers.size()));
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (std::get<2>(buffers[i]) != op.params[i].dtype)
+      throw py::type_error("lossjit: buffer '" + op.params[i].name + "' holds " +
+                           std::get<2>(buffers[i]) + " but the kernels were compiled for " +
+                           op.params[i].dtype);
   if (checkLabelRange && op.labelsIndex >= 0) {
-    const auto &[address, count] = buffers[op.labelsIndex];
+    const auto &[address, count, dtype] = buffers[op.labelsIndex];
     int64_t rows = std::min(count, n);
     if (rows > 0 && address) {
       if (op.params[op.labelsIndex].dtype == "i32")
@@ -586,8 +593,8 @@ void launchCpu(const CpuOp &op, const std::vector<std::pair<uintptr_t, int64_t>>
   std::map<std::string, HostBuffer> map;
   for (size_t i = 0; i < buffers.size(); ++i)
     map.emplace(op.params[i].name,
-                HostBuffer{reinterpret_cast<void *>(buffers[i].first), op.params[i].dtype,
-                           buffers[i].second});
+                HostBuffer{reinterpret_cast<void *>(std::get<0>(buffers[i])),
+                           op.params[i].dtype, std::get<1>(buffers[i])});
   std::string error;
   {
     py::gil_scoped_release nogil;
@@ -679,8 +686,9 @@ void lossjit::python::bindCompiler(py::module_ &m) {
                              })
       .def("launch", &launchCpu, py::arg("buffers"), py::arg("n"), py::arg("v"),
            py::arg("d"), py::arg("threads") = 0, py::arg("check_labels") = true,
-           "The hot path: [(address, elements)] for every param in `params` "
-           "order, dtypes as the plan says. With check_labels, every label must "
+           "The hot path: [(address, elements, dtype)] for every param in "
+           "`params` order; each dtype ('f32', 'bf16', 'i64'...) must be the "
+           "plan's (TypeError otherwise). With check_labels, every label must "
            "be ignore_index or in [0, V) (IndexError otherwise) before any "
            "kernel runs.")
       .def("run", &runCpu, py::arg("buffers"), py::arg("n"), py::arg("v"),

@@ -218,7 +218,8 @@ GpuOp findBundle(const std::string &op, const std::map<std::string, std::string>
   return GpuOp{*bundle};
 }
 
-void launch(const GpuOp &op, const std::vector<std::tuple<std::string, uint64_t, int64_t>> &buffers,
+void launch(const GpuOp &op,
+            const std::vector<std::tuple<std::string, uint64_t, int64_t, std::string>> &buffers,
             const std::vector<int64_t> &dims, uint64_t stream, int device,
             py::function allocate, py::function release) {
   const runtime::CudaDriver &driver = driverOrThrow();
@@ -226,13 +227,18 @@ void launch(const GpuOp &op, const std::vector<std::tuple<std::string, uint64_t,
   const runtime::KernelBundle &bundle = *op.bundle;
   std::vector<runtime::DeviceBuffer> params(bundle.params.size());
   std::vector<bool> seen(bundle.params.size(), false);
-  for (const auto &[name, address, elements] : buffers) {
+  for (const auto &[name, address, elements, dtype] : buffers) {
     size_t i = 0;
     while (i < bundle.params.size() && bundle.params[i].name != name)
       ++i;
     if (i == bundle.params.size())
       throwError("kernel bundle " + bundle.key.substr(0, 12) +
                  " has no param named '" + name + "'");
+    // The kernels read what they were compiled for: a buffer of another
+    // dtype would be read past its end (or as garbage).
+    if (dtype != bundle.params[i].dtype)
+      throw py::type_error("lossjit: buffer '" + name + "' holds " + dtype +
+                           " but the kernels were compiled for " + bundle.params[i].dtype);
     params[i] = {address, elements};
     seen[i] = true;
   }
@@ -326,7 +332,7 @@ PYBIND11_MODULE(_lossjit, m) {
       .def("launch", &launch, py::arg("buffers"), py::arg("dims"), py::arg("stream"),
            py::arg("device"), py::arg("allocate"), py::arg("release"),
            "Enqueues every kernel on `stream` (a CUstream as int). `buffers` is "
-           "[(name, device address, elements)]; workspaces come from "
+           "[(name, device address, elements, dtype)]; workspaces come from "
            "allocate(bytes) -> address and go back through release(address) "
            "right after the last enqueue (so the allocator must be "
            "stream-ordered, as PyTorch's caching allocator is).");

@@ -16,9 +16,28 @@ struct Logit {
 /// math.tanh, which lowers to libdevice's __nv_tanhf on the GPU: with
 /// a = |u|, E = exp(2a) and q = 2 / (E + 1) = 1 − tanh a,
 ///   tanh u = sign(u) · (1 − q)      and      1 − tanh² u = q · (2 − q).
-/// Both are accurate to f32 rounding for every u (the derivative has no
-/// 1 − t² cancellation), and E = +inf for large |u| gives q = 0: tanh = ±1,
-/// derivative 0, never inf/inf or NaN.
+/// The derivative is accurate to f32 rounding for every u (no 1 − t²
+/// cancellation), and E = +inf for large |u| gives q = 0: tanh = ±1,
+/// derivative 0, never inf/inf or NaN. 1 − q cancels for small a (q → 1:
+/// an absolute error of ~1 ulp of 1, so a relative error that grows as a
+/// shrinks), so below a = 0.625 tanh is the odd polynomial
+///   a + a³·P(a²)
+/// (Cephes' tanhf coefficients; ≤ 0.78 ulp over (0, 0.625] in f32, checked
+/// by scripts/numerics/softcap-tanh.py), whose relative error stays bounded
+/// down to the smallest a. Above, 1 − q is within 1.7 ulp.
+Value emitTanhOfNonNegative(KernelEmitter &e, Value a, Value q) {
+  static constexpr double kTanhPoly[] = {-5.70498872745e-3, 2.06390887954e-2,
+                                         -5.37397155531e-2, 1.33314422036e-1,
+                                         -3.33332819422e-1};
+  Value s = e.mulF(a, a);
+  Value p = e.f32(kTanhPoly[0]);
+  for (double c : llvm::ArrayRef<double>(kTanhPoly).drop_front())
+    p = e.addF(e.mulF(p, s), e.f32(c));
+  Value small = e.addF(e.mulF(e.mulF(p, s), a), a);
+  Value isSmall = e.cmpF(arith::CmpFPredicate::OLT, a, e.f32(0.625));
+  return e.select(isSmall, small, e.subF(e.f32(1.0), q));
+}
+
 Logit emitLogitParts(KernelEmitter &e, const LceSpec &spec, Value raw, bool wantGrad) {
   Value scale = spec.logitScale == 1.0 ? Value() : e.f32(spec.logitScale);
   Value s = scale ? e.mulF(raw, scale) : raw;
@@ -30,7 +49,7 @@ Logit emitLogitParts(KernelEmitter &e, const LceSpec &spec, Value raw, bool want
   Value negative = e.cmpF(arith::CmpFPredicate::OLT, u, zero);
   Value a = e.select(negative, e.subF(zero, u), u);
   Value q = e.divF(two, e.addF(e.exp(e.addF(a, a)), one));
-  Value capped = e.mulF(cap, e.subF(one, q));
+  Value capped = e.mulF(cap, emitTanhOfNonNegative(e, a, q));
   Value z = e.select(negative, e.subF(zero, capped), capped);
   if (!wantGrad)
     return {z, Value()};

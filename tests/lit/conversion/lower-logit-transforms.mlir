@@ -1,7 +1,8 @@
 // logit_scale and softcap through loss-lower-to-gpu and loss-lower-to-cpu:
 // the plans record them (only when set), and every kernel that makes a logit
-// applies z = cap·tanh(scale·raw / cap) with tanh built from exp2 — never
-// math.tanh (libdevice's __nv_tanhf on the GPU) — and the backward's dZ is
+// applies z = cap·tanh(scale·raw / cap) with tanh built from exp2 and an odd
+// polynomial for small arguments — never math.tanh (libdevice's __nv_tanhf on
+// the GPU) — and the backward's dZ is
 // multiplied by ∂z/∂raw = scale·q·(2 − q), q = 2/(exp(2|u|) + 1).
 // RUN: lossjit-opt %s --loss-select-lowering-config=target=gpu --loss-lower-to-gpu --split-input-file --verify-diagnostics \
 // RUN:   | FileCheck %s --check-prefix=GPU --implicit-check-not=math.tanh
@@ -29,7 +30,20 @@
 // GPU-NEXT:      %[[E:.*]] = math.exp2 %[[ARG]] : f32
 // GPU-NEXT:      %[[E1:.*]] = arith.addf %[[E]], %[[ONE]] : f32
 // GPU-NEXT:      %[[Q:.*]] = arith.divf %[[TWO]], %[[E1]] : f32
-// GPU-NEXT:      %[[T:.*]] = arith.subf %[[ONE]], %[[Q]] : f32
+// Small a: tanh a = a + a³·P(a²) (1 − q would cancel); from 0.625 on, 1 − q.
+// GPU-NEXT:      %[[S2:.*]] = arith.mulf %[[A]], %[[A]] : f32
+// GPU-NEXT:      arith.constant -0.00570498873 : f32
+// GPU:           arith.constant -0.333332807 : f32
+// GPU-NEXT:      arith.mulf %{{.*}}, %[[S2]] : f32
+// GPU-NEXT:      %[[P:.*]] = arith.addf %{{.*}}, %{{.*}} : f32
+// GPU-NEXT:      %[[PS:.*]] = arith.mulf %[[P]], %[[S2]] : f32
+// GPU-NEXT:      %[[PSA:.*]] = arith.mulf %[[PS]], %[[A]] : f32
+// GPU-NEXT:      %[[POLY:.*]] = arith.addf %[[PSA]], %[[A]] : f32
+// GPU-NEXT:      %[[SWITCH:.*]] = arith.constant 6.250000e-01 : f32
+// GPU-NEXT:      %[[SMALL:.*]] = arith.cmpf olt, %[[A]], %[[SWITCH]] : f32
+// GPU-NEXT:      %[[ONE2:.*]] = arith.constant 1.000000e+00 : f32
+// GPU-NEXT:      %[[OMQ:.*]] = arith.subf %[[ONE2]], %[[Q]] : f32
+// GPU-NEXT:      %[[T:.*]] = arith.select %[[SMALL]], %[[POLY]], %[[OMQ]] : f32
 // GPU-NEXT:      %[[C:.*]] = arith.mulf %[[CAP]], %[[T]] : f32
 // GPU-NEXT:      %[[NC:.*]] = arith.subf %[[ZERO]], %[[C]] : f32
 // GPU-NEXT:      %[[Z:.*]] = arith.select %[[NEG]], %[[NC]], %[[C]] : f32
@@ -73,7 +87,11 @@ func.func @capped(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -
 // GPU-NEXT:      %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
 // GPU-NEXT:      arith.divf %[[S]], %[[CAP]] : f32
 // GPU:           %[[Q:.*]] = arith.divf %[[TWO]], %{{.*}} : f32
-// GPU:           %[[Z:.*]] = arith.select
+// GPU:           arith.constant 6.250000e-01 : f32
+// GPU:           %[[T:.*]] = arith.select
+// GPU-NEXT:      %[[C:.*]] = arith.mulf %[[CAP]], %[[T]] : f32
+// GPU-NEXT:      arith.subf
+// GPU-NEXT:      %[[Z:.*]] = arith.select
 // GPU-NEXT:      %[[TMQ:.*]] = arith.subf %[[TWO]], %[[Q]] : f32
 // GPU-NEXT:      %[[SECH2:.*]] = arith.mulf %[[Q]], %[[TMQ]] : f32
 // GPU-NEXT:      %[[DZDRAW:.*]] = arith.mulf %[[SECH2]], %[[SCALE]] : f32

@@ -174,6 +174,28 @@ TEST_F(CpuBackward, AllRowsIgnoredGiveZeroGradients) {
   }
 }
 
+TEST_F(CpuBackward, ZeroRowsGiveZeroGradients) {
+  // N = 0: no row ever reaches the accumulators, yet dW and db are outputs
+  // (torch gives zeros). The gradient buffers start as garbage (0x7f bytes),
+  // as an empty_like tensor may.
+  for (std::string strategy : {"chunked", "recompute", "auto"})
+    for (std::string dtype : {"f32", "bf16"})
+      for (std::string reduction : {"mean", "sum", "none"}) {
+        GradCase c{0, 37, 11, dtype, strategy, reduction, true};
+        SCOPED_TRACE(describe(c));
+        RandomLceOptions o;
+        o.n = 0, o.v = c.v, o.d = c.d, o.dtype = dtype, o.bias = true, o.reduction = reduction;
+        RandomLceInputs in;
+        makeRandomLceInputs(o, in);
+        Grads g = run(c, in.problem, reduction == "none" ? std::vector<float>{}
+                                                          : std::vector<float>{1.0f});
+        ASSERT_EQ(g.w.size(), static_cast<size_t>(c.v * c.d * bytesOf(dtype)));
+        EXPECT_EQ(g.w, std::vector<char>(g.w.size(), 0)) << "grad_w";
+        EXPECT_EQ(g.b, std::vector<char>(g.b.size(), 0)) << "grad_bias";
+        EXPECT_TRUE(g.x.empty());
+      }
+}
+
 TEST_F(CpuBackward, LargeFp16LogitsStayFinite) {
   for (std::string strategy : {"chunked", "recompute"}) {
     GradCase c{12, 257, 32, "f16", strategy, "mean", false, 0.0, 1e4};

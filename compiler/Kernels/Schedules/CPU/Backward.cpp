@@ -360,6 +360,24 @@ struct Backward : ChunkedBackwardSteps {
         a["col_begin"], colEnd, e.index(br), {}, [&](KernelEmitter &be, Value j0, ValueRange) {
           // Vocabulary rows past the range are clamped onto its last one.
           Fragment owned = s.matmul.layout(be, {j0, br, colEnd, be.index(0), 1, Value()});
+          // No rows at all (N = 0): the run loop below never starts, so the
+          // first chunk zeroes the accumulators itself.
+          be.ifThen(be.andI(firstChunk, be.cmpI(arith::CmpIPredicate::eq, cb, ce)),
+                    [&](KernelEmitter &ze) {
+                      s.matmul.forColumnGroups(
+                          ze, d, groups,
+                          [&](KernelEmitter &ge, Value c0, int64_t n, int64_t lanes) {
+                            for (int64_t i = 0; i < br; ++i)
+                              for (int64_t g = 0; g < n; ++g)
+                                s.matmul.storeGroup(
+                                    ge, s.matmul.zeroGroup(ge, lanes), dwAcc,
+                                    ge.add(ge.mul(owned.rows[i], d),
+                                           ge.add(c0, ge.index(g * lanes))));
+                          });
+                      if (dbAcc)
+                        for (int64_t i = 0; i < br; ++i)
+                          ze.store(ze.f32(0.0), dbAcc, owned.rows[i]);
+                    });
           be.forLoop(cb, ce, be.index(run), {}, [&](KernelEmitter &re, Value rs, ValueRange) {
             Value runEnd = re.minUI(re.add(rs, re.index(run)), ce);
             re.forLoop(rs, runEnd, re.index(1), {}, [&](KernelEmitter &pe, Value r, ValueRange) {
