@@ -313,3 +313,35 @@ def test_jit_nan_and_inf_inputs_behave_like_torch():
     per_row = lossjit.linear_cross_entropy(h, w, y, reduction="none")
     ref = F.cross_entropy(F.linear(h, w), y, reduction="none")
     assert torch.equal(per_row.isnan(), ref.isnan())
+
+
+# --- Long sums: the error must not grow with the length of the sum --------
+
+@needs_cpu_backend
+def test_sum_of_exponentials_over_a_long_row_is_accurate():
+    # 2^25 equal logits: a sequential f32 sum stalls at 2^24 (adding 1 to
+    # 2^24 rounds back to 2^24) and the loss would read log 2^24.
+    v = 1 << 25
+    x = torch.ones(1, 1)
+    w = torch.zeros(v, 1)
+    y = torch.zeros(1, dtype=torch.long)
+    loss = lossjit.linear_cross_entropy(x, w, y, reduction="sum")
+    assert abs(loss.item() - math.log(v)) <= 1e-6 * math.log(v)
+
+
+@needs_cpu_backend
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_reduction_over_many_rows_is_accurate(reduction):
+    # 2^20 identical rows: the mean must equal one row's loss and the sum
+    # 2^20 times it, to f32 accuracy rather than an error growing with N.
+    n = 1 << 20
+    gen = torch.Generator().manual_seed(3)
+    x1 = torch.randn(1, 4, generator=gen)
+    w = torch.randn(5, 4, generator=gen)
+    y1 = torch.tensor([2])
+    one = F.cross_entropy(F.linear(x1.double(), w.double()), y1).item()
+    loss = lossjit.linear_cross_entropy(
+        x1.expand(n, 4).contiguous(), w, y1.expand(n).contiguous(),
+        reduction=reduction).item()
+    expected = one if reduction == "mean" else one * n
+    assert abs(loss - expected) <= 4e-7 * abs(expected)

@@ -68,11 +68,21 @@ Value lossjit::emitRowLoss(KernelEmitter &e, const LceSpec &spec, Value label, V
 void lossjit::emitRowFromRawLogits(KernelEmitter &e, const LceSpec &spec, const RowStats &stats,
                                    Value raw, Value base, Value v, Value labels, Value row,
                                    Value lseOut, Value lossOut) {
-  SmallVector<Value> state = e.forLoop(
-      e.index(0), v, e.index(1), stats.identity(e), [&](KernelEmitter &le, Value j, ValueRange it) {
-        return stats.push(le, it, emitLogit(le, spec, le.load(raw, le.add(base, j))));
+  // Tiles of kRawTile columns, each folded in order from empty and merged
+  // into a compensated wide state: the error does not grow with V.
+  constexpr int64_t kRawTile = 512;
+  SmallVector<Value> wide = e.forLoop(
+      e.index(0), v, e.index(kRawTile), stats.identityWide(e),
+      [&](KernelEmitter &te, Value t0, ValueRange carried) {
+        Value tileEnd = te.minUI(te.add(t0, te.index(kRawTile)), v);
+        SmallVector<Value> part = te.forLoop(
+            t0, tileEnd, te.index(1), stats.identity(te),
+            [&](KernelEmitter &le, Value j, ValueRange it) {
+              return stats.push(le, it, emitLogit(le, spec, le.load(raw, le.add(base, j))));
+            });
+        return stats.mergeWide(te, carried, part);
       });
-  Value lse = stats.finish(e, state, StatKind::LogSumExp);
+  Value lse = stats.finishWide(e, wide, StatKind::LogSumExp);
   e.store(lse, lseOut, row);
   Value label = e.loadLabel(labels, row);
   e.store(emitRowLoss(e, spec, label, v, lse,
@@ -83,20 +93,31 @@ void lossjit::emitRowFromRawLogits(KernelEmitter &e, const LceSpec &spec, const 
 SmallVector<Value> lossjit::emitLaneLossAndCount(KernelEmitter &e, const LceSpec &spec,
                                                  Value labels, Value lossRows, Value first, Value n,
                                                  Value step) {
-  return e.forLoop(
-      first, n, step, {e.f32(0.0), e.i32(0)}, [&](KernelEmitter &le, Value r, ValueRange it) {
-        Value counted = emitCountedI32(le, spec, le.loadLabel(labels, r));
-        return SmallVector<Value>{le.addF(it[0], le.load(lossRows, r)), le.addI32(it[1], counted)};
-      });
+  return e.forLoop(first, n, step, {e.f32(0.0), e.f32(0.0), e.i32(0)},
+                   [&](KernelEmitter &le, Value r, ValueRange it) {
+                     Value counted = emitCountedI32(le, spec, le.loadLabel(labels, r));
+                     Value x = le.load(lossRows, r);
+                     Value sum = le.addF(it[0], x);
+                     Value comp = le.addF(it[1], le.addError(it[0], x, sum));
+                     return SmallVector<Value>{sum, comp, le.addI32(it[2], counted)};
+                   });
 }
 
-void lossjit::emitMergeLossAndCount(KernelEmitter &e, Value sums, Value counts, Value dst,
-                                    Value src) {
-  e.store(e.addF(e.load(sums, dst), e.load(sums, src)), sums, dst);
+void lossjit::emitMergeLossAndCount(KernelEmitter &e, Value sums, Value comps, Value counts,
+                                    Value dst, Value src) {
+  Value a = e.load(sums, dst), b = e.load(sums, src);
+  Value sum = e.addF(a, b);
+  Value comp = e.addF(e.addF(e.load(comps, dst), e.load(comps, src)), e.addError(a, b, sum));
+  e.store(sum, sums, dst);
+  e.store(comp, comps, dst);
   e.store(e.addI32(e.load(counts, dst), e.load(counts, src)), counts, dst);
 }
 
-Value lossjit::emitReducedLoss(KernelEmitter &e, const LceSpec &spec, Value total, Value countI32) {
+Value lossjit::emitReducedLoss(KernelEmitter &e, const LceSpec &spec, Value sum, Value comp,
+                               Value countI32) {
+  // inf − inf in the compensation would turn an infinite total into NaN.
+  Value finite = e.cmpF(arith::CmpFPredicate::OLT, e.absF(sum), e.f32(std::numeric_limits<double>::infinity()));
+  Value total = e.select(finite, e.addF(sum, comp), sum);
   if (spec.reduction == loss::Reduction::mean)
     return e.divF(total, e.i32ToF32(countI32));
   return total;

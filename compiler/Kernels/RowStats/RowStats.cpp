@@ -55,6 +55,45 @@ Value RowStats::finish(KernelEmitter &e, ValueRange row, StatKind kind) const {
   llvm_unreachable("statistic not carried by this RowStats");
 }
 
+unsigned RowStats::wideWidth() const {
+  unsigned n = 0;
+  for (StatKind kind : kinds)
+    n += statKindRules(kind).wideFields().size();
+  return n;
+}
+
+SmallVector<Value> RowStats::identityWide(KernelEmitter &e) const {
+  SmallVector<Value> out;
+  for (StatKind kind : kinds)
+    for (const StatField &f : statKindRules(kind).wideFields())
+      out.push_back(e.f32(f.identity));
+  return out;
+}
+
+SmallVector<Value> RowStats::mergeWide(KernelEmitter &e, ValueRange wide, ValueRange part) const {
+  SmallVector<Value> out;
+  size_t wideOffset = 0;
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const StatKindRules &rules = statKindRules(kinds[k]);
+    size_t n = rules.fields().size(), w = rules.wideFields().size();
+    llvm::append_range(out, rules.mergeWide(e, wide.slice(wideOffset, w),
+                                            part.slice(offsets[k], n)));
+    wideOffset += w;
+  }
+  return out;
+}
+
+Value RowStats::finishWide(KernelEmitter &e, ValueRange wide, StatKind kind) const {
+  size_t wideOffset = 0;
+  for (StatKind k : kinds) {
+    const StatKindRules &rules = statKindRules(k);
+    if (k == kind)
+      return rules.finishWide(e, wide.slice(wideOffset, rules.wideFields().size()));
+    wideOffset += rules.wideFields().size();
+  }
+  llvm_unreachable("statistic not carried by this RowStats");
+}
+
 SmallVector<Value> RowStats::load(KernelEmitter &e, ArrayRef<Value> buffers, Value at) const {
   SmallVector<Value> out;
   for (Value buffer : buffers)

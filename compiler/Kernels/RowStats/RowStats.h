@@ -47,6 +47,15 @@ public:
                                                mlir::ValueRange b) const = 0;
   /// The statistic's value.
   virtual mlir::Value finish(KernelEmitter &e, mlir::ValueRange state) const = 0;
+  /// The fields of the wide state: how a row is carried across vocabulary
+  /// tiles (a sum with its compensation), so that a long row's error is
+  /// bounded by one tile's length, not by V.
+  virtual llvm::ArrayRef<StatField> wideFields() const = 0;
+  /// A wide state then a partial one (a tile's plain state).
+  virtual llvm::SmallVector<mlir::Value> mergeWide(KernelEmitter &e, mlir::ValueRange wide,
+                                                   mlir::ValueRange part) const = 0;
+  /// The statistic's value from a wide state.
+  virtual mlir::Value finishWide(KernelEmitter &e, mlir::ValueRange wide) const = 0;
 };
 
 /// The registered rules of `kind` (StatKinds.cpp).
@@ -60,6 +69,8 @@ public:
 
   /// Carried values per row.
   unsigned width() const { return static_cast<unsigned>(names.size()); }
+  /// Values per row of the wide state (see StatKindRules::wideFields).
+  unsigned wideWidth() const;
   /// The fields' names in carried order (e.g. max, sum).
   const std::vector<std::string> &fieldNames() const { return names; }
 
@@ -74,6 +85,13 @@ public:
                                        mlir::ValueRange b) const;
   /// Statistic `kind`'s value from one row's state.
   mlir::Value finish(KernelEmitter &e, mlir::ValueRange row, StatKind kind) const;
+
+  /// The empty wide state of one row, and the wide counterparts of merge
+  /// and finish (see StatKindRules::mergeWide).
+  llvm::SmallVector<mlir::Value> identityWide(KernelEmitter &e) const;
+  llvm::SmallVector<mlir::Value> mergeWide(KernelEmitter &e, mlir::ValueRange wide,
+                                           mlir::ValueRange part) const;
+  mlir::Value finishWide(KernelEmitter &e, mlir::ValueRange wide, StatKind kind) const;
 
   /// One row's state from / into one buffer per field at index `at`.
   llvm::SmallVector<mlir::Value> load(KernelEmitter &e, llvm::ArrayRef<mlir::Value> buffers,

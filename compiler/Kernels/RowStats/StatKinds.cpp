@@ -29,6 +29,27 @@ public:
   Value finish(KernelEmitter &e, ValueRange state) const override {
     return e.addF(state[0], e.log(state[1]));
   }
+  /// (max, sum, compensation): the sum of the tiles' rescaled sums is
+  /// compensated, so its error stays that of one tile however long the
+  /// row. (A rescale when the max grows rounds the carried sum once; the
+  /// terms it scales shrink by that factor, so this does not accumulate.)
+  llvm::ArrayRef<StatField> wideFields() const override {
+    static const StatField f[] = {
+        {"max", -std::numeric_limits<double>::infinity()}, {"sum", 0.0}, {"comp", 0.0}};
+    return f;
+  }
+  SmallVector<Value> mergeWide(KernelEmitter &e, ValueRange wide,
+                               ValueRange part) const override {
+    Value m = e.maxF(wide[0], part[0]);
+    Value keep = rescale(e, wide[0], m);
+    Value carried = e.mulF(wide[1], keep), added = e.mulF(part[1], rescale(e, part[0], m));
+    Value sum = e.addF(carried, added);
+    Value comp = e.addF(e.mulF(wide[2], keep), e.addError(carried, added, sum));
+    return {m, sum, comp};
+  }
+  Value finishWide(KernelEmitter &e, ValueRange wide) const override {
+    return e.addF(wide[0], e.log(e.addF(wide[1], wide[2])));
+  }
 
 private:
   /// exp(m − M), but 0 when m is −inf (so −inf − −inf never makes a NaN).

@@ -56,6 +56,16 @@ Value KernelEmitter::maxF(Value a, Value c) { return arith::MaximumFOp::create(b
 Value KernelEmitter::fma(Value a, Value c, Value acc) {
   return math::FmaOp::create(b, loc, a, c, acc);
 }
+// A select, not math.absf: that lowers to libdevice's __nv_fabsf on the GPU.
+Value KernelEmitter::absF(Value a) {
+  Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(a.getType(), 0.0));
+  return select(cmpF(arith::CmpFPredicate::OLT, a, zero), arith::NegFOp::create(b, loc, a), a);
+}
+Value KernelEmitter::addError(Value a, Value c, Value sum) {
+  Value aLarger = cmpF(arith::CmpFPredicate::OGE, absF(a), absF(c));
+  Value big = select(aLarger, a, c), small = select(aLarger, c, a);
+  return addF(subF(big, sum), small);
+}
 
 Value KernelEmitter::load(Value memref, Value idx) {
   return memref::LoadOp::create(b, loc, memref, ValueRange{idx});

@@ -56,6 +56,12 @@ public:
   mlir::Value divF(mlir::Value a, mlir::Value c);
   mlir::Value maxF(mlir::Value a, mlir::Value c);
   mlir::Value fma(mlir::Value a, mlir::Value c, mlir::Value acc);
+  mlir::Value absF(mlir::Value a);
+  /// The rounding error of sum = a + b (Neumaier's branch-free form):
+  /// a + b = sum + error exactly. What compensated sums carry, so their
+  /// error does not grow with the number of terms. Never contracted or
+  /// reassociated: the arith ops carry no fast-math flags.
+  mlir::Value addError(mlir::Value a, mlir::Value b, mlir::Value sum);
 
   mlir::Value load(mlir::Value memref, mlir::Value idx);
   void store(mlir::Value value, mlir::Value memref, mlir::Value idx);

@@ -26,10 +26,12 @@
 // CHECK:           llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"
 // CHECK:           llvm.fpext %{{.*}} : f16 to f32
 // CHECK:           llvm.return
-// Reduce: a block tree over 128 f32 sums and 128 i32 counts.
+// Reduce: a block tree over 128 f32 sums, their 128 Neumaier compensations
+// and 128 i32 counts.
 // CHECK-LABEL: gpu.module @lce_lce_reduce
 // CHECK-DAG:     llvm.mlir.global internal @__wg_lce_reduce_0() {addr_space = 3 : i32} : !llvm.array<128 x f32>
-// CHECK-DAG:     llvm.mlir.global internal @__wg_lce_reduce_1() {addr_space = 3 : i32} : !llvm.array<128 x i32>
+// CHECK-DAG:     llvm.mlir.global internal @__wg_lce_reduce_1() {addr_space = 3 : i32} : !llvm.array<128 x f32>
+// CHECK-DAG:     llvm.mlir.global internal @__wg_lce_reduce_2() {addr_space = 3 : i32} : !llvm.array<128 x i32>
 // CHECK:         llvm.func @lce_reduce(
 // CHECK-COUNT-7:   nvvm.barrier0
 // CHECK:           llvm.sitofp

@@ -22,11 +22,12 @@
 // CHECK:       module @f16_mean_kernels {
 // lce_rows(x, w, labels, lse, loss_rows, row_begin, row_end, V, D)
 // CHECK-NEXT:    func.func @lce_rows(%{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) {
-// Rows go in panels of block-rows·16 = 64 whose running (max, sum) live in a
-// 2·64 stack array while the vocabulary is swept in tiles; inside, register
+// Rows go in panels of block-rows·16 = 64 whose running (max, sum, Neumaier
+// compensation) live in a 3·64 stack array while the vocabulary is swept in
+// tiles; each tile's local (max, sum) merges into it compensated; inside, register
 // blocks of block-rows rows. The dot product runs on vector<8> f16 loads
 // widened to f32 with an f32 FMA, then an ordered horizontal add.
-// CHECK:           memref.alloca() : memref<128xf32>
+// CHECK:           memref.alloca() : memref<192xf32>
 // CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{c64.*}} {
 // CHECK:             scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{c64.*}} {
 // CHECK:               scf.for %{{.*}} = %arg{{[0-9]+}} to %{{[0-9]+}} step %{{c4(_[0-9]+)?}} {
@@ -40,7 +41,9 @@
 // CHECK:             math.log2
 // CHECK:           return
 // Fixed-order reduction over 128 lanes, like the GPU block tree.
+// Lane sums are Neumaier-compensated: a sum and a compensation per lane.
 // CHECK:         func.func @lce_reduce(%{{.*}}: memref<?xi64>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index) {
+// CHECK:           memref.alloca() : memref<128xf32>
 // CHECK:           memref.alloca() : memref<128xf32>
 // CHECK:           memref.alloca() : memref<128xi32>
 // CHECK:           arith.sitofp

@@ -14,8 +14,12 @@ using namespace lossjit;
 
 /// lce_rows over [row_begin, row_end) (the host may split rows between
 /// threads): panels of rows sweep the vocabulary tile by tile, so a tile of
-/// W is reused by every register block of the panel; each row still sees
-/// its columns in order 0..V-1, so the bits do not depend on the tiling.
+/// W is reused by every register block of the panel. Within a tile a row
+/// folds its columns in order into a state that starts empty; the tile then
+/// merges into the row's wide state (a compensated sum), so the error of
+/// the sum of exponentials is bounded by the tile, not by V (2^25 equal
+/// logits give log 2^25, not log 2^24). The bits depend on the vocabulary
+/// tile, which is part of the plan, and not on the thread split.
 void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
   KernelSignature sig("lce_rows");
   sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
@@ -30,19 +34,21 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
   KernelEmitter e(s.sink.builder(), s.sink.location());
   Value v = a["V"], d = a["D"], rowEnd = a["row_end"], bias = a["bias"];
   MatrixOperand xs{a["x"], d}, ws{a["w"], d};
-  // Each row's carried statistics while the panel sweeps the vocabulary.
+  // Each row's carried (wide) statistics while the panel sweeps the
+  // vocabulary.
+  const int64_t wideWidth = s.stats.wideWidth();
   Value state = memref::AllocaOp::create(e.builder(), e.location(),
-                                         MemRefType::get({width * panel}, s.f32()));
+                                         MemRefType::get({wideWidth * panel}, s.f32()));
   auto fieldAt = [&](KernelEmitter &le, Value slot, unsigned f) {
     return le.add(slot, le.index(f));
   };
   e.forLoop(
       a["row_begin"], rowEnd, e.index(panel), {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
         Value panelEnd = pe.minUI(pe.add(pb, pe.index(panel)), rowEnd);
-        pe.forLoop(pe.index(0), pe.index(width * panel), pe.index(width), {},
+        pe.forLoop(pe.index(0), pe.index(wideWidth * panel), pe.index(wideWidth), {},
                    [&](KernelEmitter &ie, Value slot, ValueRange) {
-                     SmallVector<Value> empty = s.stats.identity(ie);
-                     for (unsigned f = 0; f < width; ++f)
+                     SmallVector<Value> empty = s.stats.identityWide(ie);
+                     for (unsigned f = 0; f < wideWidth; ++f)
                        ie.store(empty[f], state, fieldAt(ie, slot, f));
                      return SmallVector<Value>{};
                    });
@@ -54,12 +60,10 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
                     // Rows past the panel are clamped onto its last row and its state
                     // slot, and compute that row's values again.
                     Fragment rows = s.matmul.layout(re, {rb, br, panelEnd, vt, 1, Value()});
-                    SmallVector<Value> slots, init;
-                    for (int64_t i = 0; i < br; ++i) {
-                      slots.push_back(re.mul(re.sub(rows.rows[i], pb), re.index(width)));
-                      for (unsigned f = 0; f < width; ++f)
-                        init.push_back(re.load(state, fieldAt(re, slots.back(), f)));
-                    }
+                    SmallVector<Value> slots;
+                    for (int64_t i = 0; i < br; ++i)
+                      slots.push_back(re.mul(re.sub(rows.rows[i], pb), re.index(wideWidth)));
+                    SmallVector<Value> init = s.stats.identity(re, br);
                     // A register tile of rows × columns at a time; each row
                     // still takes its columns in ascending order.
                     SmallVector<Value> st = forColumnBlocks(
@@ -80,19 +84,28 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
                           }
                           return next;
                         });
+                    // Every wide state is read before any is stored: a
+                    // clamped duplicate row must merge into the same start.
+                    SmallVector<SmallVector<Value>> wide(br);
                     for (int64_t i = 0; i < br; ++i)
-                      for (unsigned f = 0; f < width; ++f)
-                        re.store(st[i * width + f], state, fieldAt(re, slots[i], f));
+                      for (unsigned f = 0; f < wideWidth; ++f)
+                        wide[i].push_back(re.load(state, fieldAt(re, slots[i], f)));
+                    for (int64_t i = 0; i < br; ++i) {
+                      SmallVector<Value> merged =
+                          s.stats.mergeWide(re, wide[i], s.stats.row(st, i));
+                      for (unsigned f = 0; f < wideWidth; ++f)
+                        re.store(merged[f], state, fieldAt(re, slots[i], f));
+                    }
                     return SmallVector<Value>{};
                   });
               return SmallVector<Value>{};
             });
         pe.forLoop(pb, panelEnd, pe.index(1), {}, [&](KernelEmitter &se, Value row, ValueRange) {
-          Value slot = se.mul(se.sub(row, pb), se.index(width));
+          Value slot = se.mul(se.sub(row, pb), se.index(wideWidth));
           SmallVector<Value> fields;
-          for (unsigned f = 0; f < width; ++f)
+          for (unsigned f = 0; f < wideWidth; ++f)
             fields.push_back(se.load(state, fieldAt(se, slot, f)));
-          Value lse = s.stats.finish(se, fields, StatKind::LogSumExp);
+          Value lse = s.stats.finishWide(se, fields, StatKind::LogSumExp);
           se.store(lse, a["lse"], row);
           Value label = se.loadLabel(a["labels"], row);
           Value loss = emitRowLoss(se, s.spec, label, v, lse, [&](KernelEmitter &te) {
@@ -117,6 +130,8 @@ void lossjit::buildCpuReduceKernel(CpuSchedule &s) {
   Type i32 = e.builder().getI32Type();
   Value sums =
       memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({lanes}, s.f32()));
+  Value comps =
+      memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({lanes}, s.f32()));
   Value counts = memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({lanes}, i32));
   // Lane t sums rows t, t+L, ... — exactly what GPU thread t does.
   e.forLoop(e.index(0), e.index(lanes), e.index(1), {},
@@ -124,14 +139,17 @@ void lossjit::buildCpuReduceKernel(CpuSchedule &s) {
               SmallVector<Value> acc = emitLaneLossAndCount(le, s.spec, a["labels"], a["loss_rows"],
                                                             t, a["N"], le.index(lanes));
               le.store(acc[0], sums, t);
-              le.store(acc[1], counts, t);
+              le.store(acc[1], comps, t);
+              le.store(acc[2], counts, t);
               return SmallVector<Value>{};
             });
   emitCpuTree(e, lanes, [&](KernelEmitter &te, Value dst, Value src) {
-    emitMergeLossAndCount(te, sums, counts, dst, src);
+    emitMergeLossAndCount(te, sums, comps, counts, dst, src);
   });
-  e.store(emitReducedLoss(e, s.spec, e.load(sums, e.index(0)), e.load(counts, e.index(0))),
-          a["loss"], e.index(0));
+  Value first = e.index(0);
+  e.store(emitReducedLoss(e, s.spec, e.load(sums, first), e.load(comps, first),
+                          e.load(counts, first)),
+          a["loss"], first);
   s.sink.end();
 }
 

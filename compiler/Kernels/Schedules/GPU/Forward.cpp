@@ -125,9 +125,10 @@ void lossjit::buildGpuReduceKernel(GpuSchedule &s) {
   sig.arg("labels", s.flat(s.spec.labelType)).arg("loss_rows", s.flat(s.f32()));
   sig.arg("loss", s.flat(s.f32())).arg("N", s.index());
   LaunchShape launch;
-  launch.workgroup = {s.shared(threads, s.f32()), s.shared(threads, i32)};
+  launch.workgroup = {s.shared(threads, s.f32()), s.shared(threads, s.f32()),
+                      s.shared(threads, i32)};
   KernelArgs a = s.sink.begin(sig, launch);
-  Value sums = a.workgroup(0), counts = a.workgroup(1);
+  Value sums = a.workgroup(0), comps = a.workgroup(1), counts = a.workgroup(2);
 
   KernelEmitter e(s.sink.builder(), s.sink.location());
   Value tid = gpuThreadIdx(e);
@@ -136,14 +137,17 @@ void lossjit::buildGpuReduceKernel(GpuSchedule &s) {
   SmallVector<Value> acc =
       emitLaneLossAndCount(e, s.spec, a["labels"], a["loss_rows"], tid, a["N"], e.index(threads));
   e.store(acc[0], sums, tid);
-  e.store(acc[1], counts, tid);
+  e.store(acc[1], comps, tid);
+  e.store(acc[2], counts, tid);
   gpuBarrier(e);
   emitBlockTree(e, tid, threads, [&](KernelEmitter &in, Value dst, Value src) {
-    emitMergeLossAndCount(in, sums, counts, dst, src);
+    emitMergeLossAndCount(in, sums, comps, counts, dst, src);
   });
   e.ifThen(e.cmpI(arith::CmpIPredicate::eq, tid, e.index(0)), [&](KernelEmitter &we) {
-    we.store(emitReducedLoss(we, s.spec, we.load(sums, we.index(0)), we.load(counts, we.index(0))),
-             a["loss"], we.index(0));
+    Value first = we.index(0);
+    we.store(emitReducedLoss(we, s.spec, we.load(sums, first), we.load(comps, first),
+                             we.load(counts, first)),
+             a["loss"], first);
   });
   s.sink.end();
 }
