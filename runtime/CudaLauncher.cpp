@@ -280,6 +280,16 @@ Error CudaLauncher::launch(const KernelBundle &bundle,
     workspaceAddresses[i] = *address;
   }
 
+  // Every size the kernels will be told, against the buffers that exist
+  // (the param counts were compared above, with the dims in the message).
+  {
+    std::vector<int64_t> elements(params.size());
+    for (size_t i = 0; i < params.size(); ++i)
+      elements[i] = params[i].elements;
+    if (Error e = plan.checkBuffers(*resolved, elements, resolved->workspaceBytes))
+      return std::move(e).withContext("launch");
+  }
+
   bool logLaunches = isLogEnabled(LogLevel::Info);
   PackedArgs args;
   // One kernel launch; per-chunk kernels get their chunk's row range.

@@ -25,14 +25,46 @@ std::string errnoMessage(int errnoValue) {
 #endif
 }
 
-Expected<std::string> readFile(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+const char *fileTypeName(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a regular file";
+}
+} // namespace
+
+Expected<std::string> readFile(const std::string &path, uint64_t maxBytes) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // forever; it has no effect on the regular files we go on to read.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0)
     return makeError("cannot open '" + path + "': " + errnoMessage(errno));
-  std::string data;
   struct stat st;
-  if (::fstat(fd, &st) == 0 && st.st_size > 0)
-    data.reserve(static_cast<size_t>(st.st_size));
+  if (::fstat(fd, &st) != 0) {
+    int saved = errno;
+    ::close(fd);
+    return makeError("cannot stat '" + path + "': " + errnoMessage(saved));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return makeError("cannot read '" + path + "': it is " + fileTypeName(st.st_mode) +
+                     ", expected a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > maxBytes) {
+    ::close(fd);
+    return makeError("cannot read '" + path + "': it holds " + std::to_string(st.st_size) +
+                     " bytes, more than the limit of " + std::to_string(maxBytes) + " bytes");
+  }
+  std::string data;
+  data.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
   while (true) {
     ssize_t n = ::read(fd, buf, sizeof(buf));
@@ -44,6 +76,11 @@ Expected<std::string> readFile(const std::string &path) {
       int saved = errno;
       ::close(fd);
       return makeError("cannot read '" + path + "': " + errnoMessage(saved));
+    }
+    if (data.size() + static_cast<size_t>(n) > maxBytes) {
+      ::close(fd);
+      return makeError("cannot read '" + path + "': it grew past the limit of " +
+                       std::to_string(maxBytes) + " bytes while being read");
     }
     data.append(buf, static_cast<size_t>(n));
   }

@@ -1,12 +1,12 @@
-//===- Json.cpp - Minimal JSON value, parser and writer -------------------===//
+//===- Json.cpp - JSON value, bounded parser (nlohmann SAX) and writer ----===//
 
 #include "runtime/Json.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cassert>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
+#include <unordered_set>
 
 namespace lossjit::runtime {
 
@@ -130,351 +130,201 @@ bool operator==(const JsonValue &a, const JsonValue &b) {
 }
 
 //===----------------------------------------------------------------------===//
-// Parser
+// Parser: nlohmann's lexer and grammar, our values and limits
 //===----------------------------------------------------------------------===//
 
 namespace {
 
-/// Recursive-descent parser; depth-limited so a hostile manifest cannot
-/// overflow the stack.
-class Parser {
+/// Builds a JsonValue from nlohmann's SAX events, enforcing JsonLimits as it
+/// goes. nlohmann's parser keeps its own state on the heap, so depth costs no
+/// stack there; this handler keeps an explicit stack of open containers too,
+/// and the depth limit also bounds the recursion of ~JsonValue and of
+/// writeJson on what it returns.
+class Builder {
 public:
-  explicit Parser(std::string_view text) : text(text) {}
+  using json = nlohmann::json;
 
-  Expected<JsonValue> parseDocument() {
-    skipWhitespace();
-    Expected<JsonValue> value = parseValue(0);
-    if (!value)
-      return value;
-    skipWhitespace();
-    if (pos != text.size())
-      return fail("unexpected trailing characters after the JSON value");
-    return value;
+  explicit Builder(const JsonLimits &limits) : limits(limits) {}
+
+  bool null() { return addScalar(JsonValue(nullptr)); }
+  bool boolean(bool value) { return addScalar(JsonValue(value)); }
+  bool number_integer(json::number_integer_t value) {
+    return addScalar(JsonValue(static_cast<int64_t>(value)));
   }
+  bool number_unsigned(json::number_unsigned_t value) {
+    if (value > static_cast<uint64_t>(INT64_MAX))
+      return fail("integer " + std::to_string(value) + " does not fit in 64 bits");
+    return addScalar(JsonValue(static_cast<int64_t>(value)));
+  }
+  bool number_float(json::number_float_t value, const std::string &text) {
+    // nlohmann turns integers beyond uint64 into doubles; sizes must never
+    // be rounded, so an integer literal that is not an int64 is an error.
+    if (text.find_first_of(".eE") == std::string::npos)
+      return fail("integer " + text + " does not fit in 64 bits");
+    if (!std::isfinite(value))
+      return fail("number " + text + " is out of range");
+    return addScalar(JsonValue(static_cast<double>(value)));
+  }
+  bool string(std::string &value) {
+    if (!checkString(value, "string"))
+      return false;
+    return addScalar(JsonValue(std::move(value)));
+  }
+  bool binary(json::binary_t &) { return fail("binary values are not JSON"); }
 
-private:
-  static constexpr int kMaxDepth = 256;
-
-  Error fail(const std::string &what) const {
-    size_t line = 1, column = 1;
-    for (size_t i = 0; i < pos && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
+  bool start_object(std::size_t) { return open(JsonValue::object()); }
+  bool key(std::string &value) {
+    if (!checkString(value, "key"))
+      return false;
+    Frame &frame = stack.back();
+    // Small objects (every manifest object) scan; big ones hash, so a
+    // million distinct keys cost a million lookups, not 10^12 comparisons.
+    if (frame.keys) {
+      if (!frame.keys->insert(value).second)
+        return duplicate(value);
+    } else {
+      if (frame.value.find(value))
+        return duplicate(value);
+      if (frame.value.getObject().size() >= kScanLimit) {
+        frame.keys = std::make_unique<std::unordered_set<std::string>>();
+        for (const JsonValue::Member &m : frame.value.getObject())
+          frame.keys->insert(m.key);
+        frame.keys->insert(value);
       }
     }
-    return makeError("JSON parse error at line " + std::to_string(line) +
-                     ", column " + std::to_string(column) + ": " + what);
+    frame.key = std::move(value);
+    return true;
+  }
+  bool end_object() { return close(); }
+  bool start_array(std::size_t) { return open(JsonValue::array()); }
+  bool end_array() { return close(); }
+
+  bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &ex) {
+    // "[json.exception.parse_error.101] parse error at line 3, column 13:
+    // syntax error ..." -> "JSON parse error at line 3, column 13: ...".
+    // nlohmann quotes the input it last read; hostile bytes are escaped.
+    std::string what = printable(ex.what(), 400);
+    if (size_t at = what.find("] ");
+        what.rfind("[json.exception.", 0) == 0 && at != std::string::npos)
+      what = what.substr(at + 2);
+    if (what.rfind("parse error", 0) == 0)
+      error = makeError("JSON parse error" + what.substr(11));
+    else
+      error = makeError("JSON parse error: " + what);
+    return false;
   }
 
-  void skipWhitespace() {
-    while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t' ||
-                                 text[pos] == '\n' || text[pos] == '\r'))
-      ++pos;
+  /// The parsed document; call once, after a successful parse.
+  Expected<JsonValue> take() {
+    if (error)
+      return std::move(error);
+    if (!root)
+      return makeError("JSON parse error: no value");
+    return std::move(*root);
   }
 
-  bool consumeLiteral(std::string_view literal) {
-    if (text.substr(pos, literal.size()) != literal)
-      return false;
-    pos += literal.size();
+  /// The first error (success while none).
+  Error error = Error::success();
+
+private:
+  static constexpr size_t kScanLimit = 16;
+
+  struct Frame {
+    JsonValue value;
+    /// The pending member key (objects).
+    std::string key;
+    /// Keys seen so far, once the object outgrows a linear scan.
+    std::unique_ptr<std::unordered_set<std::string>> keys;
+  };
+
+  bool fail(const std::string &what) {
+    error = makeError("JSON parse error at " + printable(path()) + ": " + printable(what));
+    return false;
+  }
+
+  bool duplicate(const std::string &key) { return fail("duplicate key \"" + key + "\""); }
+
+  bool checkString(const std::string &value, const char *what) {
+    if (value.size() > limits.maxStringBytes)
+      return fail(std::string(what) + " of " + std::to_string(value.size()) +
+                  " bytes exceeds the limit of " + std::to_string(limits.maxStringBytes) +
+                  " bytes");
     return true;
   }
 
-  Expected<JsonValue> parseValue(int depth) {
-    if (depth > kMaxDepth)
-      return fail("nesting deeper than " + std::to_string(kMaxDepth));
-    if (pos >= text.size())
-      return fail("unexpected end of input, expected a value");
-    char c = text[pos];
-    if (c == '{')
-      return parseObject(depth);
-    if (c == '[')
-      return parseArray(depth);
-    if (c == '"') {
-      Expected<std::string> s = parseString();
-      if (!s)
-        return s.takeError();
-      return JsonValue(std::move(*s));
-    }
-    if (c == '-' || (c >= '0' && c <= '9'))
-      return parseNumber();
-    if (consumeLiteral("true"))
-      return JsonValue(true);
-    if (consumeLiteral("false"))
-      return JsonValue(false);
-    if (consumeLiteral("null"))
-      return JsonValue(nullptr);
-    return fail(std::string("unexpected character '") + c +
-                "', expected a value");
+  bool countValue() {
+    if (++values > limits.maxValues)
+      return fail("more than " + std::to_string(limits.maxValues) +
+                  " values (the limit of one document)");
+    return true;
   }
 
-  Expected<JsonValue> parseObject(int depth) {
-    ++pos; // '{'
-    JsonValue object = JsonValue::object();
-    skipWhitespace();
-    if (pos < text.size() && text[pos] == '}') {
-      ++pos;
-      return object;
+  /// Stores a finished value into the open container (or as the root).
+  void attach(JsonValue value) {
+    if (stack.empty()) {
+      root = std::move(value);
+      return;
     }
-    while (true) {
-      skipWhitespace();
-      if (pos >= text.size() || text[pos] != '"')
-        return fail("expected a string key in object");
-      size_t keyPos = pos;
-      Expected<std::string> key = parseString();
-      if (!key)
-        return key.takeError();
-      if (object.find(*key)) {
-        pos = keyPos;
-        return fail("duplicate key \"" + *key + "\"");
-      }
-      skipWhitespace();
-      if (pos >= text.size() || text[pos] != ':')
-        return fail("expected ':' after object key");
-      ++pos;
-      skipWhitespace();
-      Expected<JsonValue> value = parseValue(depth + 1);
-      if (!value)
-        return value;
-      object.getObject().push_back(
-          JsonValue::Member{std::move(*key), std::move(*value)});
-      skipWhitespace();
-      if (pos < text.size() && text[pos] == ',') {
-        ++pos;
-        continue;
-      }
-      if (pos < text.size() && text[pos] == '}') {
-        ++pos;
-        return object;
-      }
-      return fail("expected ',' or '}' in object");
-    }
+    Frame &frame = stack.back();
+    if (frame.value.isArray())
+      frame.value.push(std::move(value));
+    else
+      frame.value.getObject().push_back(JsonValue::Member{std::move(frame.key), std::move(value)});
   }
 
-  Expected<JsonValue> parseArray(int depth) {
-    ++pos; // '['
-    JsonValue array = JsonValue::array();
-    skipWhitespace();
-    if (pos < text.size() && text[pos] == ']') {
-      ++pos;
-      return array;
-    }
-    while (true) {
-      skipWhitespace();
-      Expected<JsonValue> value = parseValue(depth + 1);
-      if (!value)
-        return value;
-      array.push(std::move(*value));
-      skipWhitespace();
-      if (pos < text.size() && text[pos] == ',') {
-        ++pos;
-        continue;
-      }
-      if (pos < text.size() && text[pos] == ']') {
-        ++pos;
-        return array;
-      }
-      return fail("expected ',' or ']' in array");
-    }
+  bool addScalar(JsonValue value) {
+    if (!countValue())
+      return false;
+    attach(std::move(value));
+    return true;
   }
 
-  static void appendUtf8(std::string &out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += char(cp);
-    } else if (cp < 0x800) {
-      out += char(0xC0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += char(0xE0 | (cp >> 12));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    } else {
-      out += char(0xF0 | (cp >> 18));
-      out += char(0x80 | ((cp >> 12) & 0x3F));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    }
+  bool open(JsonValue container) {
+    if (!countValue())
+      return false;
+    if (stack.size() >= limits.maxDepth)
+      return fail("nesting deeper than " + std::to_string(limits.maxDepth) +
+                  " levels (the limit of one document)");
+    stack.push_back(Frame{std::move(container), {}, nullptr});
+    return true;
   }
 
-  Expected<uint32_t> parseHex4() {
-    if (pos + 4 > text.size())
-      return fail("truncated \\u escape");
-    uint32_t value = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = text[pos++];
-      value <<= 4;
-      if (c >= '0' && c <= '9')
-        value |= c - '0';
-      else if (c >= 'a' && c <= 'f')
-        value |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F')
-        value |= c - 'A' + 10;
-      else
-        return fail("invalid hex digit in \\u escape");
-    }
-    return value;
+  bool close() {
+    JsonValue done = std::move(stack.back().value);
+    stack.pop_back();
+    attach(std::move(done));
+    return true;
   }
 
-  Expected<std::string> parseString() {
-    ++pos; // '"'
-    std::string out;
-    while (true) {
-      if (pos >= text.size())
-        return fail("unterminated string");
-      char c = text[pos++];
-      if (c == '"')
-        return out;
-      if (static_cast<unsigned char>(c) < 0x20) {
-        --pos;
-        return fail("unescaped control character in string");
-      }
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos >= text.size())
-        return fail("unterminated escape in string");
-      char e = text[pos++];
-      switch (e) {
-      case '"':
-      case '\\':
-      case '/':
-        out += e;
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'u': {
-        Expected<uint32_t> cp = parseHex4();
-        if (!cp)
-          return cp.takeError();
-        uint32_t code = *cp;
-        if (code >= 0xD800 && code <= 0xDBFF) {
-          if (!consumeLiteral("\\u"))
-            return fail("unpaired high surrogate in \\u escape");
-          Expected<uint32_t> low = parseHex4();
-          if (!low)
-            return low.takeError();
-          if (*low < 0xDC00 || *low > 0xDFFF)
-            return fail("invalid low surrogate in \\u escape");
-          code = 0x10000 + ((code - 0xD800) << 10) + (*low - 0xDC00);
-        } else if (code >= 0xDC00 && code <= 0xDFFF) {
-          return fail("unpaired low surrogate in \\u escape");
-        }
-        appendUtf8(out, code);
-        break;
-      }
-      default:
-        --pos;
-        return fail(std::string("invalid escape '\\") + e + "'");
+  /// "$", "$.kernels[2].args": where the parser is, for error messages.
+  std::string path() const {
+    std::string out = "$";
+    for (const Frame &frame : stack) {
+      // append(), not operator+: GCC 12 warns (-Wrestrict) falsely on
+      // "[" + std::to_string(...).
+      if (frame.value.isArray()) {
+        out.append(1, '[');
+        out.append(std::to_string(frame.value.getArray().size()));
+        out.append(1, ']');
+      } else if (!frame.key.empty()) {
+        out.append(1, '.');
+        out.append(frame.key, 0, 64);
       }
     }
+    return out;
   }
 
-  Expected<JsonValue> parseNumber() {
-    size_t start = pos;
-    bool isInteger = true;
-    if (text[pos] == '-')
-      ++pos;
-    if (pos >= text.size() || !(text[pos] >= '0' && text[pos] <= '9'))
-      return fail("expected a digit in number");
-    if (text[pos] == '0' && pos + 1 < text.size() && text[pos + 1] >= '0' &&
-        text[pos + 1] <= '9')
-      return fail("leading zeros are not allowed in numbers");
-    while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9')
-      ++pos;
-    if (pos < text.size() && text[pos] == '.') {
-      isInteger = false;
-      ++pos;
-      if (pos >= text.size() || !(text[pos] >= '0' && text[pos] <= '9'))
-        return fail("expected a digit after '.'");
-      while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9')
-        ++pos;
-    }
-    if (pos < text.size() && (text[pos] == 'e' || text[pos] == 'E')) {
-      isInteger = false;
-      ++pos;
-      if (pos < text.size() && (text[pos] == '+' || text[pos] == '-'))
-        ++pos;
-      if (pos >= text.size() || !(text[pos] >= '0' && text[pos] <= '9'))
-        return fail("expected a digit in exponent");
-      while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9')
-        ++pos;
-    }
-    std::string token(text.substr(start, pos - start));
-    errno = 0;
-    if (isInteger) {
-      char *end = nullptr;
-      long long value = std::strtoll(token.c_str(), &end, 10);
-      if (errno == ERANGE) {
-        pos = start;
-        return fail("integer " + token + " does not fit in 64 bits");
-      }
-      return JsonValue(static_cast<int64_t>(value));
-    }
-    char *end = nullptr;
-    double value = std::strtod(token.c_str(), &end);
-    if (errno == ERANGE && std::isinf(value)) {
-      pos = start;
-      return fail("number " + token + " is out of range");
-    }
-    return JsonValue(value);
-  }
-
-  std::string_view text;
-  size_t pos = 0;
+  const JsonLimits &limits;
+  std::vector<Frame> stack;
+  std::optional<JsonValue> root;
+  size_t values = 0;
 };
 
 void writeString(std::string &out, const std::string &s) {
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\r':
-      out += "\\r";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    case '\b':
-      out += "\\b";
-      break;
-    case '\f':
-      out += "\\f";
-      break;
-    default:
-      if (static_cast<unsigned char>(c) < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-        out += buf;
-      } else {
-        out += c;
-      }
-    }
-  }
-  out += '"';
+  // nlohmann escapes quotes, backslashes and control characters, and
+  // replaces bytes that are not UTF-8 so that what we write always parses.
+  out += nlohmann::json(s).dump(-1, ' ', /*ensure_ascii=*/false,
+                                nlohmann::json::error_handler_t::replace);
 }
 
 void writeValue(std::string &out, const JsonValue &v, int indent, int level) {
@@ -501,13 +351,9 @@ void writeValue(std::string &out, const JsonValue &v, int indent, int level) {
       out += "null";
       return;
     }
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.17g", d);
-    std::string s(buf);
-    // Keep it a double on re-parse.
-    if (s.find_first_of(".eE") == std::string::npos)
-      s += ".0";
-    out += s;
+    // nlohmann writes the shortest text that reads back to the same double,
+    // with a '.' whatever the C locale says, and keeps "2.0" a double.
+    out += nlohmann::json(d).dump();
     return;
   }
   case JsonValue::Kind::String:
@@ -561,8 +407,22 @@ void writeValue(std::string &out, const JsonValue &v, int indent, int level) {
 
 } // namespace
 
-Expected<JsonValue> parseJson(std::string_view text) {
-  return Parser(text).parseDocument();
+Expected<JsonValue> parseJson(std::string_view text, const JsonLimits &limits) {
+  if (text.size() > limits.maxBytes)
+    return makeError("JSON document of " + std::to_string(text.size()) +
+                     " bytes exceeds the limit of " + std::to_string(limits.maxBytes) + " bytes");
+  Builder builder(limits);
+  try {
+    nlohmann::json::sax_parse(text.begin(), text.end(), &builder,
+                              nlohmann::json::input_format_t::json,
+                              /*strict=*/true, /*ignore_comments=*/false);
+  } catch (const std::exception &e) {
+    // sax_parse reports through parse_error(); this is a last line of
+    // defence (an allocation failure, say), never a crash.
+    if (!builder.error)
+      return makeError(std::string("JSON parse error: ") + e.what());
+  }
+  return builder.take();
 }
 
 std::string writeJson(const JsonValue &value, int indent) {

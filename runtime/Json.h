@@ -1,9 +1,17 @@
-//===- Json.h - Minimal JSON value, parser and writer -----------*- C++ -*-===//
+//===- Json.h - JSON value, bounded parser and writer -----------*- C++ -*-===//
 //
-// Just enough JSON for bundle manifests: objects keep insertion order so a
-// written manifest is byte-stable (its bytes are hashed and diffed), integers
-// stay exact 64-bit values (sizes and ignore_index must not pass through a
-// double), and parse errors carry a line and column.
+// The JSON of bundle manifests, cache entries and AOT indexes. Objects keep
+// insertion order so a written manifest is byte-stable (its bytes are hashed
+// and diffed), and integers stay exact 64-bit values (sizes and ignore_index
+// must not pass through a double).
+//
+// Parsing is nlohmann-json's (a maintained, fuzzed parser; RFC 8259 with
+// UTF-8 validation) driven through its SAX interface, so the document is
+// checked against JsonLimits while it is read: a hostile manifest in a shared
+// cache or on LOSSJIT_KERNEL_PATH cannot exhaust the stack (depth), memory
+// (bytes, string length, value count) or time (duplicate keys are found with
+// a hash set). nlohmann stays an implementation detail of Json.cpp: this
+// header, and so the runtime's interface, does not include it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,20 +36,20 @@ public:
   using Array = std::vector<JsonValue>;
   using Object = std::vector<Member>;
 
+  // The constructors are defined below, after Member: a constructor body
+  // may destroy objectValue, which needs Member complete (clang insists).
   JsonValue() = default;
-  JsonValue(std::nullptr_t) {}
-  JsonValue(bool value) : kind(Kind::Bool), boolValue(value) {}
+  JsonValue(std::nullptr_t);
+  JsonValue(bool value);
   /// Any integer type except bool; unsigned values above INT64_MAX are a
   /// caller bug (manifests never hold them).
   template <std::integral T>
     requires(!std::same_as<T, bool>)
-  JsonValue(T value) : kind(Kind::Int), intValue(static_cast<int64_t>(value)) {}
-  JsonValue(double value) : kind(Kind::Double), doubleValue(value) {}
-  JsonValue(std::string value)
-      : kind(Kind::String), stringValue(std::move(value)) {}
-  JsonValue(std::string_view value)
-      : kind(Kind::String), stringValue(value) {}
-  JsonValue(const char *value) : kind(Kind::String), stringValue(value) {}
+  JsonValue(T value);
+  JsonValue(double value);
+  JsonValue(std::string value);
+  JsonValue(std::string_view value);
+  JsonValue(const char *value);
 
   /// An empty array / object.
   static JsonValue array();
@@ -97,11 +105,40 @@ struct JsonValue::Member {
   JsonValue value;
 };
 
-/// Parses one JSON document (RFC 8259; duplicate keys are rejected because a
-/// manifest with two "key" fields is ambiguous). Errors name line and column.
-Expected<JsonValue> parseJson(std::string_view text);
+inline JsonValue::JsonValue(std::nullptr_t) {}
+inline JsonValue::JsonValue(bool value) : kind(Kind::Bool), boolValue(value) {}
+template <std::integral T>
+  requires(!std::same_as<T, bool>)
+inline JsonValue::JsonValue(T value) : kind(Kind::Int), intValue(static_cast<int64_t>(value)) {}
+inline JsonValue::JsonValue(double value) : kind(Kind::Double), doubleValue(value) {}
+inline JsonValue::JsonValue(std::string value)
+    : kind(Kind::String), stringValue(std::move(value)) {}
+inline JsonValue::JsonValue(std::string_view value) : kind(Kind::String), stringValue(value) {}
+inline JsonValue::JsonValue(const char *value) : kind(Kind::String), stringValue(value) {}
+
+/// Bounds on what parseJson() accepts. The defaults fit every document
+/// lossjit writes with a wide margin (a manifest is a few KiB, 5 levels deep).
+struct JsonLimits {
+  /// Document size in bytes.
+  size_t maxBytes = size_t(64) << 20;
+  /// Nesting of arrays and objects; a scalar document has depth 0.
+  size_t maxDepth = 64;
+  /// Bytes of one string or object key (after unescaping).
+  size_t maxStringBytes = size_t(16) << 20;
+  /// Values in the whole document (every scalar, array and object counts).
+  size_t maxValues = size_t(1) << 20;
+};
+
+/// Parses one JSON document (RFC 8259, UTF-8; duplicate keys are rejected
+/// because a manifest with two "key" fields is ambiguous; integers outside
+/// int64 are rejected rather than rounded). Syntax errors name the line and
+/// column, limit and duplicate-key errors the JSON path ("$.kernels[0]").
+Expected<JsonValue> parseJson(std::string_view text, const JsonLimits &limits = {});
 
 /// Serializes; `indent` > 0 pretty-prints with that many spaces per level.
+/// Strings that are not valid UTF-8 are written with U+FFFD in place of the
+/// bad bytes (the parser would reject them), doubles in the shortest form that
+/// reads back to the same value, independent of the C locale.
 std::string writeJson(const JsonValue &value, int indent = 2);
 
 } // namespace lossjit::runtime

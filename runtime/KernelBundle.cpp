@@ -48,7 +48,8 @@ bool isDecimal(const std::string &text) {
 
 /// A file name that stays inside the bundle directory.
 bool isSafeFileName(const std::string &name) {
-  if (name.empty() || name == "." || name == ".." || name == kManifestFileName)
+  if (name.empty() || name == "." || name == ".." || name == kManifestFileName ||
+      name == kManifestHashFileName)
     return false;
   for (char c : name)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
@@ -195,10 +196,9 @@ Error KernelBundle::verify() const {
     if (k.name.empty())
       return fail(field + ".name", "must not be empty");
     if (!isSafeFileName(k.file))
-      return fail(field + ".file",
-                  "\"" + k.file +
-                      "\" is not a plain file name ([A-Za-z0-9._-], not "
-                      "manifest.json)");
+      return fail(field + ".file", "\"" + k.file +
+                                       "\" is not a plain file name ([A-Za-z0-9._-], not "
+                                       "manifest.json or manifest.sha256)");
     // Kernels may share a module file, but then they must agree on its bytes.
     if (auto it = files.find(k.file); it != files.end()) {
       if (*it->second != k.image)
@@ -323,6 +323,7 @@ JsonValue KernelBundle::toManifest() const {
     jk.set("name", k.name);
     jk.set("file", k.file);
     jk.set("sha256", sha256Hex(k.image));
+    jk.set("bytes", static_cast<int64_t>(k.image.size()));
     JsonValue grid = JsonValue::array();
     for (const std::string &g : k.grid)
       grid.push(g);
@@ -440,9 +441,9 @@ using R = ManifestReader;
 
 } // namespace
 
-Expected<KernelBundle>
-KernelBundle::fromManifest(const JsonValue &m,
-                           std::vector<std::string> *expectedHashes) {
+Expected<KernelBundle> KernelBundle::fromManifest(const JsonValue &m,
+                                                  std::vector<std::string> *expectedHashes,
+                                                  std::vector<int64_t> *expectedSizes) {
   const std::string root = "manifest";
   if (!m.isObject())
     return R::typeError(root, "an object", m);
@@ -572,6 +573,13 @@ KernelBundle::fromManifest(const JsonValue &m,
       return makeError(path + ".sha256: expected 64 lower-case hex characters");
     if (expectedHashes)
       expectedHashes->push_back(hash);
+    int64_t bytes;
+    LOSSJIT_ASSIGN(bytes, R::integer(jk, path, "bytes", false, -1));
+    if (jk.find("bytes") && (bytes < 1 || static_cast<uint64_t>(bytes) > kMaxImageBytes))
+      return makeError(path + ".bytes: expected 1.." + std::to_string(kMaxImageBytes) + ", got " +
+                       std::to_string(bytes));
+    if (expectedSizes)
+      expectedSizes->push_back(bytes);
 
     const JsonValue::Array *grid;
     LOSSJIT_ASSIGN(grid, R::array(jk, path, "grid", launchable));
@@ -623,6 +631,13 @@ KernelBundle::fromManifest(const JsonValue &m,
   return b;
 }
 
+namespace {
+/// manifest.sha256's text for a manifest (the format of sha256sum(1)).
+std::string manifestHashText(const std::string &manifest) {
+  return sha256Hex(manifest) + "  " + kManifestFileName + "\n";
+}
+} // namespace
+
 Error writeBundleDirectory(const KernelBundle &bundle,
                            const std::string &directory) {
   if (Error e = bundle.verify())
@@ -632,44 +647,96 @@ Error writeBundleDirectory(const KernelBundle &bundle,
   for (const BundleKernel &k : bundle.kernels)
     if (Error e = writeFile(directory + "/" + k.file, k.image))
       return e;
+  std::string manifest = writeJson(bundle.toManifest());
+  if (Error e = writeFile(directory + "/" + kManifestHashFileName, manifestHashText(manifest)))
+    return e;
   // Manifest last: its presence marks the directory complete.
-  return writeFile(directory + "/" + kManifestFileName,
-                   writeJson(bundle.toManifest()));
+  return writeFile(directory + "/" + kManifestFileName, manifest);
 }
 
 Expected<KernelBundle> readBundleDirectory(const std::string &directory,
                                            const std::string &expectedKey) {
+  BundleReadOptions options;
+  options.expectedKey = expectedKey;
+  return readBundleDirectory(directory, options);
+}
+
+Expected<KernelBundle> readBundleDirectory(const std::string &directory,
+                                           const BundleReadOptions &options) {
   std::string manifestPath = directory + "/" + kManifestFileName;
-  Expected<std::string> text = readFile(manifestPath);
+  Expected<std::string> text = readFile(manifestPath, kMaxManifestBytes);
   if (!text)
     return text.takeError();
+
+  // The whole entry's integrity first: nothing of a manifest that does not
+  // match its hash is interpreted.
+  std::string hashPath = directory + "/" + kManifestHashFileName;
+  Expected<std::string> hashText = readFile(hashPath, 4096);
+  if (hashText) {
+    if (*hashText != manifestHashText(*text))
+      return makeError(manifestPath + ": does not match " + kManifestHashFileName + " (" +
+                       std::to_string(text->size()) + " bytes hash to " + sha256Hex(*text) +
+                       "; expected '" + printable(*hashText, 80) +
+                       "'): the manifest was edited or corrupted");
+  } else if (options.requireManifestHash) {
+    return std::move(hashText.takeError())
+        .withContext(directory + ": an entry needs its " + kManifestHashFileName);
+  }
+
   Expected<JsonValue> json = parseJson(*text);
   if (!json)
     return std::move(json.takeError()).withContext(manifestPath);
   std::vector<std::string> hashes;
-  Expected<KernelBundle> bundle = KernelBundle::fromManifest(*json, &hashes);
+  std::vector<int64_t> sizes;
+  Expected<KernelBundle> bundle = KernelBundle::fromManifest(*json, &hashes, &sizes);
   if (!bundle)
     return std::move(bundle.takeError()).withContext(manifestPath);
-  if (!expectedKey.empty() && bundle->key != expectedKey)
-    return makeError(manifestPath + ": key " + bundle->key +
-                     " does not match the requested key " + expectedKey);
+  if (!options.expectedKey.empty() && bundle->key != options.expectedKey)
+    return makeError(manifestPath + ": key " + printable(bundle->key) +
+                     " does not match the requested key " + options.expectedKey);
+  if (!options.expectedIrHash.empty() && bundle->irHash != options.expectedIrHash)
+    return makeError(manifestPath + ": ir_hash " + printable(bundle->irHash) +
+                     " does not match the requested graph's " + options.expectedIrHash +
+                     " (an entry copied under another key?)");
+
+  // Sizes before any image is read: each within its bound, all within one.
+  uint64_t declared = 0;
   for (size_t i = 0; i < bundle->kernels.size(); ++i) {
-    BundleKernel &k = bundle->kernels[i];
+    const BundleKernel &k = bundle->kernels[i];
     // Reject path tricks before touching the file system.
     if (!isSafeFileName(k.file))
-      return makeError(manifestPath + ": kernels[" + std::to_string(i) +
-                       "].file \"" + k.file + "\" is not a plain file name");
-    Expected<std::string> image = readFile(directory + "/" + k.file);
-    if (!image)
-      return std::move(image.takeError())
-          .withContext("kernel '" + k.name + "' image");
-    std::string actual = sha256Hex(*image);
+      return makeError(manifestPath + ": kernels[" + std::to_string(i) + "].file \"" +
+                       printable(k.file) + "\" is not a plain file name");
+    declared += sizes[i] < 0 ? 0 : static_cast<uint64_t>(sizes[i]);
+  }
+  if (declared > kMaxBundleBytes)
+    return makeError(manifestPath + ": the kernel images declare " + std::to_string(declared) +
+                     " bytes, more than the limit of " + std::to_string(kMaxBundleBytes));
+
+  // Kernels may share a file (one module, several entry points): read it once.
+  std::map<std::string, std::string> files;
+  for (size_t i = 0; i < bundle->kernels.size(); ++i) {
+    BundleKernel &k = bundle->kernels[i];
+    std::string path = directory + "/" + k.file;
+    auto it = files.find(k.file);
+    if (it == files.end()) {
+      uint64_t bound = sizes[i] < 0 ? kMaxImageBytes : static_cast<uint64_t>(sizes[i]);
+      Expected<std::string> image = readFile(path, bound);
+      if (!image)
+        return std::move(image.takeError()).withContext("kernel '" + k.name + "' image");
+      it = files.emplace(k.file, std::move(*image)).first;
+    }
+    const std::string &image = it->second;
+    if (sizes[i] >= 0 && image.size() != static_cast<uint64_t>(sizes[i]))
+      return makeError(path + ": holds " + std::to_string(image.size()) +
+                       " bytes, the manifest says " + std::to_string(sizes[i]) +
+                       ": the file is truncated");
+    std::string actual = sha256Hex(image);
     if (actual != hashes[i])
-      return makeError(directory + "/" + k.file + ": SHA-256 mismatch (" +
-                       std::to_string(image->size()) + " bytes hash to " +
-                       actual + ", manifest says " + hashes[i] +
+      return makeError(path + ": SHA-256 mismatch (" + std::to_string(image.size()) +
+                       " bytes hash to " + actual + ", manifest says " + hashes[i] +
                        "): the file is corrupt or truncated");
-    k.image = std::move(*image);
+    k.image = image;
   }
   if (Error e = bundle->verify())
     return std::move(e).withContext(manifestPath);

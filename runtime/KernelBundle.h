@@ -32,6 +32,7 @@
 //     "kernels": [ {"name": "lce_partial",         // PTX entry name
 //                   "file": "lce_partial.sm_80.ptx",
 //                   "sha256": "<hex of the file's bytes>",
+//                   "bytes": 81234,                 // optional: the file's size
 //                   "grid": ["cdiv(N,4)", "S", "1"],
 //                   "block": [128, 1, 1],
 //                   "shared_bytes": 4096,           // dynamic shared memory
@@ -70,9 +71,26 @@
 // (= element count), int64 stride (= 1). An arg naming a dim, constant or
 // derived symbol, or chunk_begin / chunk_end, is one int64.
 //
-// Integrity: each file's SHA-256 is checked on load. A missing, truncated or
-// altered file, or an unparsable or inconsistent manifest, makes the whole
-// entry invalid: it is reported and never executed.
+// manifest.sha256 (beside manifest.json, written by writeBundleDirectory) is
+// `<sha256 hex of manifest.json's bytes>  manifest.json\n`, the format of
+// sha256sum(1). Since the manifest holds every image's SHA-256, it covers the
+// whole entry: the launch plan (params, workspaces, grids, args) as much as
+// the images.
+//
+// Integrity: on load the manifest must match manifest.sha256 (required for
+// cache entries, checked when present elsewhere), and each image its SHA-256
+// and "bytes". A missing, truncated or altered file, or an unparsable or
+// inconsistent manifest, makes the whole entry invalid: it is reported and
+// never executed. Files are read only when they are regular files within the
+// size bounds below (a FIFO, a device or a huge sparse file is an error, not
+// a hang or an out-of-memory abort); an image's bound is its "bytes".
+//
+// Trust: the hashes detect corruption, truncation, partial edits and entries
+// filed under the wrong key (the key and the IR hash are compared on load);
+// they are not signatures. Whoever can write a cache directory or a kernel
+// path can also write consistent hashes, and kernel images are code, so those
+// directories must be writable only by users trusted to run code as you
+// (docs/reliability.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -94,6 +112,12 @@ namespace lossjit::runtime {
 inline constexpr const char *kBundleFormat = "lossjit-bundle";
 inline constexpr int64_t kBundleFormatVersion = 1;
 inline constexpr const char *kManifestFileName = "manifest.json";
+/// The manifest's SHA-256, in sha256sum(1) format.
+inline constexpr const char *kManifestHashFileName = "manifest.sha256";
+/// Size bounds of what readBundleDirectory() reads.
+inline constexpr uint64_t kMaxManifestBytes = uint64_t(16) << 20;
+inline constexpr uint64_t kMaxImageBytes = uint64_t(1) << 30;
+inline constexpr uint64_t kMaxBundleBytes = uint64_t(4) << 30;
 /// The special int64 args of per-chunk kernels: the chunk's row range.
 inline constexpr const char *kChunkBeginArg = "chunk_begin";
 inline constexpr const char *kChunkEndArg = "chunk_end";
@@ -174,25 +198,42 @@ struct KernelBundle {
   JsonValue toManifest() const;
 
   /// Parses a manifest into a bundle without images (see readBundleDirectory),
-  /// then returns the per-kernel "sha256" values in `expectedHashes`.
-  static Expected<KernelBundle>
-  fromManifest(const JsonValue &manifest,
-               std::vector<std::string> *expectedHashes = nullptr);
+  /// then returns the per-kernel "sha256" values in `expectedHashes` and the
+  /// "bytes" values (-1 where absent) in `expectedSizes`.
+  static Expected<KernelBundle> fromManifest(const JsonValue &manifest,
+                                             std::vector<std::string> *expectedHashes = nullptr,
+                                             std::vector<int64_t> *expectedSizes = nullptr);
 
   /// Bytes of all images (what the cache's size bound counts, plus manifest).
   uint64_t imageBytes() const;
 };
 
 /// Writes `bundle` into `directory` (created if missing): image files first,
-/// manifest.json last. Not atomic by itself; the cache writes into a temporary
-/// directory and renames it.
+/// then manifest.sha256, manifest.json last. Not atomic by itself; the cache
+/// writes into a temporary directory and renames it.
 Error writeBundleDirectory(const KernelBundle &bundle,
                            const std::string &directory);
 
-/// Reads and fully validates a bundle directory: parses the manifest, checks
-/// it (KernelBundle::verify), loads every image and checks its SHA-256. With a
-/// non-empty `expectedKey`, the manifest's key must equal it. Any failure is
-/// an error saying which file and why.
+/// What readBundleDirectory() must find besides a well-formed bundle.
+struct BundleReadOptions {
+  /// Non-empty: the manifest's "key" must equal it (the directory name).
+  std::string expectedKey;
+  /// Non-empty: the manifest's "ir_hash" must equal it, so an entry copied
+  /// under another key (its "key" rewritten) is not used for another graph.
+  std::string expectedIrHash;
+  /// manifest.sha256 must exist (cache entries; prebuilt bundles from older
+  /// lossjit versions lack it, and are checked when it is present).
+  bool requireManifestHash = false;
+};
+
+/// Reads and fully validates a bundle directory: checks the manifest against
+/// manifest.sha256, parses it (bounded: JsonLimits), checks it
+/// (KernelBundle::verify) and the options' expectations, loads every image
+/// (regular files only, at most its "bytes" or kMaxImageBytes) and checks its
+/// size and SHA-256. Any failure is an error saying which file and why.
+Expected<KernelBundle> readBundleDirectory(const std::string &directory,
+                                           const BundleReadOptions &options);
+/// readBundleDirectory() with only an expected key.
 Expected<KernelBundle> readBundleDirectory(const std::string &directory,
                                            const std::string &expectedKey = {});
 

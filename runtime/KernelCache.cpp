@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
 #include <sys/stat.h>
@@ -47,6 +48,18 @@ KernelCacheOptions KernelCacheOptions::fromEnvironment() {
     options.directory.clear();
   if (auto path = getEnv("LOSSJIT_KERNEL_PATH"))
     options.searchPath = splitPathList(*path);
+  if (auto timeout = getEnv("LOSSJIT_CACHE_LOCK_TIMEOUT"); timeout && !timeout->empty()) {
+    // Seconds, fractions allowed ("0.5"); strtod accepts more than that, so
+    // the whole text must be consumed and the value finite and >= 0.
+    char *end = nullptr;
+    double seconds = std::strtod(timeout->c_str(), &end);
+    if (end && *end == '\0' && seconds >= 0 && seconds <= 1e6)
+      options.lockTimeout = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+    else
+      logWarning("LOSSJIT_CACHE_LOCK_TIMEOUT: '" + printable(*timeout) +
+                 "' is not a number of seconds in [0, 1e6]; keeping the default of " +
+                 std::to_string(options.lockTimeout.count() / 1000) + " s");
+  }
   if (auto max = getEnv("LOSSJIT_CACHE_MAX_BYTES"); max && !max->empty()) {
     Expected<uint64_t> bytes = parseByteSize(*max);
     if (bytes)
@@ -162,22 +175,30 @@ Error KernelCache::ensureDirectory() {
   return Error::success();
 }
 
-KernelCache::Probe KernelCache::probeDirectory(const std::string &root,
-                                               const std::string &key, bool touch,
+KernelCache::Probe KernelCache::probeDirectory(const std::string &root, const std::string &key,
+                                               bool isCache, const CacheLookup &lookup,
                                                BundleRef &out, std::string &why) {
   std::string dir = root + "/" + key;
   struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) {
+  if (::lstat(dir.c_str(), &st) != 0) {
     why = "missing";
     return Probe::Missing;
   }
-  Expected<KernelBundle> bundle = readBundleDirectory(dir, key);
-  if (!bundle) {
-    why = "corrupt entry " + dir + ": " + bundle.errorMessage();
-    reportInvalidOnce(dir, bundle.errorMessage());
+  BundleReadOptions read;
+  read.expectedKey = key;
+  read.expectedIrHash = lookup.irHash;
+  read.requireManifestHash = isCache;
+  Expected<KernelBundle> bundle = readBundleDirectory(dir, read);
+  Error checked = Error::success();
+  if (bundle && lookup.check)
+    checked = lookup.check(*bundle);
+  if (!bundle || checked) {
+    std::string message = bundle ? checked.message() : bundle.errorMessage();
+    why = "invalid entry " + dir + ": " + message;
+    reportInvalidOnce(dir, message);
     return Probe::Invalid;
   }
-  if (touch) {
+  if (isCache) {
     // The manifest's mtime is the LRU clock; failing to touch is harmless.
     std::string manifest = dir + "/" + kManifestFileName;
     ::utimensat(AT_FDCWD, manifest.c_str(), nullptr, 0);
@@ -186,7 +207,7 @@ KernelCache::Probe KernelCache::probeDirectory(const std::string &root,
   return Probe::Found;
 }
 
-Error KernelCache::writeEntry(const std::string &key, const KernelBundle &bundle) {
+Error KernelCache::writeEntry(const std::string &key, const KernelBundle &bundle, bool replace) {
   const std::string &root = options.directory;
   std::string temp = root + "/.tmp-" + key.substr(0, 16) + "-" + uniqueSuffix();
   if (Error e = writeBundleDirectory(bundle, temp)) {
@@ -196,7 +217,7 @@ Error KernelCache::writeEntry(const std::string &key, const KernelBundle &bundle
   std::string final = root + "/" + key;
   std::string trash;
   struct stat st;
-  if (::stat(final.c_str(), &st) == 0) {
+  if (replace && ::lstat(final.c_str(), &st) == 0) {
     // rename() cannot replace a non-empty directory: move the bad entry
     // aside first. We hold the key's lock, so no writer races us.
     trash = root + "/.trash-" + key.substr(0, 16) + "-" + uniqueSuffix();
@@ -210,6 +231,10 @@ Error KernelCache::writeEntry(const std::string &key, const KernelBundle &bundle
   if (::rename(temp.c_str(), final.c_str()) != 0) {
     int saved = errno;
     (void)removeTree(temp);
+    // Without the lock an existing entry (another process's, or a bad one
+    // its lock holder will replace) wins; ours was only a courtesy copy.
+    if (!replace && (saved == ENOTEMPTY || saved == EEXIST || saved == ENOTDIR || saved == EISDIR))
+      return Error::success();
     return makeError("cannot rename '" + temp + "' to '" + final +
                      "': " + errnoMessage(saved));
   }
@@ -220,7 +245,8 @@ Error KernelCache::writeEntry(const std::string &key, const KernelBundle &bundle
 }
 
 Expected<BundleRef> KernelCache::getOrCompile(const std::string &key,
-                                              const CompileFunction &compile) {
+                                              const CompileFunction &compile,
+                                              const CacheLookup &lookup) {
   if (!isSha256Hex(key))
     return makeError("KernelCache::getOrCompile: key: expected 64 lower-case "
                      "hex characters (a computeCacheKey result), got '" +
@@ -248,7 +274,7 @@ Expected<BundleRef> KernelCache::getOrCompile(const std::string &key,
   BundleRef found;
   for (const std::string &root : options.searchPath) {
     std::string why;
-    Probe probe = probeDirectory(root, key, /*touch=*/false, found, why);
+    Probe probe = probeDirectory(root, key, /*isCache=*/false, lookup, found, why);
     if (probe == Probe::Found) {
       searchPathHits.fetch_add(1);
       logInfo("kernel cache hit " + shortKey(key) + " (bundle in " + root + ")");
@@ -264,24 +290,42 @@ Expected<BundleRef> KernelCache::getOrCompile(const std::string &key,
       degradeToMemory(e.message());
 
   std::optional<FileLock> fileLock;
+  bool lockTimedOut = false;
   if (isDiskEnabled()) {
     std::string why;
-    if (probeDirectory(options.directory, key, /*touch=*/true, found, why) ==
+    if (probeDirectory(options.directory, key, /*isCache=*/true, lookup, found, why) ==
         Probe::Found) {
       diskHits.fetch_add(1);
       logInfo("kernel cache hit " + shortKey(key) + " (disk " +
               options.directory + ")");
       return found;
     }
-    Expected<FileLock> acquired =
-        FileLock::acquire(options.directory + "/" + key + ".lock");
-    if (!acquired) {
+    std::string lockPath = options.directory + "/" + key + ".lock";
+    LockWait wait;
+    wait.timeout = options.lockTimeout;
+    wait.progressInterval = options.lockProgressInterval;
+    wait.onProgress = [&](std::chrono::milliseconds waited) {
+      logWarning("waiting for the kernel cache lock " + lockPath +
+                 " (held by another process, compiling the same kernel?) for " +
+                 std::to_string(waited.count() / 1000) + " s; compiling without it after " +
+                 std::to_string(options.lockTimeout.count() / 1000) + " s");
+    };
+    Expected<FileLock> acquired = FileLock::acquire(lockPath, wait, &lockTimedOut);
+    if (!acquired && lockTimedOut) {
+      // A stopped or hung holder must not hang us: compile without the
+      // lock. The bytes are the same whoever compiles them.
+      logWarning("kernel cache lock " + lockPath + " still held after " +
+                 std::to_string(options.lockTimeout.count()) +
+                 " ms (a stopped or hung process?); compiling " + shortKey(key) +
+                 " without it (the result is identical)");
+      reasons += "; lock " + lockPath + " held too long";
+    } else if (!acquired) {
       degradeToMemory(acquired.errorMessage());
       reasons += "; cannot lock the disk entry";
     } else {
       fileLock.emplace(std::move(*acquired));
       // Whoever held the lock before us may have just written the entry.
-      Probe probe = probeDirectory(options.directory, key, /*touch=*/true, found, why);
+      Probe probe = probeDirectory(options.directory, key, /*isCache=*/true, lookup, found, why);
       if (probe == Probe::Found) {
         diskHits.fetch_add(1);
         logInfo("kernel cache hit " + shortKey(key) + " (disk " +
@@ -312,8 +356,8 @@ Expected<BundleRef> KernelCache::getOrCompile(const std::string &key,
                   .count();
   logInfo("compiled " + shortKey(key) + " in " + std::to_string(ms) + " ms");
 
-  if (isDiskEnabled() && fileLock) {
-    if (Error e = writeEntry(key, *compiled)) {
+  if (isDiskEnabled() && (fileLock || lockTimedOut)) {
+    if (Error e = writeEntry(key, *compiled, /*replace=*/fileLock.has_value())) {
       degradeToMemory(e.message());
     } else {
       logDebug("wrote cache entry " + options.directory + "/" + key);

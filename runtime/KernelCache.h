@@ -12,9 +12,18 @@
 // readers see a complete entry or none. N processes missing the same key
 // therefore compile it once.
 //
-// Entries are verified on every load (manifest + SHA-256 of each image); a
-// corrupt or truncated entry is reported once, never executed, and replaced
-// by a fresh compile. The disk cache is an LRU bounded by
+// Entries are verified on every load: manifest.sha256 over the manifest (and
+// so over the launch plan and every image's SHA-256), each image's size and
+// SHA-256, the key, the IR hash the caller expects, and the caller's own
+// check (the CPU backend links the object there). A corrupt, truncated,
+// misfiled or unusable entry is reported once, never executed, and replaced
+// by a fresh compile: a bad entry is never a permanent failure.
+//
+// The per-key lock is waited for at most KernelCacheOptions::lockTimeout
+// (with progress messages naming the lock file); a holder that is stopped or
+// hung then costs one duplicate compile, not a hang: the entry is compiled
+// without the lock (the bytes are identical) and written only if no entry
+// exists by then. The disk cache is an LRU bounded by
 // LOSSJIT_CACHE_MAX_BYTES (default 2 GiB): a hit refreshes the entry's
 // manifest mtime, and after each insert the least recently used entries are
 // evicted, never the one just written and never one whose lock is held.
@@ -22,8 +31,10 @@
 // Environment: LOSSJIT_CACHE_DIR (default $XDG_CACHE_HOME/lossjit or
 // ~/.cache/lossjit), LOSSJIT_CACHE_DISABLE=1 (memory only), LOSSJIT_KERNEL_PATH
 // (colon-separated bundle roots), LOSSJIT_CACHE_MAX_BYTES (bytes, K/M/G/T
-// suffixes allowed; 0 = unbounded), LOSSJIT_LOG=info|debug (hits, misses and
-// why). An unusable cache directory degrades to memory-only with one warning.
+// suffixes allowed; 0 = unbounded), LOSSJIT_CACHE_LOCK_TIMEOUT (seconds to
+// wait for another process's lock, default 60), LOSSJIT_LOG=info|debug (hits,
+// misses and why). An unusable cache directory (unwritable, full, over the
+// file size limit: EFBIG) degrades to memory-only with one warning.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +46,7 @@
 #include "runtime/Version.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -73,9 +85,15 @@ struct KernelCacheOptions {
   std::vector<std::string> searchPath;
   /// Disk budget in bytes; 0 = unbounded.
   uint64_t maxBytes = uint64_t(2) << 30;
+  /// How long to wait for another process's lock on a key before compiling
+  /// without it.
+  std::chrono::milliseconds lockTimeout{60000};
+  /// Interval of the "waiting for lock" messages.
+  std::chrono::milliseconds lockProgressInterval{10000};
 
-  /// Reads LOSSJIT_CACHE_DIR, LOSSJIT_CACHE_DISABLE, LOSSJIT_KERNEL_PATH and
-  /// LOSSJIT_CACHE_MAX_BYTES (a malformed value warns and keeps the default).
+  /// Reads LOSSJIT_CACHE_DIR, LOSSJIT_CACHE_DISABLE, LOSSJIT_KERNEL_PATH,
+  /// LOSSJIT_CACHE_MAX_BYTES and LOSSJIT_CACHE_LOCK_TIMEOUT (a malformed
+  /// value warns and keeps the default).
   static KernelCacheOptions fromEnvironment();
 };
 
@@ -92,6 +110,19 @@ struct KernelCacheStats {
 
 /// Produces the bundle for a key on a miss.
 using CompileFunction = std::function<Expected<KernelBundle>()>;
+
+/// What a bundle loaded from disk or LOSSJIT_KERNEL_PATH must satisfy
+/// besides its own integrity (getOrCompile).
+struct CacheLookup {
+  /// Non-empty: the bundle's ir_hash must equal it (the SHA-256 of the
+  /// canonical IR the key was computed from), so an entry copied under
+  /// another key is rejected.
+  std::string irHash;
+  /// Called on every bundle loaded from disk before it is used; an error
+  /// makes the entry invalid (reported, recompiled, replaced). Not called
+  /// for bundles compiled or already in memory in this process.
+  std::function<Error(const KernelBundle &)> check;
+};
 /// Bundles are immutable once cached and shared by every user.
 using BundleRef = std::shared_ptr<const KernelBundle>;
 
@@ -108,8 +139,8 @@ public:
   /// Returns the bundle for `key` (a computeCacheKey() result), compiling it
   /// with `compile` on a miss. The compiled bundle's key must be empty (it is
   /// filled in) or equal `key`. Compile errors are returned unchanged.
-  Expected<BundleRef> getOrCompile(const std::string &key,
-                                   const CompileFunction &compile);
+  Expected<BundleRef> getOrCompile(const std::string &key, const CompileFunction &compile,
+                                   const CacheLookup &lookup = {});
 
   /// A compile function for builds without the compiler: it fails with
   /// "kernel <key> not found in LOSSJIT_KERNEL_PATH=<path> and this build has
@@ -140,11 +171,16 @@ private:
 
   BundleRef insertInMemory(const std::string &key, KernelBundle bundle);
   /// Loads `<root>/<key>`; `why` receives the miss or corruption reason.
-  Probe probeDirectory(const std::string &root, const std::string &key,
-                       bool touch, BundleRef &out, std::string &why);
+  /// `isCache`: the root is the cache directory (entries need
+  /// manifest.sha256 and are touched for the LRU).
+  Probe probeDirectory(const std::string &root, const std::string &key, bool isCache,
+                       const CacheLookup &lookup, BundleRef &out, std::string &why);
   Error ensureDirectory();
   void degradeToMemory(const std::string &reason);
-  Error writeEntry(const std::string &key, const KernelBundle &bundle);
+  /// Writes the entry through a temporary directory renamed into place.
+  /// `replace`: move an existing entry aside first (only under the key's
+  /// lock); otherwise an existing entry is kept and this one dropped.
+  Error writeEntry(const std::string &key, const KernelBundle &bundle, bool replace);
   std::shared_ptr<std::mutex> keyMutex(const std::string &key);
   void reportInvalidOnce(const std::string &path, const std::string &why);
 

@@ -163,7 +163,15 @@ LaunchPlan::resolve(std::span<const int64_t> dims) const {
         return makeError("param '" + p.name + "': element count of shape " +
                          p.shapeText + " overflows int64");
     }
+    // Shape entries are dims (>= 0, checked above) or literals (>= 0,
+    // verify()), so count >= 0; its bytes must fit in int64 too, so that no
+    // size handed on (memref sizes are int64) can wrap.
+    int64_t bytes;
+    if (count < 0 || __builtin_mul_overflow(count, static_cast<int64_t>(p.elementSize), &bytes))
+      return makeError("param '" + p.name + "': byte size of shape " + p.shapeText +
+                       " overflows int64");
     launch.paramElements.push_back(count);
+    launch.paramBytes.push_back(static_cast<uint64_t>(bytes));
   }
   for (const Workspace &w : workspaces) {
     Expected<int64_t> count = w.count.evaluate(launch.symbolValues);
@@ -173,9 +181,10 @@ LaunchPlan::resolve(std::span<const int64_t> dims) const {
       return makeError("workspace '" + w.name + "': count '" +
                        w.count.getText() + "' evaluates to " +
                        std::to_string(*count) + ", expected >= 0");
-    uint64_t bytes;
-    if (__builtin_mul_overflow(static_cast<uint64_t>(*count), w.elementSize, &bytes))
-      return makeError("workspace '" + w.name + "': byte size overflows");
+    int64_t bytes;
+    if (__builtin_mul_overflow(*count, static_cast<int64_t>(w.elementSize), &bytes))
+      return makeError("workspace '" + w.name + "': byte size of count '" + w.count.getText() +
+                       "' = " + std::to_string(*count) + " overflows int64");
     launch.workspaceElements.push_back(*count);
     launch.workspaceBytes.push_back(bytes);
   }
@@ -202,6 +211,45 @@ LaunchPlan::resolve(std::span<const int64_t> dims) const {
   return launch;
 }
 
+Error LaunchPlan::checkResolved(const ResolvedLaunch &launch) const {
+  size_t symbols = dimNames.size() + constantValues.size() + derivedSymbols.size();
+  if (launch.paramElements.size() != params.size() || launch.paramBytes.size() != params.size() ||
+      launch.workspaceElements.size() != workspaces.size() ||
+      launch.workspaceBytes.size() != workspaces.size() ||
+      launch.kernels.size() != kernels.size() || launch.symbolValues.size() != symbols)
+    return makeError("the resolved launch does not belong to this plan (" +
+                     std::to_string(launch.paramElements.size()) + " params, " +
+                     std::to_string(launch.workspaceElements.size()) + " workspaces, " +
+                     std::to_string(launch.kernels.size()) + " kernels; the plan has " +
+                     std::to_string(params.size()) + ", " + std::to_string(workspaces.size()) +
+                     ", " + std::to_string(kernels.size()) + ")");
+  return Error::success();
+}
+
+Error LaunchPlan::checkBuffers(const ResolvedLaunch &launch, std::span<const int64_t> paramElements,
+                               std::span<const uint64_t> workspaceBytes) const {
+  if (Error e = checkResolved(launch))
+    return e;
+  if (paramElements.size() != params.size())
+    return makeError("expected " + std::to_string(params.size()) + " param buffers, got " +
+                     std::to_string(paramElements.size()));
+  if (workspaceBytes.size() != workspaces.size())
+    return makeError("expected " + std::to_string(workspaces.size()) + " workspace buffers, got " +
+                     std::to_string(workspaceBytes.size()));
+  for (size_t i = 0; i < params.size(); ++i)
+    if (paramElements[i] >= 0 && paramElements[i] != launch.paramElements[i])
+      return makeError("param '" + params[i].name + "': the plan's shape " + params[i].shapeText +
+                       " gives " + std::to_string(launch.paramElements[i]) +
+                       " elements, but the buffer holds " + std::to_string(paramElements[i]));
+  for (size_t i = 0; i < workspaces.size(); ++i)
+    if (workspaceBytes[i] < launch.workspaceBytes[i])
+      return makeError("workspace '" + workspaces[i].name + "': count '" +
+                       workspaces[i].count.getText() + "' needs " +
+                       std::to_string(launch.workspaceBytes[i]) +
+                       " bytes, but the allocation holds " + std::to_string(workspaceBytes[i]));
+  return Error::success();
+}
+
 size_t LaunchPlan::parameterCount(size_t kernel) const {
   return kernels[kernel].parameterCount;
 }
@@ -223,6 +271,8 @@ Error LaunchPlan::packArguments(size_t kernel, const ResolvedLaunch &launch,
     return makeError("expected " + std::to_string(workspaces.size()) +
                      " workspace addresses, got " +
                      std::to_string(workspaceAddresses.size()));
+  if (Error e = checkResolved(launch))
+    return e;
   const Kernel &k = kernels[kernel];
   if (k.perChunk &&
       !(0 <= chunkBegin && chunkBegin <= chunkEnd && chunkEnd <= launch.chunkRows))

@@ -6,6 +6,13 @@
 // integer programs and copies pointers. It knows nothing about CUDA, which
 // keeps it testable on machines without a GPU.
 //
+// A manifest may come from a directory someone else can write, so every
+// quantity is checked before it reaches a kernel: resolve() bounds element
+// counts and byte sizes (no int64/uint64 wrap-around), grids (CUDA's limits),
+// and checkBuffers() compares what the kernels will be told with the buffers
+// that exist; packArguments() refuses a ResolvedLaunch that is not this
+// plan's.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef LOSSJIT_RUNTIME_LAUNCHPLAN_H
@@ -34,8 +41,10 @@ struct ArgBinding {
 
 /// Concrete sizes for one set of dims.
 struct ResolvedLaunch {
-  /// Element counts, per param and per workspace.
+  /// Element counts, per param and per workspace; byte sizes (never
+  /// wrapped: resolve() rejects sizes beyond int64).
   std::vector<int64_t> paramElements;
+  std::vector<uint64_t> paramBytes;
   std::vector<int64_t> workspaceElements;
   std::vector<uint64_t> workspaceBytes;
   /// Per kernel: grid size; `skip` when some grid dimension is 0 (nothing to
@@ -93,6 +102,16 @@ public:
                       PackedArgs &out, int64_t chunkBegin = 0,
                       int64_t chunkEnd = 0) const;
 
+  /// Checks `launch` (which must come from this plan's resolve()) against the
+  /// buffers that exist, before anything is launched: `paramElements[i]` is
+  /// the element count of the caller's buffer for param i (-1: unknown, the
+  /// caller vouches for it) and must equal the param's shape product;
+  /// `workspaceBytes[i]` is the size of the allocation for workspace i and
+  /// must hold the workspace. Errors name the param or workspace and both
+  /// sizes.
+  Error checkBuffers(const ResolvedLaunch &launch, std::span<const int64_t> paramElements,
+                     std::span<const uint64_t> workspaceBytes) const;
+
   /// Number of 8-byte kernel parameters kernel `kernel` takes.
   size_t parameterCount(size_t kernel) const;
 
@@ -121,6 +140,9 @@ public:
   std::string describeKernel(size_t kernel, const ResolvedLaunch &launch) const;
 
 private:
+  /// Whether `launch` has the shape of this plan's resolve() results.
+  Error checkResolved(const ResolvedLaunch &launch) const;
+
   struct ShapeEntry {
     bool isSymbol;
     int64_t value; // literal or symbol index

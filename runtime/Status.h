@@ -12,8 +12,10 @@
 #define LOSSJIT_RUNTIME_STATUS_H
 
 #include <cassert>
+#include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -60,6 +62,28 @@ private:
 /// Shorthand for Error::failure.
 inline Error makeError(std::string message) {
   return Error::failure(std::move(message));
+}
+
+/// `text` made safe to quote in an error message: bytes outside printable
+/// ASCII become \xNN, and at most `maxBytes` input bytes are shown (then
+/// "..."). Messages quote file contents (a .npy header, a manifest key) that
+/// may be hostile; a terminal must not receive their control characters.
+inline std::string printable(std::string_view text, size_t maxBytes = 200) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < maxBytes; ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (text.size() > maxBytes)
+    out += "...";
+  return out;
 }
 
 /// Either a value of type T or an Error. Converts to `true` when it holds a

@@ -183,6 +183,16 @@ json.dump({"format": "lossjit-kernel-path-index", "format_version": 1,
 print(f"gpu-check --prepare: {len(variants)} kernel-path variants indexed")
 PY
 
+  # The runtime parses JSON with nlohmann-json (header-only): its headers
+  # travel with the bundle too (runtime/CMakeLists.txt finds them there).
+  rm -rf "$BUNDLE/nlohmann"
+  if [ -f /usr/include/nlohmann/json.hpp ]; then
+    mkdir -p "$BUNDLE/nlohmann/include"
+    cp -r /usr/include/nlohmann "$BUNDLE/nlohmann/include/"
+  else
+    echo "gpu-check --prepare: no /usr/include/nlohmann; the GPU machine must have nlohmann-json"
+  fi
+
   # The GPU machine may lack GoogleTest; its sources travel with the bundle.
   if [ -d /usr/src/googletest ]; then
     cp -r /usr/src/googletest "$BUNDLE/googletest"

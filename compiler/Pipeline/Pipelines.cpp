@@ -3,7 +3,18 @@
 #include "compiler/Pipeline/Pipelines.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/Regex.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/Triple.h"
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 using namespace lossjit;
 
@@ -17,6 +28,61 @@ llvm::Error GpuTarget::validate() const {
   if (groups[1].getAsInteger(10, number) || number < 70)
     return llvm::createStringError("arch " + chip +
                                    " is not supported: lossjit needs sm_70 or newer");
+  // A chip LLVM's NVPTX backend does not know only draws a warning from it,
+  // and PTX that ptxas rejects: refuse it here, naming the chips it knows.
+  static std::once_flag initialized;
+  std::call_once(initialized, [] {
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTargetMC();
+  });
+  llvm::Triple triple("nvptx64-nvidia-cuda");
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return llvm::createStringError("LLVM has no NVPTX backend: " + error);
+  // CPU "" (not `chip`): an unknown CPU name would print a warning here too.
+  std::unique_ptr<llvm::MCSubtargetInfo> info(target->createMCSubtargetInfo(triple, "", ""));
+  if (!info)
+    return llvm::createStringError("LLVM's NVPTX backend gave no subtarget information");
+  if (!info->isCPUStringValid(chip)) {
+    // The chips both LLVM and this function accept, in numeric order.
+    std::vector<std::pair<unsigned, std::string>> chips;
+    for (const llvm::SubtargetSubTypeKV &cpu : info->getAllProcessorDescriptions()) {
+      llvm::SmallVector<llvm::StringRef> parts;
+      unsigned version = 0;
+      if (spelling.match(cpu.Key, &parts) && !parts[1].getAsInteger(10, version) && version >= 70)
+        chips.emplace_back(version, cpu.Key);
+    }
+    llvm::sort(chips);
+    std::string known;
+    for (const auto &[version, name] : chips)
+      known += (known.empty() ? "" : ", ") + name;
+    return llvm::createStringError("arch " + chip + " is not known to LLVM " + LLVM_VERSION_STRING +
+                                   "'s NVPTX backend (known: " + known + ")");
+  }
+  // A known chip whose PTX ISA is newer than the one effectiveFeatures()
+  // asks for makes LLVM abort mid-compile ("LLVM ERROR: PTX version 8.6 does
+  // not support target 'sm_120'"). The minimum PTX ISA per chip (x10) is
+  // NVIDIA's (PTX ISA release notes), as LLVM 22 enforces it; chips missing
+  // here (newer than this table) are left to LLVM.
+  static const std::pair<unsigned, unsigned> kMinPtx[] = {
+      {70, 60}, {72, 61},  {75, 63},  {80, 70},  {86, 71},  {87, 74},  {88, 90}, {89, 78},
+      {90, 78}, {100, 86}, {101, 86}, {103, 88}, {110, 90}, {120, 87}, {121, 88}};
+  unsigned provided = 0;
+  llvm::SmallVector<llvm::StringRef> features;
+  llvm::StringRef(effectiveFeatures()).split(features, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef feature : features) {
+    unsigned ptx = 0;
+    if (feature.consume_front("+ptx") && !feature.getAsInteger(10, ptx))
+      provided = std::max(provided, ptx);
+  }
+  for (const auto &[sm, minimum] : kMinPtx)
+    if (sm == number && provided && provided < minimum)
+      return llvm::createStringError(
+          "arch " + chip + " needs PTX ISA " + std::to_string(minimum / 10) + "." +
+          std::to_string(minimum % 10) + " or newer, and lossjit emits PTX ISA " +
+          std::to_string(provided / 10) + "." + std::to_string(provided % 10) +
+          " for it (features '" + effectiveFeatures() + "'): not supported yet");
   return llvm::Error::success();
 }
 

@@ -8,9 +8,11 @@
 #include "runtime/Formula.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Log.h"
+#include "runtime/NestingLimit.h"
 #include "runtime/Sha256.h"
 
 #include "mlir/AsmParser/AsmParser.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 
 #include <chrono>
@@ -355,68 +357,144 @@ CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
   inputs.llvmVersion = LOSSJIT_LLVM_VERSION;
   inputs.lossjitVersion += std::string("+") + compilerFingerprint();
   std::string key = runtime::computeCacheKey(inputs);
+  std::string irHash = runtime::sha256Hex(inputs.canonicalIr);
 
-  std::unique_ptr<CpuCompiledOp> fresh;
-  auto bundle = cache.getOrCompile(key, [&]() -> runtime::Expected<runtime::KernelBundle> {
-    auto op = compile(module, tile, target, sink);
+  /// Rebuilds the op from a cached bundle: the plan from its text, the
+  /// object linked and every kernel found in it. Anything short of that is
+  /// an unusable entry (the cache then recompiles and replaces it).
+  using Loaded = llvm::Expected<std::unique_ptr<CpuCompiledOp>>;
+  auto load = [&](const runtime::KernelBundle &b) -> Loaded {
+    auto fail = [&](const std::string &what) {
+      return llvm::createStringError("CPU cache entry " + key + ": " + what);
+    };
+    if (b.backend != "cpu" || b.kernels.empty())
+      return fail("not a CPU bundle with kernels");
+    const runtime::JsonValue *hostTarget = b.options.find("host_target");
+    if (!hostTarget || !hostTarget->isString() || hostTarget->getString() != target.key())
+      return fail("built for another host target than " + target.key());
+    const runtime::JsonValue *planText = b.options.find("launch_plan");
+    if (!planText || !planText->isString())
+      return fail("has no launch plan");
+    // MLIR's attribute parser recurses per nesting level: bound it first (a
+    // plan nests 4 deep).
+    if (runtime::Error e = runtime::checkNesting(planText->getString(), 64, "launch plan"))
+      return fail(e.message());
+    // The parser's diagnostic goes into the error (escaped: it quotes the
+    // entry's text), not onto stderr.
+    std::string diagnostic;
+    mlir::DictionaryAttr attr;
+    {
+      mlir::ScopedDiagnosticHandler capture(module.getContext(), [&](mlir::Diagnostic &d) {
+        if (diagnostic.empty())
+          diagnostic = d.str();
+        return mlir::success();
+      });
+      attr = llvm::dyn_cast_or_null<mlir::DictionaryAttr>(
+          mlir::parseAttribute(planText->getString(), module.getContext()));
+    }
+    if (!attr)
+      return fail("has a malformed launch plan" +
+                  (diagnostic.empty() ? "" : " (" + runtime::printable(diagnostic) + ")"));
+    std::string error;
+    auto plan = LaunchPlan::fromAttr(attr, error);
+    if (mlir::failed(plan))
+      return fail(error);
+    // The plan must describe the bundle's kernels, and every formula must
+    // parse over the plan's symbols (so no garbage reaches run()).
+    if (plan->kernels.size() != b.kernels.size())
+      return fail("the plan has " + std::to_string(plan->kernels.size()) + " kernels, the bundle " +
+                  std::to_string(b.kernels.size()));
+    std::vector<std::string> symbols = plan->dims;
+    for (const auto &[name, value] : plan->constants)
+      symbols.push_back(name);
+    for (const auto &[name, formula] : plan->derived) {
+      if (auto f = runtime::Formula::parse(formula, symbols); !f)
+        return fail("derived symbol '" + name + "': " + f.errorMessage());
+      symbols.push_back(name);
+    }
+    for (const PlanWorkspace &w : plan->workspaces) {
+      if (dtypeBytes(w.dtype) == 0)
+        return fail("workspace '" + w.name + "' has unknown dtype '" + w.dtype + "'");
+      if (auto f = runtime::Formula::parse(w.count, symbols); !f)
+        return fail("workspace '" + w.name + "': " + f.errorMessage());
+    }
+    for (const PlanParam &p : plan->params)
+      if (dtypeBytes(p.dtype) == 0)
+        return fail("param '" + p.name + "' has unknown dtype '" + p.dtype + "'");
+    auto start = std::chrono::steady_clock::now();
+    auto jit = linkCpuObject(b.kernels.front().image);
+    if (!jit)
+      return fail("cannot link its object: " + llvm::toString(jit.takeError()));
+    for (size_t k = 0; k < plan->kernels.size(); ++k) {
+      if (plan->kernels[k].name != b.kernels[k].name)
+        return fail("kernel " + std::to_string(k) + " is '" + b.kernels[k].name +
+                    "' in the bundle and '" + plan->kernels[k].name + "' in the plan");
+      if (auto symbol = (*jit)->lookup("_mlir_" + plan->kernels[k].name); !symbol)
+        return fail("its object lacks kernel '" + plan->kernels[k].name +
+                    "': " + llvm::toString(symbol.takeError()));
+    }
+    std::unique_ptr<CpuCompiledOp> op(new CpuCompiledOp());
+    op->launchPlan = std::move(*plan);
+    op->linked = std::move(*jit);
+    op->object = b.kernels.front().image;
+    op->hostTarget = target;
+    op->cachedObject = true;
+    op->jitTime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return op;
+  };
+
+  std::unique_ptr<CpuCompiledOp> fresh, loaded;
+  runtime::CacheLookup lookup;
+  // The key was computed from this IR: an entry for other IR (copied under
+  // this key) is rejected by its ir_hash.
+  lookup.irHash = irHash;
+  lookup.check = [&](const runtime::KernelBundle &b) -> runtime::Error {
+    auto op = load(b);
     if (!op)
       return runtime::makeError(llvm::toString(op.takeError()));
-    const LaunchPlan &plan = (*op)->plan();
-    runtime::KernelBundle b = bundleSkeleton(plan, key, runtime::sha256Hex(inputs.canonicalIr));
-    b.backend = "cpu";
-    b.arch = "host";
-    b.options.set("host_cpu", target.cpu);
-    b.options.set("host_target", target.key());
-    // The whole plan (row/vocab parallelism, chunks, entry roles) as MLIR
-    // attribute text, so a hit rebuilds exactly what compile() had.
-    {
-      std::string text;
-      llvm::raw_string_ostream os(text);
-      plan.toAttr(module.getContext()).print(os);
-      b.options.set("launch_plan", text);
-    }
-    for (const PlanKernel &k : plan.kernels) {
-      runtime::BundleKernel bk;
-      bk.name = k.name;
-      bk.file = "kernels.host.o";
-      // Host kernels take row/vocab ranges the bundle format has no names
-      // for; the launch plan above carries the arguments.
-      bk.perChunk = k.perChunk;
-      bk.image = (*op)->object;
-      b.kernels.push_back(std::move(bk));
-    }
-    fresh = std::move(*op);
-    return b;
-  });
+    loaded = std::move(*op);
+    return runtime::Error::success();
+  };
+  auto bundle = cache.getOrCompile(
+      key,
+      [&]() -> runtime::Expected<runtime::KernelBundle> {
+        auto op = compile(module, tile, target, sink);
+        if (!op)
+          return runtime::makeError(llvm::toString(op.takeError()));
+        const LaunchPlan &plan = (*op)->plan();
+        runtime::KernelBundle b = bundleSkeleton(plan, key, irHash);
+        b.backend = "cpu";
+        b.arch = "host";
+        b.options.set("host_cpu", target.cpu);
+        b.options.set("host_target", target.key());
+        // The whole plan (row/vocab parallelism, chunks, entry roles) as MLIR
+        // attribute text, so a hit rebuilds exactly what compile() had.
+        {
+          std::string text;
+          llvm::raw_string_ostream os(text);
+          plan.toAttr(module.getContext()).print(os);
+          b.options.set("launch_plan", text);
+        }
+        for (const PlanKernel &k : plan.kernels) {
+          runtime::BundleKernel bk;
+          bk.name = k.name;
+          bk.file = "kernels.host.o";
+          // Host kernels take row/vocab ranges the bundle format has no names
+          // for; the launch plan above carries the arguments.
+          bk.perChunk = k.perChunk;
+          bk.image = (*op)->object;
+          b.kernels.push_back(std::move(bk));
+        }
+        fresh = std::move(*op);
+        return b;
+      },
+      lookup);
   if (!bundle)
     return llvm::createStringError(bundle.errorMessage());
   if (fresh)
     return fresh;
-
-  // A hit: link the cached object and rebuild the plan.
-  const runtime::KernelBundle &b = **bundle;
-  const runtime::JsonValue *planText = b.options.find("launch_plan");
-  if (!planText || !planText->isString() || b.kernels.empty())
-    return llvm::createStringError("CPU cache entry " + key + " has no launch plan");
-  auto attr = llvm::dyn_cast_or_null<mlir::DictionaryAttr>(
-      mlir::parseAttribute(planText->getString(), module.getContext()));
-  if (!attr)
-    return llvm::createStringError("CPU cache entry " + key + " has a malformed launch plan");
-  std::string error;
-  auto plan = LaunchPlan::fromAttr(attr, error);
-  if (mlir::failed(plan))
-    return llvm::createStringError("CPU cache entry " + key + ": " + error);
-  auto start = std::chrono::steady_clock::now();
-  auto jit = linkCpuObject(b.kernels.front().image);
-  if (!jit)
-    return llvm::createStringError("CPU cache entry " + key +
-                                   ": cannot link its object: " + llvm::toString(jit.takeError()));
-  std::unique_ptr<CpuCompiledOp> op(new CpuCompiledOp());
-  op->launchPlan = std::move(*plan);
-  op->linked = std::move(*jit);
-  op->object = b.kernels.front().image;
-  op->hostTarget = target;
-  op->cachedObject = true;
-  op->jitTime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return op;
+  if (loaded)
+    return loaded;
+  // A memory hit: this process compiled or checked the bundle already.
+  return load(**bundle);
 }

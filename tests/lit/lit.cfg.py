@@ -40,6 +40,8 @@ if not os.path.exists(lossjit_opt):
 config.substitutions.append((tool_regex("lossjit-opt"), lossjit_opt))
 lossjit_runner = os.path.join(config.lossjit_tools_dir, "lossjit-runner")
 config.substitutions.append((tool_regex("lossjit-runner"), lossjit_runner))
+lossjit_aot = os.path.join(config.lossjit_tools_dir, "lossjit-aot")
+config.substitutions.append((tool_regex("lossjit-aot"), lossjit_aot))
 config.substitutions.append(("%python", sys.executable))
 
 for tool in ["FileCheck", "not", "count"]:

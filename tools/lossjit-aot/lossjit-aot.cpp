@@ -28,6 +28,7 @@
 #include "tools/lossjit-aot/CubinCompiler.h"
 #include "tools/lossjit-aot/IndexManifest.h"
 #include "tools/lossjit-aot/PtxSignature.h"
+#include "tools/support/ToolInput.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -191,8 +192,7 @@ std::string joinArgs(int argc, char **argv) {
 }
 } // namespace
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
+int runMain(int argc, char **argv) {
   cl::HideUnrelatedOptions(aotCategory);
   cl::ParseCommandLineOptions(argc, argv, "lossjit ahead-of-time compiler\n");
 
@@ -244,8 +244,13 @@ int main(int argc, char **argv) {
 
   std::vector<GraphJob> jobs;
   if (!graphFile.empty()) {
+    // Bounded and nesting-checked before MLIR's recursive parser sees it.
+    auto input = readGraphInput(graphFile);
+    if (!input)
+      return fail(llvm::toString(input.takeError()));
     llvm::SourceMgr sources;
-    auto graph = parseSourceFile<ModuleOp>(graphFile, sources, ParserConfig(&context));
+    sources.AddNewSourceBuffer(std::move(*input), llvm::SMLoc());
+    auto graph = parseSourceFile<ModuleOp>(sources, ParserConfig(&context));
     if (!graph)
       return fail("cannot parse graph '" + graphFile + "'");
     jobs.push_back({std::move(graph), false});
@@ -437,4 +442,13 @@ int main(int argc, char **argv) {
   if (!quiet)
     llvm::outs() << cApiText << "; index: " << outputDir << "/manifest.json\n";
   return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  initToolProcess();
+  int status = runMain(argc, argv);
+  if (llvm::Error err = flushStandardOutput())
+    return fail(llvm::toString(std::move(err)));
+  return status;
 }

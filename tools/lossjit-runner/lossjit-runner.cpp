@@ -10,13 +10,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Builder/GraphBuilder.h"
-#include "testing/simt/PlanRunner.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/CpuJit.h"
 #include "runtime/KernelCache.h"
 #include "testing/reference/HalfFloat.h"
-#include "tools/support/Npy.h"
 #include "testing/reference/Reference.h"
+#include "testing/simt/PlanRunner.h"
+#include "tools/support/Npy.h"
+#include "tools/support/ToolInput.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -67,7 +68,15 @@ static cl::opt<double> logitScale("random-logit-size", cl::desc("--random: typic
 static cl::opt<bool> check("check", cl::desc("compare with the fp64 reference; exit 1 "
                                              "if a relative error exceeds --tolerance"));
 static cl::opt<double> tolerance("tolerance", cl::init(1e-4));
-static cl::opt<unsigned> threads("host-threads", cl::desc("host threads (0: all)"), cl::init(0));
+static cl::opt<int64_t>
+    hostThreads("host-threads",
+                cl::desc("host threads, 1 to 1024 (default: every hardware thread)"), cl::init(0));
+
+/// More threads than this only add scheduling overhead (and a system that
+/// refuses them ends the run with an uncaught std::system_error).
+constexpr int64_t kMaxHostThreads = 1024;
+/// What CpuCompiledOp::run() gets: 0 = every hardware thread.
+static unsigned threads = 0;
 
 namespace {
 int fail(const llvm::Twine &message) {
@@ -193,11 +202,30 @@ double relErr(double got, double ref) {
     return std::isnan(got) ? 0.0 : INFINITY;
   return std::fabs(got - ref) / std::max(std::fabs(ref), 1e-6);
 }
-} // namespace
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
+/// Bytes --random allocates for N, V, D: per element of x and w an f32 copy,
+/// a 16-bit copy and the runner's own copy (at most 8 bytes together), per
+/// row the labels (i64, i32 and a copy) and the two f32 results. Fails on
+/// overflow.
+bool randomInputBytes(int64_t n, int64_t v, int64_t d, uint64_t &bytes) {
+  uint64_t xd, vd, perElement, rows;
+  return !__builtin_mul_overflow(static_cast<uint64_t>(n), static_cast<uint64_t>(d), &xd) &&
+         !__builtin_mul_overflow(static_cast<uint64_t>(v), static_cast<uint64_t>(d), &vd) &&
+         !__builtin_add_overflow(xd, vd, &perElement) &&
+         !__builtin_add_overflow(perElement, static_cast<uint64_t>(v), &perElement) &&
+         !__builtin_mul_overflow(perElement, uint64_t(8), &bytes) &&
+         !__builtin_mul_overflow(static_cast<uint64_t>(n), uint64_t(28), &rows) &&
+         !__builtin_add_overflow(bytes, rows, &bytes);
+}
+
+int runMain(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "lossjit CPU-backend runner\n");
+  if (hostThreads.getNumOccurrences()) {
+    if (hostThreads < 1 || hostThreads > kMaxHostThreads)
+      return fail("--host-threads must be between 1 and " + llvm::Twine(kMaxHostThreads) +
+                  ", got " + llvm::Twine(hostThreads.getValue()));
+    threads = static_cast<unsigned>(hostThreads);
+  }
   if (backend != "cpu" && backend != "simt")
     return fail("--backend must be 'cpu' or 'simt', got '" + backend + "'");
   if (!preset.empty() && preset != "linear-cross-entropy")
@@ -234,6 +262,13 @@ int main(int argc, char **argv) {
     o.seed = seed;
     if (o.dtype != "f16" && o.dtype != "bf16" && o.dtype != "f32")
       return fail("--dtype must be f16, bf16 or f32, got '" + o.dtype + "'");
+    // Checked before allocating: too much for this machine is an error, not
+    // LLVM's out-of-memory abort or an uncaught std::length_error.
+    uint64_t bytes = 0;
+    if (!randomInputBytes(o.n, o.v, o.d, bytes))
+      return fail("--random " + randomShape + ": the inputs' size overflows 64 bits");
+    if (llvm::Error err = checkHostMemory(bytes, "--random " + randomShape + ": the inputs"))
+      return fail(llvm::toString(std::move(err)));
     makeRandomLceInputs(o, random);
     const LceProblem &p = random.problem;
     int64_t es = o.dtype == "f32" ? 4 : 2;
@@ -256,8 +291,13 @@ int main(int argc, char **argv) {
   MLIRContext context(registry);
   OwningOpRef<ModuleOp> module;
   if (!graphFile.empty()) {
+    // Bounded and nesting-checked before MLIR's recursive parser sees it.
+    auto input = readGraphInput(graphFile);
+    if (!input)
+      return fail(llvm::toString(input.takeError()));
     llvm::SourceMgr sources;
-    module = parseSourceFile<ModuleOp>(graphFile, sources, ParserConfig(&context));
+    sources.AddNewSourceBuffer(std::move(*input), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sources, ParserConfig(&context));
     if (!module)
       return fail("cannot parse graph '" + graphFile + "'");
   } else {
@@ -411,5 +451,23 @@ int main(int argc, char **argv) {
         return fail(llvm::toString(std::move(err)));
     }
   }
+  return status;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  initToolProcess();
+  // The last line of defence: whatever escapes as an exception (a thread the
+  // system refuses, an allocation the checks above did not foresee) is an
+  // error message and exit code 1, not std::terminate's abort.
+  int status;
+  try {
+    status = runMain(argc, argv);
+  } catch (const std::exception &e) {
+    status = fail(llvm::Twine("internal: ") + e.what());
+  }
+  if (llvm::Error err = flushStandardOutput())
+    return fail(llvm::toString(std::move(err)));
   return status;
 }

@@ -1,13 +1,24 @@
-//===- Npy.cpp ------------------------------------------------------------===//
+//===- Npy.cpp - read and write NumPy .npy files --------------------------===//
+//
+// readNpy streams a file through NpyFormat's bounded header parser; only
+// then does it allocate, exactly the data the header announces.
+//
+//===----------------------------------------------------------------------===//
 
 #include "tools/support/Npy.h"
 
-#include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/raw_ostream.h"
+#include "runtime/FileUtil.h"
+#include "tools/support/NpyFormat.h"
+#include "tools/support/ToolInput.h"
 
-#include <cstring>
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace lossjit;
 
@@ -32,83 +43,82 @@ llvm::Error fail(const std::string &path, const llvm::Twine &what) {
   return llvm::createStringError(path + ": " + what.str());
 }
 
-/// The value text of `key` in the header dict, e.g. "'<f2'" or "(3, 4)".
-llvm::StringRef headerValue(llvm::StringRef header, llvm::StringRef key) {
-  size_t at = header.find("'" + key.str() + "'");
-  if (at == llvm::StringRef::npos)
-    return {};
-  llvm::StringRef rest = header.drop_front(at + key.size() + 2).ltrim();
-  if (!rest.consume_front(":"))
-    return {};
-  rest = rest.ltrim();
-  if (rest.starts_with("(")) {
-    size_t close = rest.find(')');
-    return close == llvm::StringRef::npos ? llvm::StringRef() : rest.take_front(close + 1);
+/// Reads up to `count` bytes (fewer only at end of file).
+llvm::Expected<size_t> readUpTo(int fd, char *out, size_t count) {
+  size_t done = 0;
+  while (done < count) {
+    ssize_t n = ::read(fd, out + done, count - done);
+    if (n == 0)
+      break;
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return llvm::errorCodeToError(std::error_code(errno, std::generic_category()));
+    }
+    done += static_cast<size_t>(n);
   }
-  return rest.take_until([](char c) { return c == ',' || c == '}'; }).rtrim();
+  return done;
 }
 } // namespace
 
 llvm::Expected<NpyArray> lossjit::readNpy(const std::string &path) {
-  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                          /*RequiresNullTerminator=*/false);
-  if (!file)
-    return fail(path, "cannot read: " + file.getError().message());
-  llvm::StringRef bytes = (*file)->getBuffer();
-  if (!bytes.starts_with("\x93NUMPY") || bytes.size() < 10)
-    return fail(path, "not a .npy file (missing \\x93NUMPY magic)");
-  uint8_t major = bytes[6];
-  size_t headerLen, headerStart;
-  if (major == 1) {
-    headerLen = static_cast<uint8_t>(bytes[8]) | (static_cast<uint8_t>(bytes[9]) << 8);
-    headerStart = 10;
-  } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12)
-      return fail(path, "truncated header");
-    headerLen = 0;
-    for (int i = 0; i < 4; ++i)
-      headerLen |= static_cast<size_t>(static_cast<uint8_t>(bytes[8 + i])) << (8 * i);
-    headerStart = 12;
-  } else {
-    return fail(path, "unsupported .npy format version " + llvm::Twine(major));
+  // The header first, then exactly the data it announces: sizes are checked
+  // (overflow, file length, memory) before anything large is allocated.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return fail(path, "cannot read: " + runtime::errnoMessage(errno));
+  llvm::scope_exit closeFd([&] { ::close(fd); });
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return fail(path, "cannot read: " + runtime::errnoMessage(errno));
+  if (S_ISDIR(st.st_mode))
+    return fail(path, "cannot read: it is a directory");
+
+  std::string head(kNpyPreambleBytes, '\0');
+  auto got = readUpTo(fd, head.data(), head.size());
+  if (!got)
+    return fail(path, "cannot read: " + llvm::toString(got.takeError()));
+  head.resize(*got);
+  runtime::Expected<size_t> headerSize = npyHeaderSize(head);
+  if (!headerSize)
+    return fail(path, headerSize.errorMessage());
+  if (*headerSize > head.size()) {
+    size_t have = head.size();
+    head.resize(*headerSize);
+    got = readUpTo(fd, head.data() + have, *headerSize - have);
+    if (!got)
+      return fail(path, "cannot read: " + llvm::toString(got.takeError()));
+    head.resize(have + *got);
   }
-  if (bytes.size() < headerStart + headerLen)
-    return fail(path, "truncated header");
-  llvm::StringRef header = bytes.substr(headerStart, headerLen);
-  llvm::StringRef descr = headerValue(header, "descr").trim("'\" ");
-  llvm::StringRef order = headerValue(header, "fortran_order");
-  llvm::StringRef shapeText = headerValue(header, "shape");
-  if (descr.empty() || order.empty() || shapeText.empty())
-    return fail(path, "malformed header '" + header.trim() + "'");
-  if (order != "False")
-    return fail(path, "Fortran-ordered arrays are not supported (save with "
-                      "np.ascontiguousarray)");
+  runtime::Expected<NpyHeader> header = parseNpyHeader(head);
+  if (!header)
+    return fail(path, header.errorMessage());
+  if (S_ISREG(st.st_mode)) {
+    uint64_t held = static_cast<uint64_t>(st.st_size) - header->dataOffset;
+    if (static_cast<uint64_t>(st.st_size) < header->dataOffset || held != header->dataBytes)
+      return fail(path, "holds " + llvm::Twine(held) + " data bytes, shape and dtype need " +
+                            llvm::Twine(header->dataBytes));
+  }
+  if (llvm::Error err =
+          checkHostMemory(header->dataBytes, "its " + llvm::Twine(header->dtype) + " data"))
+    return fail(path, llvm::toString(std::move(err)));
+
   NpyArray array;
-  int64_t elemBytes = 0;
-  for (const DtypeInfo &d : kDtypes)
-    if (descr == d.descr || (descr.size() == 3 && descr[0] == '|' &&
-                             descr.drop_front() == llvm::StringRef(d.descr).drop_front())) {
-      array.dtype = d.name;
-      elemBytes = d.bytes;
-    }
-  if (array.dtype.empty())
-    return fail(path, "dtype '" + descr +
-                          "' is not supported (expected little-endian f2, f4, "
-                          "f8, i4 or i8)");
-  llvm::SmallVector<llvm::StringRef> dims;
-  shapeText.trim("() ").split(dims, ',', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef dim : dims) {
-    int64_t extent;
-    if (dim.trim().getAsInteger(10, extent) || extent < 0)
-      return fail(path, "bad shape '" + shapeText + "'");
-    array.shape.push_back(extent);
-  }
-  int64_t payload = array.count() * elemBytes;
-  size_t dataStart = headerStart + headerLen;
-  if (static_cast<int64_t>(bytes.size() - dataStart) != payload)
-    return fail(path, "holds " + llvm::Twine(bytes.size() - dataStart) +
-                          " data bytes, shape and dtype need " + llvm::Twine(payload));
-  array.bytes.assign(bytes.begin() + dataStart, bytes.end());
+  array.dtype = header->dtype;
+  array.shape = header->shape;
+  array.bytes.resize(header->dataBytes);
+  // The preamble read may have reached into the data (tiny headers).
+  size_t early = std::min<size_t>(head.size() - header->dataOffset, array.bytes.size());
+  std::copy_n(head.data() + header->dataOffset, early, array.bytes.data());
+  got = readUpTo(fd, array.bytes.data() + early, array.bytes.size() - early);
+  if (!got)
+    return fail(path, "cannot read: " + llvm::toString(got.takeError()));
+  char extra;
+  auto more = readUpTo(fd, &extra, 1);
+  uint64_t held = early + *got + (more && *more ? 1 : 0);
+  if (held != header->dataBytes || head.size() - header->dataOffset > early)
+    return fail(path, "holds " + llvm::Twine(held) + (held > header->dataBytes ? "+" : "") +
+                          " data bytes, shape and dtype need " + llvm::Twine(header->dataBytes));
   return array;
 }
 
@@ -135,20 +145,24 @@ llvm::Error lossjit::writeNpy(const std::string &path, const NpyArray &array) {
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
+  // runtime::writeFile, not raw_fd_ostream: a stream that failed (EFBIG past
+  // `ulimit -f`, ENOSPC) aborts the process in its destructor, while this
+  // returns the error, which names the file.
+  std::string data = "\x93NUMPY";
+  data += char(1);
+  data += char(0);
+  data += char(header.size() & 0xff);
+  data += char(header.size() >> 8);
+  data += header;
+  data.append(array.bytes.data(), array.bytes.size());
   std::string tmp = path + ".tmp";
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp, ec);
-    if (ec)
-      return fail(path, "cannot write: " + ec.message());
-    os << "\x93NUMPY" << char(1) << char(0) << char(header.size() & 0xff)
-       << char(header.size() >> 8) << header;
-    os.write(array.bytes.data(), array.bytes.size());
-    os.close();
-    if (os.has_error())
-      return fail(path, "write failed");
+  if (runtime::Error e = runtime::writeFile(tmp, data)) {
+    ::unlink(tmp.c_str());
+    return fail(path, "cannot write: " + e.message());
   }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
+    ::unlink(tmp.c_str());
     return fail(path, "rename failed: " + ec.message());
+  }
   return llvm::Error::success();
 }

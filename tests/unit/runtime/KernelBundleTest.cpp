@@ -8,6 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 using namespace lossjit::runtime;
 using namespace lossjit::runtime::testing;
 
@@ -167,7 +171,9 @@ TEST(KernelBundle, DetectsCorruptionTruncationAndMissingFiles) {
   ASSERT_FALSE(writeFile(ptxPath, original.substr(0, original.size() - 5)));
   r = readBundleDirectory(dir.path());
   ASSERT_FALSE(r);
-  EXPECT_NE(r.errorMessage().find("truncated"), std::string::npos);
+  EXPECT_EQ(r.errorMessage(), ptxPath + ": holds " + std::to_string(original.size() - 5) +
+                                  " bytes, the manifest says " + std::to_string(original.size()) +
+                                  ": the file is truncated");
 
   ::unlink(ptxPath.c_str());
   r = readBundleDirectory(dir.path());
@@ -178,8 +184,128 @@ TEST(KernelBundle, DetectsCorruptionTruncationAndMissingFiles) {
   ASSERT_FALSE(writeFile(dir / "manifest.json", "{\"format\": \"lossjit-bundle\","));
   r = readBundleDirectory(dir.path());
   ASSERT_FALSE(r);
+  EXPECT_NE(r.errorMessage().find("does not match manifest.sha256"), std::string::npos)
+      << r.errorMessage();
+  // Without manifest.sha256 (a prebuilt bundle of an older lossjit) the
+  // parser reports the same manifest.
+  ::unlink((dir / "manifest.sha256").c_str());
+  r = readBundleDirectory(dir.path());
+  ASSERT_FALSE(r);
   EXPECT_NE(r.errorMessage().find("JSON parse error"), std::string::npos);
   EXPECT_NE(r.errorMessage().find("manifest.json"), std::string::npos);
+}
+
+TEST(KernelBundle, ManifestHashCoversTheWholeEntry) {
+  // issue 16: editing a workspace count in the manifest gave a heap
+  // overflow. The manifest (launch plan, image hashes) is hashed now.
+  KernelBundle b = makeTestBundle(testKey("whole"));
+  TempDir dir;
+  ASSERT_FALSE(writeBundleDirectory(b, dir.path()));
+  std::string hashText = *readFile(dir / "manifest.sha256");
+  std::string manifest = *readFile(dir / "manifest.json");
+  EXPECT_EQ(hashText, sha256Hex(manifest) + "  manifest.json\n") << "sha256sum(1) format";
+
+  size_t at = manifest.find("\"S*N\"");
+  ASSERT_NE(at, std::string::npos);
+  std::string edited = manifest;
+  edited.replace(at, 5, "\"1\"");
+  ASSERT_FALSE(writeFile(dir / "manifest.json", edited));
+  Expected<KernelBundle> r = readBundleDirectory(dir.path());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errorMessage(), dir / "manifest.json" + ": does not match manifest.sha256 (" +
+                                  std::to_string(edited.size()) + " bytes hash to " +
+                                  sha256Hex(edited) + "; expected '" + sha256Hex(manifest) +
+                                  "  manifest.json\\x0a'): the manifest was edited or corrupted");
+
+  // An entry must have the hash when the caller requires it (the cache).
+  ASSERT_FALSE(writeFile(dir / "manifest.json", manifest));
+  ::unlink((dir / "manifest.sha256").c_str());
+  BundleReadOptions options;
+  EXPECT_TRUE(readBundleDirectory(dir.path(), options));
+  options.requireManifestHash = true;
+  r = readBundleDirectory(dir.path(), options);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errorMessage().rfind(dir.path() +
+                                       ": an entry needs its manifest.sha256: cannot "
+                                       "open '" +
+                                       dir / "manifest.sha256",
+                                   0),
+            0u)
+      << r.errorMessage();
+}
+
+TEST(KernelBundle, KeyAndIrHashAreCompared) {
+  // issue 16: an entry copied under another key (its "key" rewritten) was
+  // used for another graph. The IR hash is compared on load.
+  KernelBundle b = makeTestBundle(testKey("copied"));
+  TempDir dir;
+  ASSERT_FALSE(writeBundleDirectory(b, dir.path()));
+  BundleReadOptions options;
+  options.expectedKey = b.key;
+  options.expectedIrHash = b.irHash;
+  EXPECT_TRUE(readBundleDirectory(dir.path(), options));
+  options.expectedIrHash = std::string(64, 'c');
+  Expected<KernelBundle> r = readBundleDirectory(dir.path(), options);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errorMessage(), dir / "manifest.json" + ": ir_hash " + b.irHash +
+                                  " does not match the requested graph's " + std::string(64, 'c') +
+                                  " (an entry copied under another key?)");
+}
+
+TEST(KernelBundle, ReadsOnlyRegularFilesWithinTheirSize) {
+  KernelBundle b = makeTestBundle(testKey("files"));
+  TempDir dir;
+  ASSERT_FALSE(writeBundleDirectory(b, dir.path()));
+  std::string image = dir / b.kernels[0].file;
+
+  // An image symlinked to /dev/zero: an error, not an out-of-memory abort.
+  ::unlink(image.c_str());
+  ASSERT_EQ(::symlink("/dev/zero", image.c_str()), 0);
+  Expected<KernelBundle> r = readBundleDirectory(dir.path());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errorMessage(), "kernel 'lce_partial' image: cannot read '" + image +
+                                  "': it is a character device, expected a regular file");
+
+  // A 64 GiB sparse image: refused from its size, before any read.
+  ::unlink(image.c_str());
+  int fd = ::open(image.c_str(), O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, off_t(64) << 30), 0);
+  ::close(fd);
+  r = readBundleDirectory(dir.path());
+  ASSERT_FALSE(r);
+  std::string bytes = std::to_string(b.kernels[0].image.size());
+  EXPECT_EQ(r.errorMessage(), "kernel 'lce_partial' image: cannot read '" + image +
+                                  "': it holds 68719476736 bytes, more than the limit of " + bytes +
+                                  " bytes");
+  ::unlink(image.c_str());
+
+  // A FIFO named manifest.json: an error at once, not a hang.
+  std::string manifest = dir / "manifest.json";
+  ::unlink(manifest.c_str());
+  ASSERT_EQ(::mkfifo(manifest.c_str(), 0644), 0);
+  r = readBundleDirectory(dir.path());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errorMessage(),
+            "cannot read '" + manifest + "': it is a FIFO, expected a regular file");
+}
+
+TEST(KernelBundle, ImageSizesAreBounded) {
+  KernelBundle b = makeTestBundle(testKey("sizes"));
+  JsonValue m = b.toManifest();
+  EXPECT_EQ(m.find("kernels")->getArray()[0].find("bytes")->getInt(),
+            static_cast<int64_t>(b.kernels[0].image.size()));
+  for (int64_t bad : {int64_t(0), int64_t(-5), int64_t(kMaxImageBytes) + 1}) {
+    JsonValue copy = m;
+    for (JsonValue::Member &member : copy.getObject())
+      if (member.key == "kernels")
+        member.value.getArray()[1].set("bytes", bad);
+    Expected<KernelBundle> r = KernelBundle::fromManifest(copy);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.errorMessage(), "manifest.kernels[1].bytes: expected 1.." +
+                                    std::to_string(kMaxImageBytes) + ", got " +
+                                    std::to_string(bad));
+  }
 }
 
 TEST(KernelBundle, ManifestFieldErrorsNameThePath) {

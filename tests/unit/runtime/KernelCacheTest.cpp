@@ -9,9 +9,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <csignal>
 #include <fcntl.h>
-#include <set>
 #include <filesystem>
+#include <functional>
+#include <set>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -459,4 +463,253 @@ TEST(KernelCache, ConcurrentProcessesCompileOnce) {
   ASSERT_TRUE(log) << log.errorMessage();
   EXPECT_EQ(countOccurrences(*log, "\n"), 1u) << "compiled more than once:\n" << *log;
   EXPECT_TRUE(readBundleDirectory(cacheDir + "/" + key, key));
+}
+
+//===----------------------------------------------------------------------===//
+// issue 16: tampered, misfiled and hostile entries; a held lock
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Rewrites an entry's manifest through `edit` and makes manifest.sha256
+/// agree, as someone who knows the format would: only the checks behind the
+/// hash (key, IR hash, image hashes, the caller's check) can catch it then.
+void forgeManifest(const std::string &entry,
+                   const std::function<void(std::string &manifest)> &edit) {
+  std::string manifest = *readFile(entry + "/manifest.json");
+  edit(manifest);
+  ASSERT_FALSE(writeFile(entry + "/manifest.json", manifest));
+  ASSERT_FALSE(writeFile(entry + "/manifest.sha256", sha256Hex(manifest) + "  manifest.json\n"));
+}
+
+void replaceAll(std::string &text, const std::string &from, const std::string &to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+}
+} // namespace
+
+TEST(KernelCache, EditedLaunchPlanIsRecompiledAndReplaced) {
+  // A workspace count edited in the manifest used to overflow the heap.
+  checkRecovery([](const std::string &entry, const KernelBundle &) {
+    std::string manifest = *readFile(entry + "/manifest.json");
+    replaceAll(manifest, "\"S*N\"", "\"1\"");
+    ASSERT_FALSE(writeFile(entry + "/manifest.json", manifest));
+  });
+}
+
+TEST(KernelCache, MissingManifestHashIsRecompiledAndReplaced) {
+  // readBundleDirectory() alone accepts a bundle without the hash (prebuilt
+  // bundles of older versions); a cache entry needs it.
+  TempDir dir;
+  std::string key = testKey("nohash");
+  CountingCompiler compiler;
+  {
+    KernelCache cache(diskOptions(dir.path()));
+    ASSERT_TRUE(cache.getOrCompile(key, compiler.forKey(key)));
+  }
+  ASSERT_EQ(::unlink((dir / key + "/manifest.sha256").c_str()), 0);
+  KernelCache cache(diskOptions(dir.path()));
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE(cache.getOrCompile(key, compiler.forKey(key)));
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("ignoring invalid kernel bundle " + dir / key + ": " + dir / key +
+                     ": an entry needs its manifest.sha256"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(compiler.calls, 2);
+  EXPECT_TRUE(fs::is_regular_file(dir / key + "/manifest.sha256")) << "entry not replaced";
+}
+
+TEST(KernelCache, MissingManifestIsRecompiledAndReplaced) {
+  checkRecovery([](const std::string &entry, const KernelBundle &) {
+    ASSERT_EQ(::unlink((entry + "/manifest.json").c_str()), 0);
+  });
+}
+
+TEST(KernelCache, ManifestFifoIsRecompiledNotWaitedFor) {
+  checkRecovery([](const std::string &entry, const KernelBundle &) {
+    std::string manifest = entry + "/manifest.json";
+    ASSERT_EQ(::unlink(manifest.c_str()), 0);
+    ASSERT_EQ(::mkfifo(manifest.c_str(), 0644), 0);
+  });
+}
+
+TEST(KernelCache, ImageLinkedToDevZeroIsRecompiled) {
+  checkRecovery([](const std::string &entry, const KernelBundle &b) {
+    std::string image = entry + "/" + b.kernels[0].file;
+    ASSERT_EQ(::unlink(image.c_str()), 0);
+    ASSERT_EQ(::symlink("/dev/zero", image.c_str()), 0);
+  });
+}
+
+TEST(KernelCache, HugeSparseImageIsRecompiled) {
+  checkRecovery([](const std::string &entry, const KernelBundle &b) {
+    ASSERT_EQ(::truncate((entry + "/" + b.kernels[0].file).c_str(), off_t(64) << 30), 0);
+  });
+}
+
+TEST(KernelCache, GarbageLaunchPlanIsRecompiledAndReplaced) {
+  // Garbage where the plan's formulas were, with the hashes made to agree.
+  checkRecovery([](const std::string &entry, const KernelBundle &) {
+    forgeManifest(entry, [](std::string &m) { replaceAll(m, "\"cdiv(N,4)\"", "\"N+\""); });
+  });
+}
+
+TEST(KernelCache, EntryCopiedUnderAnotherKeyIsNotUsed) {
+  // issue 16: a `mean` entry copied to the key of a `sum` graph, its "key"
+  // rewritten (and the manifest hash made to agree), returned `mean` results.
+  TempDir dir;
+  std::string meanKey = testKey("mean"), sumKey = testKey("sum");
+  std::string meanIr = sha256Hex("graph with reduction = mean");
+  std::string sumIr = sha256Hex("graph with reduction = sum");
+  auto compileWith = [](std::string key, std::string irHash, int *calls) {
+    return [=]() -> Expected<KernelBundle> {
+      ++*calls;
+      KernelBundle b = makeTestBundle(key);
+      b.irHash = irHash;
+      return b;
+    };
+  };
+  int meanCalls = 0, sumCalls = 0;
+  {
+    KernelCache cache(diskOptions(dir.path()));
+    CacheLookup lookup;
+    lookup.irHash = meanIr;
+    ASSERT_TRUE(cache.getOrCompile(meanKey, compileWith(meanKey, meanIr, &meanCalls), lookup));
+  }
+  fs::copy(dir / meanKey, dir / sumKey);
+  forgeManifest(dir / sumKey, [&](std::string &m) { replaceAll(m, meanKey, sumKey); });
+  ASSERT_TRUE(readBundleDirectory(dir / sumKey, sumKey)) << "only the IR hash tells them apart";
+
+  KernelCache cache(diskOptions(dir.path()));
+  CacheLookup lookup;
+  lookup.irHash = sumIr;
+  ::testing::internal::CaptureStderr();
+  Expected<BundleRef> got =
+      cache.getOrCompile(sumKey, compileWith(sumKey, sumIr, &sumCalls), lookup);
+  std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(got) << got.errorMessage();
+  EXPECT_EQ((*got)->irHash, sumIr);
+  EXPECT_EQ(sumCalls, 1) << "the copied entry must be recompiled";
+  EXPECT_NE(log.find("ir_hash " + meanIr + " does not match the requested graph's " + sumIr),
+            std::string::npos)
+      << log;
+  // The entry now on disk is the real one.
+  BundleReadOptions read;
+  read.expectedKey = sumKey;
+  read.expectedIrHash = sumIr;
+  read.requireManifestHash = true;
+  EXPECT_TRUE(readBundleDirectory(dir / sumKey, read));
+}
+
+TEST(KernelCache, UnusableEntryRejectedByTheCheckIsReplaced) {
+  // issue 16: a garbage object whose hashes were updated made every later
+  // run fail ("cannot link"). The caller's check (linking, for the CPU
+  // backend) runs inside the cache now, so such an entry is recompiled.
+  TempDir dir;
+  std::string key = testKey("unusable");
+  CountingCompiler compiler;
+  {
+    KernelCache cache(diskOptions(dir.path()));
+    ASSERT_TRUE(cache.getOrCompile(key, compiler.forKey(key)));
+  }
+  KernelBundle b = makeTestBundle(key);
+  std::string image = dir / key + "/" + b.kernels[0].file;
+  ASSERT_FALSE(writeFile(image, "garbage object"));
+  forgeManifest(dir / key, [&](std::string &m) {
+    replaceAll(m, sha256Hex(b.kernels[0].image), sha256Hex("garbage object"));
+    replaceAll(m, "\"bytes\": " + std::to_string(b.kernels[0].image.size()), "\"bytes\": 14");
+  });
+  ASSERT_TRUE(readBundleDirectory(dir / key, key)) << "consistent hashes, garbage content";
+
+  int checks = 0;
+  CacheLookup lookup;
+  lookup.check = [&](const KernelBundle &bundle) -> Error {
+    ++checks;
+    if (bundle.kernels[0].image == "garbage object")
+      return makeError("cannot link its object: invalid object file");
+    return Error::success();
+  };
+  for (int run = 0; run < 2; ++run) {
+    KernelCache cache(diskOptions(dir.path()));
+    ::testing::internal::CaptureStderr();
+    Expected<BundleRef> got = cache.getOrCompile(key, compiler.forKey(key), lookup);
+    std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(got) << got.errorMessage();
+    EXPECT_EQ((*got)->kernels[0].image, b.kernels[0].image);
+    if (run == 0)
+      EXPECT_NE(log.find("cannot link its object: invalid object file"), std::string::npos) << log;
+    else
+      EXPECT_EQ(log, "") << "the replaced entry is used without complaint";
+  }
+  EXPECT_EQ(compiler.calls, 2) << "compiled once at first, once to replace the bad entry";
+  EXPECT_EQ(checks, 3) << "garbage twice (before and under the lock), then the replacement";
+}
+
+TEST(KernelCache, LockHeldByAStoppedProcessTimesOut) {
+  // issue 16: a lock held by a stopped process blocked every other process
+  // forever, silently. Now: progress messages naming the lock file, then a
+  // compile without the lock.
+  TempDir dir;
+  std::string key = testKey("stopped-holder");
+  std::string lockPath = dir / key + ".lock";
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    int fd = ::open(lockPath.c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd < 0 || ::flock(fd, LOCK_EX) != 0)
+      ::_exit(1);
+    (void)!::write(ready[1], "x", 1);
+    ::raise(SIGSTOP); // alive, holding the lock, never releasing it
+    ::_exit(0);
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+
+  KernelCacheOptions options = diskOptions(dir.path());
+  options.lockTimeout = std::chrono::milliseconds(400);
+  options.lockProgressInterval = std::chrono::milliseconds(150);
+  KernelCache cache(options);
+  CountingCompiler compiler;
+  ::testing::internal::CaptureStderr();
+  auto start = std::chrono::steady_clock::now();
+  Expected<BundleRef> got = cache.getOrCompile(key, compiler.forKey(key));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string log = ::testing::internal::GetCapturedStderr();
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+
+  ASSERT_TRUE(got) << got.errorMessage();
+  EXPECT_EQ(compiler.calls, 1);
+  EXPECT_LT(seconds, 5.0);
+  EXPECT_GE(countOccurrences(log, "waiting for the kernel cache lock " + lockPath), 1u) << log;
+  EXPECT_NE(log.find("kernel cache lock " + lockPath +
+                     " still held after 400 ms (a stopped or hung process?); compiling " +
+                     key.substr(0, 12) + " without it (the result is identical)"),
+            std::string::npos)
+      << log;
+  // No entry existed, so the lock-free compile wrote one.
+  BundleReadOptions read;
+  read.expectedKey = key;
+  read.requireManifestHash = true;
+  EXPECT_TRUE(readBundleDirectory(dir / key, read));
+  EXPECT_EQ(cache.stats().diskWrites, 1u);
+}
+
+TEST(KernelCache, LockTimeoutFromTheEnvironment) {
+  {
+    ScopedEnv env("LOSSJIT_CACHE_LOCK_TIMEOUT", "2.5");
+    EXPECT_EQ(KernelCacheOptions::fromEnvironment().lockTimeout.count(), 2500);
+  }
+  {
+    ScopedEnv env("LOSSJIT_CACHE_LOCK_TIMEOUT", "-1");
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(KernelCacheOptions::fromEnvironment().lockTimeout.count(), 60000);
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+              "lossjit[warning]: LOSSJIT_CACHE_LOCK_TIMEOUT: '-1' is not a number of seconds "
+              "in [0, 1e6]; keeping the default of 60 s\n");
+  }
 }

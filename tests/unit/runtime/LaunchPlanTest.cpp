@@ -269,3 +269,69 @@ TEST(LaunchPlan, PacksChunkBoundsAndDerivedArgs) {
   ASSERT_FALSE(plan.packArguments(0, r, params, workspaces, args, 99, -5));
   EXPECT_EQ(args.values().back(), 8u) << "V";
 }
+
+TEST(LaunchPlan, TamperedQuantitiesAreCheckedAgainstTheBuffers) {
+  // issue 16: a manifest edited in a shared cache must give an error before
+  // launch, never a kernel reading or writing past a buffer.
+  std::vector<int64_t> dims = {10, 1000, 64};
+  std::vector<int64_t> callerElements = {640, 64000, 10, 1, 10};
+  KernelBundle good = makeTestBundle(testKey("tamper"));
+  Expected<LaunchPlan> plan = LaunchPlan::build(good);
+  ASSERT_TRUE(plan);
+  ResolvedLaunch r = *plan->resolve(dims);
+  EXPECT_FALSE(plan->checkBuffers(r, callerElements, r.workspaceBytes));
+
+  // A param shape shrunk from [N, D] to [N]: the caller's buffer disagrees.
+  KernelBundle shape = good;
+  shape.params[0].shape = {"N"};
+  Expected<LaunchPlan> shapePlan = LaunchPlan::build(shape);
+  ASSERT_TRUE(shapePlan);
+  ResolvedLaunch shapeLaunch = *shapePlan->resolve(dims);
+  Error e = shapePlan->checkBuffers(shapeLaunch, callerElements, shapeLaunch.workspaceBytes);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_EQ(e.message(),
+            "param 'x': the plan's shape [N] gives 10 elements, but the buffer holds 640");
+
+  // A workspace allocation smaller than the count needs.
+  std::vector<uint64_t> small = r.workspaceBytes;
+  small[1] = 16;
+  e = plan->checkBuffers(r, callerElements, small);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_EQ(e.message(),
+            "workspace 'part_s': count 'S*N' needs 320 bytes, but the allocation holds 16");
+
+  // A ResolvedLaunch of another plan is refused, not indexed past its end.
+  KernelBundle fewer = good;
+  fewer.workspaces.pop_back();
+  fewer.kernels[1].args = {"part_m", "part_s", "labels", "loss", "lse", "N", "S"};
+  Expected<LaunchPlan> fewerPlan = LaunchPlan::build(fewer);
+  ASSERT_TRUE(fewerPlan) << fewerPlan.errorMessage();
+  ResolvedLaunch other = *fewerPlan->resolve(dims);
+  std::vector<uint64_t> addresses = {1, 2, 3, 4, 5}, workspaces = {6, 7, 8};
+  PackedArgs args;
+  e = plan->packArguments(0, other, addresses, workspaces, args);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_EQ(e.message(), "the resolved launch does not belong to this plan (5 params, 2 "
+                         "workspaces, 2 kernels; the plan has 5, 3, 2)");
+}
+
+TEST(LaunchPlan, ByteSizesNeverWrap) {
+  // Element counts that fit int64 while their bytes do not.
+  KernelBundle b = makeTestBundle(testKey("wrap"));
+  Expected<LaunchPlan> plan = LaunchPlan::build(b);
+  ASSERT_TRUE(plan);
+  std::vector<int64_t> dims = {int64_t(1) << 61, 1, 2}; // x: N*D = 2^62 f16 = 2^63 bytes
+  Expected<ResolvedLaunch> r = plan->resolve(dims);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errorMessage(), "param 'x': byte size of shape [N, D] overflows int64");
+
+  KernelBundle ws = b;
+  ws.workspaces[2].count = "N*V";
+  plan = LaunchPlan::build(ws);
+  ASSERT_TRUE(plan);
+  dims = {int64_t(1) << 31, int64_t(1) << 31, 0}; // N*V = 2^62 f32
+  r = plan->resolve(dims);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errorMessage(), "workspace 'loss_rows': byte size of count 'N*V' = "
+                              "4611686018427387904 overflows int64");
+}
