@@ -21,7 +21,8 @@ def LossLowerToGPU : Pass<"loss-lower-to-gpu", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
-                           "::mlir::memref::MemRefDialect"];
+                           "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect",
+                           "::mlir::vector::VectorDialect"];
   let options = [
     Option<"chip", "chip", "std::string", "\"sm_80\"",
            "target GPU (sm_70 or newer); kernels are chosen for it and it is "
@@ -92,6 +93,23 @@ def LossMathToNVVMApprox : Pass<"loss-math-to-nvvm-approx"> {
     error ≤ 2^-22); fma becomes the exact `llvm.fma.f32`.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def LossBF16MmaSyncToNVVM : Pass<"loss-bf16-mma-sync-to-nvvm"> {
+  let summary = "Lower bf16 nvgpu.mma.sync to nvvm.mma.sync on packed i32 fragments";
+  let description = [{
+    MLIR 22's convert-nvgpu-to-nvvm cannot lower `nvgpu.mma.sync` on bf16
+    operands ("failed to deduce operand PTX types"; fixed upstream after
+    22). The kernels keep the one nvgpu op for f16 and bf16 (the SIMT
+    interpreter models it from the PTX ISA's fragment tables); this pass,
+    run before convert-nvgpu-to-nvvm, rewrites the bf16 ones into
+    `nvvm.mma.sync` with each .bf16x2 fragment register bitcast to i32 and
+    the f32 accumulators passed and returned element by element, in the
+    register order of the nvgpu vectors. Other mma.sync ops are left to
+    convert-nvgpu-to-nvvm.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 #endif // LOSSJIT_COMPILER_CONVERSION_PASSES

@@ -111,8 +111,11 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
   std::vector<Stage> stages = graphStages();
   // Only knobs that differ from the defaults are passed, so a config the
   // input IR already carries keeps its other fields.
-  const TileConfig defaults;
+  const TileConfig defaults = TileConfig::forMatmul(tile.matmul);
   std::string select = "target=gpu chip=" + target.chip;
+  // The strategy first: selecting it starts from its own tile.
+  if (tile.matmul != TileConfig().matmul)
+    select += " matmul=" + loss::stringifyMatmulKind(tile.matmul).str();
   auto knob = [&](llvm::StringRef name, int64_t value, int64_t fallback) {
     if (value != fallback)
       select += " " + name.str() + "=" + std::to_string(value);
@@ -121,15 +124,16 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
   knob("threads", tile.threads, defaults.threads);
   knob("splits", tile.splits, defaults.splits);
   knob("stages", tile.stages, defaults.stages);
-  if (tile.matmul != defaults.matmul)
-    select += " matmul=" + loss::stringifyMatmulKind(tile.matmul).str();
+  knob("block-cols", tile.blockCols, defaults.blockCols);
+  knob("block-k", tile.blockK, defaults.blockK);
   stages.push_back({"kernels", "builtin.module(loss-select-lowering-config{" + select +
                                    "},loss-lower-to-gpu{chip=" + target.chip +
                                    "},canonicalize,cse)"});
   stages.push_back({"nvvm", "builtin.module(nvvm-attach-target{chip=" + target.chip +
                                 " features=" + target.effectiveFeatures() +
                                 " O=3},gpu.module(loss-math-to-nvvm-approx,"
-                                "arith-expand,convert-scf-to-cf,convert-gpu-to-nvvm,"
+                                "arith-expand,loss-bf16-mma-sync-to-nvvm,convert-nvgpu-to-nvvm,"
+                                "convert-scf-to-cf,convert-vector-to-llvm,convert-gpu-to-nvvm,"
                                 "canonicalize,cse),reconcile-unrealized-casts)"});
   stages.push_back({"ptx", "builtin.module(gpu-module-to-binary{format=isa})"});
   return stages;

@@ -32,9 +32,20 @@ struct GpuPipelineOptions : PassPipelineOptions<GpuPipelineOptions> {
   Option<std::string> features{*this, "features",
                                llvm::cl::desc("PTX features (default: by chip)"),
                                llvm::cl::init("")};
-  Option<int64_t> blockRows{*this, "block-rows", llvm::cl::init(4)};
-  Option<int64_t> threads{*this, "threads", llvm::cl::init(128)};
-  Option<int64_t> splits{*this, "splits", llvm::cl::init(8)};
+  Option<loss::MatmulKind> matmul{
+      *this, "matmul",
+      llvm::cl::desc("tile products (each strategy starts from its own default tile)"),
+      llvm::cl::init(loss::MatmulKind::simt),
+      llvm::cl::values(clEnumValN(loss::MatmulKind::simt, "simt", "f32 FMA per thread"),
+                       clEnumValN(loss::MatmulKind::mma_sync, "mma_sync",
+                                  "tensor cores, sm_80+, f16/bf16, forward"))};
+  // -1: the strategy's default (TileConfig::forMatmul).
+  Option<int64_t> blockRows{*this, "block-rows", llvm::cl::init(-1)};
+  Option<int64_t> threads{*this, "threads", llvm::cl::init(-1)};
+  Option<int64_t> splits{*this, "splits", llvm::cl::init(-1)};
+  Option<int64_t> stages{*this, "stages", llvm::cl::init(-1)};
+  Option<int64_t> blockCols{*this, "block-cols", llvm::cl::init(-1)};
+  Option<int64_t> blockK{*this, "block-k", llvm::cl::init(-1)};
 };
 
 struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
@@ -65,10 +76,17 @@ void lossjit::registerLossJITPasses() {
         "loss graph → fused op → GPU kernels → NVVM → PTX (in-process)",
         [](OpPassManager &pm, const GpuPipelineOptions &o) {
           GpuTarget target{o.chip, o.features};
-          TileConfig tile;
-          tile.blockRows = o.blockRows;
-          tile.threads = o.threads;
-          tile.splits = o.splits;
+          TileConfig tile = TileConfig::forMatmul(o.matmul);
+          auto set = [](int64_t &field, int64_t option) {
+            if (option != -1)
+              field = option;
+          };
+          set(tile.blockRows, o.blockRows);
+          set(tile.threads, o.threads);
+          set(tile.splits, o.splits);
+          set(tile.stages, o.stages);
+          set(tile.blockCols, o.blockCols);
+          set(tile.blockK, o.blockK);
           (void)addStages(pm, gpuStages(target, tile));
         });
     PassPipelineRegistration<CpuPipelineOptions>(

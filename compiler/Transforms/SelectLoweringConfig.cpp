@@ -51,7 +51,7 @@ struct SelectLoweringConfigPass
     }
     std::optional<loss::MatmulKind> kind;
     if (!matmul.empty() && !(kind = loss::symbolizeMatmulKind(matmul))) {
-      getOperation().emitError() << "loss-select-lowering-config: matmul must be simt, got '"
+      getOperation().emitError() << "loss-select-lowering-config: matmul must be simt or mma_sync, got '"
                                  << matmul << "'";
       return signalPassFailure();
     }
@@ -80,15 +80,32 @@ struct SelectLoweringConfigPass
       tile = TileConfig::fromAttr(given);
       schedule = given.getSchedule();
     }
-    override(tile.blockRows, blockRows);
-    override(tile.threads, threads);
-    override(tile.splits, splits);
-    override(tile.stages, stages);
-    if (kind)
-      tile.matmul = *kind;
+    auto applyOptions = [&](TileConfig &t) {
+      override(t.blockRows, blockRows);
+      override(t.threads, threads);
+      override(t.splits, splits);
+      override(t.stages, stages);
+      override(t.blockCols, blockCols);
+      override(t.blockK, blockK);
+    };
+    applyOptions(tile);
+    // Switching strategy starts from that strategy's tile; the options given
+    // still override it.
+    if (kind && *kind != tile.matmul) {
+      tile = TileConfig::forMatmul(*kind);
+      applyOptions(tile);
+    }
     if (llvm::Error err = tile.validate())
       return op->emitError() << "loss-select-lowering-config: " << llvm::toString(std::move(err));
-    op->setAttr(loss::kLoweringConfigAttrName, tile.toAttr(op->getContext(), schedule));
+    // The attribute's own rules (e.g. which schedules a strategy builds) are
+    // checked here, not first when a lowering reads it.
+    loss::GpuConfigAttr attr = loss::GpuConfigAttr::getChecked(
+        [&] { return op->emitError() << "loss-select-lowering-config: "; }, op->getContext(),
+        schedule, tile.matmul, tile.blockRows, tile.threads, tile.splits, tile.stages,
+        tile.blockCols, tile.blockK);
+    if (!attr)
+      return failure();
+    op->setAttr(loss::kLoweringConfigAttrName, attr);
     return success();
   }
 

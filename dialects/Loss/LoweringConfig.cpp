@@ -9,20 +9,52 @@ using namespace mlir;
 using namespace lossjit::loss;
 
 std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads,
-                                          int64_t splits, int64_t stages) {
+                                          int64_t splits, int64_t stages, int64_t blockCols,
+                                          int64_t blockK) {
   auto text = [](int64_t v) { return std::to_string(v); };
-  if (blockRows < 1 || blockRows > 16)
-    return "tile block_rows must be in [1, 16], got " + text(blockRows);
   if (threads < 32 || threads > 1024 || !llvm::isPowerOf2_64(threads))
     return "tile threads must be a power of two in [32, 1024], got " + text(threads);
   if (splits < 1 || splits > 1024)
     return "tile splits must be in [1, 1024], got " + text(splits);
-  // The partial kernel keeps one f32 per carried statistic (2) per row and
-  // thread in static shared memory.
-  if (blockRows * threads * 8 > 48 * 1024)
-    return "tile block_rows*threads*8 bytes of shared memory exceed 48 KiB";
-  if (matmul == MatmulKind::simt && stages != 1)
-    return "matmul simt reads operands straight from memory: stages must be 1, got " + text(stages);
+  if (matmul == MatmulKind::simt) {
+    if (blockRows < 1 || blockRows > 16)
+      return "tile block_rows must be in [1, 16], got " + text(blockRows);
+    // The partial kernel keeps one f32 per carried statistic (2) per row and
+    // thread in static shared memory.
+    if (blockRows * threads * 8 > 48 * 1024)
+      return "tile block_rows*threads*8 bytes of shared memory exceed 48 KiB";
+    if (stages != 1)
+      return "matmul simt reads operands straight from memory: stages must be 1, got " +
+             text(stages);
+    if (blockCols != 0 || blockK != 0)
+      return "matmul simt has one column per thread and no k tile: block_cols and block_k "
+             "must be 0, got " +
+             text(blockCols) + " and " + text(blockK);
+    return "";
+  }
+  // mma_sync: 32×32 warp tiles of m16n8k16 products.
+  if (blockRows < 32 || blockRows > 128 || blockRows % 32)
+    return "matmul mma_sync: block_rows must be 32, 64, 96 or 128 (32-row warp tiles), got " +
+           text(blockRows);
+  if (blockCols < 32 || blockCols > 256 || blockCols % 32)
+    return "matmul mma_sync: block_cols must be a multiple of 32 in [32, 256], got " +
+           text(blockCols);
+  if (threads != 32 * (blockRows / 32) * (blockCols / 32))
+    return "matmul mma_sync: threads must be 32 per 32x32 warp tile, " +
+           text(32 * (blockRows / 32) * (blockCols / 32)) + " for " + text(blockRows) + "x" +
+           text(blockCols) + ", got " + text(threads);
+  if (blockK != 16 && blockK != 32 && blockK != 64)
+    return "matmul mma_sync: block_k must be 16, 32 or 64, got " + text(blockK);
+  if (stages < 2 || stages > 4)
+    return "matmul mma_sync: stages must be in [2, 4] (a cp.async ring), got " + text(stages);
+  // Static shared memory: the operand ring (16-bit elements, rows padded by
+  // 8 for conflict-free ldmatrix) and the row merge (2 f32 per row and warp
+  // column).
+  int64_t bytes =
+      stages * (blockRows + blockCols) * (blockK + 8) * 2 + blockRows * (blockCols / 32) * 8;
+  if (bytes > 48 * 1024)
+    return "matmul mma_sync: " + text(bytes) +
+           " bytes of static shared memory exceed 48 KiB (fewer stages or a smaller tile)";
   return "";
 }
 
@@ -61,10 +93,14 @@ Attribute lossjit::loss::getLoweringConfig(Operation *op) {
 
 LogicalResult GpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError, Schedule schedule,
                                     MatmulKind matmul, int64_t blockRows, int64_t threads,
-                                    int64_t splits, int64_t stages) {
-  std::string why = checkGpuConfig(matmul, blockRows, threads, splits, stages);
+                                    int64_t splits, int64_t stages, int64_t blockCols,
+                                    int64_t blockK) {
+  std::string why = checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK);
   if (!why.empty())
     return emitError() << why;
+  if (matmul == MatmulKind::mma_sync && schedule != Schedule::forward)
+    return emitError() << "matmul mma_sync is built for the forward schedule so far, not "
+                       << stringifySchedule(schedule) << " (use matmul = simt)";
   return success();
 }
 
@@ -103,5 +139,12 @@ LogicalResult LossDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                            << " does not lower this op (forward: linear_cross_entropy; chunked, "
                               "vocab_chunked or recompute: _grad; fused or fused_vocab_chunked: "
                               "_with_grad)";
+  auto gpu = dyn_cast<GpuConfigAttr>(attribute.getValue());
+  if (gpu && gpu.getMatmul() == MatmulKind::mma_sync) {
+    auto fwd = dyn_cast<LinearCrossEntropyOp>(op);
+    if (fwd && fwd.getStorage().isF32())
+      return op->emitError() << "matmul mma_sync multiplies f16 or bf16 storage; f32 stays on "
+                                "matmul simt (TF32 would round the operands)";
+  }
   return success();
 }

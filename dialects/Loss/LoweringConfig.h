@@ -18,7 +18,7 @@ inline constexpr llvm::StringLiteral kLoweringConfigAttrName = "loss.lowering_co
 /// The rules every GPU tile must meet; "" when it does, else why not (the
 /// attribute's verifier and the compiler's TileConfig share them).
 std::string checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads, int64_t splits,
-                           int64_t stages);
+                           int64_t stages, int64_t blockCols, int64_t blockK);
 /// Likewise for the host kernels.
 std::string checkCpuConfig(int64_t blockRows, int64_t blockCols, int64_t vectorWidth,
                            int64_t panelBlocks, int64_t vocabTile, int64_t reduceLanes);

@@ -31,8 +31,9 @@ def Loss_Schedule : I32EnumAttr<"Schedule",
 }
 
 def Loss_MatmulSimt : I32EnumAttrCase<"simt", 0>;
+def Loss_MatmulMmaSync : I32EnumAttrCase<"mma_sync", 1>;
 def Loss_MatmulKind : I32EnumAttr<"MatmulKind", "how tile products are formed",
-    [Loss_MatmulSimt]> {
+    [Loss_MatmulSimt, Loss_MatmulMmaSync]> {
   let cppNamespace = "::lossjit::loss";
   let genSpecializedAttr = 0;
 }
@@ -49,13 +50,25 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     `stages` of the operand pipeline (1: no pipelining; the SIMT strategy
     reads straight from memory).
 
+    `matmul = mma_sync` (tensor cores, sm_80+, f16/bf16 storage; the
+    forward schedule so far): a block computes block_rows × block_cols
+    logit tiles (BM × BN, multiples of 32: one 32×32 warp tile per warp, so
+    threads = BM·BN/32) over the reduction in steps of block_k (BK) through
+    a ring of `stages` shared-memory buffers filled by cp.async. block_cols
+    and block_k are 0 (and not printed) for simt.
+
     Example: `#loss.gpu_config<schedule = forward, matmul = simt,
-    block_rows = 4, threads = 128, splits = 8, stages = 1>`
+    block_rows = 4, threads = 128, splits = 8, stages = 1>`,
+    `#loss.gpu_config<schedule = forward, matmul = mma_sync,
+    block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64,
+    block_k = 32>`
   }];
   let parameters = (ins EnumParameter<Loss_Schedule>:$schedule,
                         EnumParameter<Loss_MatmulKind>:$matmul,
                         "int64_t":$block_rows, "int64_t":$threads,
-                        "int64_t":$splits, "int64_t":$stages);
+                        "int64_t":$splits, "int64_t":$stages,
+                        DefaultValuedParameter<"int64_t", "0">:$block_cols,
+                        DefaultValuedParameter<"int64_t", "0">:$block_k);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

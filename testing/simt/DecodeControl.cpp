@@ -9,6 +9,7 @@
 
 #include "testing/simt/SimtInternals.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
@@ -242,7 +243,7 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
       prog.scalarParams.push_back({*slot, info->elem});
     }
   }
-  for (BlockArgument arg : func.getWorkgroupAttributions()) {
+  for (auto [index, arg] : llvm::enumerate(func.getWorkgroupAttributions())) {
     auto type = dyn_cast<MemRefType>(arg.getType());
     if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity() || !analyzeType(type))
       return unsupportedType(func, arg.getType());
@@ -252,6 +253,9 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
     MemrefParam param{*slot, *getElementType(type.getElementType()), uint8_t(type.getRank()), {}};
     for (unsigned d = 0; d < param.rank; ++d)
       param.shape[d] = type.getDimSize(d);
+    if (auto align = dyn_cast_or_null<IntegerAttr>(func.getWorkgroupAttributionAttr(
+            static_cast<unsigned>(index), LLVM::LLVMDialect::getAlignAttrName())))
+      param.align = align.getInt();
     prog.workgroup.push_back(param);
   }
   unsigned privateIndex = 0;

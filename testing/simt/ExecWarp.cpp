@@ -185,6 +185,11 @@ bool Executor::execLdMatrix(const Instr &in, const uint32_t *act, uint32_t n) {
                       llvm::formatv("nvgpu.ldmatrix row address (element {0} "
                                     "of '{1}') is not 16-byte aligned",
                                     linear, d.buffer->getName()));
+        if (d.buffer->alignment() % 16 != 0)
+          return fail(in, t,
+                      llvm::formatv("nvgpu.ldmatrix reads '{0}', whose start is only {1}-byte "
+                                    "aligned (give the attribution llvm.align = 16)",
+                                    d.buffer->getName(), d.buffer->alignment()));
         for (int c = 0; c < 8; ++c) {
           if (!checkRead(in, *d.buffer, linear + c, t))
             return false;
@@ -277,6 +282,11 @@ bool Executor::execAsync(const Instr &in, const uint32_t *act, uint32_t n) {
       return fail(in, t,
                   "nvgpu.device_async_copy destination is not aligned "
                   "to the copy size");
+    if (dst.buffer->alignment() % bytes != 0)
+      return fail(in, t,
+                  llvm::formatv("nvgpu.device_async_copy of {0} bytes into '{1}', whose start is "
+                                "only {2}-byte aligned (give the attribution llvm.align = {0})",
+                                bytes, dst.buffer->getName(), dst.buffer->alignment()));
     for (int64_t e = 0; e < srcCount; ++e) {
       if (info.src.rank)
         srcIdx[info.src.rank - 1] = srcBase + e;

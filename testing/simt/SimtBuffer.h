@@ -64,6 +64,12 @@ public:
   const void *data() const { return base; }
   template <typename T> T *dataAs() { return static_cast<T *>(base); }
 
+  /// Byte alignment of the buffer's start as the hardware would place it
+  /// (shared memory: its attribution's llvm.align, else the element size;
+  /// global memory: 256, as cudaMalloc gives).
+  int64_t alignment() const { return align; }
+  void setAlignment(int64_t bytes) { align = bytes; }
+
   bool isInitialized(int64_t i) const {
     return initialized.empty() || initialized[i];
   }
@@ -88,6 +94,7 @@ private:
   ElementType type;
   MemorySpace space;
   int64_t numElements;
+  int64_t align = 256;
   std::vector<uint64_t> storage; // owned storage (8-byte aligned)
   void *base;
 };

@@ -191,6 +191,8 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
       count *= param.shape[k];
     sharedBuffers.push_back(std::make_unique<SimtBuffer>(
         "workgroup attribution #" + std::to_string(i), param.type, count, MemorySpace::Shared));
+    sharedBuffers.back()->setAlignment(param.align ? param.align
+                                                   : int64_t(getBitWidth(param.type) + 7) / 8);
     if (options.detectRaces) {
       sharedBuffers.back()->shadow.assign(size_t(count), AccessShadow());
       sharedBuffers.back()->trackRaces = true;

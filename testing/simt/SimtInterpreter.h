@@ -43,6 +43,10 @@
 // layouts are the PTX ISA's (WarpMatrix.h); tf32 inputs ignore their low 13
 // mantissa bits. ldmatrix row addresses come from lanes 8i..8i+7 of tile i
 // and must be 16-byte aligned rows of 8 contiguous elements in shared memory.
+// A workgroup buffer starts where the lowering would place it: aligned to
+// its attribution's `llvm.align`, else only to its element size, so an
+// ldmatrix or cp.async into an under-aligned buffer is an error here as it
+// is a fault on hardware.
 // device_async_copy copies at issue; the destination stays "in flight" until
 // a device_async_wait of the issuing thread covers its group
 // (device_async_create_group commits the thread's pending copies; a wait

@@ -184,6 +184,9 @@ struct MemrefParam {
   ElementType type;
   uint8_t rank;
   int64_t shape[kMaxRank]; ///< mlir::ShapedType::kDynamic when dynamic
+  /// Workgroup attributions: the byte alignment `llvm.align` gives the
+  /// buffer (0: its element size, what the lowering gives without it).
+  int64_t align = 0;
 };
 
 struct ScalarParam {

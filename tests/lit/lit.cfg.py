@@ -2,7 +2,7 @@
 #
 # Substitutions:
 #   lossjit-opt        the tool under test, from the build's bin directory
-#   FileCheck/not/count from LLVM's tools directory (never from PATH)
+#   FileCheck/not/count/split-file from LLVM's tools directory (never from PATH)
 #   %ptxas             NVIDIA's assembler; feature `ptxas` when it was found
 #   %extract-ptx       tests/lit/extract-ptx.py: gpu.binary -> one .ptx per kernel
 #   %{ptx-forbidden}   FileCheck flags that reject, anywhere in a PTX file,
@@ -44,7 +44,7 @@ lossjit_aot = os.path.join(config.lossjit_tools_dir, "lossjit-aot")
 config.substitutions.append((tool_regex("lossjit-aot"), lossjit_aot))
 config.substitutions.append(("%python", sys.executable))
 
-for tool in ["FileCheck", "not", "count"]:
+for tool in ["FileCheck", "not", "count", "split-file"]:
     path = os.path.join(config.llvm_tools_dir, tool)
     if not os.path.exists(path):
         lit_config.fatal("%s not found in %s (install llvm-22-tools)"

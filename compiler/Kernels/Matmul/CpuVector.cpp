@@ -45,8 +45,9 @@ Value CpuVector::mainExtent(KernelEmitter &e, Value d) const {
 }
 
 Fragment CpuVector::multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
-                             const BlockTile &tile, Value kBegin, Value kEnd,
-                             ValueRange init) const {
+                             const BlockTile &tile, Value kBegin, Value kEnd, ValueRange init,
+                             ArrayRef<Value> scratch) const {
+  assert(scratch.empty() && "host operands are read in place");
   assert(init.empty() && !a.kStride && !b.kStride && "host dots start at 0, contiguous in k");
   Fragment f = layout(e, tile);
   SmallVector<Value> aOff, bOff;

@@ -28,7 +28,11 @@ public:
   /// scalar tail. `init` must be empty (sums start at 0).
   Fragment multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
                     const BlockTile &tile, mlir::Value kBegin, mlir::Value kEnd,
-                    mlir::ValueRange init = {}) const override;
+                    mlir::ValueRange init = {},
+                    llvm::ArrayRef<mlir::Value> scratch = {}) const override;
+
+  /// One host thread holds every row: nothing to merge across threads.
+  int64_t rowMergeSlots(int64_t) const override { return 0; }
 
   /// The outer-product form the host uses for dX = dZ·W and dW = dZᵀ·X,
   /// with f32 accumulator rows in memory: acc[accOff_i + k] += scale_i ·

@@ -31,18 +31,23 @@ class SimtFma : public TileMatmul {
 public:
   explicit SimtFma(int64_t threads) : threads(threads) {}
 
+  int64_t rowMergeSlots(int64_t rows) const override { return rows * threads; }
+
   Fragment layout(KernelEmitter &e, const BlockTile &tile) const override {
     assert(tile.cols == threads && "SIMT: one column per thread");
     Fragment f;
     clampLines(e, tile.rowBegin, tile.rows, tile.rowLimit, f.rows, f.rowValid);
     Value tid = gpu::ThreadIdOp::create(e.builder(), e.location(), gpu::Dimension::x);
     clampLines(e, e.add(tile.colBegin, tid), 1, tile.colLimit, f.cols, f.colValid);
+    f.sharing.everyThread = true;
+    f.sharing.groups = threads;
     return f;
   }
 
   Fragment multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
-                    const BlockTile &tile, Value kBegin, Value kEnd,
-                    ValueRange init) const override {
+                    const BlockTile &tile, Value kBegin, Value kEnd, ValueRange init,
+                    ArrayRef<Value> scratch) const override {
+    (void)scratch;
     Fragment f = layout(e, tile);
     SmallVector<Value> aStart;
     for (Value row : f.rows)

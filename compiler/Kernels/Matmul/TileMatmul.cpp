@@ -31,6 +31,7 @@ struct Strategy {
 /// here in Matmul/, and one row below.
 constexpr Strategy kStrategies[] = {
     {loss::MatmulKind::simt, createSimtFmaMatmul},
+    {loss::MatmulKind::mma_sync, createMmaSyncMatmul},
 };
 } // namespace
 

@@ -57,21 +57,53 @@ struct BlockTile {
   mlir::Value colLimit;
 };
 
+/// How the threads of a block share the rows of a tile, so that a schedule
+/// can merge per-row states (RowStats::mergeFragmentRows) in a fixed order.
+struct RowSharing {
+  /// Every thread holds every row of the tile (SIMT): `groups` threads
+  /// merge through a block tree.
+  bool everyThread = true;
+  /// Otherwise: lanes of a warp holding the same rows are merged first, by
+  /// xor shuffles with these masks in order; then the `leader` lanes write
+  /// fragment row i's state to slot tileRows[i]·groups + group, and the
+  /// groups of a row are merged in ascending order.
+  llvm::SmallVector<int32_t> laneXor;
+  llvm::SmallVector<mlir::Value> tileRows; ///< per fragment row, in [0, tile rows).
+  mlir::Value lane, leader, group;         ///< lane id, i1, index.
+  int64_t groups = 1;
+};
+
 /// The accumulators one thread owns after a tile product. Slot (i, j) holds
 /// C[row(i), col(j)]; values are f32.
 struct Fragment {
   llvm::SmallVector<mlir::Value> rows, cols;         ///< clamped lines.
   llvm::SmallVector<mlir::Value> rowValid, colValid; ///< i1: inside the limits.
   llvm::SmallVector<mlir::Value> values;             ///< rows.size() × cols.size().
+  RowSharing sharing;
 
   mlir::Value &at(size_t i, size_t j) { return values[i * cols.size() + j]; }
   mlir::Value at(size_t i, size_t j) const { return values[i * cols.size() + j]; }
+};
+
+/// Workgroup memory a strategy stages operands in: `elements` of `type`,
+/// aligned to `align` bytes (0: the element's alignment).
+struct ScratchBuffer {
+  int64_t elements;
+  mlir::Type type;
+  int64_t align = 0;
 };
 
 /// A strategy for multiplying block tiles.
 class TileMatmul {
 public:
   virtual ~TileMatmul() = default;
+
+  /// The workgroup buffers multiply() needs for operands of `storage`
+  /// type, declared by the kernel and passed back as `scratch`.
+  virtual llvm::SmallVector<ScratchBuffer> scratch(mlir::Type storage) const { return {}; }
+  /// f32 slots per carried field that merging the rows of a `rows`-row
+  /// tile across the block needs (RowStats::mergeFragmentRows).
+  virtual int64_t rowMergeSlots(int64_t rows) const = 0;
 
   /// The fragment layout of `tile` for the calling thread (lines, validity)
   /// without multiplying: what multiply() will return coordinates for, so a
@@ -80,11 +112,13 @@ public:
 
   /// C_tile = init + Σ_{k ∈ [kBegin, kEnd)} A(row, k)·B(col, k) in f32, each
   /// element summed in ascending k with one fma per term (the order that
-  /// fixes the bits). `init` holds a start value per fragment slot, or is
-  /// empty for zeros.
+  /// fixes the bits; tensor-core strategies sum each k step's products in
+  /// the unit's own order). `init` holds a start value per fragment slot, or
+  /// is empty for zeros. `scratch` holds the buffers scratch() asked for.
   virtual Fragment multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
                             const BlockTile &tile, mlir::Value kBegin, mlir::Value kEnd,
-                            mlir::ValueRange init = {}) const = 0;
+                            mlir::ValueRange init = {},
+                            llvm::ArrayRef<mlir::Value> scratch = {}) const = 0;
 };
 
 /// The strategy `kind` names, for blocks of `tile.threads` threads.
@@ -93,6 +127,13 @@ std::unique_ptr<TileMatmul> createTileMatmul(const TileConfig &tile);
 /// SIMT f32 FMA: thread t owns column colBegin + t of the tile (cols must
 /// equal the block's threads) and every row; k runs in a scalar loop.
 std::unique_ptr<TileMatmul> createSimtFmaMatmul(const TileConfig &tile);
+
+/// Tensor cores (sm_80+): warps of 32×32 tiles of mma.sync m16n8k16 on
+/// f16/bf16 operands staged through a cp.async ring in shared memory and
+/// read with ldmatrix; f32 accumulators. Operands must be contiguous along
+/// k (x·wᵀ); the operand rows of a tile are padded by 8 elements so the
+/// ldmatrix row reads are free of bank conflicts.
+std::unique_ptr<TileMatmul> createMmaSyncMatmul(const TileConfig &tile);
 
 } // namespace lossjit
 

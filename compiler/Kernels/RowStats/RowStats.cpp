@@ -1,7 +1,10 @@
 //===- RowStats.cpp -------------------------------------------------------===//
 
 #include "compiler/Kernels/RowStats/RowStats.h"
+#include "compiler/Kernels/Matmul/TileMatmul.h"
 #include "compiler/Kernels/Support/BlockReduce.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
 using namespace mlir;
 using namespace lossjit;
@@ -32,6 +35,35 @@ SmallVector<Value> RowStats::push(KernelEmitter &e, ValueRange row, Value z) con
   for (size_t k = 0; k < kinds.size(); ++k) {
     const StatKindRules &rules = statKindRules(kinds[k]);
     llvm::append_range(out, rules.push(e, row.slice(offsets[k], rules.fields().size()), z));
+  }
+  return out;
+}
+
+SmallVector<Value> StatKindRules::pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
+                                           ArrayRef<Value> valid) const {
+  SmallVector<Value> cur(state.begin(), state.end());
+  for (auto [value, ok] : llvm::zip_equal(z, valid)) {
+    SmallVector<Value> pushed = push(e, cur, value);
+    for (auto [c, p] : llvm::zip_equal(cur, pushed))
+      c = e.select(ok, p, c);
+  }
+  return cur;
+}
+
+SmallVector<Value> RowStats::pushMany(KernelEmitter &e, ValueRange row, ArrayRef<Value> z,
+                                      ArrayRef<Value> valid) const {
+  SmallVector<Value> out;
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const StatKindRules &rules = statKindRules(kinds[k]);
+    ValueRange mine = row.slice(offsets[k], rules.fields().size());
+    // One logit: exactly push() (the SIMT kernels' bits).
+    if (z.size() == 1) {
+      SmallVector<Value> pushed = rules.push(e, mine, z[0]);
+      for (auto [p, old] : llvm::zip_equal(pushed, mine))
+        out.push_back(e.select(valid[0], p, old));
+      continue;
+    }
+    llvm::append_range(out, rules.pushMany(e, mine, z, valid));
   }
   return out;
 }
@@ -117,5 +149,60 @@ void RowStats::mergeAcrossBlock(KernelEmitter &e, Value tid, int64_t threads,
       Value di = in.add(base, dst), si = in.add(base, src);
       store(in, merge(in, load(in, shared, di), load(in, shared, si)), shared, di);
     }
+  });
+}
+
+void RowStats::mergeFragmentRows(
+    KernelEmitter &e, const RowSharing &sharing, ArrayRef<Value> shared, ValueRange state,
+    int64_t rows,
+    const std::function<void(KernelEmitter &, Value, ValueRange)> &emit) const {
+  Value tid = gpuThreadIdx(e);
+  auto emitRow = [&](KernelEmitter &re, Value at) {
+    emit(re, tid, load(re, shared, at));
+  };
+  if (sharing.everyThread) {
+    // Every thread holds every row: the block tree, row t's state at t·T.
+    mergeAcrossBlock(e, tid, sharing.groups, shared, state, static_cast<unsigned>(rows));
+    e.ifThen(e.cmpI(arith::CmpIPredicate::ult, tid, e.index(rows)), [&](KernelEmitter &re) {
+      emitRow(re, re.mul(tid, re.index(sharing.groups)));
+    });
+    return;
+  }
+  const unsigned fragmentRows = static_cast<unsigned>(sharing.tileRows.size());
+  SmallVector<Value> merged(state.begin(), state.end());
+  // Lanes sharing rows: butterflies in a fixed mask order; each pair merges
+  // the lower lane's state first, so both lanes hold the same bits.
+  for (int32_t mask : sharing.laneXor) {
+    Value upper = e.cmpI(arith::CmpIPredicate::ne,
+                         e.andI(sharing.lane, e.index(mask)), e.index(0));
+    SmallVector<Value> next;
+    for (unsigned i = 0; i < fragmentRows; ++i) {
+      ValueRange mine = row(merged, i);
+      SmallVector<Value> other;
+      for (Value v : mine)
+        other.push_back(gpu::ShuffleOp::create(e.builder(), e.location(), v, mask, 32,
+                                               gpu::ShuffleMode::XOR)
+                            .getShuffleResult());
+      SmallVector<Value> lo, hi;
+      for (unsigned f = 0; f < width(); ++f) {
+        lo.push_back(e.select(upper, other[f], mine[f]));
+        hi.push_back(e.select(upper, mine[f], other[f]));
+      }
+      llvm::append_range(next, this->merge(e, lo, hi));
+    }
+    merged = std::move(next);
+  }
+  e.ifThen(sharing.leader, [&](KernelEmitter &we) {
+    for (unsigned i = 0; i < fragmentRows; ++i)
+      store(we, row(merged, i), shared,
+            we.add(we.mul(sharing.tileRows[i], we.index(sharing.groups)), sharing.group));
+  });
+  gpuBarrier(e);
+  e.ifThen(e.cmpI(arith::CmpIPredicate::ult, tid, e.index(rows)), [&](KernelEmitter &re) {
+    Value base = re.mul(tid, re.index(sharing.groups));
+    SmallVector<Value> acc = load(re, shared, base);
+    for (int64_t g = 1; g < sharing.groups; ++g)
+      acc = this->merge(re, acc, load(re, shared, re.add(base, re.index(g))));
+    emit(re, tid, acc);
   });
 }

@@ -15,10 +15,14 @@
 
 #include "compiler/Kernels/Support/KernelEmitter.h"
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
 namespace lossjit {
+
+struct RowSharing; // compiler/Kernels/Matmul/TileMatmul.h
 
 /// The statistics a sweep can carry (fused_loss_families: each has an
 /// online push, an associative merge applied in a fixed order, a finish).
@@ -42,6 +46,12 @@ public:
   /// Folds logit z into the state.
   virtual llvm::SmallVector<mlir::Value> push(KernelEmitter &e, mlir::ValueRange state,
                                               mlir::Value z) const = 0;
+  /// Folds the logits `z` (those whose `valid` bit is set) into the state,
+  /// in order. The default pushes them one by one; a kind may fold them as
+  /// one partial state first (fewer exponentials on a register tile).
+  virtual llvm::SmallVector<mlir::Value> pushMany(KernelEmitter &e, mlir::ValueRange state,
+                                                  llvm::ArrayRef<mlir::Value> z,
+                                                  llvm::ArrayRef<mlir::Value> valid) const;
   /// a then b (the order is part of the bits).
   virtual llvm::SmallVector<mlir::Value> merge(KernelEmitter &e, mlir::ValueRange a,
                                                mlir::ValueRange b) const = 0;
@@ -80,6 +90,11 @@ public:
   mlir::ValueRange row(mlir::ValueRange state, unsigned i) const;
   /// One row's state after logit z.
   llvm::SmallVector<mlir::Value> push(KernelEmitter &e, mlir::ValueRange row, mlir::Value z) const;
+  /// One row's state after the logits `z` whose `valid` bit is set, in
+  /// order (a fragment row of a tile product). One logit is push().
+  llvm::SmallVector<mlir::Value> pushMany(KernelEmitter &e, mlir::ValueRange row,
+                                          llvm::ArrayRef<mlir::Value> z,
+                                          llvm::ArrayRef<mlir::Value> valid) const;
   /// One row's partial states a then b.
   llvm::SmallVector<mlir::Value> merge(KernelEmitter &e, mlir::ValueRange a,
                                        mlir::ValueRange b) const;
@@ -106,6 +121,17 @@ public:
   void mergeAcrossBlock(KernelEmitter &e, mlir::Value tid, int64_t threads,
                         llvm::ArrayRef<mlir::Value> shared, mlir::ValueRange state,
                         unsigned rows) const;
+
+  /// GPU: merges the per-thread states of a tile's fragment rows (`state`:
+  /// one row state per fragment row, in fragment order) across the block as
+  /// `sharing` says (TileMatmul.h), through one shared buffer per field of
+  /// TileMatmul::rowMergeSlots(rows) elements, then calls `emit` in thread
+  /// t < rows with tile row t's block state. Every order is fixed.
+  void mergeFragmentRows(KernelEmitter &e, const RowSharing &sharing,
+                         llvm::ArrayRef<mlir::Value> shared, mlir::ValueRange state,
+                         int64_t rows,
+                         const std::function<void(KernelEmitter &, mlir::Value tileRow,
+                                                  mlir::ValueRange merged)> &emit) const;
 
 private:
   std::vector<StatKind> kinds;

@@ -23,6 +23,23 @@ public:
   SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z) const override {
     return mergeParts(e, state[0], state[1], z, e.f32(1.0));
   }
+  /// The logits as one partial (m_t, s_t) — their max, then Σ exp(z − m_t)
+  /// in order — merged into the state: one exponential per logit and one
+  /// rescale per row instead of two exponentials per logit. Invalid logits
+  /// count as −inf (they add 0; a tile with none leaves the state as is).
+  SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
+                              ArrayRef<Value> valid) const override {
+    SmallVector<Value> masked;
+    for (auto [value, ok] : llvm::zip_equal(z, valid))
+      masked.push_back(e.select(ok, value, e.negInf()));
+    Value m = masked.front();
+    for (Value value : ArrayRef<Value>(masked).drop_front())
+      m = e.maxF(m, value);
+    Value s = rescale(e, masked.front(), m);
+    for (Value value : ArrayRef<Value>(masked).drop_front())
+      s = e.addF(s, rescale(e, value, m));
+    return mergeParts(e, state[0], state[1], m, s);
+  }
   SmallVector<Value> merge(KernelEmitter &e, ValueRange a, ValueRange b) const override {
     return mergeParts(e, a[0], a[1], b[0], b[1]);
   }

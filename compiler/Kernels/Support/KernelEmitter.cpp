@@ -118,6 +118,22 @@ void KernelEmitter::ifThen(Value cond, const std::function<void(KernelEmitter &)
   });
 }
 
+void KernelEmitter::ifThenElse(Value cond, const std::function<void(KernelEmitter &)> &then,
+                               const std::function<void(KernelEmitter &)> &otherwise) {
+  scf::IfOp::create(
+      b, loc, cond,
+      [&](OpBuilder &nb, Location nloc) {
+        KernelEmitter inner(nb, nloc);
+        then(inner);
+        scf::YieldOp::create(nb, nloc);
+      },
+      [&](OpBuilder &nb, Location nloc) {
+        KernelEmitter inner(nb, nloc);
+        otherwise(inner);
+        scf::YieldOp::create(nb, nloc);
+      });
+}
+
 Value KernelEmitter::ifElse(Value cond, const std::function<Value(KernelEmitter &)> &then,
                             const std::function<Value(KernelEmitter &)> &otherwise) {
   auto op = scf::IfOp::create(

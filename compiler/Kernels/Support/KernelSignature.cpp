@@ -2,6 +2,8 @@
 
 #include "compiler/Kernels/Support/KernelSignature.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
@@ -69,6 +71,11 @@ KernelArgs GpuKernelSink::begin(const KernelSignature &signature, const LaunchSh
       gpu::GPUFuncOp::create(b, loc, signature.name(), b.getFunctionType(signature.types(), {}),
                              launch.workgroup, TypeRange{});
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  // convert-gpu-to-nvvm gives the buffer's global this alignment.
+  for (auto [i, align] : llvm::enumerate(launch.workgroupAlign))
+    if (align > 0)
+      fn.setWorkgroupAttributionAttr(static_cast<unsigned>(i), LLVM::LLVMDialect::getAlignAttrName(),
+                                     b.getI64IntegerAttr(align));
   fn.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({static_cast<int32_t>(blockThreads), 1, 1}));
   b.setInsertionPointToStart(&fn.getBody().front());
   // Static shared memory lives in the PTX, so no launch asks for dynamic bytes.

@@ -78,6 +78,10 @@ struct LaunchShape {
   bool perChunk = false;
   /// GPU only: static workgroup (shared) buffers, as memref types.
   llvm::SmallVector<mlir::Type> workgroup;
+  /// GPU only: byte alignment of workgroup buffer i when it needs more than
+  /// its element's (cp.async and ldmatrix address 16-byte rows); 0 or
+  /// missing entries keep the element's alignment.
+  llvm::SmallVector<int64_t> workgroupAlign;
 };
 
 /// Where a schedule's kernels go. Each begin() creates the kernel function

@@ -10,11 +10,26 @@ using namespace lossjit;
 std::string TileConfig::str() const {
   return "block_rows=" + std::to_string(blockRows) + ",threads=" + std::to_string(threads) +
          ",splits=" + std::to_string(splits) +
-         ",matmul=" + loss::stringifyMatmulKind(matmul).str() + ",stages=" + std::to_string(stages);
+         ",matmul=" + loss::stringifyMatmulKind(matmul).str() + ",stages=" + std::to_string(stages) +
+         (blockCols ? ",block_cols=" + std::to_string(blockCols) : "") +
+         (blockK ? ",block_k=" + std::to_string(blockK) : "");
+}
+
+TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
+  TileConfig t;
+  if (kind != loss::MatmulKind::mma_sync)
+    return t;
+  t.matmul = kind;
+  t.blockRows = 64;
+  t.blockCols = 64;
+  t.blockK = 32;
+  t.threads = 128;
+  t.stages = 3;
+  return t;
 }
 
 llvm::Error TileConfig::validate() const {
-  std::string why = loss::checkGpuConfig(matmul, blockRows, threads, splits, stages);
+  std::string why = loss::checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK);
   if (!why.empty())
     return llvm::createStringError(why);
   return llvm::Error::success();
@@ -30,8 +45,7 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
     if (key == "matmul") {
       std::optional<loss::MatmulKind> kind = loss::symbolizeMatmulKind(value);
       if (!kind)
-        return llvm::createStringError("tile matmul must be 'simt' (the strategies built so "
-                                       "far), got '" +
+        return llvm::createStringError("tile matmul must be 'simt' or 'mma_sync', got '" +
                                        value.str() + "'");
       config.matmul = *kind;
       continue;
@@ -48,9 +62,14 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
       config.splits = number;
     else if (key == "stages")
       config.stages = number;
+    else if (key == "block_cols")
+      config.blockCols = number;
+    else if (key == "block_k")
+      config.blockK = number;
     else
       return llvm::createStringError("unknown tile key '" + key.str() +
-                                     "' (expected block_rows, threads, splits, matmul, stages)");
+                                     "' (expected block_rows, threads, splits, matmul, stages, "
+                                     "block_cols, block_k)");
   }
   if (llvm::Error err = config.validate())
     return std::move(err);
@@ -58,7 +77,8 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
 }
 
 loss::GpuConfigAttr TileConfig::toAttr(mlir::MLIRContext *context, loss::Schedule schedule) const {
-  return loss::GpuConfigAttr::get(context, schedule, matmul, blockRows, threads, splits, stages);
+  return loss::GpuConfigAttr::get(context, schedule, matmul, blockRows, threads, splits, stages,
+                                  blockCols, blockK);
 }
 
 TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
@@ -68,6 +88,8 @@ TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
   t.splits = attr.getSplits();
   t.matmul = attr.getMatmul();
   t.stages = attr.getStages();
+  t.blockCols = attr.getBlockCols();
+  t.blockK = attr.getBlockK();
   return t;
 }
 

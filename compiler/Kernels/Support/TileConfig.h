@@ -31,9 +31,21 @@ struct TileConfig {
   loss::MatmulKind matmul = loss::MatmulKind::simt;
   /// Stages of the operand pipeline (1: none).
   int64_t stages = 1;
+  /// mma_sync: vocabulary columns per block tile (BN) and the reduction
+  /// step (BK); 0 for simt (one column per thread, no k tile).
+  int64_t blockCols = 0;
+  int64_t blockK = 0;
 
+  /// The tile a strategy starts from: the defaults above for simt; for
+  /// mma_sync 64×64 logits per block in four 32×32 warp tiles, k steps of
+  /// 32 through a 3-stage cp.async ring (30 KiB of shared memory).
+  static TileConfig forMatmul(loss::MatmulKind kind);
+
+  /// Columns of C one block tile covers: BN, or one per thread (simt).
+  int64_t tileCols() const { return blockCols ? blockCols : threads; }
   /// Canonical text, e.g. "block_rows=4,threads=128,splits=8,matmul=simt,
-  /// stages=1"; launch plans and bundle manifests carry it.
+  /// stages=1" (block_cols and block_k follow when not 0); launch plans and
+  /// bundle manifests carry it.
   std::string str() const;
   /// Checks the ranges every kernel builder relies on (the attribute's
   /// verifier applies the same rules).

@@ -388,6 +388,30 @@ func.func @config_bad_tile(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<
 
 // -----
 
+func.func @config_mma_sync_f32_storage(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{matmul mma_sync multiplies f16 or bf16 storage; f32 stays on matmul simt (TF32 would round the operands)}}
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f32, compute = f32, loss.lowering_config = #loss.gpu_config<schedule = forward, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>} : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @config_mma_sync_bad_warp_count(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{matmul mma_sync: threads must be 32 per 32x32 warp tile, 128 for 64x64, got 64}}
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32, loss.lowering_config = #loss.gpu_config<schedule = forward, matmul = mma_sync, block_rows = 64, threads = 64, splits = 8, stages = 3, block_cols = 64, block_k = 32>} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @config_simt_with_k_tile(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{matmul simt has one column per thread and no k tile: block_cols and block_k must be 0, got 0 and 32}}
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32, loss.lowering_config = #loss.gpu_config<schedule = forward, matmul = simt, block_rows = 4, threads = 128, splits = 8, stages = 1, block_k = 32>} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 func.func @config_unknown_attr(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
   // expected-error @+1 {{unknown loss dialect attribute 'loss.tile'}}
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32, loss.tile = 4} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>

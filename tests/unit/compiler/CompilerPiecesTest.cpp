@@ -30,16 +30,51 @@ TEST(TileConfig, RejectsBadInput) {
     ASSERT_FALSE(static_cast<bool>(t)) << text.str();
     EXPECT_EQ(llvm::toString(t.takeError()), message.str());
   };
-  expectError("warps=4",
-              "unknown tile key 'warps' (expected block_rows, threads, splits, matmul, stages)");
+  expectError("warps=4", "unknown tile key 'warps' (expected block_rows, threads, splits, "
+                         "matmul, stages, block_cols, block_k)");
   expectError("threads=abc", "tile 'threads' expects an integer, got 'abc'");
   expectError("threads=48", "tile threads must be a power of two in [32, 1024], got 48");
   expectError("block_rows=0", "tile block_rows must be in [1, 16], got 0");
   expectError("splits=0", "tile splits must be in [1, 1024], got 0");
-  expectError("matmul=wgmma",
-              "tile matmul must be 'simt' (the strategies built so far), got 'wgmma'");
+  expectError("matmul=wgmma", "tile matmul must be 'simt' or 'mma_sync', got 'wgmma'");
   expectError("stages=2", "matmul simt reads operands straight from memory: stages must be 1, "
                           "got 2");
+  expectError("block_k=32", "matmul simt has one column per thread and no k tile: block_cols "
+                            "and block_k must be 0, got 0 and 32");
+}
+
+TEST(TileConfig, TensorCoreTiles) {
+  // The strategy's own default: 64x64 logits, 4 warps, k steps of 32, 3 stages.
+  TileConfig d = TileConfig::forMatmul(lossjit::loss::MatmulKind::mma_sync);
+  EXPECT_FALSE(static_cast<bool>(d.validate()));
+  EXPECT_EQ(d.str(), "block_rows=64,threads=128,splits=8,matmul=mma_sync,stages=3,"
+                     "block_cols=64,block_k=32");
+  auto again = TileConfig::parse(d.str());
+  ASSERT_TRUE(static_cast<bool>(again));
+  EXPECT_EQ(again->str(), d.str());
+  EXPECT_EQ(again->tileCols(), 64);
+  EXPECT_EQ(TileConfig().tileCols(), 128); // simt: one column per thread
+
+  auto expectError = [](llvm::StringRef text, llvm::StringRef message) {
+    auto t = TileConfig::parse(text);
+    ASSERT_FALSE(static_cast<bool>(t)) << text.str();
+    EXPECT_EQ(llvm::toString(t.takeError()), message.str());
+  };
+  const std::string mma = "matmul=mma_sync,stages=3,block_k=32,";
+  expectError(mma + "block_rows=48,block_cols=64,threads=128",
+              "matmul mma_sync: block_rows must be 32, 64, 96 or 128 (32-row warp tiles), got 48");
+  expectError(mma + "block_rows=64,block_cols=80,threads=128",
+              "matmul mma_sync: block_cols must be a multiple of 32 in [32, 256], got 80");
+  expectError(mma + "block_rows=64,block_cols=64,threads=256",
+              "matmul mma_sync: threads must be 32 per 32x32 warp tile, 128 for 64x64, got 256");
+  expectError("matmul=mma_sync,stages=3,block_rows=64,block_cols=64,threads=128,block_k=24",
+              "matmul mma_sync: block_k must be 16, 32 or 64, got 24");
+  expectError("matmul=mma_sync,stages=1,block_rows=64,block_cols=64,threads=128,block_k=32",
+              "matmul mma_sync: stages must be in [2, 4] (a cp.async ring), got 1");
+  // 4 stages of 128x128 operands with k steps of 64 do not fit the static 48 KiB.
+  expectError("matmul=mma_sync,stages=4,block_rows=128,block_cols=128,threads=512,block_k=64",
+              "matmul mma_sync: 151552 bytes of static shared memory exceed 48 KiB (fewer "
+              "stages or a smaller tile)");
 }
 
 TEST(LaunchPlan, AttributeRoundTrip) {

@@ -421,4 +421,78 @@ TEST(RealKernels, BrokenPlanIsCaught) {
   EXPECT_NE(error.find("(launch 1 of"), std::string::npos) << error;
 }
 
+// --- Tensor cores: matmul = mma_sync (cp.async ring, ldmatrix, mma.sync) --
+//
+// The interpreter models mma.sync, ldmatrix and cp.async from the PTX ISA's
+// fragment tables (WarpOps tests), independently of the lowering; here the
+// kernels built on them meet fp64 and the SIMT kernels, with races checked.
+
+/// The default tensor-core tile (64×64×32, 3 stages) and a one-warp tile
+/// (32×32×16, 2 stages) that gives many tiles and k steps at small shapes.
+const char *kMmaTile = "matmul=mma_sync";
+const char *kMmaOneWarp =
+    "matmul=mma_sync block-rows=32 block-cols=32 threads=32 block-k=16 stages=2";
+
+/// `c` on tensor cores against fp64 (checkCase), then against the SIMT
+/// kernels: lse rows agree to a few f32 ulps of the statistics.
+void checkTensorCores(Case c, const char *tile) {
+  c.tile = tile;
+  checkCase(c);
+  Case simt = c;
+  simt.tile = "";
+  SCOPED_TRACE(describe(c) + " vs simt");
+  auto mma = lower(c), ref = lower(simt);
+  ASSERT_TRUE(mma && ref);
+  Inputs in = makeInputs(c);
+  Outputs a, b;
+  ASSERT_EQ("", runPlan(*mma, planOf(*mma), c, in, a));
+  ASSERT_EQ("", runPlan(*ref, planOf(*ref), simt, in, b));
+  for (int64_t i = 0; i < c.n; ++i)
+    EXPECT_LE(std::fabs(a.lse[size_t(i)] - b.lse[size_t(i)]),
+              4e-6 * std::fabs(b.lse[size_t(i)]) + 1e-6)
+        << "lse row " << i << ": mma_sync " << a.lse[size_t(i)] << ", simt " << b.lse[size_t(i)];
+}
+
+TEST(TensorCoreKernels, F16AlignedRowsTakeTheCpAsyncPath) {
+  checkTensorCores({5, 300, 24}, kMmaTile);
+}
+TEST(TensorCoreKernels, OddDTakesThePlainLoadPath) {
+  checkTensorCores({5, 77, 37}, kMmaOneWarp);
+}
+TEST(TensorCoreKernels, BF16BiasSumManyTilesAndKSteps) {
+  Case c{70, 200, 72};
+  c.dtype = "bf16";
+  c.bias = true;
+  c.reduction = "sum";
+  checkTensorCores(c, kMmaOneWarp);
+}
+TEST(TensorCoreKernels, VocabularySmallerThanOneTileAndOneRow) {
+  checkTensorCores({1, 3, 8}, kMmaTile);
+  Case c{3, 10, 16};
+  c.dtype = "bf16";
+  checkTensorCores(c, kMmaOneWarp);
+}
+TEST(TensorCoreKernels, IgnoredRowsNoReductionI32Labels) {
+  Case c{33, 65, 40};
+  c.ignored = 0.3;
+  c.reduction = "none";
+  c.labelType = "i32";
+  checkTensorCores(c, kMmaOneWarp);
+}
+
+TEST(TensorCoreKernels, KernelIrHasMmaSyncAndTheRing) {
+  Case c{5, 300, 24};
+  c.tile = kMmaTile;
+  auto module = lower(c);
+  ASSERT_TRUE(module);
+  std::map<std::string, int> ops;
+  module->walk([&](mlir::Operation *op) { ++ops[op->getName().getStringRef().str()]; });
+  // 64×64×32 tile: 2 k16 steps × 2×4 products; the ring's fills in the
+  // prologue (2) and the loop (1), 4 chunks each.
+  EXPECT_EQ(ops["nvgpu.mma.sync"], 16);
+  EXPECT_EQ(ops["nvgpu.ldmatrix"], 12);
+  EXPECT_EQ(ops["nvgpu.device_async_copy"], 12);
+  EXPECT_EQ(ops["nvgpu.device_async_create_group"], 3);
+}
+
 } // namespace

@@ -412,7 +412,7 @@ std::string ldmatrixKernel(bool transpose, int tiles,
            "  scf.if %in {\n" +
            load + "  }\n";
   return "gpu.func @k(%out: memref<?xf16>) workgroup(%sm : memref<8x" + n +
-         "xf16, #gpu.address_space<workgroup>>) kernel {\n"
+         "xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {\n"
          "  %l = gpu.lane_id\n"
          "  %c0 = arith.constant 0 : index\n"
          "  %c1 = arith.constant 1 : index\n"
@@ -501,9 +501,9 @@ TEST(LdMatrix, NeedsConvergedWarp) {
 TEST(LdMatrix, FeedsMmaSync) {
   std::string func = R"(
 gpu.func @k(%ga: memref<?xf16>, %gb: memref<?xf16>, %d1: memref<?xf32>, %d2: memref<?xf32>)
-    workgroup(%sa : memref<16x16xf16, #gpu.address_space<workgroup>>,
-              %sbt : memref<8x16xf16, #gpu.address_space<workgroup>>,
-              %sb : memref<16x8xf16, #gpu.address_space<workgroup>>) kernel {
+    workgroup(%sa : memref<16x16xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64},
+              %sbt : memref<8x16xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64},
+              %sb : memref<16x8xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
   %l = gpu.lane_id
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -612,7 +612,7 @@ gpu.func @k(%ga: memref<?xf16>, %gb: memref<?xf16>, %d1: memref<?xf32>, %d2: mem
 std::string asyncKernel(const std::string &afterCopy,
                         const std::string &srcElements = "") {
   return R"(
-gpu.func @k(%g: memref<?xf32>, %out: memref<?xf32>) workgroup(%sm : memref<128xf32, #gpu.address_space<workgroup>>) kernel {
+gpu.func @k(%g: memref<?xf32>, %out: memref<?xf32>) workgroup(%sm : memref<128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
   %t = gpu.thread_id x
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
@@ -688,7 +688,7 @@ TEST(AsyncCopy, WaitWithoutBarrierIsARace) {
 
 TEST(AsyncCopy, WaitLeavesTheNewestGroupsInFlight) {
   std::string func = R"(
-gpu.func @k(%g: memref<?xf32>, %out: memref<?xf32>) workgroup(%sm : memref<8xf32, #gpu.address_space<workgroup>>) kernel {
+gpu.func @k(%g: memref<?xf32>, %out: memref<?xf32>) workgroup(%sm : memref<8xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
   %c0 = arith.constant 0 : index
   %c4 = arith.constant 4 : index
   %t1 = nvgpu.device_async_copy %g[%c0], %sm[%c0], 4 : memref<?xf32> to memref<8xf32, #gpu.address_space<workgroup>>
@@ -717,7 +717,7 @@ gpu.func @k(%g: memref<?xf32>, %out: memref<?xf32>) workgroup(%sm : memref<8xf32
 TEST(AsyncCopy, DestinationMustBeAligned) {
   // cp.async of 16 bytes to element 1 of a shared f32 array: misaligned.
   std::string func = R"(
-gpu.func @k(%g: memref<?xf32>) workgroup(%sm : memref<8xf32, #gpu.address_space<workgroup>>) kernel {
+gpu.func @k(%g: memref<?xf32>) workgroup(%sm : memref<8xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %t1 = nvgpu.device_async_copy %g[%c0], %sm[%c1], 4 : memref<?xf32> to memref<8xf32, #gpu.address_space<workgroup>>
@@ -729,6 +729,37 @@ gpu.func @k(%g: memref<?xf32>) workgroup(%sm : memref<8xf32, #gpu.address_space<
       runKernel(func, {1, 1, 1}, {1, 1, 1}, {SimtArg::buffer(gBuf)});
   EXPECT_TRUE(contains(error, "destination is not aligned to the copy size"))
       << error;
+}
+
+TEST(AsyncCopy, SharedBufferMustBeAlignedForTheCopy) {
+  // Without llvm.align the lowering places an f32 array on a 4-byte
+  // boundary: a 16-byte cp.async into it faults on hardware.
+  std::string func = R"(
+gpu.func @k(%g: memref<?xf32>) workgroup(%sm : memref<8xf32, #gpu.address_space<workgroup>>) kernel {
+  %c0 = arith.constant 0 : index
+  %t1 = nvgpu.device_async_copy %g[%c0], %sm[%c0], 4 : memref<?xf32> to memref<8xf32, #gpu.address_space<workgroup>>
+  gpu.return
+})";
+  std::vector<float> g(8, 1.0f);
+  SimtBuffer gBuf("g", F32, g.data(), 8);
+  std::string error = runKernel(func, {1, 1, 1}, {1, 1, 1}, {SimtArg::buffer(gBuf)});
+  EXPECT_TRUE(contains(error, "whose start is only 4-byte aligned")) << error;
+}
+
+TEST(LdMatrix, SharedBufferMustBeSixteenByteAligned) {
+  std::string func = R"(
+gpu.func @k(%out: memref<?xf16>) workgroup(%sm : memref<8x8xf16, #gpu.address_space<workgroup>>) kernel {
+  %l = gpu.lane_id
+  %c0 = arith.constant 0 : index
+  %c8 = arith.constant 8 : index
+  %r = arith.remui %l, %c8 : index
+  %v = nvgpu.ldmatrix %sm[%r, %c0] {numTiles = 1 : i32, transpose = false} : memref<8x8xf16, #gpu.address_space<workgroup>> -> vector<1x2xf16>
+  gpu.return
+})";
+  std::vector<uint16_t> out(64, 0);
+  SimtBuffer outBuf("out", F16, out.data(), 64);
+  std::string error = runKernel(func, {1, 1, 1}, {32, 1, 1}, {SimtArg::buffer(outBuf)});
+  EXPECT_TRUE(contains(error, "whose start is only 2-byte aligned")) << error;
 }
 
 } // namespace

@@ -19,10 +19,12 @@ using namespace lossjit;
 namespace {
 /// lce_partial, grid (cdiv(N, BN), S): per row block and vocabulary split,
 /// the statistics of the block's rows over the split's columns, swept in
-/// tiles of T columns; merged across the block's threads, written to the
-/// part_<field> workspaces at [split, row].
+/// block tiles (T columns for SIMT, BN for the tensor-core strategies)
+/// whose products the matmul strategy forms; each thread folds the logits
+/// of its fragment into its rows' states, then the block merges them
+/// (RowStats::mergeFragmentRows) and writes part_<field> at [split, row].
 void buildPartial(GpuSchedule &s) {
-  const int64_t bn = s.tile.blockRows, threads = s.tile.threads;
+  const int64_t bn = s.tile.blockRows, cols = s.tile.tileCols();
   KernelSignature sig("lce_partial");
   sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
   sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
@@ -30,51 +32,65 @@ void buildPartial(GpuSchedule &s) {
   launch.grid = {"cdiv(N," + s.bn() + ")", "S", "1"};
   for (const std::string &field : s.stats.fieldNames()) {
     sig.arg("part_" + field, s.flat(s.f32()));
-    launch.workgroup.push_back(s.shared(bn * threads, s.f32()));
+    launch.workgroup.push_back(s.shared(s.matmul.rowMergeSlots(bn), s.f32()));
+  }
+  SmallVector<ScratchBuffer> operands = s.matmul.scratch(s.storage());
+  launch.workgroupAlign.assign(launch.workgroup.size(), 0);
+  for (const ScratchBuffer &buffer : operands) {
+    launch.workgroup.push_back(s.shared(buffer.elements, buffer.type));
+    launch.workgroupAlign.push_back(buffer.align);
   }
   sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
   KernelArgs a = s.sink.begin(sig, launch);
-  SmallVector<Value> shared, partials;
+  SmallVector<Value> shared, partials, scratch;
   for (unsigned f = 0; f < s.stats.width(); ++f) {
     shared.push_back(a.workgroup(f));
     partials.push_back(a["part_" + s.stats.fieldNames()[f]]);
   }
+  for (unsigned b = 0; b < operands.size(); ++b)
+    scratch.push_back(a.workgroup(s.stats.width() + b));
 
   KernelEmitter e(s.sink.builder(), s.sink.location());
   Value n = a["N"], v = a["V"], d = a["D"], bias = a["bias"];
-  Value tid = gpuThreadIdx(e);
   Value rowBase = e.mul(gpuBlockIdx(e, 0), e.index(bn));
   Value split = gpuBlockIdx(e, 1);
   Value chunk = e.ceilDiv(v, gpuGridDim(e, 1));
   Value colBegin = e.minUI(e.mul(split, chunk), v);
   Value colEnd = e.minUI(e.add(colBegin, chunk), v);
   MatrixOperand xs{a["x"], d}, ws{a["w"], d};
-  SmallVector<Value> state =
-      e.forLoop(colBegin, colEnd, e.index(threads), s.stats.identity(e, bn),
-                [&](KernelEmitter &le, Value c0, ValueRange it) {
-                  Fragment z = s.matmul.multiply(le, xs, ws, {rowBase, bn, n, c0, threads, colEnd},
-                                                 le.index(0), d);
-                  Value bv = bias ? le.loadF32(bias, z.cols[0]) : Value();
-                  SmallVector<Value> next;
-                  for (int64_t i = 0; i < bn; ++i) {
-                    Value raw = bv ? le.addF(z.at(i, 0), bv) : z.at(i, 0);
-                    ValueRange old = s.stats.row(it, i);
-                    SmallVector<Value> pushed = s.stats.push(le, old, emitLogit(le, s.spec, raw));
-                    // Columns past the split's end take no part (never a zero logit).
-                    for (unsigned f = 0; f < pushed.size(); ++f)
-                      next.push_back(le.select(z.colValid[0], pushed[f], old[f]));
-                  }
-                  return next;
-                });
-  s.stats.mergeAcrossBlock(e, tid, threads, shared, state, bn);
-  // Thread i < BN writes row i's block state; rows past N never are.
-  e.ifThen(e.cmpI(arith::CmpIPredicate::ult, tid, e.index(bn)), [&](KernelEmitter &we) {
-    Value row = we.add(rowBase, tid);
-    we.ifThen(we.cmpI(arith::CmpIPredicate::ult, row, n), [&](KernelEmitter &se) {
-      SmallVector<Value> merged = s.stats.load(se, shared, se.mul(tid, se.index(threads)));
-      s.stats.store(se, merged, partials, se.add(se.mul(split, n), row));
-    });
-  });
+  // Which rows this thread's fragments hold, and how the block shares them.
+  Fragment shape = s.matmul.layout(e, {rowBase, bn, n, colBegin, cols, colEnd});
+  const unsigned rows = static_cast<unsigned>(shape.rows.size());
+  SmallVector<Value> state = e.forLoop(
+      colBegin, colEnd, e.index(cols), s.stats.identity(e, rows),
+      [&](KernelEmitter &le, Value c0, ValueRange it) {
+        Fragment z = s.matmul.multiply(le, xs, ws, {rowBase, bn, n, c0, cols, colEnd},
+                                       le.index(0), d, {}, scratch);
+        SmallVector<Value> bv;
+        for (Value col : z.cols)
+          bv.push_back(bias ? le.loadF32(bias, col) : Value());
+        SmallVector<Value> next;
+        for (unsigned i = 0; i < rows; ++i) {
+          SmallVector<Value> logits;
+          for (size_t j = 0; j < z.cols.size(); ++j) {
+            Value raw = bv[j] ? le.addF(z.at(i, j), bv[j]) : z.at(i, j);
+            logits.push_back(emitLogit(le, s.spec, raw));
+          }
+          // Columns past the split's end take no part (never a zero logit).
+          llvm::append_range(next, s.stats.pushMany(le, s.stats.row(it, i), logits, z.colValid));
+        }
+        return next;
+      });
+  // Rows past N are never written.
+  s.stats.mergeFragmentRows(e, shape.sharing, shared, state, bn,
+                            [&](KernelEmitter &we, Value tileRow, ValueRange merged) {
+                              Value row = we.add(rowBase, tileRow);
+                              we.ifThen(we.cmpI(arith::CmpIPredicate::ult, row, n),
+                                        [&](KernelEmitter &se) {
+                                          s.stats.store(se, merged, partials,
+                                                        se.add(se.mul(split, n), row));
+                                        });
+                            });
   s.sink.end();
 }
 
@@ -170,6 +186,14 @@ llvm::Error lossjit::buildGpuSchedule(OpBuilder &builder, Location loc, StringRe
                                       const LceSpec &spec, const TileConfig &tile,
                                       LaunchPlan &plan) {
   OpBuilder::InsertionGuard guard(builder);
+  if (tile.matmul == loss::MatmulKind::mma_sync) {
+    if (spec.gradient)
+      return llvm::createStringError("matmul mma_sync is built for the forward schedule so far; "
+                                     "the backward kernels use matmul simt");
+    if (spec.storesF32())
+      return llvm::createStringError("matmul mma_sync multiplies f16 or bf16 operands; f32 "
+                                     "storage stays on matmul simt");
+  }
   std::unique_ptr<TileMatmul> matmul = createTileMatmul(tile);
   if (!matmul)
     return llvm::createStringError("no tile-matmul strategy for " + tile.str());
