@@ -1,0 +1,976 @@
+#!/usr/bin/env python3
+"""A performance MODEL of lossjit's GPU kernels (not a measurement).
+
+    python3 bench/gpu/perf_model.py [--build build] [--chips sm_80,sm_90]
+        [--json out.json] [--markdown out.md]
+
+No GPU is needed or used. For every kernel of every variant below, for each
+chip, the script
+
+1. generates the PTX with the project's own tools: `lossjit-opt graph.mlir
+   --lossjit-gpu-pipeline="chip=... <options>"`, then
+   `tests/lit/extract-ptx.py` (one .ptx per kernel) — so the model always
+   describes the kernels the compiler emits today, and the launch plan the
+   pipeline prints gives the tile, grids, constants and chunk formula;
+2. runs `ptxas -v -arch=<chip>` and reads registers, spill bytes and static
+   shared memory, and from them the theoretical occupancy;
+3. counts the PTX instructions that decide which unit does the multiply-adds
+   (mma.sync, ldmatrix, cp.async, fma.rn.f32, ex2.approx), in the whole
+   kernel and in its hot loop (the innermost natural loop of the CFG that
+   holds the products);
+4. models FLOPs, DRAM bytes, shared-memory bytes and a roofline time at the
+   headline shape N=4096, D=4096, V=128256 and the CPU benchmark's shape
+   N=4096, D=1024, V=32000, for an A100 SXM (sm_80) and an H200 (sm_90).
+
+Variants (f16 and bf16 each): forward with matmul=simt (the default tile),
+forward with matmul=mma_sync (the 64x64x32 3-stage 128-thread default tile,
+and a 32x32 one-warp tile), the chunked and the recompute backward, and the
+fused forward+backward (the gradient kernels are SIMT only so far).
+
+The time model, per kernel (all of it is stated again in the printed notes):
+
+    t_est   = max(t_flop / f_issue, t_dram, t_smem) / f_occ + launches * t_launch
+    t_l2    = max(t_flop / f_issue, t_dram_floor, t_l2tiles, t_smem) / f_occ + ...
+    t_floor = max(t_flop, t_dram_floor)                       (ideal roofline)
+
+t_flop = matmul FLOPs / peak of the unit the PTX multiplies on; t_dram = DRAM
+bytes of unique tile loads (no reuse between blocks) / bandwidth; t_l2 is
+the same with those tile loads served by L2 at its bandwidth and only the
+compulsory traffic from DRAM; f_occ and f_issue are defined in
+`occupancy_factor` and `issue_factor`. It is a model: it ignores L1 hits,
+uncoalesced-access waste, bank conflicts, tail effects inside a block and
+ptxas's own scheduling, and it reads instruction mixes from PTX, not SASS.
+"""
+
+import argparse
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+LABEL = "model, not a measurement"
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXTRACT_PTX = os.path.join(REPO, "tests", "lit", "extract-ptx.py")
+
+# --------------------------------------------------------------------------
+# Machines. Limits are the CUDA occupancy calculator's for compute
+# capability 8.0 / 9.0; peaks are the vendor's dense numbers except where a
+# practical ceiling is known (DESIGN §7: ~788 TFLOP/s bf16 sustained on an
+# H200 here). L2 bandwidth is a literature figure, not measured here.
+# --------------------------------------------------------------------------
+CHIPS = {
+    "sm_80": {
+        "card": "A100 SXM (sm_80)",
+        "sms": 108,
+        "clock_ghz": 1.41,
+        "regs_per_sm": 65536,
+        "max_regs_per_thread": 255,
+        "reg_granularity_per_warp": 256,
+        "max_threads_per_sm": 2048,
+        "max_warps_per_sm": 64,
+        "max_blocks_per_sm": 32,
+        "smem_per_sm": 164 * 1024,
+        "smem_reserved_per_block": 1024,  # the driver keeps 1 KiB per block on sm_80+
+        "fp32_lanes_per_sm": 64,          # FFMA lanes: 2 warp-FMAs per clock per SM
+        "tc_peak": 312e12,                # dense f16/bf16 -> f32
+        "tc_practical": 312e12,           # no sustained figure measured: the peak
+        "fma_peak": 19.5e12,
+        "dram_bw": 2.0e12,
+        "l2_bw": 5.0e12,                  # assumption (published microbenchmarks)
+        "l2_bytes": 40 * 2**20,
+    },
+    "sm_90": {
+        "card": "H200 (sm_90)",
+        "sms": 132,
+        "clock_ghz": 1.83,                # the clock the 989 TFLOP/s dense figure assumes
+        "regs_per_sm": 65536,
+        "max_regs_per_thread": 255,
+        "reg_granularity_per_warp": 256,
+        "max_threads_per_sm": 2048,
+        "max_warps_per_sm": 64,
+        "max_blocks_per_sm": 32,
+        "smem_per_sm": 228 * 1024,
+        "smem_reserved_per_block": 1024,
+        "fp32_lanes_per_sm": 128,         # 4 warp-FMAs per clock per SM
+        "tc_peak": 989e12,
+        "tc_practical": 788e12,           # DESIGN §7, measured bf16 matmul on an H200
+        "fma_peak": 67e12,
+        "dram_bw": 4.8e12,
+        "l2_bw": 10.0e12,                 # assumption (published microbenchmarks)
+        "l2_bytes": 50 * 2**20,
+    },
+}
+
+SHAPES = [
+    {"name": "headline", "N": 4096, "D": 4096, "V": 128256},
+    {"name": "cpu-like", "N": 4096, "D": 1024, "V": 32000},
+]
+
+# Warps per SM that keep a unit busy (f_occ = min(1, warps / W_sat)):
+# mma.sync kernels with a cp.async ring hide latency with few warps (CUTLASS's
+# sm_80 GEMMs run at 4-8 warps per SM); SIMT FMA and streaming kernels need
+# about half occupancy to cover global-memory latency (Little's law).
+W_SAT_TENSOR = 8
+W_SAT_SIMT = 32
+ISSUE_PER_CLOCK = 4      # warp instructions per clock per SM (4 schedulers)
+MMA_FLOPS = 2 * 16 * 8 * 16  # one mma.sync m16n8k16
+T_LAUNCH = 3e-6          # seconds a launch costs at least (driver + ramp)
+
+# The graphs, written as the lit tests write them (tests/lit/ptx/*.mlir);
+# @DT@ is the storage type.
+GRAPHS = {
+    "forward": """
+func.func @lce(%x: tensor<?x?x@DT@>, %w: tensor<?x?x@DT@>, %y: tensor<?xi64>) -> tensor<f32> {
+  %z = loss.linear %x, %w : tensor<?x?x@DT@>, tensor<?x?x@DT@> -> tensor<?x?x@DT@>
+  %lp = loss.log_softmax %z : tensor<?x?x@DT@> -> tensor<?x?x@DT@>
+  %l = loss.nll %lp, %y {ignore_index = -100 : i64, reduction = #loss<reduction mean>} : tensor<?x?x@DT@>, tensor<?xi64> -> tensor<f32>
+  return %l : tensor<f32>
+}
+""",
+    "backward": """
+func.func @grad(%x: tensor<?x?x@DT@>, %w: tensor<?x?x@DT@>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?x@DT@>, tensor<?x?x@DT@>) {
+  %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = @DT@, compute = f32@STRATEGY@} : tensor<?x?x@DT@>, tensor<?x?x@DT@>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?x@DT@>, tensor<?x?x@DT@>
+  return %dx, %dw : tensor<?x?x@DT@>, tensor<?x?x@DT@>
+}
+""",
+    "fused": """
+func.func @fused(%x: tensor<?x?x@DT@>, %w: tensor<?x?x@DT@>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>, tensor<?x?x@DT@>, tensor<?x?x@DT@>) {
+  %l, %lse, %dx, %dw = loss.linear_cross_entropy_with_grad %x, %w, %y {storage = @DT@, compute = f32} : tensor<?x?x@DT@>, tensor<?x?x@DT@>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>, tensor<?x?x@DT@>, tensor<?x?x@DT@>
+  return %l, %lse, %dx, %dw : tensor<f32>, tensor<?xf32>, tensor<?x?x@DT@>, tensor<?x?x@DT@>
+}
+""",
+}
+
+# name, graph, strategy attribute, pipeline options, pass.
+VARIANTS = [
+    ("fwd-simt", "forward", "", "", "forward"),
+    ("fwd-mma64", "forward", "", "matmul=mma_sync", "forward"),
+    ("fwd-mma32", "forward", "",
+     "matmul=mma_sync block-rows=32 block-cols=32 threads=32 block-k=16 stages=2", "forward"),
+    ("bwd-chunked", "backward", "", "", "backward"),
+    ("bwd-recompute", "backward", ', strategy = "recompute"', "", "backward"),
+    ("fused", "fused", "", "", "fused"),
+]
+DTYPES = ["f16", "bf16"]
+# The forward+backward estimate of a forward variant adds this backward
+# (the GPU default: strategy auto -> chunked; mma_sync has no backward yet).
+DEFAULT_BACKWARD = "bwd-chunked"
+
+
+class ModelError(Exception):
+    """A failure the user can act on (missing tool, failed compile)."""
+
+
+# --------------------------------------------------------------------------
+# Tools
+# --------------------------------------------------------------------------
+def find_tools(build):
+    """Paths of lossjit-opt and ptxas, or a ModelError saying what is missing."""
+    opt = os.path.join(build, "bin", "lossjit-opt")
+    if not (os.path.isfile(opt) and os.access(opt, os.X_OK)):
+        raise ModelError("lossjit-opt not found at %s: build the compiler first "
+                         "(cmake -G Ninja -B %s && ninja -C %s) or pass --build DIR"
+                         % (opt, build, build))
+    candidates = [shutil.which("ptxas")]
+    if os.environ.get("CUDA_HOME"):
+        candidates.append(os.path.join(os.environ["CUDA_HOME"], "bin", "ptxas"))
+    candidates.append("/usr/local/cuda/bin/ptxas")
+    ptxas = next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)),
+                 None)
+    if not ptxas:
+        raise ModelError("ptxas not found on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin: "
+                         "install the CUDA toolkit (only ptxas is needed, no GPU)")
+    if not os.path.isfile(EXTRACT_PTX):
+        raise ModelError("missing %s" % EXTRACT_PTX)
+    return opt, ptxas
+
+
+def run(cmd, what):
+    """Runs `cmd`; returns stdout+stderr, raising ModelError on failure."""
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.strip().splitlines()[-6:])
+        raise ModelError("%s failed (exit %d): %s\n%s" % (what, proc.returncode,
+                                                          " ".join(cmd), tail))
+    return proc.stdout
+
+
+# --------------------------------------------------------------------------
+# Launch plan (printed by lossjit-opt as the module's loss.launch_plans)
+# --------------------------------------------------------------------------
+def parse_plan(mlir_text):
+    """The launch plan: tile, constants, derived symbols and kernels.
+
+    Only the fields the model needs are read, each by its own pattern, so a
+    reordering of the attribute dictionary does not break the parser.
+    """
+    start = mlir_text.find("loss.launch_plans")
+    if start < 0:
+        raise ModelError("no loss.launch_plans in lossjit-opt output")
+    end = mlir_text.find("gpu.binary", start)
+    text = mlir_text[start:end if end > 0 else len(mlir_text)]
+    plan = {"tile": {}, "constants": {}, "derived": [], "kernels": []}
+    m = re.search(r'tile = "([^"]*)"', text)
+    if m:
+        for item in m.group(1).split(","):
+            key, _, value = item.partition("=")
+            plan["tile"][key.strip()] = int(value) if value.strip().lstrip("-").isdigit() \
+                else value.strip()
+    m = re.search(r"constants = \{([^}]*)\}", text)
+    if m:
+        for name, value in re.findall(r"(\w+) = (-?\d+) : i64", m.group(1)):
+            plan["constants"][name] = int(value)
+    m = re.search(r"derived = \[(.*?)\]\], ", text) or re.search(r"derived = \[(.*?)\]\]", text)
+    if m:
+        plan["derived"] = re.findall(r'\["(\w+)", "([^"]*)"', m.group(1) + "]")
+    # Each kernel dictionary starts with "{args = [" in the printed plan.
+    pieces = text.split("{args = [")[1:]
+    for piece in pieces:
+        k = {}
+        m = re.search(r'\bname = "([^"]+)"', piece)
+        k["name"] = m.group(1) if m else "?"
+        m = re.search(r'\bmodule = "([^"]+)"', piece)
+        k["module"] = m.group(1) if m else "?"
+        m = re.search(r"\bblock = \[(\d+), (\d+), (\d+)\]", piece)
+        k["block"] = [int(x) for x in m.groups()] if m else [1, 1, 1]
+        m = re.search(r'\bgrid = \[("[^"]*"), ("[^"]*"), ("[^"]*")\]', piece)
+        k["grid"] = [g.strip('"') for g in m.groups()] if m else ["1", "1", "1"]
+        m = re.search(r"\bper_chunk = (true|false)", piece)
+        k["per_chunk"] = bool(m and m.group(1) == "true")
+        m = re.search(r"\bshared_bytes = (\d+)", piece)
+        k["dynamic_smem"] = int(m.group(1)) if m else 0
+        plan["kernels"].append(k)
+    if not plan["kernels"]:
+        raise ModelError("the launch plan lists no kernels")
+    return plan
+
+
+_ALLOWED = (ast.Expression, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv,
+            ast.Call, ast.Name, ast.Load, ast.Constant)
+
+
+def evaluate(formula, env):
+    """Evaluates a plan formula ("cdiv(N,4)", "max(1,min(N,(WB-N*4)/(V*4)))")
+    with the runtime's integer semantics (/ truncates; all values are ≥ 0)."""
+    tree = ast.parse(formula, mode="eval")
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED):
+            raise ModelError("unexpected syntax in plan formula %r" % formula)
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant):
+            return int(node.value)
+        if isinstance(node, ast.Name):
+            if node.id not in env:
+                raise ModelError("plan formula %r uses unknown symbol %s" % (formula, node.id))
+            return env[node.id]
+        if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if isinstance(node.op, ast.Mult):
+                return a * b
+            return a // b
+        fn = node.func.id
+        args = [ev(a) for a in node.args]
+        if fn == "cdiv":
+            return -(-args[0] // args[1])
+        if fn == "max":
+            return max(args)
+        if fn == "min":
+            return min(args)
+        raise ModelError("unknown function %s in plan formula %r" % (fn, formula))
+
+    return ev(tree)
+
+
+# --------------------------------------------------------------------------
+# PTX: instruction counts and the hot loop
+# --------------------------------------------------------------------------
+COUNTED = {
+    "mma.sync": re.compile(r"^mma\.sync\b"),
+    "ldmatrix": re.compile(r"^ldmatrix\b"),
+    "cp.async": re.compile(r"^cp\.async\.c[ag]\b"),   # the copies, not commit/wait
+    "fma.rn.f32": re.compile(r"^fma\.rn\.f32\b"),
+    "ex2.approx": re.compile(r"^ex2\.approx\b"),
+}
+_LABEL = re.compile(r"^(\$?[\w$]+):$")
+_BRANCH = re.compile(r"^(@!?%p\d+\s+)?bra(\.uni)?\s+(\$?[\w$]+);")
+
+
+def ptx_instructions(ptx):
+    """(entry name, list of ('label', name) / ('insn', text)) of the .entry."""
+    m = re.search(r"\.entry\s+([\w$]+)\s*\(", ptx)
+    if not m:
+        raise ModelError("no .entry in PTX")
+    name = m.group(1)
+    body = ptx[ptx.index("{", ptx.index(")", m.end())):]
+    items, pending = [], ""
+    for raw in body.splitlines():
+        line = raw.split("//")[0].strip()
+        if pending:
+            # An instruction continues until its ';' (mma.sync spreads its
+            # operand lists over several lines).
+            pending += " " + line
+            if pending.endswith(";"):
+                items.append(("insn", pending))
+                pending = ""
+            continue
+        if not line or line in ("{", "}"):
+            continue
+        lm = _LABEL.match(line)
+        if lm:
+            items.append(("label", lm.group(1)))
+        elif line.startswith("."):
+            continue
+        elif line.endswith(";"):
+            items.append(("insn", line))
+        else:
+            pending = line
+    return name, items
+
+
+def basic_blocks(items):
+    """Blocks (list of instruction lists), successor lists, label -> index."""
+    blocks, labels = [[]], {}
+    for kind, text in items:
+        if kind == "label":
+            if blocks[-1]:
+                blocks.append([])
+            labels[text] = len(blocks) - 1
+            continue
+        blocks[-1].append(text)
+        if _BRANCH.match(text) or text.startswith("ret") or text.startswith("exit"):
+            blocks.append([])
+    succs = []
+    for i, block in enumerate(blocks):
+        last = block[-1] if block else ""
+        bm = _BRANCH.match(last)
+        out = []
+        if bm:
+            out.append(labels[bm.group(3)])
+            if bm.group(1):                      # predicated: may fall through
+                out.append(i + 1)
+        elif not (last.startswith("ret") or last.startswith("exit")):
+            out.append(i + 1)
+        succs.append([s for s in out if s < len(blocks)])
+    return blocks, succs, labels
+
+
+def dominators(succs):
+    """Dominator sets by the iterative data-flow algorithm (entry = block 0)."""
+    n = len(succs)
+    preds = [[] for _ in range(n)]
+    for u, ss in enumerate(succs):
+        for s in ss:
+            preds[s].append(u)
+    full = set(range(n))
+    dom = [full.copy() for _ in range(n)]
+    dom[0] = {0}
+    changed = True
+    while changed:
+        changed = False
+        for v in range(1, n):
+            ps = [dom[p] for p in preds[v]]
+            new = (set.intersection(*ps) if ps else set()) | {v}
+            if new != dom[v]:
+                dom[v], changed = new, True
+    return dom, preds
+
+
+def natural_loops(succs):
+    """Natural loops as (header, latch set, block set), merged per header."""
+    dom, preds = dominators(succs)
+    loops = {}
+    for u, ss in enumerate(succs):
+        for h in ss:
+            if h in dom[u]:                       # back edge u -> h
+                # Walk back from the latch; the header stops the walk.
+                body = {h}
+                stack = [u] if u != h else []
+                body.add(u)
+                while stack:
+                    v = stack.pop()
+                    for p in preds[v]:
+                        if p not in body:
+                            body.add(p)
+                            stack.append(p)
+                hdr = loops.setdefault(h, (set(), set()))
+                hdr[0].add(u)
+                hdr[1].update(body)
+    return [(h, latches, body) for h, (latches, body) in loops.items()], dom
+
+
+def count(insns):
+    """Counts of the instructions in COUNTED among `insns`."""
+    out = {k: 0 for k in COUNTED}
+    for text in insns:
+        for key, pattern in COUNTED.items():
+            if pattern.match(text):
+                out[key] += 1
+    return out
+
+
+def analyze_ptx(ptx):
+    """Instruction counts of the kernel and of its hot loop.
+
+    The hot loop is the innermost natural loop holding the kernel's products
+    (mma.sync if it has any, else fma.rn.f32). Its per-iteration instruction
+    count takes the blocks that run every iteration (those dominating a
+    latch) plus the blocks that issue cp.async (the ring fill is guarded by
+    "k tile in range", true on all but the last stages − 1 steps); an
+    unaligned-D fallback path is left out.
+    """
+    name, items = ptx_instructions(ptx)
+    blocks, succs, _ = basic_blocks(items)
+    insns = [t for b in blocks for t in b]
+    total = count(insns)
+    total["instructions"] = len(insns)
+    product = "mma.sync" if total["mma.sync"] else "fma.rn.f32"
+    loops, dom = natural_loops(succs)
+    best = None
+    for header, latches, body in loops:
+        n_products = sum(count(blocks[b])[product] for b in body)
+        if not n_products:
+            continue
+        key = (len(body), -n_products)
+        if best is None or key < best[0]:
+            best = (key, header, latches, body)
+    hot = None
+    if best:
+        _, header, latches, body = best
+        every = {b for b in body if all(b in dom[l] for l in latches)}
+        per_iter = [t for b in sorted(body)
+                    if b in every or count(blocks[b])["cp.async"] for t in blocks[b]]
+        all_body = [t for b in sorted(body) for t in blocks[b]]
+        hot = count(all_body)
+        hot["per_iteration"] = count(per_iter)
+        if not hot["per_iteration"][product]:
+            # Every product sits in a conditional block: take the whole body.
+            per_iter = all_body
+            hot["per_iteration"] = hot.copy()
+        hot["instructions"] = len(per_iter)
+        hot["blocks"] = len(body)
+    return {"entry": name, "total": total, "hot_loop": hot, "product": product
+            if total[product] else None}
+
+
+# --------------------------------------------------------------------------
+# ptxas
+# --------------------------------------------------------------------------
+def ptxas_info(ptxas, ptx_path, chip):
+    """Registers, spills, stack and static shared memory from `ptxas -v`."""
+    out = run([ptxas, "-v", "-arch=" + chip, ptx_path, "-o", ptx_path + ".cubin"],
+              "ptxas " + os.path.basename(ptx_path))
+    info = {"registers": 0, "spill_stores": 0, "spill_loads": 0, "stack": 0, "smem": 0,
+            "warnings": [l.strip() for l in out.splitlines() if "warning" in l.lower()]}
+    m = re.search(r"Used (\d+) registers", out)
+    if m:
+        info["registers"] = int(m.group(1))
+    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
+                  out)
+    if m:
+        info["stack"], info["spill_stores"], info["spill_loads"] = map(int, m.groups())
+    m = re.search(r"(\d+) bytes smem", out)
+    if m:
+        info["smem"] = int(m.group(1))
+    return info
+
+
+def occupancy(chip, regs, smem_per_block, threads):
+    """Theoretical blocks and warps per SM, with the limiting resource."""
+    c = CHIPS[chip]
+    warps = -(-threads // 32)
+    g = c["reg_granularity_per_warp"]
+    regs_per_warp = -(-max(regs, 1) * 32 // g) * g
+    limits = {
+        "threads": c["max_threads_per_sm"] // (warps * 32),
+        "blocks": c["max_blocks_per_sm"],
+        "registers": (c["regs_per_sm"] // regs_per_warp) // warps,
+        "smem": c["smem_per_sm"] // (smem_per_block + c["smem_reserved_per_block"]),
+    }
+    blocks = min(limits.values())
+    limiter = min(limits, key=lambda k: (limits[k], k != "registers"))
+    return {"blocks_per_sm": blocks, "warps_per_sm": blocks * warps,
+            "occupancy": blocks * warps / c["max_warps_per_sm"], "limiter": limiter}
+
+
+# --------------------------------------------------------------------------
+# The per-kernel work model
+# --------------------------------------------------------------------------
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def kernel_work(kind, shape, tile, env, chunks, e):
+    """FLOPs (matmul), DRAM bytes (tile loads and compulsory floor) and
+    shared-memory bytes of one kernel summed over all its launches.
+
+    `e` is the storage element size; f32 workspaces are 4 bytes. "Tile
+    loads" count what every block loads for its tiles, with no reuse
+    between blocks (the pessimistic DRAM model); the floor is what must
+    cross DRAM at least (inputs once, outputs once, and whatever cannot stay
+    in L2 between launches, e.g. W once per row chunk). Formulas follow the
+    kernel builders in compiler/Kernels/Schedules/GPU/{Forward,Backward}.cpp.
+    """
+    N, D, V = shape["N"], shape["D"], shape["V"]
+    BR = tile.get("block_rows", 4)
+    T = tile.get("threads", 128)
+    S = tile.get("splits", 8)
+    mma = tile.get("matmul") == "mma_sync"
+    BC = tile.get("block_cols", 0) or T
+    C = env.get("C", N)
+    f = 4
+    x_bytes, w_bytes, z_bytes = N * D * e, V * D * e, N * V * f
+    r = {"flops": 0, "tile_bytes": 0, "floor_bytes": 0, "smem_bytes": 0}
+
+    if kind == "lce_partial":
+        rb = cdiv(N, BR)
+        tiles = S * cdiv(cdiv(V, S), BC)            # vocabulary tiles per row block
+        out = 2 * S * N * f                         # part_max, part_sum
+        r["flops"] = 2 * N * D * V
+        r["tile_bytes"] = rb * tiles * (BR + BC) * D * e + out
+        r["floor_bytes"] = x_bytes + w_bytes + out
+        if mma:
+            wm, wn = BR // 32, BC // 32
+            # cp.async writes each staged element once; ldmatrix reads the A
+            # rows once per warp column and the B rows once per warp row.
+            r["smem_bytes"] = rb * tiles * D * e * (BR * (1 + wn) + BC * (1 + wm))
+        else:
+            r["smem_bytes"] = rb * S * 2 * 2 * BR * T * f   # the row-merge trees
+    elif kind == "lce_combine":
+        b = N * (S * 2 * f + 2 * D * e + 8 + 2 * f)  # partials, x row + W[label], label, out
+        r.update(flops=2 * N * D, tile_bytes=b, floor_bytes=b)
+    elif kind in ("lce_reduce", "lce_bwd_scale"):
+        b = N * (8 + f) * (2 if kind == "lce_bwd_scale" else 1)
+        r.update(tile_bytes=b, floor_bytes=b)
+    elif kind in ("lce_bwd_dz", "lce_fused_z"):
+        # Per chunk: blocks of BR rows x T columns over all of D.
+        rb = chunks * cdiv(C, BR) if chunks else cdiv(N, BR)
+        vt = cdiv(V, T)
+        r["flops"] = 2 * N * D * V
+        r["tile_bytes"] = rb * vt * (BR + T) * D * e + z_bytes
+        r["floor_bytes"] = x_bytes + chunks * w_bytes + z_bytes
+    elif kind == "lce_fused_lse":
+        b = z_bytes + N * 3 * f
+        r.update(tile_bytes=b, floor_bytes=b)
+    elif kind == "lce_fused_dz":
+        b = 2 * z_bytes + N * 3 * f
+        r.update(tile_bytes=b, floor_bytes=b)
+    elif kind == "lce_bwd_dx":
+        # Blocks of BR rows x T columns of D, k over V: dZ rows re-read per
+        # D tile, W re-read per row block.
+        rb = chunks * cdiv(C, BR)
+        r["flops"] = 2 * N * D * V
+        r["tile_bytes"] = z_bytes * cdiv(D, T) + rb * V * D * e + x_bytes
+        r["floor_bytes"] = z_bytes + chunks * w_bytes + x_bytes
+    elif kind == "lce_bwd_dw":
+        # Per chunk, blocks of BR vocab rows x T columns of D, k over the
+        # chunk's rows; the f32 accumulator is read back after chunk 0.
+        acc = (2 * chunks - 1) * V * D * f
+        r["flops"] = 2 * N * D * V
+        r["tile_bytes"] = z_bytes * cdiv(D, T) + cdiv(V, BR) * N * D * e + acc
+        r["floor_bytes"] = z_bytes + x_bytes + acc
+    elif kind == "lce_bwd_finish":
+        b = V * D * (f + e)
+        r.update(tile_bytes=b, floor_bytes=b)
+    elif kind == "lce_bwd_dx_rc":
+        # Per row block, per vocabulary tile of T: logits (W tile, x rows),
+        # then dX += dZ·W_tile (the W tile again) into the f32 accumulator.
+        rb, vt = cdiv(N, BR), cdiv(V, T)
+        warps = cdiv(T, 32)
+        r["flops"] = 4 * N * D * V
+        r["tile_bytes"] = rb * vt * (2 * T * D * e + BR * D * e + 2 * BR * D * f) + N * D * (f + e)
+        r["floor_bytes"] = x_bytes + w_bytes + N * D * (3 * f + e)
+        r["smem_bytes"] = rb * vt * BR * T * f * (1 + warps * cdiv(D, T))
+    elif kind == "lce_bwd_dw_rc":
+        vb, nt = cdiv(V, BR), cdiv(N, T)
+        warps = cdiv(T, 32)
+        r["flops"] = 4 * N * D * V
+        r["tile_bytes"] = vb * nt * (2 * T * D * e + BR * D * e + 2 * BR * D * f) + V * D * (f + e)
+        r["floor_bytes"] = x_bytes + w_bytes + V * D * (3 * f + e)
+        r["smem_bytes"] = vb * nt * BR * T * f * (1 + warps * cdiv(D, T))
+    else:
+        raise ModelError("no work model for kernel %s" % kind)
+    r["tile_bytes"] = max(r["tile_bytes"], r["floor_bytes"])
+    return r
+
+
+def issue_factor(chip, unit, hot):
+    """Fraction of the unit's peak the hot loop's instruction mix allows.
+
+    A SM issues ISSUE_PER_CLOCK warp instructions per clock. FMA: a warp
+    FFMA occupies fp32_lanes/32 of the SM's FMA issue per clock, so with I
+    instructions per F FMAs the FMA pipe runs at most
+    min(1, ISSUE_PER_CLOCK·F / (I·lanes/32)). Tensor cores: the unit needs
+    peak / (SMs·clock·4096) mma.sync per clock per SM, so I instructions per
+    M mma allow min(1, ISSUE_PER_CLOCK·M / (I·that rate)). PTX, not SASS:
+    ptxas folds some address arithmetic, so this is a rough bound.
+    """
+    if not hot or unit == "memory":
+        return 1.0
+    c = CHIPS[chip]
+    per = hot["per_iteration"]
+    insns = max(hot["instructions"], 1)
+    if unit == "tensor core":
+        rate = c["tc_practical"] / (c["sms"] * c["clock_ghz"] * 1e9 * MMA_FLOPS)
+        return min(1.0, ISSUE_PER_CLOCK * per["mma.sync"] / (insns * rate))
+    fma_rate = c["fp32_lanes_per_sm"] / 32
+    return min(1.0, ISSUE_PER_CLOCK * per["fma.rn.f32"] / (insns * fma_rate))
+
+
+def occupancy_factor(chip, unit, occ, blocks, warps_per_block):
+    """f_occ = min(1, W_avg / W_sat).
+
+    W_avg is the average number of warps resident per SM while the grid
+    runs: blocks·warps / (waves·SMs), capped by the theoretical occupancy,
+    with waves = ceil(blocks / (SMs·blocks per SM)). It folds occupancy and
+    grid fill into one number: a grid smaller than the machine (one block,
+    one thread per row of a small chunk) leaves SMs idle or nearly so, and
+    the model says so. W_sat is W_SAT_TENSOR warps for tensor-core kernels
+    and W_SAT_SIMT for the rest.
+    """
+    c = CHIPS[chip]
+    if occ["blocks_per_sm"] == 0:
+        return 0.0
+    sat = W_SAT_TENSOR if unit == "tensor core" else W_SAT_SIMT
+    waves = cdiv(blocks, c["sms"] * occ["blocks_per_sm"])
+    avg = min(occ["warps_per_sm"], blocks * warps_per_block / (waves * c["sms"]))
+    return min(1.0, avg / sat)
+
+
+def model_kernel(chip, shape, plan, kernel, ptx, info, e):
+    """Everything the tables show for one kernel at one shape."""
+    c = CHIPS[chip]
+    N, D, V = shape["N"], shape["D"], shape["V"]
+    env = {"N": N, "D": D, "V": V}
+    env.update(plan["constants"])
+    for name, formula in plan["derived"]:
+        env[name] = evaluate(formula, env)
+    chunks = cdiv(N, env["C"]) if "C" in env else 1
+    launches = chunks if kernel["per_chunk"] else 1
+    grid_env = dict(env)
+    if kernel["per_chunk"]:
+        grid_env["C"] = env["C"]          # the full chunk (the last may be smaller)
+    blocks = 1
+    for g in kernel["grid"]:
+        blocks *= evaluate(g, grid_env)
+    threads = kernel["block"][0] * kernel["block"][1] * kernel["block"][2]
+    smem = info["smem"] + kernel["dynamic_smem"]
+    occ = occupancy(chip, info["registers"], smem, threads)
+
+    hot = ptx["hot_loop"]
+    if ptx["total"]["mma.sync"]:
+        unit = "tensor core"
+    elif hot is not None:
+        unit = "FMA"
+    else:
+        unit = "memory"
+    w = kernel_work(kernel["name"], shape, plan["tile"], env,
+                    chunks if "C" in env else 0, e)
+    peak = {"tensor core": c["tc_practical"], "FMA": c["fma_peak"]}.get(unit)
+    smem_bw = c["sms"] * 128 * c["clock_ghz"] * 1e9
+    t_flop = w["flops"] / peak if peak else 0.0
+    t_dram = w["tile_bytes"] / c["dram_bw"]
+    t_floor_dram = w["floor_bytes"] / c["dram_bw"]
+    t_l2 = w["tile_bytes"] / c["l2_bw"]
+    t_smem = w["smem_bytes"] / smem_bw
+    f_issue = issue_factor(chip, unit, hot)
+    f_occ = occupancy_factor(chip, unit, occ, blocks, cdiv(threads, 32))
+    overhead = launches * T_LAUNCH
+    if f_occ > 0:
+        t_est = max(t_flop / f_issue, t_dram, t_smem) / f_occ + overhead
+        t_l2r = max(t_flop / f_issue, t_floor_dram, t_l2, t_smem) / f_occ + overhead
+    else:
+        t_est = t_l2r = float("inf")
+    t_floor = max(t_flop, t_floor_dram)
+    bound = max((("flop", t_flop / f_issue), ("dram", t_dram), ("smem", t_smem)),
+                key=lambda kv: kv[1])[0]
+    return {
+        "kernel": kernel["name"], "launches": launches, "blocks_per_launch": blocks,
+        "threads": threads, "unit": unit, "ptxas": info, "smem_per_block": smem,
+        "occupancy": occ, "ptx": ptx, "flops": w["flops"], "dram_tile_bytes": w["tile_bytes"],
+        "dram_floor_bytes": w["floor_bytes"], "smem_bytes": w["smem_bytes"],
+        "f_issue": f_issue, "f_occ": f_occ, "t_flop_s": t_flop, "t_dram_s": t_dram,
+        "t_smem_s": t_smem, "t_l2_s": t_l2, "t_est_s": t_est, "t_l2reuse_s": t_l2r,
+        "t_floor_s": t_floor, "bound": bound,
+    }
+
+
+# --------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------
+def compile_variant(opt, ptxas, workdir, chip, variant, dtype):
+    """Compiles one variant for one chip; returns its plan and kernels."""
+    name, graph, strategy, options, _ = variant
+    tag = "%s-%s-%s" % (name, dtype, chip)
+    src = os.path.join(workdir, tag + ".mlir")
+    with open(src, "w") as fh:
+        fh.write(GRAPHS[graph].replace("@DT@", dtype).replace("@STRATEGY@", strategy))
+    out = os.path.join(workdir, tag + ".out.mlir")
+    pipeline = "chip=%s%s" % (chip, (" " + options) if options else "")
+    run([opt, src, "--lossjit-gpu-pipeline=" + pipeline, "-o", out], "lossjit-opt " + tag)
+    with open(out) as fh:
+        text = fh.read()
+    plan = parse_plan(text)
+    ptxdir = os.path.join(workdir, tag)
+    listing = run([sys.executable, EXTRACT_PTX, out, ptxdir], "extract-ptx " + tag)
+    files = {}
+    for line in listing.split():
+        if line.endswith(".ptx"):
+            files[line[:-4]] = os.path.join(ptxdir, line)
+    kernels = []
+    for k in plan["kernels"]:
+        path = files.get(k["module"])
+        if not path:
+            raise ModelError("%s: no PTX for kernel module %s" % (tag, k["module"]))
+        with open(path) as fh:
+            ptx = analyze_ptx(fh.read())
+        kernels.append((k, ptx, ptxas_info(ptxas, path, chip)))
+    return {"pipeline": pipeline, "plan": plan, "kernels": kernels}
+
+
+def build_model(opt, ptxas, chips, workdir):
+    """All variants × dtypes × chips × shapes."""
+    results = {"label": LABEL, "chips": {}, "errors": []}
+    for chip in chips:
+        per_chip = {"card": CHIPS[chip]["card"], "variants": {}}
+        for variant in VARIANTS:
+            for dtype in DTYPES:
+                key = "%s/%s" % (variant[0], dtype)
+                try:
+                    compiled = compile_variant(opt, ptxas, workdir, chip, variant, dtype)
+                except ModelError as err:
+                    results["errors"].append("%s %s: %s" % (chip, key, err))
+                    continue
+                entry = {"variant": variant[0], "dtype": dtype, "pass": variant[4],
+                         "pipeline": compiled["pipeline"], "tile": compiled["plan"]["tile"],
+                         "constants": compiled["plan"]["constants"], "shapes": {}}
+                for shape in SHAPES:
+                    rows = [model_kernel(chip, shape, compiled["plan"], k, ptx, info, 2)
+                            for k, ptx, info in compiled["kernels"]]
+                    entry["shapes"][shape["name"]] = {
+                        "shape": shape, "kernels": rows,
+                        "t_est_s": sum(r["t_est_s"] for r in rows),
+                        "t_l2reuse_s": sum(r["t_l2reuse_s"] for r in rows),
+                        "t_floor_s": sum(r["t_floor_s"] for r in rows),
+                        "flops": sum(r["flops"] for r in rows)}
+                per_chip["variants"][key] = entry
+        results["chips"][chip] = per_chip
+    return results
+
+
+# --------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------
+def ms(seconds):
+    if seconds == float("inf"):
+        return "∞"
+    return ("%.3g" % (seconds * 1e3)) if seconds < 1e-2 else ("%.1f" % (seconds * 1e3))
+
+
+def gb(n):
+    return "%.3g" % (n / 1e9)
+
+
+def hot_summary(row):
+    hot = row["ptx"]["hot_loop"]
+    if not hot:
+        return "—"
+    parts = ["%s %d" % (k.split(".")[0], hot[k]) for k in COUNTED if hot[k]]
+    return "%s / %d insn" % (", ".join(parts), hot["instructions"])
+
+
+def summaries(per_chip, shape_name):
+    """Per variant/dtype: forward and forward+backward estimates."""
+    out = []
+    v = per_chip["variants"]
+    for key, entry in v.items():
+        s = entry["shapes"][shape_name]
+        sh = s["shape"]
+        ndv = sh["N"] * sh["D"] * sh["V"]
+        row = {"variant": key, "pass": entry["pass"]}
+        if entry["pass"] == "forward":
+            row["fwd"] = (s["t_est_s"], s["t_l2reuse_s"], s["t_floor_s"])
+            bwd = v.get("%s/%s" % (DEFAULT_BACKWARD, entry["dtype"]))
+            if bwd:
+                b = bwd["shapes"][shape_name]
+                row["fwdbwd"] = (s["t_est_s"] + b["t_est_s"], s["t_l2reuse_s"] + b["t_l2reuse_s"],
+                                 s["t_floor_s"] + b["t_floor_s"])
+                row["fwdbwd_note"] = "+ " + DEFAULT_BACKWARD
+        elif entry["pass"] == "fused":
+            row["fwdbwd"] = (s["t_est_s"], s["t_l2reuse_s"], s["t_floor_s"])
+            row["fwdbwd_note"] = "one fused op"
+        else:
+            row["bwd"] = (s["t_est_s"], s["t_l2reuse_s"], s["t_floor_s"])
+        if "fwdbwd" in row:
+            row["tflops_6ndv"] = tuple(6 * ndv / t if t else 0 for t in row["fwdbwd"])
+        out.append(row)
+    return out
+
+
+def triple(t):
+    return "%s / %s / %s" % (ms(t[0]), ms(t[1]), ms(t[2]))
+
+
+def render_markdown(results, command):
+    """The tables (each says it is a model) and the notes."""
+    lines = []
+    head = SHAPES[0]
+    for chip, per_chip in results["chips"].items():
+        c = CHIPS[chip]
+        lines.append("### %s — %s" % (per_chip["card"], LABEL))
+        lines.append("")
+        lines.append("Peaks used: tensor core %.0f TFLOP/s, FP32 FMA %.1f TFLOP/s, DRAM %.1f TB/s, "
+                     "L2 %.1f TB/s, shared memory %.1f TB/s; %d SMs."
+                     % (c["tc_practical"] / 1e12, c["fma_peak"] / 1e12, c["dram_bw"] / 1e12,
+                        c["l2_bw"] / 1e12, c["sms"] * 128 * c["clock_ghz"] * 1e9 / 1e12,
+                        c["sms"]))
+        lines.append("")
+        for shape in SHAPES:
+            lines.append("Summary at N=%d, D=%d, V=%d (%s), ms as est (no L2 reuse) / "
+                         "L2 reuse / ideal floor:" % (shape["N"], shape["D"], shape["V"], LABEL))
+            lines.append("")
+            lines.append("| variant | forward ms | backward ms | fwd+bwd ms | fwd+bwd TFLOP/s at 6·N·D·V |")
+            lines.append("|---|---|---|---|---|")
+            for row in summaries(per_chip, shape["name"]):
+                fb = triple(row["fwdbwd"]) + " (%s)" % row["fwdbwd_note"] if "fwdbwd" in row else ""
+                tf = ("%.0f / %.0f / %.0f" % tuple(x / 1e12 for x in row["tflops_6ndv"])
+                      if "tflops_6ndv" in row else "")
+                lines.append("| %s | %s | %s | %s | %s |" % (
+                    row["variant"], triple(row["fwd"]) if "fwd" in row else "",
+                    triple(row["bwd"]) if "bwd" in row else "", fb, tf))
+            lines.append("")
+        lines.append("Kernels at N=%d, D=%d, V=%d (%s):" % (head["N"], head["D"], head["V"],
+                                                            LABEL))
+        lines.append("")
+        lines.append("| variant | kernel | launches × blocks | unit | regs | spill B | smem B/block "
+                     "| blocks/SM (limit) | occupancy | hot loop (PTX) | GFLOP | DRAM GB tiles / "
+                     "floor | smem GB | f_issue | f_occ | bound | est ms | L2-reuse ms | floor ms |")
+        lines.append("|" + "---|" * 19)
+        for key, entry in per_chip["variants"].items():
+            for r in entry["shapes"][head["name"]]["kernels"]:
+                p, o = r["ptxas"], r["occupancy"]
+                lines.append("| %s | %s | %d × %d | %s | %d | %d | %d | %d (%s) | %.0f%% | %s | %s "
+                             "| %s / %s | %s | %.2f | %.2f | %s | %s | %s | %s |" % (
+                                 key, r["kernel"], r["launches"], r["blocks_per_launch"], r["unit"],
+                                 p["registers"], p["spill_stores"] + p["spill_loads"],
+                                 r["smem_per_block"], o["blocks_per_sm"], o["limiter"],
+                                 100 * o["occupancy"], hot_summary(r), gb(r["flops"]),
+                                 gb(r["dram_tile_bytes"]), gb(r["dram_floor_bytes"]),
+                                 gb(r["smem_bytes"]), r["f_issue"], r["f_occ"], r["bound"],
+                                 ms(r["t_est_s"]), ms(r["t_l2reuse_s"]), ms(r["t_floor_s"])))
+        lines.append("")
+    lines.append("How to read it (%s):" % LABEL)
+    lines.append("")
+    lines.append("- est = max(FLOPs / (peak · f_issue), DRAM tile bytes / DRAM BW, smem bytes / "
+                 "smem BW) / f_occ + %g µs per launch. DRAM tile bytes count every block's tile "
+                 "loads with no reuse between blocks (SIMT: each block of block_rows rows "
+                 "re-reads W; mma_sync: X re-read per vocabulary tile, W per row block), never "
+                 "below the compulsory traffic." % (T_LAUNCH * 1e6))
+    lines.append("- L2 reuse = the same with those tile loads served by L2 (at its bandwidth) and "
+                 "only the compulsory floor from DRAM; the truth for a well-ordered grid lies "
+                 "between the two. floor = max(FLOPs / peak, compulsory bytes / DRAM BW).")
+    lines.append("- f_occ = min(1, W_avg / W_sat): W_avg = average warps resident per SM while "
+                 "the grid runs (blocks·warps / (waves·SMs), capped by the theoretical "
+                 "occupancy), so small grids are penalized; W_sat = %d "
+                 "warps (tensor core) or %d (FMA, memory); occupancy from ptxas registers "
+                 "(256-register warp granularity), static + dynamic shared memory (+1 KiB per "
+                 "block), threads and the 32-block limit." % (W_SAT_TENSOR, W_SAT_SIMT))
+    lines.append("- f_issue = what the hot loop's PTX instruction mix allows the unit: "
+                 "%d warp instructions issue per clock per SM; FMA needs lanes/32 FFMA per clock, "
+                 "tensor cores peak/(SMs·clock·4096) mma.sync per clock. hot loop = the innermost "
+                 "CFG loop holding the products; 'insn' = instructions per iteration." %
+                 ISSUE_PER_CLOCK)
+    lines.append("- FLOPs: 2·N·D·V per logits product, dX and dW product each (DESIGN §3: chunked "
+                 "backward 6·N·D·V, recompute 8·N·D·V, fused forward+backward 6·N·D·V); "
+                 "elementwise kernels count as memory only.")
+    lines.append("- Forward variants' fwd+bwd adds the %s backward (the GPU default; "
+                 "mma_sync has no backward kernels yet). H200 mma.sync: Hopper's full rate needs "
+                 "wgmma, so the mma_sync rows there are optimistic." % DEFAULT_BACKWARD)
+    lines.append("")
+    lines.append("Command: `%s`" % command)
+    if results.get("warnings"):
+        lines.append("")
+        lines.append("Warnings (from ptxas and the PTX, not from the model):")
+        for w in results["warnings"]:
+            lines.append("- " + w)
+    if results["errors"]:
+        lines.append("")
+        lines.append("Variants that failed to compile:")
+        for err in results["errors"]:
+            lines.append("- " + err.splitlines()[0])
+    return "\n".join(lines) + "\n"
+
+
+def sanity_warnings(results):
+    """Things a reader must know: spills, FMA loops in tensor-core kernels."""
+    warn = []
+    for chip, per_chip in results["chips"].items():
+        for key, entry in per_chip["variants"].items():
+            for r in entry["shapes"][SHAPES[0]["name"]]["kernels"]:
+                p = r["ptxas"]
+                if p["spill_stores"] or p["spill_loads"] or p["stack"]:
+                    warn.append("%s %s %s: ptxas spills (%d B stores, %d B loads, %d B stack)" % (
+                        chip, key, r["kernel"], p["spill_stores"], p["spill_loads"], p["stack"]))
+                hot = r["ptx"]["hot_loop"]
+                if r["unit"] == "tensor core" and hot and hot["fma.rn.f32"]:
+                    warn.append("%s %s %s: %d fma.rn.f32 in the mma.sync loop" % (
+                        chip, key, r["kernel"], hot["fma.rn.f32"]))
+                if r["occupancy"]["blocks_per_sm"] == 0:
+                    warn.append("%s %s %s: does not fit on an SM" % (chip, key, r["kernel"]))
+                for w in p["warnings"]:
+                    warn.append("%s %s %s: ptxas: %s" % (chip, key, r["kernel"], w))
+    return warn
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default=os.path.join(REPO, "build"),
+                        help="build directory holding bin/lossjit-opt (default: build)")
+    parser.add_argument("--chips", default="sm_80,sm_90", help="comma-separated: sm_80,sm_90")
+    parser.add_argument("--json", help="write everything as JSON here")
+    parser.add_argument("--markdown", help="write the tables here")
+    parser.add_argument("--keep", help="keep the generated MLIR/PTX in this directory")
+    args = parser.parse_args(argv)
+    chips = [c.strip() for c in args.chips.split(",") if c.strip()]
+    for chip in chips:
+        if chip not in CHIPS:
+            parser.error("unknown chip %s (the model knows %s)" % (chip, ", ".join(CHIPS)))
+    try:
+        opt, ptxas = find_tools(os.path.abspath(args.build))
+        if args.keep:
+            os.makedirs(args.keep, exist_ok=True)
+            results = build_model(opt, ptxas, chips, args.keep)
+        else:
+            with tempfile.TemporaryDirectory(prefix="lossjit-perf-model-") as tmp:
+                results = build_model(opt, ptxas, chips, tmp)
+    except ModelError as err:
+        sys.stderr.write("perf_model: error: %s\n" % err)
+        return 2
+    command = "python3 bench/gpu/perf_model.py" + "".join(
+        " " + a for a in (argv if argv is not None else sys.argv[1:]))
+    results["warnings"] = sanity_warnings(results)
+    text = render_markdown(results, command)
+    print(text, end="")
+    for e in results["errors"]:
+        sys.stderr.write("perf_model: %s\n" % e)
+    if args.markdown:
+        with open(args.markdown, "w") as fh:
+            fh.write(text)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1, default=str)
+    return 1 if results["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
