@@ -112,4 +112,25 @@ def LossBF16MmaSyncToNVVM : Pass<"loss-bf16-mma-sync-to-nvvm"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def LossExternDynamicSharedMemory : Pass<"loss-extern-dynamic-shared-memory"> {
+  let summary = "Give the dynamic shared-memory base external linkage (PTX .extern .shared)";
+  let description = [{
+    MLIR 22's convert-gpu-to-nvvm lowers `gpu.dynamic_shared_memory` to an
+    *internal* zero-length global in address space 3. NVPTX then emits it
+    as a one-byte static `.shared .b8 __dynamic_shmem__0;` that the static
+    buffers are laid out next to, so every view past its first byte
+    overlaps them or runs past the kernel's static shared memory, silently.
+    The launch's dynamic shared memory only lies behind an `.extern .shared`
+    array: this pass, run after convert-gpu-to-nvvm, gives every internal
+    zero-length shared global external linkage and at least `alignment`
+    bytes of alignment. Globals with a size, or outside shared memory, are
+    left alone.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", "16",
+           "least byte alignment of the dynamic shared-memory base (a power of two)">,
+  ];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // LOSSJIT_COMPILER_CONVERSION_PASSES

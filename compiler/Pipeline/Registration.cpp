@@ -76,17 +76,8 @@ void lossjit::registerLossJITPasses() {
         "loss graph → fused op → GPU kernels → NVVM → PTX (in-process)",
         [](OpPassManager &pm, const GpuPipelineOptions &o) {
           GpuTarget target{o.chip, o.features};
-          TileConfig tile = TileConfig::forMatmul(o.matmul);
-          auto set = [](int64_t &field, int64_t option) {
-            if (option != -1)
-              field = option;
-          };
-          set(tile.blockRows, o.blockRows);
-          set(tile.threads, o.threads);
-          set(tile.splits, o.splits);
-          set(tile.stages, o.stages);
-          set(tile.blockCols, o.blockCols);
-          set(tile.blockK, o.blockK);
+          TileConfig tile = TileConfig::forMatmul(o.matmul).with(
+              {o.blockRows, o.threads, o.splits, o.stages, o.blockCols, o.blockK});
           (void)addStages(pm, gpuStages(target, tile));
         });
     PassPipelineRegistration<CpuPipelineOptions>(

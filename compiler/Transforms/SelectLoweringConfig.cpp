@@ -80,21 +80,12 @@ struct SelectLoweringConfigPass
       tile = TileConfig::fromAttr(given);
       schedule = given.getSchedule();
     }
-    auto applyOptions = [&](TileConfig &t) {
-      override(t.blockRows, blockRows);
-      override(t.threads, threads);
-      override(t.splits, splits);
-      override(t.stages, stages);
-      override(t.blockCols, blockCols);
-      override(t.blockK, blockK);
-    };
-    applyOptions(tile);
+    const TileConfig::Knobs knobs{blockRows, threads, splits, stages, blockCols, blockK};
     // Switching strategy starts from that strategy's tile; the options given
     // still override it.
-    if (kind && *kind != tile.matmul) {
+    if (kind && *kind != tile.matmul)
       tile = TileConfig::forMatmul(*kind);
-      applyOptions(tile);
-    }
+    tile = tile.with(knobs);
     if (llvm::Error err = tile.validate())
       return op->emitError() << "loss-select-lowering-config: " << llvm::toString(std::move(err));
     // The attribute's own rules (e.g. which schedules a strategy builds) are

@@ -11,6 +11,7 @@
 #include "testing/simt/SimtInternals.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/Support/raw_ostream.h"
@@ -33,6 +34,11 @@ std::optional<llvm::Error> Decoder::decodeMemoryOp(Operation &op) {
     propagateParam(assume.getResult(), assume.getMemref());
     return llvm::Error::success();
   }
+
+  if (auto base = dyn_cast<gpu::DynamicSharedMemoryOp>(o))
+    return decodeDynamicSharedMemory(base);
+  if (auto view = dyn_cast<memref::ViewOp>(o))
+    return decodeDynamicSharedView(view);
 
   Instr instr;
   instr.op = o;
@@ -237,5 +243,53 @@ llvm::Error Decoder::emitAccess(Instr &instr, Opc opc, const MemAccess &access) 
   instr.aux = uint32_t(prog.accesses.size());
   prog.accesses.push_back(access);
   emit(instr);
+  return llvm::Error::success();
+}
+
+// Dynamic shared memory is modeled through its views only: each
+// memref.view at a constant byte offset becomes a shared buffer of its own,
+// placed (for alignment checks) where it lies in a 16-byte aligned base, and
+// checked against the bytes the launch provides (SimtOptions). Views must
+// not overlap; no other use of the base is modeled.
+llvm::Error Decoder::decodeDynamicSharedMemory(gpu::DynamicSharedMemoryOp base) {
+  for (Operation *user : base->getUsers()) {
+    auto view = dyn_cast<memref::ViewOp>(user);
+    if (!view || !getConstantIntValue(view.getByteShift()) || !view.getSizes().empty())
+      return unsupported(user, "use of gpu.dynamic_shared_memory (only memref.view at a "
+                               "constant byte offset to a static shape)");
+  }
+  dynamicBases.insert(base.getResult());
+  return llvm::Error::success();
+}
+
+llvm::Error Decoder::decodeDynamicSharedView(memref::ViewOp view) {
+  if (!dynamicBases.contains(view.getSource()))
+    return unsupported(view, "memref.view source (only gpu.dynamic_shared_memory)");
+  MemRefType type = view.getType();
+  if (!type.hasStaticShape() || !type.getLayout().isIdentity() || !analyzeType(type))
+    return unsupportedType(view, type);
+  int64_t offset = *getConstantIntValue(view.getByteShift());
+  std::optional<ElementType> elem = getElementType(type.getElementType());
+  int64_t bytes = type.getNumElements() * int64_t((getBitWidth(*elem) + 7) / 8);
+  if (offset < 0)
+    return unsupported(view, "negative byte offset");
+  for (auto [begin, end] : dynamicRanges)
+    if (offset < end && begin < offset + bytes)
+      return unsupported(view, llvm::formatv("overlap of dynamic shared views [{0}, {1}) and "
+                                             "[{2}, {3})",
+                                             begin, end, offset, offset + bytes));
+  dynamicRanges.push_back({offset, offset + bytes});
+  auto slot = define(view.getResult(), view);
+  if (!slot)
+    return slot.takeError();
+  MemrefParam param{*slot, *elem, uint8_t(type.getRank()), {}};
+  for (unsigned d = 0; d < param.rank; ++d)
+    param.shape[d] = type.getDimSize(d);
+  // The base is 16-byte aligned (loss-extern-dynamic-shared-memory); a view
+  // is as aligned as its offset allows.
+  param.align = offset == 0 ? kDynamicSharedBaseAlign
+                            : std::min<int64_t>(kDynamicSharedBaseAlign, offset & -offset);
+  param.dynamicOffset = offset;
+  prog.workgroup.push_back(param);
   return llvm::Error::success();
 }

@@ -155,7 +155,10 @@ llvm::Error lossjit::simt::runPlanOnSimt(
         return context(llvm::createStringError(
             "argument '" + name + "' is no param, workspace, dim or constant"));
     }
-    if (llvm::Error err = decoded->launch(grid, kernel.block, args, options))
+    // The launch gives the dynamic shared memory the plan asks for.
+    SimtOptions launchOptions = options;
+    launchOptions.dynamicSharedBytes = kernel.sharedBytes;
+    if (llvm::Error err = decoded->launch(grid, kernel.block, args, launchOptions))
       return context(std::move(err));
     return llvm::Error::success();
   };

@@ -189,8 +189,17 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
     int64_t count = 1;
     for (unsigned k = 0; k < param.rank; ++k)
       count *= param.shape[k];
-    sharedBuffers.push_back(std::make_unique<SimtBuffer>(
-        "workgroup attribution #" + std::to_string(i), param.type, count, MemorySpace::Shared));
+    std::string name = "workgroup attribution #" + std::to_string(i);
+    if (param.dynamicOffset >= 0) {
+      int64_t end = param.dynamicOffset + count * int64_t((getBitWidth(param.type) + 7) / 8);
+      name = llvm::formatv("dynamic shared memory [{0}, {1})", param.dynamicOffset, end).str();
+      if (end > options.dynamicSharedBytes)
+        return err(llvm::formatv("kernel '{0}' views {1} but the launch gives {2} bytes of "
+                                 "dynamic shared memory",
+                                 prog.name, name, options.dynamicSharedBytes));
+    }
+    sharedBuffers.push_back(
+        std::make_unique<SimtBuffer>(name, param.type, count, MemorySpace::Shared));
     sharedBuffers.back()->setAlignment(param.align ? param.align
                                                    : int64_t(getBitWidth(param.type) + 7) / 8);
     if (options.detectRaces) {

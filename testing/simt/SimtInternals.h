@@ -27,6 +27,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -49,6 +50,12 @@ class WhileOp;
 namespace nvgpu {
 class MmaSyncOp;
 } // namespace nvgpu
+namespace gpu {
+class DynamicSharedMemoryOp;
+} // namespace gpu
+namespace memref {
+class ViewOp;
+} // namespace memref
 } // namespace mlir
 
 namespace lossjit::simt::detail {
@@ -89,6 +96,9 @@ private:
   Program &prog;
   llvm::DenseMap<mlir::Value, uint32_t> slotOf;
   llvm::DenseMap<mlir::Value, uint32_t> lanesOf;
+  /// gpu.dynamic_shared_memory results, and the byte ranges of their views.
+  llvm::DenseSet<mlir::Value> dynamicBases;
+  std::vector<std::pair<int64_t, int64_t>> dynamicRanges;
   /// The memref parameter a memref value views (through casts, subviews).
   llvm::DenseMap<mlir::Value, uint32_t> paramOf;
   unsigned depth = 0;
@@ -149,6 +159,9 @@ private:
   std::optional<llvm::Error> decodeVectorOp(mlir::Operation &op);
   /// memref ops and vector memory accesses (DecodeMemory.cpp).
   std::optional<llvm::Error> decodeMemoryOp(mlir::Operation &op);
+  /// gpu.dynamic_shared_memory and its memref.view uses (DecodeMemory.cpp).
+  llvm::Error decodeDynamicSharedMemory(mlir::gpu::DynamicSharedMemoryOp base);
+  llvm::Error decodeDynamicSharedView(mlir::memref::ViewOp view);
   /// gpu.shuffle and nvgpu ops (DecodeWarp.cpp).
   std::optional<llvm::Error> decodeWarpOp(mlir::Operation &op);
   /// gpu ids, gpu.barrier, scf regions (DecodeControl.cpp).

@@ -100,6 +100,10 @@ struct SimtOptions {
   /// Upper bound on executed instructions per block (each instruction counts
   /// once however many threads run it); exceeding it is an error.
   uint64_t maxSteps = uint64_t(1) << 27;
+  /// Bytes of dynamic shared memory the launch provides (the plan's
+  /// shared_bytes); a view of gpu.dynamic_shared_memory past it is an error,
+  /// as it would read or write past the block's shared memory on hardware.
+  int64_t dynamicSharedBytes = 0;
 };
 
 /// One kernel argument: a buffer for a memref parameter, or a scalar for an

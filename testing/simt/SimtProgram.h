@@ -187,7 +187,13 @@ struct MemrefParam {
   /// Workgroup attributions: the byte alignment `llvm.align` gives the
   /// buffer (0: its element size, what the lowering gives without it).
   int64_t align = 0;
+  /// Views of dynamic shared memory: the byte offset in it; -1 otherwise.
+  int64_t dynamicOffset = -1;
 };
+
+/// Byte alignment of the dynamic shared-memory base as the compiler's
+/// lowering gives it (loss-extern-dynamic-shared-memory).
+inline constexpr int64_t kDynamicSharedBaseAlign = 16;
 
 struct ScalarParam {
   uint32_t slot;
@@ -207,7 +213,8 @@ struct Program {
   /// read-only parameters need no race records: nothing can race on them.
   std::vector<bool> memrefParamWritten;
   std::vector<ScalarParam> scalarParams;
-  std::vector<MemrefParam> workgroup;        ///< workgroup attributions
+  /// Workgroup attributions, then the views of dynamic shared memory.
+  std::vector<MemrefParam> workgroup;
   std::vector<uint32_t> privateAttributions; ///< AllocaInfo indices
   /// Slots filled once per launch for every thread.
   std::vector<std::pair<uint32_t, uint64_t>> constants;

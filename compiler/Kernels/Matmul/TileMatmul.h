@@ -85,8 +85,10 @@ struct Fragment {
   mlir::Value at(size_t i, size_t j) const { return values[i * cols.size() + j]; }
 };
 
-/// Workgroup memory a strategy stages operands in: `elements` of `type`,
-/// aligned to `align` bytes (0: the element's alignment).
+/// Shared memory a strategy stages operands in: `elements` of `type`,
+/// aligned to `align` bytes (0: the element's alignment). Schedules place
+/// these in dynamic shared memory (views at most kDynamicSharedAlign = 16
+/// bytes aligned, KernelSignature.h).
 struct ScratchBuffer {
   int64_t elements;
   mlir::Type type;

@@ -2,10 +2,10 @@
 
 #include "compiler/Kernels/Support/KernelSignature.h"
 
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 using namespace mlir;
 using namespace lossjit;
@@ -71,25 +71,41 @@ KernelArgs GpuKernelSink::begin(const KernelSignature &signature, const LaunchSh
       gpu::GPUFuncOp::create(b, loc, signature.name(), b.getFunctionType(signature.types(), {}),
                              launch.workgroup, TypeRange{});
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  // convert-gpu-to-nvvm gives the buffer's global this alignment.
-  for (auto [i, align] : llvm::enumerate(launch.workgroupAlign))
-    if (align > 0)
-      fn.setWorkgroupAttributionAttr(static_cast<unsigned>(i), LLVM::LLVMDialect::getAlignAttrName(),
-                                     b.getI64IntegerAttr(align));
   fn.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({static_cast<int32_t>(blockThreads), 1, 1}));
   b.setInsertionPointToStart(&fn.getBody().front());
-  // Static shared memory lives in the PTX, so no launch asks for dynamic bytes.
+  SmallVector<Value> shared(fn.getWorkgroupAttributions());
+  int64_t dynamicBytes = dynamicViews(launch.dynamicWorkgroup, shared);
   launchPlan.kernels.push_back({signature.name().str(),
                                 moduleName,
                                 launch.grid,
                                 {blockThreads, 1, 1},
-                                0,
+                                dynamicBytes,
                                 signature.bindings(),
                                 "none",
                                 launch.perChunk});
   KernelArgs args(signature, &fn.getBody().front());
-  args.setWorkgroup(SmallVector<Value>(fn.getWorkgroupAttributions()));
+  args.setWorkgroup(std::move(shared));
   return args;
+}
+
+int64_t GpuKernelSink::dynamicViews(ArrayRef<Type> buffers, SmallVector<Value> &views) {
+  if (buffers.empty())
+    return 0;
+  MLIRContext *ctx = b.getContext();
+  auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto baseType =
+      MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface{}, space);
+  Value base = gpu::DynamicSharedMemoryOp::create(b, loc, baseType);
+  int64_t offset = 0;
+  for (Type buffer : buffers) {
+    auto type = cast<MemRefType>(buffer);
+    assert(type.hasStaticShape() && "dynamic shared buffers have static shapes");
+    offset = llvm::alignTo(offset, kDynamicSharedAlign);
+    Value at = arith::ConstantIndexOp::create(b, loc, offset);
+    views.push_back(memref::ViewOp::create(b, loc, type, base, at, ValueRange{}));
+    offset += type.getNumElements() * (type.getElementTypeBitWidth() / 8);
+  }
+  return static_cast<int64_t>(llvm::alignTo(offset, kDynamicSharedAlign));
 }
 
 void GpuKernelSink::end() { gpu::ReturnOp::create(b, loc); }

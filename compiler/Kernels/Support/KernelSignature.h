@@ -57,7 +57,9 @@ public:
   KernelArgs(KernelSignature signature, mlir::Block *entry)
       : signature(std::move(signature)), entry(entry) {}
   mlir::Value operator[](llvm::StringRef name) const;
-  /// The i-th workgroup (shared-memory) buffer of a GPU kernel.
+  /// The i-th workgroup (shared-memory) buffer of a GPU kernel: the static
+  /// attributions (LaunchShape::workgroup), then the dynamic views
+  /// (LaunchShape::dynamicWorkgroup).
   mlir::Value workgroup(unsigned i) const;
   void setWorkgroup(llvm::SmallVector<mlir::Value> buffers) { shared = std::move(buffers); }
 
@@ -78,11 +80,18 @@ struct LaunchShape {
   bool perChunk = false;
   /// GPU only: static workgroup (shared) buffers, as memref types.
   llvm::SmallVector<mlir::Type> workgroup;
-  /// GPU only: byte alignment of workgroup buffer i when it needs more than
-  /// its element's (cp.async and ldmatrix address 16-byte rows); 0 or
-  /// missing entries keep the element's alignment.
-  llvm::SmallVector<int64_t> workgroupAlign;
+  /// GPU only: buffers in dynamic shared memory (static-shape workgroup
+  /// memref types), as views of one gpu.dynamic_shared_memory base at
+  /// kDynamicSharedAlign-aligned byte offsets in this order; the launch asks
+  /// for their total (the plan's shared_bytes). Operand rings go here: static
+  /// shared memory is capped at 48 KiB per kernel, and every view starts
+  /// 16-byte aligned as cp.async and ldmatrix need.
+  llvm::SmallVector<mlir::Type> dynamicWorkgroup;
 };
+
+/// Byte alignment of the dynamic shared-memory base and of every view in
+/// it (loss-extern-dynamic-shared-memory gives the base this alignment).
+inline constexpr int64_t kDynamicSharedAlign = 16;
 
 /// Where a schedule's kernels go. Each begin() creates the kernel function
 /// from its signature, moves the builder into its body and records the
@@ -120,6 +129,10 @@ public:
   static mlir::MemRefType shared(mlir::MLIRContext *ctx, int64_t count, mlir::Type element);
 
 private:
+  /// Appends to `views` one memref.view per buffer of one
+  /// gpu.dynamic_shared_memory base; returns the bytes they span.
+  int64_t dynamicViews(llvm::ArrayRef<mlir::Type> buffers, llvm::SmallVector<mlir::Value> &views);
+
   std::string prefix;
   int64_t blockThreads;
   mlir::Block *parent;

@@ -28,6 +28,21 @@ TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
   return t;
 }
 
+TileConfig TileConfig::with(const Knobs &knobs) const {
+  TileConfig t = *this;
+  auto set = [](int64_t &field, int64_t knob) {
+    if (knob != -1)
+      field = knob;
+  };
+  set(t.blockRows, knobs.blockRows);
+  set(t.threads, knobs.threads);
+  set(t.splits, knobs.splits);
+  set(t.stages, knobs.stages);
+  set(t.blockCols, knobs.blockCols);
+  set(t.blockK, knobs.blockK);
+  return t;
+}
+
 llvm::Error TileConfig::validate() const {
   std::string why = loss::checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK);
   if (!why.empty())

@@ -41,6 +41,13 @@ struct TileConfig {
   /// 32 through a 3-stage cp.async ring (30 KiB of shared memory).
   static TileConfig forMatmul(loss::MatmulKind kind);
 
+  /// Knobs a user or a pass option sets; -1 leaves a field as it is.
+  struct Knobs {
+    int64_t blockRows = -1, threads = -1, splits = -1, stages = -1, blockCols = -1, blockK = -1;
+  };
+  /// This tile with every set knob replaced.
+  TileConfig with(const Knobs &knobs) const;
+
   /// Columns of C one block tile covers: BN, or one per thread (simt).
   int64_t tileCols() const { return blockCols ? blockCols : threads; }
   /// Canonical text, e.g. "block_rows=4,threads=128,splits=8,matmul=simt,

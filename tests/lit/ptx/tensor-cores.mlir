@@ -10,6 +10,9 @@
 // RUN: lossjit-opt %s --lossjit-gpu-pipeline="chip=sm_90 matmul=mma_sync" -o %t/f16-90.mlir
 // RUN: lossjit-opt %t/bf16.mlir --lossjit-gpu-pipeline="chip=sm_80 matmul=mma_sync" -o %t/bf16-80.mlir
 // RUN: lossjit-opt %t/bf16.mlir --lossjit-gpu-pipeline="chip=sm_90 matmul=mma_sync" -o %t/bf16-90.mlir
+// The launch plan asks for the ring's 30720 bytes of dynamic shared memory.
+// RUN: FileCheck %s --check-prefix=PLAN --input-file=%t/f16-80.mlir
+// PLAN: name = "lce_partial"{{.*}}shared_bytes = 30720
 // RUN: %extract-ptx %t/f16-80.mlir %t/f16-80 > /dev/null
 // RUN: %extract-ptx %t/f16-90.mlir %t/f16-90 > /dev/null
 // RUN: %extract-ptx %t/bf16-80.mlir %t/bf16-80 > /dev/null
@@ -41,18 +44,21 @@
 // Each property is checked on its own (LLVM places the k loop's body after
 // the epilogue, so one ordered sequence would pin the block layout).
 // 128 threads; the two row-merge buffers (64 rows × 2 warp columns of f32)
-// and the operand rings (3 stages × 64 rows × 40 16-bit elements, 15360
-// bytes each, 16-byte aligned for cp.async and ldmatrix) in shared memory;
+// in static shared memory, the operand rings (3 stages × 64 rows × 40 16-bit
+// elements, 15360 bytes each) in dynamic shared memory behind a 16-byte
+// aligned `.extern .shared` base (loss-extern-dynamic-shared-memory; a
+// static `__dynamic_shmem__0` would be a one-byte variable); no other
+// shared buffer;
 // two k16 steps per k tile of 2 ldmatrix.x4 (A), 4 ldmatrix.x2 (B) and 8
 // mma.sync each — once in the loop, so 16 of each product in the PTX are
 // the two unrolled k16 steps — and no FMA dot-product loop anywhere
 // (--implicit-check-not=fma.rn.f32): the products are the tensor cores'.
+// DECL:       .extern .shared .align 16 .b8 __dynamic_shmem__0[];
 // DECL-LABEL: .visible .entry lce_partial(
 // DECL:       .maxntid 128, 1, 1
 // DECL-DAG:   .shared .align {{[0-9]+}} .b8 __wg_lce_partial_0[512];
 // DECL-DAG:   .shared .align {{[0-9]+}} .b8 __wg_lce_partial_1[512];
-// DECL-DAG:   .shared .align 16 .b8 __wg_lce_partial_2[15360];
-// DECL-DAG:   .shared .align 16 .b8 __wg_lce_partial_3[15360];
+// DECL-NOT:   .shared .align
 // DECL-COUNT-2: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // DECL-COUNT-4: ldmatrix.sync.aligned.m8n8.x2.shared.b16
 // F16-COUNT-8:  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32

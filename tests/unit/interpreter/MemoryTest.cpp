@@ -102,6 +102,105 @@ gpu.func @k(%out: memref<?xf32>) workgroup(%sm : memref<4xf32, #gpu.address_spac
       << error;
 }
 
+// --- Dynamic shared memory: views of gpu.dynamic_shared_memory ----------
+
+/// A kernel with two views of dynamic shared memory, f16 at byte 0 and f32
+/// at byte `second`: each thread writes both and reads them back.
+std::string dynamicSharedKernel(int64_t second, int64_t f32Count = 32) {
+  std::string f32View = "memref<" + std::to_string(f32Count) + "xf32, #gpu.address_space<workgroup>>";
+  return R"(
+gpu.func @k(%out: memref<?xf32>) kernel {
+  %dyn = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+  %c0 = arith.constant 0 : index
+  %off = arith.constant )" + std::to_string(second) + R"( : index
+  %h = memref.view %dyn[%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<32xf16, #gpu.address_space<workgroup>>
+  %f = memref.view %dyn[%off][] : memref<?xi8, #gpu.address_space<workgroup>> to )" + f32View + R"(
+  %t = gpu.thread_id x
+  %one = arith.constant 1.5 : f16
+  %two = arith.constant 2.0 : f32
+  memref.store %one, %h[%t] : memref<32xf16, #gpu.address_space<workgroup>>
+  memref.store %two, %f[%t] : )" + f32View + R"(
+  gpu.barrier
+  %a = memref.load %h[%t] : memref<32xf16, #gpu.address_space<workgroup>>
+  %b = memref.load %f[%t] : )" + f32View + R"(
+  %a32 = arith.extf %a : f16 to f32
+  %s = arith.addf %a32, %b : f32
+  memref.store %s, %out[%t] : memref<?xf32>
+  gpu.return
+})";
+}
+
+TEST(Memory, DynamicSharedViewsAreSeparateBuffers) {
+  std::vector<float> out(32, 0.0f);
+  SimtBuffer outBuf("out", F32, out.data(), 32);
+  SimtOptions launch;
+  launch.dynamicSharedBytes = 64 + 128; // f16 [0, 64), f32 [64, 192)
+  EXPECT_EQ(runKernel(dynamicSharedKernel(64), {1, 1, 1}, {32, 1, 1}, {SimtArg::buffer(outBuf)},
+                      launch),
+            "");
+  for (float v : out)
+    EXPECT_EQ(v, 3.5f);
+}
+
+TEST(Memory, DynamicSharedViewPastTheLaunchBytesIsAnError) {
+  std::vector<float> out(32, 0.0f);
+  SimtBuffer outBuf("out", F32, out.data(), 32);
+  SimtOptions launch;
+  launch.dynamicSharedBytes = 128; // the f32 view needs up to byte 192
+  std::string error = runKernel(dynamicSharedKernel(64), {1, 1, 1}, {32, 1, 1},
+                                {SimtArg::buffer(outBuf)}, launch);
+  EXPECT_TRUE(contains(error, "views dynamic shared memory [64, 192) but the launch gives 128 "
+                              "bytes of dynamic shared memory"))
+      << error;
+}
+
+TEST(Memory, OverlappingDynamicSharedViewsAreRefused) {
+  std::vector<float> out(32, 0.0f);
+  SimtBuffer outBuf("out", F32, out.data(), 32);
+  SimtOptions launch;
+  launch.dynamicSharedBytes = 4096;
+  std::string error = runKernel(dynamicSharedKernel(32), {1, 1, 1}, {32, 1, 1},
+                                {SimtArg::buffer(outBuf)}, launch);
+  EXPECT_TRUE(contains(error, "overlap of dynamic shared views [0, 64) and [32, 160)")) << error;
+}
+
+TEST(Memory, DynamicSharedViewIsAsAlignedAsItsOffset) {
+  // A view at byte 68 of the 16-byte aligned base is only 4-byte aligned: a
+  // 16-byte cp.async into it faults, as on hardware.
+  std::string func = R"(
+gpu.func @k(%g: memref<?xf32>) kernel {
+  %dyn = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+  %c0 = arith.constant 0 : index
+  %c68 = arith.constant 68 : index
+  %sm = memref.view %dyn[%c68][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<8xf32, #gpu.address_space<workgroup>>
+  %t1 = nvgpu.device_async_copy %g[%c0], %sm[%c0], 4 : memref<?xf32> to memref<8xf32, #gpu.address_space<workgroup>>
+  gpu.return
+})";
+  std::vector<float> g(8, 1.0f);
+  SimtBuffer gBuf("g", F32, g.data(), 8);
+  SimtOptions launch;
+  launch.dynamicSharedBytes = 128;
+  std::string error = runKernel(func, {1, 1, 1}, {1, 1, 1}, {SimtArg::buffer(gBuf)}, launch);
+  EXPECT_TRUE(contains(error, "whose start is only 4-byte aligned")) << error;
+}
+
+TEST(Memory, OtherUsesOfTheDynamicBaseAreUnsupported) {
+  std::string func = R"(
+gpu.func @k(%out: memref<?xi8>) kernel {
+  %dyn = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+  %c0 = arith.constant 0 : index
+  %v = memref.load %dyn[%c0] : memref<?xi8, #gpu.address_space<workgroup>>
+  memref.store %v, %out[%c0] : memref<?xi8>
+  gpu.return
+})";
+  std::vector<uint8_t> out(1, 0);
+  SimtBuffer outBuf("out", ElementType::I8, out.data(), 1);
+  std::string error = runKernel(func, {1, 1, 1}, {1, 1, 1}, {SimtArg::buffer(outBuf)});
+  EXPECT_TRUE(contains(error, "use of gpu.dynamic_shared_memory (only memref.view at a constant "
+                              "byte offset to a static shape)"))
+      << error;
+}
+
 TEST(Memory, WorkspaceInitializationPersistsAcrossLaunches) {
   auto module = parseModule(kernelModule(R"(
 gpu.func @write(%ws: memref<?xf32>) kernel {

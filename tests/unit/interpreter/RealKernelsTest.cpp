@@ -493,6 +493,14 @@ TEST(TensorCoreKernels, KernelIrHasMmaSyncAndTheRing) {
   EXPECT_EQ(ops["nvgpu.ldmatrix"], 12);
   EXPECT_EQ(ops["nvgpu.device_async_copy"], 12);
   EXPECT_EQ(ops["nvgpu.device_async_create_group"], 3);
+  // The two operand rings are views of dynamic shared memory, and the plan
+  // asks for their bytes: 2 × 3 stages × 64 rows × (32 + 8) × 2 bytes.
+  EXPECT_EQ(ops["gpu.dynamic_shared_memory"], 1);
+  EXPECT_EQ(ops["memref.view"], 2);
+  LaunchPlan plan = planOf(*module);
+  auto partial = llvm::find_if(plan.kernels, [](const auto &k) { return k.name == "lce_partial"; });
+  ASSERT_NE(partial, plan.kernels.end());
+  EXPECT_EQ(partial->sharedBytes, 2 * 3 * 64 * 40 * 2);
 }
 
 } // namespace

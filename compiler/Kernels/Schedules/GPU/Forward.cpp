@@ -34,11 +34,12 @@ void buildPartial(GpuSchedule &s) {
     sig.arg("part_" + field, s.flat(s.f32()));
     launch.workgroup.push_back(s.shared(s.matmul.rowMergeSlots(bn), s.f32()));
   }
+  // The strategy's operand staging (a cp.async ring) in dynamic shared
+  // memory: static shared memory stops at 48 KiB.
   SmallVector<ScratchBuffer> operands = s.matmul.scratch(s.storage());
-  launch.workgroupAlign.assign(launch.workgroup.size(), 0);
   for (const ScratchBuffer &buffer : operands) {
-    launch.workgroup.push_back(s.shared(buffer.elements, buffer.type));
-    launch.workgroupAlign.push_back(buffer.align);
+    assert(buffer.align <= kDynamicSharedAlign && "dynamic views are 16-byte aligned");
+    launch.dynamicWorkgroup.push_back(s.shared(buffer.elements, buffer.type));
   }
   sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
   KernelArgs a = s.sink.begin(sig, launch);
