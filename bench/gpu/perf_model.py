@@ -25,7 +25,8 @@ chip, the script
 Variants (f16 and bf16 each): forward with matmul=simt (the default tile),
 forward with matmul=mma_sync (the 64x64x32 3-stage 128-thread default tile,
 and a 32x32 one-warp tile), the chunked and the recompute backward, and the
-fused forward+backward (the gradient kernels are SIMT only so far).
+fused forward+backward (SIMT, and with their logits on mma_sync: dZ·W and
+dZᵀ·X are SIMT only so far).
 
 The time model, per kernel (all of it is stated again in the printed notes):
 
@@ -154,10 +155,14 @@ VARIANTS = [
     ("bwd-chunked", "backward", "", "", "backward"),
     ("bwd-recompute", "backward", ', strategy = "recompute"', "", "backward"),
     ("fused", "fused", "", "", "fused"),
+    # Tensor cores for the backward's logits (lce_bwd_dz / lce_fused_z);
+    # dZ·W and dZᵀ·X stay SIMT.
+    ("bwd-chunked-mma64", "backward", "", "matmul=mma_sync", "backward"),
+    ("fused-mma64", "fused", "", "matmul=mma_sync", "fused"),
 ]
 DTYPES = ["f16", "bf16"]
 # The forward+backward estimate of a forward variant adds this backward
-# (the GPU default: strategy auto -> chunked; mma_sync has no backward yet).
+# (the GPU default: strategy auto -> chunked, SIMT).
 DEFAULT_BACKWARD = "bwd-chunked"
 
 
@@ -527,6 +532,11 @@ def kernel_work(kind, shape, tile, env, chunks, e):
     S = tile.get("splits", 8)
     mma = tile.get("matmul") == "mma_sync"
     BC = tile.get("block_cols", 0) or T
+    if mma and kind not in ("lce_partial", "lce_bwd_dz", "lce_fused_z"):
+        # The kernels the tensor-core strategy does not build run on the SIMT
+        # tile next to it (GpuSchedule::simtTile): 4 rows per thread, the
+        # configured threads, one column per thread.
+        BR, mma, BC = 4, False, T
     C = env.get("C", N)
     f = 4
     x_bytes, w_bytes, z_bytes = N * D * e, V * D * e, N * V * f
@@ -553,11 +563,14 @@ def kernel_work(kind, shape, tile, env, chunks, e):
         b = N * (8 + f) * (2 if kind == "lce_bwd_scale" else 1)
         r.update(tile_bytes=b, floor_bytes=b)
     elif kind in ("lce_bwd_dz", "lce_fused_z"):
-        # Per chunk: blocks of BR rows x T columns over all of D.
+        # Per chunk: blocks of BR rows x BC columns (SIMT: T) over all of D.
         rb = chunks * cdiv(C, BR) if chunks else cdiv(N, BR)
-        vt = cdiv(V, T)
+        vt = cdiv(V, BC)
         r["flops"] = 2 * N * D * V
-        r["tile_bytes"] = rb * vt * (BR + T) * D * e + z_bytes
+        r["tile_bytes"] = rb * vt * (BR + BC) * D * e + z_bytes
+        if mma:
+            wm, wn = BR // 32, BC // 32
+            r["smem_bytes"] = rb * vt * D * e * (BR * (1 + wn) + BC * (1 + wm))
         r["floor_bytes"] = x_bytes + chunks * w_bytes + z_bytes
     elif kind == "lce_fused_lse":
         b = z_bytes + N * 3 * f
@@ -894,7 +907,8 @@ def render_markdown(results, command):
                  "backward 6·N·D·V, recompute 8·N·D·V, fused forward+backward 6·N·D·V); "
                  "elementwise kernels count as memory only.")
     lines.append("- Forward variants' fwd+bwd adds the %s backward (the GPU default; "
-                 "mma_sync has no backward kernels yet). H200 mma.sync: Hopper's full rate needs "
+                 "bwd-chunked-mma64 and fused-mma64 put the backward's logits on tensor cores, its dZ·W "
+                 "and dZᵀ·X stay SIMT). H200 mma.sync: Hopper's full rate needs "
                  "wgmma, so the mma_sync rows there are optimistic." % DEFAULT_BACKWARD)
     lines.append("")
     lines.append("Command: `%s`" % command)

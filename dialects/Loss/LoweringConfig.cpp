@@ -96,9 +96,11 @@ LogicalResult GpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
   std::string why = checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK);
   if (!why.empty())
     return emitError() << why;
-  if (matmul == MatmulKind::mma_sync && schedule != Schedule::forward)
-    return emitError() << "matmul mma_sync is built for the forward schedule so far, not "
-                       << stringifySchedule(schedule) << " (use matmul = simt)";
+  // The recompute kernels form logits in SIMT tiles inside dX/dW; the
+  // chunked and fused schedules take the logits from lce_bwd_dz/lce_fused_z.
+  if (matmul == MatmulKind::mma_sync && schedule == Schedule::recompute)
+    return emitError() << "matmul mma_sync does not build the recompute schedule (use schedule "
+                          "= chunked, or matmul = simt)";
   return success();
 }
 

@@ -51,7 +51,8 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     reads straight from memory).
 
     `matmul = mma_sync` (tensor cores, sm_80+, f16/bf16 storage; the
-    forward schedule so far): a block computes block_rows × block_cols
+    logits X·Wᵀ of the forward, chunked and fused schedules — their dZ·W and
+    dZᵀ·X stay SIMT so far; not recompute): a block computes block_rows × block_cols
     logit tiles (BM × BN, multiples of 32: one 32×32 warp tile per warp, so
     threads = BM·BN/32) over the reduction in steps of block_k (BK) through
     a ring of `stages` shared-memory buffers filled by cp.async. block_cols

@@ -51,41 +51,54 @@ llvm::Error TileConfig::validate() const {
 }
 
 llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
-  TileConfig config;
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
+  // The strategy first: its own tile is what the other keys change, so
+  // "matmul=mma_sync" alone is that strategy's default tile.
+  loss::MatmulKind matmul = TileConfig().matmul;
+  for (llvm::StringRef item : items) {
+    auto [key, value] = item.trim().split('=');
+    if (key.trim() != "matmul")
+      continue;
+    std::optional<loss::MatmulKind> kind = loss::symbolizeMatmulKind(value.trim());
+    if (!kind)
+      return llvm::createStringError("tile matmul must be 'simt' or 'mma_sync', got '" +
+                                     value.trim().str() + "'");
+    matmul = *kind;
+  }
+  TileConfig config = forMatmul(matmul);
+  Knobs knobs;
   for (llvm::StringRef item : items) {
     auto [key, value] = item.trim().split('=');
     key = key.trim(), value = value.trim();
-    if (key == "matmul") {
-      std::optional<loss::MatmulKind> kind = loss::symbolizeMatmulKind(value);
-      if (!kind)
-        return llvm::createStringError("tile matmul must be 'simt' or 'mma_sync', got '" +
-                                       value.str() + "'");
-      config.matmul = *kind;
+    if (key == "matmul")
       continue;
-    }
     int64_t number = 0;
     if (value.getAsInteger(10, number))
       return llvm::createStringError("tile '" + key.str() + "' expects an integer, got '" +
                                      value.str() + "'");
+    // (-1 means "unset" to Knobs: no tile size is negative.)
+    if (number < 0)
+      return llvm::createStringError("tile '" + key.str() + "' must not be negative, got " +
+                                     value.str());
     if (key == "block_rows")
-      config.blockRows = number;
+      knobs.blockRows = number;
     else if (key == "threads")
-      config.threads = number;
+      knobs.threads = number;
     else if (key == "splits")
-      config.splits = number;
+      knobs.splits = number;
     else if (key == "stages")
-      config.stages = number;
+      knobs.stages = number;
     else if (key == "block_cols")
-      config.blockCols = number;
+      knobs.blockCols = number;
     else if (key == "block_k")
-      config.blockK = number;
+      knobs.blockK = number;
     else
       return llvm::createStringError("unknown tile key '" + key.str() +
                                      "' (expected block_rows, threads, splits, matmul, stages, "
                                      "block_cols, block_k)");
   }
+  config = config.with(knobs);
   if (llvm::Error err = config.validate())
     return std::move(err);
   return config;

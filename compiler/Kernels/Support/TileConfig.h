@@ -57,7 +57,9 @@ struct TileConfig {
   /// Checks the ranges every kernel builder relies on (the attribute's
   /// verifier applies the same rules).
   llvm::Error validate() const;
-  /// Parses `str()`'s format; keys may be omitted (defaults stay).
+  /// Parses `str()`'s format; keys may be omitted: they keep the default
+  /// tile of the `matmul` given (forMatmul), so "matmul=mma_sync" alone is
+  /// that strategy's default tile.
   static llvm::Expected<TileConfig> parse(llvm::StringRef text);
 
   /// As the lowering attribute, for an op lowered with `schedule`.

@@ -1,8 +1,9 @@
 // loss-select-lowering-config with matmul=mma_sync: switching strategy
 // starts from that strategy's own tile (64x64 logits, 4 warps, k steps of
-// 32, 3 stages), and the other options still override it. The strategy is
-// built for the forward of 16-bit storage so far: a gradient op or f32
-// storage is an error naming the rule, never a silent fallback.
+// 32, 3 stages), and the other options still override it. It forms the
+// logits of the forward and of the chunked and fused backward, for 16-bit
+// storage: the recompute schedule or f32 storage is an error naming the
+// rule, never a silent fallback.
 // RUN: split-file %s %t
 // RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu matmul=mma_sync" \
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=DEFAULT
@@ -12,8 +13,10 @@
 // The config round-trips, and a config already in the IR keeps its strategy.
 // RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu matmul=mma_sync" \
 // RUN:   | lossjit-opt --loss-select-lowering-config="target=gpu splits=4" | FileCheck %t/forward.mlir --check-prefix=KEPT
-// RUN: not lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu matmul=mma_sync" 2>&1 \
+// RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu matmul=mma_sync" \
 // RUN:   | FileCheck %t/grad.mlir
+// RUN: not lossjit-opt %t/recompute.mlir --loss-select-lowering-config="target=gpu matmul=mma_sync" 2>&1 \
+// RUN:   | FileCheck %t/recompute.mlir
 // RUN: not lossjit-opt %t/f32.mlir --loss-select-lowering-config="target=gpu matmul=mma_sync" 2>&1 \
 // RUN:   | FileCheck %t/f32.mlir
 
@@ -30,9 +33,17 @@ func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) 
 }
 
 //--- grad.mlir
-// CHECK: error: loss-select-lowering-config: matmul mma_sync is built for the forward schedule so far, not chunked (use matmul = simt)
+// CHECK-LABEL: func.func @grad
+// CHECK:         #loss.gpu_config<schedule = chunked, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
 func.func @grad(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xf16>, tensor<?x?xf16>) {
   %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?xf16>, tensor<?x?xf16>
+  return %dx, %dw : tensor<?x?xf16>, tensor<?x?xf16>
+}
+
+//--- recompute.mlir
+// CHECK: error: loss-select-lowering-config: matmul mma_sync does not build the recompute schedule (use schedule = chunked, or matmul = simt)
+func.func @recompute(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xf16>, tensor<?x?xf16>) {
+  %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = f16, compute = f32, strategy = "recompute"} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?xf16>, tensor<?x?xf16>
   return %dx, %dw : tensor<?x?xf16>, tensor<?x?xf16>
 }
 

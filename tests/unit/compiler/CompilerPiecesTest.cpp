@@ -33,6 +33,7 @@ TEST(TileConfig, RejectsBadInput) {
   expectError("warps=4", "unknown tile key 'warps' (expected block_rows, threads, splits, "
                          "matmul, stages, block_cols, block_k)");
   expectError("threads=abc", "tile 'threads' expects an integer, got 'abc'");
+  expectError("threads=-1", "tile 'threads' must not be negative, got -1");
   expectError("threads=48", "tile threads must be a power of two in [32, 1024], got 48");
   expectError("block_rows=0", "tile block_rows must be in [1, 16], got 0");
   expectError("splits=0", "tile splits must be in [1, 1024], got 0");
@@ -53,6 +54,14 @@ TEST(TileConfig, TensorCoreTiles) {
   ASSERT_TRUE(static_cast<bool>(again));
   EXPECT_EQ(again->str(), d.str());
   EXPECT_EQ(again->tileCols(), 64);
+  // The strategy alone is its default tile; other keys change that tile.
+  auto alone = TileConfig::parse("matmul=mma_sync");
+  ASSERT_TRUE(static_cast<bool>(alone)) << llvm::toString(alone.takeError());
+  EXPECT_EQ(alone->str(), d.str());
+  auto twoStages = TileConfig::parse("stages=2,matmul=mma_sync");
+  ASSERT_TRUE(static_cast<bool>(twoStages)) << llvm::toString(twoStages.takeError());
+  EXPECT_EQ(twoStages->stages, 2);
+  EXPECT_EQ(twoStages->blockCols, 64);
   EXPECT_EQ(TileConfig().tileCols(), 128); // simt: one column per thread
 
   auto expectError = [](llvm::StringRef text, llvm::StringRef message) {

@@ -178,6 +178,56 @@ protected:
     }
   }
 
+  /// The GPU kernels of loss.linear_cross_entropy_with_grad (raw logits per
+  /// chunk, lse and row losses from them, dZ in place, dX/dW, finish,
+  /// reduce) against fp64: loss, lse and the gradients of grad_loss = 1.
+  void checkFused(const GradCase &c) {
+    SCOPED_TRACE(describe(c));
+    RandomLceOptions o;
+    o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = c.dtype, o.reduction = c.reduction;
+    o.bias = true, o.ignoredFraction = c.ignored;
+    RandomLceInputs in;
+    makeRandomLceInputs(o, in);
+    LceGraphOptions g = options(c, true);
+    g.fusedForward = true;
+    auto graph = buildLinearCrossEntropyGraph(*context, g);
+    ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+    auto tile = TileConfig::parse(c.tile);
+    ASSERT_TRUE(static_cast<bool>(tile));
+    std::vector<Stage> stages = gpuStages(GpuTarget{}, *tile);
+    while (stages.back().name != "kernels")
+      stages.pop_back();
+    auto timings = runStages(**graph, stages);
+    ASSERT_TRUE(static_cast<bool>(timings)) << llvm::toString(timings.takeError());
+    std::string error;
+    auto plans = readLaunchPlans(**graph, error);
+    ASSERT_TRUE(mlir::succeeded(plans)) << error;
+    int64_t es = c.dtype == "f32" ? 4 : 2;
+    std::vector<float> loss(1), lse(c.n);
+    std::vector<char> gx(c.n * c.d * es), gw(c.v * c.d * es), gb(c.v * es);
+    std::map<std::string, simt::SimtHostBuffer> buffers = {
+        {"x", {const_cast<void *>(in.problem.x), typeOf(c.dtype), c.n * c.d}},
+        {"w", {const_cast<void *>(in.problem.w), typeOf(c.dtype), c.v * c.d}},
+        {"bias", {const_cast<void *>(in.problem.bias), typeOf(c.dtype), c.v}},
+        {"labels", {in.labels64.data(), simt::ElementType::I64, c.n}},
+        {"loss", {loss.data(), simt::ElementType::F32, 1}},
+        {"lse", {lse.data(), simt::ElementType::F32, c.n}},
+        {"grad_x", {gx.data(), typeOf(c.dtype), c.n * c.d}},
+        {"grad_w", {gw.data(), typeOf(c.dtype), c.v * c.d}},
+        {"grad_bias", {gb.data(), typeOf(c.dtype), c.v}}};
+    llvm::Error err = simt::runPlanOnSimt(**graph, plans->front(), buffers, {c.n, c.v, c.d});
+    ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    LceReference ref = referenceLinearCrossEntropy(in.problem);
+    EXPECT_LE(std::fabs(loss[0] - ref.loss), 1e-4 * std::fabs(ref.loss)) << "loss";
+    for (int64_t i = 0; i < c.n; ++i)
+      EXPECT_LE(std::fabs(lse[i] - ref.lse[i]), 1e-4 * std::fabs(ref.lse[i]) + 1e-6);
+    LceGradReference gref = referenceLinearCrossEntropyGrad(in.problem, {1.0});
+    double tol = c.dtype == "f32" ? 1e-4 : 1e-2;
+    EXPECT_LE(relativeL2Error(gx.data(), c.dtype, gref.gradX), tol) << "grad_x";
+    EXPECT_LE(relativeL2Error(gw.data(), c.dtype, gref.gradW), tol) << "grad_w";
+    EXPECT_LE(relativeL2Error(gb.data(), c.dtype, gref.gradBias), tol) << "grad_bias";
+  }
+
   mlir::DialectRegistry registry;
   std::unique_ptr<mlir::MLIRContext> context;
 };
@@ -232,55 +282,49 @@ TEST_F(SimtBackward, RecomputeStrategy) {
 }
 
 TEST_F(SimtBackward, FusedForwardBackward) {
-  // The GPU kernels of loss.linear_cross_entropy_with_grad: raw logits per
-  // chunk, lse and row losses from them, dZ in place, dX/dW, finish, reduce.
   for (std::string dtype : {"f32", "bf16"})
     for (std::string reduction : {"mean", "sum"}) {
       GradCase c{7, 41, 9, dtype, reduction, true, 0.3};
       c.workspaceBytes = 7 * 4 + 3 * 41 * 4; // C = 3 rows: three chunks
-      SCOPED_TRACE(describe(c));
-      RandomLceOptions o;
-      o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = dtype, o.reduction = reduction;
-      o.bias = true, o.ignoredFraction = c.ignored;
-      RandomLceInputs in;
-      makeRandomLceInputs(o, in);
-      LceGraphOptions g = options(c, true);
-      g.fusedForward = true;
-      auto graph = buildLinearCrossEntropyGraph(*context, g);
-      ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-      auto tile = TileConfig::parse(c.tile);
-      ASSERT_TRUE(static_cast<bool>(tile));
-      std::vector<Stage> stages = gpuStages(GpuTarget{}, *tile);
-      while (stages.back().name != "kernels")
-        stages.pop_back();
-      auto timings = runStages(**graph, stages);
-      ASSERT_TRUE(static_cast<bool>(timings)) << llvm::toString(timings.takeError());
-      std::string error;
-      auto plans = readLaunchPlans(**graph, error);
-      ASSERT_TRUE(mlir::succeeded(plans)) << error;
-      int64_t es = dtype == "f32" ? 4 : 2;
-      std::vector<float> loss(1), lse(c.n);
-      std::vector<char> gx(c.n * c.d * es), gw(c.v * c.d * es), gb(c.v * es);
-      std::map<std::string, simt::SimtHostBuffer> buffers = {
-          {"x", {const_cast<void *>(in.problem.x), typeOf(dtype), c.n * c.d}},
-          {"w", {const_cast<void *>(in.problem.w), typeOf(dtype), c.v * c.d}},
-          {"bias", {const_cast<void *>(in.problem.bias), typeOf(dtype), c.v}},
-          {"labels", {in.labels64.data(), simt::ElementType::I64, c.n}},
-          {"loss", {loss.data(), simt::ElementType::F32, 1}},
-          {"lse", {lse.data(), simt::ElementType::F32, c.n}},
-          {"grad_x", {gx.data(), typeOf(dtype), c.n * c.d}},
-          {"grad_w", {gw.data(), typeOf(dtype), c.v * c.d}},
-          {"grad_bias", {gb.data(), typeOf(dtype), c.v}}};
-      llvm::Error err = simt::runPlanOnSimt(**graph, plans->front(), buffers, {c.n, c.v, c.d});
-      ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-      LceReference ref = referenceLinearCrossEntropy(in.problem);
-      EXPECT_LE(std::fabs(loss[0] - ref.loss), 1e-4 * std::fabs(ref.loss)) << "loss";
-      for (int64_t i = 0; i < c.n; ++i)
-        EXPECT_LE(std::fabs(lse[i] - ref.lse[i]), 1e-4 * std::fabs(ref.lse[i]) + 1e-6);
-      LceGradReference gref = referenceLinearCrossEntropyGrad(in.problem, {1.0});
-      double tol = dtype == "f32" ? 1e-4 : 1e-2;
-      EXPECT_LE(relativeL2Error(gx.data(), dtype, gref.gradX), tol) << "grad_x";
-      EXPECT_LE(relativeL2Error(gw.data(), dtype, gref.gradW), tol) << "grad_w";
-      EXPECT_LE(relativeL2Error(gb.data(), dtype, gref.gradBias), tol) << "grad_bias";
+      checkFused(c);
     }
 }
+
+// --- Tensor cores: lce_bwd_dz / lce_fused_z on matmul = mma_sync ----------
+//
+// The logits of the chunked and fused backward come from the tensor-core
+// strategy (the forward's lse too); dZ·W and dZᵀ·X stay SIMT. The gradients
+// meet fp64 and the CPU backend (checkCase) at shapes that are not
+// multiples of any tile, with several chunks.
+
+const char *const kMmaOneWarp =
+    "matmul=mma_sync,block_rows=32,block_cols=32,threads=32,block_k=16,stages=2";
+
+TEST_F(SimtBackward, TensorCoreLogitsChunked) {
+  for (std::string dtype : {"f16", "bf16"})
+    for (std::string reduction : {"mean", "none"}) {
+      GradCase c{37, 70, 24, dtype, reduction, true, 0.2};
+      c.tile = kMmaOneWarp;
+      checkCase(c);
+    }
+  // Three chunks of 13 rows, D not a multiple of 8 (the plain-load path),
+  // V smaller than one block tile.
+  GradCase chunks{37, 21, 13, "bf16", "sum", false, 0.0};
+  chunks.tile = kMmaOneWarp;
+  chunks.workspaceBytes = 37 * 4 + 13 * 21 * 4;
+  checkCase(chunks);
+  // The default 64x64x32 tile, 3 stages.
+  GradCase wide{5, 130, 40, "f16", "mean", true, 0.0};
+  wide.tile = "matmul=mma_sync";
+  checkCase(wide);
+}
+
+TEST_F(SimtBackward, TensorCoreLogitsFused) {
+  for (std::string dtype : {"f16", "bf16"}) {
+    GradCase c{40, 75, 24, dtype, "mean", true, 0.3};
+    c.tile = kMmaOneWarp;
+    c.workspaceBytes = 40 * 4 + 17 * 75 * 4; // C = 17 rows: three chunks
+    checkFused(c);
+  }
+}
+

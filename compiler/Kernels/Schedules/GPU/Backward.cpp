@@ -67,7 +67,7 @@ struct Backward : ChunkedBackwardSteps {
   /// lce_bwd_scale, one block: the counted rows (fixed tree), the shared
   /// factor, and g_r of every row into `grow`.
   void buildScale() {
-    const int64_t threads = s.tile.threads;
+    const int64_t threads = s.simtTile.threads;
     KernelSignature sig("lce_bwd_scale");
     // The fused forward+backward has no grad_loss yet: it computes the
     // gradients of grad_loss = 1, which the caller rescales later.
@@ -111,31 +111,49 @@ struct Backward : ChunkedBackwardSteps {
           .arg("grow", flat(s.f32()));
     sig.arg("dz", flat(s.f32())).arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
-    LaunchShape launch{{"cdiv(C," + s.bn() + ")", "cdiv(V," + s.threads() + ")", "1"},
+    // The logits product: the configured strategy's block tile (BM rows ×
+    // BN columns; SIMT: block_rows × one column per thread).
+    const int64_t bm = s.tile.blockRows, cols = s.tile.tileCols();
+    LaunchShape launch{{"cdiv(C," + s.bn() + ")", "cdiv(V," + std::to_string(cols) + ")", "1"},
                        "none",
                        /*perChunk=*/true};
+    SmallVector<ScratchBuffer> operands = s.matmul.scratch(st());
+    for (const ScratchBuffer &buffer : operands) {
+      assert(buffer.align <= kDynamicSharedAlign && "dynamic views are 16-byte aligned");
+      launch.dynamicWorkgroup.push_back(s.shared(buffer.elements, buffer.type));
+    }
     KernelArgs a = s.sink.begin(sig, launch);
+    SmallVector<Value> scratch;
+    for (unsigned i = 0; i < operands.size(); ++i)
+      scratch.push_back(a.workgroup(i));
     KernelEmitter e = emitter();
-    const int64_t bn = s.tile.blockRows;
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"];
-    Value first = e.add(cb, e.mul(gpuBlockIdx(e, 0), e.index(bn)));
-    Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(s.tile.threads));
-    Fragment z =
-        s.matmul.multiply(e, {a["x"], d}, {a["w"], d},
-                          {first, bn, a["chunk_end"], c0, s.tile.threads, v}, e.index(0), d);
-    Value col = z.cols[0];
-    Value bv = a["bias"] ? e.loadF32(a["bias"], col) : Value();
-    for (int64_t i = 0; i < bn; ++i) {
+    Value first = e.add(cb, e.mul(gpuBlockIdx(e, 0), e.index(bm)));
+    Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(cols));
+    Fragment z = s.matmul.multiply(e, {a["x"], d}, {a["w"], d},
+                                   {first, bm, a["chunk_end"], c0, cols, v}, e.index(0), d, {},
+                                   scratch);
+    SmallVector<Value> bv;
+    for (Value col : z.cols)
+      bv.push_back(a["bias"] ? e.loadF32(a["bias"], col) : Value());
+    for (size_t i = 0; i < z.rows.size(); ++i) {
       Value row = z.rows[i];
-      Value raw = bv ? e.addF(z.at(i, 0), bv) : z.at(i, 0);
-      Value dz =
-          storeRaw
-              ? raw
-              : emitLogitGrad(e, s.spec, raw, e.load(a["lse"], row), e.load(a["grow"], row),
-                              e.cmpI(arith::CmpIPredicate::eq, e.loadLabel(a["labels"], row), col));
-      e.ifThen(e.andI(z.rowValid[i], z.colValid[0]), [&](KernelEmitter &se) {
-        se.store(dz, a["dz"], se.add(se.mul(se.sub(row, cb), v), col));
-      });
+      Value lse, grow, label;
+      if (!storeRaw) {
+        lse = e.load(a["lse"], row);
+        grow = e.load(a["grow"], row);
+        label = e.loadLabel(a["labels"], row);
+      }
+      for (size_t j = 0; j < z.cols.size(); ++j) {
+        Value col = z.cols[j];
+        Value raw = bv[j] ? e.addF(z.at(i, j), bv[j]) : z.at(i, j);
+        Value dz = storeRaw ? raw
+                            : emitLogitGrad(e, s.spec, raw, lse, grow,
+                                            e.cmpI(arith::CmpIPredicate::eq, label, col));
+        e.ifThen(e.andI(z.rowValid[i], z.colValid[j]), [&](KernelEmitter &se) {
+          se.store(dz, a["dz"], se.add(se.mul(se.sub(row, cb), v), col));
+        });
+      }
     }
     s.sink.end();
   }
@@ -147,19 +165,19 @@ struct Backward : ChunkedBackwardSteps {
     sig.arg("dz", flat(s.f32())).arg("w", flat(st())).arg("grad_x", flat(st()));
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
-    LaunchShape launch{{"cdiv(C," + s.bn() + ")", "cdiv(D," + s.threads() + ")", "1"},
+    LaunchShape launch{{"cdiv(C," + s.simtBn() + ")", "cdiv(D," + s.threads() + ")", "1"},
                        "none",
                        /*perChunk=*/true};
     KernelArgs a = s.sink.begin(sig, launch);
     KernelEmitter e = emitter();
-    const int64_t bn = s.tile.blockRows;
+    const int64_t bn = s.simtTile.blockRows;
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"];
     Value first = e.add(cb, e.mul(gpuBlockIdx(e, 0), e.index(bn)));
-    Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(s.tile.threads));
+    Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(s.simtTile.threads));
     // A = dZ [chunk rows × V] (chunk-relative), B = Wᵀ [D × V].
     MatrixOperand dz{a["dz"], v, Value(), cb};
     MatrixOperand wt{a["w"], Value(), d};
-    Fragment dx = s.matmul.multiply(e, dz, wt, {first, bn, a["chunk_end"], c0, s.tile.threads, d},
+    Fragment dx = s.simtMatmul.multiply(e, dz, wt, {first, bn, a["chunk_end"], c0, s.simtTile.threads, d},
                                     e.index(0), v);
     for (int64_t i = 0; i < bn; ++i)
       e.ifThen(e.andI(dx.rowValid[i], dx.colValid[0]), [&](KernelEmitter &se) {
@@ -178,20 +196,20 @@ struct Backward : ChunkedBackwardSteps {
     sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.f32()), acc.db);
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
-    LaunchShape launch{{"cdiv(V," + s.bn() + ")", "cdiv(D," + s.threads() + ")", "1"},
+    LaunchShape launch{{"cdiv(V," + s.simtBn() + ")", "cdiv(D," + s.threads() + ")", "1"},
                        "none",
                        /*perChunk=*/true};
     KernelArgs a = s.sink.begin(sig, launch);
     KernelEmitter e = emitter();
-    const int64_t bn = s.tile.blockRows;
+    const int64_t bn = s.simtTile.blockRows;
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
     BlockTile tile{e.mul(gpuBlockIdx(e, 0), e.index(bn)),
                    bn,
                    v,
-                   e.mul(gpuBlockIdx(e, 1), e.index(s.tile.threads)),
-                   s.tile.threads,
+                   e.mul(gpuBlockIdx(e, 1), e.index(s.simtTile.threads)),
+                   s.simtTile.threads,
                    d};
-    Fragment owned = s.matmul.layout(e, tile);
+    Fragment owned = s.simtMatmul.layout(e, tile);
     Value notFirst = e.cmpI(arith::CmpIPredicate::ne, cb, e.index(0));
     Value resume = e.andI(notFirst, owned.colValid[0]);
     SmallVector<Value> init;
@@ -204,7 +222,7 @@ struct Backward : ChunkedBackwardSteps {
     // A = dZᵀ [V × chunk rows], B = Xᵀ [D × rows]: k runs over the chunk's rows.
     MatrixOperand dzt{a["dz"], Value(), v, Value(), cb};
     MatrixOperand xt{a["x"], Value(), d};
-    Fragment dw = s.matmul.multiply(e, dzt, xt, tile, cb, ce, init);
+    Fragment dw = s.simtMatmul.multiply(e, dzt, xt, tile, cb, ce, init);
     for (int64_t i = 0; i < bn; ++i)
       e.ifThen(e.andI(dw.rowValid[i], dw.colValid[0]), [&](KernelEmitter &se) {
         se.store(dw.at(i, 0), a["dw_acc"], se.add(se.mul(dw.rows[i], d), dw.cols[0]));
@@ -241,7 +259,7 @@ struct Backward : ChunkedBackwardSteps {
     LaunchShape launch{{"cdiv(V*D," + s.threads() + ")", "1", "1"}};
     KernelArgs a = s.sink.begin(sig, launch);
     KernelEmitter e = emitter();
-    Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.tile.threads)), gpuThreadIdx(e));
+    Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e));
     e.ifThen(below(e, i, e.mul(a["V"], a["D"])), [&](KernelEmitter &se) {
       se.store(se.toStorage(se.load(a["dw_acc"], i), st()), a["grad_w"], i);
     });
@@ -264,7 +282,7 @@ struct Backward : ChunkedBackwardSteps {
     KernelEmitter e = emitter();
     Value v = a["V"], cb = a["chunk_begin"];
     Value row =
-        e.add(cb, e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.tile.threads)), gpuThreadIdx(e)));
+        e.add(cb, e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e)));
     e.ifThen(below(e, row, a["chunk_end"]), [&](KernelEmitter &re) {
       emitRowFromRawLogits(re, s.spec, s.stats, a["dz"], re.mul(re.sub(row, cb), v), v, a["labels"],
                            row, a["lse"], a["loss_rows"]);
@@ -282,7 +300,7 @@ struct Backward : ChunkedBackwardSteps {
     KernelArgs a = s.sink.begin(sig, launch);
     KernelEmitter e = emitter();
     Value v = a["V"], cb = a["chunk_begin"];
-    Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.tile.threads)), gpuThreadIdx(e));
+    Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e));
     e.ifThen(below(e, i, e.mul(e.sub(a["chunk_end"], cb), v)), [&](KernelEmitter &se) {
       Value row = se.add(cb, se.divUI(i, v));
       Value col = se.remUI(i, v);
@@ -309,11 +327,11 @@ struct Backward : ChunkedBackwardSteps {
                             Value count, Value d, Value accBuf, int64_t rows,
                             const std::function<Value(KernelEmitter &, int64_t, Value)> &at,
                             const std::function<Value(int64_t)> &owned) {
-    const int64_t threads = s.tile.threads;
+    const int64_t threads = s.simtTile.threads;
     MatrixOperand dz{smem, e.index(threads), Value(), Value(), k0};
     forColumnTiles(e, threads, d, [&](KernelEmitter &te, Value c0) {
       BlockTile tile{te.index(0), rows, te.index(rows), c0, threads, d};
-      Fragment f = s.matmul.layout(te, tile);
+      Fragment f = s.simtMatmul.layout(te, tile);
       SmallVector<Value> init;
       for (int64_t i = 0; i < rows; ++i) {
         Value mine = te.andI(owned(i), f.colValid[0]);
@@ -321,7 +339,7 @@ struct Backward : ChunkedBackwardSteps {
             mine, [&](KernelEmitter &l) { return l.load(accBuf, at(l, i, f.cols[0])); },
             [](KernelEmitter &z) { return z.f32(0.0); }));
       }
-      Fragment sum = s.matmul.multiply(te, dz, other, tile, k0, te.add(k0, count), init);
+      Fragment sum = s.simtMatmul.multiply(te, dz, other, tile, k0, te.add(k0, count), init);
       for (int64_t i = 0; i < rows; ++i)
         te.ifThen(te.andI(owned(i), sum.colValid[0]), [&](KernelEmitter &se) {
           se.store(sum.at(i, 0), accBuf, at(se, i, sum.cols[0]));
@@ -334,13 +352,13 @@ struct Backward : ChunkedBackwardSteps {
   /// memory), then thread d adds Σ_jj dZ[r, jj]·W[jj, d] to its own f32
   /// elements. Rows belong to one block, elements to one thread.
   void buildDxRecompute(llvm::StringRef accName) {
-    const int64_t bn = s.tile.blockRows, threads = s.tile.threads;
+    const int64_t bn = s.simtTile.blockRows, threads = s.simtTile.threads;
     KernelSignature sig("lce_bwd_dx_rc");
     recomputeInputs(sig);
     sig.arg("grad_x", flat(st()));
     sig.argIf(accName != "grad_x", "dx_acc", flat(s.f32()));
     sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
-    LaunchShape launch{{"cdiv(N," + s.bn() + ")", "1", "1"}};
+    LaunchShape launch{{"cdiv(N," + s.simtBn() + ")", "1", "1"}};
     launch.workgroup = {s.shared(bn * threads, s.f32())};
     KernelArgs a = s.sink.begin(sig, launch);
     Value smem = a.workgroup(0);
@@ -366,7 +384,7 @@ struct Backward : ChunkedBackwardSteps {
                   [&](KernelEmitter &se) { se.store(se.f32(0.0), accBuf, at(se, i, col)); });
     });
     e.forLoop(e.index(0), v, e.index(threads), {}, [&](KernelEmitter &te, Value j0, ValueRange) {
-      Fragment z = s.matmul.multiply(te, {a["x"], d}, {a["w"], d}, {first, bn, n, j0, threads, v},
+      Fragment z = s.simtMatmul.multiply(te, {a["x"], d}, {a["w"], d}, {first, bn, n, j0, threads, v},
                                      te.index(0), d);
       Value col = z.cols[0];
       Value bv = a["bias"] ? te.loadF32(a["bias"], col) : Value();
@@ -401,14 +419,14 @@ struct Backward : ChunkedBackwardSteps {
   /// for the block's vocab rows, then thread d adds Σ_t dZ[t, j]·X[t, d] to
   /// its own f32 elements; thread i < BN sums db of vocab row i in order.
   void buildDwRecompute(llvm::StringRef accName) {
-    const int64_t bn = s.tile.blockRows, threads = s.tile.threads;
+    const int64_t bn = s.simtTile.blockRows, threads = s.simtTile.threads;
     KernelSignature sig("lce_bwd_dw_rc");
     recomputeInputs(sig);
     sig.arg("grad_w", flat(st()));
     sig.argIf(s.spec.needsGradBias(), "grad_bias", flat(st()));
     sig.argIf(accName != "grad_w", "dw_acc", flat(s.f32()));
     sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
-    LaunchShape launch{{"cdiv(V," + s.bn() + ")", "1", "1"}};
+    LaunchShape launch{{"cdiv(V," + s.simtBn() + ")", "1", "1"}};
     launch.workgroup = {s.shared(bn * threads, s.f32())};
     KernelArgs a = s.sink.begin(sig, launch);
     Value smem = a.workgroup(0);
@@ -436,7 +454,7 @@ struct Backward : ChunkedBackwardSteps {
         e.forLoop(e.index(0), n, e.index(threads), {e.f32(0.0)},
                   [&](KernelEmitter &te, Value r0, ValueRange dbIt) {
                     // The logits of the block's vocab rows (A = W) for token r0 + tid (B = X).
-                    Fragment z = s.matmul.multiply(te, {a["w"], d}, {a["x"], d},
+                    Fragment z = s.simtMatmul.multiply(te, {a["w"], d}, {a["x"], d},
                                                    {first, bn, v, r0, threads, n}, te.index(0), d);
                     Value row = z.cols[0];
                     Value lse = te.load(a["lse"], row), g = te.load(a["grow"], row);

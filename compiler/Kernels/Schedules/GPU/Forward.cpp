@@ -188,9 +188,10 @@ llvm::Error lossjit::buildGpuSchedule(OpBuilder &builder, Location loc, StringRe
                                       LaunchPlan &plan) {
   OpBuilder::InsertionGuard guard(builder);
   if (tile.matmul == loss::MatmulKind::mma_sync) {
-    if (spec.gradient)
-      return llvm::createStringError("matmul mma_sync is built for the forward schedule so far; "
-                                     "the backward kernels use matmul simt");
+    if (spec.gradient && spec.strategy == "recompute")
+      return llvm::createStringError(
+          "matmul mma_sync does not build the recompute backward (its dX/dW kernels recompute "
+          "logits in SIMT tiles); use strategy chunked or matmul simt");
     if (spec.storesF32())
       return llvm::createStringError("matmul mma_sync multiplies f16 or bf16 operands; f32 "
                                      "storage stays on matmul simt");
@@ -198,8 +199,21 @@ llvm::Error lossjit::buildGpuSchedule(OpBuilder &builder, Location loc, StringRe
   std::unique_ptr<TileMatmul> matmul = createTileMatmul(tile);
   if (!matmul)
     return llvm::createStringError("no tile-matmul strategy for " + tile.str());
+  // The SIMT tile of the kernels the configured strategy does not build:
+  // the default rows per thread, the configured threads and splits.
+  TileConfig simtTile = tile;
+  std::unique_ptr<TileMatmul> simtOwned;
+  if (tile.matmul != loss::MatmulKind::simt) {
+    simtTile = TileConfig();
+    simtTile.threads = tile.threads;
+    simtTile.splits = tile.splits;
+    if (llvm::Error err = simtTile.validate())
+      return llvm::createStringError("the SIMT kernels next to " + tile.str() + ": " +
+                                     llvm::toString(std::move(err)));
+    simtOwned = createTileMatmul(simtTile);
+  }
   GpuKernelSink sink(builder, loc, plan, prefix, tile.threads);
-  GpuSchedule s{sink, spec, tile, *matmul};
+  GpuSchedule s{sink, spec, tile, *matmul, simtTile, simtOwned ? *simtOwned : *matmul};
   if (!spec.gradient) {
     buildGpuForward(s);
     return llvm::Error::success();

@@ -14,8 +14,16 @@ namespace lossjit {
 struct GpuSchedule {
   GpuKernelSink &sink;
   const LceSpec &spec;
+  /// The configured tile and strategy: the kernels whose product is the
+  /// logits X·Wᵀ (lce_partial, lce_bwd_dz, lce_fused_z) use them.
   const TileConfig &tile;
   const TileMatmul &matmul;
+  /// The tile and strategy of every other kernel (dZ·W, dZᵀ·X, the row and
+  /// element kernels): SIMT with the configured threads, until a tensor-core
+  /// strategy takes the transposed operands those products need. The same
+  /// objects as tile / matmul when those are SIMT.
+  const TileConfig &simtTile;
+  const TileMatmul &simtMatmul;
   /// The statistics the vocabulary sweep carries.
   RowStats stats{{StatKind::LogSumExp}};
 
@@ -28,6 +36,7 @@ struct GpuSchedule {
     return GpuKernelSink::shared(sink.builder().getContext(), count, t);
   }
   std::string bn() const { return std::to_string(tile.blockRows); }
+  std::string simtBn() const { return std::to_string(simtTile.blockRows); }
   std::string threads() const { return std::to_string(tile.threads); }
 };
 
