@@ -36,20 +36,28 @@ llvm::Error TileConfig::validate() const {
 }
 
 llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
-  TileConfig config;
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
+  // The strategy first, wherever it is written: omitted keys take its
+  // defaults (forMatmul), so "matmul=mma_sync" alone is a valid tile, as
+  // --lossjit-gpu-pipeline="matmul=mma_sync" is, not SIMT's 4-row blocks.
+  loss::MatmulKind matmul = loss::MatmulKind::simt;
+  for (llvm::StringRef item : items) {
+    auto [key, value] = item.trim().split('=');
+    if (key.trim() != "matmul")
+      continue;
+    std::optional<loss::MatmulKind> kind = loss::symbolizeMatmulKind(value.trim());
+    if (!kind)
+      return llvm::createStringError("tile matmul must be 'simt' or 'mma_sync', got '" +
+                                     value.trim().str() + "'");
+    matmul = *kind;
+  }
+  TileConfig config = forMatmul(matmul);
   for (llvm::StringRef item : items) {
     auto [key, value] = item.trim().split('=');
     key = key.trim(), value = value.trim();
-    if (key == "matmul") {
-      std::optional<loss::MatmulKind> kind = loss::symbolizeMatmulKind(value);
-      if (!kind)
-        return llvm::createStringError("tile matmul must be 'simt' or 'mma_sync', got '" +
-                                       value.str() + "'");
-      config.matmul = *kind;
+    if (key == "matmul")
       continue;
-    }
     int64_t number = 0;
     if (value.getAsInteger(10, number))
       return llvm::createStringError("tile '" + key.str() + "' expects an integer, got '" +

@@ -50,7 +50,9 @@ struct TileConfig {
   /// Checks the ranges every kernel builder relies on (the attribute's
   /// verifier applies the same rules).
   llvm::Error validate() const;
-  /// Parses `str()`'s format; keys may be omitted (defaults stay).
+  /// Parses `str()`'s format; keys may be omitted: they keep the defaults
+  /// of the tile's matmul strategy (forMatmul), e.g. "matmul=mma_sync,
+  /// stages=2" is the 64×64×32 tile with a 2-stage ring.
   static llvm::Expected<TileConfig> parse(llvm::StringRef text);
 
   /// As the lowering attribute, for an op lowered with `schedule`.
