@@ -4,7 +4,8 @@
 # 1) Here, on a machine with the compiler (MLIR):
 #      scripts/gpu-check.sh --prepare [--no-wheels] [--arch sm_80,sm_90] [--aot PATH]
 #    builds lossjit-aot and writes .bundle/ (git-ignored, a few MB): kernel
-#    bundles for LOSSJIT_KERNEL_PATH, test-only bundles for ctest -L gpu, AOT
+#    bundles for LOSSJIT_KERNEL_PATH, test-only bundles for ctest -L gpu
+#    (chunked backward, tensor-core forward), AOT
 #    C API outputs for the example consumer and the benchmark, googletest
 #    sources; downloads the Liger-Kernel and cut-cross-entropy wheels into .whl/.
 # 2) There, on the GPU machine (CUDA, CMake, ninja, python3 + torch; no MLIR),
@@ -22,7 +23,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SELF="$ROOT/scripts/gpu-check.sh"
 
 usage() {
-  sed -n '2,19p' "$SELF" | sed 's/^# \{0,1\}//'
+  sed -n '2,20p' "$SELF" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 
@@ -72,6 +73,16 @@ AOT_VARIANTS=(
 # ignores workspace_bytes, so it could pick these.
 TEST_WORKSPACE_BYTES=65536
 TEST_VARIANTS=("f16 mean 1" "f16 none 0" "bf16 mean 1" "bf16 none 0" "f32 mean 1" "f32 none 0")
+
+# Tensor-core forward bundles (.bundle/test-kernels/mma-<dtype>-<reduction>-
+# <bias>-<BMxBNxBKxstages>/), opt-in so far: f16/bf16 x mean/none x bias or
+# not x these tiles (the default and the one-warp tile). Test-only for now:
+# their manifest options equal the SIMT bundles' (only the tile differs) and
+# the Python package, which matches by options, must keep picking SIMT.
+MMA_TILES=(
+  "64x64x32x3|matmul=mma_sync,block_rows=64,block_cols=64,block_k=32,threads=128,stages=3"
+  "32x32x16x2|matmul=mma_sync,block_rows=32,block_cols=32,block_k=16,threads=32,stages=2"
+)
 
 # The graph (MLIR, the loss dialect) of one test variant: @lce (forward) and
 # @lce_grad (chunked backward within $4 bytes), int64 labels, ignore_index -100.
@@ -150,12 +161,27 @@ prepare() {
     test_graph "$dtype" "$reduction" "$bias" "$TEST_WORKSPACE_BYTES" >"$graph"
     jobs+=("$graph --no-c-api --arch $ARCHES -o $BUNDLE/test-kernels/$name")
   done
+  # Tensor-core forward bundles (see MMA_TILES).
+  local tile
+  for dtype in f16 bf16; do
+    for reduction in mean none; do
+      for bias in nobias bias; do
+        for tile in "${MMA_TILES[@]}"; do
+          args="--dtype $dtype --reduction $reduction --no-gradients --tile ${tile#*|}"
+          [ "$bias" = bias ] && args="$args --bias"
+          name="mma-$dtype-$reduction-$bias-${tile%%|*}"
+          jobs+=("--preset linear-cross-entropy $args --no-c-api --arch $ARCHES -o $BUNDLE/test-kernels/$name")
+        done
+      done
+    done
+  done
   printf '%s\n' "${jobs[@]}" >"$BUNDLE/jobs.txt"
   export AOT
   # shellcheck disable=SC2016
   xargs -a "$BUNDLE/jobs.txt" -P 2 -I{} bash -c \
     '"$AOT" --quiet {} || { echo "FAILED: lossjit-aot {}"; exit 255; }'
-  for dir in "$BUNDLE"/aot/* "$BUNDLE"/kernels/* "$BUNDLE"/test-kernels/*-ws*; do
+  for dir in "$BUNDLE"/aot/* "$BUNDLE"/kernels/* "$BUNDLE"/test-kernels/*-ws* \
+    "$BUNDLE"/test-kernels/mma-*; do
     "$AOT" --check "$dir" --quiet
   done
   rm -f "$BUNDLE/jobs.txt"
@@ -214,6 +240,7 @@ PY
     echo "aot: $(cd "$BUNDLE/aot" && echo *)"
     echo "kernels: $(cd "$BUNDLE/kernels" && ls -d */ | wc -l) variants"
     echo "test-kernels: $(cd "$BUNDLE/test-kernels" && ls -d *-ws*/ | wc -l) variants"
+    echo "mma-kernels: $(cd "$BUNDLE/test-kernels" && ls -d mma-*/ | wc -l) tensor-core forward variants"
   } >"$BUNDLE/PREPARED"
   local size
   size=$(du -sm "$BUNDLE" | cut -f1)
@@ -261,9 +288,11 @@ kernel_path() {
   [ -d "${dirs[0]}" ] && echo "${dirs[*]%/}"
 }
 
-# ctest -L gpu only: the kernel path plus the test-only bundles.
+# ctest -L gpu only: the kernel path plus the test-only bundles (chunked
+# backward with a small budget, tensor-core forwards).
 test_kernel_path() {
-  local dirs=("$BUNDLE"/kernels/*/ "$BUNDLE"/test-kernels/*-ws*/) existing=() d
+  local dirs=("$BUNDLE"/kernels/*/ "$BUNDLE"/test-kernels/*-ws*/ "$BUNDLE"/test-kernels/mma-*/)
+  local existing=() d
   for d in "${dirs[@]}"; do
     [ -d "$d" ] && existing+=("${d%/}")
   done
@@ -344,7 +373,7 @@ step_ctest() {
   export LOSSJIT_KERNEL_PATH
   LOSSJIT_KERNEL_PATH="$(test_kernel_path)"
   echo "LOSSJIT_KERNEL_PATH: $(tr ':' '\n' <<<"$LOSSJIT_KERNEL_PATH" | grep -c .) bundle roots" \
-    "(.bundle/kernels/*, .bundle/test-kernels/*)"
+    "(.bundle/kernels/*, .bundle/test-kernels/*-ws*, .bundle/test-kernels/mma-*)"
   cd "$BUILD" && ctest -L gpu --output-on-failure \
     --timeout 120 --output-junit "$OUTDIR/ctest-gpu.xml"
 }

@@ -23,8 +23,10 @@
 #include "FakeCuda.h"
 #include "tools/lossjit-aot/AotModel.h"
 
+#include "aot_bf16_mma_warp.h"
 #include "aot_bf16_sum_bias.h"
 #include "aot_f16_mean.h"
+#include "aot_f16_mma.h"
 #include "aot_f32_none.h"
 #include "synth.h"
 #ifdef LOSSJIT_TEST_CUBIN
@@ -76,14 +78,13 @@ struct CApi {
       if (std::string(op) == "forward")                                                \
         return static_cast<int>(P##_forward_v(handle, s, b.data(), int(b.size()),      \
                                               d.data(), int(d.size()), ws, bytes));    \
-      BACKWARD(P)                                                                      \
+      BACKWARD##_RUN(P)                                                                \
       return -1;                                                                       \
     };                                                                                 \
     api.workspaceBytes = [](const char *op, int64_t n, int64_t v, int64_t d) {         \
       if (std::string(op) == "forward")                                                \
         return P##_forward_workspace_bytes(n, v, d);                                   \
-      if (std::string(op) == "backward")                                               \
-        return P##_backward_workspace_bytes(n, v, d);                                  \
+      BACKWARD##_BYTES(P)                                                              \
       return P##_workspace_bytes(n, v, d);                                             \
     };                                                                                 \
     api.lastError = [] { return P##_last_error(); };                                   \
@@ -93,10 +94,18 @@ struct CApi {
     };                                                                                 \
     return api;                                                                        \
   }()
-#define LOSSJIT_WITH_BACKWARD(P)                                                       \
+#define LOSSJIT_WITH_BACKWARD_RUN(P)                                                   \
   if (std::string(op) == "backward")                                                   \
     return static_cast<int>(P##_backward_v(handle, s, b.data(), int(b.size()),         \
                                            d.data(), int(d.size()), ws, bytes));
+#define LOSSJIT_WITH_BACKWARD_BYTES(P)                                                 \
+  if (std::string(op) == "backward")                                                   \
+    return P##_backward_workspace_bytes(n, v, d);
+// Forward-only variants have no <prefix>_backward*: "backward" is not an op.
+#define LOSSJIT_FORWARD_ONLY_RUN(P)
+#define LOSSJIT_FORWARD_ONLY_BYTES(P)                                                  \
+  if (std::string(op) == "backward")                                                   \
+    return static_cast<size_t>(-1);
 
 // The build-time variants are generated with their backward.
 CApi f16Mean() {
@@ -109,8 +118,15 @@ CApi f32None() {
   return LOSSJIT_BIND_CAPI(aot_f32_none, AOT_DIR_f32_none, LOSSJIT_WITH_BACKWARD);
 }
 CApi synth() { return LOSSJIT_BIND_CAPI(synth, "", LOSSJIT_WITH_BACKWARD); }
+// The tensor-core forward (matmul=mma_sync): forward only.
+CApi f16Mma() { return LOSSJIT_BIND_CAPI(aot_f16_mma, AOT_DIR_f16_mma, LOSSJIT_FORWARD_ONLY); }
+CApi bf16MmaWarp() {
+  return LOSSJIT_BIND_CAPI(aot_bf16_mma_warp, AOT_DIR_bf16_mma_warp, LOSSJIT_FORWARD_ONLY);
+}
 
-std::vector<CApi> realApis() { return {f16Mean(), bf16SumBias(), f32None()}; }
+std::vector<CApi> realApis() {
+  return {f16Mean(), bf16SumBias(), f32None(), f16Mma(), bf16MmaWarp()};
+}
 
 /// The bundle directory the index lists for (op, arch).
 std::string bundleDir(const std::string &dir, const std::string &role, const std::string &arch) {
@@ -562,3 +578,66 @@ TEST_F(AotCApiTest, CubinsWithPtxFallback) {
 #endif
 
 } // namespace
+
+TEST_F(AotCApiTest, TensorCoreForwardFollowsItsTile) {
+  // Blocks and grids come from the mma_sync tile (BM rows per partial block,
+  // 32 threads per 32x32 warp tile), not from SIMT's one column per thread;
+  // kernels past 48 KiB of dynamic shared memory are opted in at create.
+  for (const CApi &api : {f16Mma(), bf16MmaWarp()}) {
+    SCOPED_TRACE(api.name);
+    auto text = runtime::readFile(api.dir + "/manifest.json");
+    ASSERT_TRUE(text) << text.errorMessage();
+    auto index = runtime::parseJson(*text);
+    ASSERT_TRUE(index) << index.errorMessage();
+    const runtime::JsonValue *tile = index->find("tile");
+    ASSERT_TRUE(tile && tile->find("matmul")) << "the index carries no tile";
+    EXPECT_EQ(tile->find("matmul")->getString(), "mma_sync");
+    const unsigned rows = static_cast<unsigned>(tile->find("block_rows")->getInt());
+    const unsigned threads = static_cast<unsigned>(tile->find("threads")->getInt());
+    const unsigned splits = static_cast<unsigned>(tile->find("splits")->getInt());
+    EXPECT_EQ(threads, 32 * (rows / 32) * (tile->find("block_cols")->getInt() / 32));
+    std::vector<std::string> roles;
+    for (const runtime::JsonValue &op : index->find("ops")->getArray())
+      roles.push_back(op.find("role")->getString());
+    EXPECT_EQ(roles, std::vector<std::string>{"forward"});
+
+    for (auto [major, minor] : {std::pair{8, 0}, std::pair{9, 0}}) {
+      SCOPED_TRACE("sm_" + std::to_string(major) + std::to_string(minor));
+      fakecuda::reset();
+      fakecuda::state().major = major;
+      fakecuda::state().minor = minor;
+      ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
+      auto bundle = runtime::readBundleDirectory(
+          bundleDir(api.dir, "forward", baseArch(api.handleArch())));
+      ASSERT_TRUE(bundle) << bundle.errorMessage();
+      const runtime::JsonValue *matmul = bundle->tile.find("matmul");
+      ASSERT_TRUE(matmul && matmul->isString()) << "the bundle carries no tile";
+      EXPECT_EQ(matmul->getString(), "mma_sync");
+      std::vector<std::pair<std::string, int>> optIns;
+      for (const runtime::BundleKernel &k : bundle->kernels)
+        if (k.sharedBytes > 48 * 1024)
+          optIns.emplace_back(k.name, static_cast<int>(k.sharedBytes));
+      EXPECT_EQ(fakecuda::state().sharedOptIns, optIns);
+
+      const unsigned n = 130;
+      ASSERT_EQ(api.run("forward", testStream(), fakeBuffers(bundle->params.size()),
+                        {int64_t(n), 4099, 63}, 0, 0),
+                0)
+          << api.lastError();
+      bool sawPartial = false, sawCombine = false;
+      for (const fakecuda::Launch &l : fakecuda::state().launches) {
+        EXPECT_EQ(l.block, (std::array<unsigned, 3>{threads, 1, 1})) << l.kernel;
+        if (l.kernel == "lce_partial") {
+          sawPartial = true;
+          EXPECT_EQ(l.grid, (std::array<unsigned, 3>{(n + rows - 1) / rows, splits, 1}));
+        } else if (l.kernel == "lce_combine") {
+          sawCombine = true;
+          EXPECT_EQ(l.grid, (std::array<unsigned, 3>{(n + threads - 1) / threads, 1, 1}));
+        }
+      }
+      EXPECT_TRUE(sawPartial && sawCombine);
+      EXPECT_EQ(api.workspaceBytes("backward", n, 4099, 63), static_cast<size_t>(-1));
+      EXPECT_EQ(api.destroy(), 0);
+    }
+  }
+}

@@ -71,6 +71,19 @@ constexpr Shape kForwardShapes[] = {{1, 777, 33}, {37, 1031, 45}, {130, 4099, 63
 constexpr int64_t kBackwardV = 259, kBackwardD = 45;
 constexpr int64_t kMinChunks = 3;
 
+/// Tensor-core forward (matmul=mma_sync, f16/bf16): N = 1; V prime, below
+/// one 64- or 32-column tile (and below one split's columns), not a multiple
+/// of 64; D odd (plain loads), a multiple of 8 (cp.async) below and above
+/// one k step; two row blocks of 64 (N = 67, 70, 130).
+constexpr Shape kTensorCoreShapes[] = {{1, 777, 33},  {37, 1031, 64}, {67, 100, 40},
+                                       {70, 50, 45},  {5, 20, 16},    {130, 4099, 63}};
+/// The tiles gpu-check.sh --prepare builds (BMxBNxBKxstages): each must be
+/// there, so a missing one fails the test instead of shrinking it.
+const char *const kTensorCoreTiles[] = {"64x64x32x3", "32x32x16x2"};
+/// Tensor-core vs SIMT lse: both sum f32 products of the same f16/bf16
+/// values, in another order only, so they agree to a few f32 ulps of |lse|.
+constexpr double kTensorCoreVsSimtUlps = 8;
+
 // --------------------------------------------------------------- bundles
 
 std::string optionText(const JsonValue *v) {
@@ -88,11 +101,23 @@ std::string optionText(const JsonValue *v) {
 /// One manifest on the search path (images not read).
 struct FoundBundle {
   std::string root, key, arch;
-  JsonValue options;
+  JsonValue options, tile;
   bool cubin = false;
   std::string option(const char *name) const { return optionText(options.find(name)); }
+  /// The tile's matmul strategy; bundles made before there was a choice
+  /// carry none and are SIMT.
+  std::string matmul() const {
+    std::string m = optionText(tile.find("matmul"));
+    return m.empty() ? "simt" : m;
+  }
+  /// "BMxBNxBKxstages", e.g. "64x64x32x3" (tensor-core tiles).
+  std::string tileShape() const {
+    return optionText(tile.find("block_rows")) + "x" + optionText(tile.find("block_cols")) +
+           "x" + optionText(tile.find("block_k")) + "x" + optionText(tile.find("stages"));
+  }
   std::string describe() const {
-    return arch + " " + key.substr(0, 12) + " in " + root;
+    std::string what = arch + " " + key.substr(0, 12) + " in " + root;
+    return matmul() == "simt" ? what : what + " (" + matmul() + " " + tileShape() + ")";
   }
 };
 
@@ -143,7 +168,8 @@ const KernelPathIndex &kernelPathIndex() {
         if (bundle->backend != "cuda" || bundle->op != "linear_cross_entropy" ||
             bundle->key != dir.filename().string())
           continue;
-        FoundBundle found{root, bundle->key, bundle->arch, bundle->options, false};
+        FoundBundle found{root, bundle->key, bundle->arch, bundle->options, bundle->tile,
+                          false};
         for (const BundleKernel &k : bundle->kernels)
           if (k.file.ends_with(".cubin"))
             found.cubin = true;
@@ -169,18 +195,20 @@ std::string howToGenerate() {
   return "Generate them on a machine with the compiler (MLIR): `scripts/gpu-check.sh "
          "--prepare` writes .bundle/kernels/* (every dtype x reduction x bias, forward "
          "and backward, sm_80 and sm_90) and .bundle/test-kernels/* (chunked backward "
-         "with a 64 KiB workspace budget). Carry .bundle to the GPU machine; "
+         "with a 64 KiB workspace budget, tensor-core forwards in mma-*). Carry .bundle to the GPU machine; "
          "`scripts/gpu-check.sh` runs ctest -L gpu with LOSSJIT_KERNEL_PATH set to "
          "them, or set it yourself: export LOSSJIT_KERNEL_PATH=$(ls -d "
-         "$PWD/.bundle/kernels/*/ $PWD/.bundle/test-kernels/*-ws*/ | paste -sd:)";
+         "$PWD/.bundle/kernels/*/ $PWD/.bundle/test-kernels/*-ws*/ "
+         "$PWD/.bundle/test-kernels/mma-*/ | paste -sd:)";
 }
 
-/// The bundles with every option of `wanted` that a device of compute
-/// capability (major, minor) can run, restricted to the newest such arch
-/// (several bundles may share it, e.g. different workspace budgets). Empty
-/// with `why` filled when there is none.
-std::vector<FoundBundle> findBundles(const Options &wanted, int major, int minor,
-                                     std::string &why) {
+/// The bundles with every option of `wanted` and the tile strategy
+/// `matmul` ("simt" or "mma_sync": the options do not tell them apart) that
+/// a device of compute capability (major, minor) can run, restricted to the
+/// newest such arch (several bundles may share it, e.g. different workspace
+/// budgets or tiles). Empty with `why` filled when there is none.
+std::vector<FoundBundle> findBundles(const Options &wanted, const std::string &matmul,
+                                     int major, int minor, std::string &why) {
   const KernelPathIndex &index = kernelPathIndex();
   std::vector<FoundBundle> compatible;
   int bestRank = -1;
@@ -195,7 +223,7 @@ std::vector<FoundBundle> findBundles(const Options &wanted, int major, int minor
     for (const char *transform : {"logit_scale", "softcap"})
       if (b.options.find(transform))
         match = false;
-    if (!match)
+    if (!match || b.matmul() != matmul)
       continue;
     if (Error e = checkArchCompatible(b.arch, b.cubin, major, minor)) {
       near.push_back(b.describe() + ": " + e.message());
@@ -213,7 +241,7 @@ std::vector<FoundBundle> findBundles(const Options &wanted, int major, int minor
       best.push_back(b);
   }
   if (best.empty()) {
-    why = describeOptions(wanted);
+    why = describeOptions(wanted) + " matmul " + matmul;
     for (const std::string &n : near)
       why += "\n    not runnable on sm_" + std::to_string(major) + std::to_string(minor) +
              ": " + n;
@@ -438,9 +466,10 @@ protected:
 
   /// The bundles for `wanted` (see findBundles); when there are none the
   /// test fails at its end, with one message listing every missing variant.
-  std::vector<FoundBundle> requireBundles(const Options &wanted) {
+  std::vector<FoundBundle> requireBundles(const Options &wanted,
+                                         const std::string &matmul = "simt") {
     std::string why;
-    std::vector<FoundBundle> found = findBundles(wanted, major, minor, why);
+    std::vector<FoundBundle> found = findBundles(wanted, matmul, major, minor, why);
     if (found.empty())
       missing.push_back(why);
     return found;
@@ -827,4 +856,102 @@ TEST_F(CompilerKernelTest, BackwardChunkedMatchesFp64Gradient) {
       }
     }
   std::printf("ran %zu backward bundles on %s\n", ran, arch.c_str());
+}
+
+TEST_F(CompilerKernelTest, TensorCoreForwardMatchesFp64AndSimt) {
+  const double ulp = std::numeric_limits<float>::epsilon();
+  size_t ran = 0;
+  for (const char *dtype : {"f16", "bf16"})
+    for (bool bias : {false, true})
+      for (const char *reduction : {"mean", "none"}) {
+        Options wanted = {{"pass", "forward"},
+                          {"dtype", dtype},
+                          {"bias", bias ? "true" : "false"},
+                          {"reduction", reduction},
+                          {"label_type", "i64"},
+                          {"ignore_index", std::to_string(kIgnore)}};
+        SCOPED_TRACE("tensor-core forward " + describeOptions(wanted));
+        std::vector<FoundBundle> mma = requireBundles(wanted, "mma_sync");
+        for (const char *tile : kTensorCoreTiles)
+          if (!mma.empty() && std::none_of(mma.begin(), mma.end(), [&](const FoundBundle &f) {
+                return f.tileShape() == tile;
+              }))
+            missing.push_back(describeOptions(wanted) + " matmul mma_sync tile " + tile);
+        std::vector<FoundBundle> simt = requireBundles(wanted, "simt");
+        if (mma.empty() || simt.empty())
+          continue;
+        SCOPED_TRACE("SIMT bundle " + simt.front().describe());
+        BundleRef simtBundle = load(simt.front());
+        if (!simtBundle)
+          continue;
+        for (const FoundBundle &f : mma) {
+          SCOPED_TRACE("bundle " + f.describe());
+          BundleRef bundle = load(f);
+          if (!bundle)
+            continue;
+          double worstUlps = 0; // lse vs SIMT, over the shapes, for the log
+          for (size_t i = 0; i < std::size(kTensorCoreShapes); ++i) {
+            const Shape &s = kTensorCoreShapes[i];
+            SCOPED_TRACE("N=" + std::to_string(s.n) + " V=" + std::to_string(s.v) +
+                         " D=" + std::to_string(s.d));
+            lossjit::RandomLceInputs inputs;
+            makeInputs(dtype, bias, reduction, s, 300 + i, inputs);
+            DeviceInputs in(*driver, inputs.problem);
+            bool perRow = std::string(reduction) == "none";
+            DeviceMemory loss(*driver, (perRow ? s.n : 1) * 4), lse(*driver, s.n * 4);
+
+            ForwardResult first;
+            ASSERT_NO_FATAL_FAILURE(runForward(*bundle, in, loss, lse, s, perRow, nullptr, first));
+            expectForward(first, expectationFor(inputs.problem), reduction, kFp64Tolerance,
+                          "fp64");
+            for (int run = 1; run < 5; ++run) {
+              ForwardResult again;
+              ASSERT_NO_FATAL_FAILURE(
+                  runForward(*bundle, in, loss, lse, s, perRow, nullptr, again));
+              EXPECT_TRUE(again == first) << "launch " << run << " differs bitwise from launch 0";
+            }
+
+            ForwardResult bySimt;
+            ASSERT_NO_FATAL_FAILURE(
+                runForward(*simtBundle, in, loss, lse, s, perRow, nullptr, bySimt));
+            ASSERT_EQ(bySimt.lse.size(), first.lse.size());
+            ASSERT_EQ(bySimt.loss.size(), first.loss.size());
+            double maxAbsLse = 1;
+            {
+              Mismatches m("lse vs the SIMT bundle (" + std::to_string(static_cast<int>(kTensorCoreVsSimtUlps)) +
+                           " f32 ulps of max(1, |lse|))");
+              for (size_t r = 0; r < first.lse.size(); ++r) {
+                double scale = std::max(1.0, std::fabs(double(bySimt.lse[r])));
+                maxAbsLse = std::max(maxAbsLse, scale);
+                double ulps = std::fabs(double(first.lse[r]) - bySimt.lse[r]) / (ulp * scale);
+                // NaN (a row the kernel never wrote) fails the comparison too.
+                if (!(ulps <= kTensorCoreVsSimtUlps))
+                  m.add("row " + std::to_string(r) + ": " + gotWant(first.lse[r], bySimt.lse[r]) +
+                        ", " + std::to_string(ulps) + " ulps");
+                else
+                  worstUlps = std::max(worstUlps, ulps);
+              }
+            }
+            {
+              // A row loss is lse - z[label] with z[label] recomputed by the
+              // same combine kernel, so it differs as lse does; the mean is
+              // bounded by the largest |lse|.
+              Mismatches m("loss vs the SIMT bundle");
+              for (size_t r = 0; r < first.loss.size(); ++r) {
+                double scale = perRow ? std::max({1.0, std::fabs(double(bySimt.lse[r])),
+                                                  std::fabs(double(bySimt.loss[r]))})
+                                      : std::max(maxAbsLse, std::fabs(double(bySimt.loss[r])));
+                double diff = std::fabs(double(first.loss[r]) - bySimt.loss[r]);
+                if (!(diff <= kTensorCoreVsSimtUlps * ulp * scale))
+                  m.add((perRow ? "row " + std::to_string(r) : std::string(reduction)) + ": " +
+                        gotWant(first.loss[r], bySimt.loss[r]));
+              }
+            }
+            ++ran;
+          }
+          std::printf("%s %s: lse within %.2f f32 ulps of the SIMT bundle\n",
+                      describeOptions(wanted).c_str(), f.describe().c_str(), worstUlps);
+        }
+      }
+  std::printf("ran %zu tensor-core forward (bundle, shape) cases on %s\n", ran, arch.c_str());
 }

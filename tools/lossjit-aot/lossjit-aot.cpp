@@ -2,6 +2,7 @@
 //
 //   lossjit-aot --preset linear-cross-entropy --dtype f16 --arch sm_80,sm_90 -o DIR
 //   lossjit-aot GRAPH.mlir --arch sm_90 -o DIR [--tile threads=256,splits=16]
+//   lossjit-aot --preset linear-cross-entropy --no-gradients --tile matmul=mma_sync -o DIR
 //   lossjit-aot --check DIR
 //
 // DIR receives:
@@ -84,8 +85,12 @@ static cl::opt<bool> noGradW("no-grad-w", cl::desc("preset backward: skip grad_w
 static cl::opt<std::string> archList("arch",
                                      cl::desc("comma-separated: sm_80,sm_86,sm_89,sm_90,sm_90a"),
                                      cl::init("sm_80,sm_90"), cl::cat(aotCategory));
-static cl::opt<std::string> tileText("tile", cl::desc("block_rows=4,threads=128,splits=8"),
-                                     cl::init(""), cl::cat(aotCategory));
+static cl::opt<std::string>
+    tileText("tile",
+             cl::desc("block_rows=4,threads=128,splits=8, or matmul=mma_sync[,block_rows=64,"
+                      "block_cols=64,block_k=32,threads=128,stages=3] (tensor cores, f16/bf16, "
+                      "forward only)"),
+             cl::init(""), cl::cat(aotCategory));
 static cl::opt<std::string> emitKind("emit", cl::desc("kernel images: ptx|cubin"),
                                      cl::init("ptx"), cl::cat(aotCategory));
 static cl::opt<std::string> cubinTool("cubin-tool",
@@ -220,6 +225,15 @@ int runMain(int argc, char **argv) {
   auto tile = TileConfig::parse(tileText);
   if (!tile)
     return fail("--tile: " + llvm::toString(tile.takeError()));
+  // One tile serves every op of the output. The compiler also forms the
+  // chunked/fused backward's logits on tensor cores, but tensor-core
+  // bundles ship for the forward only until the GPU check covers the rest:
+  // say so before any compilation.
+  if (tile->matmul == loss::MatmulKind::mma_sync && !preset.empty() &&
+      (!noGradients || fused))
+    return fail("--tile matmul=mma_sync: lossjit-aot builds tensor-core bundles for the "
+                "forward only so far (the GPU check validates only those): add --no-gradients" +
+                llvm::Twine(fused ? " and leave out --fused" : ""));
   llvm::SmallVector<llvm::StringRef> arches;
   llvm::StringRef(archList).split(arches, ',', -1, /*KeepEmpty=*/false);
   if (arches.empty())

@@ -76,6 +76,11 @@ TEST(TileConfig, TensorCoreTiles) {
               "matmul mma_sync: block_cols must be a multiple of 32 in [32, 256], got 80");
   expectError(mma + "block_rows=64,block_cols=64,threads=256",
               "matmul mma_sync: threads must be 32 per 32x32 warp tile, 128 for 64x64, got 256");
+  // Omitted keys take the strategy's defaults, wherever matmul is written.
+  auto partial = TileConfig::parse("stages=2,matmul=mma_sync");
+  ASSERT_TRUE(static_cast<bool>(partial)) << llvm::toString(partial.takeError());
+  EXPECT_EQ(partial->str(), "block_rows=64,threads=128,splits=8,matmul=mma_sync,stages=2,"
+                            "block_cols=64,block_k=32");
   expectError("matmul=mma_sync,stages=3,block_rows=64,block_cols=64,threads=128,block_k=24",
               "matmul mma_sync: block_k must be 16, 32 or 64, got 24");
   expectError("matmul=mma_sync,stages=1,block_rows=64,block_cols=64,threads=128,block_k=32",
