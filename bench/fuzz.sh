@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# libFuzzer runs of the runtime's and tools' input parsers (tests/fuzz):
+# libFuzzer runs of the input parsers (tests/fuzz):
 #   npy     the .npy header parser (tools/support/NpyFormat)
 #   json    the bounded JSON parser (runtime/Json, nlohmann SAX)
 #   bundle  a bundle directory through readBundleDirectory, then the
 #           launch-plan checks (LaunchPlan build/resolve/checkBuffers/pack)
+#   graph   (--with-compiler) graph text through the nesting bound, MLIR's
+#           parser and verifier, and the CPU and GPU pipelines up to kernels
 #
 #   bench/fuzz.sh [--seconds N] [--targets npy,json,bundle] [--build DIR] [--jobs J]
+#                 [--with-compiler]
 #
 # Builds a runtime-only configuration with clang (-fsanitize=fuzzer,address,
 # undefined) in DIR (default build-fuzz/), then runs each target for N
 # seconds (default 600) on J processes (default 1), starting from the seed
 # corpus tests/fuzz/corpus/<target> (read-only; new inputs go to
-# DIR/corpus/<target>). A crash stops the run with exit status 1 and leaves
-# its input in DIR/artifacts/<target>/: copy it into tests/fuzz/corpus/<target>/
-# after the fix, where `ctest -R fuzz.replay` replays it in every build.
-# Without clang++ it prints a note and exits 0 (scripts/test.sh runs it with
-# --seconds 5).
+# DIR/corpus/<target>). --with-compiler configures the compiler too (default
+# DIR build-fuzz-compiler/, target graph added): a clang build of all of
+# lossjit's compiler code, far longer than the runtime-only one. A crash
+# stops the run with exit status 1 and leaves its input in
+# DIR/artifacts/<target>/: copy it into tests/fuzz/corpus/<target>/ after the
+# fix, where `ctest -R fuzz.replay` replays it in every build.
+# Without clang++, or a clang++ whose -fsanitize=fuzzer does not link, it
+# prints a note and exits 0. scripts/test.sh runs it with --seconds 8 (the
+# runtime-only targets).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,13 +30,15 @@ SECONDS_PER_TARGET=600
 TARGETS=npy,json,bundle
 BUILD="$ROOT/build-fuzz"
 JOBS=1
+COMPILER=OFF
 while (($#)); do
   case "$1" in
   --seconds) SECONDS_PER_TARGET="$2"; shift 2 ;;
   --targets) TARGETS="$2"; shift 2 ;;
   --build) BUILD="$2"; shift 2 ;;
   --jobs) JOBS="$2"; shift 2 ;;
-  -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --with-compiler) COMPILER=ON; shift ;;
+  -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -39,6 +48,21 @@ if [ -z "$CLANG" ]; then
   echo "fuzz.sh: no clang++ (apt-get install clang): fuzzing skipped"
   exit 0
 fi
+# clang without its libFuzzer runtime (a separate package on some systems)
+# cannot link the targets: a note, not a failure.
+probe=$(mktemp -d)
+trap 'rm -rf "$probe"' EXIT
+echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char *, unsigned long) { return 0; }' \
+  >"$probe/probe.cpp"
+if ! "$CLANG" -fsanitize=fuzzer,address,undefined "$probe/probe.cpp" -o "$probe/probe" \
+  >"$probe/log" 2>&1; then
+  echo "fuzz.sh: $CLANG cannot link -fsanitize=fuzzer ($(head -1 "$probe/log")): fuzzing skipped"
+  exit 0
+fi
+if [ "$COMPILER" = ON ]; then
+  [ "$BUILD" = "$ROOT/build-fuzz" ] && BUILD="$ROOT/build-fuzz-compiler"
+  [[ ",$TARGETS," == *,graph,* ]] || TARGETS="$TARGETS,graph"
+fi
 
 mkdir -p "$BUILD"
 if [ ! -f "$BUILD/build.ninja" ]; then
@@ -47,15 +71,18 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     -DCMAKE_C_COMPILER="${CLANG%++}" -DCMAKE_CXX_COMPILER="$CLANG" \
     -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-    -DLOSSJIT_ENABLE_COMPILER=OFF -DLOSSJIT_ENABLE_TESTS=OFF -DLOSSJIT_ENABLE_FUZZ=ON \
+    -DLOSSJIT_ENABLE_COMPILER="$COMPILER" -DLOSSJIT_ENABLE_TESTS=OFF -DLOSSJIT_ENABLE_FUZZ=ON \
+    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     >"$BUILD/fuzz-configure.log" 2>&1 || { cat "$BUILD/fuzz-configure.log"; exit 1; }
 fi
 IFS=, read -r -a targets <<<"$TARGETS"
 binaries=()
 for t in "${targets[@]}"; do binaries+=("lossjit-fuzz-$t"); done
 export CCACHE_BASEDIR="$ROOT"
+build_start=$SECONDS
 ninja -C "$BUILD" -j"$(nproc)" "${binaries[@]}" >"$BUILD/fuzz-build.log" 2>&1 ||
   { grep -E -A8 'error|FAILED' "$BUILD/fuzz-build.log" | head -60; exit 1; }
+echo "fuzz: build $((SECONDS - build_start)) s ($BUILD)"
 
 status=0
 for t in "${targets[@]}"; do

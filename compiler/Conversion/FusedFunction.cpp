@@ -110,6 +110,25 @@ std::vector<std::string> lossjit::resultRoles(const FusedFunction &f) {
   return roles;
 }
 
+std::vector<std::vector<int64_t>> lossjit::argumentExtents(const FusedFunction &f) {
+  std::vector<std::vector<int64_t>> result;
+  bool anyStatic = false;
+  func::FuncOp fn = f.func;
+  for (Type type : fn.getArgumentTypes()) {
+    std::vector<int64_t> &extents = result.emplace_back();
+    auto ranked = dyn_cast<RankedTensorType>(type);
+    if (!ranked)
+      continue;
+    for (int64_t e : ranked.getShape()) {
+      extents.push_back(ShapedType::isDynamic(e) ? -1 : e);
+      anyStatic |= !ShapedType::isDynamic(e);
+    }
+  }
+  if (!anyStatic)
+    result.clear();
+  return result;
+}
+
 std::vector<std::string> lossjit::argumentRoles(const FusedFunction &f) {
   // Operand roles in the order the ops declare them.
   SmallVector<std::pair<Value, const char *>> roles;

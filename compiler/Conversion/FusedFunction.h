@@ -25,6 +25,11 @@ LceSpec specOf(const FusedFunction &f);
 /// "labels", "bias", "lse", "grad_loss") or "" when the op does not read it.
 std::vector<std::string> argumentRoles(const FusedFunction &f);
 
+/// For each argument of the function, the extents its ranked tensor type
+/// declares (ShapedType::kDynamic becomes -1), for LaunchPlan::entryArgExtents;
+/// empty when no argument has a static extent.
+std::vector<std::vector<int64_t>> argumentExtents(const FusedFunction &f);
+
 /// For each result of the function, the output param it returns ("loss",
 /// "lse", "grad_x", "grad_w", "grad_bias").
 std::vector<std::string> resultRoles(const FusedFunction &f);

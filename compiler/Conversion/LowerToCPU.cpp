@@ -39,6 +39,7 @@ struct LowerToCPUPass : lossjit::impl::LossLowerToCPUBase<LowerToCPUPass> {
       LaunchPlan plan;
       plan.entry = f.func.getName().str();
       plan.entryArgs = argumentRoles(f);
+      plan.entryArgExtents = argumentExtents(f);
       plan.entryResults = resultRoles(f);
       b.setInsertionPointToStart(kernels.getBody());
       LceSpec spec = specOf(f);

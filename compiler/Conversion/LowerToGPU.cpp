@@ -36,6 +36,7 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
       LaunchPlan plan;
       plan.entry = f.func.getName().str();
       plan.entryArgs = argumentRoles(f);
+      plan.entryArgExtents = argumentExtents(f);
       plan.entryResults = resultRoles(f);
       auto config = dyn_cast_or_null<loss::GpuConfigAttr>(loss::getLoweringConfig(f.op));
       if (!config) {

@@ -69,8 +69,12 @@ llvm::Error GpuTarget::validate() const {
       {70, 60}, {72, 61},  {75, 63},  {80, 70},  {86, 71},  {87, 74},  {88, 90}, {89, 78},
       {90, 78}, {100, 86}, {101, 86}, {103, 88}, {110, 90}, {120, 87}, {121, 88}};
   unsigned provided = 0;
+  // The pieces point into this string: it must outlive them (split of the
+  // temporary effectiveFeatures() returns read freed stack memory, found by
+  // scripts/sanitize.sh).
+  const std::string featureText = effectiveFeatures();
   llvm::SmallVector<llvm::StringRef> features;
-  llvm::StringRef(effectiveFeatures()).split(features, ',', -1, /*KeepEmpty=*/false);
+  llvm::StringRef(featureText).split(features, ',', -1, /*KeepEmpty=*/false);
   for (llvm::StringRef feature : features) {
     unsigned ptx = 0;
     if (feature.consume_front("+ptx") && !feature.getAsInteger(10, ptx))

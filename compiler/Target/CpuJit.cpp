@@ -149,6 +149,10 @@ llvm::Error CpuCompiledOp::validate(const std::map<std::string, HostBuffer> &buf
     return llvm::createStringError("V (vocabulary size) must be ≥ 1, got " +
                                    std::to_string(dims.v));
   auto values = symbolValues(launchPlan, dims);
+  // Before the buffer sizes: "declared 3x4, the input has 5" says more than
+  // an element count would.
+  if (llvm::Error err = checkDeclaredExtents(launchPlan, values))
+    return err;
   std::vector<std::string> expected;
   for (const PlanParam &p : launchPlan.params) {
     expected.push_back(p.name);

@@ -106,9 +106,18 @@ std::vector<IndexedBundle> indexSearchPath(const std::vector<std::string> &roots
       if (!it->is_directory(ec))
         continue;
       fs::path manifest = it->path() / runtime::kManifestFileName;
-      auto text = runtime::readFile(manifest.string());
-      if (!text)
+      // A manifest is small: the bundle reader's bound, not readFile's 1 GiB
+      // default (a sparse or /dev/zero-linked "manifest" is refused at once).
+      auto text = runtime::readFile(manifest.string(), runtime::kMaxManifestBytes);
+      if (!text) {
+        // A directory without a manifest is not a bundle; one whose manifest
+        // cannot be read (a FIFO, over the bound) is reported when nothing
+        // matches.
+        if (fs::symlink_status(manifest, ec).type() != fs::file_type::not_found)
+          skipped.push_back(text.errorMessage());
+        ec.clear();
         continue;
+      }
       auto json = runtime::parseJson(*text);
       if (!json) {
         skipped.push_back(manifest.string() + ": " + json.errorMessage());

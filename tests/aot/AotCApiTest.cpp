@@ -35,6 +35,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <functional>
 #include <map>
 
@@ -258,6 +260,55 @@ TEST_F(AotCApiTest, LaunchesMatchTheRuntimeLauncher) {
       EXPECT_EQ(api.destroy(), 0);
       EXPECT_EQ(fakecuda::state().unloads, static_cast<int>(fakecuda::state().modules.size()));
     }
+  }
+}
+
+TEST_F(AotCApiTest, NoRowsStillZeroTheWeightGradients) {
+  // Issue 16: with N = 0 no per-chunk kernel runs, and with f32 storage
+  // lce_bwd_dw is what wrote grad_w, so grad_w (torch.empty_like) was left as
+  // allocated. lce_bwd_zero, launched once before the chunks, zeroes the sums
+  // (grad_w/grad_bias themselves for f32, the accumulators lce_bwd_finish
+  // rounds otherwise), on the C API and the runtime launcher alike.
+  const std::vector<int64_t> dims = {0, 1000, 64};
+  for (const CApi &api : realApis()) {
+    SCOPED_TRACE(api.name);
+    fakecuda::reset();
+    ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
+    std::string arch = baseArch(api.handleArch());
+    std::string dir = bundleDir(api.dir, "backward", arch);
+    ASSERT_FALSE(dir.empty());
+    auto bundle = runtime::readBundleDirectory(dir);
+    ASSERT_TRUE(bundle) << bundle.errorMessage();
+    std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
+    const CUdeviceptr base = 0x5000000000ull;
+    size_t bytes = api.workspaceBytes("backward", dims[0], dims[1], dims[2]);
+    fakecuda::state().launches.clear();
+    ASSERT_EQ(api.run("backward", testStream(), buffers, dims, base, bytes), 0)
+        << api.lastError();
+    std::vector<fakecuda::Launch> mine = fakecuda::state().launches;
+    runtime::Error error = runtime::Error::success();
+    std::vector<fakecuda::Launch> theirs = runtimeLaunches(*bundle, buffers, dims, base, &error);
+    ASSERT_FALSE(error) << error.message();
+    EXPECT_EQ(mine, theirs);
+    auto find = [&](const std::string &name) {
+      return std::find_if(mine.begin(), mine.end(),
+                          [&](const fakecuda::Launch &l) { return l.kernel == name; });
+    };
+    auto zero = find("lce_bwd_zero"), finish = find("lce_bwd_finish");
+    ASSERT_NE(zero, mine.end()) << "nothing zeroes the dW sums when N = 0";
+    ASSERT_GE(zero->params.size(), 4u);
+    EXPECT_EQ(zero->params[3], uint64_t(dims[1] * dims[2])) << "V*D elements";
+    if (finish != mine.end()) {
+      EXPECT_LT(zero, finish);
+      EXPECT_EQ(zero->params[0], finish->params[0]) << "the accumulator finish rounds";
+    } else {
+      size_t gradW = 0;
+      while (gradW < bundle->params.size() && bundle->params[gradW].name != "grad_w")
+        ++gradW;
+      ASSERT_LT(gradW, buffers.size());
+      EXPECT_EQ(zero->params[0], buffers[gradW]) << "f32: grad_w itself";
+    }
+    EXPECT_EQ(api.destroy(), 0);
   }
 }
 

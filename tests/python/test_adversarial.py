@@ -345,3 +345,40 @@ def test_reduction_over_many_rows_is_accurate(reduction):
         reduction=reduction).item()
     expected = one if reduction == "mean" else one * n
     assert abs(loss - expected) <= 4e-7 * abs(expected)
+
+
+# --- Prebuilt-bundle lookup (LOSSJIT_KERNEL_PATH) -------------------------
+
+_FIND_BUNDLE = """
+from lossjit._ext import C
+try:
+    C.find_gpu_bundle("linear_cross_entropy", {}, 9, 0)
+except Exception as e:
+    print(e)
+"""
+
+
+def test_bundle_lookup_reads_manifests_within_their_bound(tmp_path):
+    # A FIFO named manifest.json blocked the lookup forever; a 32 MiB sparse
+    # one was read whole (the 1 GiB default bound, not the manifests' 16 MiB).
+    # Both are refused from fstat and named when no bundle matches.
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "fifo").mkdir()
+    os.mkfifo(tmp_path / "fifo" / "manifest.json")
+    (tmp_path / "sparse").mkdir()
+    with open(tmp_path / "sparse" / "manifest.json", "wb") as f:
+        f.truncate(32 << 20)
+    (tmp_path / "no-manifest").mkdir()
+    env = dict(os.environ, LOSSJIT_KERNEL_PATH=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", _FIND_BUNDLE], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "no prebuilt kernel for linear_cross_entropy" in out, out
+    assert ("unreadable: cannot read '%s': it is a FIFO, expected a regular file"
+            % (tmp_path / "fifo" / "manifest.json")) in out, out
+    assert ("unreadable: cannot read '%s': it holds 33554432 bytes, more than the limit of "
+            "16777216 bytes" % (tmp_path / "sparse" / "manifest.json")) in out, out
+    assert "no-manifest" not in out, out

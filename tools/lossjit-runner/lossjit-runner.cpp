@@ -185,6 +185,11 @@ llvm::Expected<Compiled> compileFor(ModuleOp module) {
   LaunchPlan plan = c.plan;
   c.run = [module, plan](const std::map<std::string, HostBuffer> &b,
                          const Dims &d) -> llvm::Error {
+    // What CpuCompiledOp::validate checks on the CPU backend.
+    std::map<std::string, int64_t> symbols(plan.constants.begin(), plan.constants.end());
+    symbols.insert({{"N", d.n}, {"V", d.v}, {"D", d.d}});
+    if (llvm::Error err = checkDeclaredExtents(plan, symbols))
+      return err;
     std::map<std::string, simt::SimtHostBuffer> buffers;
     for (const auto &[name, hb] : b) {
       auto type = simtType(hb.dtype);

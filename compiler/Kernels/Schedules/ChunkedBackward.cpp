@@ -15,6 +15,11 @@ void lossjit::buildChunkedBackward(ChunkedBackwardSteps &steps, PlanBuilder &pla
   if (spec.fusedForward)
     plan.workspace("loss_rows", "f32", "N");
   steps.scale();
+  // Per-chunk kernels run once per chunk of rows, so with N = 0 not at all:
+  // the sums must not depend on a first chunk to start them (issue 16: f32
+  // grad_w, which lce_bwd_dw writes directly, was left as allocated).
+  if (spec.needsGradW)
+    steps.zero(acc);
   steps.dz(/*storeRaw=*/spec.fusedForward);
   if (spec.fusedForward) {
     steps.fusedRows();

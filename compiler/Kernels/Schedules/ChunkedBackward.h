@@ -20,6 +20,9 @@ public:
   virtual ~ChunkedBackwardSteps() = default;
   /// lce_bwd_scale: counted rows and g_r of every row.
   virtual void scale() = 0;
+  /// Before the chunks: the dW (and db) sums of `acc` start at zero, so
+  /// they hold the right value (zero) when no chunk runs at all (N = 0).
+  virtual void zero(const ChunkedAccumulators &acc) = 0;
   /// Per chunk: dZ into the [C, V] workspace, or with `storeRaw` the raw
   /// logits (lce_fused_z).
   virtual void dz(bool storeRaw) = 0;
@@ -37,7 +40,7 @@ public:
   virtual void reduce() = 0;
 };
 
-/// scale; per chunk dZ (fused: raw logits, then row statistics and dZ in
+/// scale; zero the dW sums; per chunk dZ (fused: raw logits, then row statistics and dZ in
 /// place), dX, dW; finish; (fused) reduce — with the plan's chunking and
 /// workspaces. `plan` has begun and holds the "grow" workspace.
 void buildChunkedBackward(ChunkedBackwardSteps &steps, PlanBuilder &plan, const LceSpec &spec);

@@ -103,7 +103,14 @@ DictionaryAttr LaunchPlan::toAttr(MLIRContext *context) const {
       b.getNamedAttr("options", stringMap(b, options)),
       b.getNamedAttr("tile", b.getStringAttr(tile)),
   };
-  // Row chunks are the default and not spelled out.
+  // Row chunks and fully dynamic signatures are the default and not spelled
+  // out.
+  if (!entryArgExtents.empty()) {
+    SmallVector<Attribute> extents;
+    for (const std::vector<int64_t> &arg : entryArgExtents)
+      extents.push_back(b.getDenseI64ArrayAttr(arg));
+    fields.push_back(b.getNamedAttr("entry_arg_extents", b.getArrayAttr(extents)));
+  }
   if (chunkDim != "N")
     fields.push_back(b.getNamedAttr("chunk_dim", b.getStringAttr(chunkDim)));
   return b.getDictionaryAttr(fields);
@@ -180,6 +187,17 @@ FailureOr<LaunchPlan> LaunchPlan::fromAttr(DictionaryAttr attr, std::string &err
     k.perChunk = perChunk.getValue();
     plan.kernels.push_back(k);
   }
+  if (Attribute extents = attr.get("entry_arg_extents")) {
+    auto array = dyn_cast<ArrayAttr>(extents);
+    if (!array || array.size() != plan.entryArgs.size())
+      return fail("entry_arg_extents must hold one i64 array per entry argument");
+    for (Attribute a : array) {
+      auto arg = dyn_cast<DenseI64ArrayAttr>(a);
+      if (!arg)
+        return fail("entry_arg_extents must hold one i64 array per entry argument");
+      plan.entryArgExtents.emplace_back(arg.asArrayRef().begin(), arg.asArrayRef().end());
+    }
+  }
   plan.chunkSymbol = readString(attr, "chunk", ok);
   if (auto dim = attr.getAs<StringAttr>("chunk_dim"))
     plan.chunkDim = dim.str();
@@ -207,6 +225,45 @@ FailureOr<LaunchPlan> LaunchPlan::fromAttr(DictionaryAttr attr, std::string &err
     plan.options[o.getName().str()] = s.str();
   }
   return plan;
+}
+
+llvm::Error lossjit::checkDeclaredExtents(const LaunchPlan &plan,
+                                          const std::map<std::string, int64_t> &symbols) {
+  auto shapeText = [](ArrayRef<int64_t> extents) {
+    std::string text;
+    for (auto [i, e] : llvm::enumerate(extents))
+      text += (i ? "x" : "") + (e < 0 ? std::string("?") : std::to_string(e));
+    return text;
+  };
+  for (auto [index, extents] : llvm::enumerate(plan.entryArgExtents)) {
+    const std::string &role = index < plan.entryArgs.size() ? plan.entryArgs[index] : "";
+    // An argument the op does not read has no param (and no size) to check.
+    auto param = llvm::find_if(plan.params, [&](const PlanParam &p) { return p.name == role; });
+    if (role.empty() || param == plan.params.end())
+      continue;
+    for (auto [dim, declared] : llvm::enumerate(extents)) {
+      if (declared < 0 || dim >= param->shape.size())
+        continue;
+      const std::string &entry = param->shape[dim];
+      int64_t actual;
+      if (StringRef(entry).getAsInteger(10, actual)) {
+        auto it = symbols.find(entry);
+        if (it == symbols.end())
+          return llvm::createStringError("argument " + std::to_string(index) + " ('" + role +
+                                         "') of @" + plan.entry + ": dimension " +
+                                         std::to_string(dim) + " is '" + entry +
+                                         "', which is no dim or constant of the plan");
+        actual = it->second;
+      }
+      if (actual != declared)
+        return llvm::createStringError(
+            "argument " + std::to_string(index) + " ('" + role + "') of @" + plan.entry +
+            " is declared " + shapeText(extents) + ": dimension " + std::to_string(dim) + " (" +
+            entry + ") must be " + std::to_string(declared) + ", the input has " +
+            std::to_string(actual));
+    }
+  }
+  return llvm::Error::success();
 }
 
 void lossjit::attachLaunchPlan(Operation *module, const LaunchPlan &plan) {

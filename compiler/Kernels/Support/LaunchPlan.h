@@ -13,6 +13,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/Support/Error.h"
 
 #include <array>
 #include <map>
@@ -62,6 +63,12 @@ struct LaunchPlan {
   std::vector<std::string> entryArgs;
   /// For each result of that function, the output param it returns.
   std::vector<std::string> entryResults;
+  /// For each argument of that function, the extents its tensor type
+  /// declares (-1 where dynamic; empty for an unranked type). Empty when no
+  /// argument has a static extent. The kernels only see the runtime dims, so
+  /// without this a graph declaring tensor<3x4xf32> would run on 5 rows:
+  /// checkDeclaredExtents() compares it with every call.
+  std::vector<std::vector<int64_t>> entryArgExtents;
   std::string op = "linear_cross_entropy";
   std::vector<PlanParam> params;
   std::vector<std::string> dims = {"N", "V", "D"};
@@ -85,6 +92,13 @@ struct LaunchPlan {
   /// Decodes `toAttr`'s output; fails with a message on malformed input.
   static mlir::FailureOr<LaunchPlan> fromAttr(mlir::DictionaryAttr attr, std::string &error);
 };
+
+/// Compares every static extent in `plan.entryArgExtents` with the extent
+/// the argument's param has in this call (its shape entry evaluated over
+/// `symbols`: N, V, D and the constants). The error names the argument
+/// (index and role), the dimension, the declared and the actual extent.
+llvm::Error checkDeclaredExtents(const LaunchPlan &plan,
+                                 const std::map<std::string, int64_t> &symbols);
 
 /// Name of the top-level module attribute mapping each lowered function's
 /// name to its plan: `loss.launch_plans = {lce = {...}}`.

@@ -62,6 +62,7 @@
 // FILES-NEXT: capped_lce_combine.ptx sm_80
 // FILES-NEXT: capped_lce_reduce.ptx sm_80
 // FILES-NEXT: capped_grad_lce_bwd_scale.ptx sm_80
+// FILES-NEXT: capped_grad_lce_bwd_zero.ptx sm_80
 // FILES-NEXT: capped_grad_lce_bwd_dz.ptx sm_80
 // FILES-NEXT: capped_grad_lce_bwd_dx.ptx sm_80
 // FILES-NEXT: capped_grad_lce_bwd_dw.ptx sm_80

@@ -9,6 +9,7 @@
 #include "llvm/Support/FileSystem.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
 
@@ -170,6 +171,48 @@ TEST_F(CpuBackend, RejectsMismatchedBuffers) {
   EXPECT_EQ(llvm::toString(std::move(err)), "missing buffer 'lse' (f32, N elements)");
   err = op->run(buffers, {4, 0, 8});
   EXPECT_EQ(llvm::toString(std::move(err)), "V (vocabulary size) must be ≥ 1, got 0");
+}
+
+TEST_F(CpuBackend, StaticExtentsAreCheckedOnEveryCall) {
+  // The kernels see only N, V, D: without the check a graph declaring 3 rows
+  // would run on 5 (issue 16). Fixed N and V, dynamic D, through the cache
+  // too (the extents travel in the cached plan).
+  const char *graph = R"(
+    func.func @lce(%x: tensor<3x?xf32>, %w: tensor<5x?xf32>, %y: tensor<3xi64>) -> tensor<f32> {
+      %loss, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f32, compute = f32}
+          : tensor<3x?xf32>, tensor<5x?xf32>, tensor<3xi64> -> tensor<f32>, tensor<3xf32>
+      return %loss : tensor<f32>
+    })";
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(graph, context.get());
+  ASSERT_TRUE(module);
+  auto op = CpuCompiledOp::compile(*module, CpuTileConfig{});
+  ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
+  auto buffersFor = [](int64_t n, int64_t v, int64_t d, std::vector<float> &x,
+                       std::vector<float> &w, std::vector<int64_t> &y, std::vector<float> &loss,
+                       std::vector<float> &lse) {
+    x.assign(n * d, 0.5f), w.assign(v * d, 0.25f), y.assign(n, 1), loss.assign(1, -1.0f);
+    lse.assign(n, -1.0f);
+    return std::map<std::string, HostBuffer>{
+        {"x", {x.data(), "f32", n * d}},      {"w", {w.data(), "f32", v * d}},
+        {"labels", {y.data(), "i64", n}},     {"loss", {loss.data(), "f32", 1}},
+        {"lse", {lse.data(), "f32", n}}};
+  };
+  std::vector<float> x, w, loss, lse;
+  std::vector<int64_t> y;
+  // Matching extents (any D) run: equal logits give loss = log V.
+  auto buffers = buffersFor(3, 5, 7, x, w, y, loss, lse);
+  llvm::Error err = (*op)->run(buffers, {3, 5, 7});
+  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  EXPECT_NEAR(loss[0], std::log(5.0), 1e-6);
+  buffers = buffersFor(5, 5, 7, x, w, y, loss, lse);
+  err = (*op)->run(buffers, {5, 5, 7});
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "argument 0 ('x') of @lce is declared 3x?: dimension 0 (N) must be 3, the input has 5");
+  EXPECT_EQ(loss[0], -1.0f) << "nothing may run on a mismatch";
+  buffers = buffersFor(3, 6, 7, x, w, y, loss, lse);
+  err = (*op)->run(buffers, {3, 6, 7});
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "argument 1 ('w') of @lce is declared 5x?: dimension 0 (V) must be 5, the input has 6");
 }
 
 TEST_F(CpuBackend, SecondProcessLinksTheCachedObject) {

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 using namespace lossjit;
@@ -328,3 +329,55 @@ TEST_F(SimtBackward, TensorCoreLogitsFused) {
   }
 }
 
+TEST_F(SimtBackward, NoRowsWriteZeroGradients) {
+  // Issue 16: N = 0 left grad_w and grad_bias as the caller allocated them
+  // (torch.empty_like): per-chunk kernels ran zero times, and with f32
+  // storage lce_bwd_dw is what writes grad_w (with 16-bit storage the finish
+  // kernel rounded a never-zeroed accumulator). The sum over no rows is 0.
+  for (std::string dtype : {"f32", "bf16"})
+    for (std::string schedule : {"chunked", "recompute", "fused"}) {
+      GradCase c{0, 37, 9, dtype, "sum", true};
+      c.strategy = schedule == "recompute" ? "recompute" : "chunked";
+      SCOPED_TRACE(describe(c) + " " + schedule);
+      LceGraphOptions g = options(c, true);
+      g.fusedForward = schedule == "fused";
+      auto graph = buildLinearCrossEntropyGraph(*context, g);
+      ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+      auto tile = TileConfig::parse(c.tile);
+      ASSERT_TRUE(static_cast<bool>(tile));
+      std::vector<Stage> stages = gpuStages(GpuTarget{}, *tile);
+      while (stages.back().name != "kernels")
+        stages.pop_back();
+      auto timings = runStages(**graph, stages);
+      ASSERT_TRUE(static_cast<bool>(timings)) << llvm::toString(timings.takeError());
+      std::string error;
+      auto plans = readLaunchPlans(**graph, error);
+      ASSERT_TRUE(mlir::succeeded(plans)) << error;
+      int64_t es = dtype == "f32" ? 4 : 2;
+      std::vector<char> x(16), w(c.v * c.d * es, 0), bias(c.v * es, 0), labels(16), lse(16);
+      std::vector<float> loss(1, -1.0f), gradLoss(1, 1.0f);
+      // Garbage (NaN bit patterns) where the gradients go: nothing may survive.
+      std::vector<char> gx(16), gw(c.v * c.d * es, char(0xff)), gb(c.v * es, char(0xff));
+      std::map<std::string, simt::SimtHostBuffer> buffers = {
+          {"x", {x.data(), typeOf(dtype), 0}},
+          {"w", {w.data(), typeOf(dtype), c.v * c.d}},
+          {"bias", {bias.data(), typeOf(dtype), c.v}},
+          {"labels", {labels.data(), simt::ElementType::I64, 0}},
+          {"lse", {lse.data(), simt::ElementType::F32, 0}},
+          {"grad_x", {gx.data(), typeOf(dtype), 0}},
+          {"grad_w", {gw.data(), typeOf(dtype), c.v * c.d}},
+          {"grad_bias", {gb.data(), typeOf(dtype), c.v}}};
+      if (g.fusedForward)
+        buffers["loss"] = {loss.data(), simt::ElementType::F32, 1};
+      else
+        buffers["grad_loss"] = {gradLoss.data(), simt::ElementType::F32, 1};
+      llvm::Error err = simt::runPlanOnSimt(**graph, plans->front(), buffers, {c.n, c.v, c.d});
+      ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+      EXPECT_EQ(std::count(gw.begin(), gw.end(), 0), static_cast<long>(gw.size()))
+          << "grad_w must be all zeros";
+      EXPECT_EQ(std::count(gb.begin(), gb.end(), 0), static_cast<long>(gb.size()))
+          << "grad_bias must be all zeros";
+      if (g.fusedForward)
+        EXPECT_EQ(loss[0], 0.0f) << "a sum over no rows";
+    }
+}

@@ -28,6 +28,9 @@ struct Backward : ChunkedBackwardSteps {
   ChunkedAccumulators acc;
 
   void scale() override { buildScale(); }
+  /// No kernel: the host always runs a first chunk (empty when N = 0, see
+  /// CpuCompiledOp::run), where lce_bwd_dw_chunk zeroes the sums itself.
+  void zero(const ChunkedAccumulators &) override {}
   void dz(bool storeRaw) override { buildDz(storeRaw); }
   void fusedRows() override { buildFusedLse(); }
   void fusedDz() override { buildFusedDz(); }

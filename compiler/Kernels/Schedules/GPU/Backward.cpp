@@ -49,6 +49,10 @@ struct Backward : ChunkedBackwardSteps {
   ChunkedAccumulators acc;
 
   void scale() override { buildScale(); }
+  void zero(const ChunkedAccumulators &accumulators) override {
+    acc = accumulators;
+    buildZero();
+  }
   void dz(bool storeRaw) override { buildDz(storeRaw); }
   void fusedRows() override { buildFusedLse(); }
   void fusedDz() override { buildFusedDz(); }
@@ -187,8 +191,29 @@ struct Backward : ChunkedBackwardSteps {
     s.sink.end();
   }
 
-  /// lce_bwd_dw (per chunk): dW_acc[j, d] (+)= Σ_{r in chunk} dZ[r, j]·X[r, d]
-  /// in row order, starting from 0 at the first chunk; db likewise (thread
+  /// lce_bwd_zero: dW_acc = 0 (and db_acc), before the chunks. A kernel of
+  /// its own rather than "start from 0 at the first chunk": with N = 0 no
+  /// chunk runs, and an empty chunk is no option (the per-chunk kernels
+  /// clamp row indices onto a row that must exist). With f32 storage these
+  /// are grad_w and grad_bias themselves.
+  void buildZero() {
+    KernelSignature sig("lce_bwd_zero");
+    sig.arg("dw_acc", flat(s.f32()), acc.dw);
+    sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.f32()), acc.db);
+    sig.arg("V", s.index()).arg("D", s.index());
+    LaunchShape launch{{"cdiv(V*D," + s.threads() + ")", "1", "1"}};
+    KernelArgs a = s.sink.begin(sig, launch);
+    KernelEmitter e = emitter();
+    Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e));
+    e.ifThen(below(e, i, e.mul(a["V"], a["D"])),
+             [&](KernelEmitter &se) { se.store(se.f32(0.0), a["dw_acc"], i); });
+    if (Value db = a["db_acc"])
+      e.ifThen(below(e, i, a["V"]), [&](KernelEmitter &se) { se.store(se.f32(0.0), db, i); });
+    s.sink.end();
+  }
+
+  /// lce_bwd_dw (per chunk): dW_acc[j, d] += Σ_{r in chunk} dZ[r, j]·X[r, d]
+  /// in row order, on top of lce_bwd_zero's zeros; db likewise (thread
   /// d = 0). Only the thread that stores an accumulator reads it.
   void buildDw() {
     KernelSignature sig("lce_bwd_dw");
@@ -210,8 +235,7 @@ struct Backward : ChunkedBackwardSteps {
                    s.simtTile.threads,
                    d};
     Fragment owned = s.simtMatmul.layout(e, tile);
-    Value notFirst = e.cmpI(arith::CmpIPredicate::ne, cb, e.index(0));
-    Value resume = e.andI(notFirst, owned.colValid[0]);
+    Value resume = owned.colValid[0];
     SmallVector<Value> init;
     for (int64_t i = 0; i < bn; ++i) {
       Value at = e.add(e.mul(owned.rows[i], d), owned.cols[0]);
@@ -231,12 +255,10 @@ struct Backward : ChunkedBackwardSteps {
       // The thread of column 0 owns db (it sums dZ over the chunk's rows).
       Value col = e.add(tile.colBegin, gpuThreadIdx(e));
       e.ifThen(e.cmpI(arith::CmpIPredicate::eq, col, e.index(0)), [&](KernelEmitter &be) {
-        Value resumeB = be.cmpI(arith::CmpIPredicate::ne, cb, be.index(0));
         for (int64_t i = 0; i < bn; ++i) {
           Value j = dw.rows[i];
-          Value start = be.ifElse(
-              resumeB, [&](KernelEmitter &l) { return l.load(db, j); },
-              [](KernelEmitter &z) { return z.f32(0.0); });
+          // Rows past V are clamped onto V - 1, which exists (V >= 1).
+          Value start = be.load(db, j);
           Value sum = be.forLoop(cb, ce, be.index(1), {start},
                                  [&](KernelEmitter &ke, Value r, ValueRange it) {
                                    Value at = ke.add(ke.mul(ke.sub(r, cb), v), j);

@@ -1,0 +1,1 @@
+func.func @lce(%x: tensor<3x
