@@ -78,22 +78,33 @@ protected:
                  const std::map<std::string, HostBuffer> &buffers) {
     auto graph = buildLinearCrossEntropyGraph(*context, options(c, gradient));
     ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-    auto tile = TileConfig::parse(c.tile);
-    ASSERT_TRUE(static_cast<bool>(tile)) << llvm::toString(tile.takeError());
-    std::vector<Stage> stages = gpuStages(GpuTarget{}, *tile);
-    while (stages.back().name != "kernels")
-      stages.pop_back();
-    auto timings = runStages(**graph, stages);
-    ASSERT_TRUE(static_cast<bool>(timings)) << llvm::toString(timings.takeError());
-    std::string error;
-    auto plans = readLaunchPlans(**graph, error);
-    ASSERT_TRUE(mlir::succeeded(plans)) << error;
+    LaunchPlan plan = lowerToKernels(**graph, c.tile);
+    ASSERT_FALSE(HasFailure());
     std::map<std::string, simt::SimtHostBuffer> simtBuffers;
     for (const auto &[name, b] : buffers)
       simtBuffers[name] = {b.data, typeOf(b.dtype), b.count};
     llvm::Error err =
-        simt::runPlanOnSimt(**graph, plans->front(), simtBuffers, {c.n, c.v, c.d});
+        simt::runPlanOnSimt(**graph, plan, simtBuffers, {c.n, c.v, c.d});
     ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  }
+
+  /// Lowers `graph` to GPU kernels with `tileText` and returns its plan.
+  LaunchPlan lowerToKernels(mlir::ModuleOp graph, const std::string &tileText) {
+    auto tile = TileConfig::parse(tileText);
+    EXPECT_TRUE(static_cast<bool>(tile)) << llvm::toString(tile.takeError());
+    if (!tile)
+      return {};
+    std::vector<Stage> stages = gpuStages(GpuTarget{}, *tile);
+    while (stages.back().name != "kernels")
+      stages.pop_back();
+    auto timings = runStages(graph, stages);
+    EXPECT_TRUE(static_cast<bool>(timings)) << llvm::toString(timings.takeError());
+    std::string error;
+    auto plans = readLaunchPlans(graph, error);
+    EXPECT_TRUE(mlir::succeeded(plans)) << error;
+    if (mlir::failed(plans) || plans->empty())
+      return {};
+    return plans->front();
   }
 
   /// The CPU backend's gradients for the same inputs (same lse).
@@ -193,16 +204,8 @@ protected:
     g.fusedForward = true;
     auto graph = buildLinearCrossEntropyGraph(*context, g);
     ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-    auto tile = TileConfig::parse(c.tile);
-    ASSERT_TRUE(static_cast<bool>(tile));
-    std::vector<Stage> stages = gpuStages(GpuTarget{}, *tile);
-    while (stages.back().name != "kernels")
-      stages.pop_back();
-    auto timings = runStages(**graph, stages);
-    ASSERT_TRUE(static_cast<bool>(timings)) << llvm::toString(timings.takeError());
-    std::string error;
-    auto plans = readLaunchPlans(**graph, error);
-    ASSERT_TRUE(mlir::succeeded(plans)) << error;
+    LaunchPlan plan = lowerToKernels(**graph, c.tile);
+    ASSERT_FALSE(HasFailure());
     int64_t es = c.dtype == "f32" ? 4 : 2;
     std::vector<float> loss(1), lse(c.n);
     std::vector<char> gx(c.n * c.d * es), gw(c.v * c.d * es), gb(c.v * es);
@@ -216,7 +219,7 @@ protected:
         {"grad_x", {gx.data(), typeOf(c.dtype), c.n * c.d}},
         {"grad_w", {gw.data(), typeOf(c.dtype), c.v * c.d}},
         {"grad_bias", {gb.data(), typeOf(c.dtype), c.v}}};
-    llvm::Error err = simt::runPlanOnSimt(**graph, plans->front(), buffers, {c.n, c.v, c.d});
+    llvm::Error err = simt::runPlanOnSimt(**graph, plan, buffers, {c.n, c.v, c.d});
     ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
     LceReference ref = referenceLinearCrossEntropy(in.problem);
     EXPECT_LE(std::fabs(loss[0] - ref.loss), 1e-4 * std::fabs(ref.loss)) << "loss";
@@ -343,16 +346,8 @@ TEST_F(SimtBackward, NoRowsWriteZeroGradients) {
       g.fusedForward = schedule == "fused";
       auto graph = buildLinearCrossEntropyGraph(*context, g);
       ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-      auto tile = TileConfig::parse(c.tile);
-      ASSERT_TRUE(static_cast<bool>(tile));
-      std::vector<Stage> stages = gpuStages(GpuTarget{}, *tile);
-      while (stages.back().name != "kernels")
-        stages.pop_back();
-      auto timings = runStages(**graph, stages);
-      ASSERT_TRUE(static_cast<bool>(timings)) << llvm::toString(timings.takeError());
-      std::string error;
-      auto plans = readLaunchPlans(**graph, error);
-      ASSERT_TRUE(mlir::succeeded(plans)) << error;
+      LaunchPlan plan = lowerToKernels(**graph, c.tile);
+      ASSERT_FALSE(HasFailure());
       int64_t es = dtype == "f32" ? 4 : 2;
       std::vector<char> x(16), w(c.v * c.d * es, 0), bias(c.v * es, 0), labels(16), lse(16);
       std::vector<float> loss(1, -1.0f), gradLoss(1, 1.0f);
@@ -371,7 +366,7 @@ TEST_F(SimtBackward, NoRowsWriteZeroGradients) {
         buffers["loss"] = {loss.data(), simt::ElementType::F32, 1};
       else
         buffers["grad_loss"] = {gradLoss.data(), simt::ElementType::F32, 1};
-      llvm::Error err = simt::runPlanOnSimt(**graph, plans->front(), buffers, {c.n, c.v, c.d});
+      llvm::Error err = simt::runPlanOnSimt(**graph, plan, buffers, {c.n, c.v, c.d});
       ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
       EXPECT_EQ(std::count(gw.begin(), gw.end(), 0), static_cast<long>(gw.size()))
           << "grad_w must be all zeros";
