@@ -276,6 +276,10 @@ TEST_F(AotCApiTest, NoRowsStillZeroTheWeightGradients) {
     ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
     std::string arch = baseArch(api.handleArch());
     std::string dir = bundleDir(api.dir, "backward", arch);
+    if (dir.empty() && api.name.find("mma") != std::string::npos) {
+      EXPECT_EQ(api.destroy(), 0); // the tensor-core C APIs are forward-only so far
+      continue;
+    }
     ASSERT_FALSE(dir.empty());
     auto bundle = runtime::readBundleDirectory(dir);
     ASSERT_TRUE(bundle) << bundle.errorMessage();
