@@ -86,10 +86,10 @@ public:
                                          mlir::ValueRange iters, const LoopBody &body);
   /// scf.if without results.
   void ifThen(mlir::Value cond, const std::function<void(KernelEmitter &)> &then);
-  /// scf.if yielding one value from each branch.
   /// scf.if with an else branch and no results.
   void ifThenElse(mlir::Value cond, const std::function<void(KernelEmitter &)> &then,
                   const std::function<void(KernelEmitter &)> &otherwise);
+  /// scf.if yielding one value from each branch.
   mlir::Value ifElse(mlir::Value cond, const std::function<mlir::Value(KernelEmitter &)> &then,
                      const std::function<mlir::Value(KernelEmitter &)> &otherwise);
 

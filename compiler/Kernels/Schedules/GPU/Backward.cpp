@@ -121,15 +121,9 @@ struct Backward : ChunkedBackwardSteps {
     LaunchShape launch{{"cdiv(C," + s.bn() + ")", "cdiv(V," + std::to_string(cols) + ")", "1"},
                        "none",
                        /*perChunk=*/true};
-    SmallVector<ScratchBuffer> operands = s.matmul.scratch(st());
-    for (const ScratchBuffer &buffer : operands) {
-      assert(buffer.align <= kDynamicSharedAlign && "dynamic views are 16-byte aligned");
-      launch.dynamicWorkgroup.push_back(s.shared(buffer.elements, buffer.type));
-    }
+    s.stageOperands(launch);
     KernelArgs a = s.sink.begin(sig, launch);
-    SmallVector<Value> scratch;
-    for (unsigned i = 0; i < operands.size(); ++i)
-      scratch.push_back(a.workgroup(i));
+    SmallVector<Value> scratch = s.staged(a, launch);
     KernelEmitter e = emitter();
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"];
     Value first = e.add(cb, e.mul(gpuBlockIdx(e, 0), e.index(bm)));

@@ -34,22 +34,14 @@ void buildPartial(GpuSchedule &s) {
     sig.arg("part_" + field, s.flat(s.f32()));
     launch.workgroup.push_back(s.shared(s.matmul.rowMergeSlots(bn), s.f32()));
   }
-  // The strategy's operand staging (a cp.async ring) in dynamic shared
-  // memory: static shared memory stops at 48 KiB.
-  SmallVector<ScratchBuffer> operands = s.matmul.scratch(s.storage());
-  for (const ScratchBuffer &buffer : operands) {
-    assert(buffer.align <= kDynamicSharedAlign && "dynamic views are 16-byte aligned");
-    launch.dynamicWorkgroup.push_back(s.shared(buffer.elements, buffer.type));
-  }
+  s.stageOperands(launch);
   sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
   KernelArgs a = s.sink.begin(sig, launch);
-  SmallVector<Value> shared, partials, scratch;
+  SmallVector<Value> shared, partials, scratch = s.staged(a, launch);
   for (unsigned f = 0; f < s.stats.width(); ++f) {
     shared.push_back(a.workgroup(f));
     partials.push_back(a["part_" + s.stats.fieldNames()[f]]);
   }
-  for (unsigned b = 0; b < operands.size(); ++b)
-    scratch.push_back(a.workgroup(s.stats.width() + b));
 
   KernelEmitter e(s.sink.builder(), s.sink.location());
   Value n = a["N"], v = a["V"], d = a["D"], bias = a["bias"];

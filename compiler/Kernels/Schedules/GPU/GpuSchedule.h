@@ -8,6 +8,8 @@
 #include "compiler/Kernels/Support/KernelSignature.h"
 #include "compiler/Kernels/Support/LceSpec.h"
 
+#include <cassert>
+
 namespace lossjit {
 
 /// What every GPU kernel builder of one variant reads.
@@ -34,6 +36,21 @@ struct GpuSchedule {
   /// Static shared memory of `count` elements.
   mlir::MemRefType shared(int64_t count, mlir::Type t) const {
     return GpuKernelSink::shared(sink.builder().getContext(), count, t);
+  }
+  /// Adds the operand staging the logits strategy needs (a cp.async ring)
+  /// to `launch`'s dynamic shared memory: static shared memory stops at
+  /// 48 KiB. staged() gives the buffers once the kernel has begun.
+  void stageOperands(LaunchShape &launch) const {
+    for (const ScratchBuffer &buffer : matmul.scratch(storage())) {
+      assert(buffer.align <= kDynamicSharedAlign && "dynamic views are 16-byte aligned");
+      launch.dynamicWorkgroup.push_back(shared(buffer.elements, buffer.type));
+    }
+  }
+  llvm::SmallVector<mlir::Value> staged(const KernelArgs &args, const LaunchShape &launch) const {
+    llvm::SmallVector<mlir::Value> buffers;
+    for (size_t i = 0; i < launch.dynamicWorkgroup.size(); ++i)
+      buffers.push_back(args.workgroup(static_cast<unsigned>(launch.workgroup.size() + i)));
+    return buffers;
   }
   std::string bn() const { return std::to_string(tile.blockRows); }
   std::string simtBn() const { return std::to_string(simtTile.blockRows); }
