@@ -74,14 +74,17 @@ AOT_VARIANTS=(
 TEST_WORKSPACE_BYTES=65536
 TEST_VARIANTS=("f16 mean 1" "f16 none 0" "bf16 mean 1" "bf16 none 0" "f32 mean 1" "f32 none 0")
 
-# Tensor-core forward bundles (.bundle/test-kernels/mma-<dtype>-<reduction>-
-# <bias>-<BMxBNxBKxstages>/), opt-in so far: f16/bf16 x mean/none x bias or
-# not x these tiles (the default and the one-warp tile). Test-only for now:
-# their manifest options equal the SIMT bundles' (only the tile differs) and
-# the Python package, which matches by options, must keep picking SIMT.
+# Tensor-core check bundles (.bundle/test-kernels/mma-<dtype>-<reduction>-
+# <bias>-<tile>/), forward only: f16/bf16 x mean/none x bias or not x these
+# tiles — the default and the one-warp tensor-core tile, and the SIMT tile
+# they are compared with (the kernel path's f16/bf16 bundles are tensor-core
+# ones: lossjit-aot's --tile auto). Test-only: their manifest options equal
+# the kernel path's (only the tile differs), so they stay off the path
+# pytest and the benchmark read.
 MMA_TILES=(
   "64x64x32x3|matmul=mma_sync,block_rows=64,block_cols=64,block_k=32,threads=128,stages=3"
   "32x32x16x2|matmul=mma_sync,block_rows=32,block_cols=32,block_k=16,threads=32,stages=2"
+  "simt|matmul=simt"
 )
 
 # The graph (MLIR, the loss dialect) of one test variant: @lce (forward) and
@@ -161,7 +164,7 @@ prepare() {
     test_graph "$dtype" "$reduction" "$bias" "$TEST_WORKSPACE_BYTES" >"$graph"
     jobs+=("$graph --no-c-api --arch $ARCHES -o $BUNDLE/test-kernels/$name")
   done
-  # Tensor-core forward bundles (see MMA_TILES).
+  # Tensor-core check bundles (see MMA_TILES).
   local tile
   for dtype in f16 bf16; do
     for reduction in mean none; do
@@ -240,7 +243,7 @@ PY
     echo "aot: $(cd "$BUNDLE/aot" && echo *)"
     echo "kernels: $(cd "$BUNDLE/kernels" && ls -d */ | wc -l) variants"
     echo "test-kernels: $(cd "$BUNDLE/test-kernels" && ls -d *-ws*/ | wc -l) variants"
-    echo "mma-kernels: $(cd "$BUNDLE/test-kernels" && ls -d mma-*/ | wc -l) tensor-core forward variants"
+    echo "mma-kernels: $(cd "$BUNDLE/test-kernels" && ls -d mma-*/ | wc -l) tensor-core check variants (forward, with their SIMT references)"
   } >"$BUNDLE/PREPARED"
   local size
   size=$(du -sm "$BUNDLE" | cut -f1)

@@ -25,8 +25,8 @@ chip, the script
 Variants (f16 and bf16 each): forward with matmul=simt (the default tile),
 forward with matmul=mma_sync (the 64x64x32 3-stage 128-thread default tile,
 and a 32x32 one-warp tile), the chunked and the recompute backward, and the
-fused forward+backward (SIMT, and with their logits on mma_sync: dZ·W and
-dZᵀ·X are SIMT only so far).
+fused forward+backward (SIMT, and on mma_sync: all three products on tensor
+cores, dZ stored in the 16-bit storage type).
 
 The time model, per kernel (all of it is stated again in the printed notes):
 
@@ -155,15 +155,16 @@ VARIANTS = [
     ("bwd-chunked", "backward", "", "", "backward"),
     ("bwd-recompute", "backward", ', strategy = "recompute"', "", "backward"),
     ("fused", "fused", "", "", "fused"),
-    # Tensor cores for the backward's logits (lce_bwd_dz / lce_fused_z);
-    # dZ·W and dZᵀ·X stay SIMT.
+    # Tensor cores for all three products of the backward (the JIT's
+    # default for f16/bf16 on sm_80+: tile auto).
     ("bwd-chunked-mma64", "backward", "", "matmul=mma_sync", "backward"),
     ("fused-mma64", "fused", "", "matmul=mma_sync", "fused"),
 ]
 DTYPES = ["f16", "bf16"]
-# The forward+backward estimate of a forward variant adds this backward
-# (the GPU default: strategy auto -> chunked, SIMT).
-DEFAULT_BACKWARD = "bwd-chunked"
+# The forward+backward estimate of a forward variant adds the chunked
+# backward on the same strategy (strategy auto -> chunked).
+PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64",
+                   "fwd-mma32": "bwd-chunked-mma64"}
 
 
 class ModelError(Exception):
@@ -532,14 +533,23 @@ def kernel_work(kind, shape, tile, env, chunks, e):
     S = tile.get("splits", 8)
     mma = tile.get("matmul") == "mma_sync"
     BC = tile.get("block_cols", 0) or T
-    if mma and kind not in ("lce_partial", "lce_bwd_dz", "lce_fused_z"):
+    products = ("lce_partial", "lce_bwd_dz", "lce_fused_z", "lce_bwd_dx", "lce_bwd_dw")
+    # With tensor cores the gradient products read a 16-bit dZ.
+    z_elem = e if mma and kind in ("lce_bwd_dz", "lce_bwd_dx", "lce_bwd_dw") else 4
+    dz16 = mma  # lce_fused_dz writes a 16-bit dZ next to the raw logits
+    if mma and kind not in products:
         # The kernels the tensor-core strategy does not build run on the SIMT
         # tile next to it (GpuSchedule::simtTile): 4 rows per thread, the
         # configured threads, one column per thread.
         BR, mma, BC = 4, False, T
     C = env.get("C", N)
     f = 4
-    x_bytes, w_bytes, z_bytes = N * D * e, V * D * e, N * V * f
+    x_bytes, w_bytes, z_bytes = N * D * e, V * D * e, N * V * z_elem
+    wm, wn = BR // 32, BC // 32
+    # cp.async writes each staged element once; ldmatrix reads the A rows
+    # once per warp column and the B rows once per warp row.
+    def mma_smem(blocks, k):
+        return blocks * k * e * (BR * (1 + wn) + BC * (1 + wm))
     r = {"flops": 0, "tile_bytes": 0, "floor_bytes": 0, "smem_bytes": 0}
 
     if kind == "lce_partial":
@@ -550,10 +560,7 @@ def kernel_work(kind, shape, tile, env, chunks, e):
         r["tile_bytes"] = rb * tiles * (BR + BC) * D * e + out
         r["floor_bytes"] = x_bytes + w_bytes + out
         if mma:
-            wm, wn = BR // 32, BC // 32
-            # cp.async writes each staged element once; ldmatrix reads the A
-            # rows once per warp column and the B rows once per warp row.
-            r["smem_bytes"] = rb * tiles * D * e * (BR * (1 + wn) + BC * (1 + wm))
+            r["smem_bytes"] = mma_smem(rb * tiles, D)
         else:
             r["smem_bytes"] = rb * S * 2 * 2 * BR * T * f   # the row-merge trees
     elif kind == "lce_combine":
@@ -569,29 +576,35 @@ def kernel_work(kind, shape, tile, env, chunks, e):
         r["flops"] = 2 * N * D * V
         r["tile_bytes"] = rb * vt * (BR + BC) * D * e + z_bytes
         if mma:
-            wm, wn = BR // 32, BC // 32
-            r["smem_bytes"] = rb * vt * D * e * (BR * (1 + wn) + BC * (1 + wm))
+            r["smem_bytes"] = mma_smem(rb * vt, D)
         r["floor_bytes"] = x_bytes + chunks * w_bytes + z_bytes
     elif kind == "lce_fused_lse":
         b = z_bytes + N * 3 * f
         r.update(tile_bytes=b, floor_bytes=b)
     elif kind == "lce_fused_dz":
-        b = 2 * z_bytes + N * 3 * f
+        # Reads the f32 raw logits; writes dZ in place (f32) or, on tensor
+        # cores, a 16-bit copy.
+        b = z_bytes + N * V * (e if dz16 else f) + N * 3 * f
         r.update(tile_bytes=b, floor_bytes=b)
     elif kind == "lce_bwd_dx":
-        # Blocks of BR rows x T columns of D, k over V: dZ rows re-read per
+        # Blocks of BR rows x BC columns of D, k over V: dZ rows re-read per
         # D tile, W re-read per row block.
-        rb = chunks * cdiv(C, BR)
+        rb, dt = chunks * cdiv(C, BR), cdiv(D, BC)
         r["flops"] = 2 * N * D * V
-        r["tile_bytes"] = z_bytes * cdiv(D, T) + rb * V * D * e + x_bytes
+        r["tile_bytes"] = z_bytes * dt + rb * V * D * e + x_bytes
         r["floor_bytes"] = z_bytes + chunks * w_bytes + x_bytes
+        if mma:
+            r["smem_bytes"] = mma_smem(rb * dt, V)
     elif kind == "lce_bwd_dw":
-        # Per chunk, blocks of BR vocab rows x T columns of D, k over the
+        # Per chunk, blocks of BR vocab rows x BC columns of D, k over the
         # chunk's rows; the f32 accumulator is read back after chunk 0.
         acc = (2 * chunks - 1) * V * D * f
+        vb, dt = cdiv(V, BR), cdiv(D, BC)
         r["flops"] = 2 * N * D * V
-        r["tile_bytes"] = z_bytes * cdiv(D, T) + cdiv(V, BR) * N * D * e + acc
+        r["tile_bytes"] = z_bytes * dt + vb * N * D * e + acc
         r["floor_bytes"] = z_bytes + x_bytes + acc
+        if mma:
+            r["smem_bytes"] = mma_smem(vb * dt, N)
     elif kind == "lce_bwd_finish":
         b = V * D * (f + e)
         r.update(tile_bytes=b, floor_bytes=b)
@@ -813,12 +826,13 @@ def summaries(per_chip, shape_name):
         row = {"variant": key, "pass": entry["pass"]}
         if entry["pass"] == "forward":
             row["fwd"] = (s["t_est_s"], s["t_l2reuse_s"], s["t_floor_s"])
-            bwd = v.get("%s/%s" % (DEFAULT_BACKWARD, entry["dtype"]))
+            paired = PAIRED_BACKWARD.get(key.split("/")[0], "bwd-chunked")
+            bwd = v.get("%s/%s" % (paired, entry["dtype"]))
             if bwd:
                 b = bwd["shapes"][shape_name]
                 row["fwdbwd"] = (s["t_est_s"] + b["t_est_s"], s["t_l2reuse_s"] + b["t_l2reuse_s"],
                                  s["t_floor_s"] + b["t_floor_s"])
-                row["fwdbwd_note"] = "+ " + DEFAULT_BACKWARD
+                row["fwdbwd_note"] = "+ " + paired
         elif entry["pass"] == "fused":
             row["fwdbwd"] = (s["t_est_s"], s["t_l2reuse_s"], s["t_floor_s"])
             row["fwdbwd_note"] = "one fused op"
@@ -906,10 +920,11 @@ def render_markdown(results, command):
     lines.append("- FLOPs: 2·N·D·V per logits product, dX and dW product each (DESIGN §3: chunked "
                  "backward 6·N·D·V, recompute 8·N·D·V, fused forward+backward 6·N·D·V); "
                  "elementwise kernels count as memory only.")
-    lines.append("- Forward variants' fwd+bwd adds the %s backward (the GPU default; "
-                 "bwd-chunked-mma64 and fused-mma64 put the backward's logits on tensor cores, its dZ·W "
-                 "and dZᵀ·X stay SIMT). H200 mma.sync: Hopper's full rate needs "
-                 "wgmma, so the mma_sync rows there are optimistic." % DEFAULT_BACKWARD)
+    lines.append("- Forward variants' fwd+bwd adds the chunked backward on the same strategy "
+                 "(fwd-simt + bwd-chunked; fwd-mma* + bwd-chunked-mma64, whose logits, dZ·W and "
+                 "dZᵀ·X all run on tensor cores: with fwd-mma64 the JIT's default for f16/bf16 "
+                 "on sm_80+). H200 mma.sync: Hopper's full rate needs wgmma, so the mma_sync "
+                 "rows there are optimistic.")
     lines.append("")
     lines.append("Command: `%s`" % command)
     if results.get("warnings"):

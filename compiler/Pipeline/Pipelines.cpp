@@ -117,11 +117,13 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
   // input IR already carries keeps its other fields.
   const TileConfig defaults = TileConfig::forMatmul(tile.matmul);
   std::string select = "target=gpu chip=" + target.chip;
+  if (tile.automatic)
+    select += " matmul=auto";
   // The strategy first: selecting it starts from its own tile.
-  if (tile.matmul != TileConfig().matmul)
+  else if (tile.matmul != TileConfig().matmul)
     select += " matmul=" + loss::stringifyMatmulKind(tile.matmul).str();
   auto knob = [&](llvm::StringRef name, int64_t value, int64_t fallback) {
-    if (value != fallback)
+    if (value != fallback && !tile.automatic)
       select += " " + name.str() + "=" + std::to_string(value);
   };
   knob("block-rows", tile.blockRows, defaults.blockRows);

@@ -32,13 +32,17 @@ struct GpuPipelineOptions : PassPipelineOptions<GpuPipelineOptions> {
   Option<std::string> features{*this, "features",
                                llvm::cl::desc("PTX features (default: by chip)"),
                                llvm::cl::init("")};
-  Option<loss::MatmulKind> matmul{
+  /// A strategy, or the JIT's per-op choice.
+  enum class Matmul { simt, mma_sync, automatic };
+  Option<Matmul> matmul{
       *this, "matmul",
       llvm::cl::desc("tile products (each strategy starts from its own default tile)"),
-      llvm::cl::init(loss::MatmulKind::simt),
-      llvm::cl::values(clEnumValN(loss::MatmulKind::simt, "simt", "f32 FMA per thread"),
-                       clEnumValN(loss::MatmulKind::mma_sync, "mma_sync",
-                                  "tensor cores, sm_80+, f16/bf16, forward"))};
+      llvm::cl::init(Matmul::simt),
+      llvm::cl::values(clEnumValN(Matmul::simt, "simt", "f32 FMA per thread"),
+                       clEnumValN(Matmul::mma_sync, "mma_sync", "tensor cores, sm_80+, f16/bf16"),
+                       clEnumValN(Matmul::automatic, "auto",
+                                  "per op, as the JIT: mma_sync for f16/bf16 on sm_80+ "
+                                  "(not the recompute schedule), else simt"))};
   // -1: the strategy's default (TileConfig::forMatmul).
   Option<int64_t> blockRows{*this, "block-rows", llvm::cl::init(-1)};
   Option<int64_t> threads{*this, "threads", llvm::cl::init(-1)};
@@ -76,8 +80,14 @@ void lossjit::registerLossJITPasses() {
         "loss graph → fused op → GPU kernels → NVVM → PTX (in-process)",
         [](OpPassManager &pm, const GpuPipelineOptions &o) {
           GpuTarget target{o.chip, o.features};
-          TileConfig tile = TileConfig::forMatmul(o.matmul).with(
-              {o.blockRows, o.threads, o.splits, o.stages, o.blockCols, o.blockK});
+          using Matmul = GpuPipelineOptions::Matmul;
+          TileConfig tile =
+              o.matmul == Matmul::automatic
+                  ? TileConfig::automaticChoice()
+                  : TileConfig::forMatmul(o.matmul == Matmul::mma_sync ? loss::MatmulKind::mma_sync
+                                                                       : loss::MatmulKind::simt)
+                        .with({o.blockRows, o.threads, o.splits, o.stages, o.blockCols,
+                               o.blockK});
           (void)addStages(pm, gpuStages(target, tile));
         });
     PassPipelineRegistration<CpuPipelineOptions>(

@@ -32,11 +32,13 @@ loss::Schedule defaultSchedule(Operation *op, bool host) {
   return loss::Schedule::forward;
 }
 
-/// The GPU tile a chip starts from. One table for every chip while SIMT is
-/// the only strategy; the tensor-core strategies choose per chip here.
-TileConfig defaultGpuTile(llvm::StringRef chip) {
-  (void)chip;
-  return TileConfig{};
+/// The storage type of a fused op.
+Type storageOf(Operation *op) {
+  if (auto fwd = dyn_cast<loss::LinearCrossEntropyOp>(op))
+    return fwd.getStorage();
+  if (auto grad = dyn_cast<loss::LinearCrossEntropyGradOp>(op))
+    return grad.getStorage();
+  return cast<loss::LinearCrossEntropyWithGradOp>(op).getStorage();
 }
 
 struct SelectLoweringConfigPass
@@ -50,16 +52,18 @@ struct SelectLoweringConfigPass
       return signalPassFailure();
     }
     std::optional<loss::MatmulKind> kind;
-    if (!matmul.empty() && !(kind = loss::symbolizeMatmulKind(matmul))) {
-      getOperation().emitError() << "loss-select-lowering-config: matmul must be simt or mma_sync, got '"
-                                 << matmul << "'";
+    const bool automatic = matmul == "auto";
+    if (!matmul.empty() && !automatic && !(kind = loss::symbolizeMatmulKind(matmul))) {
+      getOperation().emitError()
+          << "loss-select-lowering-config: matmul must be simt, mma_sync or auto, got '" << matmul
+          << "'";
       return signalPassFailure();
     }
     WalkResult result = getOperation().walk([&](Operation *op) {
       if (!isa<loss::LinearCrossEntropyOp, loss::LinearCrossEntropyGradOp,
                loss::LinearCrossEntropyWithGradOp>(op))
         return WalkResult::advance();
-      return succeeded(target == "gpu" ? selectGpu(op, kind) : selectCpu(op))
+      return succeeded(target == "gpu" ? selectGpu(op, kind, automatic) : selectCpu(op))
                  ? WalkResult::advance()
                  : WalkResult::interrupt();
     });
@@ -73,9 +77,13 @@ struct SelectLoweringConfigPass
       current = option;
   }
 
-  LogicalResult selectGpu(Operation *op, std::optional<loss::MatmulKind> kind) {
-    TileConfig tile = defaultGpuTile(chip);
+  /// With `automatic` (matmul=auto) an op without a config of its own
+  /// gets TileConfig::defaultFor its chip, storage and schedule.
+  LogicalResult selectGpu(Operation *op, std::optional<loss::MatmulKind> kind, bool automatic) {
+    TileConfig tile;
     loss::Schedule schedule = defaultSchedule(op, /*host=*/false);
+    if (automatic)
+      tile = TileConfig::defaultFor(chip, storageOf(op), schedule);
     if (auto given = dyn_cast_or_null<loss::GpuConfigAttr>(loss::getLoweringConfig(op))) {
       tile = TileConfig::fromAttr(given);
       schedule = given.getSchedule();

@@ -16,6 +16,7 @@ from typing import Any, Dict, NamedTuple, Tuple
 
 import torch
 
+from . import _autotune
 from ._ext import C, HAS_COMPILER, NO_COMPILER_MESSAGE
 
 STORAGE_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
@@ -134,13 +135,14 @@ def _compile(graph_factory, device: torch.device, bundle_options: Dict[str, str]
 class Kernel:
     """A compiled op and how to call it; `run` is the per-call hot path."""
 
-    __slots__ = ("op", "cpu", "names", "dims")
+    __slots__ = ("op", "cpu", "names", "dims", "tuned")
 
-    def __init__(self, op: Any, device: torch.device) -> None:
+    def __init__(self, op: Any, device: torch.device, tuned: Any = None) -> None:
         self.op = op
         self.cpu = device.type == "cpu"
         self.names = [p[0] for p in op.params]
         self.dims = list(getattr(op, "dims", ["N", "V", "D"]))
+        self.tuned = tuned
 
     @property
     def options(self) -> Dict[str, str]:
@@ -155,7 +157,62 @@ class Kernel:
                              dtype_name(buffers[k].dtype)) for k in self.names],
                            n, v, d, torch.get_num_threads(), True)
             return
-        _launch_cuda(self, device, n, v, d, buffers)
+        op = self.tuned.op_for(self, device, n, v, d, buffers) if self.tuned else self.op
+        _launch_cuda(op, self.names, self.dims, device, n, v, d, buffers)
+
+
+class _Tuned:
+    """LOSSJIT_AUTOTUNE=1 on CUDA: the op compiled with the winning tile of
+    each shape bucket (lossjit._autotune), timed on first use unless the
+    store already names the winner."""
+
+    def __init__(self, factory, arch: str, role: str, dtype: str, strategy: str,
+                 options: Dict[str, str]) -> None:
+        self.factory, self.arch, self.role = factory, arch, role
+        self.dtype, self.strategy, self.options = dtype, strategy, options
+        self.ops: Dict[Tuple[int, int, int], Any] = {}
+
+    def op_for(self, kernel: "Kernel", device: torch.device, n: int, v: int, d: int,
+               buffers: Dict[str, torch.Tensor]) -> Any:
+        bucket = _autotune.shape_bucket(n, v, d)
+        op = self.ops.get(bucket)
+        if op is not None:
+            return op
+        index = _device_index(device)
+        key = _autotune.store_key(torch.cuda.get_device_name(index), self.role, self.dtype,
+                                  self.options, bucket)
+        store = _autotune.TuningStore(_autotune.default_store_path())
+        tile = store.lookup(key)
+        compiled: Dict[str, Any] = {}
+
+        def compile_tile(text: str) -> Any:
+            if text not in compiled:
+                compiled[text] = C.compile_gpu(self.factory(), self.arch, text)
+            return compiled[text]
+
+        if tile is None:
+            def time_ms(text: str):
+                op = compile_tile(text)
+                return _autotune.cuda_event_timer(lambda: _launch_cuda(
+                    op, kernel.names, kernel.dims, device, n, v, d, buffers))
+            tile, _ = _autotune.fastest(
+                _autotune.candidates(self.arch, self.dtype, self.strategy), time_ms)
+            store.record(key, tile)
+        op = compile_tile(tile)
+        self.ops[bucket] = op
+        return op
+
+
+def _kernel(factory, device: torch.device, options: Dict[str, str], dtype: str,
+            strategy: str = "auto") -> Kernel:
+    """The op for `options` on `device`, tuned per shape bucket when
+    LOSSJIT_AUTOTUNE=1 asks for it on a CUDA device with the compiler."""
+    op = _compile(factory, device, options)
+    tuned = None
+    if device.type == "cuda" and HAS_COMPILER and _autotune.enabled():
+        tuned = _Tuned(factory, cuda_arch(_device_index(device)), options["pass"], dtype,
+                       strategy, options)
+    return Kernel(op, device, tuned)
 
 
 def forward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
@@ -181,8 +238,7 @@ def forward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
                                    bias=spec.bias, ignore_index=spec.ignore_index,
                                    reduction=spec.reduction, logit_scale=spec.logit_scale,
                                    softcap=spec.softcap)
-            op = _compile(factory, device, {**spec.options(), "pass": "forward"})
-            kernel = Kernel(op, device)
+            kernel = _kernel(factory, device, {**spec.options(), "pass": "forward"}, spec.dtype)
             _forward_ops[key] = kernel
     return kernel
 
@@ -219,7 +275,7 @@ def backward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
                        "grad_w": "true" if flags.needs_grad_w else "false"}
             if flags.strategy != "auto":
                 options["strategy"] = flags.strategy
-            kernel = Kernel(_compile(factory, device, options), device)
+            kernel = _kernel(factory, device, options, spec.dtype, flags.strategy)
             _backward_ops[key] = kernel
     return kernel
 
@@ -264,12 +320,12 @@ def fused_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
                        "grad_w": "true" if flags.needs_grad_w else "false"}
             if flags.strategy != "auto":
                 options["strategy"] = flags.strategy
-            kernel = Kernel(_compile(factory, device, options), device)
+            kernel = _kernel(factory, device, options, spec.dtype, flags.strategy)
             _fused_ops[key] = kernel
     return kernel
 
 
-def _launch_cuda(kernel: Kernel, device: torch.device, n: int, v: int, d: int,
+def _launch_cuda(op: Any, names, dims, device: torch.device, n: int, v: int, d: int,
                  buffers: Dict[str, torch.Tensor]) -> None:
     index = _device_index(device)
     keep: Dict[int, torch.Tensor] = {}
@@ -287,10 +343,9 @@ def _launch_cuda(kernel: Kernel, device: torch.device, n: int, v: int, d: int,
     sizes = {"N": n, "V": v, "D": d}
     with torch.cuda.device(index):
         stream = torch.cuda.current_stream(index).cuda_stream
-        kernel.op.launch([(name, buffers[name].data_ptr(), buffers[name].numel(),
-                           dtype_name(buffers[name].dtype)) for name in kernel.names],
-                         [sizes[name] for name in kernel.dims], stream, index, allocate,
-                         release)
+        op.launch([(name, buffers[name].data_ptr(), buffers[name].numel(),
+                    dtype_name(buffers[name].dtype)) for name in names],
+                  [sizes[name] for name in dims], stream, index, allocate, release)
 
 
 def clear_cache() -> None:

@@ -697,7 +697,8 @@ void lossjit::python::bindCompiler(py::module_ &m) {
            "released while the kernels run.");
 
   m.def("compile_gpu", &compileGpu, py::arg("graph"), py::arg("arch"),
-        py::arg("tile") = "",
+        py::arg("tile") = "auto",
         "Compiles to PTX through the kernel cache (memory, LOSSJIT_KERNEL_PATH, "
-        "LOSSJIT_CACHE_DIR) and returns the bundle.");
+        "LOSSJIT_CACHE_DIR) and returns the bundle. tile 'auto' (the default) "
+        "gives f16/bf16 ops tensor cores on sm_80+ (mma_sync) and the rest SIMT.");
 }

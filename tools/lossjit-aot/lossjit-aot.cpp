@@ -2,7 +2,7 @@
 //
 //   lossjit-aot --preset linear-cross-entropy --dtype f16 --arch sm_80,sm_90 -o DIR
 //   lossjit-aot GRAPH.mlir --arch sm_90 -o DIR [--tile threads=256,splits=16]
-//   lossjit-aot --preset linear-cross-entropy --no-gradients --tile matmul=mma_sync -o DIR
+//   lossjit-aot --preset linear-cross-entropy --dtype bf16 --tile matmul=mma_sync -o DIR
 //   lossjit-aot --check DIR
 //
 // DIR receives:
@@ -87,10 +87,11 @@ static cl::opt<std::string> archList("arch",
                                      cl::init("sm_80,sm_90"), cl::cat(aotCategory));
 static cl::opt<std::string>
     tileText("tile",
-             cl::desc("block_rows=4,threads=128,splits=8, or matmul=mma_sync[,block_rows=64,"
-                      "block_cols=64,block_k=32,threads=128,stages=3] (tensor cores, f16/bf16, "
-                      "forward only)"),
-             cl::init(""), cl::cat(aotCategory));
+             cl::desc("auto (per op: tensor cores for f16/bf16 on sm_80+ except the "
+                      "recompute strategy, else SIMT), block_rows=4,threads=128,splits=8 (SIMT), "
+                      "or matmul=mma_sync[,block_rows=64,block_cols=64,block_k=32,threads=128,"
+                      "stages=3] (tensor cores, f16/bf16)"),
+             cl::init("auto"), cl::cat(aotCategory));
 static cl::opt<std::string> emitKind("emit", cl::desc("kernel images: ptx|cubin"),
                                      cl::init("ptx"), cl::cat(aotCategory));
 static cl::opt<std::string> cubinTool("cubin-tool",
@@ -225,15 +226,16 @@ int runMain(int argc, char **argv) {
   auto tile = TileConfig::parse(tileText);
   if (!tile)
     return fail("--tile: " + llvm::toString(tile.takeError()));
-  // One tile serves every op of the output. The compiler also forms the
-  // chunked/fused backward's logits on tensor cores, but tensor-core
-  // bundles ship for the forward only until the GPU check covers the rest:
-  // say so before any compilation.
-  if (tile->matmul == loss::MatmulKind::mma_sync && !preset.empty() &&
-      (!noGradients || fused))
-    return fail("--tile matmul=mma_sync: lossjit-aot builds tensor-core bundles for the "
-                "forward only so far (the GPU check validates only those): add --no-gradients" +
-                llvm::Twine(fused ? " and leave out --fused" : ""));
+  // One tile serves every op of the output: say before any compilation
+  // what a strategy cannot build (the lowering would refuse it per op).
+  if (tile->matmul == loss::MatmulKind::mma_sync && !tile->automatic && !preset.empty()) {
+    if (dtype == "f32")
+      return fail("--tile matmul=mma_sync multiplies f16 or bf16; --dtype f32 stays on SIMT "
+                  "(leave --tile at auto)");
+    if (!noGradients && strategy == "recompute")
+      return fail("--tile matmul=mma_sync does not build the recompute backward; use "
+                  "--strategy chunked or leave --tile at auto");
+  }
   llvm::SmallVector<llvm::StringRef> arches;
   llvm::StringRef(archList).split(arches, ',', -1, /*KeepEmpty=*/false);
   if (arches.empty())

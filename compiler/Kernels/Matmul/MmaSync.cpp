@@ -1,17 +1,21 @@
 //===- MmaSync.cpp - tile products on tensor cores (sm_80+) --------------===//
 //
-// A block of W warps computes a BM × BN tile of C = A·Bᵀ with A and B
-// contiguous along k, in 32×32 warp tiles: warp w covers rows
+// A block of W warps computes a BM × BN tile of C = A·Bᵀ in 32×32 warp
+// tiles: warp w covers rows
 // 32·(w / (BN/32)) … and columns 32·(w % (BN/32)) …, as 2 × 4 products
 // mma.sync.m16n8k16 per k16 step with f32 accumulators.
 //
 // Operands reach the tensor cores through shared memory:
-//  - a ring of `stages` buffers per operand, each BM (or BN) rows of BK
-//    elements padded to BK + 8, so the eight 16-byte rows an ldmatrix reads
-//    fall in eight different bank quads;
+//  - a ring of `stages` buffers per operand. An operand contiguous along k
+//    (K-major: X and W of the logits, dZ of dX) is staged as BM (or BN)
+//    lines of BK elements; one contiguous along its lines (MN-major: W of
+//    dX, dZᵀ and Xᵀ of dW) as BK rows of BM (or BN) lines, read back with
+//    ldmatrix.trans. Staged rows are padded by 8 elements, so the eight
+//    16-byte rows an ldmatrix reads fall in eight different bank quads;
 //  - filled by cp.async (16 bytes, zero-filled past k = kEnd and past the
-//    line limits) when D is a multiple of 8 — rows are then 16-byte aligned —
-//    and by plain loads and stores otherwise;
+//    line limits) when the operand's outer stride is a multiple of 8 —
+//    every 16-byte piece is then aligned — and by plain loads and stores
+//    otherwise;
 //  - the pipeline: stages − 1 k tiles in flight before the first product;
 //    step kt waits for tile kt (cp.async.wait_group stages − 2), barriers,
 //    issues tile kt + stages − 1 into the buffer step kt − 1 read, then
@@ -19,10 +23,12 @@
 //    the group count exact.
 //
 // Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16"): A via
-// ldmatrix.x4 (lane l addresses row l % 16, k half l / 16), B via
-// ldmatrix.x2 on the [n][k] rows of B (lane l addresses row l % 8, k half
-// (l / 8) % 2). Lane l then owns C rows l/4 and l/4 + 8 of each m16 tile and
-// columns 2·(l % 4) + {0, 1} of each n8 tile: per thread 4 rows × 8 columns.
+// ldmatrix.x4 — K-major: lane l addresses line l % 16, k half l / 16;
+// MN-major (.trans): k row (l % 8) + 8·(l / 16), line half (l / 8) % 2 —
+// and B via ldmatrix.x2 — K-major: line l % 8, k half (l / 8) % 2;
+// MN-major (.trans): k row l % 16. Lane l then owns C rows l/4 and l/4 + 8
+// of each m16 tile and columns 2·(l % 4) + {0, 1} of each n8 tile: per
+// thread 4 rows × 8 columns.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,8 +56,9 @@ public:
         threads(tile.threads), warpsN(tile.blockCols / kWarpTile) {}
 
   SmallVector<ScratchBuffer> scratch(Type storage) const override {
-    // 16-byte rows: cp.async destinations and ldmatrix row addresses.
-    return {{stages * bm * ld(), storage, 16}, {stages * bn * ld(), storage, 16}};
+    // 16-byte rows: cp.async destinations and ldmatrix row addresses. A
+    // stage holds either layout of its operand.
+    return {{stages * stageElements(bm), storage, 16}, {stages * stageElements(bn), storage, 16}};
   }
 
   int64_t rowMergeSlots(int64_t rows) const override { return rows * warpsN; }
@@ -83,14 +90,14 @@ public:
   Fragment multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
                     const BlockTile &tile, Value kBegin, Value kEnd, ValueRange init,
                     ArrayRef<Value> buffers) const override {
-    assert(!a.kStride && !b.kStride && "mma_sync: operands contiguous along k");
     assert(buffers.size() == 2 && "mma_sync: the operand rings");
     Fragment f = layout(e, tile);
     Lanes l = lanes(e);
-    Value sa = buffers[0], sb = buffers[1];
+    Staged sa{buffers[0], bm, kMajor(a)}, sb{buffers[1], bn, kMajor(b)};
     Value numK = e.ceilDiv(e.sub(kEnd, kBegin), e.index(bk));
-    // Whole 16-byte rows only when every row starts 16-byte aligned.
-    Value aligned = e.cmpI(arith::CmpIPredicate::eq, e.remUI(kEnd, e.index(kChunk)), e.index(0));
+    // Whole 16-byte pieces only when every piece starts 16-byte aligned.
+    Value alignedA = aligned(e, a, sa.kMajor ? kBegin : tile.rowBegin);
+    Value alignedB = aligned(e, b, sb.kMajor ? kBegin : tile.colBegin);
 
     // The previous tile's last products may still read the ring.
     gpuBarrier(e);
@@ -99,8 +106,8 @@ public:
       Value k0 = fe.add(kBegin, fe.mul(kt, fe.index(bk)));
       Value live = fe.cmpI(arith::CmpIPredicate::ult, kt, numK);
       fe.ifThen(live, [&](KernelEmitter &ie) {
-        fillOperand(ie, a, sa, stage, k0, kEnd, tile.rowBegin, bm, tile.rowLimit, aligned, l);
-        fillOperand(ie, b, sb, stage, k0, kEnd, tile.colBegin, bn, tile.colLimit, aligned, l);
+        fillOperand(ie, a, sa, stage, k0, kEnd, tile.rowBegin, tile.rowLimit, alignedA, l);
+        fillOperand(ie, b, sb, stage, k0, kEnd, tile.colBegin, tile.colLimit, alignedB, l);
       });
       return commitGroup(fe);
     };
@@ -147,7 +154,41 @@ private:
     Value warpN, warpRow, warpCol;
   };
 
-  int64_t ld() const { return bk + kPad; }
+  /// One operand's ring: `lines` lines per stage, staged K-major (lines of
+  /// BK elements) or MN-major (BK rows of `lines` elements).
+  struct Staged {
+    Value ring;
+    int64_t lines;
+    bool kMajor;
+  };
+
+  /// Elements per staged row (padded) and per stage.
+  int64_t rowElements(const Staged &s) const { return (s.kMajor ? bk : s.lines) + kPad; }
+  int64_t stageElements(int64_t lines) const {
+    return std::max(lines * (bk + kPad), bk * (lines + kPad));
+  }
+
+  /// K-major: contiguous along k (a null k stride). Otherwise the operand
+  /// must be contiguous along its lines.
+  static bool kMajor(const MatrixOperand &op) {
+    assert((!op.kStride || !op.lineStride) && "mma_sync: an operand contiguous along k or lines");
+    return !op.kStride;
+  }
+
+  /// Whether every 16-byte piece cp.async would copy starts 16-byte
+  /// aligned: the outer stride is a multiple of 8 elements, and so is where
+  /// the pieces start along the contiguous axis (`begin`, the first k of a
+  /// K-major operand or the first line of an MN-major one) relative to the
+  /// operand's origin there.
+  static Value aligned(KernelEmitter &e, const MatrixOperand &op, Value begin) {
+    auto multipleOf8 = [&](Value v) {
+      return e.cmpI(arith::CmpIPredicate::eq, e.remUI(v, e.index(kChunk)), e.index(0));
+    };
+    Value outer = kMajor(op) ? op.lineStride : op.kStride;
+    assert(outer && "mma_sync: an operand needs an outer stride");
+    Value origin = kMajor(op) ? op.kOrigin : op.lineOrigin;
+    return e.andI(multipleOf8(outer), multipleOf8(origin ? e.sub(begin, origin) : begin));
+  }
 
   Lanes lanes(KernelEmitter &e) const {
     Lanes l;
@@ -173,81 +214,116 @@ private:
     return nvgpu::DeviceAsyncCreateGroupOp::create(e.builder(), e.location(), token, ValueRange{});
   }
 
-  /// Stages `lines` lines of `op` from `first` (lines ≥ limit and k ≥ kEnd
-  /// read as zero) for k in [k0, k0 + BK) into `ring`'s buffer `stage`.
-  void fillOperand(KernelEmitter &e, const MatrixOperand &op, Value ring, Value stage, Value k0,
-                   Value kEnd, Value first, int64_t lines, Value limit, Value aligned,
+  /// Stages the lines [first, first + lines) of `op` for k in [k0, k0 + BK)
+  /// (lines ≥ limit and k ≥ kEnd read as zero) into buffer `stage` of
+  /// `ring`, in 16-byte pieces along the operand's contiguous axis. k0 <
+  /// kEnd and first < limit: those name an element that exists.
+  void fillOperand(KernelEmitter &e, const MatrixOperand &op, const Staged &ring, Value stage,
+                   Value k0, Value kEnd, Value first, Value limit, Value aligned,
                    const Lanes &l) const {
-    const int64_t perLine = bk / kChunk, chunks = lines * perLine;
-    Value base = e.mul(stage, e.index(lines * ld()));
-    for (int64_t c0 = 0; c0 < chunks; c0 += threads) {
+    const int64_t perRow = (ring.kMajor ? bk : ring.lines) / kChunk;
+    const int64_t pieces = ring.lines * bk / kChunk;
+    Value base = e.mul(stage, e.index(stageElements(ring.lines)));
+    for (int64_t c0 = 0; c0 < pieces; c0 += threads) {
       Value c = e.add(l.tid, e.index(c0));
       auto body = [&](KernelEmitter &ce) {
-        Value r = ce.divUI(c, ce.index(perLine));
-        Value kc = ce.mul(ce.remUI(c, ce.index(perLine)), ce.index(kChunk));
-        Value line = ce.add(first, r);
+        Value row = ce.divUI(c, ce.index(perRow));
+        Value along = ce.mul(ce.remUI(c, ce.index(perRow)), ce.index(kChunk));
+        // K-major: row is a line and the piece runs along k; MN-major: row
+        // is a k and the piece runs along the lines.
+        Value line = ce.add(first, ring.kMajor ? row : along);
+        Value k = ce.add(k0, ring.kMajor ? along : row);
         Value lineOk = ce.cmpI(arith::CmpIPredicate::ult, line, limit);
-        Value safeLine = ce.minUI(line, ce.sub(limit, ce.index(1)));
-        Value k = ce.add(k0, kc);
-        Value left = ce.select(ce.cmpI(arith::CmpIPredicate::ult, k, kEnd), ce.sub(kEnd, k),
-                               ce.index(0));
-        Value count = ce.select(lineOk, ce.minUI(left, ce.index(kChunk)), ce.index(0));
-        Value dst = ce.add(base, ce.add(ce.mul(r, ce.index(ld())), kc));
-        Value start = op.lineStart(ce, safeLine);
+        Value kOk = ce.cmpI(arith::CmpIPredicate::ult, k, kEnd);
+        Value left = ring.kMajor ? ce.select(kOk, ce.sub(kEnd, k), ce.index(0))
+                                 : ce.select(lineOk, ce.sub(limit, line), ce.index(0));
+        Value count = ce.select(ring.kMajor ? lineOk : kOk, ce.minUI(left, ce.index(kChunk)),
+                                ce.index(0));
+        Value dst = ce.add(base, ce.add(ce.mul(row, ce.index(rowElements(ring))), along));
+        // Empty copies and masked elements still name an element that
+        // exists, 16-byte aligned where a piece starts.
+        Value safeLine = ce.select(lineOk, line, first);
+        Value safeK = ce.select(kOk, k, k0);
+        Value safe = op.offset(ce, safeLine, safeK);
+        auto element = [&](KernelEmitter &xe, int64_t j) {
+          return ring.kMajor ? op.offset(xe, safeLine, xe.add(k, xe.index(j)))
+                             : op.offset(xe, xe.add(line, xe.index(j)), safeK);
+        };
         ce.ifThenElse(
             aligned,
             [&](KernelEmitter &ae) {
-              // An empty copy still names an aligned address: the line's start.
-              Value src = ae.select(ae.cmpI(arith::CmpIPredicate::eq, count, ae.index(0)), start,
-                                    op.alongK(ae, start, k));
+              Value src = ae.select(ae.cmpI(arith::CmpIPredicate::eq, count, ae.index(0)), safe,
+                                    element(ae, 0));
               auto token = nvgpu::DeviceAsyncTokenType::get(ae.builder().getContext());
-              nvgpu::DeviceAsyncCopyOp::create(ae.builder(), ae.location(), token, ring,
+              nvgpu::DeviceAsyncCopyOp::create(ae.builder(), ae.location(), token, ring.ring,
                                                ValueRange{dst}, op.buffer, ValueRange{src},
                                                ae.builder().getIndexAttr(kChunk), count,
                                                ae.builder().getUnitAttr());
             },
             [&](KernelEmitter &se) {
-              Type elem = cast<MemRefType>(ring.getType()).getElementType();
+              Type elem = cast<MemRefType>(ring.ring.getType()).getElementType();
               Value zero = arith::ConstantOp::create(se.builder(), se.location(),
                                                      se.builder().getFloatAttr(elem, 0.0));
               for (int64_t j = 0; j < kChunk; ++j) {
                 Value in = se.cmpI(arith::CmpIPredicate::ult, se.index(j), count);
-                Value at = se.select(in, op.alongK(se, start, se.add(k, se.index(j))), start);
+                Value at = se.select(in, element(se, j), safe);
                 Value v = se.select(in, se.load(op.buffer, at), zero);
-                se.store(v, ring, se.add(dst, se.index(j)));
+                se.store(v, ring.ring, se.add(dst, se.index(j)));
               }
             });
       };
-      if ((c0 + threads) <= chunks)
+      if ((c0 + threads) <= pieces)
         body(e);
       else
-        e.ifThen(e.cmpI(arith::CmpIPredicate::ult, c, e.index(chunks)), body);
+        e.ifThen(e.cmpI(arith::CmpIPredicate::ult, c, e.index(pieces)), body);
     }
   }
 
+  /// Where lane l's ldmatrix row address points in `ring`'s buffer `stage`
+  /// for the 16 × 16 (A, x4) or 8 × 16 (B, x2) fragment of the tile lines
+  /// from `line0` at k step `k` (see the header's fragment notes).
+  Value fragmentRow(KernelEmitter &e, const Staged &ring, Value stage, Value line0, Value k,
+                    bool isA, const Lanes &l) const {
+    Value base = e.mul(stage, e.index(stageElements(ring.lines)));
+    Value line, kRow;
+    if (ring.kMajor) {
+      // A: line l % 16, k half l / 16. B: line l % 8, k half (l / 8) % 2.
+      line = isA ? e.remUI(l.lane, e.index(16)) : e.remUI(l.lane, e.index(8));
+      Value half = isA ? e.divUI(l.lane, e.index(16))
+                       : e.remUI(e.divUI(l.lane, e.index(8)), e.index(2));
+      kRow = e.mul(half, e.index(kChunk));
+      return e.add(base, e.add(e.mul(e.add(line0, line), e.index(rowElements(ring))),
+                               e.add(k, kRow)));
+    }
+    // .trans: A: k row (l % 8) + 8·(l / 16), line half (l / 8) % 2.
+    // B: k row l % 16, the tile's eight lines.
+    if (isA) {
+      kRow = e.add(e.remUI(l.lane, e.index(8)), e.mul(e.divUI(l.lane, e.index(16)), e.index(8)));
+      line = e.mul(e.remUI(e.divUI(l.lane, e.index(8)), e.index(2)), e.index(8));
+    } else {
+      kRow = e.remUI(l.lane, e.index(16));
+      line = e.index(0);
+    }
+    return e.add(base, e.add(e.mul(e.add(k, kRow), e.index(rowElements(ring))),
+                             e.add(line0, line)));
+  }
+
   /// The 2 × 4 products of k16 step `kk` of the staged tile `stage`.
-  void productStep(KernelEmitter &e, Value sa, Value sb, Value stage, int64_t kk, const Lanes &l,
-                   SmallVector<Value> &acc) const {
+  void productStep(KernelEmitter &e, const Staged &sa, const Staged &sb, Value stage, int64_t kk,
+                   const Lanes &l, SmallVector<Value> &acc) const {
     OpBuilder &b = e.builder();
-    Type elem = cast<MemRefType>(sa.getType()).getElementType();
+    Type elem = cast<MemRefType>(sa.ring.getType()).getElementType();
     Value k = e.index(kk * kMmaK);
     SmallVector<Value> aFrag, bFrag;
-    Value aBase = e.mul(stage, e.index(bm * ld()));
-    Value aRow = e.add(l.warpRow, e.remUI(l.lane, e.index(16)));
-    Value aK = e.add(k, e.mul(e.divUI(l.lane, e.index(16)), e.index(kChunk)));
     for (int64_t mi = 0; mi < 2; ++mi) {
-      Value at = e.add(aBase, e.add(e.mul(e.add(aRow, e.index(mi * kMmaM)), e.index(ld())), aK));
-      aFrag.push_back(nvgpu::LdMatrixOp::create(b, e.location(), VectorType::get({4, 2}, elem), sa,
-                                                ValueRange{at}, false, 4));
+      Value at = fragmentRow(e, sa, stage, e.add(l.warpRow, e.index(mi * kMmaM)), k, true, l);
+      aFrag.push_back(nvgpu::LdMatrixOp::create(b, e.location(), VectorType::get({4, 2}, elem),
+                                                sa.ring, ValueRange{at}, !sa.kMajor, 4));
     }
-    Value bBase = e.mul(stage, e.index(bn * ld()));
-    Value bRow = e.add(l.warpCol, e.remUI(l.lane, e.index(8)));
-    Value bK =
-        e.add(k, e.mul(e.remUI(e.divUI(l.lane, e.index(8)), e.index(2)), e.index(kChunk)));
     for (int64_t ni = 0; ni < 4; ++ni) {
-      Value at = e.add(bBase, e.add(e.mul(e.add(bRow, e.index(ni * kMmaN)), e.index(ld())), bK));
-      bFrag.push_back(nvgpu::LdMatrixOp::create(b, e.location(), VectorType::get({2, 2}, elem), sb,
-                                                ValueRange{at}, false, 2));
+      Value at = fragmentRow(e, sb, stage, e.add(l.warpCol, e.index(ni * kMmaN)), k, false, l);
+      bFrag.push_back(nvgpu::LdMatrixOp::create(b, e.location(), VectorType::get({2, 2}, elem),
+                                                sb.ring, ValueRange{at}, !sb.kMajor, 2));
     }
     for (int64_t mi = 0; mi < 2; ++mi)
       for (int64_t ni = 0; ni < 4; ++ni)

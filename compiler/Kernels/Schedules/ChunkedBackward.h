@@ -12,12 +12,17 @@
 
 #include "compiler/Kernels/Support/PlanBuilder.h"
 
+#include <string>
+
 namespace lossjit {
 
 /// One backend's kernels of the chunked schedule.
 class ChunkedBackwardSteps {
 public:
   virtual ~ChunkedBackwardSteps() = default;
+  /// The element type (a storage type name) the gradient products read dZ
+  /// in: f32, or f16/bf16 for tensor-core products.
+  virtual std::string productDzType() const { return "f32"; }
   /// lce_bwd_scale: counted rows and g_r of every row.
   virtual void scale() = 0;
   /// Before the chunks: the dW (and db) sums of `acc` start at zero, so
@@ -28,7 +33,7 @@ public:
   virtual void dz(bool storeRaw) = 0;
   /// Per chunk (fused): raw logits → lse and row losses.
   virtual void fusedRows() = 0;
-  /// Per chunk (fused): raw logits → dZ in place.
+  /// Per chunk (fused): raw logits → dZ (in place, or into "dzs").
   virtual void fusedDz() = 0;
   /// Per chunk: dX rows of the chunk.
   virtual void dx() = 0;

@@ -23,11 +23,20 @@ void PlanBuilder::workspace(llvm::StringRef name, llvm::StringRef dtype, llvm::S
   plan.workspaces.push_back({name.str(), dtype.str(), count.str()});
 }
 
-ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec) {
+ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec, llvm::StringRef productDzType) {
   constant("WB", spec.workspaceBytes);
-  plan.derived = {{"C", "max(1,min(N,(WB-N*4)/(V*4)))"}};
+  // Bytes per dZ element of a chunk: f32 dZ; or 16-bit dZ for tensor-core
+  // products, next to the fused op's f32 raw logits.
+  const bool dz16 = productDzType != "f32";
+  const int64_t perElement = !dz16 ? 4 : spec.fusedForward ? 6 : 2;
+  plan.derived = {{"C", "max(1,min(N,(WB-N*4)/(V*" + std::to_string(perElement) + ")))"}};
   plan.chunkSymbol = "C";
-  workspace("dz", "f32", "C*V");
+  if (!dz16 || spec.fusedForward)
+    workspace("dz", "f32", "C*V");
+  if (dz16) {
+    workspace(spec.fusedForward ? "dzs" : "dz", productDzType, "C*V");
+    workspace("gscale", "f32", "1");
+  }
   ChunkedAccumulators acc;
   if (!spec.needsGradW || spec.storesF32())
     return acc;

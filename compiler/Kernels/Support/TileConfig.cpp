@@ -8,6 +8,8 @@
 using namespace lossjit;
 
 std::string TileConfig::str() const {
+  if (automatic)
+    return "auto";
   return "block_rows=" + std::to_string(blockRows) + ",threads=" + std::to_string(threads) +
          ",splits=" + std::to_string(splits) +
          ",matmul=" + loss::stringifyMatmulKind(matmul).str() + ",stages=" + std::to_string(stages) +
@@ -28,6 +30,24 @@ TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
   return t;
 }
 
+TileConfig TileConfig::automaticChoice() {
+  TileConfig t;
+  t.automatic = true;
+  return t;
+}
+
+TileConfig TileConfig::defaultFor(llvm::StringRef chip, mlir::Type storage,
+                                  loss::Schedule schedule) {
+  unsigned number = 0;
+  llvm::StringRef digits = chip.starts_with("sm_") ? chip.drop_front(3) : llvm::StringRef();
+  digits = digits.take_while([](char c) { return llvm::isDigit(c); });
+  const bool tensorCores = !digits.getAsInteger(10, number) && number >= 80;
+  if (tensorCores && (storage.isF16() || storage.isBF16()) &&
+      schedule != loss::Schedule::recompute)
+    return forMatmul(loss::MatmulKind::mma_sync);
+  return TileConfig();
+}
+
 TileConfig TileConfig::with(const Knobs &knobs) const {
   TileConfig t = *this;
   auto set = [](int64_t &field, int64_t knob) {
@@ -44,6 +64,8 @@ TileConfig TileConfig::with(const Knobs &knobs) const {
 }
 
 llvm::Error TileConfig::validate() const {
+  if (automatic)
+    return llvm::Error::success();
   std::string why = loss::checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK);
   if (!why.empty())
     return llvm::createStringError(why);
@@ -51,6 +73,8 @@ llvm::Error TileConfig::validate() const {
 }
 
 llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
+  if (text.trim() == "auto")
+    return automaticChoice();
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
   // The strategy first: its own tile is what the other keys change, so

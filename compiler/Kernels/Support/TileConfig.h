@@ -35,6 +35,19 @@ struct TileConfig {
   /// step (BK); 0 for simt (one column per thread, no k tile).
   int64_t blockCols = 0;
   int64_t blockK = 0;
+  /// "auto": no tile of its own. The selection pass gives every op the
+  /// tile defaultFor() picks for its chip, storage and schedule (the other
+  /// fields are unused). What the JIT and lossjit-aot compile with unless
+  /// told a tile.
+  bool automatic = false;
+
+  /// The automatic choice ("auto").
+  static TileConfig automaticChoice();
+  /// The tile an op starts from on `chip` (sm_NN[a]): tensor cores
+  /// (forMatmul(mma_sync)) for f16/bf16 storage on sm_80 and newer, except
+  /// for the recompute schedule, which they do not build; SIMT otherwise
+  /// (f32 storage stays f32 FMA: TF32 is never a default).
+  static TileConfig defaultFor(llvm::StringRef chip, mlir::Type storage, loss::Schedule schedule);
 
   /// The tile a strategy starts from: the defaults above for simt; for
   /// mma_sync 64×64 logits per block in four 32×32 warp tiles, k steps of
@@ -51,15 +64,15 @@ struct TileConfig {
   /// Columns of C one block tile covers: BN, or one per thread (simt).
   int64_t tileCols() const { return blockCols ? blockCols : threads; }
   /// Canonical text, e.g. "block_rows=4,threads=128,splits=8,matmul=simt,
-  /// stages=1" (block_cols and block_k follow when not 0); launch plans and
-  /// bundle manifests carry it.
+  /// stages=1" (block_cols and block_k follow when not 0), or "auto"; launch
+  /// plans and bundle manifests carry it.
   std::string str() const;
   /// Checks the ranges every kernel builder relies on (the attribute's
   /// verifier applies the same rules).
   llvm::Error validate() const;
   /// Parses `str()`'s format; keys may be omitted: they keep the default
   /// tile of the `matmul` given (forMatmul), so "matmul=mma_sync" alone is
-  /// that strategy's default tile.
+  /// that strategy's default tile. "auto" is automaticChoice().
   static llvm::Expected<TileConfig> parse(llvm::StringRef text);
 
   /// As the lowering attribute, for an op lowered with `schedule`.

@@ -1,9 +1,11 @@
 // matmul=mma_sync for the chunked backward and the fused forward+backward:
-// the kernels whose product is the logits (lce_bwd_dz, lce_fused_z)
-// multiply on tensor cores with their operand rings in dynamic shared
-// memory; dZ·W and dZᵀ·X (lce_bwd_dx, lce_bwd_dw) stay SIMT FMA so far. f32
-// math only, no libdevice, no atomics; ptxas accepts every kernel, and the
-// tensor-core ones with zero spills.
+// all three products run on tensor cores with their operand rings in
+// dynamic shared memory — the logits (lce_bwd_dz, lce_fused_z: both
+// operands K-major), dX = dZ·W (lce_bwd_dx: W read with ldmatrix.trans) and
+// dW = dZᵀ·X (lce_bwd_dw: both operands with ldmatrix.trans) — on a 16-bit
+// dZ prescaled by the power of two lce_bwd_scale writes. f32 math only, no
+// libdevice, no atomics; ptxas accepts every kernel, the tensor-core ones
+// with zero spills.
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t/k
 // RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_80 matmul=mma_sync" -o %t/sm80.mlir
@@ -11,21 +13,32 @@
 // RUN: %extract-ptx %t/sm80.mlir %t/k > /dev/null
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --check-prefix=DZ --input-file=%t/k/grad_bf16_lce_bwd_dz.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --check-prefix=FZ --input-file=%t/k/fused_f16_lce_fused_z.ptx
-// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=DX --input-file=%t/k/grad_bf16_lce_bwd_dx.ptx
+// RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --check-prefix=DX --input-file=%t/k/grad_bf16_lce_bwd_dx.ptx
+// RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --check-prefix=DW --input-file=%t/k/grad_bf16_lce_bwd_dw.ptx
+// RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --check-prefix=FDX --input-file=%t/k/fused_f16_lce_bwd_dx.ptx
 // RUN: %ptxas -v -arch=sm_80 %t/k/grad_bf16_lce_bwd_dz.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
 // RUN: %ptxas -v -arch=sm_80 %t/k/fused_f16_lce_fused_z.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
-// RUN: %ptxas -arch=sm_80 %t/k/grad_bf16_lce_bwd_dx.ptx -o %t/a.cubin
-// RUN: %ptxas -arch=sm_80 %t/k/grad_bf16_lce_bwd_dw.ptx -o %t/a.cubin
+// RUN: %ptxas -v -arch=sm_80 %t/k/grad_bf16_lce_bwd_dx.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
+// RUN: %ptxas -v -arch=sm_80 %t/k/grad_bf16_lce_bwd_dw.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
+// RUN: %ptxas -v -arch=sm_90 %t/k/grad_bf16_lce_bwd_dw.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
+// RUN: %ptxas -arch=sm_80 %t/k/grad_bf16_lce_bwd_scale.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/k/grad_bf16_lce_bwd_finish.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/k/fused_f16_lce_fused_lse.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/k/fused_f16_lce_fused_dz.ptx -o %t/a.cubin
 
-// The logits kernels ask for their rings (3 × (64 + 64) × 40 × 2 bytes) and
-// launch 64×64 tiles of 128 threads; the SIMT kernels keep 128 threads and
-// 4 rows per thread (grid cdiv(C, 4)).
-// PLAN:     name = "lce_bwd_dz"{{.*}}shared_bytes = 30720
-// PLAN:     grid = ["cdiv(C,4)", "cdiv(D,128)", "1"]{{.*}}name = "lce_bwd_dx"
-// PLAN:     name = "lce_fused_z"{{.*}}shared_bytes = 30720
+// Every product kernel asks for its rings (3 × 2 operands × 64 × 40 × 2
+// bytes) and launches 64×64 tiles of 128 threads: dX over (C, D), dW over
+// (V, D). The chunked backward keeps a 16-bit dZ [C, V] and the scale G;
+// the fused op its f32 raw logits and the 16-bit dZ next to them, so its
+// chunks are sized by 6 bytes per element.
+// PLAN:     "C", "max(1,min(N,(WB-N*4)/(V*2)))"
+// PLAN-SAME: name = "lce_bwd_dz", parallel = "none", per_chunk = true, shared_bytes = 30720
+// PLAN-SAME: grid = ["cdiv(C,64)", "cdiv(D,64)", "1"], module = "grad_bf16_lce_bwd_dx", name = "lce_bwd_dx", parallel = "none", per_chunk = true, shared_bytes = 30720
+// PLAN-SAME: grid = ["cdiv(V,64)", "cdiv(D,64)", "1"], module = "grad_bf16_lce_bwd_dw", name = "lce_bwd_dw", parallel = "none", per_chunk = true, shared_bytes = 30720
+// PLAN-SAME: {count = "C*V", dtype = "bf16", name = "dz"}, {count = "1", dtype = "f32", name = "gscale"}
+// PLAN:     "C", "max(1,min(N,(WB-N*4)/(V*6)))"
+// PLAN-SAME: name = "lce_fused_z", parallel = "none", per_chunk = true, shared_bytes = 30720
+// PLAN-SAME: {count = "C*V", dtype = "f32", name = "dz"}, {count = "C*V", dtype = "f16", name = "dzs"}
 
 // DZ-LABEL: .visible .entry lce_bwd_dz(
 // DZ-COUNT-8: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
@@ -33,8 +46,16 @@
 // FZ-LABEL: .visible .entry lce_fused_z(
 // FZ-COUNT-8: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // DX-LABEL: .visible .entry lce_bwd_dx(
-// DX-NOT:   mma.sync
-// DX:       fma.rn.f32
+// DX:       cp.async.cg.shared.global
+// DX:       ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// DX:       ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// DX-COUNT-8: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// DW-LABEL: .visible .entry lce_bwd_dw(
+// DW:       ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// DW:       ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// DW-COUNT-8: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// FDX-LABEL: .visible .entry lce_bwd_dx(
+// FDX-COUNT-8: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // SPILLS: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 func.func @grad_bf16(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %b: tensor<?xbf16>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>) {

@@ -1,11 +1,24 @@
 // lossjit-aot with the tensor-core forward (--tile matmul=mma_sync): the
 // bundle manifests and the index carry the tile, the launch plan's block and
 // grid follow it (not SIMT's one column per thread), the PTX multiplies with
-// mma.sync and ptxas accepts every kernel for sm_80. A gradient op with the
-// tile is refused before anything is compiled.
+// mma.sync and ptxas accepts every kernel for sm_80. The backward and the
+// fused op build on tensor cores too (16-bit dZ and its scale in the plan);
+// --tile auto (the default) gives f16/bf16 tensor cores and f32 SIMT. What the
+// tile cannot build (f32 storage, the recompute backward) is refused before
+// anything is compiled.
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: not lossjit-aot --preset linear-cross-entropy --tile matmul=mma_sync -o %t/grad 2>&1 | FileCheck %s --check-prefix=GRAD
+// RUN: not lossjit-aot --preset linear-cross-entropy --dtype f32 --tile matmul=mma_sync -o %t/f32 2>&1 | FileCheck %s --check-prefix=F32
+// RUN: not lossjit-aot --preset linear-cross-entropy --strategy recompute --tile matmul=mma_sync -o %t/rc 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
+// RUN: lossjit-aot --preset linear-cross-entropy --dtype bf16 --fused --tile matmul=mma_sync --arch sm_80 -o %t/grad --quiet
+// RUN: lossjit-aot --check %t/grad --quiet
+// RUN: grep -l '"pass": "backward"' %t/grad/*/manifest.json | xargs cat | FileCheck %s --check-prefix=GRAD
+// RUN: grep -l '"pass": "forward_backward"' %t/grad/*/manifest.json | xargs cat | FileCheck %s --check-prefix=FUSED
+// RUN: ls %t/grad/*/lce_bwd_*.sm_80.ptx %t/grad/*/lce_fused_*.sm_80.ptx | xargs -I{} %ptxas -arch=sm_80 {} -o %t/k.cubin
+// RUN: lossjit-aot --preset linear-cross-entropy --dtype f16 --no-gradients --arch sm_80 -o %t/auto16 --quiet
+// RUN: FileCheck %s --check-prefix=AUTO16 --input-file=%t/auto16/manifest.json
+// RUN: lossjit-aot --preset linear-cross-entropy --dtype f32 --no-gradients --arch sm_80 -o %t/auto32 --quiet
+// RUN: FileCheck %s --check-prefix=AUTO32 --input-file=%t/auto32/manifest.json
 // RUN: lossjit-aot --preset linear-cross-entropy --dtype f16 --no-gradients --tile matmul=mma_sync --arch sm_80 -o %t/d --quiet
 // RUN: lossjit-aot --check %t/d --quiet
 // RUN: FileCheck %s --check-prefix=INDEX --input-file=%t/d/manifest.json
@@ -21,7 +34,31 @@
 // RUN: %ptxas -arch=sm_80 %t/w/*/lce_partial.sm_80.ptx -o %t/w-partial.cubin
 // RUN: %ptxas -arch=sm_80 %t/w/*/lce_combine.sm_80.ptx -o %t/w-combine.cubin
 
-// GRAD: error: --tile matmul=mma_sync: lossjit-aot builds tensor-core bundles for the forward only so far (the GPU check validates only those): add --no-gradients
+// F32: error: --tile matmul=mma_sync multiplies f16 or bf16; --dtype f32 stays on SIMT (leave --tile at auto)
+// RECOMPUTE: error: --tile matmul=mma_sync does not build the recompute backward; use --strategy chunked or leave --tile at auto
+
+// GRAD:      "pass": "backward"
+// GRAD:      "name": "dz",
+// GRAD-NEXT: "dtype": "bf16",
+// GRAD-NEXT: "count": "C*V"
+// GRAD:      "name": "gscale",
+// GRAD-NEXT: "dtype": "f32",
+// GRAD:      "name": "lce_bwd_dx",
+// GRAD:      "grid": ["cdiv(C,64)", "cdiv(D,64)", "1"],
+// GRAD:      "shared_bytes": 30720,
+// GRAD:      "name": "lce_bwd_dw",
+// GRAD:      "grid": ["cdiv(V,64)", "cdiv(D,64)", "1"],
+// GRAD:      "shared_bytes": 30720,
+// FUSED:      "pass": "forward_backward"
+// FUSED:      "name": "dz",
+// FUSED-NEXT: "dtype": "f32",
+// FUSED:      "name": "dzs",
+// FUSED-NEXT: "dtype": "bf16",
+// FUSED:      "name": "lce_fused_z",
+// FUSED:      "shared_bytes": 30720,
+
+// AUTO16:   "matmul": "mma_sync",
+// AUTO32:   "matmul": "simt",
 
 // INDEX:      "tile": {
 // INDEX-NEXT:   "block_rows": 64,

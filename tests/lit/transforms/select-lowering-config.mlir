@@ -19,7 +19,7 @@
 // THREADS: error: loss-select-lowering-config: tile threads must be a power of two in [32, 1024], got 100
 // LANES: error: loss-select-lowering-config: reduce-lanes must be a power of two in [1, 4096], got 3
 // TARGET: error: loss-select-lowering-config: target must be gpu or cpu, got 'tpu'
-// MATMUL: error: loss-select-lowering-config: matmul must be simt or mma_sync, got 'wgmma'
+// MATMUL: error: loss-select-lowering-config: matmul must be simt, mma_sync or auto, got 'wgmma'
 // NOCONFIG: error: loss-lower-to-gpu: @forward has no #loss.gpu_config lowering config (run loss-select-lowering-config{target=gpu} first)
 
 // GPU-LABEL: func.func @forward

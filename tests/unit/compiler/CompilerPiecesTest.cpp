@@ -44,6 +44,32 @@ TEST(TileConfig, RejectsBadInput) {
                             "and block_k must be 0, got 0 and 32");
 }
 
+TEST(TileConfig, AutomaticChoicePerChipStorageAndSchedule) {
+  // "auto" is a tile of its own that round-trips; the choice is per op.
+  auto automatic = TileConfig::parse("auto");
+  ASSERT_TRUE(static_cast<bool>(automatic)) << llvm::toString(automatic.takeError());
+  EXPECT_TRUE(automatic->automatic);
+  EXPECT_EQ(automatic->str(), "auto");
+  EXPECT_FALSE(static_cast<bool>(automatic->validate()));
+  mlir::MLIRContext context;
+  mlir::Builder b(&context);
+  using lossjit::loss::Schedule;
+  const std::string mma = TileConfig::forMatmul(lossjit::loss::MatmulKind::mma_sync).str();
+  const std::string simt = TileConfig().str();
+  for (const char *chip : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100"}) {
+    SCOPED_TRACE(chip);
+    EXPECT_EQ(TileConfig::defaultFor(chip, b.getBF16Type(), Schedule::forward).str(), mma);
+    EXPECT_EQ(TileConfig::defaultFor(chip, b.getF16Type(), Schedule::chunked).str(), mma);
+    EXPECT_EQ(TileConfig::defaultFor(chip, b.getBF16Type(), Schedule::fused).str(), mma);
+    // Tensor cores do not build the recompute backward; f32 is never TF32.
+    EXPECT_EQ(TileConfig::defaultFor(chip, b.getBF16Type(), Schedule::recompute).str(), simt);
+    EXPECT_EQ(TileConfig::defaultFor(chip, b.getF32Type(), Schedule::forward).str(), simt);
+  }
+  // Before Ampere: no m16n8k16 bf16 mma.sync.
+  EXPECT_EQ(TileConfig::defaultFor("sm_75", b.getF16Type(), Schedule::forward).str(), simt);
+  EXPECT_EQ(TileConfig::defaultFor("sm_70", b.getBF16Type(), Schedule::forward).str(), simt);
+}
+
 TEST(TileConfig, TensorCoreTiles) {
   // The strategy's own default: 64x64 logits, 4 warps, k steps of 32, 3 stages.
   TileConfig d = TileConfig::forMatmul(lossjit::loss::MatmulKind::mma_sync);

@@ -294,12 +294,14 @@ TEST_F(SimtBackward, FusedForwardBackward) {
     }
 }
 
-// --- Tensor cores: lce_bwd_dz / lce_fused_z on matmul = mma_sync ----------
+// --- Tensor cores: every product of the backward on matmul = mma_sync -----
 //
-// The logits of the chunked and fused backward come from the tensor-core
-// strategy (the forward's lse too); dZ·W and dZᵀ·X stay SIMT. The gradients
-// meet fp64 and the CPU backend (checkCase) at shapes that are not
-// multiples of any tile, with several chunks.
+// The logits of the chunked and fused backward (and the forward's lse), dZ·W
+// (W through ldmatrix.trans) and dZᵀ·X (both operands through .trans) come
+// from the tensor-core strategy, on a 16-bit dZ prescaled by a power of two.
+// The gradients meet fp64 and the CPU backend (checkCase) at shapes that are
+// not multiples of any tile, with several chunks (dW accumulated across
+// them), D and V that are not multiples of 8 (the plain-load staging).
 
 const char *const kMmaOneWarp =
     "matmul=mma_sync,block_rows=32,block_cols=32,threads=32,block_k=16,stages=2";
@@ -330,6 +332,69 @@ TEST_F(SimtBackward, TensorCoreLogitsFused) {
     c.workspaceBytes = 40 * 4 + 17 * 75 * 4; // C = 17 rows: three chunks
     checkFused(c);
   }
+}
+
+TEST_F(SimtBackward, TensorCoreGradientsOfManyChunksAndOddStrides) {
+  // dW sums five chunks of 8 rows (its k range starts mid-tensor: the dZᵀ
+  // and Xᵀ pieces are aligned to the chunk, not to 0); V = 83 and D = 20 are
+  // not multiples of 8, so the strided operands take the plain-load path.
+  for (std::string dtype : {"f16", "bf16"}) {
+    GradCase c{37, 83, 20, dtype, "mean", true, 0.25};
+    c.tile = kMmaOneWarp;
+    c.workspaceBytes = 37 * 4 + 8 * 83 * 2 + 4;
+    checkCase(c);
+  }
+  // V and D multiples of 8: cp.async for every operand, both layouts.
+  GradCase aligned{45, 96, 48, "bf16", "sum", true, 0.1};
+  aligned.tile = kMmaOneWarp;
+  aligned.workspaceBytes = 45 * 4 + 16 * 96 * 2 + 4;
+  checkCase(aligned);
+}
+
+TEST_F(SimtBackward, TensorCoreGradientsKeepTinyF16Gradients) {
+  // The tensor cores read dZ in the storage type. f16 flushes below 6e-8,
+  // and dZ = g·p is g/V-sized: at g = 1e-4 and V = 4000 most of it would be
+  // subnormal or zero, and the softmax part of dX and dW would be lost while
+  // the gradients themselves are ordinary f16 numbers. dZ is stored divided
+  // by the power of two above max |g| (lce_bwd_scale): the tensor-core
+  // gradients stay within f16 rounding of the SIMT ones, which use f32 dZ.
+  const int64_t n = 6, v = 4000, d = 16;
+  RandomLceOptions o;
+  o.n = n, o.v = v, o.d = d, o.dtype = "f16", o.reduction = "sum";
+  RandomLceInputs in;
+  makeRandomLceInputs(o, in);
+  std::vector<float> lse(n), loss(1);
+  std::vector<float> gradLoss(1, 1e-4f);
+  auto grads = [&](const std::string &tile) {
+    GradCase c{n, v, d, "f16", "sum"};
+    c.tile = tile;
+    std::map<std::string, HostBuffer> buffers = {
+        {"x", {const_cast<void *>(in.problem.x), "f16", n * d}},
+        {"w", {const_cast<void *>(in.problem.w), "f16", v * d}},
+        {"labels", {in.labels64.data(), "i64", n}},
+        {"lse", {lse.data(), "f32", n}}};
+    auto fwd = buffers;
+    fwd["loss"] = {loss.data(), "f32", 1};
+    runOnSimt(c, false, fwd);
+    std::pair<std::vector<char>, std::vector<char>> out{std::vector<char>(n * d * 2),
+                                                        std::vector<char>(v * d * 2)};
+    buffers["grad_loss"] = {gradLoss.data(), "f32", 1};
+    buffers["grad_x"] = {out.first.data(), "f16", n * d};
+    buffers["grad_w"] = {out.second.data(), "f16", v * d};
+    runOnSimt(c, true, buffers);
+    return out;
+  };
+  auto simt = grads("block_rows=2,threads=32,splits=3");
+  auto mma = grads(kMmaOneWarp);
+  ASSERT_FALSE(HasFailure());
+  auto asDouble = [](const std::vector<char> &bytes) {
+    std::vector<double> v(bytes.size() / 2);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = elementAsDouble(bytes.data(), "f16", static_cast<int64_t>(i));
+    return v;
+  };
+  EXPECT_LE(relativeL2Error(mma.first.data(), "f16", asDouble(simt.first)), 1e-3) << "grad_x";
+  EXPECT_LE(relativeL2Error(mma.second.data(), "f16", asDouble(simt.second)), 1e-3) << "grad_w";
 }
 
 TEST_F(SimtBackward, NoRowsWriteZeroGradients) {

@@ -13,6 +13,8 @@
 #include "compiler/Kernels/Support/BlockReduce.h"
 #include "compiler/Kernels/Support/PlanBuilder.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
 using namespace mlir;
 using namespace lossjit;
 
@@ -42,12 +44,31 @@ void forColumnTiles(KernelEmitter &e, int64_t threads, Value d,
   });
 }
 
+/// The smallest power of two above `m` ≥ 0 (2^-125 … 2^126): what the
+/// tensor-core dZ is divided by so |dZ| < 1, exactly (a power of two scales
+/// without rounding) and without a math library call.
+Value powerOfTwoAbove(KernelEmitter &e, Value m) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Type i32 = b.getI32Type();
+  auto constant = [&](int32_t v) { return arith::ConstantIntOp::create(b, loc, i32, v); };
+  Value bits = arith::BitcastOp::create(b, loc, i32, m);
+  Value exponent = arith::AndIOp::create(b, loc, bits, constant(0x7F800000));
+  exponent = arith::MaxSIOp::create(b, loc, exponent, constant(0x00800000));
+  exponent = arith::MinSIOp::create(b, loc, exponent, constant(0x7E000000));
+  Value next = arith::AddIOp::create(b, loc, exponent, constant(0x00800000));
+  return arith::BitcastOp::create(b, loc, b.getF32Type(), next);
+}
+
 struct Backward : ChunkedBackwardSteps {
   explicit Backward(GpuSchedule &s) : s(s) {}
   GpuSchedule &s;
   /// dW / db accumulators of the chunked schedule.
   ChunkedAccumulators acc;
 
+  std::string productDzType() const override {
+    return loss::storageTypeName(s.dzType()).str();
+  }
   void scale() override { buildScale(); }
   void zero(const ChunkedAccumulators &accumulators) override {
     acc = accumulators;
@@ -69,17 +90,25 @@ struct Backward : ChunkedBackwardSteps {
   KernelEmitter emitter() { return KernelEmitter(s.sink.builder(), s.sink.location()); }
 
   /// lce_bwd_scale, one block: the counted rows (fixed tree), the shared
-  /// factor, and g_r of every row into `grow`.
+  /// factor, and g_r of every row into `grow`; with tensor-core gradients
+  /// also G = the power of two above max |g_r| into `gscale` (dZ / G is
+  /// what the products read, so its 16-bit storage neither underflows nor
+  /// overflows: |dZ / G| < 1 for every row).
   void buildScale() {
     const int64_t threads = s.simtTile.threads;
+    const bool scaled = s.tensorCoreGradients();
     KernelSignature sig("lce_bwd_scale");
     // The fused forward+backward has no grad_loss yet: it computes the
     // gradients of grad_loss = 1, which the caller rescales later.
     sig.arg("labels", flat(s.spec.labelType));
     sig.argIf(!s.spec.fusedForward, "grad_loss", flat(s.f32()));
-    sig.arg("grow", flat(s.f32())).arg("N", s.index()).arg("V", s.index());
+    sig.arg("grow", flat(s.f32()));
+    sig.argIf(scaled, "gscale", flat(s.f32()));
+    sig.arg("N", s.index()).arg("V", s.index());
     LaunchShape launch;
     launch.workgroup = {s.shared(threads, s.sink.builder().getI32Type())};
+    if (scaled)
+      launch.workgroup.push_back(s.shared(threads, s.f32()));
     KernelArgs a = s.sink.begin(sig, launch);
     Value counts = a.workgroup(0);
     KernelEmitter e = emitter();
@@ -95,12 +124,38 @@ struct Backward : ChunkedBackwardSteps {
       in.store(in.addI32(in.load(counts, dst), in.load(counts, src)), counts, dst);
     });
     Value scale = emitGradScale(e, s.spec, a["grad_loss"], e.load(counts, e.index(0)));
-    e.forLoop(tid, n, e.index(threads), {}, [&](KernelEmitter &le, Value r, ValueRange) {
-      le.store(emitRowFactor(le, s.spec, a["labels"], a["grad_loss"], scale, r, a["V"]), a["grow"],
-               r);
-      return SmallVector<Value>{};
-    });
+    Value largest = e.forLoop(tid, n, e.index(threads), {e.f32(0.0)},
+                              [&](KernelEmitter &le, Value r, ValueRange it) {
+                                Value g = emitRowFactor(le, s.spec, a["labels"], a["grad_loss"],
+                                                        scale, r, a["V"]);
+                                le.store(g, a["grow"], r);
+                                return SmallVector<Value>{le.maxF(it[0], le.absF(g))};
+                              })[0];
+    if (scaled) {
+      // Ordered like every block tree; max is exact, so only NaN could
+      // care, and NaN gradients stay NaN whatever G is.
+      Value maxima = a.workgroup(1);
+      gpuBarrier(e);
+      e.store(largest, maxima, tid);
+      gpuBarrier(e);
+      emitBlockTree(e, tid, threads, [&](KernelEmitter &in, Value dst, Value src) {
+        in.store(in.maxF(in.load(maxima, dst), in.load(maxima, src)), maxima, dst);
+      });
+      e.ifThen(e.cmpI(arith::CmpIPredicate::eq, tid, e.index(0)), [&](KernelEmitter &we) {
+        we.store(powerOfTwoAbove(we, we.load(maxima, we.index(0))), a["gscale"], we.index(0));
+      });
+    }
     s.sink.end();
+  }
+
+  /// dZ as the gradient products read it: `dz` itself (f32, SIMT
+  /// products) or dz / G rounded to storage (tensor cores).
+  Value productDz(KernelEmitter &e, Value dz, Value invG) {
+    return invG ? e.toStorage(e.mulF(dz, invG), st()) : dz;
+  }
+  /// 1 / G (exact: G is a power of two), or null without tensor cores.
+  Value inverseGradScale(KernelEmitter &e, const KernelArgs &a) {
+    return s.tensorCoreGradients() ? e.divF(e.f32(1.0), e.load(a["gscale"], e.index(0))) : Value();
   }
 
   /// lce_bwd_dz (per chunk): the [BN × T] logit tile of rows of the chunk →
@@ -113,7 +168,12 @@ struct Backward : ChunkedBackwardSteps {
       sig.arg("labels", flat(s.spec.labelType))
           .arg("lse", flat(s.f32()))
           .arg("grow", flat(s.f32()));
-    sig.arg("dz", flat(s.f32())).arg("chunk_begin", s.index()).arg("chunk_end", s.index());
+    const bool scaled = !storeRaw && s.tensorCoreGradients();
+    sig.argIf(scaled, "gscale", flat(s.f32()));
+    // Raw logits stay f32 (lse is formed from them); dZ is what the
+    // gradient products read.
+    sig.arg("dz", flat(storeRaw ? s.f32() : s.dzType()));
+    sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     // The logits product: the configured strategy's block tile (BM rows ×
     // BN columns; SIMT: block_rows × one column per thread).
@@ -128,6 +188,7 @@ struct Backward : ChunkedBackwardSteps {
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"];
     Value first = e.add(cb, e.mul(gpuBlockIdx(e, 0), e.index(bm)));
     Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(cols));
+    Value invG = scaled ? inverseGradScale(e, a) : Value();
     Fragment z = s.matmul.multiply(e, {a["x"], d}, {a["w"], d},
                                    {first, bm, a["chunk_end"], c0, cols, v}, e.index(0), d, {},
                                    scratch);
@@ -149,39 +210,58 @@ struct Backward : ChunkedBackwardSteps {
                             : emitLogitGrad(e, s.spec, raw, lse, grow,
                                             e.cmpI(arith::CmpIPredicate::eq, label, col));
         e.ifThen(e.andI(z.rowValid[i], z.colValid[j]), [&](KernelEmitter &se) {
-          se.store(dz, a["dz"], se.add(se.mul(se.sub(row, cb), v), col));
+          se.store(storeRaw ? dz : productDz(se, dz, invG), a["dz"],
+                   se.add(se.mul(se.sub(row, cb), v), col));
         });
       }
     }
     s.sink.end();
   }
 
-  /// lce_bwd_dx (per chunk): dX rows of the chunk = dZ rows · W; thread d
-  /// owns column d of BN rows and sums over j in order.
+  /// The dZ workspace the gradient products read: the fused op keeps its
+  /// f32 raw logits in "dz" and, with tensor cores, writes the 16-bit dZ
+  /// next to them in "dzs".
+  const char *productDzName() const {
+    return s.spec.fusedForward && s.tensorCoreGradients() ? "dzs" : "dz";
+  }
+
+  /// lce_bwd_dx (per chunk): dX rows of the chunk = dZ rows · W, one block
+  /// tile of the gradient strategy per block (SIMT: BN rows × one column
+  /// per thread; tensor cores: BM × BN), each element summed over the whole
+  /// vocabulary by its one owner.
   void buildDx() {
+    const TileConfig &tile = s.gradTile();
     KernelSignature sig("lce_bwd_dx");
-    sig.arg("dz", flat(s.f32())).arg("w", flat(st())).arg("grad_x", flat(st()));
+    sig.arg(productDzName(), flat(s.dzType())).arg("w", flat(st()));
+    sig.argIf(s.tensorCoreGradients(), "gscale", flat(s.f32()));
+    sig.arg("grad_x", flat(st()));
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
-    LaunchShape launch{{"cdiv(C," + s.simtBn() + ")", "cdiv(D," + s.threads() + ")", "1"},
+    const int64_t rows = tile.blockRows, cols = tile.tileCols();
+    LaunchShape launch{{"cdiv(C," + std::to_string(rows) + ")",
+                        "cdiv(D," + std::to_string(cols) + ")", "1"},
                        "none",
                        /*perChunk=*/true};
+    if (s.tensorCoreGradients())
+      s.stageOperands(launch);
     KernelArgs a = s.sink.begin(sig, launch);
+    SmallVector<Value> scratch = s.staged(a, launch);
     KernelEmitter e = emitter();
-    const int64_t bn = s.simtTile.blockRows;
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"];
-    Value first = e.add(cb, e.mul(gpuBlockIdx(e, 0), e.index(bn)));
-    Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(s.simtTile.threads));
+    Value first = e.add(cb, e.mul(gpuBlockIdx(e, 0), e.index(rows)));
+    Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(cols));
+    Value g = s.tensorCoreGradients() ? e.load(a["gscale"], e.index(0)) : Value();
     // A = dZ [chunk rows × V] (chunk-relative), B = Wᵀ [D × V].
-    MatrixOperand dz{a["dz"], v, Value(), cb};
+    MatrixOperand dz{a[productDzName()], v, Value(), cb};
     MatrixOperand wt{a["w"], Value(), d};
-    Fragment dx = s.simtMatmul.multiply(e, dz, wt, {first, bn, a["chunk_end"], c0, s.simtTile.threads, d},
-                                    e.index(0), v);
-    for (int64_t i = 0; i < bn; ++i)
-      e.ifThen(e.andI(dx.rowValid[i], dx.colValid[0]), [&](KernelEmitter &se) {
-        se.store(se.toStorage(dx.at(i, 0), st()), a["grad_x"],
-                 se.add(se.mul(dx.rows[i], d), dx.cols[0]));
-      });
+    Fragment dx = s.gradMatmul().multiply(e, dz, wt, {first, rows, a["chunk_end"], c0, cols, d},
+                                          e.index(0), v, {}, scratch);
+    for (size_t i = 0; i < dx.rows.size(); ++i)
+      for (size_t j = 0; j < dx.cols.size(); ++j)
+        e.ifThen(e.andI(dx.rowValid[i], dx.colValid[j]), [&](KernelEmitter &se) {
+          Value sum = g ? se.mulF(dx.at(i, j), g) : dx.at(i, j);
+          se.store(se.toStorage(sum, st()), a["grad_x"], se.add(se.mul(dx.rows[i], d), dx.cols[j]));
+        });
     s.sink.end();
   }
 
@@ -207,59 +287,80 @@ struct Backward : ChunkedBackwardSteps {
   }
 
   /// lce_bwd_dw (per chunk): dW_acc[j, d] += Σ_{r in chunk} dZ[r, j]·X[r, d]
-  /// in row order, on top of lce_bwd_zero's zeros; db likewise (thread
-  /// d = 0). Only the thread that stores an accumulator reads it.
+  /// in row order, on top of lce_bwd_zero's zeros, one block tile of the
+  /// gradient strategy per block; db likewise. Only the thread that stores
+  /// an accumulator reads it.
   void buildDw() {
+    const TileConfig &tileConfig = s.gradTile();
+    const bool scaled = s.tensorCoreGradients();
     KernelSignature sig("lce_bwd_dw");
-    sig.arg("dz", flat(s.f32())).arg("x", flat(st())).arg("dw_acc", flat(s.f32()), acc.dw);
+    sig.arg(productDzName(), flat(s.dzType())).arg("x", flat(st()));
+    sig.argIf(scaled, "gscale", flat(s.f32()));
+    sig.arg("dw_acc", flat(s.f32()), acc.dw);
     sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.f32()), acc.db);
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
-    LaunchShape launch{{"cdiv(V," + s.simtBn() + ")", "cdiv(D," + s.threads() + ")", "1"},
+    const int64_t rows = tileConfig.blockRows, cols = tileConfig.tileCols();
+    LaunchShape launch{{"cdiv(V," + std::to_string(rows) + ")",
+                        "cdiv(D," + std::to_string(cols) + ")", "1"},
                        "none",
                        /*perChunk=*/true};
+    if (scaled)
+      s.stageOperands(launch);
     KernelArgs a = s.sink.begin(sig, launch);
+    SmallVector<Value> scratch = s.staged(a, launch);
     KernelEmitter e = emitter();
-    const int64_t bn = s.simtTile.blockRows;
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
-    BlockTile tile{e.mul(gpuBlockIdx(e, 0), e.index(bn)),
-                   bn,
-                   v,
-                   e.mul(gpuBlockIdx(e, 1), e.index(s.simtTile.threads)),
-                   s.simtTile.threads,
-                   d};
-    Fragment owned = s.simtMatmul.layout(e, tile);
-    Value resume = owned.colValid[0];
+    Value dzBuf = a[productDzName()];
+    BlockTile tile{e.mul(gpuBlockIdx(e, 0), e.index(rows)), rows, v,
+                   e.mul(gpuBlockIdx(e, 1), e.index(cols)), cols, d};
+    // SIMT: each element's sum continues from its accumulator, term by term
+    // in row order. Tensor cores: the chunk's products of dZ / G form from
+    // zero, and the epilogue adds G·sum to the accumulator (the QuACK-style
+    // C += per chunk; fewer registers live through the k loop).
+    Value g = scaled ? e.load(a["gscale"], e.index(0)) : Value();
     SmallVector<Value> init;
-    for (int64_t i = 0; i < bn; ++i) {
-      Value at = e.add(e.mul(owned.rows[i], d), owned.cols[0]);
-      init.push_back(e.ifElse(
-          resume, [&](KernelEmitter &l) { return l.load(a["dw_acc"], at); },
-          [](KernelEmitter &z) { return z.f32(0.0); }));
+    if (!scaled) {
+      Fragment owned = s.gradMatmul().layout(e, tile);
+      for (size_t i = 0; i < owned.rows.size(); ++i)
+        for (size_t j = 0; j < owned.cols.size(); ++j) {
+          Value at = e.add(e.mul(owned.rows[i], d), owned.cols[j]);
+          init.push_back(e.ifElse(
+              owned.colValid[j], [&](KernelEmitter &l) { return l.load(a["dw_acc"], at); },
+              [](KernelEmitter &z) { return z.f32(0.0); }));
+        }
     }
     // A = dZᵀ [V × chunk rows], B = Xᵀ [D × rows]: k runs over the chunk's rows.
-    MatrixOperand dzt{a["dz"], Value(), v, Value(), cb};
+    MatrixOperand dzt{dzBuf, Value(), v, Value(), cb};
     MatrixOperand xt{a["x"], Value(), d};
-    Fragment dw = s.simtMatmul.multiply(e, dzt, xt, tile, cb, ce, init);
-    for (int64_t i = 0; i < bn; ++i)
-      e.ifThen(e.andI(dw.rowValid[i], dw.colValid[0]), [&](KernelEmitter &se) {
-        se.store(dw.at(i, 0), a["dw_acc"], se.add(se.mul(dw.rows[i], d), dw.cols[0]));
-      });
+    Fragment dw = s.gradMatmul().multiply(e, dzt, xt, tile, cb, ce, init, scratch);
+    for (size_t i = 0; i < dw.rows.size(); ++i)
+      for (size_t j = 0; j < dw.cols.size(); ++j)
+        e.ifThen(e.andI(dw.rowValid[i], dw.colValid[j]), [&](KernelEmitter &se) {
+          Value at = se.add(se.mul(dw.rows[i], d), dw.cols[j]);
+          Value sum = g ? se.addF(se.load(a["dw_acc"], at), se.mulF(dw.at(i, j), g)) : dw.at(i, j);
+          se.store(sum, a["dw_acc"], at);
+        });
     if (Value db = a["db_acc"]) {
-      // The thread of column 0 owns db (it sums dZ over the chunk's rows).
-      Value col = e.add(tile.colBegin, gpuThreadIdx(e));
-      e.ifThen(e.cmpI(arith::CmpIPredicate::eq, col, e.index(0)), [&](KernelEmitter &be) {
-        for (int64_t i = 0; i < bn; ++i) {
-          Value j = dw.rows[i];
-          // Rows past V are clamped onto V - 1, which exists (V >= 1).
-          Value start = be.load(db, j);
-          Value sum = be.forLoop(cb, ce, be.index(1), {start},
-                                 [&](KernelEmitter &ke, Value r, ValueRange it) {
-                                   Value at = ke.add(ke.mul(ke.sub(r, cb), v), j);
-                                   return SmallVector<Value>{ke.addF(it[0], ke.load(a["dz"], at))};
-                                 })[0];
-          be.ifThen(dw.rowValid[i], [&](KernelEmitter &se) { se.store(sum, db, j); });
-        }
+      // The blocks of the first column tile own db: thread t sums the
+      // vocabulary rows rowBegin + t, + T, … of the tile over the chunk's
+      // rows in order.
+      Value firstTile = e.cmpI(arith::CmpIPredicate::eq, gpuBlockIdx(e, 1), e.index(0));
+      e.ifThen(firstTile, [&](KernelEmitter &fe) {
+        forThreadColumns(fe, gpuThreadIdx(fe), tileConfig.threads, fe.index(rows),
+                         [&](KernelEmitter &te, Value t) {
+          Value j = te.add(tile.rowBegin, t);
+          te.ifThen(below(te, j, v), [&](KernelEmitter &be) {
+            Value sum = be.forLoop(cb, ce, be.index(1), {be.load(db, j)},
+                                   [&](KernelEmitter &ke, Value r, ValueRange it) {
+                                     Value at = ke.add(ke.mul(ke.sub(r, cb), v), j);
+                                     Value term = ke.loadF32(dzBuf, at);
+                                     return SmallVector<Value>{
+                                         ke.addF(it[0], g ? ke.mulF(term, g) : term)};
+                                   })[0];
+            be.store(sum, db, j);
+          });
+        });
       });
     }
     s.sink.end();
@@ -306,16 +407,22 @@ struct Backward : ChunkedBackwardSteps {
     s.sink.end();
   }
 
-  /// lce_fused_dz (per chunk): raw logits in the dZ workspace → dZ in place.
+  /// lce_fused_dz (per chunk): raw logits in the dZ workspace → dZ, in
+  /// place (SIMT products) or as dZ / G into "dzs" (tensor cores).
   void buildFusedDz() {
     KernelSignature sig("lce_fused_dz");
     sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.f32()));
     sig.arg("grow", flat(s.f32())).arg("dz", flat(s.f32()));
+    // With tensor cores dZ / G goes to its own 16-bit workspace.
+    const bool scaled = s.tensorCoreGradients();
+    sig.argIf(scaled, "gscale", flat(s.f32()));
+    sig.argIf(scaled, "dzs", flat(s.dzType()));
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index()).arg("V", s.index());
     LaunchShape launch{{"cdiv(C*V," + s.threads() + ")", "1", "1"}, "none", /*perChunk=*/true};
     KernelArgs a = s.sink.begin(sig, launch);
     KernelEmitter e = emitter();
     Value v = a["V"], cb = a["chunk_begin"];
+    Value invG = scaled ? inverseGradScale(e, a) : Value();
     Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e));
     e.ifThen(below(e, i, e.mul(e.sub(a["chunk_end"], cb), v)), [&](KernelEmitter &se) {
       Value row = se.add(cb, se.divUI(i, v));
@@ -323,7 +430,7 @@ struct Backward : ChunkedBackwardSteps {
       Value dz = emitLogitGrad(
           se, s.spec, se.load(a["dz"], i), se.load(a["lse"], row), se.load(a["grow"], row),
           se.cmpI(arith::CmpIPredicate::eq, se.loadLabel(a["labels"], row), col));
-      se.store(dz, a["dz"], i);
+      se.store(productDz(se, dz, invG), a[scaled ? "dzs" : "dz"], i);
     });
     s.sink.end();
   }

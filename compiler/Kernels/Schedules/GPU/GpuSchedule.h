@@ -20,14 +20,24 @@ struct GpuSchedule {
   /// logits X·Wᵀ (lce_partial, lce_bwd_dz, lce_fused_z) use them.
   const TileConfig &tile;
   const TileMatmul &matmul;
-  /// The tile and strategy of every other kernel (dZ·W, dZᵀ·X, the row and
-  /// element kernels): SIMT with the configured threads, until a tensor-core
-  /// strategy takes the transposed operands those products need. The same
-  /// objects as tile / matmul when those are SIMT.
+  /// The tile and strategy of the row and element kernels (and of the
+  /// gradient products when the logits strategy is SIMT): SIMT with the
+  /// configured threads. The same objects as tile / matmul when those are
+  /// SIMT.
   const TileConfig &simtTile;
   const TileMatmul &simtMatmul;
   /// The statistics the vocabulary sweep carries.
   RowStats stats{{StatKind::LogSumExp}};
+
+  /// Whether the gradient products dZ·W and dZᵀ·X run on tensor cores
+  /// too: they then read dZ in the storage type (tensor cores multiply
+  /// 16-bit operands), prescaled by a power of two (gradScale()).
+  bool tensorCoreGradients() const { return tile.matmul == loss::MatmulKind::mma_sync; }
+  /// The tile and strategy of dZ·W and dZᵀ·X.
+  const TileConfig &gradTile() const { return tensorCoreGradients() ? tile : simtTile; }
+  const TileMatmul &gradMatmul() const { return tensorCoreGradients() ? matmul : simtMatmul; }
+  /// The element type of the dZ the gradient products read.
+  mlir::Type dzType() const { return tensorCoreGradients() ? storage() : f32(); }
 
   mlir::Type storage() const { return spec.storage; }
   mlir::Type f32() const { return sink.builder().getF32Type(); }

@@ -1,0 +1,160 @@
+"""LOSSJIT_AUTOTUNE: the config space, the choice, the store (no GPU needed).
+
+The timing itself (CUDA events) needs a device; everything that decides what
+is timed, which tile wins and what is remembered is checked here with a fake
+timer, and a CPU run proves the variable changes nothing off CUDA.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+import lossjit
+from lossjit import _autotune, _kernels
+
+
+def test_off_unless_asked(monkeypatch):
+    monkeypatch.delenv(_autotune.ENV, raising=False)
+    assert not _autotune.enabled()
+    monkeypatch.setenv(_autotune.ENV, "0")
+    assert not _autotune.enabled()
+    monkeypatch.setenv(_autotune.ENV, "1")
+    assert _autotune.enabled()
+    monkeypatch.setenv(_autotune.ENV, "yes please")
+    with pytest.raises(ValueError, match="LOSSJIT_AUTOTUNE must be 0 or 1, got 'yes please'"):
+        _autotune.enabled()
+
+
+def test_config_space_follows_the_compilers_default():
+    tc = _autotune.candidates("sm_90", "bf16")
+    assert tc[0] == "matmul=mma_sync"  # the default tile first: it wins ties
+    assert all(t.startswith("matmul=mma_sync") for t in tc)
+    assert _autotune.candidates("sm_80", "f16", "chunked") == tc
+    assert _autotune.candidates("sm_90a", "f16") == tc
+    # f32 storage, the recompute backward and pre-Ampere chips stay SIMT.
+    assert _autotune.candidates("sm_90", "f32") == _autotune.SIMT_TILES
+    assert _autotune.candidates("sm_90", "bf16", "recompute") == _autotune.SIMT_TILES
+    assert _autotune.candidates("sm_75", "f16") == _autotune.SIMT_TILES
+
+
+@pytest.mark.skipif(not lossjit.has_compiler, reason="needs the compiler to parse tiles")
+def test_every_candidate_is_a_valid_tile(monkeypatch, tmp_path):
+    # Each text must be one the compiler accepts for its op (compile a tiny
+    # bf16 forward for sm_80 with it: PTX only, no device), and the cache is
+    # the test's own.
+    monkeypatch.setenv("LOSSJIT_CACHE_DIR", str(tmp_path))
+    graph = lossjit._ext.C.lce_graph(dtype="bf16", label_type="i64", bias=False,
+                                     ignore_index=-100, reduction="mean")
+    for tile in set(_autotune.TENSOR_CORE_TILES) | set(_autotune.SIMT_TILES):
+        op = lossjit._ext.C.compile_gpu(graph, "sm_80", tile)
+        assert op is not None, tile
+
+
+def test_buckets_are_powers_of_two():
+    assert _autotune.shape_bucket(4096, 128256, 4096) == (4096, 131072, 4096)
+    assert _autotune.shape_bucket(1, 3, 5) == (1, 4, 8)
+    assert _autotune.shape_bucket(0, 1, 2) == (0, 1, 2)
+
+
+def test_key_names_device_op_dtype_options_and_bucket():
+    a = _autotune.store_key("NVIDIA H200", "forward", "bf16",
+                            {"reduction": "mean", "bias": "false"}, (4096, 131072, 4096))
+    b = _autotune.store_key("NVIDIA H200", "forward", "bf16",
+                            {"bias": "false", "reduction": "mean"}, (4096, 131072, 4096))
+    assert a == b  # option order does not matter
+    assert a == "NVIDIA H200|forward|bf16|bias=false,reduction=mean|N4096.V131072.D4096"
+    assert a != _autotune.store_key("NVIDIA A100", "forward", "bf16",
+                                    {"reduction": "mean", "bias": "false"}, (4096, 131072, 4096))
+
+
+def test_fastest_median_wins_and_ties_go_to_the_earlier_tile():
+    runs = {"a": [5.0, 1.0, 5.0], "b": [2.0, 2.0, 9.0], "c": [2.0, 2.0, 2.0]}
+    best, medians = _autotune.fastest(["a", "b", "c"], lambda t: runs[t])
+    assert medians == {"a": 5.0, "b": 2.0, "c": 2.0}
+    assert best == "b"  # b and c tie at a median of 2: the earlier one
+
+
+def test_a_failing_candidate_is_skipped_with_a_warning():
+    def time_ms(tile):
+        if tile == "bad":
+            raise RuntimeError("too much shared memory")
+        return [3.0]
+    with pytest.warns(UserWarning, match="candidate 'bad' skipped: too much shared memory"):
+        best, _ = _autotune.fastest(["bad", "good"], time_ms)
+    assert best == "good"
+    with pytest.raises(RuntimeError, match="no candidate tile that runs"):
+        with pytest.warns(UserWarning):
+            _autotune.fastest(["bad"], time_ms)
+
+
+def test_store_round_trips_and_keeps_other_keys(tmp_path):
+    path = tmp_path / "cache" / "autotune.json"
+    store = _autotune.TuningStore(str(path))
+    assert store.lookup("k1") is None
+    store.record("k1", "matmul=mma_sync,stages=4")
+    store.record("k2", "matmul=mma_sync")
+    again = _autotune.TuningStore(str(path))
+    assert again.lookup("k1") == "matmul=mma_sync,stages=4"
+    assert again.lookup("k2") == "matmul=mma_sync"
+    data = json.loads(path.read_text())
+    assert data["format"] == "lossjit-autotune" and data["format_version"] == 1
+    # No temporary file is left next to the store.
+    assert sorted(os.listdir(path.parent)) == ["autotune.json"]
+
+
+def test_a_failed_write_leaves_the_previous_store(tmp_path, monkeypatch):
+    path = tmp_path / "autotune.json"
+    store = _autotune.TuningStore(str(path))
+    store.record("k1", "matmul=mma_sync")
+    before = path.read_text()
+
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+    monkeypatch.setattr(_autotune.json, "dump", boom)
+    with pytest.raises(OSError, match="disk full"):
+        store.record("k2", "matmul=mma_sync,stages=4")
+    assert path.read_text() == before
+    assert sorted(os.listdir(tmp_path)) == ["autotune.json"]
+
+
+@pytest.mark.parametrize("content", ["{not json", json.dumps({"format": "other"}),
+                                     json.dumps({"format": "lossjit-autotune",
+                                                 "format_version": 1, "winners": {"k": 3}})])
+def test_a_broken_store_is_ignored_with_a_warning(tmp_path, content):
+    path = tmp_path / "autotune.json"
+    path.write_text(content)
+    with pytest.warns(UserWarning, match="ignoring the autotune store"):
+        assert _autotune.TuningStore(str(path)).lookup("k") is None
+
+
+def test_store_location_follows_the_kernel_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("LOSSJIT_CACHE_DISABLE", raising=False)
+    monkeypatch.setenv("LOSSJIT_CACHE_DIR", str(tmp_path))
+    assert _autotune.default_store_path() == str(tmp_path / "autotune.json")
+    monkeypatch.delenv("LOSSJIT_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _autotune.default_store_path() == str(tmp_path / "xdg" / "lossjit" / "autotune.json")
+    monkeypatch.setenv("LOSSJIT_CACHE_DISABLE", "1")
+    assert _autotune.default_store_path() is None
+    _autotune.TuningStore(None).record("k", "auto")  # no store: nothing written
+
+
+@pytest.mark.skipif(not lossjit.has_compiler, reason="the CPU backend needs the compiler")
+def test_cpu_ops_are_never_tuned(monkeypatch):
+    monkeypatch.setenv(_autotune.ENV, "1")
+    _kernels.clear_cache()
+    try:
+        x = torch.randn(5, 16)
+        w = torch.randn(11, 16)
+        y = torch.randint(0, 11, (5,))
+        loss = lossjit.linear_cross_entropy(x, w, y)
+        ref = torch.nn.functional.cross_entropy(x @ w.T, y)
+        torch.testing.assert_close(loss, ref, rtol=1e-5, atol=1e-6)
+        kernel = next(iter(_kernels._forward_ops.values()))
+        assert kernel.tuned is None
+    finally:
+        _kernels.clear_cache()
