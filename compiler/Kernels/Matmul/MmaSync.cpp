@@ -241,12 +241,19 @@ private:
                                 ce.index(0));
         Value dst = ce.add(base, ce.add(ce.mul(row, ce.index(rowElements(ring))), along));
         // Empty copies and masked elements still name an element that
-        // exists, 16-byte aligned where a piece starts.
-        Value safeLine = ce.select(lineOk, line, first);
-        Value safeK = ce.select(kOk, k, k0);
-        Value safe = op.offset(ce, safeLine, safeK);
+        // exists, 16-byte aligned where a piece starts: K-major the start
+        // of the (clamped) line, MN-major the tile's first line at a k that
+        // exists.
+        Value safeLine, safeK, safe;
+        if (ring.kMajor) {
+          safeLine = ce.minUI(line, ce.sub(limit, ce.index(1)));
+          safe = op.lineStart(ce, safeLine);
+        } else {
+          safeK = ce.select(kOk, k, k0);
+          safe = op.offset(ce, first, safeK);
+        }
         auto element = [&](KernelEmitter &xe, int64_t j) {
-          return ring.kMajor ? op.offset(xe, safeLine, xe.add(k, xe.index(j)))
+          return ring.kMajor ? op.alongK(xe, safe, xe.add(k, xe.index(j)))
                              : op.offset(xe, xe.add(line, xe.index(j)), safeK);
         };
         ce.ifThenElse(
