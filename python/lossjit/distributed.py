@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from torch.overrides import handle_torch_function, has_torch_function_variadic
 
 from . import _ops
-from .functional import guard_lse, linear_cross_entropy as _single_device
+from .functional import _autocast, guard_lse, linear_cross_entropy as _single_device
 
 __all__ = [
     "linear_cross_entropy",
@@ -580,6 +580,9 @@ def linear_cross_entropy(hidden: Tensor, weight_shard: Tensor, target: Tensor,
         raise local_error
 
     lead = hidden.shape[:-1]
+    # What the single-device op does under autocast (F.linear's rule), before
+    # the autograd Function so the casts get their own gradients.
+    hidden, weight_shard, bias_shard = _autocast(hidden, weight_shard, bias_shard)
     flat_hidden, flat_target = _flat(hidden, target)
     _check_label_range(flat_target, ignore_index, layout.vocab)
     setup = _Setup(group, rank, layout, ignore_index, reduction, float(logit_scale),

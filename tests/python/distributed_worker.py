@@ -200,6 +200,38 @@ def scenario_softcap_scale(ctx):
               atol=4e-6, scale=True)
 
 
+def scenario_module_shapes_autocast(ctx):
+    """The module (from a full weight) with hidden [4, 6, D] and reduction
+    'none' (losses and lse shaped like target); autocast casts like the
+    single-device op; differentiating through lse is an error."""
+    hidden, weight, target, b = inputs(torch.float32, bias=True)
+    head = LD.VocabParallelLinearCrossEntropy.from_full(weight, b, reduction="none",
+                                                       return_lse=True, vocab_block=8)
+    x = hidden.view(4, 6, D).clone().requires_grad_()
+    loss, lse = head(x, target.view(4, 6))
+    assert loss.shape == (4, 6) and lse.shape == (4, 6), (loss.shape, lse.shape)
+    loss.sum().backward()
+    rloss, rlse, rdx, rdw, rdb = reference(hidden, weight, target, b, "none")
+    close("module loss", loss.detach().view(-1), rloss, rtol=8e-6, atol=1e-6)
+    close("module lse", lse.detach().view(-1), rlse, rtol=2e-6)
+    close("module dX", x.grad.view(-1, D), rdx, atol=2e-6, scale=True)
+    close("module dW", head.weight.grad, shard(rdw, ctx.rank, ctx.world), atol=2e-6,
+          scale=True)
+    close("module db", head.bias.grad, shard(rdb, ctx.rank, ctx.world), atol=2e-6,
+          scale=True)
+    x = hidden.clone().requires_grad_()
+    _loss, lse = LD.linear_cross_entropy(x, shard(weight, ctx.rank, ctx.world), target,
+                                         return_lse=True, vocab_block=8)
+    expect(RuntimeError, "lse", lambda: lse.sum().backward())
+    w = shard(weight, ctx.rank, ctx.world)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = LD.linear_cross_entropy(hidden, w, target, vocab_block=8)
+        want = lossjit.linear_cross_entropy(hidden, weight, target)
+    close("autocast loss", got, want, rtol=1e-5)
+    rloss = reference(hidden.bfloat16(), weight.bfloat16(), target)[0]
+    close("autocast loss vs bf16 reference", got, rloss, rtol=8e-6)
+
+
 def scenario_bitwise_repeatable(ctx):
     """Same inputs twice: the same bits (loss, lse, dX, dW), bf16 and f32."""
     for dtype in (torch.float32, torch.bfloat16):
