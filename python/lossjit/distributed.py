@@ -112,34 +112,57 @@ def _blocks_of(start: int, size: int, block: int) -> Tuple[Tuple[int, int], ...]
     return tuple(out)
 
 
-_ERROR_CODES = ("ok", "error")
+class _Local(NamedTuple):
+    """What a rank tells the others before any statistic moves."""
+
+    n: int
+    d: int
+    rows: int
+    vocab_start: Optional[int]
+    block: int
+    error: bool
+    fingerprint: Optional[Tensor]  # int64 [2] on the device, or None
 
 
-def _exchange_layout(n: int, d: int, rows: int, vocab_start: Optional[int], error: bool,
-                     block: int, group, device: torch.device) -> _Layout:
-    """One all_gather of six integers per rank: every rank learns the others'
-    shard, checks that the shards tile [0, V) and that every rank has the same
-    N and D, and learns whether some rank rejected its inputs (so all ranks
-    raise instead of some waiting forever in the next collective)."""
+def _fingerprint(hidden: Tensor, target: Tensor) -> Tensor:
+    """Two int64 numbers that differ when ranks pass different `hidden` or
+    `target` (which would silently give wrong losses): the bits of hidden's
+    float64 sum and a position-weighted sum of the labels. O(N·D) work, no
+    copy of hidden; identical inputs give identical bits (deterministic
+    reductions of the same shape on the same kind of device)."""
+    with torch.no_grad():
+        total = hidden.sum(dtype=torch.float64).reshape(1).view(torch.int64)
+        flat = target.reshape(-1).to(torch.int64)
+        weights = torch.arange(1, flat.numel() + 1, dtype=torch.int64, device=flat.device)
+        return torch.cat([total, (flat * weights).sum().reshape(1)])
+
+
+def _exchange_layout(local: _Local, group, device: torch.device) -> Optional[_Layout]:
+    """One all_gather of eight integers per rank: every rank learns the
+    others' shard, checks that the shards tile [0, V) and that every rank has
+    the same N, D, options and inputs (by fingerprint), and learns whether
+    some rank rejected its inputs (so all ranks raise instead of some waiting
+    forever in the next collective). None when this rank rejected its own."""
     world = dist.get_world_size(group)
-    mine = torch.tensor([n, d, rows, -1 if vocab_start is None else vocab_start,
-                         int(error), block], dtype=torch.int64, device=device)
+    head = torch.tensor([local.n, local.d, local.rows,
+                         -1 if local.vocab_start is None else local.vocab_start,
+                         int(local.error), local.block], dtype=torch.int64, device=device)
+    tail = local.fingerprint if local.fingerprint is not None else head.new_zeros(2)
+    mine = torch.cat([head, tail.to(device)])
     gathered = [torch.empty_like(mine) for _ in range(world)]
     dist.all_gather(gathered, mine, group=group)
     info = torch.stack(gathered).cpu().tolist()
-    bad = [r for r, row in enumerate(info) if row[4]]
-    if error:
+    if local.error:
         return None  # the caller raises its own error
+    bad = [r for r, row in enumerate(info) if row[4]]
     if bad:
         raise RuntimeError(f"lossjit.distributed: rank(s) {bad} of the group rejected their "
                            "inputs (see the error raised there); no rank computed the loss")
-    for what, col in (("hidden's row count N", 0), ("the feature size D", 1),
-                      ("vocab_block", 5)):
-        values = sorted({row[col] for row in info})
-        if len(values) != 1:
-            raise ValueError(f"lossjit.distributed: {what} differs over the group "
-                             f"({[row[col] for row in info]} by rank); every rank passes the "
-                             "same hidden and target (and options)")
+    for what, cols in (("hidden's row count N", (0,)), ("the feature size D", (1,)),
+                       ("vocab_block", (5,)), ("the values of hidden or target", (6, 7))):
+        if len({tuple(row[c] for c in cols) for row in info}) != 1:
+            raise ValueError(f"lossjit.distributed: {what} differ(s) over the group; every "
+                             "rank passes the same hidden and target (and options)")
     given = [row[3] >= 0 for row in info]
     if any(given) and not all(given):
         raise ValueError("lossjit.distributed: vocab_start was given on some ranks and not "
@@ -149,19 +172,23 @@ def _exchange_layout(n: int, d: int, rows: int, vocab_start: Optional[int], erro
         starts = tuple(row[3] for row in info)
     else:
         starts = tuple(sum(sizes[:r]) for r in range(world))
-    vocab = sum(sizes)
+    _check_tiling(starts, sizes)
+    blocks = tuple(_blocks_of(starts[r], sizes[r], local.block) for r in range(world))
+    return _Layout(starts, sizes, sum(sizes), blocks)
+
+
+def _check_tiling(starts: Sequence[int], sizes: Sequence[int]) -> None:
+    """The shards, taken in vocabulary order, must cover [0, V) exactly."""
     covered = 0
-    for r in sorted(range(world), key=lambda r: (starts[r], r)):
+    for r in sorted(range(len(starts)), key=lambda r: (starts[r], r)):
         if starts[r] != covered:
             raise ValueError(
                 f"lossjit.distributed: the shards (vocab_start, rows) by rank "
                 f"{list(zip(starts, sizes))} do not tile [0, V): rank {r}'s shard starts at "
                 f"{starts[r]}, expected {covered}")
         covered += sizes[r]
-    if vocab < 1:
+    if covered < 1:
         raise ValueError("lossjit.distributed: the shards hold no rows; V must be >= 1")
-    blocks = tuple(_blocks_of(starts[r], sizes[r], block) for r in range(world))
-    return _Layout(starts, sizes, vocab, blocks)
 
 
 # --------------------------------------------------------------------------
@@ -287,7 +314,7 @@ def _forward_stats(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], targe
     return stats
 
 
-def _combine(gathered: Tensor, layout: _Layout, slots: int, target: Tensor,
+def _combine(gathered: Tensor, layout: _Layout, slots: int,
              counted: Tensor) -> Tuple[Tensor, Tensor]:
     """(row loss, lse), both float32 [N], from every rank's statistics: the
     blocks' lse merged in vocabulary order, then lse − lse_owner + loss_owner
@@ -356,7 +383,7 @@ class _VocabParallel(torch.autograd.Function):
         world = len(setup.layout.sizes)
         gathered = [torch.empty_like(stats) for _ in range(world)]
         dist.all_gather(gathered, stats, group=setup.group)
-        row, lse = _combine(torch.stack(gathered), setup.layout, slots, target, counted)
+        row, lse = _combine(torch.stack(gathered), setup.layout, slots, counted)
         ctx.save_for_backward(hidden, weight, bias, target, lse)
         ctx.setup = setup
         ctx.mark_non_differentiable(lse)
@@ -452,7 +479,7 @@ def _unwrap_vocab_shard(weight, bias, group):
             raise TypeError("lossjit.distributed: bias_shard is a DTensor but weight_shard is "
                             "not; pass both as DTensors sharded on dim 0, or both as local "
                             "shards")
-        return weight, bias, group, None
+        return weight, bias, group
     mesh = weight.device_mesh
     placements = tuple(weight.placements)
     if mesh.ndim != 1 or placements != (Shard(0),):
@@ -473,7 +500,7 @@ def _unwrap_vocab_shard(weight, bias, group):
                              "be a DTensor sharded like it ([Shard(0)] on the same mesh)")
         bias = bias.to_local()
     # The mesh's order is the vocabulary order of its Shard(0) pieces.
-    return weight.to_local(), bias, mesh_group, weight.shape[0]
+    return weight.to_local(), bias, mesh_group
 
 
 def _flat(hidden: Tensor, target: Tensor):
@@ -544,40 +571,14 @@ def linear_cross_entropy(hidden: Tensor, weight_shard: Tensor, target: Tensor,
             ignore_index=ignore_index, reduction=reduction, return_lse=return_lse,
             logit_scale=logit_scale, softcap=softcap, fused_backward=fused_backward,
             vocab_block=vocab_block)
-    _check_options(reduction, logit_scale, softcap, fused_backward, return_lse)
-    if fused_backward:
-        raise ValueError("lossjit.distributed: fused_backward=True is not available for the "
-                         "vocabulary-parallel loss: the backward needs the global lse, known "
-                         "only after the forward's collective")
-    block = DEFAULT_VOCAB_BLOCK if vocab_block is None else vocab_block
-    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
-        raise ValueError(f"lossjit.distributed: vocab_block must be a positive int or None, "
-                         f"got {vocab_block!r}")
-    if vocab_start is not None and (isinstance(vocab_start, bool)
-                                    or not isinstance(vocab_start, int) or vocab_start < 0):
-        raise ValueError(f"lossjit.distributed: vocab_start must be a non-negative int or "
-                         f"None, got {vocab_start!r}")
+    block = _check_vocab_options(reduction, logit_scale, softcap, fused_backward,
+                                 return_lse, vocab_start, vocab_block)
     _check_plain("hidden", hidden)
     _check_plain("target", target)
-    weight_shard, bias_shard, group, _ = _unwrap_vocab_shard(weight_shard, bias_shard, group)
+    weight_shard, bias_shard, group = _unwrap_vocab_shard(weight_shard, bias_shard, group)
     group, rank, _world = _check_group(group)
-
-    # Local checks first, but every rank reaches the layout exchange, so a
-    # rank with bad inputs makes all ranks raise rather than hang.
-    local_error = None
-    try:
-        _check_shard(hidden, weight_shard, target, bias_shard, ignore_index, reduction)
-    except (TypeError, ValueError, RuntimeError) as error:
-        local_error = _renamed(error, {"weight": "weight_shard", "bias": "bias_shard"})
-    n = hidden.reshape(-1, hidden.shape[-1]).shape[0] if local_error is None and \
-        hidden.dim() >= 1 else -1
-    d = hidden.shape[-1] if local_error is None else -1
-    rows = weight_shard.shape[0] if local_error is None else 0
-    device = hidden.device if isinstance(hidden, Tensor) else torch.device("cpu")
-    layout = _exchange_layout(n, d, rows, vocab_start, local_error is not None, block, group,
-                              device)
-    if local_error is not None:
-        raise local_error
+    layout = _agree_on_layout(hidden, weight_shard, target, bias_shard, ignore_index,
+                              reduction, vocab_start, block, group)
 
     lead = hidden.shape[:-1]
     # What the single-device op does under autocast (F.linear's rule), before
@@ -596,6 +597,49 @@ def linear_cross_entropy(hidden: Tensor, weight_shard: Tensor, target: Tensor,
     if return_lse:
         return loss, guard_lse(lse, hidden, weight_shard, bias_shard)
     return loss
+
+
+def _check_vocab_options(reduction, logit_scale, softcap, fused_backward, return_lse,
+                         vocab_start, vocab_block) -> int:
+    """The options' checks (the same on every rank, so raised before any
+    collective); returns the block size."""
+    _check_options(reduction, logit_scale, softcap, fused_backward, return_lse)
+    if fused_backward:
+        raise ValueError("lossjit.distributed: fused_backward=True is not available for the "
+                         "vocabulary-parallel loss: the backward needs the global lse, known "
+                         "only after the forward's collective")
+    block = DEFAULT_VOCAB_BLOCK if vocab_block is None else vocab_block
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise ValueError(f"lossjit.distributed: vocab_block must be a positive int or None, "
+                         f"got {vocab_block!r}")
+    if vocab_start is not None and (isinstance(vocab_start, bool)
+                                    or not isinstance(vocab_start, int) or vocab_start < 0):
+        raise ValueError(f"lossjit.distributed: vocab_start must be a non-negative int or "
+                         f"None, got {vocab_start!r}")
+    return block
+
+
+def _agree_on_layout(hidden, weight, target, bias, ignore_index, reduction, vocab_start,
+                     block, group) -> _Layout:
+    """This rank's input checks, then the layout exchange every rank reaches
+    even when its own inputs are bad: that rank raises its error, the others
+    an error naming it, and none waits in a collective that never comes."""
+    error = None
+    try:
+        _check_shard(hidden, weight, target, bias, ignore_index, reduction)
+    except (TypeError, ValueError, RuntimeError) as caught:
+        error = _renamed(caught, {"weight": "weight_shard", "bias": "bias_shard"})
+    if error is None:
+        local = _Local(hidden.numel() // hidden.shape[-1] if hidden.shape[-1] else
+                       target.numel(), hidden.shape[-1], weight.shape[0], vocab_start, block,
+                       False, _fingerprint(hidden, target))
+    else:
+        local = _Local(-1, -1, 0, vocab_start, block, True, None)
+    device = hidden.device if isinstance(hidden, Tensor) else torch.device("cpu")
+    layout = _exchange_layout(local, group, device)
+    if error is not None:
+        raise error
+    return layout
 
 
 def _check_shard(hidden, weight, target, bias, ignore_index, reduction) -> None:

@@ -449,6 +449,13 @@ def scenario_bad_inputs(ctx):
     else:
         expect(RuntimeError, "rank(s) [1]", lambda: call(hidden, mine, target))
     expect(ValueError, "weight_shard", lambda: call(hidden, w[:, :3], target))
+    # Rank 2 alone passes other labels (or other hidden): every rank raises.
+    other = target.clone()
+    if ctx.rank == 2:
+        other[0] = (other[0] + 1) % V
+    expect(ValueError, "the values of hidden or target", lambda: call(hidden, w, other))
+    shifted = hidden + 1 if ctx.rank == 2 else hidden
+    expect(ValueError, "the values of hidden or target", lambda: call(shifted, w, target))
     expect(ValueError, "reduction",
            lambda: LD.token_parallel_linear_cross_entropy(hidden, weight, target,
                                                           reduction="avg"))
