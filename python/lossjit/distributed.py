@@ -469,17 +469,19 @@ def _dtensor_types():
     return DTensor, Shard, Replicate
 
 
-def _unwrap_vocab_shard(weight, bias, group):
-    """A DTensor weight (and bias) sharded on dim 0 over a 1-D mesh → its
-    local shard (differentiable: the gradient returns as a DTensor with the
-    same placement) and the mesh's group. Other placements are an error."""
+def _unwrap_vocab_shard(weight, bias, group, vocab_start):
+    """A DTensor weight (and bias) sharded on dim 0 over a 1-D mesh → (its
+    local shard, bias shard, the mesh's group, the shard's first row). The
+    local tensors are differentiable: their gradients return as DTensors with
+    the same placement. Other placements are an error. Plain tensors pass
+    through with `group` and `vocab_start` unchanged."""
     DTensor, Shard, _ = _dtensor_types()
     if DTensor is None or not isinstance(weight, DTensor):
         if DTensor is not None and isinstance(bias, DTensor):
             raise TypeError("lossjit.distributed: bias_shard is a DTensor but weight_shard is "
                             "not; pass both as DTensors sharded on dim 0, or both as local "
                             "shards")
-        return weight, bias, group
+        return weight, bias, group, vocab_start
     mesh = weight.device_mesh
     placements = tuple(weight.placements)
     if mesh.ndim != 1 or placements != (Shard(0),):
@@ -499,8 +501,28 @@ def _unwrap_vocab_shard(weight, bias, group):
             raise ValueError("lossjit.distributed: with a DTensor weight_shard, bias_shard must "
                              "be a DTensor sharded like it ([Shard(0)] on the same mesh)")
         bias = bias.to_local()
-    # The mesh's order is the vocabulary order of its Shard(0) pieces.
-    return weight.to_local(), bias, mesh_group
+    local = weight.to_local()
+    start = _dtensor_shard_start(weight.shape[0], mesh.size(), mesh.get_coordinate()[0],
+                                 local.shape[0])
+    if vocab_start is not None and vocab_start != start:
+        raise ValueError(f"lossjit.distributed: vocab_start={vocab_start} but weight_shard's "
+                         f"local shard starts at row {start}; leave vocab_start=None with a "
+                         "DTensor")
+    return local, bias, mesh_group, start
+
+
+def _dtensor_shard_start(vocab: int, world: int, coordinate: int, rows: int) -> int:
+    """The first row of mesh coordinate `coordinate`'s Shard(0) piece, from
+    Shard's torch.chunk semantics (pieces of ceil(V / world) rows in mesh
+    order), so a mesh whose order is not the group's rank order is placed
+    right; checked against the local shard's row count."""
+    chunk = -(-vocab // world)
+    start = min(coordinate * chunk, vocab)
+    if rows != min(chunk, vocab - start):
+        raise RuntimeError(f"lossjit.distributed: weight_shard's local shard has {rows} rows, "
+                           f"but Shard(0) of {vocab} rows over {world} ranks gives mesh "
+                           f"coordinate {coordinate} {min(chunk, vocab - start)}")
+    return start
 
 
 def _flat(hidden: Tensor, target: Tensor):
@@ -575,7 +597,8 @@ def linear_cross_entropy(hidden: Tensor, weight_shard: Tensor, target: Tensor,
                                  return_lse, vocab_start, vocab_block)
     _check_plain("hidden", hidden)
     _check_plain("target", target)
-    weight_shard, bias_shard, group = _unwrap_vocab_shard(weight_shard, bias_shard, group)
+    weight_shard, bias_shard, group, vocab_start = _unwrap_vocab_shard(
+        weight_shard, bias_shard, group, vocab_start)
     group, rank, _world = _check_group(group)
     layout = _agree_on_layout(hidden, weight_shard, target, bias_shard, ignore_index,
                               reduction, vocab_start, block, group)
