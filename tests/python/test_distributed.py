@@ -66,3 +66,42 @@ def test_scenario(reports, scenario):
     failures = {rank: report.get(scenario, "not run") for rank, report in reports.items()
                 if report.get(scenario) != "ok"}
     assert not failures, "\n".join(f"--- rank {r}:\n{text}" for r, text in failures.items())
+
+
+# The single-device kernel rules lossjit.distributed relies on, pinned here
+# in-process so that a kernel change that breaks them fails by name.
+
+@pytest.mark.parametrize("softcap", [None, 3.0])
+def test_kernel_rules_the_shards_rely_on(softcap):
+    """(1) An ignored row still gets its lse, and a row loss of exactly 0.
+    (2) With one extra weight row of zeros and bias −inf taken as the label,
+    the backward gives dZ = g·softmax (no one-hot) on the real columns, so
+    dX = dZ·W and dW = dZᵀ·X over them; float64 reference."""
+    import torch
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(1)
+    n, v, d = 9, 13, 8
+    x = torch.randn(n, d, generator=g)
+    w = torch.randn(v, d, generator=g)
+    labels = torch.full((n,), -100)
+    cap = 0.0 if softcap is None else softcap
+    transforms = () if softcap is None else (1.0, cap)
+    loss, lse = torch.ops.lossjit.linear_cross_entropy(x, w, labels, None, -100, "none", "",
+                                                       *transforms)
+    z = F.linear(x.double(), w.double())
+    if softcap:
+        z = softcap * torch.tanh(z / softcap)
+    assert torch.equal(loss, torch.zeros(n))
+    torch.testing.assert_close(lse.double(), torch.logsumexp(z, 1), rtol=2e-6, atol=0)
+
+    wx = torch.cat([w, torch.zeros(1, d)])
+    bx = torch.cat([torch.zeros(v), torch.tensor([-float("inf")])])
+    grow = torch.rand(n, generator=g)
+    gx, gw, _gb = torch.ops.lossjit.linear_cross_entropy_backward(
+        x, wx, torch.full((n,), v), bx, lse, grow, -100, "none", True, True, 1.0, cap)
+    p = torch.softmax(z, 1) * grow.double()[:, None]
+    if softcap:  # dz/draw = 1 − tanh²
+        p = p * (1 - (z / softcap) ** 2)
+    torch.testing.assert_close(gx.double(), p @ w.double(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gw[:v].double(), p.T @ x.double(), rtol=1e-5, atol=1e-6)
