@@ -12,6 +12,7 @@ by LLVM's JIT, CUDA tensors PTX kernels through the CUDA driver.
 from ._ext import C as _C
 from ._ext import HAS_COMPILER as has_compiler
 from . import _ops  # noqa: F401  (registers the torch.library ops)
+from . import distributed  # noqa: F401  (lossjit.distributed: losses over a process group)
 from ._kernels import cache_info, clear_cache, describe_build
 from .functional import linear_cross_entropy
 from .jit import JitError, JittedLoss, jit
@@ -23,6 +24,7 @@ __all__ = [
     "linear_cross_entropy",
     "LinearCrossEntropyLoss",
     "jit",
+    "distributed",
     "JitError",
     "JittedLoss",
     "has_compiler",
