@@ -173,6 +173,16 @@ Error KernelBundle::verify() const {
                     "expected a dim or constant name or a non-negative "
                     "integer, got \"" + entry + "\"");
     }
+    // Declared extents (verify() guards bundles built in memory too).
+    if (!p.extents.empty() && p.extents.size() != p.shape.size())
+      return fail(field + ".extents", "expected " + std::to_string(p.shape.size()) +
+                                          " entries (one per shape entry), got " +
+                                          std::to_string(p.extents.size()));
+    for (size_t j = 0; j < p.extents.size(); ++j)
+      if (p.extents[j] < -1)
+        return fail(field + ".extents[" + std::to_string(j) + "]",
+                    "expected an extent >= 0 or -1 (dynamic), got " +
+                        std::to_string(p.extents[j]));
     bufferNames.insert(p.name);
   }
   for (size_t i = 0; i < workspaces.size(); ++i) {
@@ -278,6 +288,12 @@ JsonValue KernelBundle::toManifest() const {
     for (const std::string &s : p.shape)
       shape.push(isDecimal(s) ? JsonValue(std::stoll(s)) : JsonValue(s));
     jp.set("shape", std::move(shape));
+    if (!p.extents.empty()) {
+      JsonValue extents = JsonValue::array();
+      for (int64_t e : p.extents)
+        extents.push(JsonValue(e));
+      jp.set("extents", std::move(extents));
+    }
     jsonParams.push(std::move(jp));
   }
   m.set("params", std::move(jsonParams));
@@ -495,6 +511,24 @@ Expected<KernelBundle> KernelBundle::fromManifest(const JsonValue &m,
                                                             std::to_string(j) +
                                                             "]"));
       p.shape.push_back(std::move(entry));
+    }
+    const JsonValue::Array *extents;
+    LOSSJIT_ASSIGN(extents, R::array(jp, path, "extents", false));
+    if (extents) {
+      if (extents->size() != p.shape.size())
+        return makeError(path + ".extents: expected " + std::to_string(p.shape.size()) +
+                         " entries (one per shape entry), got " +
+                         std::to_string(extents->size()));
+      for (size_t j = 0; j < extents->size(); ++j) {
+        const JsonValue &e = (*extents)[j];
+        std::string where = path + ".extents[" + std::to_string(j) + "]";
+        if (!e.isInt())
+          return R::typeError(where, "an integer (-1: dynamic)", e);
+        if (e.getInt() < -1)
+          return makeError(where + ": expected an extent >= 0 or -1 (dynamic), got " +
+                           std::to_string(e.getInt()));
+        p.extents.push_back(e.getInt());
+      }
     }
     b.params.push_back(std::move(p));
   }

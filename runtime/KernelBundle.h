@@ -22,7 +22,8 @@
 //     "tile": {...},                         // free-form object (TileConfig)
 //     "ir_hash": "<sha256 hex of canonical IR text>",
 //     "params": [ {"name": "x", "kind": "buffer", "dtype": "f16",
-//                  "shape": ["N", "D"]}, ... ],   // inputs AND outputs
+//                  "shape": ["N", "D"],       // inputs AND outputs
+//                  "extents": [3, -1]}, ... ], // optional: declared by the graph
 //     "dims": ["N", "V", "D"],              // runtime int64 symbols (caller)
 //     "constants": {"S": 8},                // compile-time int64 symbols
 //     "derived": [ {"name": "C",            // optional: computed symbols
@@ -134,6 +135,10 @@ struct BundleParam {
   std::string dtype;
   /// Dim/constant names or decimal literals.
   std::vector<std::string> shape;
+  /// The extents the graph declares for this buffer, one per shape entry
+  /// (-1: dynamic), or empty when it declares none: a graph written with
+  /// tensor<3x4xf32> must not run on 5 rows (LaunchPlan::resolve checks).
+  std::vector<int64_t> extents;
 };
 
 /// A scratch buffer the launcher allocates for the duration of one launch.

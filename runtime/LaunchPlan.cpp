@@ -55,6 +55,7 @@ Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
       param.shapeText += (param.shapeText.size() > 1 ? ", " : "") + entry;
     }
     param.shapeText += "]";
+    param.extents = p.extents;
     plan.params.push_back(std::move(param));
   }
   for (const BundleWorkspace &w : bundle.workspaces) {
@@ -123,6 +124,16 @@ Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
   return plan;
 }
 
+namespace {
+/// "3x?" for declared extents [3, -1].
+std::string declaredText(const std::vector<int64_t> &extents) {
+  std::string text;
+  for (size_t i = 0; i < extents.size(); ++i)
+    text += (i ? "x" : "") + (extents[i] < 0 ? std::string("?") : std::to_string(extents[i]));
+  return text;
+}
+} // namespace
+
 Expected<ResolvedLaunch>
 LaunchPlan::resolve(std::span<const int64_t> dims) const {
   if (dims.size() != dimNames.size()) {
@@ -156,9 +167,15 @@ LaunchPlan::resolve(std::span<const int64_t> dims) const {
 
   for (const Param &p : params) {
     int64_t count = 1;
-    for (const ShapeEntry &s : p.shape) {
+    for (size_t dim = 0; dim < p.shape.size(); ++dim) {
+      const ShapeEntry &s = p.shape[dim];
       int64_t extent = s.isSymbol ? launch.symbolValues[static_cast<size_t>(s.value)]
                                   : s.value;
+      if (dim < p.extents.size() && p.extents[dim] >= 0 && extent != p.extents[dim])
+        return makeError("param '" + p.name + "' is declared " + declaredText(p.extents) +
+                         " by the graph: dimension " + std::to_string(dim) + " of " +
+                         p.shapeText + " must be " + std::to_string(p.extents[dim]) +
+                         ", the input has " + std::to_string(extent));
       if (__builtin_mul_overflow(count, extent, &count))
         return makeError("param '" + p.name + "': element count of shape " +
                          p.shapeText + " overflows int64");

@@ -86,7 +86,8 @@ public:
 
   /// Evaluates the derived symbols, then every size and grid, for `dims` (in
   /// the bundle's dims order). Errors name the dim, derived symbol, workspace
-  /// or kernel and the offending value.
+  /// or kernel and the offending value; a param whose graph declares static
+  /// extents (BundleParam::extents) must have exactly those.
   Expected<ResolvedLaunch> resolve(std::span<const int64_t> dims) const;
 
   /// Fills `out` with kernel `kernel`'s parameters following the memref ABI
@@ -152,6 +153,7 @@ private:
     size_t elementSize;
     std::vector<ShapeEntry> shape;
     std::string shapeText;
+    std::vector<int64_t> extents; ///< declared per shape entry (-1: any), or empty.
   };
   struct Workspace {
     std::string name;

@@ -47,8 +47,17 @@ runtime::KernelBundle lossjit::bundleSkeleton(const LaunchPlan &plan,
     bundle.options.set(k, v);
   bundle.options.set("entry", plan.entry);
   bundle.tile = tileToJson(plan.tile);
-  for (const PlanParam &p : plan.params)
-    bundle.params.push_back({p.name, "buffer", p.dtype, p.shape});
+  for (const PlanParam &p : plan.params) {
+    runtime::BundleParam param{p.name, "buffer", p.dtype, p.shape, {}};
+    // The graph's static extents travel with the bundle: the runtime checks
+    // them at every launch (checkDeclaredExtents does on the host).
+    for (size_t i = 0; i < plan.entryArgs.size() && i < plan.entryArgExtents.size(); ++i)
+      if (plan.entryArgs[i] == p.name &&
+          plan.entryArgExtents[i].size() == p.shape.size() &&
+          llvm::any_of(plan.entryArgExtents[i], [](int64_t e) { return e >= 0; }))
+        param.extents = plan.entryArgExtents[i];
+    bundle.params.push_back(std::move(param));
+  }
   bundle.dims = plan.dims;
   for (const auto &[k, v] : plan.constants)
     bundle.constants.push_back({k, v});

@@ -28,6 +28,7 @@
 #include "aot_f16_mean.h"
 #include "aot_f16_mma.h"
 #include "aot_f32_none.h"
+#include "aot_static.h"
 #include "synth.h"
 #ifdef LOSSJIT_TEST_CUBIN
 #include "aot_f16_cubin.h"
@@ -124,6 +125,11 @@ CApi synth() { return LOSSJIT_BIND_CAPI(synth, "", LOSSJIT_WITH_BACKWARD); }
 CApi f16Mma() { return LOSSJIT_BIND_CAPI(aot_f16_mma, AOT_DIR_f16_mma, LOSSJIT_FORWARD_ONLY); }
 CApi bf16MmaWarp() {
   return LOSSJIT_BIND_CAPI(aot_bf16_mma_warp, AOT_DIR_bf16_mma_warp, LOSSJIT_FORWARD_ONLY);
+}
+
+// A graph with static extents (tests/aot/Inputs/static_forward.mlir).
+CApi staticForward() {
+  return LOSSJIT_BIND_CAPI(aot_static, AOT_DIR_static, LOSSJIT_FORWARD_ONLY);
 }
 
 std::vector<CApi> realApis() {
@@ -432,6 +438,30 @@ TEST_F(AotCApiTest, ErrorsAreStatusCodesWithMessages) {
   fakecuda::state().launchResult = CUDA_SUCCESS;
   EXPECT_STREQ(aot_f16_mean_status_string(AOT_F16_MEAN_ERROR_WORKSPACE_TOO_SMALL),
                "AOT_F16_MEAN_ERROR_WORKSPACE_TOO_SMALL");
+  EXPECT_EQ(api.destroy(), 0);
+}
+
+TEST_F(AotCApiTest, DeclaredDimsAreChecked) {
+  // Issue 16: a graph declaring tensor<3x?xf16> ran on 5 rows. The C API
+  // knows the graph's extents (N = 3, V = 5) and refuses other dims before
+  // anything is launched.
+  CApi api = staticForward();
+  ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
+  std::vector<CUdeviceptr> buffers = fakeBuffers(5);
+  fakecuda::state().launches.clear();
+  EXPECT_EQ(api.run("forward", nullptr, buffers, {5, 5, 64}, 0, 0),
+            AOT_STATIC_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(api.lastError(), "forward: dim N = 5, but the graph declares N = 3");
+  EXPECT_EQ(api.run("forward", nullptr, buffers, {3, 6, 64}, 0, 0),
+            AOT_STATIC_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(api.lastError(), "forward: dim V = 6, but the graph declares V = 5");
+  EXPECT_TRUE(fakecuda::state().launches.empty());
+  // D is dynamic: any D runs.
+  EXPECT_EQ(api.run("forward", nullptr, buffers, {3, 5, 64}, 0, 0), AOT_STATIC_SUCCESS)
+      << api.lastError();
+  EXPECT_EQ(api.run("forward", nullptr, buffers, {3, 5, 8}, 0, 0), AOT_STATIC_SUCCESS)
+      << api.lastError();
+  EXPECT_FALSE(fakecuda::state().launches.empty());
   EXPECT_EQ(api.destroy(), 0);
 }
 

@@ -475,13 +475,27 @@ private:
       for (size_t i = 0; i < b.dims.size(); ++i)
         os << (i ? ", " : "") << cString(b.dims[i]);
       os << "};\n";
+      // The extents the graph declares, as constraints on the dims.
+      std::vector<int64_t> declared(b.dims.size(), -1);
+      for (const runtime::BundleParam &param : b.params)
+        for (size_t j = 0; j < param.extents.size() && j < param.shape.size(); ++j)
+          for (size_t i = 0; i < b.dims.size(); ++i)
+            if (param.extents[j] >= 0 && param.shape[j] == b.dims[i] && declared[i] < 0)
+              declared[i] = param.extents[j];
+      os << "static const int64_t " << p << "i_declared_dims_" << o << "[] = {";
+      for (size_t i = 0; i < declared.size(); ++i)
+        os << (i ? ", " : "") << "INT64_C(" << declared[i] << ")";
+      if (declared.empty())
+        os << "-1";
+      os << "};\n";
     }
     os << "static const " << p << "i_op " << p << "i_ops[" << P << "I_NUM_OPS] = {\n";
     for (size_t o = 0; o < out.ops.size(); ++o) {
       const runtime::KernelBundle &b = out.ops[o].arches.front().bundle;
       os << "  {" << cString(out.ops[o].role) << ", " << b.params.size() << ", " << p
          << "i_param_names_" << o << ", " << b.dims.size() << ", " << p << "i_dim_names_" << o
-         << "}" << (o + 1 < out.ops.size() ? "," : "") << "\n";
+         << ", " << p << "i_declared_dims_" << o << "}" << (o + 1 < out.ops.size() ? "," : "")
+         << "\n";
     }
     os << "};\n";
 

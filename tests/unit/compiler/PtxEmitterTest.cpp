@@ -3,6 +3,9 @@
 #include "compiler/Builder/GraphBuilder.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/BundleBuilder.h"
+#include "runtime/LaunchPlan.h"
+
+#include "mlir/Parser/Parser.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -97,4 +100,49 @@ TEST_F(PtxEmitter, BundleVerifiesAndKeyTracksEveryInput) {
   EXPECT_NE(key, gpuCacheKey("graph", {"sm_90", "+ptx83"}, {}));
   EXPECT_NE(key, gpuCacheKey("graph", {"sm_90", ""}, other));
   EXPECT_EQ(key, gpuCacheKey("graph", {"sm_90", ""}, {}));
+}
+
+TEST_F(PtxEmitter, StaticExtentsTravelInTheBundleAndAreChecked) {
+  // Issue 16: a graph declaring 3 rows ran on 5 on the GPU path (the
+  // bundle carried only N, V, D). The extents now travel in the bundle's
+  // params (and so in its hashed manifest) and the runtime's plan refuses a
+  // launch that contradicts them.
+  const char *graph = R"(
+    func.func @lce(%x: tensor<3x?xbf16>, %w: tensor<5x?xbf16>, %y: tensor<3xi64>) -> tensor<f32> {
+      %loss, %lse = loss.linear_cross_entropy %x, %w, %y {storage = bf16, compute = f32}
+          : tensor<3x?xbf16>, tensor<5x?xbf16>, tensor<3xi64> -> tensor<f32>, tensor<3xf32>
+      return %loss : tensor<f32>
+    })";
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(graph, context.get());
+  ASSERT_TRUE(module);
+  auto result = compileToPtx(*module, {"sm_80", ""}, TileConfig::automaticChoice());
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  std::string key = gpuCacheKey("static", {"sm_80", ""}, TileConfig::automaticChoice());
+  runtime::KernelBundle bundle = makeGpuBundle(result->ops.front(), key, key);
+  ASSERT_FALSE(static_cast<bool>(bundle.verify()));
+  std::map<std::string, std::vector<int64_t>> extents;
+  for (const runtime::BundleParam &p : bundle.params)
+    extents[p.name] = p.extents;
+  EXPECT_EQ(extents["x"], (std::vector<int64_t>{3, -1}));
+  EXPECT_EQ(extents["w"], (std::vector<int64_t>{5, -1}));
+  EXPECT_EQ(extents["labels"], (std::vector<int64_t>{3}));
+  EXPECT_TRUE(extents["loss"].empty()) << "outputs are not arguments";
+  // The manifest round-trips them.
+  runtime::Expected<runtime::KernelBundle> again =
+      runtime::KernelBundle::fromManifest(bundle.toManifest());
+  ASSERT_TRUE(again) << again.errorMessage();
+  EXPECT_EQ(again->params[0].extents, bundle.params[0].extents);
+  // fromManifest gives no images: the plan is built from the original.
+  auto plan = runtime::LaunchPlan::build(bundle);
+  ASSERT_TRUE(plan) << plan.errorMessage();
+  std::vector<int64_t> fits = {3, 5, 64}, moreRows = {5, 5, 64}, widerVocab = {3, 6, 64};
+  EXPECT_TRUE(plan->resolve(fits));
+  auto bad = plan->resolve(moreRows);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.errorMessage(), "param 'x' is declared 3x? by the graph: dimension 0 of [N, D] "
+                                "must be 3, the input has 5");
+  bad = plan->resolve(widerVocab);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.errorMessage(), "param 'w' is declared 5x? by the graph: dimension 0 of [V, D] "
+                                "must be 5, the input has 6");
 }

@@ -348,6 +348,55 @@ TEST(KernelBundle, ManifestFieldErrorsNameThePath) {
             std::string::npos);
 }
 
+TEST(KernelBundle, DeclaredExtentsRoundTripAndAreValidated) {
+  // A graph's static extents (issue 16: a tensor<3x4xf32> graph must not run
+  // on 5 rows on the GPU path either) travel per param, -1 where dynamic.
+  KernelBundle b = makeTestBundle(testKey("extents"));
+  ASSERT_EQ(b.params[0].shape, (std::vector<std::string>{"N", "D"}));
+  b.params[0].extents = {3, -1};
+  ASSERT_FALSE(static_cast<bool>(b.verify()));
+  JsonValue m = b.toManifest();
+  Expected<KernelBundle> again = KernelBundle::fromManifest(m);
+  ASSERT_TRUE(again) << again.errorMessage();
+  EXPECT_EQ(again->params[0].extents, (std::vector<int64_t>{3, -1}));
+  EXPECT_TRUE(again->params[1].extents.empty()) << "absent means none declared";
+
+  auto paramsOf = [](JsonValue &manifest) -> JsonValue::Array & {
+    for (JsonValue::Member &member : manifest.getObject())
+      if (member.key == "params")
+        return member.value.getArray();
+    ADD_FAILURE() << "no params";
+    static JsonValue::Array none;
+    return none;
+  };
+  auto errorFor = [&](JsonValue extents) {
+    JsonValue copy = m;
+    paramsOf(copy)[0].set("extents", std::move(extents));
+    Expected<KernelBundle> r = KernelBundle::fromManifest(copy);
+    EXPECT_FALSE(r);
+    return r ? std::string() : r.errorMessage();
+  };
+  JsonValue one = JsonValue::array();
+  one.push(3);
+  EXPECT_NE(errorFor(one).find("params[0].extents: expected 2 entries (one per shape entry), got 1"),
+            std::string::npos)
+      << errorFor(one);
+  JsonValue negative = JsonValue::array();
+  negative.push(-2);
+  negative.push(4);
+  EXPECT_NE(errorFor(negative).find("params[0].extents[0]: expected an extent >= 0 or -1"),
+            std::string::npos)
+      << errorFor(negative);
+  JsonValue text = JsonValue::array();
+  text.push("N");
+  text.push(4);
+  EXPECT_NE(errorFor(text).find("params[0].extents[0]: expected an integer"), std::string::npos)
+      << errorFor(text);
+  // verify() guards bundles built in memory the same way.
+  b.params[0].extents = {3};
+  EXPECT_NE(verifyError(b).find("params[0].extents: expected 2 entries"), std::string::npos);
+}
+
 TEST(KernelBundle, VerifyRejectsInconsistentBundles) {
   KernelBundle good = makeTestBundle(testKey("v"));
   KernelBundle b = good;

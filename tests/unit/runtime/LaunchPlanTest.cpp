@@ -335,3 +335,17 @@ TEST(LaunchPlan, ByteSizesNeverWrap) {
   EXPECT_EQ(r.errorMessage(), "workspace 'loss_rows': byte size of count 'N*V' = "
                               "4611686018427387904 overflows int64");
 }
+
+TEST(LaunchPlan, DeclaredExtentsAreCheckedAtEveryResolve) {
+  KernelBundle b = makeTestBundle(testKey("extents"));
+  b.params[0].extents = {10, -1}; // x: 10 rows, any D
+  Expected<LaunchPlan> plan = LaunchPlan::build(b);
+  ASSERT_TRUE(plan) << plan.errorMessage();
+  std::vector<int64_t> fits = {10, 1000, 64}, anyD = {10, 1000, 3}, moreRows = {11, 1000, 64};
+  EXPECT_TRUE(plan->resolve(fits));
+  EXPECT_TRUE(plan->resolve(anyD));
+  Expected<ResolvedLaunch> r = plan->resolve(moreRows);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errorMessage(), "param 'x' is declared 10x? by the graph: dimension 0 of [N, D] "
+                              "must be 10, the input has 11");
+}
