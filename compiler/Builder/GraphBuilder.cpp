@@ -32,6 +32,8 @@ OwningOpRef<ModuleOp> buildGradient(OpBuilder &b, OwningOpRef<ModuleOp> &module,
   Type f32 = b.getF32Type();
   args.push_back(RankedTensorType::get({dyn}, f32)); // lse
   args.push_back(gradLossType);                      // grad_loss
+  if (options.gradLse)
+    args.push_back(RankedTensorType::get({dyn}, f32)); // grad_lse
   SmallVector<Type> results;
   if (options.needsGradX)
     results.push_back(RankedTensorType::get({dyn, dyn}, storage));
@@ -43,11 +45,13 @@ OwningOpRef<ModuleOp> buildGradient(OpBuilder &b, OwningOpRef<ModuleOp> &module,
   auto fn = func::FuncOp::create(b, loc, options.name, b.getFunctionType(args, results));
   Block *entry = fn.addEntryBlock();
   b.setInsertionPointToStart(entry);
-  unsigned n = entry->getNumArguments();
+  unsigned n = entry->getNumArguments() - (options.gradLse ? 1 : 0);
   Value bias = options.bias ? entry->getArgument(3) : Value();
+  Value gradLse = options.gradLse ? entry->getArgument(n) : Value();
   auto grad = loss::LinearCrossEntropyGradOp::create(
       b, loc, results, entry->getArgument(0), entry->getArgument(1),
       entry->getArgument(2), bias, entry->getArgument(n - 2), entry->getArgument(n - 1),
+      gradLse,
       b.getI64IntegerAttr(options.ignoreIndex),
       loss::ReductionAttr::get(b.getContext(), reduction), TypeAttr::get(storage),
       TypeAttr::get(f32), b.getStringAttr(options.strategy),
@@ -125,6 +129,10 @@ lossjit::buildLinearCrossEntropyGraph(MLIRContext &ctx,
         "a gradient graph needs grad_x or grad_w (both were turned off)");
   if (options.fusedForward && !options.gradient)
     return llvm::createStringError("fusedForward builds gradients: set gradient too");
+  if (options.gradLse && (!options.gradient || options.fusedForward))
+    return llvm::createStringError(
+        "gradLse is an input of the backward (gradient without fusedForward): the fused "
+        "forward+backward computes its gradients before any gradient of lse exists");
   if (options.fusedForward && *reduction == loss::Reduction::none)
     return llvm::createStringError(
         "the fused forward+backward needs reduction mean or sum (with none every "

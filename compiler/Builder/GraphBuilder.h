@@ -32,8 +32,11 @@ struct LceGraphOptions {
   double softcap = 0.0;
 
   /// Build the gradient function instead of the loss:
-  /// `@name(x, w, labels[, bias], lse, grad_loss) -> (grad_x?, grad_w?, grad_bias?)`.
+  /// `@name(x, w, labels[, bias], lse, grad_loss[, grad_lse]) -> (grad_x?, grad_w?,
+  /// grad_bias?)`.
   bool gradient = false;
+  /// With `gradient`: also take grad_lse, the gradient reaching lse ([N] f32).
+  bool gradLse = false;
   /// With `gradient`: build the fused forward+backward instead,
   /// `@name(x, w, labels[, bias]) -> (loss, lse, grad_x?, grad_w?, grad_bias?)`
   /// with the gradients of grad_loss = 1 (mean and sum only).

@@ -142,7 +142,8 @@ std::vector<std::string> lossjit::argumentRoles(const FusedFunction &f) {
     auto grad = cast<loss::LinearCrossEntropyGradOp>(f.op);
     roles = {{grad.getInput(), "x"},       {grad.getWeight(), "w"},
              {grad.getLabels(), "labels"}, {grad.getBias(), "bias"},
-             {grad.getLse(), "lse"},       {grad.getGradLoss(), "grad_loss"}};
+             {grad.getLse(), "lse"},       {grad.getGradLoss(), "grad_loss"},
+             {grad.getGradLse(), "grad_lse"}};
   }
   std::vector<std::string> result;
   func::FuncOp fn = f.func;

@@ -388,6 +388,11 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
       failed(expectDim(*this, rankedType(getGradLoss()).getDimSize(0), n,
                        "grad_loss length differs from row count N")))
     return failure();
+  if (Value gradLse = getGradLse())
+    if (failed(expectRank(*this, gradLse, 1, "grad_lse ([N] f32)")) ||
+        failed(expectDim(*this, rankedType(gradLse).getDimSize(0), n,
+                         "grad_lse length differs from row count N")))
+      return failure();
   Type storage = getStorage();
   if (!isStorageType(storage) || x.getElementType() != storage)
     return emitOpError() << "storage attribute " << storage

@@ -144,7 +144,8 @@ def Loss_LinearCrossEntropyOp : Loss_Op<"linear_cross_entropy", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad", [Pure]> {
+def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad",
+                                            [Pure, AttrSizedOperandSegments]> {
   let summary = "gradients of the fused loss without materialized [N,V] logits";
   let description = [{
     Given the forward's per-row `lse` and the loss gradient `grad_loss`
@@ -155,6 +156,9 @@ def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad", [Pure]>
     this order, `grad_input` (if `needs_input`), `grad_weight` (if
     `needs_weight`) and `grad_bias` (if a bias is given and `needs_weight`),
     each in the storage type, accumulated in f32 and rounded once.
+    With `grad_lse` ([N] f32, the gradient reaching the returned lse, e.g.
+    from a z-loss), dZ gains a_row · softmax(z) · ∂z/∂raw: lse is
+    differentiable like the loss (∂lse/∂z = softmax(z)).
     `strategy` picks the schedule: "chunked" keeps a bounded [C,V] dZ
     workspace (6·N·D·V flops), "recompute" recomputes logit tiles (8·N·D·V,
     O(D) extra memory per thread), "auto" lets the lowering choose within
@@ -163,6 +167,7 @@ def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad", [Pure]>
   let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,
                        Loss_LabelTensor:$labels, Optional<Loss_FloatTensor>:$bias,
                        Loss_F32Tensor:$lse, Loss_F32Tensor:$grad_loss,
+                       Optional<Loss_F32Tensor>:$grad_lse,
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
                        DefaultValuedAttr<Loss_ReductionAttr,
                            "::lossjit::loss::Reduction::mean">:$reduction,
@@ -177,7 +182,8 @@ def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad", [Pure]>
   // The optional bias comes last, behind a keyword, so it can never be
   // mistaken for lse.
   let assemblyFormat = [{
-    $input `,` $weight `,` $labels `,` $lse `,` $grad_loss (`bias` $bias^)? attr-dict `:`
+    $input `,` $weight `,` $labels `,` $lse `,` $grad_loss (`bias` $bias^)?
+    (`grad_lse` $grad_lse^ `:` type($grad_lse))? attr-dict `:`
     type($input) `,` type($weight) `,` type($labels) `,` type($lse) `,`
     type($grad_loss) (`,` type($bias)^)? `->` type($gradients)
   }];

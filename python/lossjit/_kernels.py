@@ -70,6 +70,8 @@ class BackwardFlags(NamedTuple):
     needs_grad_w: bool
     strategy: str = "auto"
     workspace_bytes: int = 64 << 20
+    #: The backward also takes the gradient of lse (a per-row input).
+    grad_lse: bool = False
 
 
 _lock = threading.Lock()
@@ -269,10 +271,13 @@ def backward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
                                    needs_grad_x=flags.needs_grad_x,
                                    needs_grad_w=flags.needs_grad_w,
                                    workspace_bytes=flags.workspace_bytes,
-                                   logit_scale=spec.logit_scale, softcap=spec.softcap)
+                                   logit_scale=spec.logit_scale, softcap=spec.softcap,
+                                   **({"grad_lse": True} if flags.grad_lse else {}))
             options = {**spec.options(), "pass": "backward",
                        "grad_x": "true" if flags.needs_grad_x else "false",
                        "grad_w": "true" if flags.needs_grad_w else "false"}
+            if flags.grad_lse:
+                options["grad_lse"] = "true"
             if flags.strategy != "auto":
                 options["strategy"] = flags.strategy
             kernel = _kernel(factory, device, options, spec.dtype, flags.strategy)

@@ -153,19 +153,26 @@ def linear_cross_entropy_backward_op(
         hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],
         lse: Tensor, grad_loss: Tensor, ignore_index: int, reduction: str,
         needs_grad_x: bool, needs_grad_w: bool, logit_scale: float = 1.0,
-        softcap: float = 0.0) -> Tuple[Tensor, Tensor, Tensor]:
+        softcap: float = 0.0, grad_lse: Optional[Tensor] = None
+) -> Tuple[Tensor, Tensor, Tensor]:
     """(grad_hidden, grad_weight, grad_bias); a gradient not asked for is an
-    empty tensor (so is grad_bias without a bias)."""
+    empty tensor (so is grad_bias without a bias). `grad_lse` ([N]) is the
+    gradient reaching lse (a z-loss, say): it adds grad_lse · softmax to dZ."""
     check_logit_transforms(logit_scale, softcap)
     device = hidden.device
     n, d = hidden.shape
     v = weight.shape[0]
+    if grad_lse is not None and tuple(grad_lse.shape) != (n,):
+        raise ValueError(f"lossjit: grad_lse must have shape [{n}] (one value per row), got "
+                         f"{list(grad_lse.shape)}")
+    flags = K.BackwardFlags(needs_grad_x, needs_grad_w, grad_lse=grad_lse is not None)
     kernel = K.backward_kernel(hidden.dtype, target.dtype, bias is not None, ignore_index,
-                               reduction, K.BackwardFlags(needs_grad_x, needs_grad_w), device,
-                               float(logit_scale), float(softcap))
+                               reduction, flags, device, float(logit_scale), float(softcap))
     buffers = {"x": hidden.contiguous(), "w": weight.contiguous(),
                "labels": target.contiguous(), "lse": lse.contiguous(),
                "grad_loss": grad_loss.to(torch.float32).contiguous()}
+    if grad_lse is not None:
+        buffers["grad_lse"] = grad_lse.to(torch.float32).contiguous()
     if bias is not None:
         buffers["bias"] = bias.contiguous()
     # The kernel may compute more than asked (prebuilt bundles always make
@@ -188,7 +195,7 @@ def linear_cross_entropy_backward_op(
 
 @linear_cross_entropy_backward_op.register_fake
 def _(hidden, weight, target, bias, lse, grad_loss, ignore_index, reduction,
-      needs_grad_x, needs_grad_w, logit_scale=1.0, softcap=0.0):
+      needs_grad_x, needs_grad_w, logit_scale=1.0, softcap=0.0, grad_lse=None):
     grad_x = torch.empty_like(hidden) if needs_grad_x else hidden.new_empty((0,))
     grad_w = torch.empty_like(weight) if needs_grad_w else hidden.new_empty((0,))
     grad_b = torch.empty_like(bias) if (needs_grad_w and bias is not None) \
@@ -199,9 +206,10 @@ def _(hidden, weight, target, bias, lse, grad_loss, ignore_index, reduction,
 def _setup_context(ctx, inputs, output):
     hidden, weight, target, bias, ignore_index, reduction, _graph = inputs[:7]
     _loss, lse = output
-    # lse has no gradient formula in the kernels; the public functions hand it
-    # out behind a guard that raises if anything differentiates through it.
-    ctx.mark_non_differentiable(lse)
+    # lse is differentiable (∂lse/∂z = softmax): its gradient goes to the
+    # backward kernel as grad_lse. Unused outputs give None, not zeros, so a
+    # plain loss never pays for an lse term.
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(hidden, weight, target, bias, lse)
     ctx.ignore_index = ignore_index
     ctx.reduction = reduction
@@ -211,15 +219,19 @@ def _setup_context(ctx, inputs, output):
     ctx.num_inputs = len(inputs)
 
 
-def _backward(ctx, grad_loss, _grad_lse):
+def _backward(ctx, grad_loss, grad_lse):
     hidden, weight, target, bias, lse = ctx.saved_tensors
     needs_x, needs_w, _, needs_b = ctx.needs_input_grad[:4]
     rest = (None,) * (ctx.num_inputs - 4)
-    if grad_loss is None or not (needs_x or needs_w or needs_b):
+    if (grad_loss is None and grad_lse is None) or not (needs_x or needs_w or needs_b):
         return (None, None, None, None) + rest
+    if grad_loss is None:  # only lse was used
+        shape = (hidden.shape[0],) if ctx.reduction == "none" else ()
+        grad_loss = hidden.new_zeros(shape, dtype=torch.float32)
+    extra = () if grad_lse is None else (grad_lse,)
     grad_x, grad_w, grad_b = torch.ops.lossjit.linear_cross_entropy_backward(
         hidden, weight, target, bias, lse, grad_loss, ctx.ignore_index, ctx.reduction,
-        bool(needs_x), bool(needs_w or needs_b), ctx.logit_scale, ctx.softcap)
+        bool(needs_x), bool(needs_w or needs_b), ctx.logit_scale, ctx.softcap, *extra)
     return (grad_x if needs_x else None, grad_w if needs_w else None, None,
             grad_b if (needs_b and bias is not None) else None) + rest
 

@@ -12,9 +12,10 @@ from . import _ops
 
 
 _LSE_GRAD_MESSAGE = (
-    "lossjit: gradients through the returned lse (log-sum-exp) are not supported "
-    "yet (e.g. a z-loss term); only the loss is differentiable. Detach lse "
-    "(lse.detach()) to use it as a constant.")
+    "lossjit: with fused_backward=True the gradients are computed in the forward, "
+    "before any gradient of the returned lse (log-sum-exp, e.g. a z-loss term) "
+    "exists: use fused_backward=False (the default), where lse is differentiable, "
+    "or detach lse (lse.detach()) to use it as a constant.")
 
 
 @torch.library.custom_op("lossjit::lse_grad_unsupported", mutates_args=())
@@ -35,10 +36,11 @@ def _(grad, like):
 class _LseGuard(torch.autograd.Function):
     """Passes lse through and makes differentiating through it an error.
 
-    The kernels have no gradient for lse (only for the loss). Returning lse
-    as a plain non-differentiable tensor would let `loss + f(lse)` drop the
-    f(lse) term from the gradient without a word, so lse is tied to the inputs
-    and a non-zero gradient reaching it raises instead.
+    For the fused forward+backward (and the distributed op): their gradients
+    are formed before lse has one. Returning lse as a plain non-differentiable
+    tensor would let `loss + f(lse)` drop the f(lse) term from the gradient
+    without a word, so lse is tied to the inputs and a non-zero gradient
+    reaching it raises instead. The default path's lse is differentiable.
     """
 
     @staticmethod
@@ -96,7 +98,8 @@ def _fused(hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor
     if flat:
         hidden = hidden.reshape(-1, hidden.shape[-1])
         target = target.reshape(-1)
-    if fused_backward and _use_fused_backward(hidden, weight, bias, reduction, graph):
+    use_fused = fused_backward and _use_fused_backward(hidden, weight, bias, reduction, graph)
+    if use_fused:
         hidden, weight, bias = _autocast(hidden, weight, bias)
         loss, lse = _ops.FusedLinearCrossEntropy.apply(
             hidden, weight, target, bias, ignore_index, reduction, float(logit_scale),
@@ -112,7 +115,11 @@ def _fused(hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor
         if reduction == "none":
             loss = loss.view(lead)
     if return_lse:
-        return loss, guard_lse(lse, hidden, weight, bias)
+        # The default path's lse is differentiable; the fused path's is
+        # guarded (its gradients were formed before lse had one).
+        if use_fused:
+            return loss, guard_lse(lse, hidden, weight, bias)
+        return loss, lse
     return loss
 
 
@@ -146,8 +153,11 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor,
             for none. The scale applies first: the logits are
             ``softcap * tanh(logit_scale * (hidden @ weight.T + bias) / softcap)``.
         return_lse: also return the float32 log-sum-exp of each row's logits,
-            shaped like target. It carries no gradient: differentiating through
-            it raises an error.
+            shaped like target. It is differentiable (∂lse/∂logits = softmax),
+            so a z-loss ``1e-4 * lse.square().mean()`` is plain torch on it;
+            the backward kernel takes its gradient in the same pass. With
+            fused_backward=True (gradients formed in the forward)
+            differentiating through it raises an error instead.
         fused_backward: opt-in. With reduction 'mean' or 'sum', grad mode on
             and some input requiring grad, compute the loss and the gradients
             (of grad_loss = 1) in one pass over the logits in the forward

@@ -413,8 +413,9 @@ std::unique_ptr<Graph> lceGraph(const std::string &name, const std::string &dtyp
                                 bool gradient, const std::string &strategy,
                                 bool needsGradX, bool needsGradW,
                                 int64_t workspaceBytes, double logitScale, double softcap,
-                                bool fusedForward) {
+                                bool fusedForward, bool gradLse) {
   LceGraphOptions o;
+  o.gradLse = gradLse;
   o.logitScale = logitScale;
   o.softcap = softcap;
   o.name = name;
@@ -656,8 +657,10 @@ void lossjit::python::bindCompiler(py::module_ &m) {
         py::arg("needs_grad_x") = true, py::arg("needs_grad_w") = true,
         py::arg("workspace_bytes") = int64_t(64) << 20, py::arg("logit_scale") = 1.0,
         py::arg("softcap") = 0.0, py::arg("fused_forward") = false,
+        py::arg("grad_lse") = false,
         "The linear-cross-entropy graph of the C++ preset builder (forward, "
-        "or with gradient=True the backward function; with gradient=True and "
+        "or with gradient=True the backward function (with grad_lse=True it "
+        "also takes the [N] gradient of lse after grad_loss); with gradient=True and "
         "fused_forward=True the fused forward+backward "
         "(x, w, labels[, bias]) -> (loss, lse, grad_x?, grad_w?, grad_bias?) "
         "with the gradients of grad_loss = 1, reduction mean or sum only); the "

@@ -88,7 +88,14 @@ LceReference lossjit::referenceLinearCrossEntropy(const LceProblem &p,
 
 LceGradReference lossjit::referenceLinearCrossEntropyGrad(
     const LceProblem &p, const std::vector<double> &gradLoss, unsigned threads) {
-  LceReference fwd = referenceLinearCrossEntropy(p, threads);
+  (void)threads;
+  return referenceLinearCrossEntropyGrad(p, gradLoss, std::vector<double>());
+}
+
+LceGradReference lossjit::referenceLinearCrossEntropyGrad(const LceProblem &p,
+                                                          const std::vector<double> &gradLoss,
+                                                          const std::vector<double> &gradLse) {
+  LceReference fwd = referenceLinearCrossEntropy(p);
   LceGradReference r;
   r.gradX.assign(p.n * p.d, 0.0);
   r.gradW.assign(p.v * p.d, 0.0);
@@ -117,7 +124,8 @@ LceGradReference lossjit::referenceLinearCrossEntropyGrad(
   // independent, dW sums over rows.
   std::vector<double> dz(p.v);
   for (int64_t row = 0; row < p.n; ++row) {
-    if (g[row] == 0)
+    double a = gradLse.empty() ? 0.0 : gradLse[row];
+    if (g[row] == 0 && a == 0)
       continue;
     for (int64_t j = 0; j < p.v; ++j) {
       double z = b[j];
@@ -125,8 +133,8 @@ LceGradReference lossjit::referenceLinearCrossEntropyGrad(
         z += x[row * p.d + k] * w[j * p.d + k];
       double dzdraw = 1;
       double logit = referenceLogit(p, z, &dzdraw);
-      dz[j] = g[row] * (std::exp(logit - fwd.lse[row]) - (labels[row] == j ? 1.0 : 0.0)) *
-              dzdraw;
+      double softmax = std::exp(logit - fwd.lse[row]);
+      dz[j] = (g[row] * (softmax - (labels[row] == j ? 1.0 : 0.0)) + a * softmax) * dzdraw;
     }
     for (int64_t j = 0; j < p.v; ++j) {
       r.gradBias[j] += dz[j];
@@ -136,7 +144,6 @@ LceGradReference lossjit::referenceLinearCrossEntropyGrad(
       }
     }
   }
-  (void)threads;
   return r;
 }
 

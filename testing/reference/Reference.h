@@ -60,6 +60,11 @@ struct LceGradReference {
 LceGradReference referenceLinearCrossEntropyGrad(const LceProblem &p,
                                                  const std::vector<double> &gradLoss,
                                                  unsigned threads = 2);
+/// The same with a gradient reaching lse as well (`gradLse`, one per row:
+/// ∂lse/∂z_j = softmax_j, for every row, ignored ones included).
+LceGradReference referenceLinearCrossEntropyGrad(const LceProblem &p,
+                                                 const std::vector<double> &gradLoss,
+                                                 const std::vector<double> &gradLse);
 
 /// ‖got − want‖₂ / ‖want‖₂ (0 when both are 0); `got` read as `dtype`.
 double relativeL2Error(const void *got, const std::string &dtype,

@@ -132,14 +132,77 @@ def test_autocast_matches_eager_autocast(device, amp_dtype):
         torch.testing.assert_close(a, e, rtol=5e-2, atol=5e-3)
 
 
-def test_lse_is_not_silently_differentiable(device):
+def _zloss_reference(h, w, y, b, reduction, ignore_index, coeff, logit_scale=1.0,
+                     softcap=None):
+    """Loss + coeff · mean(lse²) over all rows in float64, and its gradients."""
+    leaves = [t.detach().double().requires_grad_(True) if t is not None else None
+              for t in (h, w, b)]
+    hd, wd, bd = leaves
+    z = F.linear(hd, wd, bd) * logit_scale
+    if softcap is not None:
+        z = softcap * torch.tanh(z / softcap)
+    loss = F.cross_entropy(z, y, ignore_index=ignore_index, reduction=reduction)
+    lse = torch.logsumexp(z, dim=-1)
+    total = (loss if reduction != "none" else loss.sum()) + coeff * lse.square().mean()
+    grads = torch.autograd.grad(total, [t for t in leaves if t is not None])
+    return total, grads
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_lse_is_differentiable_z_loss(device, dtype, reduction):
+    # A z-loss (PaLM: 1e-4 · lse²) is plain torch on the returned lse; its
+    # gradient reaches the backward kernel as grad_lse (ignored rows
+    # included: the z-loss here averages over every row).
+    h, w, y, b = make_inputs(device, dtype, bias=True, requires_grad=True, scale=2.0)
+    loss, lse = lossjit.linear_cross_entropy(h, w, y, b, reduction=reduction, return_lse=True)
+    total = (loss if reduction != "none" else loss.sum()) + 0.1 * lse.square().mean()
+    total.backward()
+    _, want = _zloss_reference(h, w, y, b, reduction, -100, 0.1)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=3e-2, atol=3e-3)
+    for got, ref in zip((h.grad, w.grad, b.grad), want):
+        torch.testing.assert_close(got.double().cpu(), ref.cpu(), **tol)
+
+
+def test_lse_alone_has_a_gradient(device):
+    # Only lse used: the loss's gradient is None, the kernel still runs.
+    h, w, y, _ = make_inputs(device, requires_grad=True)
+    _, lse = lossjit.linear_cross_entropy(h, w, y, return_lse=True)
+    lse.sum().backward()
+    hd = h.detach().double().requires_grad_(True)
+    wd = w.detach().double().requires_grad_(True)
+    torch.logsumexp(hd @ wd.T, dim=-1).sum().backward()
+    torch.testing.assert_close(h.grad.double().cpu(), hd.grad.cpu(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(w.grad.double().cpu(), wd.grad.cpu(), rtol=1e-4, atol=1e-5)
+
+
+def test_lse_gradient_with_logit_transforms(device):
+    h, w, y, b = make_inputs(device, bias=True, requires_grad=True)
+    loss, lse = lossjit.linear_cross_entropy(h, w, y, b, return_lse=True, logit_scale=0.5,
+                                             softcap=3.0)
+    (loss + 0.2 * lse.square().mean()).backward()
+    _, want = _zloss_reference(h, w, y, b, "mean", -100, 0.2, logit_scale=0.5, softcap=3.0)
+    for got, ref in zip((h.grad, w.grad, b.grad), want):
+        torch.testing.assert_close(got.double().cpu(), ref.cpu(), rtol=1e-4, atol=1e-5)
+
+
+def test_constant_lse_changes_nothing(device):
     h, w, y, _ = make_inputs(device, requires_grad=True)
     loss, lse = lossjit.linear_cross_entropy(h, w, y, return_lse=True)
-    with pytest.raises(RuntimeError, match="lse"):
-        (loss + lse.sum()).backward()
-    loss, lse = lossjit.linear_cross_entropy(h, w, y, return_lse=True)
     (loss + lse.detach().sum()).backward()  # a constant lse is fine
-    assert h.grad is not None
+    grads = h.grad.clone(), w.grad.clone()
+    h.grad = w.grad = None
+    lossjit.linear_cross_entropy(h, w, y).backward()
+    assert torch.equal(grads[0], h.grad) and torch.equal(grads[1], w.grad)
+
+
+def test_grad_lse_shape_is_checked():
+    h, w, y, _ = make_inputs("cpu")
+    lse = torch.zeros(h.shape[0])
+    with pytest.raises(ValueError, match=r"grad_lse must have shape \[19\]"):
+        torch.ops.lossjit.linear_cross_entropy_backward(
+            h, w, y, None, lse, torch.tensor(1.0), -100, "mean", True, True, 1.0, 0.0,
+            torch.zeros(3))
 
 
 # --- errors ---------------------------------------------------------------

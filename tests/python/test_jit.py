@@ -130,9 +130,14 @@ def test_llm_style_epilogue_and_lse(device):
     loss.backward()
     ref_loss.backward()
     torch.testing.assert_close(h.grad.double(), h64.grad, rtol=1.6e-2, atol=1.6e-2)
-    with pytest.raises(RuntimeError, match="lse"):
-        loss2, lse2 = llm_style(h, w, y, 4)
-        (loss2 + lse2.mean()).backward()
+    # lse is differentiable (a z-loss on the decorated loss's lse).
+    h.grad = w.grad = h64.grad = w64.grad = None
+    loss2, lse2 = llm_style(h, w, y, 4)
+    (loss2 + 0.5 * lse2.square().mean()).backward()
+    ref_loss2, ref_lse2 = llm_style.fn(h64, w64, y, 4)
+    (ref_loss2 + 0.5 * ref_lse2.square().mean()).backward()
+    torch.testing.assert_close(h.grad.double(), h64.grad, rtol=1.6e-2, atol=1.6e-2)
+    torch.testing.assert_close(w.grad.double(), w64.grad, rtol=1.6e-2, atol=1.6e-2)
 
 
 def test_masked_epilogue(device):

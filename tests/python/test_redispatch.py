@@ -299,7 +299,38 @@ def test_7_opcheck_backward_op(device, needs, reduction):
                           (h, w, y, b, lse, grad, -100, reduction, *needs))
 
 
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_7_opcheck_backward_op_with_grad_lse(device, reduction):
+    h, w, y, b = make_inputs(device, n=9, v=13, d=8, bias=True)
+    _, lse = lossjit.linear_cross_entropy(h, w, y, b, reduction=reduction, return_lse=True)
+    grad = torch.rand((9,) if reduction == "none" else (), device=device)
+    grad_lse = torch.rand(9, device=device) - 0.5
+    torch.library.opcheck(torch.ops.lossjit.linear_cross_entropy_backward.default,
+                          (h, w, y, b, lse, grad, -100, reduction, True, True, 1.0, 0.0,
+                           grad_lse))
+
+
 # 8. torch.compile(fullgraph=True) ----------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_8_torch_compile_z_loss(device, backend):
+    # The lse gradient (a z-loss) traces through torch.compile like the loss's.
+    torch._dynamo.reset()
+    a = _args(device, torch.float32, lead=(2, 5), requires_grad=True)
+
+    def fn(h, w, y, b):
+        loss, lse = lossjit.linear_cross_entropy(h, w, y, b, return_lse=True)
+        return loss + 1e-2 * lse.square().mean()
+
+    leaves = [a["hidden"], a["weight"], a["bias"]]
+    expected = torch.autograd.grad(fn(a["hidden"], a["weight"], a["target"], a["bias"]),
+                                   leaves)
+    compiled = torch.compile(fn, backend=backend, fullgraph=True)
+    got = torch.autograd.grad(compiled(a["hidden"], a["weight"], a["target"], a["bias"]),
+                              leaves)
+    for e, g in zip(expected, got):
+        assert torch.equal(e, g)
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])

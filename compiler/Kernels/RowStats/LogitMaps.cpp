@@ -63,10 +63,12 @@ Value lossjit::emitLogit(KernelEmitter &e, const LceSpec &spec, Value raw) {
 }
 
 Value lossjit::emitLogitGrad(KernelEmitter &e, const LceSpec &spec, Value raw, Value lse, Value g,
-                             Value isTarget) {
+                             Value isTarget, Value lseGrad) {
   Logit logit = emitLogitParts(e, spec, raw, /*wantGrad=*/true);
   Value p = e.exp(e.subF(logit.z, lse));
   Value target = e.select(isTarget, e.f32(1.0), e.f32(0.0));
   Value dz = e.mulF(g, e.subF(p, target));
+  if (lseGrad)
+    dz = e.fma(lseGrad, p, dz);
   return logit.dzdraw ? e.mulF(dz, logit.dzdraw) : dz;
 }

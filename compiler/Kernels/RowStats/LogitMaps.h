@@ -20,8 +20,10 @@ mlir::Value emitLogit(KernelEmitter &e, const LceSpec &spec, mlir::Value raw);
 /// ∂loss/∂raw = g · (exp(z − lse) − [target]) · ∂z/∂raw with z = emitLogit(raw):
 /// ∂z/∂raw = logitScale · (1 − tanh²(u)) with a softcap (u = z_scaled / cap),
 /// logitScale without one. The bias is part of raw, so dbias uses it as is.
+/// With `lseGrad` (a, the row's gradient of lse; ∂lse/∂z = p) the term
+/// a · p joins before the ∂z/∂raw factor: fma(a, p, g · (p − [target])).
 mlir::Value emitLogitGrad(KernelEmitter &e, const LceSpec &spec, mlir::Value raw, mlir::Value lse,
-                          mlir::Value g, mlir::Value isTarget);
+                          mlir::Value g, mlir::Value isTarget, mlir::Value lseGrad = {});
 
 } // namespace lossjit
 

@@ -27,6 +27,7 @@ LceSpec LceSpec::fromOp(loss::LinearCrossEntropyGradOp op) {
   spec.gradient = true;
   spec.needsGradX = op.getNeedsInput();
   spec.needsGradW = op.getNeedsWeight();
+  spec.hasGradLse = static_cast<bool>(op.getGradLse());
   // "auto" picks the 6·N·D·V schedule; its chunk size follows the budget.
   spec.strategy = op.getStrategy() == "recompute" ? "recompute" : "chunked";
   spec.workspaceBytes = op.getWorkspaceBytes();
@@ -64,6 +65,8 @@ std::vector<PlanParam> LceSpec::planParams() const {
   } else if (gradient) {
     params.push_back({"lse", "f32", {"N"}, false});
     params.push_back({"grad_loss", "f32", rowShape, false});
+    if (hasGradLse)
+      params.push_back({"grad_lse", "f32", {"N"}, false});
   }
   if (gradient) {
     if (needsGradX)
@@ -103,6 +106,9 @@ std::map<std::string, std::string> LceSpec::planOptions() const {
     options["grad_x"] = needsGradX ? "true" : "false";
     options["grad_w"] = needsGradW ? "true" : "false";
     options["workspace_bytes"] = std::to_string(workspaceBytes);
+    // Only when set, so plans of plain backward variants stay as they were.
+    if (hasGradLse)
+      options["grad_lse"] = "true";
   }
   return options;
 }

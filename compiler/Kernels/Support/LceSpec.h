@@ -28,6 +28,9 @@ struct LceSpec {
   bool fusedForward = false;
   bool needsGradX = true;
   bool needsGradW = true;
+  /// Backward: a per-row gradient of lse is given ("grad_lse", [N] f32):
+  /// dZ = (g·(p − onehot) + a·p) · ∂z/∂raw (emitLogitGrad).
+  bool hasGradLse = false;
   std::string strategy = "chunked"; ///< "chunked" or "recompute" (resolved).
   /// Chunked schedules: chunks cut the vocabulary instead of the rows (host
   /// only): no V×D f32 dW accumulator, an N×D f32 dX one instead.
@@ -43,7 +46,8 @@ struct LceSpec {
   bool hasLogitTransform() const { return logitScale != 1.0 || softcap != 0.0; }
 
   /// The op's buffers in calling order: x, w, labels, [bias], then loss, lse
-  /// (forward) or lse, grad_loss, [grad_x], [grad_w], [grad_bias] (backward).
+  /// (forward) or lse, grad_loss, [grad_lse], [grad_x], [grad_w], [grad_bias]
+  /// (backward).
   std::vector<PlanParam> planParams() const;
   /// dtype, label_type, bias, ignore_index, reduction as manifest strings
   /// (plus logit_scale and softcap, each only when not the default, in

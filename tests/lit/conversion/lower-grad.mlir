@@ -51,3 +51,20 @@ func.func @weights_only(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi
   %dw, %db = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g bias %b {storage = f16, compute = f32, needs_input = false} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32>, tensor<?xf16> -> tensor<?x?xf16>, tensor<?xf16>
   return %dw, %db : tensor<?x?xf16>, tensor<?xf16>
 }
+
+// -----
+
+// A gradient of lse (z-loss) is one more [N] input: the kernels that form dZ
+// read it, and with tensor cores lce_bwd_scale bounds G by |g| + |a|.
+// GPU-LABEL: module attributes {gpu.container_module, loss.launch_plans = {with_grad_lse = {
+// GPU-SAME:    entry_args = ["x", "w", "labels", "lse", "grad_loss", "grad_lse"]
+// GPU-SAME:    {args = ["x", "w", "labels", "lse", "grow", "grad_lse", "dz", "chunk_begin", "chunk_end", "V", "D"], {{.*}}name = "lce_bwd_dz"
+// GPU-SAME:    grad_lse = "true"
+// GPU-SAME:    {dtype = "f32", name = "grad_lse", output = false, shape = ["N"]}
+// CPU-LABEL: module attributes {loss.launch_plans = {with_grad_lse = {
+// CPU-SAME:    entry_args = ["x", "w", "labels", "lse", "grad_loss", "grad_lse"]
+// CPU-SAME:    {args = ["x", "w", "labels", "lse", "grow", "grad_lse"
+func.func @with_grad_lse(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>, %a: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g grad_lse %a : tensor<?xf32> {storage = f32, compute = f32} : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?xf32>, tensor<?x?xf32>
+  return %dx, %dw : tensor<?x?xf32>, tensor<?x?xf32>
+}

@@ -26,6 +26,7 @@ struct GradCase {
   double logitScale = 4.0;
   bool needsX = true, needsW = true;
   int64_t workspaceBytes = 256ll << 20;
+  bool gradLse = false; ///< the backward also takes a gradient of lse.
 };
 
 std::string describe(const GradCase &c) {
@@ -58,6 +59,7 @@ protected:
     o.needsGradX = c.needsX;
     o.needsGradW = c.needsW;
     o.workspaceBytes = c.workspaceBytes;
+    o.gradLse = gradient && c.gradLse;
     auto graph = buildLinearCrossEntropyGraph(*context, o);
     EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
     auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
@@ -67,7 +69,7 @@ protected:
 
   /// Forward (for lse) then backward; returns the gradients.
   Grads run(const GradCase &c, const LceProblem &p, const std::vector<float> &gradLoss,
-            unsigned threads = 0) {
+            unsigned threads = 0, const std::vector<float> *gradLse = nullptr) {
     auto fwd = compile(c, false);
     auto bwd = compile(c, true);
     Grads g;
@@ -88,6 +90,8 @@ protected:
     bwdBuffers["lse"] = {lse.data(), "f32", c.n};
     bwdBuffers["grad_loss"] = {const_cast<float *>(gradLoss.data()), "f32",
                                static_cast<int64_t>(gradLoss.size())};
+    if (gradLse)
+      bwdBuffers["grad_lse"] = {const_cast<float *>(gradLse->data()), "f32", c.n};
     int64_t es = bytesOf(c.dtype);
     if (c.needsX) {
       g.x.assign(c.n * c.d * es, 0x7f);
@@ -153,6 +157,45 @@ TEST_F(CpuBackward, BothStrategiesAllDtypesAndReductions) {
         checkCase({13, 301, 29, dtype, strategy, reduction, false, 0.2});
         checkCase({6, 97, 16, dtype, strategy, reduction, true});
       }
+}
+
+TEST_F(CpuBackward, GradientOfLseJoinsTheSamePass) {
+  // A z-loss differentiates through lse: dZ gains a_r · softmax (∂lse/∂z),
+  // for every row — ignored rows too, whose loss gradient is 0. Each host
+  // schedule (row chunks, recompute, vocabulary chunks for 16-bit storage)
+  // against fp64 with a scalar and a per-row loss gradient, in three row
+  // chunks; once with only lse having a gradient.
+  const std::pair<const char *, const char *> schedules[] = {
+      {"f32", "chunked"}, {"f32", "recompute"}, {"bf16", "auto"}};
+  for (auto [dtype, strategy] : schedules)
+    for (std::string reduction : {"mean", "none"}) {
+      GradCase c{23, 57, 19, dtype, strategy, reduction, true, 0.3};
+      c.gradLse = true;
+      c.workspaceBytes = 2 << 10; // 8-row chunks: three of them
+      SCOPED_TRACE(describe(c));
+      RandomLceOptions o;
+      o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = c.dtype, o.reduction = c.reduction;
+      o.bias = c.bias, o.ignoredFraction = c.ignored, o.logitScale = c.logitScale;
+      RandomLceInputs in;
+      makeRandomLceInputs(o, in);
+      std::vector<float> gradLoss = gradLossFor(c), gradLse(c.n);
+      for (int64_t r = 0; r < c.n; ++r)
+        gradLse[r] = r % 5 == 0 ? 0.0f : 0.4f - 0.05f * static_cast<float>(r % 7);
+      const bool lseOnly = std::string(strategy) == "chunked" && reduction == "none";
+      if (lseOnly)
+        std::fill(gradLoss.begin(), gradLoss.end(), 0.0f);
+      Grads got = run(c, in.problem, gradLoss, 0, &gradLse);
+      std::vector<double> g64(gradLoss.begin(), gradLoss.end());
+      LceGradReference ref = referenceLinearCrossEntropyGrad(
+          in.problem, g64, std::vector<double>(gradLse.begin(), gradLse.end()));
+      double tol = c.dtype == "f32" ? 1e-4 : 1e-2;
+      EXPECT_LE(relativeL2Error(got.x.data(), c.dtype, ref.gradX), tol) << "grad_x";
+      EXPECT_LE(relativeL2Error(got.w.data(), c.dtype, ref.gradW), tol) << "grad_w";
+      EXPECT_LE(relativeL2Error(got.b.data(), c.dtype, ref.gradBias), tol) << "grad_bias";
+      // The lse term is not negligible here: without it dX differs.
+      LceGradReference plain = referenceLinearCrossEntropyGrad(in.problem, g64);
+      EXPECT_GT(relativeL2Error(got.x.data(), c.dtype, plain.gradX), 0.05);
+    }
 }
 
 TEST_F(CpuBackward, AwkwardShapes) {

@@ -33,6 +33,7 @@ struct GradCase {
   std::string tile = "block_rows=2,threads=32,splits=3";
   bool needsX = true, needsW = true;
   std::string strategy = "chunked";
+  bool gradLse = false; ///< a per-row gradient of lse too (a z-loss).
 };
 
 std::string describe(const GradCase &c) {
@@ -69,6 +70,7 @@ protected:
     o.workspaceBytes = c.workspaceBytes;
     o.needsGradX = c.needsX;
     o.needsGradW = c.needsW;
+    o.gradLse = gradient && c.gradLse;
     return o;
   }
 
@@ -116,7 +118,7 @@ protected:
     EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
     std::map<std::string, std::vector<char>> out;
     for (auto &[name, b] : buffers)
-      if (name.rfind("grad_", 0) == 0 && name != "grad_loss") {
+      if (name.rfind("grad_", 0) == 0 && name != "grad_loss" && name != "grad_lse") {
         out[name].assign(b.count * (c.dtype == "f32" ? 4 : 2), 0);
         b.data = out[name].data();
       }
@@ -157,6 +159,12 @@ protected:
     auto bwd = inputs;
     bwd["lse"] = {lse.data(), "f32", c.n};
     bwd["grad_loss"] = {gradLoss.data(), "f32", static_cast<int64_t>(gradLoss.size())};
+    std::vector<float> gradLse;
+    if (c.gradLse) {
+      for (int64_t r = 0; r < c.n; ++r)
+        gradLse.push_back(r % 4 == 0 ? 0.0f : 0.3f - 0.1f * static_cast<float>(r % 5));
+      bwd["grad_lse"] = {gradLse.data(), "f32", c.n};
+    }
     if (c.needsX)
       bwd["grad_x"] = {gx.data(), c.dtype, c.n * c.d};
     if (c.needsW) {
@@ -167,7 +175,8 @@ protected:
     runOnSimt(c, true, bwd);
 
     LceGradReference ref = referenceLinearCrossEntropyGrad(
-        p, std::vector<double>(gradLoss.begin(), gradLoss.end()));
+        p, std::vector<double>(gradLoss.begin(), gradLoss.end()),
+        std::vector<double>(gradLse.begin(), gradLse.end()));
     double tol = c.dtype == "f32" ? 1e-4 : 1e-2;
     auto cpu = cpuGrads(c, bwd);
     auto asDouble = [&](const std::vector<char> &bytes) {
@@ -395,6 +404,26 @@ TEST_F(SimtBackward, TensorCoreGradientsKeepTinyF16Gradients) {
   };
   EXPECT_LE(relativeL2Error(mma.first.data(), "f16", asDouble(simt.first)), 1e-3) << "grad_x";
   EXPECT_LE(relativeL2Error(mma.second.data(), "f16", asDouble(simt.second)), 1e-3) << "grad_w";
+}
+
+TEST_F(SimtBackward, GradientOfLseOnEveryScheduleAndStrategy) {
+  // A z-loss's gradient reaches lse: dZ gains a_r · softmax on the GPU
+  // kernels of both SIMT strategies and on the tensor-core backward (whose
+  // dZ scale G must then bound |g| + |a|), against fp64 and the CPU backend.
+  for (std::string strategy : {"chunked", "recompute"})
+    for (std::string dtype : {"f32", "bf16"}) {
+      GradCase c{29, 45, 17, dtype, "none", true, 0.25};
+      c.strategy = strategy;
+      c.gradLse = true;
+      c.workspaceBytes = 29 * 4 + 9 * 45 * 4;
+      checkCase(c);
+    }
+  for (std::string reduction : {"mean", "none"}) {
+    GradCase c{37, 70, 24, "f16", reduction, true, 0.2};
+    c.tile = kMmaOneWarp;
+    c.gradLse = true;
+    checkCase(c);
+  }
 }
 
 TEST_F(SimtBackward, NoRowsWriteZeroGradients) {

@@ -200,8 +200,14 @@ struct Backward : ChunkedBackwardSteps {
               ce.index(0), a["N"], ce.index(1), dbInit,
               [&](KernelEmitter &re, Value row, ValueRange it) {
                 Value g = re.load(a["grow"], row);
+                Value lseGrad = a["grad_lse"] ? re.load(a["grad_lse"], row) : Value();
                 Value active = re.cmpF(arith::CmpFPredicate::UNE, g, re.f32(0.0));
-                // Rows with g = 0 (ignored) add nothing: skip their dot products.
+                if (lseGrad)
+                  active = arith::OrIOp::create(
+                      re.builder(), re.location(), active,
+                      re.cmpF(arith::CmpFPredicate::UNE, lseGrad, re.f32(0.0)));
+                // Rows with g = 0 (ignored) and no lse gradient add nothing:
+                // skip their dot products.
                 auto ifOp =
                     scf::IfOp::create(re.builder(), re.location(), TypeRange(ValueRange(it)),
                                       active, /*withElseRegion=*/true);
@@ -219,7 +225,8 @@ struct Backward : ChunkedBackwardSteps {
                     Value raw = bias ? te.addF(z.at(i, 0), bv[i]) : z.at(i, 0);
                     dz.push_back(
                         emitLogitGrad(te, s.spec, raw, lse, g,
-                                      te.cmpI(arith::CmpIPredicate::eq, label, z.rows[i])));
+                                      te.cmpI(arith::CmpIPredicate::eq, label, z.rows[i]),
+                                      lseGrad));
                     sums.push_back(te.addF(it[i], dz.back()));
                   }
                   s.matmul.rankOneUpdate(te, accRows, accOff, dz, x, xOff, d, dMain);

@@ -32,6 +32,7 @@ void CpuSchedule::dzInputs(KernelSignature &sig) const {
   sig.arg("x", flat(storage())).arg("w", flat(storage()));
   sig.argIf(spec.hasBias, "bias", flat(storage()));
   sig.arg("labels", flat(spec.labelType)).arg("lse", flat(f32())).arg("grow", flat(f32()));
+  sig.argIf(spec.hasGradLse, "grad_lse", flat(f32()));
 }
 
 Fragment CpuSchedule::logits(KernelEmitter &e, const KernelArgs &a, const BlockTile &tile) const {
@@ -52,10 +53,12 @@ SmallVector<Value> CpuSchedule::rowGrads(KernelEmitter &e, const KernelArgs &a,
   for (size_t i = 0; i < raw.rows.size(); ++i) {
     Value row = raw.rows[i];
     Value lse = e.load(a["lse"], row), g = e.load(a["grow"], row);
+    Value lseGrad = a["grad_lse"] ? e.load(a["grad_lse"], row) : Value();
     Value label = e.loadLabel(a["labels"], row);
     for (size_t j = 0; j < raw.cols.size(); ++j)
-      dz[i * raw.cols.size() + j] = emitLogitGrad(
-          e, spec, raw.at(i, j), lse, g, e.cmpI(arith::CmpIPredicate::eq, label, raw.cols[j]));
+      dz[i * raw.cols.size() + j] =
+          emitLogitGrad(e, spec, raw.at(i, j), lse, g,
+                        e.cmpI(arith::CmpIPredicate::eq, label, raw.cols[j]), lseGrad);
   }
   return dz;
 }

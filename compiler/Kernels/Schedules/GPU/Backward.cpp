@@ -91,9 +91,9 @@ struct Backward : ChunkedBackwardSteps {
 
   /// lce_bwd_scale, one block: the counted rows (fixed tree), the shared
   /// factor, and g_r of every row into `grow`; with tensor-core gradients
-  /// also G = the power of two above max |g_r| into `gscale` (dZ / G is
-  /// what the products read, so its 16-bit storage neither underflows nor
-  /// overflows: |dZ / G| < 1 for every row).
+  /// also G = the power of two above max (|g_r| + |a_r|) into `gscale` (a_r:
+  /// the row's lse gradient, if any; dZ / G is what the products read, so
+  /// its 16-bit storage neither underflows nor overflows: |dZ / G| < 1).
   void buildScale() {
     const int64_t threads = s.simtTile.threads;
     const bool scaled = s.tensorCoreGradients();
@@ -103,6 +103,7 @@ struct Backward : ChunkedBackwardSteps {
     sig.arg("labels", flat(s.spec.labelType));
     sig.argIf(!s.spec.fusedForward, "grad_loss", flat(s.f32()));
     sig.arg("grow", flat(s.f32()));
+    sig.argIf(scaled && s.spec.hasGradLse, "grad_lse", flat(s.f32()));
     sig.argIf(scaled, "gscale", flat(s.f32()));
     sig.arg("N", s.index()).arg("V", s.index());
     LaunchShape launch;
@@ -129,7 +130,11 @@ struct Backward : ChunkedBackwardSteps {
                                 Value g = emitRowFactor(le, s.spec, a["labels"], a["grad_loss"],
                                                         scale, r, a["V"]);
                                 le.store(g, a["grow"], r);
-                                return SmallVector<Value>{le.maxF(it[0], le.absF(g))};
+                                // |dZ| <= |g| + |a| with an lse gradient a.
+                                Value bound = le.absF(g);
+                                if (Value lseGrad = a["grad_lse"])
+                                  bound = le.addF(bound, le.absF(le.load(lseGrad, r)));
+                                return SmallVector<Value>{le.maxF(it[0], bound)};
                               })[0];
     if (scaled) {
       // Ordered like every block tree; max is exact, so only NaN could
@@ -164,10 +169,12 @@ struct Backward : ChunkedBackwardSteps {
   void buildDz(bool storeRaw) {
     KernelSignature sig(storeRaw ? "lce_fused_z" : "lce_bwd_dz");
     sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
-    if (!storeRaw)
+    if (!storeRaw) {
       sig.arg("labels", flat(s.spec.labelType))
           .arg("lse", flat(s.f32()))
           .arg("grow", flat(s.f32()));
+      sig.argIf(s.spec.hasGradLse, "grad_lse", flat(s.f32()));
+    }
     const bool scaled = !storeRaw && s.tensorCoreGradients();
     sig.argIf(scaled, "gscale", flat(s.f32()));
     // Raw logits stay f32 (lse is formed from them); dZ is what the
@@ -197,18 +204,21 @@ struct Backward : ChunkedBackwardSteps {
       bv.push_back(a["bias"] ? e.loadF32(a["bias"], col) : Value());
     for (size_t i = 0; i < z.rows.size(); ++i) {
       Value row = z.rows[i];
-      Value lse, grow, label;
+      Value lse, grow, label, lseGrad;
       if (!storeRaw) {
         lse = e.load(a["lse"], row);
         grow = e.load(a["grow"], row);
         label = e.loadLabel(a["labels"], row);
+        if (Value g = a["grad_lse"])
+          lseGrad = e.load(g, row);
       }
       for (size_t j = 0; j < z.cols.size(); ++j) {
         Value col = z.cols[j];
         Value raw = bv[j] ? e.addF(z.at(i, j), bv[j]) : z.at(i, j);
         Value dz = storeRaw ? raw
                             : emitLogitGrad(e, s.spec, raw, lse, grow,
-                                            e.cmpI(arith::CmpIPredicate::eq, label, col));
+                                            e.cmpI(arith::CmpIPredicate::eq, label, col),
+                                            lseGrad);
         e.ifThen(e.andI(z.rowValid[i], z.colValid[j]), [&](KernelEmitter &se) {
           se.store(storeRaw ? dz : productDz(se, dz, invG), a["dz"],
                    se.add(se.mul(se.sub(row, cb), v), col));
@@ -440,6 +450,7 @@ struct Backward : ChunkedBackwardSteps {
     sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
     sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.f32()));
     sig.arg("grow", flat(s.f32()));
+    sig.argIf(s.spec.hasGradLse, "grad_lse", flat(s.f32()));
   }
 
   /// Adds the product of the dZ tile in shared memory (rows × T, row i at
@@ -490,7 +501,7 @@ struct Backward : ChunkedBackwardSteps {
     Value tid = gpuThreadIdx(e);
     Value n = a["N"], v = a["V"], d = a["D"];
     Value first = e.mul(gpuBlockIdx(e, 0), e.index(bn));
-    SmallVector<Value> rows, rowOk, lse, g, label;
+    SmallVector<Value> rows, rowOk, lse, g, label, lseGrad;
     Value lastRow = e.sub(n, e.index(1));
     for (int64_t i = 0; i < bn; ++i) {
       Value r = e.add(first, e.index(i));
@@ -499,6 +510,7 @@ struct Backward : ChunkedBackwardSteps {
       lse.push_back(e.load(a["lse"], rows.back()));
       g.push_back(e.load(a["grow"], rows.back()));
       label.push_back(e.loadLabel(a["labels"], rows.back()));
+      lseGrad.push_back(a["grad_lse"] ? e.load(a["grad_lse"], rows.back()) : Value());
     }
     auto at = [&](KernelEmitter &l, int64_t i, Value col) { return l.add(l.mul(rows[i], d), col); };
     forThreadColumns(e, tid, threads, d, [&](KernelEmitter &de, Value col) {
@@ -514,7 +526,7 @@ struct Backward : ChunkedBackwardSteps {
       for (int64_t i = 0; i < bn; ++i) {
         Value raw = bv ? te.addF(z.at(i, 0), bv) : z.at(i, 0);
         Value dz = emitLogitGrad(te, s.spec, raw, lse[i], g[i],
-                                 te.cmpI(arith::CmpIPredicate::eq, label[i], col));
+                                 te.cmpI(arith::CmpIPredicate::eq, label[i], col), lseGrad[i]);
         Value live = te.andI(z.colValid[0], rowOk[i]);
         te.store(te.select(live, dz, te.f32(0.0)), smem, te.add(te.index(i * threads), tid));
       }
@@ -582,10 +594,12 @@ struct Backward : ChunkedBackwardSteps {
                     Value row = z.cols[0];
                     Value lse = te.load(a["lse"], row), g = te.load(a["grow"], row);
                     Value label = te.loadLabel(a["labels"], row);
+                    Value lseGrad = a["grad_lse"] ? te.load(a["grad_lse"], row) : Value();
                     for (int64_t i = 0; i < bn; ++i) {
                       Value raw = bias[i] ? te.addF(z.at(i, 0), bias[i]) : z.at(i, 0);
                       Value dz = emitLogitGrad(te, s.spec, raw, lse, g,
-                                               te.cmpI(arith::CmpIPredicate::eq, label, js[i]));
+                                               te.cmpI(arith::CmpIPredicate::eq, label, js[i]),
+                                               lseGrad);
                       te.store(te.select(z.colValid[0], dz, te.f32(0.0)), smem,
                                te.add(te.index(i * threads), tid));
                     }
