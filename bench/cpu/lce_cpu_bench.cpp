@@ -6,7 +6,9 @@
 // Prints one line per measurement (best of K): compile, forward, backward,
 // and the peak RSS growth of each phase (VmHWM after /proc/self/clear_refs),
 // which counts workspaces and JIT scratch but not the caller-owned inputs
-// and gradients allocated before timing.
+// and gradients allocated before timing. A last line gives the best CPU
+// seconds of each phase summed over its threads (getrusage): on a shared
+// machine, CPU seconds / threads is what the wall time would be alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,7 @@
 #include "mlir/IR/MLIRContext.h"
 
 #include <chrono>
+#include <sys/resource.h>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -42,6 +45,14 @@ int64_t peakRss(bool reset) {
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+/// User + system CPU seconds of every thread of the process so far.
+double cpuNow() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval &t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
 }
 
 [[noreturn]] void die(const std::string &message) {
@@ -78,6 +89,8 @@ int main(int argc, char **argv) {
       tile.blockCols = std::stoll(value());
     else if (a == "--vocab-tile")
       tile.vocabTile = std::stoll(value());
+    else if (a == "--vector-width")
+      tile.vectorWidth = std::stoll(value());
     else if (a == "--panel-blocks")
       tile.panelBlocks = std::stoll(value());
     else
@@ -130,20 +143,22 @@ int main(int argc, char **argv) {
   bb["grad_x"] = {gx.data(), dtype, n * d};
   bb["grad_w"] = {gw.data(), dtype, v * d};
 
-  double bestF = 1e30, bestB = 1e30;
+  double bestF = 1e30, bestB = 1e30, cpuF = 1e30, cpuB = 1e30, cpuFused = 1e30;
   int64_t peakF = 0, peakB = 0;
   for (int64_t r = 0; r < repeat; ++r) {
     int64_t before = peakRss(true);
-    double s = now();
+    double s = now(), c = cpuNow();
     if (llvm::Error err = (*fwd)->run(fb, {n, v, d}))
       die(llvm::toString(std::move(err)));
     bestF = std::min(bestF, now() - s);
+    cpuF = std::min(cpuF, cpuNow() - c);
     peakF = std::max(peakF, peakRss(false) - before);
     before = peakRss(true);
-    s = now();
+    s = now(), c = cpuNow();
     if (llvm::Error err = (*bwd)->run(bb, {n, v, d}))
       die(llvm::toString(std::move(err)));
     bestB = std::min(bestB, now() - s);
+    cpuB = std::min(cpuB, cpuNow() - c);
     peakB = std::max(peakB, peakRss(false) - before);
   }
   // The fused forward+backward: loss and gradients in one pass (6·N·D·V).
@@ -163,10 +178,11 @@ int main(int argc, char **argv) {
   int64_t peakFused = 0;
   for (int64_t r = 0; r < repeat; ++r) {
     int64_t before = peakRss(true);
-    double s = now();
+    double s = now(), c = cpuNow();
     if (llvm::Error err = (*fused)->run(fz, {n, v, d}))
       die(llvm::toString(std::move(err)));
     bestFused = std::min(bestFused, now() - s);
+    cpuFused = std::min(cpuFused, cpuNow() - c);
     peakFused = std::max(peakFused, peakRss(false) - before);
   }
   printf("lossjit-cpu N=%lld V=%lld D=%lld %s fused forward+backward: %.3f s, extra peak "
@@ -178,5 +194,8 @@ int main(int argc, char **argv) {
          "loss %.6f\n",
          (long long)n, (long long)v, (long long)d, dtype.c_str(), strategy.c_str(), compile,
          bestF, bestB, bestF + bestB, peakF / 1048576.0, peakB / 1048576.0, loss[0]);
+  printf("lossjit-cpu N=%lld V=%lld D=%lld %s cpu seconds (all threads): forward %.3f, "
+         "backward %.3f, fused %.3f\n",
+         (long long)n, (long long)v, (long long)d, dtype.c_str(), cpuF, cpuB, cpuFused);
   return 0;
 }

@@ -48,57 +48,170 @@ Fragment CpuVector::multiply(KernelEmitter &e, const MatrixOperand &a, const Mat
                              const BlockTile &tile, Value kBegin, Value kEnd, ValueRange init,
                              ArrayRef<Value> scratch) const {
   assert(scratch.empty() && "host operands are read in place");
-  assert(init.empty() && !a.kStride && !b.kStride && "host dots start at 0, contiguous in k");
+  assert(!a.kStride && !b.kStride && "host dots are contiguous in k");
   Fragment f = layout(e, tile);
   SmallVector<Value> aOff, bOff;
   for (Value row : f.rows)
     aOff.push_back(a.lineStart(e, row));
   for (Value col : f.cols)
     bOff.push_back(b.lineStart(e, col));
-  Value kMain = e.add(kBegin, mainExtent(e, e.sub(kEnd, kBegin)));
-  f.values = dot(e, a.buffer, aOff, b.buffer, bOff, kBegin, kEnd, kMain);
-  return f;
-}
-
-SmallVector<Value> CpuVector::dot(KernelEmitter &e, Value a, ArrayRef<Value> aOff, Value b,
-                                  ArrayRef<Value> bOff, Value kBegin, Value d, Value dMain) const {
-  OpBuilder &ob = e.builder();
-  Location loc = e.location();
-  auto f32v = VectorType::get({lanes}, ob.getF32Type());
-  Value zero = arith::ConstantOp::create(ob, loc, cast<TypedAttr>(ob.getZeroAttr(f32v)));
   const size_t rows = aOff.size(), cols = bOff.size();
-  // The register tile: one vector accumulator per (row, col), each summing
-  // its own lanes over k exactly as a lone dot product would.
-  SmallVector<Value> init(rows * cols, zero);
-  SmallVector<Value> acc = e.forLoop(
-      kBegin, dMain, e.index(lanes), init, [&](KernelEmitter &ke, Value k, ValueRange it) {
-        SmallVector<Value> bv;
-        for (Value off : bOff)
-          bv.push_back(loadVecF32(ke, b, ke.add(off, k), lanes));
-        SmallVector<Value> next(rows * cols);
-        for (size_t i = 0; i < rows; ++i) {
-          Value av = loadVecF32(ke, a, ke.add(aOff[i], k), lanes);
-          for (size_t j = 0; j < cols; ++j)
-            next[i * cols + j] =
-                math::FmaOp::create(ke.builder(), ke.location(), av, bv[j], it[i * cols + j]);
-        }
-        return next;
-      });
-  SmallVector<Value> sums;
-  for (Value v : acc)
-    sums.push_back(vector::ReductionOp::create(ob, loc, vector::CombiningKind::ADD, v));
-  return e.forLoop(dMain, d, e.index(1), sums, [&](KernelEmitter &ke, Value k, ValueRange it) {
+  SmallVector<Value> start(init.begin(), init.end());
+  if (start.empty())
+    start.assign(rows * cols, e.f32(0.0));
+  // Every element in ascending k, one fma per term: the order of the
+  // packed micro-kernel and of the GPU SIMT kernels.
+  f.values = e.forLoop(kBegin, kEnd, e.index(1), start, [&](KernelEmitter &ke, Value k, ValueRange it) {
     SmallVector<Value> bs;
     for (Value off : bOff)
-      bs.push_back(ke.loadF32(b, ke.add(off, k)));
+      bs.push_back(ke.loadF32(b.buffer, b.alongK(ke, off, k)));
     SmallVector<Value> next(rows * cols);
     for (size_t i = 0; i < rows; ++i) {
-      Value as = ke.loadF32(a, ke.add(aOff[i], k));
+      Value as = ke.loadF32(a.buffer, a.alongK(ke, aOff[i], k));
       for (size_t j = 0; j < cols; ++j)
         next[i * cols + j] = ke.fma(as, bs[j], it[i * cols + j]);
     }
     return next;
   });
+  return f;
+}
+
+namespace {
+/// Where the packed blocks of [lo, hi) end: blocks of `wide` columns up to
+/// the first, of `narrow` up to the second; both `lo` when not enabled.
+std::pair<Value, Value> packedEnds(KernelEmitter &e, Value lo, Value hi, int64_t wide,
+                                   int64_t narrow, Value enabled) {
+  auto end = [&](Value from, int64_t step) {
+    return e.add(from, e.mul(e.divUI(e.sub(hi, from), e.index(step)), e.index(step)));
+  };
+  Value wideEnd = wide > narrow ? end(lo, wide) : lo;
+  Value narrowEnd = end(wideEnd, narrow);
+  return {e.select(enabled, wideEnd, lo), e.select(enabled, narrowEnd, lo)};
+}
+} // namespace
+
+void CpuVector::packColumns(KernelEmitter &e, const MatrixOperand &b, Value lo, Value hi, Value d,
+                            int64_t groups, Value enabled, Value packed) const {
+  assert(!b.kStride && "packed operands are contiguous in k");
+  auto [wideEnd, narrowEnd] = packedEnds(e, lo, hi, groups * lanes, lanes, enabled);
+  Type elem = elementOf(b.buffer);
+  auto blocks = [&](Value from, Value to, int64_t width) {
+    e.forLoop(from, to, e.index(width), {}, [&](KernelEmitter &be, Value c0, ValueRange) {
+      Value base = be.mul(be.sub(c0, lo), d);
+      SmallVector<Value> lines;
+      for (int64_t j = 0; j < width; ++j)
+        lines.push_back(b.lineStart(be, be.add(c0, be.index(j))));
+      // Chunks of kChunk along k: one contiguous vector load per column
+      // (each line read once, not once per k: the columns are D apart and
+      // would fight over the same L1 sets), its lanes stored k-major.
+      const int64_t kChunk = 16;
+      Value kMain = be.mul(be.divUI(d, be.index(kChunk)), be.index(kChunk));
+      be.forLoop(
+          be.index(0), kMain, be.index(kChunk), {}, [&](KernelEmitter &ke, Value k0, ValueRange) {
+            Value row0 = ke.add(base, ke.mul(k0, ke.index(width)));
+            ke.forLoop(ke.index(0), ke.index(width), ke.index(1), {},
+                       [&](KernelEmitter &je, Value j, ValueRange) {
+                         Value line = b.lineStart(je, je.add(c0, j));
+                         Value v = loadVecF32(je, b.buffer, b.alongK(je, line, k0), kChunk);
+                         Value at = je.add(row0, j);
+                         for (int64_t t = 0; t < kChunk; ++t) {
+                           Value x = vector::ExtractOp::create(je.builder(), je.location(), v,
+                                                               ArrayRef<int64_t>{t});
+                           je.store(x, packed, je.add(at, je.index(t * width)));
+                         }
+                         return SmallVector<Value>{};
+                       });
+            return SmallVector<Value>{};
+          });
+      be.forLoop(kMain, d, be.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+        OpBuilder &ob = ke.builder();
+        SmallVector<Value> column;
+        for (Value line : lines)
+          column.push_back(ke.load(b.buffer, b.alongK(ke, line, k)));
+        Value v = vector::FromElementsOp::create(ob, ke.location(),
+                                                 VectorType::get({width}, elem), column);
+        if (!elem.isF32())
+          v = arith::ExtFOp::create(ob, ke.location(),
+                                    VectorType::get({width}, ob.getF32Type()), v);
+        vector::StoreOp::create(ob, ke.location(), v, packed,
+                                ValueRange{ke.add(base, ke.mul(k, ke.index(width)))});
+        return SmallVector<Value>{};
+      });
+      return SmallVector<Value>{};
+    });
+  };
+  if (groups > 1)
+    blocks(lo, wideEnd, groups * lanes);
+  blocks(wideEnd, narrowEnd, lanes);
+}
+
+SmallVector<Value> CpuVector::forPackedColumns(
+    KernelEmitter &e, Value lo, Value hi, Value d, int64_t groups, Value enabled,
+    ValueRange iters,
+    const std::function<SmallVector<Value>(KernelEmitter &, Value, int64_t, Value, ValueRange)>
+        &body) const {
+  auto [wideEnd, narrowEnd] = packedEnds(e, lo, hi, groups * lanes, lanes, enabled);
+  SmallVector<Value> carried(iters.begin(), iters.end());
+  auto blocks = [&](Value from, Value to, int64_t width, bool isPacked) {
+    carried = e.forLoop(from, to, e.index(width), carried,
+                        [&](KernelEmitter &be, Value c0, ValueRange it) {
+                          Value off = isPacked ? be.mul(be.sub(c0, lo), d) : Value();
+                          return body(be, c0, width, off, it);
+                        });
+  };
+  if (groups > 1)
+    blocks(lo, wideEnd, groups * lanes, true);
+  blocks(wideEnd, narrowEnd, lanes, true);
+  blocks(narrowEnd, hi, 1, false);
+  return carried;
+}
+
+SmallVector<Value> CpuVector::packedRows(KernelEmitter &e, const MatrixOperand &a,
+                                         const Fragment &f, int64_t width, Value packed,
+                                         Value packedOff, Value d) const {
+  assert(!a.kStride && "packed products read x contiguous in k");
+  SmallVector<Value> aOff;
+  for (Value row : f.rows)
+    aOff.push_back(a.lineStart(e, row));
+  auto vt = VectorType::get({width}, e.builder().getF32Type());
+  Value zero = arith::ConstantOp::create(e.builder(), e.location(),
+                                         cast<TypedAttr>(e.builder().getZeroAttr(vt)));
+  SmallVector<Value> init(aOff.size(), zero);
+  // The register tile: MR vector<NR> accumulators; per k one vector of
+  // packed W, MR broadcasts of x and MR fmas.
+  return e.forLoop(e.index(0), d, e.index(1), init, [&](KernelEmitter &ke, Value k, ValueRange it) {
+    OpBuilder &ob = ke.builder();
+    Value wv = vector::LoadOp::create(ob, ke.location(), vt, packed,
+                                      ValueRange{ke.add(packedOff, ke.mul(k, ke.index(width)))});
+    SmallVector<Value> next;
+    for (size_t i = 0; i < aOff.size(); ++i) {
+      Value xs = ke.loadF32(a.buffer, a.alongK(ke, aOff[i], k));
+      Value xb = vector::BroadcastOp::create(ob, ke.location(), vt, xs);
+      next.push_back(math::FmaOp::create(ob, ke.location(), xb, wv, it[i]));
+    }
+    return next;
+  });
+}
+
+Fragment CpuVector::multiplyPacked(KernelEmitter &e, const MatrixOperand &a, const BlockTile &tile,
+                                   Value packed, Value packedOff, Value d) const {
+  Fragment f = layout(e, tile);
+  for (Value row : packedRows(e, a, f, tile.cols, packed, packedOff, d))
+    for (int64_t j = 0; j < tile.cols; ++j)
+      f.values.push_back(
+          vector::ExtractOp::create(e.builder(), e.location(), row, ArrayRef<int64_t>{j}));
+  return f;
+}
+
+Fragment CpuVector::multiplyPackedInto(KernelEmitter &e, const MatrixOperand &a,
+                                       const BlockTile &tile, Value packed, Value packedOff,
+                                       Value d, Value out) const {
+  Fragment f = layout(e, tile);
+  SmallVector<Value> rows = packedRows(e, a, f, tile.cols, packed, packedOff, d);
+  for (size_t i = 0; i < rows.size(); ++i)
+    vector::StoreOp::create(e.builder(), e.location(), rows[i], out,
+                            ValueRange{e.index(static_cast<int64_t>(i) * tile.cols)});
+  return f;
 }
 
 SmallVector<Value>

@@ -1,10 +1,14 @@
 //===- CpuVector.h - tile products of the host kernels ---------*- C++ -*-===//
 //
-// The CPU strategy: products vectorized over k (or over the output row) in
-// vector<L x f32>, ⌊K/L⌋·L elements as vector operations and a scalar tail
-// doing the same per-element operation, with the lanes of a dot product
-// reduced by an ordered horizontal add. The bits depend on L (the tile
-// config's vector width) and never on the target CPU.
+// The CPU strategy: every product is an outer product, each element of C
+// summed in ascending k with one fma per term from 0 (or from its start
+// value) — TileMatmul's multiply() contract, the order of the GPU SIMT
+// kernels. The logits X·Wᵀ run a packed micro-kernel: a vocabulary tile of W
+// is packed (widened to f32) k-major in blocks of NR = groups·L columns, so
+// each k step loads one vector<NR> of W and broadcasts MR rows of x into MR
+// vector accumulators. dX and dW are register tiles of the same shape
+// (outerTile). Since no sum is split into lanes, the bits depend neither on
+// L nor on the register tile, nor on the target CPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,13 +27,45 @@ public:
   /// Null limits mean the tile lies inside the operands.
   Fragment layout(KernelEmitter &e, const BlockTile &tile) const override;
 
-  /// Dot products over k: operands contiguous along k (null kStride); per
-  /// column, one vector accumulator per row, reduced in lane order, then the
-  /// scalar tail. `init` must be empty (sums start at 0).
+  /// Dot products over k in ascending order, one scalar fma per term
+  /// (operands contiguous along k: null kStride), from `init` or 0. The
+  /// unpacked form: for the columns a packed tile leaves over and the
+  /// recompute kernels.
   Fragment multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
                     const BlockTile &tile, mlir::Value kBegin, mlir::Value kEnd,
                     mlir::ValueRange init = {},
                     llvm::ArrayRef<mlir::Value> scratch = {}) const override;
+
+  /// The packed micro-kernel of the logits. Columns [lo, hi) of B (a
+  /// vocabulary tile, lines contiguous along k) are covered in blocks of
+  /// NR = groups·L columns, then of L columns, each packed k-major at
+  /// packed[(c0 − lo)·d + k·width + j] = B(c0 + j, k) widened to f32; the
+  /// columns left over (fewer than L) are not packed. With `enabled` false
+  /// (i1) nothing is packed.
+  void packColumns(KernelEmitter &e, const MatrixOperand &b, mlir::Value lo, mlir::Value hi,
+                   mlir::Value d, int64_t groups, mlir::Value enabled, mlir::Value packed) const;
+  /// Columns [lo, hi) in the blocks packColumns() packed, in ascending
+  /// order, then the rest one at a time: body(e, c0, cols, packedOffset
+  /// (null for an unpacked column), iters) → iters.
+  llvm::SmallVector<mlir::Value> forPackedColumns(
+      KernelEmitter &e, mlir::Value lo, mlir::Value hi, mlir::Value d, int64_t groups,
+      mlir::Value enabled, mlir::ValueRange iters,
+      const std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, mlir::Value, int64_t,
+                                                         mlir::Value, mlir::ValueRange)> &body)
+      const;
+  /// multiply() of `tile` (tile.cols columns of a packed block at
+  /// `packedOff`) over k ∈ [0, d): MR = tile.rows accumulators of
+  /// vector<cols>, x broadcast, one fma per term in ascending k — the same
+  /// bits as multiply().
+  Fragment multiplyPacked(KernelEmitter &e, const MatrixOperand &a, const BlockTile &tile,
+                          mlir::Value packed, mlir::Value packedOff, mlir::Value d) const;
+  /// multiplyPacked() with row i's accumulator vector stored at
+  /// out[i·cols] (an f32 buffer) instead of extracted: for epilogues that
+  /// loop over the tile's columns rather than unroll them. The fragment
+  /// has the tile's lines and no values.
+  Fragment multiplyPackedInto(KernelEmitter &e, const MatrixOperand &a, const BlockTile &tile,
+                              mlir::Value packed, mlir::Value packedOff, mlir::Value d,
+                              mlir::Value out) const;
 
   /// One host thread holds every row: nothing to merge across threads.
   int64_t rowMergeSlots(int64_t) const override { return 0; }
@@ -73,12 +109,10 @@ public:
   int64_t vectorWidth() const { return lanes; }
 
 private:
-  /// Σₖ a[aOff_i+k]·b[bOff_j+k] for every (i, j), k ∈ [kBegin, d), row-major
-  /// over (i, j); dMain ends the vector part.
-  llvm::SmallVector<mlir::Value> dot(KernelEmitter &e, mlir::Value a,
-                                     llvm::ArrayRef<mlir::Value> aOff, mlir::Value b,
-                                     llvm::ArrayRef<mlir::Value> bOff, mlir::Value kBegin,
-                                     mlir::Value d, mlir::Value dMain) const;
+  /// The accumulators of multiplyPacked, one vector<cols> per row.
+  llvm::SmallVector<mlir::Value> packedRows(KernelEmitter &e, const MatrixOperand &a,
+                                            const Fragment &f, int64_t cols, mlir::Value packed,
+                                            mlir::Value packedOff, mlir::Value d) const;
   int64_t lanes;
 };
 

@@ -180,12 +180,21 @@ CpuTileConfig CpuTileConfig::fromAttr(loss::CpuConfigAttr attr) {
 }
 
 CpuTileConfig CpuTileConfig::forVectorRegisters(int64_t registers) {
-  // Live in the dot loop: rows·cols accumulators, the cols vectors of w of
-  // one step and one vector of x at a time. Measured at N=1024, V=8000,
-  // D=1024 (f32, docs/benchmarks.md): 4x4 beats 8x3 by 27% with 32
-  // registers (the x and w rows of a tile stay within L1), 4x3 is best with 16.
+  // One register tile shape for the three products: blockRows rows ×
+  // blockCols vectors of vectorWidth columns. In the logits micro-kernel
+  // that is blockRows accumulators of vector<blockCols·vectorWidth> (live:
+  // the accumulators, one vector of packed W, one broadcast of x); in dX/dW
+  // blockRows × blockCols vector<vectorWidth> accumulators. Measured at
+  // N=1024, V=8000, D=1024 (f32, docs/benchmarks.md). No bit depends on it.
+  // AVX-512 (32 registers of vector<8>): 8 rows × 2 zmm columns (16
+  // accumulators); AVX: 4 × 3 ymm (12); SSE: 4 × 1 vector<8>. The panels
+  // are large (~1024 rows) so that packing a W tile costs little next to
+  // the products that reuse it.
   CpuTileConfig t;
-  t.blockRows = 4;
-  t.blockCols = registers >= 32 ? 4 : registers >= 16 ? 3 : 1;
+  if (registers >= 32) {
+    t.blockRows = 8, t.blockCols = 2, t.vectorWidth = 16, t.panelBlocks = 128;
+  } else {
+    t.blockRows = 4, t.blockCols = registers >= 16 ? 3 : 1, t.panelBlocks = 256;
+  }
   return t;
 }

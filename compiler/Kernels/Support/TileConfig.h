@@ -80,17 +80,18 @@ struct TileConfig {
   static TileConfig fromAttr(loss::GpuConfigAttr attr);
 };
 
-/// Options of the host kernels. None depends on the host CPU: the vector
-/// width fixes the order of every dot product, so every host gets the same
-/// bits (see compiler/Target/CpuTarget.h).
+/// Options of the host kernels. Every product element is summed in
+/// ascending k with one fma per term whatever the tile, so every host (and
+/// every register tile) gets the same bits (see compiler/Target/CpuTarget.h).
 struct CpuTileConfig {
-  /// The register tile of the logit products: blockRows rows of x by
-  /// blockCols rows of w (dot products whose vector accumulators stay in
-  /// registers). Sized to the target's vector registers; never a bit of the
-  /// result depends on it.
+  /// The register tile of the three products: blockRows rows by blockCols
+  /// vectors of vectorWidth columns (the logits: blockRows rows of x by
+  /// blockCols·vectorWidth packed columns of w; dX and dW: blockRows rows by
+  /// blockCols column groups). Sized to the target's vector registers;
+  /// never a bit of the result depends on it.
   int64_t blockRows = 8;
   int64_t blockCols = 1;
-  int64_t vectorWidth = 8; ///< f32 lanes of the dot product (fixes the sum order).
+  int64_t vectorWidth = 8; ///< f32 lanes of a column group (speed only).
   /// Register blocks per panel: the forward sweeps the vocabulary in tiles
   /// for a panel of blockRows·panelBlocks rows, so each W tile is read once
   /// per panel.

@@ -24,19 +24,27 @@
 // CHECK-NEXT:    func.func @lce_rows(%{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) {
 // Rows go in panels of block-rows·16 = 64 whose running (max, sum, Neumaier
 // compensation) live in a 3·64 stack array while the vocabulary is swept in
-// tiles; each tile's local (max, sum) merges into it compensated; inside, register
-// blocks of block-rows rows. The dot product runs on vector<8> f16 loads
-// widened to f32 with an f32 FMA, then an ordered horizontal add.
+// tiles; each tile's local (max, sum) merges into it compensated. Each tile
+// of W is packed once per panel into a stack buffer (64·D f32): k-major
+// blocks of 8 columns, read in chunks of 16 along k (vector<16> f16 loads
+// widened to f32); inside, register blocks of block-rows rows run the
+// outer-product micro-kernel: per k one vector<8> of packed W, each row's x
+// widened and broadcast, one fma per row; then the columns left over as
+// scalar dots in the same (ascending k, one fma per term) order.
+// CHECK:           memref.alloca(%{{.*}}) : memref<?xf32>
 // CHECK:           memref.alloca() : memref<192xf32>
 // CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{c64.*}} {
 // CHECK:             scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{c64.*}} {
+// CHECK:               vector.load %{{.*}} : memref<?xf16>, vector<16xf16>
+// CHECK-NEXT:          arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
+// CHECK:               vector.from_elements {{.*}} : vector<8xf16>
 // CHECK:               scf.for %{{.*}} = %arg{{[0-9]+}} to %{{[0-9]+}} step %{{c4(_[0-9]+)?}} {
-// CHECK:             %[[WV:.*]] = vector.load %{{.*}} : memref<?xf16>, vector<8xf16>
-// CHECK-NEXT:        %[[WF:.*]] = arith.extf %[[WV]] : vector<8xf16> to vector<8xf32>
-// CHECK:             %[[XV:.*]] = vector.load %{{.*}} : memref<?xf16>, vector<8xf16>
-// CHECK-NEXT:        %[[XF:.*]] = arith.extf %[[XV]] : vector<8xf16> to vector<8xf32>
-// CHECK-NEXT:        math.fma %[[XF]], %[[WF]], %{{.*}} : vector<8xf32>
-// CHECK-COUNT-4:     vector.reduction <add>, %{{.*}} : vector<8xf32> into f32
+// CHECK:             scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// CHECK:             %[[WP:.*]] = vector.load %{{.*}} : memref<?xf32>, vector<8xf32>
+// CHECK:             %[[XF:.*]] = arith.extf %{{.*}} : f16 to f32
+// CHECK-NEXT:        %[[XB:.*]] = vector.broadcast %[[XF]] : f32 to vector<8xf32>
+// CHECK-NEXT:        math.fma %[[XB]], %[[WP]], %{{.*}} : vector<8xf32>
+// CHECK-NOT:         vector.reduction
 // CHECK:             math.exp2
 // CHECK:             math.log2
 // CHECK:           return
@@ -54,9 +62,9 @@
 // WIDE:        func.func @lce_rows
 // WIDE:          scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{c32.*}} {
 // WIDE:          scf.for %{{.*}} = %arg{{[0-9]+}} to %{{[0-9]+}} step %{{c2(_[0-9]+)?}} {
-// WIDE:          vector.load %{{.*}} : memref<?xf16>, vector<16xf16>
+// WIDE:          scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>) {
+// WIDE:          vector.load %{{.*}} : memref<?xf32>, vector<16xf32>
 // WIDE:          math.fma {{.*}} : vector<16xf32>
-// WIDE-COUNT-2:  vector.reduction <add>, %{{.*}} : vector<16xf32> into f32
 // WIDE-NOT:      vector.reduction
 // WIDE:        func.func @lce_reduce
 func.func @f16_mean(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {

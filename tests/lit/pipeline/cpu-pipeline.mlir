@@ -31,18 +31,19 @@
 // STAGES-NEXT:  )
 
 // f16, mean: lce_rows (row range; memref descriptors expanded) and
-// lce_reduce, vector FMA + ordered horizontal add; f16 widened by integer
+// lce_reduce, W packed (vector<16> loads) for the outer-product vector FMA,
+// no horizontal add; f16 widened by integer
 // ops, exp2/log2 expanded (loss-expand-host-libcalls).
 // CHECK-LABEL: module attributes {loss.launch_plans = {lce = {
 // CHECK-SAME:    module = "lce_kernels", name = "lce_rows", parallel = "rows"
 // CHECK-SAME:    module = "lce_kernels", name = "lce_reduce", parallel = "none"
 // CHECK-NEXT:    module @lce_kernels {
 // CHECK-NEXT:      llvm.func @lce_rows(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64,
-// CHECK:             llvm.load %{{.*}} : !llvm.ptr -> vector<8xf16>
-// CHECK:             llvm.bitcast %{{.*}} : vector<8xf16> to vector<8xi16>
-// CHECK:             llvm.zext %{{.*}} : vector<8xi16> to vector<8xi32>
+// CHECK:             llvm.load %{{.*}} : !llvm.ptr -> vector<16xf16>
+// CHECK:             llvm.bitcast %{{.*}} : vector<16xf16> to vector<16xi16>
+// CHECK:             llvm.zext %{{.*}} : vector<16xi16> to vector<16xi32>
 // CHECK:             llvm.intr.fma({{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
-// CHECK:             llvm.intr.vector.reduce.fadd
+// CHECK-NOT:         llvm.intr.vector.reduce.fadd
 // CHECK:             llvm.return
 // CHECK:           llvm.func @lce_reduce(
 // CHECK:             llvm.alloca {{.*}} x f32

@@ -88,9 +88,9 @@ func.func @given(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) ->
 // RUN: lossjit-opt %s --loss-select-lowering-config="target=cpu vector-registers=16 block-cols=2" --split-input-file \
 // RUN:   | FileCheck %s --check-prefix=AVX2
 // AVX512-LABEL: func.func @register_tile
-// AVX512:         #loss.cpu_config<schedule = forward, block_rows = 4, block_cols = 4, vector_width = 8,
+// AVX512:         #loss.cpu_config<schedule = forward, block_rows = 8, block_cols = 2, vector_width = 16, panel_blocks = 128,
 // AVX2-LABEL: func.func @register_tile
-// AVX2:           #loss.cpu_config<schedule = forward, block_rows = 4, block_cols = 2, vector_width = 8,
+// AVX2:           #loss.cpu_config<schedule = forward, block_rows = 4, block_cols = 2, vector_width = 8, panel_blocks = 256,
 func.func @register_tile(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f32, compute = f32} : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>

@@ -1,12 +1,15 @@
 //===- CpuTargetBitsTest.cpp - the same bits on every JIT target ----------===//
 //
-// The CPU kernels fix the order of every sum themselves (vector width from
-// the tile config, ordered horizontal adds, explicit fma, conversions and
+// The CPU kernels fix the order of every sum themselves (every product
+// element in ascending k with one explicit fma per term, conversions and
 // exp2/log2 expanded to arithmetic), so the target CPU may change the speed
 // but never a bit. This test holds the backend to that: every kernel family
 // and storage type, compiled for x86-64-v2 (no FMA units: fma is a call),
 // x86-64-v3, the host, and x86-64-v4 where the host runs it, gives
-// byte-identical outputs, which also match the fp64 reference.
+// byte-identical outputs, which also match the fp64 reference. The register
+// tile (sized per target by CpuTileConfig::forVectorRegisters) and the
+// vector width change which columns go through the packed micro-kernel and
+// which through the unpacked dot, never a bit either.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,7 +63,8 @@ protected:
   /// Runs `family` for `target` and returns every output buffer's bytes
   /// (in plan order) after checking the loss/lse against fp64.
   std::vector<std::vector<char>> run(const Family &family, const CpuTarget &target,
-                                     const RandomLceInputs &in) {
+                                     const RandomLceInputs &in,
+                                     const CpuTileConfig &tile = CpuTileConfig{}) {
     const LceProblem &p = in.problem;
     LceGraphOptions o;
     o.dtype = p.dtype, o.bias = true, o.reduction = family.reduction;
@@ -72,7 +76,7 @@ protected:
     EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
     if (!graph)
       return {};
-    auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{}, target);
+    auto op = CpuCompiledOp::compile(**graph, tile, target);
     EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
     if (!op)
       return {};
@@ -148,6 +152,39 @@ TEST_P(CpuTargetBits, EveryFamilyGivesTheSameBitsOnEveryTarget) {
       for (size_t i = 0; i < got.size(); ++i)
         EXPECT_TRUE(got[i] == first[i])
             << "output " << i << " differs between " << all.front().cpu << " and " << target.cpu;
+    }
+  }
+}
+
+TEST_P(CpuTargetBits, EveryRegisterTileGivesTheSameBits) {
+  RandomLceOptions o;
+  o.n = 19, o.v = 157, o.d = 37, o.dtype = GetParam(), o.bias = true;
+  o.ignoredFraction = 0.2, o.logitScale = 4.0;
+  RandomLceInputs in;
+  makeRandomLceInputs(o, in);
+  // The tiles each target gets, and odd ones: with V = 157 and 64-column
+  // vocabulary tiles, the last tile's 29 columns split into packed blocks
+  // of 32/24/16/8/4 and unpacked columns differently for each.
+  std::vector<std::pair<std::string, CpuTileConfig>> tiles;
+  for (int64_t registers : {32, 16, 8})
+    tiles.push_back({"registers=" + std::to_string(registers),
+                     CpuTileConfig::forVectorRegisters(registers)});
+  CpuTileConfig odd;
+  odd.blockRows = 3, odd.blockCols = 3, odd.vectorWidth = 4, odd.panelBlocks = 2;
+  tiles.push_back({"3x3x4", odd});
+  odd.blockRows = 5, odd.blockCols = 1, odd.vectorWidth = 16, odd.panelBlocks = 1;
+  tiles.push_back({"5x1x16", odd});
+  CpuTarget host = cantFail(CpuTarget::resolve("native"));
+  for (const Family &family : families()) {
+    SCOPED_TRACE(family.name);
+    std::vector<std::vector<char>> first = run(family, host, in);
+    ASSERT_FALSE(first.empty());
+    for (const auto &[name, tile] : tiles) {
+      SCOPED_TRACE(name);
+      std::vector<std::vector<char>> got = run(family, host, in, tile);
+      ASSERT_EQ(got.size(), first.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_TRUE(got[i] == first[i]) << "output " << i << " differs with tile " << tile.str();
     }
   }
 }

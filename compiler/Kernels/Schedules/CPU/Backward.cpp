@@ -267,25 +267,26 @@ struct Backward : ChunkedBackwardSteps {
     // each W tile is read once per panel. Every dZ element is computed by
     // the same operations whatever the tiling.
     const int64_t panel = br * s.tile.panelBlocks, vtile = s.tile.vocabTile;
+    CpuSchedule::LogitPack pack = s.logitPack(e, a["D"]);
     e.forLoop(
         a["row_begin"], rowEnd, e.index(panel), {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
           Value panelEnd = pe.minUI(pe.add(pb, pe.index(panel)), rowEnd);
           pe.forLoop(
               pe.index(0), v, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
                 Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
+                s.packLogits(te, a, pack, vt, vtEnd);
                 te.forLoop(
                     pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
-                      forColumnBlocks(
-                          re, vt, vtEnd, s.tile.blockCols, {},
-                          [&](KernelEmitter &ve, Value c0, int64_t cols, ValueRange) {
-                            Fragment z = logits(ve, a, {rb, br, panelEnd, c0, cols, Value()});
+                      s.forLogitTiles(
+                          re, a, pack, rb, panelEnd, vt, vtEnd, {},
+                          [&](KernelEmitter &ve, Fragment &z, ValueRange) {
                             SmallVector<Value> dz =
                                 storeRaw ? SmallVector<Value>(z.values) : rowGrads(ve, a, z);
                             // Clamped duplicates rewrite their row's own value.
                             for (int64_t i = 0; i < br; ++i)
-                              for (int64_t j = 0; j < cols; ++j)
+                              for (size_t j = 0; j < z.cols.size(); ++j)
                                 ve.store(
-                                    dz[i * cols + j], a["dz"],
+                                    dz[i * z.cols.size() + j], a["dz"],
                                     ve.add(ve.mul(ve.sub(z.rows[i], chunkBegin), v), z.cols[j]));
                             return SmallVector<Value>{};
                           });

@@ -35,16 +35,70 @@ void CpuSchedule::dzInputs(KernelSignature &sig) const {
   sig.argIf(spec.hasGradLse, "grad_lse", flat(f32()));
 }
 
-Fragment CpuSchedule::logits(KernelEmitter &e, const KernelArgs &a, const BlockTile &tile) const {
-  Value d = a["D"];
-  Fragment z = matmul.multiply(e, {a["x"], d}, {a["w"], d}, tile, e.index(0), d);
+namespace {
+void addBias(KernelEmitter &e, const KernelArgs &a, Fragment &z) {
   if (Value bias = a["bias"])
     for (size_t j = 0; j < z.cols.size(); ++j) {
       Value bv = e.loadF32(bias, z.cols[j]);
       for (size_t i = 0; i < z.rows.size(); ++i)
         z.at(i, j) = e.addF(z.at(i, j), bv);
     }
+}
+} // namespace
+
+Fragment CpuSchedule::logits(KernelEmitter &e, const KernelArgs &a, const BlockTile &tile) const {
+  Value d = a["D"];
+  Fragment z = matmul.multiply(e, {a["x"], d}, {a["w"], d}, tile, e.index(0), d);
+  addBias(e, a, z);
   return z;
+}
+
+CpuSchedule::LogitPack CpuSchedule::logitPack(KernelEmitter &e, Value d) const {
+  Value floats = e.mul(e.index(tile.vocabTile), d);
+  Value enabled = e.cmpI(arith::CmpIPredicate::ule, floats, e.index(kMaxPackFloats));
+  return {stackF32(e, e.select(enabled, floats, e.index(1))), enabled,
+          stackF32(e, e.index(tile.blockRows * tile.blockCols * tile.vectorWidth))};
+}
+
+void CpuSchedule::packLogits(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack,
+                             Value vt, Value vtEnd) const {
+  Value d = a["D"];
+  matmul.packColumns(e, {a["w"], d}, vt, vtEnd, d, tile.blockCols, pack.enabled, pack.buffer);
+}
+
+SmallVector<Value> CpuSchedule::forLogitTiles(
+    KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, Value rb, Value rowLimit,
+    Value vt, Value vtEnd, ValueRange iters,
+    const std::function<SmallVector<Value>(KernelEmitter &, Fragment &, ValueRange)> &body) const {
+  Value d = a["D"];
+  MatrixOperand xs{a["x"], d};
+  return matmul.forPackedColumns(
+      e, vt, vtEnd, d, tile.blockCols, pack.enabled, iters,
+      [&](KernelEmitter &ve, Value c0, int64_t cols, Value packedOff, ValueRange it) {
+        BlockTile t{rb, tile.blockRows, rowLimit, c0, cols, Value()};
+        if (!packedOff) {
+          Fragment z = matmul.multiply(ve, xs, {a["w"], d}, t, ve.index(0), d);
+          addBias(ve, a, z);
+          return body(ve, z, it);
+        }
+        Fragment lines =
+            matmul.multiplyPackedInto(ve, xs, t, pack.buffer, packedOff, d, pack.tile);
+        // The columns of the tile in ascending order, each row's logit read
+        // back from the spilled accumulators.
+        return ve.forLoop(
+            ve.index(0), ve.index(cols), ve.index(1), it,
+            [&](KernelEmitter &je, Value j, ValueRange jt) {
+              Fragment z;
+              z.rows = lines.rows, z.rowValid = lines.rowValid;
+              z.cols = {je.add(c0, j)};
+              z.colValid = {Value()};
+              for (size_t i = 0; i < lines.rows.size(); ++i)
+                z.values.push_back(je.load(
+                    pack.tile, je.add(je.index(static_cast<int64_t>(i) * cols), j)));
+              addBias(je, a, z);
+              return body(je, z, jt);
+            });
+      });
 }
 
 SmallVector<Value> CpuSchedule::rowGrads(KernelEmitter &e, const KernelArgs &a,

@@ -30,6 +30,33 @@ struct CpuSchedule {
   /// The raw logits x·w + b of `tile`'s rows at its columns (a kernel with
   /// dzInputs' arguments and D).
   Fragment logits(KernelEmitter &e, const KernelArgs &a, const BlockTile &tile) const;
+  /// The packed W tile of the logit kernels: room for one vocabulary tile
+  /// of W in f32 (vocabTile·D on the stack) and whether it is used: up to
+  /// kMaxPackFloats; past that every logit is formed unpacked (the same
+  /// bits, slower).
+  struct LogitPack {
+    mlir::Value buffer, enabled;
+    /// The register tile's accumulators, spilled for the epilogue.
+    mlir::Value tile;
+  };
+  static constexpr int64_t kMaxPackFloats = 512 * 1024;
+  LogitPack logitPack(KernelEmitter &e, mlir::Value d) const;
+  /// Packs W's columns [vt, vtEnd) (a kernel with "w" and D) for
+  /// forLogitTiles().
+  void packLogits(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, mlir::Value vt,
+                  mlir::Value vtEnd) const;
+  /// The raw logits x·w + b of rows [rb, rb + blockRows) (clamped below
+  /// rowLimit) at the packed columns [vt, vtEnd): register tiles of
+  /// blockRows × blockCols·vectorWidth columns, then of vectorWidth, then
+  /// single columns, in ascending order; body(e, raw, iters) → iters, once
+  /// per column (a one-column fragment: the epilogue is a loop over the
+  /// tile's columns, not unrolled over them). Every logit is summed in
+  /// ascending k with one fma per term, whatever tile it falls in.
+  llvm::SmallVector<mlir::Value>
+  forLogitTiles(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, mlir::Value rb,
+                mlir::Value rowLimit, mlir::Value vt, mlir::Value vtEnd, mlir::ValueRange iters,
+                const std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, Fragment &,
+                                                                   mlir::ValueRange)> &body) const;
   /// dZ of the fragment's rows and columns from their raw logits:
   /// g·(exp(z − lse) − [label = col])·∂z/∂raw, row-major.
   llvm::SmallVector<mlir::Value> rowGrads(KernelEmitter &e, const KernelArgs &a,

@@ -13,8 +13,8 @@ using namespace mlir;
 using namespace lossjit;
 
 /// lce_rows over [row_begin, row_end) (the host may split rows between
-/// threads): panels of rows sweep the vocabulary tile by tile, so a tile of
-/// W is reused by every register block of the panel. Within a tile a row
+/// threads): panels of rows sweep the vocabulary tile by tile; each tile of
+/// W is packed once per panel and reused by every register block of it. Within a tile a row
 /// folds its columns in order into a state that starts empty; the tile then
 /// merges into the row's wide state (a compensated sum), so the error of
 /// the sum of exponentials is bounded by the tile, not by V (2^25 equal
@@ -33,7 +33,7 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
   const int64_t panel = br * s.tile.panelBlocks, vtile = s.tile.vocabTile;
   KernelEmitter e(s.sink.builder(), s.sink.location());
   Value v = a["V"], d = a["D"], rowEnd = a["row_end"], bias = a["bias"];
-  MatrixOperand xs{a["x"], d}, ws{a["w"], d};
+  CpuSchedule::LogitPack pack = s.logitPack(e, d);
   // Each row's carried (wide) statistics while the panel sweeps the
   // vocabulary.
   const int64_t wideWidth = s.stats.wideWidth();
@@ -55,6 +55,7 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
         pe.forLoop(
             pe.index(0), v, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
               Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
+              s.packLogits(te, a, pack, vt, vtEnd);
               te.forLoop(
                   pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
                     // Rows past the panel are clamped onto its last row and its state
@@ -66,22 +67,17 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
                     SmallVector<Value> init = s.stats.identity(re, br);
                     // A register tile of rows × columns at a time; each row
                     // still takes its columns in ascending order.
-                    SmallVector<Value> st = forColumnBlocks(
-                        re, vt, vtEnd, s.tile.blockCols, init,
-                        [&](KernelEmitter &ve, Value c0, int64_t cols, ValueRange it) {
-                          Fragment z = s.matmul.multiply(
-                              ve, xs, ws, {rb, br, panelEnd, c0, cols, Value()}, ve.index(0), d);
+                    SmallVector<Value> st = s.forLogitTiles(
+                        re, a, pack, rb, panelEnd, vt, vtEnd, init,
+                        [&](KernelEmitter &ve, Fragment &z, ValueRange it) {
                           SmallVector<Value> next(it.begin(), it.end());
-                          for (int64_t j = 0; j < cols; ++j) {
-                            Value bv = bias ? ve.loadF32(bias, z.cols[j]) : Value();
+                          for (size_t j = 0; j < z.cols.size(); ++j)
                             for (int64_t i = 0; i < br; ++i) {
-                              Value raw = bv ? ve.addF(z.at(i, j), bv) : z.at(i, j);
                               SmallVector<Value> row(s.stats.row(next, i));
                               SmallVector<Value> pushed =
-                                  s.stats.push(ve, row, emitLogit(ve, s.spec, raw));
+                                  s.stats.push(ve, row, emitLogit(ve, s.spec, z.at(i, j)));
                               std::copy(pushed.begin(), pushed.end(), next.begin() + i * width);
                             }
-                          }
                           return next;
                         });
                     // Every wide state is read before any is stored: a

@@ -55,23 +55,25 @@ struct VocabChunked {
     KernelEmitter e = emitter();
     Value cb = a["chunk_begin"], ce = a["chunk_end"], rowEnd = a["row_end"];
     Value width = e.sub(ce, cb);
-    // Panels of rows sweep the chunk tile by tile (each W tile once per panel).
+    CpuSchedule::LogitPack pack = s.logitPack(e, a["D"]);
+    // Panels of rows sweep the chunk tile by tile (each W tile packed once
+    // per panel).
     e.forLoop(
         a["row_begin"], rowEnd, e.index(panel), {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
           Value panelEnd = pe.minUI(pe.add(pb, pe.index(panel)), rowEnd);
           pe.forLoop(cb, ce, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
             Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), ce);
+            s.packLogits(te, a, pack, vt, vtEnd);
             te.forLoop(
                 pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
-                  forColumnBlocks(
-                      re, vt, vtEnd, s.tile.blockCols, {},
-                      [&](KernelEmitter &ve, Value c0, int64_t cols, ValueRange) {
-                        Fragment z = s.logits(ve, a, {rb, br, panelEnd, c0, cols, Value()});
+                  s.forLogitTiles(
+                      re, a, pack, rb, panelEnd, vt, vtEnd, {},
+                      [&](KernelEmitter &ve, Fragment &z, ValueRange) {
                         SmallVector<Value> dz = s.rowGrads(ve, a, z);
                         // Clamped duplicates rewrite their row's own value.
                         for (int64_t i = 0; i < br; ++i)
-                          for (int64_t j = 0; j < cols; ++j)
-                            ve.store(dz[i * cols + j], a["dz"],
+                          for (size_t j = 0; j < z.cols.size(); ++j)
+                            ve.store(dz[i * z.cols.size() + j], a["dz"],
                                      ve.add(ve.mul(z.rows[i], width), ve.sub(z.cols[j], cb)));
                         if (fused())
                           captureTargets(ve, a, z);
