@@ -121,15 +121,20 @@ protected:
     return g;
   }
 
+  /// Random inputs of `c`'s shape, dtype, bias, ignored rows and scale.
+  static void inputsFor(const GradCase &c, RandomLceInputs &in) {
+    RandomLceOptions o;
+    o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = c.dtype, o.reduction = c.reduction;
+    o.bias = c.bias, o.ignoredFraction = c.ignored, o.logitScale = c.logitScale;
+    makeRandomLceInputs(o, in);
+  }
+
   /// Checks one case against the fp64 gradient: relative L2 error ≤ 1e-4
   /// (f32 storage) or ≤ 1e-2 (f16/bf16, rounded once from f32).
   Grads checkCase(const GradCase &c) {
     SCOPED_TRACE(describe(c));
-    RandomLceOptions o;
-    o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = c.dtype, o.reduction = c.reduction;
-    o.bias = c.bias, o.ignoredFraction = c.ignored, o.logitScale = c.logitScale;
     RandomLceInputs in;
-    makeRandomLceInputs(o, in);
+    inputsFor(c, in);
     std::vector<float> gradLoss = gradLossFor(c);
     Grads got = run(c, in.problem, gradLoss);
     std::vector<double> g64(gradLoss.begin(), gradLoss.end());
@@ -173,11 +178,8 @@ TEST_F(CpuBackward, GradientOfLseJoinsTheSamePass) {
       c.gradLse = true;
       c.workspaceBytes = 2 << 10; // 8-row chunks: three of them
       SCOPED_TRACE(describe(c));
-      RandomLceOptions o;
-      o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = c.dtype, o.reduction = c.reduction;
-      o.bias = c.bias, o.ignoredFraction = c.ignored, o.logitScale = c.logitScale;
       RandomLceInputs in;
-      makeRandomLceInputs(o, in);
+      inputsFor(c, in);
       std::vector<float> gradLoss = gradLossFor(c), gradLse(c.n);
       for (int64_t r = 0; r < c.n; ++r)
         gradLse[r] = r % 5 == 0 ? 0.0f : 0.4f - 0.05f * static_cast<float>(r % 7);
