@@ -40,11 +40,7 @@ lossjit::collectFusedFunctions(ModuleOp module, StringRef passName) {
     if (fn.isExternal())
       continue;
     SmallVector<Operation *> ops;
-    fn.walk([&](Operation *op) {
-      if (isa<loss::LinearCrossEntropyOp, loss::LinearCrossEntropyGradOp,
-              loss::LinearCrossEntropyWithGradOp>(op))
-        ops.push_back(op);
-    });
+    fn.walk([&](loss::FusedOpInterface op) { ops.push_back(op); });
     if (ops.empty())
       continue;
     if (ops.size() > 1) {
@@ -64,10 +60,10 @@ lossjit::collectFusedFunctions(ModuleOp module, StringRef passName) {
   }
   // Anything of the loss dialect left outside a fused function would be
   // silently dropped by the lowering: report it instead.
+  // (The statistics inside a vocabulary reduction's region are part of it.)
   module.walk([&](Operation *op) {
     if (op->getDialect() && op->getDialect()->getNamespace() == "loss" &&
-        !isa<loss::LinearCrossEntropyOp, loss::LinearCrossEntropyGradOp,
-             loss::LinearCrossEntropyWithGradOp>(op)) {
+        !isa<loss::FusedOpInterface>(op) && !op->getParentOfType<loss::FusedOpInterface>()) {
       op->emitOpError() << "was not fused into loss.linear_cross_entropy; "
                         << passName
                         << " lowers fused functions only (the remarks of "
@@ -82,6 +78,10 @@ lossjit::collectFusedFunctions(ModuleOp module, StringRef passName) {
 }
 
 LceSpec lossjit::specOf(const FusedFunction &f) {
+  if (auto reduce = dyn_cast<loss::VocabReduceOp>(f.op))
+    return LceSpec::fromOp(reduce);
+  if (auto reduceGrad = dyn_cast<loss::VocabReduceGradOp>(f.op))
+    return LceSpec::fromOp(reduceGrad);
   if (auto grad = dyn_cast<loss::LinearCrossEntropyGradOp>(f.op))
     return LceSpec::fromOp(grad);
   if (auto fused = dyn_cast<loss::LinearCrossEntropyWithGradOp>(f.op))
@@ -92,7 +92,10 @@ LceSpec lossjit::specOf(const FusedFunction &f) {
 std::vector<std::string> lossjit::resultRoles(const FusedFunction &f) {
   std::vector<std::string> names;
   LceSpec spec = specOf(f);
-  if (!spec.gradient || spec.fusedForward)
+  if (spec.isVocabReduce() && !spec.gradient)
+    for (loss::Statistic kind : spec.statistics)
+      names.push_back(loss::stringifyStatistic(kind).str());
+  else if (!spec.gradient || spec.fusedForward)
     names = {"loss", "lse"};
   if (spec.gradient) {
     if (spec.needsGradX)
@@ -131,13 +134,37 @@ std::vector<std::vector<int64_t>> lossjit::argumentExtents(const FusedFunction &
 
 std::vector<std::string> lossjit::argumentRoles(const FusedFunction &f) {
   // Operand roles in the order the ops declare them.
-  SmallVector<std::pair<Value, const char *>> roles;
+  SmallVector<std::pair<Value, std::string>> roles;
   if (auto fwd = dyn_cast<loss::LinearCrossEntropyOp>(f.op)) {
     roles = {{fwd.getInput(), "x"}, {fwd.getWeight(), "w"},
              {fwd.getLabels(), "labels"}, {fwd.getBias(), "bias"}};
   } else if (auto fused = dyn_cast<loss::LinearCrossEntropyWithGradOp>(f.op)) {
     roles = {{fused.getInput(), "x"}, {fused.getWeight(), "w"},
              {fused.getLabels(), "labels"}, {fused.getBias(), "bias"}};
+  } else if (auto reduce = dyn_cast<loss::VocabReduceOp>(f.op)) {
+    roles = {{reduce.getInput(), "x"},
+             {reduce.getWeight(), "w"},
+             {reduce.getLabels(), "labels"},
+             {reduce.getBias(), "bias"},
+             {reduce.getClassWeights(), "class_weights"}};
+  } else if (auto reduceGrad = dyn_cast<loss::VocabReduceGradOp>(f.op)) {
+    roles = {{reduceGrad.getInput(), "x"},
+             {reduceGrad.getWeight(), "w"},
+             {reduceGrad.getLabels(), "labels"},
+             {reduceGrad.getBias(), "bias"},
+             {reduceGrad.getClassWeights(), "class_weights"}};
+    // The saved statistics the gradient reads (lse, entropy) keep their
+    // names; the adjoints are grad_<statistic>. A saved statistic the
+    // gradient does not read has no role.
+    LceSpec spec = LceSpec::fromOp(reduceGrad);
+    for (auto [kind, saved, adjoint] :
+         llvm::zip(spec.statistics, reduceGrad.getSaved(), reduceGrad.getAdjoints())) {
+      std::string name = loss::stringifyStatistic(kind).str();
+      if ((kind == loss::Statistic::lse && spec.gradientReadsLse()) ||
+          kind == loss::Statistic::entropy)
+        roles.push_back({saved, name});
+      roles.push_back({adjoint, "grad_" + name});
+    }
   } else {
     auto grad = cast<loss::LinearCrossEntropyGradOp>(f.op);
     roles = {{grad.getInput(), "x"},       {grad.getWeight(), "w"},
@@ -149,7 +176,7 @@ std::vector<std::string> lossjit::argumentRoles(const FusedFunction &f) {
   func::FuncOp fn = f.func;
   for (BlockArgument arg : fn.getArguments()) {
     std::string role;
-    for (auto [value, name] : roles)
+    for (const auto &[value, name] : roles)
       if (value && value == arg) {
         role = name;
         break;

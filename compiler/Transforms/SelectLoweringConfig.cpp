@@ -3,6 +3,7 @@
 #include "compiler/Kernels/Support/TileConfig.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/Loss/LoweringConfig.h"
+#include "dialects/Loss/LossOps.h"
 
 namespace lossjit {
 #define GEN_PASS_DEF_LOSSSELECTLOWERINGCONFIG
@@ -18,27 +19,22 @@ namespace {
 /// workspace budget. On the host, 16-bit storage chunks the vocabulary
 /// instead of the rows: the rows would need a V×D f32 dW accumulator
 /// outside any budget (f32 storage accumulates in grad_w itself).
-loss::Schedule defaultSchedule(Operation *op, bool host) {
-  auto wide = [&](Type storage) { return !host || storage.isF32(); };
-  if (auto grad = dyn_cast<loss::LinearCrossEntropyGradOp>(op)) {
-    if (grad.getStrategy() == "recompute")
-      return loss::Schedule::recompute;
-    if (grad.getStrategy() == "auto" && !wide(grad.getStorage()))
-      return loss::Schedule::vocab_chunked;
-    return loss::Schedule::chunked;
+loss::Schedule defaultSchedule(loss::FusedOpInterface op, bool host) {
+  const bool wide = !host || op.getStorage().isF32();
+  switch (op.getKernelPass()) {
+  case loss::KernelPass::forward:
+    return loss::Schedule::forward;
+  case loss::KernelPass::forward_backward:
+    return wide ? loss::Schedule::fused : loss::Schedule::fused_vocab_chunked;
+  case loss::KernelPass::backward:
+    break;
   }
-  if (auto fused = dyn_cast<loss::LinearCrossEntropyWithGradOp>(op))
-    return wide(fused.getStorage()) ? loss::Schedule::fused : loss::Schedule::fused_vocab_chunked;
-  return loss::Schedule::forward;
-}
-
-/// The storage type of a fused op.
-Type storageOf(Operation *op) {
-  if (auto fwd = dyn_cast<loss::LinearCrossEntropyOp>(op))
-    return fwd.getStorage();
-  if (auto grad = dyn_cast<loss::LinearCrossEntropyGradOp>(op))
-    return grad.getStorage();
-  return cast<loss::LinearCrossEntropyWithGradOp>(op).getStorage();
+  StringRef strategy = op.getGradientStrategy();
+  if (strategy == "recompute")
+    return loss::Schedule::recompute;
+  if (strategy == "auto" && !wide)
+    return loss::Schedule::vocab_chunked;
+  return loss::Schedule::chunked;
 }
 
 struct SelectLoweringConfigPass
@@ -60,10 +56,10 @@ struct SelectLoweringConfigPass
       return signalPassFailure();
     }
     WalkResult result = getOperation().walk([&](Operation *op) {
-      if (!isa<loss::LinearCrossEntropyOp, loss::LinearCrossEntropyGradOp,
-               loss::LinearCrossEntropyWithGradOp>(op))
+      auto fused = dyn_cast<loss::FusedOpInterface>(op);
+      if (!fused)
         return WalkResult::advance();
-      return succeeded(target == "gpu" ? selectGpu(op, kind, automatic) : selectCpu(op))
+      return succeeded(target == "gpu" ? selectGpu(fused, kind, automatic) : selectCpu(fused))
                  ? WalkResult::advance()
                  : WalkResult::interrupt();
     });
@@ -79,11 +75,12 @@ struct SelectLoweringConfigPass
 
   /// With `automatic` (matmul=auto) an op without a config of its own
   /// gets TileConfig::defaultFor its chip, storage and schedule.
-  LogicalResult selectGpu(Operation *op, std::optional<loss::MatmulKind> kind, bool automatic) {
+  LogicalResult selectGpu(loss::FusedOpInterface op, std::optional<loss::MatmulKind> kind,
+                          bool automatic) {
     TileConfig tile;
     loss::Schedule schedule = defaultSchedule(op, /*host=*/false);
     if (automatic)
-      tile = TileConfig::defaultFor(chip, storageOf(op), schedule);
+      tile = TileConfig::defaultFor(chip, op.getStorage(), schedule);
     if (auto given = dyn_cast_or_null<loss::GpuConfigAttr>(loss::getLoweringConfig(op))) {
       tile = TileConfig::fromAttr(given);
       schedule = given.getSchedule();
@@ -108,7 +105,7 @@ struct SelectLoweringConfigPass
     return success();
   }
 
-  LogicalResult selectCpu(Operation *op) {
+  LogicalResult selectCpu(loss::FusedOpInterface op) {
     CpuTileConfig tile;
     if (vectorRegisters != -1)
       tile = CpuTileConfig::forVectorRegisters(vectorRegisters);

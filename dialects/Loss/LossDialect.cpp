@@ -11,6 +11,7 @@ using namespace lossjit::loss;
 
 #include "dialects/Loss/LossDialect.cpp.inc"
 #include "dialects/Loss/LossEnums.cpp.inc"
+#include "dialects/Loss/LossInterfaces.cpp.inc"
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Loss/LossAttrs.cpp.inc"
 

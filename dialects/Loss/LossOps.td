@@ -5,6 +5,7 @@
 
 include "dialects/Loss/LossDialect.td"
 include "dialects/Loss/LoweringConfig.td"
+include "dialects/Loss/FusedOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 /// Storage element types: the only ones a tensor may hold in the loss graph.
@@ -117,7 +118,8 @@ def Loss_CrossEntropyOp : Loss_Op<"cross_entropy", [Pure]> {
   let hasCanonicalizer = 1;
 }
 
-def Loss_LinearCrossEntropyOp : Loss_Op<"linear_cross_entropy", [Pure]> {
+def Loss_LinearCrossEntropyOp : Loss_Op<"linear_cross_entropy", [Pure,
+    DeclareOpInterfaceMethods<Loss_FusedOpInterface, ["getKernelPass", "getGradientStrategy"]>]> {
   let summary = "fused linear → log-softmax → NLL without materialized logits";
   let description = [{
     `loss`, `lse` = CE(z, labels) with the logits
@@ -145,7 +147,8 @@ def Loss_LinearCrossEntropyOp : Loss_Op<"linear_cross_entropy", [Pure]> {
 }
 
 def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad",
-                                            [Pure, AttrSizedOperandSegments]> {
+    [Pure, AttrSizedOperandSegments,
+     DeclareOpInterfaceMethods<Loss_FusedOpInterface, ["getKernelPass", "getGradientStrategy"]>]> {
   let summary = "gradients of the fused loss without materialized [N,V] logits";
   let description = [{
     Given the forward's per-row `lse` and the loss gradient `grad_loss`
@@ -190,7 +193,8 @@ def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad",
   let hasVerifier = 1;
 }
 
-def Loss_LinearCrossEntropyWithGradOp : Loss_Op<"linear_cross_entropy_with_grad", [Pure]> {
+def Loss_LinearCrossEntropyWithGradOp : Loss_Op<"linear_cross_entropy_with_grad", [Pure,
+    DeclareOpInterfaceMethods<Loss_FusedOpInterface, ["getKernelPass", "getGradientStrategy"]>]> {
   let summary = "fused loss and its gradients for grad_loss = 1, in one pass";
   let description = [{
     Returns `loss` (0-d), `lse` ([N]) and, as `loss.linear_cross_entropy_grad`
@@ -222,5 +226,7 @@ def Loss_LinearCrossEntropyWithGradOp : Loss_Op<"linear_cross_entropy_with_grad"
   }];
   let hasVerifier = 1;
 }
+
+include "dialects/Loss/VocabReduceOps.td"
 
 #endif // LOSSJIT_LOSS_OPS

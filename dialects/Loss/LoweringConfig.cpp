@@ -75,13 +75,18 @@ std::string lossjit::loss::checkCpuConfig(int64_t blockRows, int64_t blockCols, 
 }
 
 bool lossjit::loss::scheduleFits(Operation *op, Schedule schedule) {
-  if (isa<LinearCrossEntropyOp>(op))
+  auto fused = dyn_cast<FusedOpInterface>(op);
+  if (!fused)
+    return false;
+  switch (fused.getKernelPass()) {
+  case KernelPass::forward:
     return schedule == Schedule::forward;
-  if (isa<LinearCrossEntropyGradOp>(op))
+  case KernelPass::backward:
     return schedule == Schedule::chunked || schedule == Schedule::recompute ||
            schedule == Schedule::vocab_chunked;
-  if (isa<LinearCrossEntropyWithGradOp>(op))
+  case KernelPass::forward_backward:
     return schedule == Schedule::fused || schedule == Schedule::fused_vocab_chunked;
+  }
   return false;
 }
 
@@ -131,18 +136,18 @@ LogicalResult LossDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     return op->emitError() << "'" << kLoweringConfigAttrName.str()
                            << "' must be a #loss.gpu_config or #loss.cpu_config, got "
                            << attribute.getValue();
-  if (!isa<LinearCrossEntropyOp, LinearCrossEntropyGradOp, LinearCrossEntropyWithGradOp>(op))
+  auto fused = dyn_cast<FusedOpInterface>(op);
+  if (!fused)
     return op->emitError() << "'" << kLoweringConfigAttrName.str()
                            << "' belongs on a fused loss op, not on '" << op->getName() << "'";
   if (!scheduleFits(op, schedule))
     return op->emitError() << "schedule " << stringifySchedule(schedule)
-                           << " does not lower this op (forward: linear_cross_entropy; chunked, "
-                              "vocab_chunked or recompute: _grad; fused or fused_vocab_chunked: "
-                              "_with_grad)";
+                           << " does not lower this op (forward: linear_cross_entropy and "
+                              "vocab_reduce; chunked, vocab_chunked or recompute: their _grad; "
+                              "fused or fused_vocab_chunked: linear_cross_entropy_with_grad)";
   auto gpu = dyn_cast<GpuConfigAttr>(attribute.getValue());
   if (gpu && gpu.getMatmul() == MatmulKind::mma_sync) {
-    auto fwd = dyn_cast<LinearCrossEntropyOp>(op);
-    if (fwd && fwd.getStorage().isF32())
+    if (fused.getKernelPass() == KernelPass::forward && fused.getStorage().isF32())
       return op->emitError() << "matmul mma_sync multiplies f16 or bf16 storage; f32 stays on "
                                 "matmul simt (TF32 would round the operands)";
   }

@@ -12,9 +12,10 @@ by LLVM's JIT, CUDA tensors PTX kernels through the CUDA driver.
 from ._ext import C as _C
 from ._ext import HAS_COMPILER as has_compiler
 from . import _ops  # noqa: F401  (registers the torch.library ops)
+from . import _reduce  # noqa: F401  (the vocabulary-reduction ops)
 from . import distributed  # noqa: F401  (lossjit.distributed: losses over a process group)
 from ._kernels import cache_info, clear_cache, describe_build
-from .functional import linear_cross_entropy
+from .functional import linear_cross_entropy, linear_log_prob
 from .jit import JitError, JittedLoss, jit
 from .nn import LinearCrossEntropyLoss
 
@@ -22,6 +23,7 @@ __version__ = _C.__version__
 
 __all__ = [
     "linear_cross_entropy",
+    "linear_log_prob",
     "LinearCrossEntropyLoss",
     "jit",
     "distributed",

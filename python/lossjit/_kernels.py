@@ -116,7 +116,8 @@ def _require_compiler(what: str) -> None:
         raise RuntimeError(f"lossjit: {what} needs the compiler, but {NO_COMPILER_MESSAGE}")
 
 
-def _compile(graph_factory, device: torch.device, bundle_options: Dict[str, str]):
+def _compile(graph_factory, device: torch.device, bundle_options: Dict[str, str],
+             op_family: str = "linear_cross_entropy"):
     if device.type == "cpu":
         _require_compiler("the CPU backend")
         return C.CpuOp.compile(graph_factory())
@@ -128,7 +129,7 @@ def _compile(graph_factory, device: torch.device, bundle_options: Dict[str, str]
         # An option a bundle lacks reads as "": asking for "" keeps a plain
         # request from matching a bundle with a softcap or scale.
         wanted = {"logit_scale": "", "softcap": "", **bundle_options}
-        return C.find_gpu_bundle("linear_cross_entropy", wanted, major, minor)
+        return C.find_gpu_bundle(op_family, wanted, major, minor)
     raise ValueError(
         f"lossjit: tensors on '{device.type}' are not supported; lossjit runs on "
         "CPU and CUDA tensors")
@@ -206,10 +207,10 @@ class _Tuned:
 
 
 def _kernel(factory, device: torch.device, options: Dict[str, str], dtype: str,
-            strategy: str = "auto") -> Kernel:
+            strategy: str = "auto", op_family: str = "linear_cross_entropy") -> Kernel:
     """The op for `options` on `device`, tuned per shape bucket when
     LOSSJIT_AUTOTUNE=1 asks for it on a CUDA device with the compiler."""
-    op = _compile(factory, device, options)
+    op = _compile(factory, device, options, op_family)
     tuned = None
     if device.type == "cuda" and HAS_COMPILER and _autotune.enabled():
         tuned = _Tuned(factory, cuda_arch(_device_index(device)), options["pass"], dtype,
@@ -330,6 +331,75 @@ def fused_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
     return kernel
 
 
+class ReduceSpec(NamedTuple):
+    """What a vocabulary-reduction kernel (loss.vocab_reduce) is specialized
+    on: the statistics in order, and the optional operands."""
+
+    dtype: str
+    statistics: Tuple[str, ...]
+    label_type: str  # "" without labels (no label_logit)
+    bias: bool
+    class_weights: bool
+    ignore_index: int
+    logit_scale: float = 1.0
+    softcap: float = 0.0
+
+    def options(self) -> Dict[str, str]:
+        options = {"dtype": self.dtype, "statistics": ",".join(self.statistics),
+                   "bias": "true" if self.bias else "false",
+                   "class_weights": "true" if self.class_weights else "false"}
+        if self.label_type:
+            options["label_type"] = self.label_type
+            options["ignore_index"] = str(self.ignore_index)
+        if self.logit_scale != 1.0:
+            options["logit_scale"] = option_text(self.logit_scale)
+        if self.softcap != 0.0:
+            options["softcap"] = option_text(self.softcap)
+        return options
+
+    def graph(self, **gradient: Any) -> Any:
+        return C.vocab_reduce_graph(
+            dtype=self.dtype, statistics=list(self.statistics),
+            label_type=self.label_type or "i64", bias=self.bias,
+            class_weights=self.class_weights, ignore_index=self.ignore_index,
+            logit_scale=self.logit_scale, softcap=self.softcap, **gradient)
+
+
+_reduce_ops: Dict[Tuple[Any, ...], Any] = {}
+
+
+def reduce_kernel(spec: ReduceSpec, device: torch.device,
+                  flags: "BackwardFlags | None" = None) -> Kernel:
+    """The compiled vocabulary reduction (`flags` None) or its derived
+    backward for `spec` on `device`; compiled on first use, then cached."""
+    key = (spec, flags, device)
+    kernel = _reduce_ops.get(key)
+    if kernel is not None:
+        return kernel
+    with _lock:
+        kernel = _reduce_ops.get(key)
+        if kernel is None:
+            options = {**spec.options(), "pass": "forward" if flags is None else "backward"}
+            if flags is None:
+                def factory():
+                    return spec.graph()
+            else:
+                options["grad_x"] = "true" if flags.needs_grad_x else "false"
+                options["grad_w"] = "true" if flags.needs_grad_w else "false"
+                if flags.strategy != "auto":
+                    options["strategy"] = flags.strategy
+
+                def factory():
+                    return spec.graph(gradient=True, strategy=flags.strategy,
+                                      needs_grad_x=flags.needs_grad_x,
+                                      needs_grad_w=flags.needs_grad_w,
+                                      workspace_bytes=flags.workspace_bytes)
+            kernel = _kernel(factory, device, options, spec.dtype,
+                             "auto" if flags is None else flags.strategy, "vocab_reduce")
+            _reduce_ops[key] = kernel
+    return kernel
+
+
 def _launch_cuda(op: Any, names, dims, device: torch.device, n: int, v: int, d: int,
                  buffers: Dict[str, torch.Tensor]) -> None:
     index = _device_index(device)
@@ -359,11 +429,13 @@ def clear_cache() -> None:
         _forward_ops.clear()
         _backward_ops.clear()
         _fused_ops.clear()
+        _reduce_ops.clear()
 
 
 def cache_info() -> Dict[str, int]:
     return {"forward": len(_forward_ops), "backward": len(_backward_ops),
-            "forward_backward": len(_fused_ops), "graphs": len(_graphs)}
+            "forward_backward": len(_fused_ops), "vocab_reduce": len(_reduce_ops),
+            "graphs": len(_graphs)}
 
 
 def describe_build() -> Dict[str, Any]:

@@ -30,15 +30,24 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+#: The names the public functions give the four tensors (torch's
+#: F.linear_cross_entropy spelling); the ops' own names are the defaults.
+PUBLIC_NAMES = ("input", "linear_weight", "target", "linear_bias")
+
+
 def check_inputs(hidden: Tensor, weight: Tensor, target: Tensor,
-                 bias: Optional[Tensor], ignore_index: int, reduction: str) -> None:
+                 bias: Optional[Tensor], ignore_index: int, reduction: str,
+                 names: Tuple[str, str, str, str] = ("hidden", "weight", "target",
+                                                     "bias")) -> None:
     """Metadata checks only (dtype, device, shape): valid for real, meta and
-    fake tensors and for tensor subclasses alike. `hidden` may be [..., D]."""
-    for arg, value in (("hidden", hidden), ("weight", weight), ("target", target)):
+    fake tensors and for tensor subclasses alike. `hidden` may be [..., D].
+    Errors name the arguments as `names` (hidden, weight, target, bias)."""
+    xn, wn, tn, bn = names
+    for arg, value in ((xn, hidden), (wn, weight), (tn, target)):
         if not isinstance(value, Tensor):
             raise TypeError(f"lossjit: {arg} must be a Tensor, got {type(value).__name__}")
     if bias is not None and not isinstance(bias, Tensor):
-        raise TypeError(f"lossjit: bias must be a Tensor or None, got {type(bias).__name__}")
+        raise TypeError(f"lossjit: {bn} must be a Tensor or None, got {type(bias).__name__}")
     if reduction not in REDUCTIONS:
         raise ValueError(f"lossjit: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
@@ -49,45 +58,47 @@ def check_inputs(hidden: Tensor, weight: Tensor, target: Tensor,
     dtype = hidden.dtype
     if dtype not in K.STORAGE_DTYPES:
         raise TypeError(
-            f"lossjit: hidden has dtype {_name(dtype)}; lossjit stores float16, bfloat16 "
+            f"lossjit: {xn} has dtype {_name(dtype)}; lossjit stores float16, bfloat16 "
             "or float32 (all math runs in float32)")
     if weight.dtype != dtype:
         raise TypeError(
-            f"lossjit: weight has dtype {_name(weight.dtype)} but hidden has {_name(dtype)}; "
+            f"lossjit: {wn} has dtype {_name(weight.dtype)} but {xn} has {_name(dtype)}; "
             "they must match (as for F.linear)")
     if bias is not None and bias.dtype != dtype:
         raise TypeError(
-            f"lossjit: bias has dtype {_name(bias.dtype)} but hidden has {_name(dtype)}; "
+            f"lossjit: {bn} has dtype {_name(bias.dtype)} but {xn} has {_name(dtype)}; "
             "they must match (as for F.linear)")
     if target.dtype not in K.LABEL_DTYPES:
         kind = "floating-point" if target.is_floating_point() else "non-index"
         raise TypeError(
-            f"lossjit: target must hold class indices as torch.int64 or torch.int32, got "
+            f"lossjit: {tn} must hold class indices as torch.int64 or torch.int32, got "
             f"{kind} dtype {_name(target.dtype)} (class-probability targets are not "
             "supported)")
     device = hidden.device
-    for arg, value in (("weight", weight), ("target", target), ("bias", bias)):
+    for arg, value in ((wn, weight), (tn, target), (bn, bias)):
         if value is not None and value.device != device:
             raise RuntimeError(
-                f"lossjit: expected all tensors on one device, but hidden is on {device} "
+                f"lossjit: expected all tensors on one device, but {xn} is on {device} "
                 f"and {arg} is on {value.device}")
     if hidden.dim() < 1:
-        raise ValueError("lossjit: hidden must have shape [..., D], got a 0-d tensor")
+        raise ValueError(f"lossjit: {xn} must have shape [..., D], got a 0-d tensor")
     if weight.dim() != 2:
-        raise ValueError(f"lossjit: weight must have shape [V, D], got {list(weight.shape)}")
+        raise ValueError(f"lossjit: {wn} must have shape [V, D], got {list(weight.shape)}"
+                         + (" (K-dimensional losses, a weight [V, d_1, ..., d_K, D], are not "
+                            "supported)" if weight.dim() > 2 else ""))
     d = hidden.shape[-1]
     if weight.shape[1] != d:
         raise ValueError(
-            f"lossjit: hidden has D={d} features but weight has shape {list(weight.shape)} "
+            f"lossjit: {xn} has D={d} features but {wn} has shape {list(weight.shape)} "
             "(expected [V, D])")
     if weight.shape[0] < 1:
-        raise ValueError("lossjit: weight has no rows; the vocabulary size V must be >= 1")
+        raise ValueError(f"lossjit: {wn} has no rows; the vocabulary size V must be >= 1")
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
         raise ValueError(
-            f"lossjit: bias must have shape [V] = [{weight.shape[0]}], got {list(bias.shape)}")
+            f"lossjit: {bn} must have shape [V] = [{weight.shape[0]}], got {list(bias.shape)}")
     if tuple(target.shape) != tuple(hidden.shape[:-1]):
         raise ValueError(
-            f"lossjit: target must have shape {list(hidden.shape[:-1])} (hidden's leading "
+            f"lossjit: {tn} must have shape {list(hidden.shape[:-1])} ({xn}'s leading "
             f"dims), got {list(target.shape)}")
 
 

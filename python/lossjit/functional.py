@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Optional
+import math
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import is_fake
 from torch.overrides import handle_torch_function, has_torch_function_variadic
 
-from . import _ops
+from . import _ops, _reduce
 
 
 _LSE_GRAD_MESSAGE = (
@@ -90,8 +92,9 @@ def _autocast(hidden: Tensor, weight: Tensor, bias: Optional[Tensor]):
 
 def _fused(hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],
            ignore_index: int, reduction: str, return_lse: bool, graph: str,
-           logit_scale: float = 1.0, softcap: float = 0.0, fused_backward: bool = False):
-    _ops.check_inputs(hidden, weight, target, bias, ignore_index, reduction)
+           logit_scale: float = 1.0, softcap: float = 0.0, fused_backward: bool = False,
+           names: Tuple[str, str, str, str] = ("hidden", "weight", "target", "bias")):
+    _ops.check_inputs(hidden, weight, target, bias, ignore_index, reduction, names)
     _ops.check_logit_transforms(logit_scale, softcap)
     lead = hidden.shape[:-1]
     flat = hidden.dim() != 2
@@ -123,71 +126,253 @@ def _fused(hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor
     return loss
 
 
-def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor,
-                         bias: Optional[Tensor] = None, *, ignore_index: int = -100,
-                         reduction: str = "mean", return_lse: bool = False,
+def _check_class_weights(weight: Optional[Tensor], input: Tensor, v: int) -> None:
+    if weight is None:
+        return
+    if not isinstance(weight, Tensor):
+        raise TypeError(f"lossjit: weight (the class weights) must be a Tensor or None, got "
+                        f"{type(weight).__name__}")
+    if not weight.is_floating_point():
+        raise TypeError(f"lossjit: weight (the class weights) must be floating point, got "
+                        f"{_ops._name(weight.dtype)}")
+    if weight.dim() != 1 or weight.shape[0] != v:
+        hint = (" (the linear layer's weight is linear_weight, the second argument)"
+                if weight.dim() == 2 else "")
+        raise ValueError(f"lossjit: weight (the class weights) must have shape [V] = [{v}], "
+                         f"got {list(weight.shape)}{hint}")
+    if weight.device != input.device:
+        raise RuntimeError(f"lossjit: expected all tensors on one device, but input is on "
+                           f"{input.device} and weight is on {weight.device}")
+
+
+def _check_label_smoothing(label_smoothing: float) -> None:
+    if isinstance(label_smoothing, bool) or not isinstance(
+            label_smoothing, (int, float, torch.SymInt, torch.SymFloat)):
+        raise TypeError(f"lossjit: label_smoothing must be a number, got "
+                        f"{type(label_smoothing).__name__}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"lossjit: label_smoothing must be in [0, 1], got {label_smoothing!r}")
+
+
+def _weighted_smoothed(input: Tensor, linear_weight: Tensor, target: Tensor,
+                       linear_bias: Optional[Tensor], weight: Optional[Tensor],
+                       ignore_index: int, reduction: str, label_smoothing: float,
+                       return_lse: bool, logit_scale: float, softcap: float):
+    """Class weights and label smoothing with PyTorch's exact semantics:
+    per counted row (1 − ε)·w_y·(lse − z_y) + (ε / V)·(Σ_j w_j·lse − Σ_j w_j z_j),
+    and 'mean' divides both terms by Σ w_y over the counted rows (the row
+    count without weights). The kernel gives the row statistics lse, z_y
+    and Σ_j w_j z_j (loss.vocab_reduce); the rest is torch, whose autograd
+    hands the derived backward one adjoint per statistic."""
+    _ops.check_inputs(input, linear_weight, target, linear_bias, ignore_index, reduction,
+                      _ops.PUBLIC_NAMES)
+    _ops.check_logit_transforms(logit_scale, softcap)
+    v = linear_weight.shape[0]
+    lead = input.shape[:-1]
+    hidden = input.reshape(-1, input.shape[-1])
+    labels = target.reshape(-1)
+    hidden, linear_weight, linear_bias = _autocast(hidden, linear_weight, linear_bias)
+    class_weights = None if weight is None else weight.detach().to(torch.float32)
+    smooth = label_smoothing > 0
+    statistics = ("lse", "label_logit") + (("logit_sum",) if smooth else ())
+    stats = _reduce.vocab_reduce(
+        hidden, linear_weight, statistics, target=labels, bias=linear_bias,
+        class_weights=class_weights if smooth else None, ignore_index=ignore_index,
+        logit_scale=logit_scale, softcap=softcap)
+    lse, label_logit = stats[0], stats[1]
+    counted = labels != ignore_index
+    if class_weights is None:
+        row_weight = counted.to(torch.float32)
+    else:
+        safe = torch.where(counted, labels, torch.zeros_like(labels))
+        row_weight = torch.where(counted, class_weights[safe], 0.0)
+    nll = torch.where(counted, row_weight * (lse - label_logit), 0.0)
+    rows = nll
+    if smooth:
+        total = float(v) if class_weights is None else class_weights.sum()
+        smoothed = torch.where(counted, total * lse - stats[2], 0.0)
+        rows = (1.0 - label_smoothing) * nll + (label_smoothing / v) * smoothed
+    if reduction == "none":
+        loss = rows.view(lead)
+    elif reduction == "sum":
+        loss = rows.sum()
+    else:
+        loss = rows.sum() / row_weight.sum()
+    if return_lse:
+        return loss, lse.view(lead)
+    return loss
+
+
+def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
+                         linear_bias: Optional[Tensor] = None, *,
+                         weight: Optional[Tensor] = None, reduction: str = "mean",
+                         ignore_index: Optional[int] = -100, label_smoothing: float = 0.0,
+                         bias: Optional[Tensor] = None, return_lse: bool = False,
                          logit_scale: float = 1.0, softcap: Optional[float] = None,
                          fused_backward: bool = False):
-    """Cross-entropy of the linear layer ``hidden @ weight.T + bias`` at `target`,
-    without materializing the [tokens, vocabulary] logits.
+    """Cross-entropy of the linear layer ``input @ linear_weight.T + linear_bias``
+    at `target`, without materializing the [tokens, vocabulary] logits: a
+    drop-in for ``torch.nn.functional.linear_cross_entropy``.
 
-    Same result as ``F.cross_entropy(F.linear(hidden, weight, bias).float(),
-    target, ignore_index=ignore_index, reduction=reduction)`` (with the logit
-    transforms below applied to those logits) computed in
-    float32 from the stored (float16, bfloat16 or float32) inputs, and bitwise
-    deterministic: reductions run in a fixed order, never with atomics.
+    Same result as ``F.cross_entropy(F.linear(input, linear_weight,
+    linear_bias).float(), target, weight=weight, ignore_index=ignore_index,
+    reduction=reduction, label_smoothing=label_smoothing)`` (with the logit
+    transforms below applied to those logits) computed in float32 from the
+    stored (float16, bfloat16 or float32) inputs, and bitwise deterministic:
+    reductions run in a fixed order, never with atomics.
 
     Args:
-        hidden: [..., D] float16, bfloat16 or float32 (CPU or CUDA).
-        weight: [V, D], same dtype and device.
-        target: [...] (hidden's leading dims) int64 or int32 class indices.
-        bias: optional [V], same dtype.
-        ignore_index: rows with this target contribute 0 and are not counted.
-        reduction: 'mean' (over counted rows; NaN when none count), 'sum' or
-            'none' (a float32 loss per row, shaped like target).
+        input: [..., D] float16, bfloat16 or float32 (CPU or CUDA).
+        linear_weight: [V, D], same dtype and device.
+        target: [...] (input's leading dims) int64 or int32 class indices.
+        linear_bias: optional [V], same dtype. ``bias=`` and a positional
+            fourth argument are accepted for it too (the names of lossjit
+            0.1).
+        weight: optional [V] class weights (PyTorch's meaning): a counted
+            row's loss is multiplied by the weight of its target class, and
+            'mean' divides by the sum of those weights.
+        ignore_index: rows with this target contribute 0 and are not counted
+            (None means -100, as in PyTorch).
+        reduction: 'mean' (over counted rows, weighted by the class weights;
+            NaN when none count), 'sum' or 'none' (a float32 loss per row,
+            shaped like target).
+        label_smoothing: ε in [0, 1]: the target mixes with the uniform
+            distribution over the V classes, exactly as in PyTorch (with class
+            weights, each class's term is weighted by its own weight, and the
+            'mean' normalizer is the same as the unsmoothed loss's).
         logit_scale: multiply the logits by this number (a temperature
             ``1 / T``, a muP output multiplier), exactly: in float32 inside the
-            kernel, never folded into ``hidden``.
+            kernel, never folded into ``input``.
         softcap: tanh soft-capping (Gemma 2 style) of the (scaled) logits,
             ``softcap * tanh(logits / softcap)``; a positive number, or None
-            for none. The scale applies first: the logits are
-            ``softcap * tanh(logit_scale * (hidden @ weight.T + bias) / softcap)``.
+            for none. The scale applies first.
         return_lse: also return the float32 log-sum-exp of each row's logits,
             shaped like target. It is differentiable (∂lse/∂logits = softmax),
             so a z-loss ``1e-4 * lse.square().mean()`` is plain torch on it;
             the backward kernel takes its gradient in the same pass. With
             fused_backward=True (gradients formed in the forward)
             differentiating through it raises an error instead.
-        fused_backward: opt-in. With reduction 'mean' or 'sum', grad mode on
-            and some input requiring grad, compute the loss and the gradients
-            (of grad_loss = 1) in one pass over the logits in the forward
-            (6·N·D·V flops in all instead of 2 + 6) and keep them until the
-            backward, which only scales them by the incoming grad_output. Only
-            the gradients of inputs that require grad are computed; they are
-            held from the forward on (memory like hidden, weight and bias).
-            Otherwise (reduction 'none', no grad needed) the default path runs.
+        fused_backward: opt-in. With reduction 'mean' or 'sum', grad mode on,
+            some input requiring grad and neither class weights nor label
+            smoothing, compute the loss and the gradients (of grad_loss = 1)
+            in one pass over the logits in the forward (6·N·D·V flops in all
+            instead of 2 + 6) and keep them until the backward, which only
+            scales them by the incoming grad_output. Otherwise the default
+            path runs.
 
     Out-of-range targets raise IndexError before any kernel runs on CPU; on
     CUDA (no host sync) such a row's loss is NaN (and so are the gradients it
     reaches); the kernels compare labels with column indices and never read
-    outside the inputs.
+    outside the inputs. What PyTorch accepts and lossjit does not yet
+    (class-probability targets, K-dimensional losses) is an error saying so.
 
     Returns:
         loss (float32), or (loss, lse) with return_lse=True.
     """
     # First statement, before touching any attribute of the inputs: a tensor
     # subclass or mode overriding this function gets it exactly once.
-    if has_torch_function_variadic(hidden, weight, target, bias):
+    if has_torch_function_variadic(input, linear_weight, target, linear_bias, weight, bias):
+        kwargs = dict(linear_bias=linear_bias, weight=weight, reduction=reduction,
+                      ignore_index=ignore_index, label_smoothing=label_smoothing,
+                      return_lse=return_lse, logit_scale=logit_scale, softcap=softcap)
+        if bias is not None:
+            kwargs["bias"] = bias
+        if fused_backward:
+            kwargs["fused_backward"] = True
         return handle_torch_function(
-            linear_cross_entropy, (hidden, weight, target, bias), hidden, weight, target,
-            bias=bias, ignore_index=ignore_index, reduction=reduction,
-            return_lse=return_lse, logit_scale=logit_scale, softcap=softcap,
-            **({"fused_backward": True} if fused_backward else {}))
+            linear_cross_entropy, (input, linear_weight, target, linear_bias, weight, bias),
+            input, linear_weight, target, **kwargs)
+    if bias is not None:
+        if linear_bias is not None:
+            raise TypeError("lossjit: linear_bias given twice (as linear_bias and as its "
+                            "alias bias); pass one")
+        linear_bias = bias
+    if ignore_index is None:
+        ignore_index = -100
     if softcap is not None and (isinstance(softcap, bool) or not isinstance(
             softcap, (int, float, torch.SymInt, torch.SymFloat)) or not softcap > 0):
         raise ValueError(f"lossjit: softcap must be a positive number or None, got {softcap!r}")
     if not isinstance(fused_backward, bool):
         raise TypeError(f"lossjit: fused_backward must be a bool, got "
                         f"{type(fused_backward).__name__}")
-    return _fused(hidden, weight, target, bias, ignore_index, reduction, return_lse, "",
-                  logit_scale, 0.0 if softcap is None else softcap, fused_backward)
+    _check_label_smoothing(label_smoothing)
+    if isinstance(target, Tensor) and target.is_floating_point() \
+            and isinstance(input, Tensor) and tuple(target.shape) == tuple(
+                input.shape[:-1]) + tuple(linear_weight.shape[:1]):
+        raise NotImplementedError(
+            "lossjit: class-probability targets (a floating target [..., V]) are not "
+            "supported yet; pass class indices")
+    if isinstance(linear_weight, Tensor):
+        _check_class_weights(weight, input, linear_weight.shape[0] if linear_weight.dim() else 0)
+    cap = 0.0 if softcap is None else softcap
+    if weight is not None or label_smoothing > 0:
+        return _weighted_smoothed(input, linear_weight, target, linear_bias, weight,
+                                  ignore_index, reduction, float(label_smoothing), return_lse,
+                                  logit_scale, cap)
+    return _fused(input, linear_weight, target, linear_bias, ignore_index, reduction,
+                  return_lse, "", logit_scale, cap, fused_backward, _ops.PUBLIC_NAMES)
+
+
+def linear_log_prob(hidden: Tensor, weight: Tensor, tokens: Tensor, *,
+                    temperature: float = 1.0, return_entropy: bool = False):
+    """Per-token log-probabilities of `tokens` under the linear layer
+    ``hidden @ weight.T`` at a sampling temperature, without materializing
+    the [tokens, vocabulary] logits (RL: GRPO/PPO token log-probs).
+
+    ``log_softmax(F.linear(hidden, weight).float() / temperature, -1)
+    .gather(-1, tokens[..., None])[..., 0]``, and with return_entropy=True
+    also the entropy ``-(p * log p).sum(-1)`` of that distribution, both
+    float32, shaped like tokens and differentiable (their backward is one
+    pass over recomputed logit tiles, formed from the statistics' adjoints).
+
+    Args:
+        hidden: [..., D] float16, bfloat16 or float32.
+        weight: [V, D], same dtype and device.
+        tokens: [...] (hidden's leading dims) int64 or int32 indices in [0, V).
+        temperature: positive and finite; the logits are divided by it.
+        return_entropy: also return the entropy per token.
+
+    Returns:
+        logp, or (logp, entropy).
+    """
+    if has_torch_function_variadic(hidden, weight, tokens):
+        return handle_torch_function(linear_log_prob, (hidden, weight, tokens), hidden, weight,
+                                     tokens, temperature=temperature,
+                                     return_entropy=return_entropy)
+    if isinstance(temperature, bool) or not isinstance(
+            temperature, (int, float, torch.SymInt, torch.SymFloat)):
+        raise TypeError(f"lossjit: temperature must be a number, got "
+                        f"{type(temperature).__name__}")
+    if not 0 < temperature < math.inf:
+        raise ValueError(f"lossjit: temperature must be positive and finite, got "
+                         f"{temperature!r}")
+    if not isinstance(return_entropy, bool):
+        raise TypeError(f"lossjit: return_entropy must be a bool, got "
+                        f"{type(return_entropy).__name__}")
+    # The row rule's ignore_index is set to a value no token can take, so
+    # every token is a class index (checked on CPU before the kernel runs).
+    _ops.check_inputs(hidden, weight, tokens, None, _NO_TOKEN, "none",
+                      ("hidden", "weight", "tokens", "bias"))
+    # (Not on fake tensors or while compiling: the kernel checks every label
+    # before it runs in any case.)
+    if tokens.device.type == "cpu" and tokens.numel() and not is_fake(tokens) \
+            and not torch.compiler.is_compiling():
+        v = weight.shape[0]
+        bad = (tokens < 0) | (tokens >= v)
+        if bool(bad.any()):
+            raise IndexError(f"lossjit: tokens must be in [0, V) = [0, {v}); "
+                             f"{int(bad.sum())} are not (e.g. {int(tokens[bad][0])})")
+    lead = hidden.shape[:-1]
+    flat_hidden = hidden.reshape(-1, hidden.shape[-1])
+    flat_hidden, weight, _ = _autocast(flat_hidden, weight, None)
+    statistics = ("lse", "label_logit") + (("entropy",) if return_entropy else ())
+    stats = _reduce.vocab_reduce(flat_hidden, weight, statistics, target=tokens.reshape(-1),
+                                 ignore_index=_NO_TOKEN, logit_scale=1.0 / temperature)
+    logp = (stats[1] - stats[0]).view(lead)
+    if return_entropy:
+        return logp, stats[2].view(lead)
+    return logp
+
+
+#: An ignore_index no class index equals (tokens are never ignored).
+_NO_TOKEN = -(1 << 63)

@@ -14,6 +14,7 @@
 #include "python/src/Bindings.h"
 
 #include "compiler/Builder/GraphBuilder.h"
+#include "compiler/Builder/VocabReduceGraph.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/BundleBuilder.h"
 #include "compiler/Target/CpuJit.h"
@@ -436,6 +437,39 @@ std::unique_ptr<Graph> lceGraph(const std::string &name, const std::string &dtyp
   return graph;
 }
 
+/// A vocabulary-reduction graph (forward, or its derived backward).
+std::unique_ptr<Graph> vocabReduceGraph(const std::string &name, const std::string &dtype,
+                                        const std::vector<std::string> &statistics,
+                                        const std::string &labelType, bool bias,
+                                        bool classWeights, int64_t ignoreIndex,
+                                        double logitScale, double softcap, bool gradient,
+                                        const std::string &strategy, bool needsGradX,
+                                        bool needsGradW, int64_t workspaceBytes) {
+  VocabReduceGraphOptions o;
+  o.name = name;
+  o.dtype = dtype;
+  o.statistics = statistics;
+  o.labelType = labelType;
+  o.bias = bias;
+  o.classWeights = classWeights;
+  o.ignoreIndex = ignoreIndex;
+  o.logitScale = logitScale;
+  o.softcap = softcap;
+  o.gradient = gradient;
+  o.strategy = strategy;
+  o.needsGradX = needsGradX;
+  o.needsGradW = needsGradW;
+  o.workspaceBytes = workspaceBytes;
+  std::lock_guard<std::mutex> lock(state().mutex);
+  auto built = buildVocabReduceGraph(*state().context, o);
+  if (!built)
+    throw py::value_error(llvm::toString(built.takeError()));
+  auto graph = std::make_unique<Graph>();
+  graph->module = std::move(*built);
+  graph->name = name;
+  return graph;
+}
+
 struct CpuOp {
   std::unique_ptr<CpuCompiledOp> op;
   /// The plan's params in order, for `launch` (dtypes are the plan's own).
@@ -665,6 +699,18 @@ void lossjit::python::bindCompiler(py::module_ &m) {
         "(x, w, labels[, bias]) -> (loss, lse, grad_x?, grad_w?, grad_bias?) "
         "with the gradients of grad_loss = 1, reduction mean or sum only); the "
         "logits are softcap(logit_scale · (x·w + b)), softcap = 0 meaning none.");
+
+  m.def("vocab_reduce_graph", &vocabReduceGraph, py::kw_only(),
+        py::arg("name") = "vocab_reduce", py::arg("dtype"), py::arg("statistics"),
+        py::arg("label_type") = "i64", py::arg("bias") = false,
+        py::arg("class_weights") = false, py::arg("ignore_index") = -100,
+        py::arg("logit_scale") = 1.0, py::arg("softcap") = 0.0, py::arg("gradient") = false,
+        py::arg("strategy") = "auto", py::arg("needs_grad_x") = true,
+        py::arg("needs_grad_w") = true, py::arg("workspace_bytes") = int64_t(64) << 20,
+        "A loss.vocab_reduce graph (x, w[, labels][, bias][, class_weights]) -> one [N] "
+        "f32 tensor per statistic (lse, label_logit, logit_sum, entropy; labels when "
+        "label_logit is asked for), or with gradient=True its derived backward, which "
+        "also takes the saved statistics and one adjoint per statistic.");
 
   py::class_<CpuOp>(m, "CpuOp", "A graph compiled for the host by LLVM's JIT.")
       .def_static("compile", &compileCpu, py::arg("graph"), py::kw_only(),

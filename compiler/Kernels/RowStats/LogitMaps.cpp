@@ -6,11 +6,7 @@ using namespace mlir;
 using namespace lossjit;
 
 namespace {
-/// A logit and ∂z/∂raw (null when it is exactly 1).
-struct Logit {
-  Value z;
-  Value dzdraw;
-};
+using Logit = LogitAndSlope;
 
 /// z = softcap(scale · raw). tanh is built from the emitter's exp (exp2), never
 /// math.tanh, which lowers to libdevice's __nv_tanhf on the GPU: with
@@ -60,6 +56,10 @@ Logit emitLogitParts(KernelEmitter &e, const LceSpec &spec, Value raw, bool want
 
 Value lossjit::emitLogit(KernelEmitter &e, const LceSpec &spec, Value raw) {
   return emitLogitParts(e, spec, raw, /*wantGrad=*/false).z;
+}
+
+LogitAndSlope lossjit::emitLogitAndSlope(KernelEmitter &e, const LceSpec &spec, Value raw) {
+  return emitLogitParts(e, spec, raw, /*wantGrad=*/true);
 }
 
 Value lossjit::emitLogitGrad(KernelEmitter &e, const LceSpec &spec, Value raw, Value lse, Value g,

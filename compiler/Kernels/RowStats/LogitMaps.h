@@ -17,6 +17,14 @@ namespace lossjit {
 /// The logit the softmax sees, from the raw x·w (+ b).
 mlir::Value emitLogit(KernelEmitter &e, const LceSpec &spec, mlir::Value raw);
 
+/// A logit z and ∂z/∂raw (null when it is exactly 1: no maps).
+struct LogitAndSlope {
+  mlir::Value z;
+  mlir::Value dzdraw;
+};
+/// z = emitLogit(raw) and its derivative, computed together.
+LogitAndSlope emitLogitAndSlope(KernelEmitter &e, const LceSpec &spec, mlir::Value raw);
+
 /// ∂loss/∂raw = g · (exp(z − lse) − [target]) · ∂z/∂raw with z = emitLogit(raw):
 /// ∂z/∂raw = logitScale · (1 − tanh²(u)) with a softcap (u = z_scaled / cap),
 /// logitScale without one. The bias is part of raw, so dbias uses it as is.

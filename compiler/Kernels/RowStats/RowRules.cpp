@@ -65,6 +65,45 @@ Value lossjit::emitRowLoss(KernelEmitter &e, const LceSpec &spec, Value label, V
       /*lazy=*/true);
 }
 
+void lossjit::declareRowOutputs(KernelSignature &sig, const LceSpec &spec, Type f32) {
+  MemRefType rows = KernelSink::flat(f32);
+  if (!spec.isVocabReduce()) {
+    sig.arg("lse", rows).arg("loss_rows", rows, spec.rowLossBuffer());
+    return;
+  }
+  for (loss::Statistic kind : spec.statistics)
+    sig.arg(loss::stringifyStatistic(kind), rows);
+}
+
+void lossjit::declareRowInputs(KernelSignature &sig, const LceSpec &spec) {
+  if (spec.hasLabels)
+    sig.arg("labels", KernelSink::flat(spec.labelType));
+  sig.argIf(spec.isVocabReduce() && spec.hasClassWeights, "class_weights",
+            KernelSink::flat(mlir::Float32Type::get(spec.storage.getContext())));
+}
+
+void lossjit::emitRowOutputs(KernelEmitter &e, const LceSpec &spec, const KernelArgs &a, Value row,
+                             Value v, const std::function<Value(KernelEmitter &, loss::Statistic)> &finish,
+                             const std::function<Value(KernelEmitter &)> &labelRaw) {
+  if (!spec.isVocabReduce()) {
+    Value lse = finish(e, loss::Statistic::lse);
+    e.store(lse, a["lse"], row);
+    Value label = e.loadLabel(a["labels"], row);
+    e.store(emitRowLoss(e, spec, label, v, lse, labelRaw), a["loss_rows"], row);
+    return;
+  }
+  for (loss::Statistic kind : spec.statistics) {
+    Value value;
+    if (kind == loss::Statistic::label_logit)
+      value = emitRowRule(
+          e, spec, e.loadLabel(a["labels"], row), v,
+          [&](KernelEmitter &te) { return emitLogit(te, spec, labelRaw(te)); }, /*lazy=*/true);
+    else
+      value = finish(e, kind);
+    e.store(value, a[loss::stringifyStatistic(kind)], row);
+  }
+}
+
 void lossjit::emitRowFromRawLogits(KernelEmitter &e, const LceSpec &spec, const RowStats &stats,
                                    Value raw, Value base, Value v, Value labels, Value row,
                                    Value lseOut, Value lossOut) {
@@ -82,7 +121,7 @@ void lossjit::emitRowFromRawLogits(KernelEmitter &e, const LceSpec &spec, const 
             });
         return stats.mergeWide(te, carried, part);
       });
-  Value lse = stats.finishWide(e, wide, StatKind::LogSumExp);
+  Value lse = stats.finishWide(e, wide, loss::Statistic::lse);
   e.store(lse, lseOut, row);
   Value label = e.loadLabel(labels, row);
   e.store(emitRowLoss(e, spec, label, v, lse,

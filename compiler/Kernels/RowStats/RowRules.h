@@ -15,6 +15,7 @@
 
 #include "compiler/Kernels/RowStats/RowStats.h"
 #include "compiler/Kernels/Support/KernelEmitter.h"
+#include "compiler/Kernels/Support/KernelSignature.h"
 #include "compiler/Kernels/Support/LceSpec.h"
 
 namespace lossjit {
@@ -66,6 +67,27 @@ void emitMergeLossAndCount(KernelEmitter &e, mlir::Value sums, mlir::Value comps
 /// counted) or total.
 mlir::Value emitReducedLoss(KernelEmitter &e, const LceSpec &spec, mlir::Value sum,
                             mlir::Value comp, mlir::Value countI32);
+
+/// Declares the buffers the forward's per-row outputs go to: lse and the
+/// row losses (named rowLossBuffer() in the plan) for the cross-entropy
+/// ops, one [N] buffer per statistic (named after it) for a reduction.
+void declareRowOutputs(KernelSignature &sig, const LceSpec &spec, mlir::Type f32);
+
+/// Declares the per-row and per-column inputs the forward reads besides x,
+/// w and the bias: the labels (when the op has them) and a reduction's
+/// class weights.
+void declareRowInputs(KernelSignature &sig, const LceSpec &spec);
+
+/// Stores `row`'s outputs (declareRowOutputs): `finish(e, what)` gives a
+/// statistic of the finished sweep (lse, entropy, logit_sum) and
+/// `labelRaw(e)` the raw logit at the row's label (called only for a
+/// counted row whose label is in range): the cross-entropy ops' lse and
+/// row loss under the row rule, or a reduction's statistics (label_logit
+/// under the row rule: 0 when ignored, NaN out of range).
+void emitRowOutputs(KernelEmitter &e, const LceSpec &spec, const KernelArgs &a, mlir::Value row,
+                    mlir::Value v,
+                    const std::function<mlir::Value(KernelEmitter &, loss::Statistic)> &finish,
+                    const std::function<mlir::Value(KernelEmitter &)> &labelRaw);
 
 /// A row's statistics from its materialized raw logits raw[base + j],
 /// j < v, in vocabulary order, tile by tile into a compensated state: lse into lseOut[row] and the row loss into

@@ -3,6 +3,7 @@
 #include "compiler/Kernels/RowStats/RowStats.h"
 #include "compiler/Kernels/Matmul/TileMatmul.h"
 #include "compiler/Kernels/Support/BlockReduce.h"
+#include "compiler/Kernels/Support/LceSpec.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
@@ -15,6 +16,17 @@ RowStats::RowStats(llvm::ArrayRef<StatKind> list) : kinds(list.begin(), list.end
     for (const StatField &f : statKindRules(kind).fields())
       names.push_back(f.name);
   }
+}
+
+RowStats RowStats::forSpec(const LceSpec &spec) {
+  if (!spec.isVocabReduce())
+    return RowStats(llvm::ArrayRef<StatKind>{StatKind::LogSumExp});
+  SmallVector<StatKind> kinds = {spec.hasStatistic(loss::Statistic::entropy)
+                                     ? StatKind::SoftmaxEntropy
+                                     : StatKind::LogSumExp};
+  if (spec.hasStatistic(loss::Statistic::logit_sum))
+    kinds.push_back(StatKind::LogitSum);
+  return RowStats(kinds);
 }
 
 SmallVector<Value> RowStats::identity(KernelEmitter &e, unsigned rows) const {
@@ -30,40 +42,30 @@ ValueRange RowStats::row(ValueRange state, unsigned i) const {
   return state.slice(i * width(), width());
 }
 
-SmallVector<Value> RowStats::push(KernelEmitter &e, ValueRange row, Value z) const {
+SmallVector<Value> RowStats::push(KernelEmitter &e, ValueRange row, Value z, Value weight) const {
   SmallVector<Value> out;
   for (size_t k = 0; k < kinds.size(); ++k) {
     const StatKindRules &rules = statKindRules(kinds[k]);
-    llvm::append_range(out, rules.push(e, row.slice(offsets[k], rules.fields().size()), z));
+    llvm::append_range(out,
+                       rules.push(e, row.slice(offsets[k], rules.fields().size()), z, weight));
   }
   return out;
 }
 
-SmallVector<Value> StatKindRules::pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
-                                           ArrayRef<Value> valid) const {
-  SmallVector<Value> cur(state.begin(), state.end());
-  for (auto [value, ok] : llvm::zip_equal(z, valid)) {
-    SmallVector<Value> pushed = push(e, cur, value);
-    for (auto [c, p] : llvm::zip_equal(cur, pushed))
-      c = e.select(ok, p, c);
-  }
-  return cur;
-}
-
 SmallVector<Value> RowStats::pushMany(KernelEmitter &e, ValueRange row, ArrayRef<Value> z,
-                                      ArrayRef<Value> valid) const {
+                                      ArrayRef<Value> valid, ArrayRef<Value> weights) const {
   SmallVector<Value> out;
   for (size_t k = 0; k < kinds.size(); ++k) {
     const StatKindRules &rules = statKindRules(kinds[k]);
     ValueRange mine = row.slice(offsets[k], rules.fields().size());
     // One logit: exactly push() (the SIMT kernels' bits).
     if (z.size() == 1) {
-      SmallVector<Value> pushed = rules.push(e, mine, z[0]);
+      SmallVector<Value> pushed = rules.push(e, mine, z[0], weights.empty() ? Value() : weights[0]);
       for (auto [p, old] : llvm::zip_equal(pushed, mine))
         out.push_back(e.select(valid[0], p, old));
       continue;
     }
-    llvm::append_range(out, rules.pushMany(e, mine, z, valid));
+    llvm::append_range(out, rules.pushMany(e, mine, z, valid, weights));
   }
   return out;
 }
@@ -78,12 +80,12 @@ SmallVector<Value> RowStats::merge(KernelEmitter &e, ValueRange a, ValueRange b)
   return out;
 }
 
-Value RowStats::finish(KernelEmitter &e, ValueRange row, StatKind kind) const {
-  for (size_t k = 0; k < kinds.size(); ++k)
-    if (kinds[k] == kind) {
-      const StatKindRules &rules = statKindRules(kind);
-      return rules.finish(e, row.slice(offsets[k], rules.fields().size()));
-    }
+Value RowStats::finish(KernelEmitter &e, ValueRange row, loss::Statistic what) const {
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const StatKindRules &rules = statKindRules(kinds[k]);
+    if (rules.provides(what))
+      return rules.finish(e, row.slice(offsets[k], rules.fields().size()), what);
+  }
   llvm_unreachable("statistic not carried by this RowStats");
 }
 
@@ -115,12 +117,12 @@ SmallVector<Value> RowStats::mergeWide(KernelEmitter &e, ValueRange wide, ValueR
   return out;
 }
 
-Value RowStats::finishWide(KernelEmitter &e, ValueRange wide, StatKind kind) const {
+Value RowStats::finishWide(KernelEmitter &e, ValueRange wide, loss::Statistic what) const {
   size_t wideOffset = 0;
   for (StatKind k : kinds) {
     const StatKindRules &rules = statKindRules(k);
-    if (k == kind)
-      return rules.finishWide(e, wide.slice(wideOffset, rules.wideFields().size()));
+    if (rules.provides(what))
+      return rules.finishWide(e, wide.slice(wideOffset, rules.wideFields().size()), what);
     wideOffset += rules.wideFields().size();
   }
   llvm_unreachable("statistic not carried by this RowStats");

@@ -14,6 +14,7 @@
 #define LOSSJIT_COMPILER_KERNELS_ROWSTATS_ROWSTATS_H
 
 #include "compiler/Kernels/Support/KernelEmitter.h"
+#include "dialects/Loss/LossDialect.h"
 
 #include <functional>
 
@@ -23,12 +24,19 @@
 namespace lossjit {
 
 struct RowSharing; // compiler/Kernels/Matmul/TileMatmul.h
+struct LceSpec;     // compiler/Kernels/Support/LceSpec.h
 
-/// The statistics a sweep can carry (fused_loss_families: each has an
-/// online push, an associative merge applied in a fixed order, a finish).
+/// The states a sweep can carry (fused_loss_families: each has an online
+/// push, an associative merge applied in a fixed order, a finish). A kind
+/// provides one or more of the statistics an op asks for (loss::Statistic).
 enum class StatKind {
   /// lse = max + log Σ exp(z − max): fields (max, sum).
   LogSumExp,
+  /// lse and the entropy −Σ p log p: fields (max, sum, dsum) with
+  /// dsum = Σ exp(z − max)·(z − max).
+  SoftmaxEntropy,
+  /// Σ_j c_j z_j with the column's class weight c_j (1 without): (zsum).
+  LogitSum,
 };
 
 /// One carried f32 value: its name (partial workspaces are "part_<name>")
@@ -43,20 +51,25 @@ class StatKindRules {
 public:
   virtual ~StatKindRules() = default;
   virtual llvm::ArrayRef<StatField> fields() const = 0;
-  /// Folds logit z into the state.
+  /// Whether finish() gives the statistic `what`.
+  virtual bool provides(loss::Statistic what) const = 0;
+  /// Folds logit z of a column with class weight `weight` (null: 1) into
+  /// the state.
   virtual llvm::SmallVector<mlir::Value> push(KernelEmitter &e, mlir::ValueRange state,
-                                              mlir::Value z) const = 0;
-  /// Folds the logits `z` (those whose `valid` bit is set) into the state,
-  /// in order. The default pushes them one by one; a kind may fold them as
-  /// one partial state first (fewer exponentials on a register tile).
+                                              mlir::Value z, mlir::Value weight) const = 0;
+  /// Folds the logits `z` (those whose `valid` bit is set; `weights` per
+  /// logit, or empty for none) into the state, in order. A kind may fold
+  /// them as one partial state first (fewer exponentials on a register tile).
   virtual llvm::SmallVector<mlir::Value> pushMany(KernelEmitter &e, mlir::ValueRange state,
                                                   llvm::ArrayRef<mlir::Value> z,
-                                                  llvm::ArrayRef<mlir::Value> valid) const;
+                                                  llvm::ArrayRef<mlir::Value> valid,
+                                                  llvm::ArrayRef<mlir::Value> weights) const = 0;
   /// a then b (the order is part of the bits).
   virtual llvm::SmallVector<mlir::Value> merge(KernelEmitter &e, mlir::ValueRange a,
                                                mlir::ValueRange b) const = 0;
-  /// The statistic's value.
-  virtual mlir::Value finish(KernelEmitter &e, mlir::ValueRange state) const = 0;
+  /// The statistic `what` (one it provides).
+  virtual mlir::Value finish(KernelEmitter &e, mlir::ValueRange state,
+                             loss::Statistic what) const = 0;
   /// The fields of the wide state: how a row is carried across vocabulary
   /// tiles (a sum with its compensation), so that a long row's error is
   /// bounded by one tile's length, not by V.
@@ -64,8 +77,9 @@ public:
   /// A wide state then a partial one (a tile's plain state).
   virtual llvm::SmallVector<mlir::Value> mergeWide(KernelEmitter &e, mlir::ValueRange wide,
                                                    mlir::ValueRange part) const = 0;
-  /// The statistic's value from a wide state.
-  virtual mlir::Value finishWide(KernelEmitter &e, mlir::ValueRange wide) const = 0;
+  /// The statistic `what` from a wide state.
+  virtual mlir::Value finishWide(KernelEmitter &e, mlir::ValueRange wide,
+                                 loss::Statistic what) const = 0;
 };
 
 /// The registered rules of `kind` (StatKinds.cpp).
@@ -76,6 +90,10 @@ const StatKindRules &statKindRules(StatKind kind);
 class RowStats {
 public:
   explicit RowStats(llvm::ArrayRef<StatKind> kinds);
+  /// What the sweep of `spec` carries: the cross-entropy ops LogSumExp; a
+  /// vocabulary reduction the softmax (with its entropy when asked for) and
+  /// the logit sum when asked for.
+  static RowStats forSpec(const LceSpec &spec);
 
   /// Carried values per row.
   unsigned width() const { return static_cast<unsigned>(names.size()); }
@@ -88,25 +106,29 @@ public:
   llvm::SmallVector<mlir::Value> identity(KernelEmitter &e, unsigned rows = 1) const;
   /// Row `i` of a multi-row state.
   mlir::ValueRange row(mlir::ValueRange state, unsigned i) const;
-  /// One row's state after logit z.
-  llvm::SmallVector<mlir::Value> push(KernelEmitter &e, mlir::ValueRange row, mlir::Value z) const;
+  /// One row's state after logit z (of a column with class weight
+  /// `weight`, null without class weights).
+  llvm::SmallVector<mlir::Value> push(KernelEmitter &e, mlir::ValueRange row, mlir::Value z,
+                                      mlir::Value weight = {}) const;
   /// One row's state after the logits `z` whose `valid` bit is set, in
-  /// order (a fragment row of a tile product). One logit is push().
+  /// order (a fragment row of a tile product); `weights` per logit or empty.
+  /// One logit is push().
   llvm::SmallVector<mlir::Value> pushMany(KernelEmitter &e, mlir::ValueRange row,
                                           llvm::ArrayRef<mlir::Value> z,
-                                          llvm::ArrayRef<mlir::Value> valid) const;
+                                          llvm::ArrayRef<mlir::Value> valid,
+                                          llvm::ArrayRef<mlir::Value> weights = {}) const;
   /// One row's partial states a then b.
   llvm::SmallVector<mlir::Value> merge(KernelEmitter &e, mlir::ValueRange a,
                                        mlir::ValueRange b) const;
-  /// Statistic `kind`'s value from one row's state.
-  mlir::Value finish(KernelEmitter &e, mlir::ValueRange row, StatKind kind) const;
+  /// Statistic `what` from one row's state (a carried kind provides it).
+  mlir::Value finish(KernelEmitter &e, mlir::ValueRange row, loss::Statistic what) const;
 
   /// The empty wide state of one row, and the wide counterparts of merge
   /// and finish (see StatKindRules::mergeWide).
   llvm::SmallVector<mlir::Value> identityWide(KernelEmitter &e) const;
   llvm::SmallVector<mlir::Value> mergeWide(KernelEmitter &e, mlir::ValueRange wide,
                                            mlir::ValueRange part) const;
-  mlir::Value finishWide(KernelEmitter &e, mlir::ValueRange wide, StatKind kind) const;
+  mlir::Value finishWide(KernelEmitter &e, mlir::ValueRange wide, loss::Statistic what) const;
 
   /// One row's state from / into one buffer per field at index `at`.
   llvm::SmallVector<mlir::Value> load(KernelEmitter &e, llvm::ArrayRef<mlir::Value> buffers,

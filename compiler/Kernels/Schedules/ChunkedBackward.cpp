@@ -14,7 +14,10 @@ void lossjit::buildChunkedBackward(ChunkedBackwardSteps &steps, PlanBuilder &pla
   ChunkedAccumulators acc = plan.chunked(spec, steps.productDzType());
   if (spec.fusedForward)
     plan.workspace("loss_rows", "f32", "N");
-  steps.scale();
+  // The cross-entropy ops form g_r from grad_loss; a reduction's adjoints
+  // are inputs.
+  if (!spec.isVocabReduce())
+    steps.scale();
   // Per-chunk kernels run once per chunk of rows, so with N = 0 not at all:
   // the sums must not depend on a first chunk to start them (issue 16: f32
   // grad_w, which lce_bwd_dw writes directly, was left as allocated).

@@ -45,9 +45,83 @@ LceSpec LceSpec::fromOp(loss::LinearCrossEntropyWithGradOp op) {
   return spec;
 }
 
+namespace {
+/// The facts a vocabulary reduction and its gradient state the same way.
+template <typename OpTy> LceSpec reduceSpec(OpTy op) {
+  LceSpec spec;
+  spec.storage = op.getStorage();
+  spec.hasLabels = static_cast<bool>(op.getLabels());
+  if (spec.hasLabels)
+    spec.labelType = cast<RankedTensorType>(op.getLabels().getType()).getElementType();
+  spec.hasBias = static_cast<bool>(op.getBias());
+  spec.hasClassWeights = static_cast<bool>(op.getClassWeights());
+  spec.ignoreIndex = op.getIgnoreIndex();
+  spec.reduction = loss::Reduction::none;
+  spec.logitScale = op.getLogitScale().convertToDouble();
+  spec.softcap = op.getSoftcap().convertToDouble();
+  for (loss::Statistic kind : op.getStatisticKinds())
+    spec.statistics.push_back(kind);
+  return spec;
+}
+
+std::string labelTypeName(Type labelType) {
+  return labelType.isInteger(32) ? "i32" : "i64";
+}
+} // namespace
+
+LceSpec LceSpec::fromOp(loss::VocabReduceOp op) { return reduceSpec(op); }
+
+LceSpec LceSpec::fromOp(loss::VocabReduceGradOp op) {
+  LceSpec spec = reduceSpec(op);
+  spec.gradient = true;
+  spec.needsGradX = op.getNeedsInput();
+  spec.needsGradW = op.getNeedsWeight();
+  spec.strategy = op.getStrategy() == "recompute" ? "recompute" : "chunked";
+  spec.workspaceBytes = op.getWorkspaceBytes();
+  return spec;
+}
+
+bool LceSpec::hasStatistic(loss::Statistic kind) const {
+  return llvm::is_contained(statistics, kind);
+}
+
+namespace {
+/// The buffers of a vocabulary reduction (LceSpec::planParams).
+std::vector<PlanParam> reduceParams(const LceSpec &spec) {
+  std::string dt = loss::storageTypeName(spec.storage).str();
+  std::vector<PlanParam> params = {{"x", dt, {"N", "D"}, false}, {"w", dt, {"V", "D"}, false}};
+  if (spec.hasLabels)
+    params.push_back({"labels", labelTypeName(spec.labelType), {"N"}, false});
+  if (spec.hasBias)
+    params.push_back({"bias", dt, {"V"}, false});
+  if (spec.hasClassWeights)
+    params.push_back({"class_weights", "f32", {"V"}, false});
+  if (!spec.gradient) {
+    for (loss::Statistic kind : spec.statistics)
+      params.push_back({loss::stringifyStatistic(kind).str(), "f32", {"N"}, true});
+    return params;
+  }
+  if (spec.gradientReadsLse())
+    params.push_back({"lse", "f32", {"N"}, false});
+  if (spec.hasStatistic(loss::Statistic::entropy))
+    params.push_back({"entropy", "f32", {"N"}, false});
+  for (loss::Statistic kind : spec.statistics)
+    params.push_back({"grad_" + loss::stringifyStatistic(kind).str(), "f32", {"N"}, false});
+  if (spec.needsGradX)
+    params.push_back({"grad_x", dt, {"N", "D"}, true});
+  if (spec.needsGradW)
+    params.push_back({"grad_w", dt, {"V", "D"}, true});
+  if (spec.needsGradBias())
+    params.push_back({"grad_bias", dt, {"V"}, true});
+  return params;
+}
+} // namespace
+
 std::vector<PlanParam> LceSpec::planParams() const {
+  if (isVocabReduce())
+    return reduceParams(*this);
   std::string dt = loss::storageTypeName(storage).str();
-  std::string lt = labelType.isInteger(32) ? "i32" : "i64";
+  std::string lt = labelTypeName(labelType);
   std::vector<PlanParam> params = {
       {"x", dt, {"N", "D"}, false},
       {"w", dt, {"V", "D"}, false},
@@ -86,9 +160,36 @@ std::vector<PlanParam> LceSpec::planParams() const {
 }
 
 std::map<std::string, std::string> LceSpec::planOptions() const {
+  if (isVocabReduce()) {
+    std::string stats;
+    for (loss::Statistic kind : statistics)
+      stats += (stats.empty() ? "" : ",") + loss::stringifyStatistic(kind).str();
+    std::map<std::string, std::string> options = {
+        {"dtype", loss::storageTypeName(storage).str()},
+        {"bias", hasBias ? "true" : "false"},
+        {"class_weights", hasClassWeights ? "true" : "false"},
+        {"statistics", stats},
+        {"pass", gradient ? "backward" : "forward"},
+    };
+    if (hasLabels) {
+      options["label_type"] = labelTypeName(labelType);
+      options["ignore_index"] = std::to_string(ignoreIndex);
+    }
+    if (logitScale != 1.0)
+      options["logit_scale"] = loss::formatF64(logitScale);
+    if (softcap != 0.0)
+      options["softcap"] = loss::formatF64(softcap);
+    if (gradient) {
+      options["strategy"] = strategy;
+      options["grad_x"] = needsGradX ? "true" : "false";
+      options["grad_w"] = needsGradW ? "true" : "false";
+      options["workspace_bytes"] = std::to_string(workspaceBytes);
+    }
+    return options;
+  }
   std::map<std::string, std::string> options = {
       {"dtype", loss::storageTypeName(storage).str()},
-      {"label_type", labelType.isInteger(32) ? "i32" : "i64"},
+      {"label_type", labelTypeName(labelType)},
       {"bias", hasBias ? "true" : "false"},
       {"ignore_index", std::to_string(ignoreIndex)},
       {"reduction", loss::stringifyReduction(reduction).str()},

@@ -6,6 +6,8 @@
 #include "compiler/Kernels/Support/LaunchPlan.h"
 #include "dialects/Loss/LossOps.h"
 
+#include <vector>
+
 namespace lossjit {
 
 /// The compile-time facts of one fused-op variant. Shapes (N, V, D) are not
@@ -32,6 +34,17 @@ struct LceSpec {
   /// dZ = (g·(p − onehot) + a·p) · ∂z/∂raw (emitLogitGrad).
   bool hasGradLse = false;
   std::string strategy = "chunked"; ///< "chunked" or "recompute" (resolved).
+
+  /// A vocabulary reduction (loss.vocab_reduce / _grad): the statistics it
+  /// yields, in result order. Empty for the cross-entropy ops, which are
+  /// the statistics {lse, label_logit} followed by the row rule and the
+  /// reduction (their kernels write a loss, not the statistics).
+  std::vector<loss::Statistic> statistics;
+  /// Labels are an operand (always for the cross-entropy ops; for a
+  /// reduction, when label_logit reads them).
+  bool hasLabels = true;
+  /// Class weights c [V] (storage type), read by logit_sum: Σ_j c_j z_j.
+  bool hasClassWeights = false;
   /// Chunked schedules: chunks cut the vocabulary instead of the rows (host
   /// only): no V×D f32 dW accumulator, an N×D f32 dX one instead.
   bool vocabChunks = false;
@@ -40,6 +53,18 @@ struct LceSpec {
   static LceSpec fromOp(loss::LinearCrossEntropyOp op);
   static LceSpec fromOp(loss::LinearCrossEntropyGradOp op);
   static LceSpec fromOp(loss::LinearCrossEntropyWithGradOp op);
+  static LceSpec fromOp(loss::VocabReduceOp op);
+  static LceSpec fromOp(loss::VocabReduceGradOp op);
+
+  bool isVocabReduce() const { return !statistics.empty(); }
+  /// The kernels read class weights (a reduction's logit_sum weights).
+  bool readsClassWeights() const { return isVocabReduce() && hasClassWeights; }
+  bool hasStatistic(loss::Statistic kind) const;
+  /// The backward of a reduction reads lse (the softmax p is in some
+  /// adjoint: lse's or entropy's).
+  bool gradientReadsLse() const {
+    return hasStatistic(loss::Statistic::lse) || hasStatistic(loss::Statistic::entropy);
+  }
 
   bool storesF32() const { return storage.isF32(); }
   bool needsGradBias() const { return gradient && hasBias && needsGradW; }
@@ -47,7 +72,10 @@ struct LceSpec {
 
   /// The op's buffers in calling order: x, w, labels, [bias], then loss, lse
   /// (forward) or lse, grad_loss, [grad_lse], [grad_x], [grad_w], [grad_bias]
-  /// (backward).
+  /// (backward). A reduction: x, w, [labels], [bias], [class_weights], then
+  /// one [N] f32 output per statistic, named after it (forward), or the
+  /// saved lse and entropy it reads, grad_<statistic> per statistic,
+  /// [grad_x], [grad_w], [grad_bias] (backward).
   std::vector<PlanParam> planParams() const;
   /// dtype, label_type, bias, ignore_index, reduction as manifest strings
   /// (plus logit_scale and softcap, each only when not the default, in

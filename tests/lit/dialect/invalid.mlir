@@ -357,7 +357,7 @@ func.func @fused_loss_f16(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?
 // loss.lowering_config: only a #loss.gpu_config / #loss.cpu_config, only on
 // a fused op, with a schedule that lowers that op, with a valid tile.
 func.func @config_wrong_schedule(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
-  // expected-error @+1 {{schedule chunked does not lower this op (forward: linear_cross_entropy; chunked, vocab_chunked or recompute: _grad; fused or fused_vocab_chunked: _with_grad)}}
+  // expected-error @+1 {{schedule chunked does not lower this op (forward: linear_cross_entropy and vocab_reduce; chunked, vocab_chunked or recompute: their _grad; fused or fused_vocab_chunked: linear_cross_entropy_with_grad)}}
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32, loss.lowering_config = #loss.gpu_config<schedule = chunked, matmul = simt, block_rows = 4, threads = 128, splits = 8, stages = 1>} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l : tensor<f32>
 }

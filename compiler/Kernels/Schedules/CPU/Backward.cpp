@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Kernels/RowStats/Adjoints.h"
 #include "compiler/Kernels/RowStats/LogitMaps.h"
 #include "compiler/Kernels/RowStats/RowRules.h"
 #include "compiler/Kernels/Schedules/CPU/CpuSchedule.h"
@@ -188,26 +189,22 @@ struct Backward : ChunkedBackwardSteps {
         a["col_begin"], colEnd, e.index(br), {}, [&](KernelEmitter &ce, Value cb, ValueRange) {
           // The block's vocab rows are lines of A = W; each token row is B.
           Fragment owned = s.matmul.layout(ce, {cb, br, colEnd, ce.index(0), 1, Value()});
-          SmallVector<Value> accOff, bv, dbInit;
+          SmallVector<Value> accOff, bv, weights, dbInit;
           for (int64_t i = 0; i < br; ++i) {
             accOff.push_back(ce.mul(ce.index(i), d));
             emitZeroRow(ce, accRows, accOff.back(), d);
             if (bias)
               bv.push_back(ce.loadF32(bias, owned.rows[i]));
+            weights.push_back(loadColumnWeight(ce, s.spec, a, owned.rows[i]));
             dbInit.push_back(ce.f32(0.0));
           }
           SmallVector<Value> db = ce.forLoop(
               ce.index(0), a["N"], ce.index(1), dbInit,
               [&](KernelEmitter &re, Value row, ValueRange it) {
-                Value g = re.load(a["grow"], row);
-                Value lseGrad = a["grad_lse"] ? re.load(a["grad_lse"], row) : Value();
-                Value active = re.cmpF(arith::CmpFPredicate::UNE, g, re.f32(0.0));
-                if (lseGrad)
-                  active = arith::OrIOp::create(
-                      re.builder(), re.location(), active,
-                      re.cmpF(arith::CmpFPredicate::UNE, lseGrad, re.f32(0.0)));
-                // Rows with g = 0 (ignored) and no lse gradient add nothing:
+                RowAdjoint adj = loadRowAdjoint(re, s.spec, a, row);
+                // Rows whose adjoints are all 0 (ignored rows) add nothing:
                 // skip their dot products.
+                Value active = emitRowActive(re, s.spec, adj);
                 auto ifOp =
                     scf::IfOp::create(re.builder(), re.location(), TypeRange(ValueRange(it)),
                                       active, /*withElseRegion=*/true);
@@ -218,15 +215,10 @@ struct Backward : ChunkedBackwardSteps {
                   Value xOff = te.mul(row, d);
                   Fragment z = s.matmul.multiply(te, {w, d}, {x, d},
                                                  {cb, br, colEnd, row, 1, Value()}, te.index(0), d);
-                  Value lse = te.load(a["lse"], row);
-                  Value label = te.loadLabel(a["labels"], row);
                   SmallVector<Value> dz, sums;
                   for (int64_t i = 0; i < br; ++i) {
                     Value raw = bias ? te.addF(z.at(i, 0), bv[i]) : z.at(i, 0);
-                    dz.push_back(
-                        emitLogitGrad(te, s.spec, raw, lse, g,
-                                      te.cmpI(arith::CmpIPredicate::eq, label, z.rows[i]),
-                                      lseGrad));
+                    dz.push_back(emitRawGrad(te, s.spec, adj, raw, z.rows[i], weights[i]));
                     sums.push_back(te.addF(it[i], dz.back()));
                   }
                   s.matmul.rankOneUpdate(te, accRows, accOff, dz, x, xOff, d, dMain);
@@ -504,12 +496,16 @@ llvm::Error lossjit::buildCpuBackward(CpuSchedule &s) {
         "the fused forward+backward is a chunked schedule; strategy recompute does not apply");
   PlanBuilder plan(s.sink.plan());
   plan.begin(spec, s.tile.str());
-  plan.workspace("grow", "f32", "N");
+  // The cross-entropy ops form g_r from grad_loss (lce_bwd_scale); a
+  // reduction is handed its adjoints.
+  if (!spec.isVocabReduce())
+    plan.workspace("grow", "f32", "N");
   if (spec.vocabChunks)
     return buildCpuVocabChunkedBackward(s, plan);
   Backward b(s);
   if (spec.strategy == "recompute") {
-    b.buildScale();
+    if (!spec.isVocabReduce())
+      b.buildScale();
     if (spec.needsGradX)
       b.buildDxRecompute();
     if (spec.needsGradW)

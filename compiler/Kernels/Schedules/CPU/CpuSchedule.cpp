@@ -1,7 +1,7 @@
 //===- CpuSchedule.cpp - pieces the host schedules share ------------------===//
 
 #include "compiler/Kernels/Schedules/CPU/CpuSchedule.h"
-#include "compiler/Kernels/RowStats/LogitMaps.h"
+#include "compiler/Kernels/RowStats/Adjoints.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
@@ -31,8 +31,7 @@ Value lossjit::stackF32(KernelEmitter &e, Value count) {
 void CpuSchedule::dzInputs(KernelSignature &sig) const {
   sig.arg("x", flat(storage())).arg("w", flat(storage()));
   sig.argIf(spec.hasBias, "bias", flat(storage()));
-  sig.arg("labels", flat(spec.labelType)).arg("lse", flat(f32())).arg("grow", flat(f32()));
-  sig.argIf(spec.hasGradLse, "grad_lse", flat(f32()));
+  declareAdjointInputs(sig, spec, f32());
 }
 
 namespace {
@@ -103,16 +102,13 @@ SmallVector<Value> CpuSchedule::forLogitTiles(
 
 SmallVector<Value> CpuSchedule::rowGrads(KernelEmitter &e, const KernelArgs &a,
                                          const Fragment &raw) const {
-  SmallVector<Value> dz(raw.values.size());
+  SmallVector<Value> dz(raw.values.size()), weights;
+  for (Value col : raw.cols)
+    weights.push_back(loadColumnWeight(e, spec, a, col));
   for (size_t i = 0; i < raw.rows.size(); ++i) {
-    Value row = raw.rows[i];
-    Value lse = e.load(a["lse"], row), g = e.load(a["grow"], row);
-    Value lseGrad = a["grad_lse"] ? e.load(a["grad_lse"], row) : Value();
-    Value label = e.loadLabel(a["labels"], row);
+    RowAdjoint row = loadRowAdjoint(e, spec, a, raw.rows[i]);
     for (size_t j = 0; j < raw.cols.size(); ++j)
-      dz[i * raw.cols.size() + j] =
-          emitLogitGrad(e, spec, raw.at(i, j), lse, g,
-                        e.cmpI(arith::CmpIPredicate::eq, label, raw.cols[j]), lseGrad);
+      dz[i * raw.cols.size() + j] = emitRawGrad(e, spec, row, raw.at(i, j), raw.cols[j], weights[j]);
   }
   return dz;
 }

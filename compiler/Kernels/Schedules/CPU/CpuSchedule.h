@@ -18,14 +18,15 @@ struct CpuSchedule {
   const CpuTileConfig &tile;
   CpuVector matmul;
   /// The statistics the vocabulary sweep carries.
-  RowStats stats{{StatKind::LogSumExp}};
+  RowStats stats = RowStats::forSpec(spec);
 
   mlir::Type storage() const { return spec.storage; }
   mlir::Type f32() const { return sink.builder().getF32Type(); }
   mlir::Type index() const { return sink.builder().getIndexType(); }
   mlir::MemRefType flat(mlir::Type t) const { return KernelSink::flat(t); }
 
-  /// x, w, [bias], labels, lse, grow: what recomputing dZ reads.
+  /// x, w, [bias] and the per-row adjoint inputs (declareAdjointInputs):
+  /// what recomputing dZ reads.
   void dzInputs(KernelSignature &sig) const;
   /// The raw logits x·w + b of `tile`'s rows at its columns (a kernel with
   /// dzInputs' arguments and D).
@@ -57,8 +58,8 @@ struct CpuSchedule {
                 mlir::Value rowLimit, mlir::Value vt, mlir::Value vtEnd, mlir::ValueRange iters,
                 const std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, Fragment &,
                                                                    mlir::ValueRange)> &body) const;
-  /// dZ of the fragment's rows and columns from their raw logits:
-  /// g·(exp(z − lse) − [label = col])·∂z/∂raw, row-major.
+  /// dZ of the fragment's rows and columns from their raw logits
+  /// (emitRawGrad: the statistics' adjoints times ∂z/∂raw), row-major.
   llvm::SmallVector<mlir::Value> rowGrads(KernelEmitter &e, const KernelArgs &a,
                                           const Fragment &raw) const;
   /// Rows per panel whose f32 rows of d elements stay within `budgetFloats`

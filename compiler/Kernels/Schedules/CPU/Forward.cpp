@@ -24,8 +24,8 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
   KernelSignature sig("lce_rows");
   sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
   sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
-  sig.arg("labels", s.flat(s.spec.labelType)).arg("lse", s.flat(s.f32()));
-  sig.arg("loss_rows", s.flat(s.f32()), s.spec.rowLossBuffer());
+  declareRowInputs(sig, s.spec);
+  declareRowOutputs(sig, s.spec, s.f32());
   sig.arg("row_begin", s.index()).arg("row_end", s.index());
   sig.arg("V", s.index()).arg("D", s.index());
   KernelArgs a = s.sink.begin(sig, {{"1", "1", "1"}, "rows"});
@@ -71,13 +71,17 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
                         re, a, pack, rb, panelEnd, vt, vtEnd, init,
                         [&](KernelEmitter &ve, Fragment &z, ValueRange it) {
                           SmallVector<Value> next(it.begin(), it.end());
-                          for (size_t j = 0; j < z.cols.size(); ++j)
+                          for (size_t j = 0; j < z.cols.size(); ++j) {
+                            Value weight = s.spec.readsClassWeights()
+                                               ? ve.loadF32(a["class_weights"], z.cols[j])
+                                               : Value();
                             for (int64_t i = 0; i < br; ++i) {
                               SmallVector<Value> row(s.stats.row(next, i));
-                              SmallVector<Value> pushed =
-                                  s.stats.push(ve, row, emitLogit(ve, s.spec, z.at(i, j)));
+                              SmallVector<Value> pushed = s.stats.push(
+                                  ve, row, emitLogit(ve, s.spec, z.at(i, j)), weight);
                               std::copy(pushed.begin(), pushed.end(), next.begin() + i * width);
                             }
+                          }
                           return next;
                         });
                     // Every wide state is read before any is stored: a
@@ -101,14 +105,16 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
           SmallVector<Value> fields;
           for (unsigned f = 0; f < wideWidth; ++f)
             fields.push_back(se.load(state, fieldAt(se, slot, f)));
-          Value lse = s.stats.finishWide(se, fields, StatKind::LogSumExp);
-          se.store(lse, a["lse"], row);
-          Value label = se.loadLabel(a["labels"], row);
-          Value loss = emitRowLoss(se, s.spec, label, v, lse, [&](KernelEmitter &te) {
-            Value z = te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);
-            return bias ? te.addF(z, te.loadF32(bias, label)) : z;
-          });
-          se.store(loss, a["loss_rows"], row);
+          emitRowOutputs(
+              se, s.spec, a, row, v,
+              [&](KernelEmitter &fe, loss::Statistic what) {
+                return s.stats.finishWide(fe, fields, what);
+              },
+              [&](KernelEmitter &te) {
+                Value label = te.loadLabel(a["labels"], row);
+                Value z = te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);
+                return bias ? te.addF(z, te.loadF32(bias, label)) : z;
+              });
           return SmallVector<Value>{};
         });
         return SmallVector<Value>{};

@@ -303,7 +303,8 @@ llvm::Error lossjit::buildCpuVocabChunkedBackward(CpuSchedule &s, PlanBuilder &p
     plan.workspace("target_raw", "f32", "N");
     buildCpuRowsKernel(s);
   }
-  buildCpuScaleKernel(s);
+  if (!spec.isVocabReduce())
+    buildCpuScaleKernel(s);
   v.buildDz();
   if (spec.needsGradX)
     v.buildDx(dxAcc);

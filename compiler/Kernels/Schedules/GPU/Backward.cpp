@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Kernels/RowStats/Adjoints.h"
 #include "compiler/Kernels/RowStats/LogitMaps.h"
 #include "compiler/Kernels/RowStats/RowRules.h"
 #include "compiler/Kernels/Schedules/ChunkedBackward.h"
@@ -169,12 +170,8 @@ struct Backward : ChunkedBackwardSteps {
   void buildDz(bool storeRaw) {
     KernelSignature sig(storeRaw ? "lce_fused_z" : "lce_bwd_dz");
     sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
-    if (!storeRaw) {
-      sig.arg("labels", flat(s.spec.labelType))
-          .arg("lse", flat(s.f32()))
-          .arg("grow", flat(s.f32()));
-      sig.argIf(s.spec.hasGradLse, "grad_lse", flat(s.f32()));
-    }
+    if (!storeRaw)
+      declareAdjointInputs(sig, s.spec, s.f32());
     const bool scaled = !storeRaw && s.tensorCoreGradients();
     sig.argIf(scaled, "gscale", flat(s.f32()));
     // Raw logits stay f32 (lse is formed from them); dZ is what the
@@ -199,26 +196,20 @@ struct Backward : ChunkedBackwardSteps {
     Fragment z = s.matmul.multiply(e, {a["x"], d}, {a["w"], d},
                                    {first, bm, a["chunk_end"], c0, cols, v}, e.index(0), d, {},
                                    scratch);
-    SmallVector<Value> bv;
-    for (Value col : z.cols)
+    SmallVector<Value> bv, weights;
+    for (Value col : z.cols) {
       bv.push_back(a["bias"] ? e.loadF32(a["bias"], col) : Value());
+      weights.push_back(storeRaw ? Value() : loadColumnWeight(e, s.spec, a, col));
+    }
     for (size_t i = 0; i < z.rows.size(); ++i) {
       Value row = z.rows[i];
-      Value lse, grow, label, lseGrad;
-      if (!storeRaw) {
-        lse = e.load(a["lse"], row);
-        grow = e.load(a["grow"], row);
-        label = e.loadLabel(a["labels"], row);
-        if (Value g = a["grad_lse"])
-          lseGrad = e.load(g, row);
-      }
+      RowAdjoint adj;
+      if (!storeRaw)
+        adj = loadRowAdjoint(e, s.spec, a, row);
       for (size_t j = 0; j < z.cols.size(); ++j) {
         Value col = z.cols[j];
         Value raw = bv[j] ? e.addF(z.at(i, j), bv[j]) : z.at(i, j);
-        Value dz = storeRaw ? raw
-                            : emitLogitGrad(e, s.spec, raw, lse, grow,
-                                            e.cmpI(arith::CmpIPredicate::eq, label, col),
-                                            lseGrad);
+        Value dz = storeRaw ? raw : emitRawGrad(e, s.spec, adj, raw, col, weights[j]);
         e.ifThen(e.andI(z.rowValid[i], z.colValid[j]), [&](KernelEmitter &se) {
           se.store(storeRaw ? dz : productDz(se, dz, invG), a["dz"],
                    se.add(se.mul(se.sub(row, cb), v), col));
@@ -448,9 +439,7 @@ struct Backward : ChunkedBackwardSteps {
   /// The arguments both recompute kernels read.
   void recomputeInputs(KernelSignature &sig) {
     sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
-    sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.f32()));
-    sig.arg("grow", flat(s.f32()));
-    sig.argIf(s.spec.hasGradLse, "grad_lse", flat(s.f32()));
+    declareAdjointInputs(sig, s.spec, s.f32());
   }
 
   /// Adds the product of the dZ tile in shared memory (rows × T, row i at
@@ -501,16 +490,14 @@ struct Backward : ChunkedBackwardSteps {
     Value tid = gpuThreadIdx(e);
     Value n = a["N"], v = a["V"], d = a["D"];
     Value first = e.mul(gpuBlockIdx(e, 0), e.index(bn));
-    SmallVector<Value> rows, rowOk, lse, g, label, lseGrad;
+    SmallVector<Value> rows, rowOk;
+    SmallVector<RowAdjoint> adj;
     Value lastRow = e.sub(n, e.index(1));
     for (int64_t i = 0; i < bn; ++i) {
       Value r = e.add(first, e.index(i));
       rowOk.push_back(below(e, r, n));
       rows.push_back(e.minUI(r, lastRow));
-      lse.push_back(e.load(a["lse"], rows.back()));
-      g.push_back(e.load(a["grow"], rows.back()));
-      label.push_back(e.loadLabel(a["labels"], rows.back()));
-      lseGrad.push_back(a["grad_lse"] ? e.load(a["grad_lse"], rows.back()) : Value());
+      adj.push_back(loadRowAdjoint(e, s.spec, a, rows.back()));
     }
     auto at = [&](KernelEmitter &l, int64_t i, Value col) { return l.add(l.mul(rows[i], d), col); };
     forThreadColumns(e, tid, threads, d, [&](KernelEmitter &de, Value col) {
@@ -523,10 +510,10 @@ struct Backward : ChunkedBackwardSteps {
                                      te.index(0), d);
       Value col = z.cols[0];
       Value bv = a["bias"] ? te.loadF32(a["bias"], col) : Value();
+      Value weight = loadColumnWeight(te, s.spec, a, col);
       for (int64_t i = 0; i < bn; ++i) {
         Value raw = bv ? te.addF(z.at(i, 0), bv) : z.at(i, 0);
-        Value dz = emitLogitGrad(te, s.spec, raw, lse[i], g[i],
-                                 te.cmpI(arith::CmpIPredicate::eq, label[i], col), lseGrad[i]);
+        Value dz = emitRawGrad(te, s.spec, adj[i], raw, col, weight);
         Value live = te.andI(z.colValid[0], rowOk[i]);
         te.store(te.select(live, dz, te.f32(0.0)), smem, te.add(te.index(i * threads), tid));
       }
@@ -570,13 +557,14 @@ struct Backward : ChunkedBackwardSteps {
     Value tid = gpuThreadIdx(e);
     Value n = a["N"], v = a["V"], d = a["D"];
     Value first = e.mul(gpuBlockIdx(e, 0), e.index(bn));
-    SmallVector<Value> js, jOk, bias;
+    SmallVector<Value> js, jOk, bias, weights;
     Value lastJ = e.sub(v, e.index(1));
     for (int64_t i = 0; i < bn; ++i) {
       Value j = e.add(first, e.index(i));
       jOk.push_back(below(e, j, v));
       js.push_back(e.minUI(j, lastJ));
       bias.push_back(a["bias"] ? e.loadF32(a["bias"], js.back()) : Value());
+      weights.push_back(loadColumnWeight(e, s.spec, a, js.back()));
     }
     auto at = [&](KernelEmitter &l, int64_t i, Value col) { return l.add(l.mul(js[i], d), col); };
     forThreadColumns(e, tid, threads, d, [&](KernelEmitter &de, Value col) {
@@ -592,14 +580,10 @@ struct Backward : ChunkedBackwardSteps {
                     Fragment z = s.simtMatmul.multiply(te, {a["w"], d}, {a["x"], d},
                                                    {first, bn, v, r0, threads, n}, te.index(0), d);
                     Value row = z.cols[0];
-                    Value lse = te.load(a["lse"], row), g = te.load(a["grow"], row);
-                    Value label = te.loadLabel(a["labels"], row);
-                    Value lseGrad = a["grad_lse"] ? te.load(a["grad_lse"], row) : Value();
+                    RowAdjoint adj = loadRowAdjoint(te, s.spec, a, row);
                     for (int64_t i = 0; i < bn; ++i) {
                       Value raw = bias[i] ? te.addF(z.at(i, 0), bias[i]) : z.at(i, 0);
-                      Value dz = emitLogitGrad(te, s.spec, raw, lse, g,
-                                               te.cmpI(arith::CmpIPredicate::eq, label, js[i]),
-                                               lseGrad);
+                      Value dz = emitRawGrad(te, s.spec, adj, raw, js[i], weights[i]);
                       te.store(te.select(z.colValid[0], dz, te.f32(0.0)), smem,
                                te.add(te.index(i * threads), tid));
                     }
@@ -647,10 +631,14 @@ llvm::Error lossjit::buildGpuBackward(GpuSchedule &s) {
         "the fused forward+backward is a chunked schedule; strategy recompute does not apply");
   PlanBuilder plan(s.sink.plan());
   plan.begin(spec, s.tile.str());
-  plan.workspace("grow", "f32", "N");
+  // The cross-entropy ops form g_r from grad_loss (lce_bwd_scale); a
+  // reduction is handed its adjoints.
+  if (!spec.isVocabReduce())
+    plan.workspace("grow", "f32", "N");
   Backward b(s);
   if (spec.strategy == "recompute") {
-    b.buildScale();
+    if (!spec.isVocabReduce())
+      b.buildScale();
     // 16-bit storage sums in a gradient-sized f32 accumulator and rounds
     // once at the end; f32 storage sums in place.
     if (spec.needsGradX) {

@@ -28,6 +28,7 @@ void buildPartial(GpuSchedule &s) {
   KernelSignature sig("lce_partial");
   sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
   sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
+  sig.argIf(s.spec.readsClassWeights(), "class_weights", s.flat(s.f32()));
   LaunchShape launch;
   launch.grid = {"cdiv(N," + s.bn() + ")", "S", "1"};
   for (const std::string &field : s.stats.fieldNames()) {
@@ -59,9 +60,12 @@ void buildPartial(GpuSchedule &s) {
       [&](KernelEmitter &le, Value c0, ValueRange it) {
         Fragment z = s.matmul.multiply(le, xs, ws, {rowBase, bn, n, c0, cols, colEnd},
                                        le.index(0), d, {}, scratch);
-        SmallVector<Value> bv;
-        for (Value col : z.cols)
+        SmallVector<Value> bv, weights;
+        for (Value col : z.cols) {
           bv.push_back(bias ? le.loadF32(bias, col) : Value());
+          if (s.spec.readsClassWeights())
+            weights.push_back(le.loadF32(a["class_weights"], col));
+        }
         SmallVector<Value> next;
         for (unsigned i = 0; i < rows; ++i) {
           SmallVector<Value> logits;
@@ -70,7 +74,8 @@ void buildPartial(GpuSchedule &s) {
             logits.push_back(emitLogit(le, s.spec, raw));
           }
           // Columns past the split's end take no part (never a zero logit).
-          llvm::append_range(next, s.stats.pushMany(le, s.stats.row(it, i), logits, z.colValid));
+          llvm::append_range(
+              next, s.stats.pushMany(le, s.stats.row(it, i), logits, z.colValid, weights));
         }
         return next;
       });
@@ -93,10 +98,11 @@ void buildCombine(GpuSchedule &s) {
   KernelSignature sig("lce_combine");
   sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
   sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
-  sig.arg("labels", s.flat(s.spec.labelType));
+  if (s.spec.hasLabels)
+    sig.arg("labels", s.flat(s.spec.labelType));
   for (const std::string &field : s.stats.fieldNames())
     sig.arg("part_" + field, s.flat(s.f32()));
-  sig.arg("lse", s.flat(s.f32())).arg("loss_rows", s.flat(s.f32()), s.spec.rowLossBuffer());
+  declareRowOutputs(sig, s.spec, s.f32());
   sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index()).arg("S", s.index());
   LaunchShape launch;
   launch.grid = {"cdiv(N," + s.threads() + ")", "1", "1"};
@@ -114,14 +120,14 @@ void buildCombine(GpuSchedule &s) {
         [&](KernelEmitter &le, Value split, ValueRange it) {
           return s.stats.merge(le, it, s.stats.load(le, partials, le.add(le.mul(split, n), row)));
         });
-    Value lse = s.stats.finish(re, state, StatKind::LogSumExp);
-    re.store(lse, a["lse"], row);
-    Value label = re.loadLabel(a["labels"], row);
-    Value loss = emitRowLoss(re, s.spec, label, v, lse, [&](KernelEmitter &te) {
-      Value z = te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);
-      return a["bias"] ? te.addF(z, te.loadF32(a["bias"], label)) : z;
-    });
-    re.store(loss, a["loss_rows"], row);
+    emitRowOutputs(
+        re, s.spec, a, row, v,
+        [&](KernelEmitter &fe, loss::Statistic what) { return s.stats.finish(fe, state, what); },
+        [&](KernelEmitter &te) {
+          Value label = te.loadLabel(a["labels"], row);
+          Value z = te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);
+          return a["bias"] ? te.addF(z, te.loadF32(a["bias"], label)) : z;
+        });
   });
   s.sink.end();
 }
@@ -167,11 +173,12 @@ void lossjit::buildGpuForward(GpuSchedule &s) {
   plan.constant("S", s.tile.splits);
   for (const std::string &field : s.stats.fieldNames())
     plan.workspace("part_" + field, "f32", "S*N");
-  if (s.spec.reduction != loss::Reduction::none)
+  const bool reduces = !s.spec.isVocabReduce() && s.spec.reduction != loss::Reduction::none;
+  if (reduces)
     plan.workspace("loss_rows", "f32", "N");
   buildPartial(s);
   buildCombine(s);
-  if (s.spec.reduction != loss::Reduction::none)
+  if (reduces)
     buildGpuReduceKernel(s);
 }
 

@@ -27,12 +27,16 @@ struct GpuSchedule {
   const TileConfig &simtTile;
   const TileMatmul &simtMatmul;
   /// The statistics the vocabulary sweep carries.
-  RowStats stats{{StatKind::LogSumExp}};
+  RowStats stats = RowStats::forSpec(spec);
 
   /// Whether the gradient products dZ·W and dZᵀ·X run on tensor cores
   /// too: they then read dZ in the storage type (tensor cores multiply
   /// 16-bit operands), prescaled by a power of two (gradScale()).
-  bool tensorCoreGradients() const { return tile.matmul == loss::MatmulKind::mma_sync; }
+  /// (A vocabulary reduction's dZ has no bound lce_bwd_scale could form
+  /// from its adjoints yet: its products stay SIMT on f32 dZ.)
+  bool tensorCoreGradients() const {
+    return tile.matmul == loss::MatmulKind::mma_sync && !spec.isVocabReduce();
+  }
   /// The tile and strategy of dZ·W and dZᵀ·X.
   const TileConfig &gradTile() const { return tensorCoreGradients() ? tile : simtTile; }
   const TileMatmul &gradMatmul() const { return tensorCoreGradients() ? matmul : simtMatmul; }

@@ -1,0 +1,168 @@
+//===- VocabReduceGraph.cpp -----------------------------------------------===//
+
+#include "compiler/Builder/VocabReduceGraph.h"
+#include "dialects/Loss/LossOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+llvm::Expected<Type> storageType(MLIRContext &ctx, llvm::StringRef dtype) {
+  if (dtype == "f16")
+    return Float16Type::get(&ctx);
+  if (dtype == "bf16")
+    return BFloat16Type::get(&ctx);
+  if (dtype == "f32")
+    return Float32Type::get(&ctx);
+  return llvm::createStringError("dtype must be f16, bf16 or f32, got '" + dtype.str() + "'");
+}
+
+llvm::Error checkOptions(const VocabReduceGraphOptions &o,
+                         SmallVectorImpl<loss::Statistic> &kinds) {
+  if (o.name.empty())
+    return llvm::createStringError("function name must not be empty");
+  if (o.statistics.empty())
+    return llvm::createStringError(
+        "statistics must name at least one of lse, label_logit, logit_sum, entropy");
+  for (const std::string &name : o.statistics) {
+    std::optional<loss::Statistic> kind = loss::symbolizeStatistic(name);
+    if (!kind)
+      return llvm::createStringError("unknown statistic '" + name +
+                                     "' (expected lse, label_logit, logit_sum or entropy)");
+    if (llvm::is_contained(kinds, *kind))
+      return llvm::createStringError("statistic '" + name + "' is asked for twice");
+    kinds.push_back(*kind);
+  }
+  if (llvm::is_contained(kinds, loss::Statistic::label_logit) && o.labelType != "i32" &&
+      o.labelType != "i64")
+    return llvm::createStringError("label type must be i32 or i64, got '" + o.labelType + "'");
+  if (o.classWeights && !llvm::is_contained(kinds, loss::Statistic::logit_sum))
+    return llvm::createStringError("class weights are read by logit_sum only; ask for it");
+  if (!std::isfinite(o.logitScale) || o.logitScale == 0)
+    return llvm::createStringError("logit scale must be finite and nonzero, got " +
+                                   loss::formatF64(o.logitScale));
+  if (!std::isfinite(o.softcap) || o.softcap < 0)
+    return llvm::createStringError("softcap must be 0 (none) or positive and finite, got " +
+                                   loss::formatF64(o.softcap));
+  if (!o.gradient)
+    return llvm::Error::success();
+  if (o.strategy != "auto" && o.strategy != "chunked" && o.strategy != "recompute")
+    return llvm::createStringError("strategy must be auto, chunked or recompute, got '" +
+                                   o.strategy + "'");
+  if (!o.needsGradX && !o.needsGradW)
+    return llvm::createStringError(
+        "a gradient graph needs grad_x or grad_w (both were turned off)");
+  if (o.workspaceBytes < 1)
+    return llvm::createStringError("workspace bytes must be positive, got " +
+                                   std::to_string(o.workspaceBytes));
+  if (llvm::is_contained(kinds, loss::Statistic::entropy) &&
+      !llvm::is_contained(kinds, loss::Statistic::lse))
+    return llvm::createStringError(
+        "the gradient of entropy reads lse: ask for lse as well (its adjoint may be 0)");
+  return llvm::Error::success();
+}
+
+/// Fills `op`'s region: the logits argument, one loss.stat per kind, the yield.
+void buildRegion(OpBuilder &b, Location loc, Region &body, ArrayRef<loss::Statistic> kinds) {
+  const int64_t dyn = ShapedType::kDynamic;
+  Type f32 = b.getF32Type();
+  OpBuilder::InsertionGuard guard(b);
+  Block *block = b.createBlock(&body, {}, {RankedTensorType::get({dyn, dyn}, f32)}, {loc});
+  auto row = RankedTensorType::get({dyn}, f32);
+  SmallVector<Value> stats;
+  for (loss::Statistic kind : kinds)
+    stats.push_back(loss::StatOp::create(b, loc, row,
+                                         loss::StatisticAttr::get(b.getContext(), kind),
+                                         block->getArgument(0)));
+  loss::YieldOp::create(b, loc, stats);
+}
+} // namespace
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &o) {
+  ctx.loadDialect<loss::LossDialect, func::FuncDialect>();
+  auto storage = storageType(ctx, o.dtype);
+  if (!storage)
+    return storage.takeError();
+  SmallVector<loss::Statistic> kinds;
+  if (llvm::Error err = checkOptions(o, kinds))
+    return std::move(err);
+  const bool labels = llvm::is_contained(kinds, loss::Statistic::label_logit);
+
+  OpBuilder b(&ctx);
+  Location loc = b.getUnknownLoc();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  const int64_t dyn = ShapedType::kDynamic;
+  Type f32 = b.getF32Type();
+  auto matrix = RankedTensorType::get({dyn, dyn}, *storage);
+  auto vector = RankedTensorType::get({dyn}, *storage);
+  auto row = RankedTensorType::get({dyn}, f32);
+  SmallVector<Type> args = {matrix, matrix};
+  if (labels)
+    args.push_back(RankedTensorType::get({dyn}, b.getIntegerType(o.labelType == "i32" ? 32 : 64)));
+  if (o.bias)
+    args.push_back(vector);
+  if (o.classWeights)
+    args.push_back(row);
+  const unsigned operands = args.size();
+  SmallVector<Type> results;
+  if (o.gradient) {
+    args.append(2 * kinds.size(), row);
+    if (o.needsGradX)
+      results.push_back(matrix);
+    if (o.needsGradW) {
+      results.push_back(matrix);
+      if (o.bias)
+        results.push_back(vector);
+    }
+  } else {
+    results.append(kinds.size(), row);
+  }
+  auto fn = func::FuncOp::create(b, loc, o.name, b.getFunctionType(args, results));
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  unsigned next = 2;
+  Value labelsArg = labels ? entry->getArgument(next++) : Value();
+  Value biasArg = o.bias ? entry->getArgument(next++) : Value();
+  Value weightsArg = o.classWeights ? entry->getArgument(next++) : Value();
+  Value x = entry->getArgument(0), w = entry->getArgument(1);
+  Operation *op;
+  if (o.gradient) {
+    ValueRange rest = entry->getArguments().drop_front(operands);
+    auto grad = loss::VocabReduceGradOp::create(
+        b, loc, results, x, w, biasArg, labelsArg, weightsArg, rest.take_front(kinds.size()),
+        rest.drop_front(kinds.size()), b.getI64IntegerAttr(o.ignoreIndex), TypeAttr::get(*storage),
+        TypeAttr::get(f32), b.getF64FloatAttr(o.logitScale), b.getF64FloatAttr(o.softcap),
+        b.getStringAttr(o.strategy), b.getBoolAttr(o.needsGradX), b.getBoolAttr(o.needsGradW),
+        b.getI64IntegerAttr(o.workspaceBytes));
+    buildRegion(b, loc, grad.getBody(), kinds);
+    op = grad;
+  } else {
+    auto fwd = loss::VocabReduceOp::create(b, loc, results, x, w, biasArg, labelsArg, weightsArg,
+                                           b.getI64IntegerAttr(o.ignoreIndex),
+                                           TypeAttr::get(*storage), TypeAttr::get(f32),
+                                           b.getF64FloatAttr(o.logitScale),
+                                           b.getF64FloatAttr(o.softcap));
+    buildRegion(b, loc, fwd.getBody(), kinds);
+    op = fwd;
+  }
+  func::ReturnOp::create(b, loc, op->getResults());
+  // The op verifiers are the last word on what a graph may say: report
+  // their diagnostic as the error.
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
+    diagnostics += (diagnostics.empty() ? "" : "; ") + diag.str();
+    return success();
+  });
+  if (failed(verify(*module)))
+    return llvm::createStringError("invalid vocab_reduce graph: " + diagnostics);
+  return module;
+}

@@ -1,0 +1,63 @@
+//===- Adjoints.h - dZ from the per-row adjoints of the statistics -*- C++ -*-===//
+//
+// The backward of every loss is one formula per logit (fused_loss_families
+// §2.3): dz_j = Σ_k ḡ_k · ∂stat_k/∂z_j, with ḡ_k the gradient reaching row
+// statistic k and the adjoint rules
+//   lse          p_j                      (p = softmax(z) = exp(z − lse))
+//   label_logit  [j = y]
+//   logit_sum    c_j                      (the column's class weight, or 1)
+//   entropy      −p_j (log p_j + H)
+// then times ∂z/∂raw. Every backward kernel (dZ into a chunk, recomputed
+// tiles, both backends, every matmul strategy) reads a row's values once
+// (loadRowAdjoint) and forms each element with emitRawGrad, so a new
+// statistic is one rule here. The cross-entropy ops are the special case
+// ḡ_lse = g + a, ḡ_label = −g, written g·(p − [j = y]) + a·p as their
+// kernels always have (emitLogitGrad), which keeps their bits.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_COMPILER_KERNELS_ROWSTATS_ADJOINTS_H
+#define LOSSJIT_COMPILER_KERNELS_ROWSTATS_ADJOINTS_H
+
+#include "compiler/Kernels/Support/KernelEmitter.h"
+#include "compiler/Kernels/Support/KernelSignature.h"
+#include "compiler/Kernels/Support/LceSpec.h"
+
+namespace lossjit {
+
+/// What the derived backward reads of one row (null where not read).
+struct RowAdjoint {
+  mlir::Value lse, label;
+  /// Cross-entropy ops: g_r (the "grow" workspace) and the lse gradient a_r.
+  mlir::Value g, lseGrad;
+  /// Reductions: the adjoint of each statistic the region yields, and the
+  /// saved entropy H (read by entropy's rule).
+  mlir::Value gLse, gLabel, gSum, gEntropy, entropy;
+};
+
+/// Declares on `sig` the per-row (and per-column) buffers dZ reads:
+/// labels, lse, grow, [grad_lse] for the cross-entropy ops; [labels],
+/// [lse], [entropy], grad_<statistic> per statistic and [class_weights]
+/// for a reduction.
+void declareAdjointInputs(KernelSignature &sig, const LceSpec &spec, mlir::Type f32);
+
+/// The values of `row` (a kernel with declareAdjointInputs' arguments).
+RowAdjoint loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const KernelArgs &a,
+                          mlir::Value row);
+
+/// Whether the row's gradient can be nonzero (some adjoint is not 0): a
+/// kernel may skip the products of a row where it is false.
+mlir::Value emitRowActive(KernelEmitter &e, const LceSpec &spec, const RowAdjoint &row);
+
+/// The f32 class weight of column `col` when dZ reads one, else null.
+mlir::Value loadColumnWeight(KernelEmitter &e, const LceSpec &spec, const KernelArgs &a,
+                             mlir::Value col);
+
+/// ∂L/∂raw at (row, col) from the raw logit x·w (+ b) there; `colWeight`
+/// from loadColumnWeight.
+mlir::Value emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoint &row,
+                        mlir::Value raw, mlir::Value col, mlir::Value colWeight);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_COMPILER_KERNELS_ROWSTATS_ADJOINTS_H

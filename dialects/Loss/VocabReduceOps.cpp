@@ -1,0 +1,215 @@
+//===- VocabReduceOps.cpp - verifiers of the vocabulary reductions --------===//
+
+#include "dialects/Loss/LossOps.h"
+#include "dialects/Loss/VerifyUtils.h"
+
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace lossjit::loss;
+using namespace lossjit::loss::detail;
+
+namespace {
+/// The statistics a vocabulary-reduction region yields, in order (the
+/// region verifier has checked that each yielded value is a loss.stat).
+SmallVector<Statistic> yieldedStatistics(Region &body) {
+  SmallVector<Statistic> kinds;
+  for (Value v : body.front().getTerminator()->getOperands())
+    kinds.push_back(cast<StatOp>(v.getDefiningOp()).getKind());
+  return kinds;
+}
+
+/// Operand checks both ops share: the linear operands, storage and
+/// compute, the logit maps, labels [N] and class weights [V].
+LogicalResult verifyReduceOperands(Operation *op, Value input, Value weight, Value bias,
+                                   Value labels, Value classWeights, Type storage, Type compute,
+                                   double logitScale, double softcap) {
+  if (failed(verifyLinearOperands(op, input, weight, bias)) ||
+      failed(verifyStorageAndCompute(op, storage, compute, input)) ||
+      failed(verifyLogitTransforms(op, logitScale, softcap)))
+    return failure();
+  int64_t n = rankedType(input).getDimSize(0), v = rankedType(weight).getDimSize(0);
+  if (labels && (failed(expectRank(op, labels, 1, "labels ([N])")) ||
+                 failed(expectDim(op, rankedType(labels).getDimSize(0), n,
+                                  "row count N of labels differs"))))
+    return failure();
+  if (!classWeights)
+    return success();
+  if (failed(expectRank(op, classWeights, 1, "class_weights ([V])")) ||
+      failed(expectDim(op, rankedType(classWeights).getDimSize(0), v,
+                       "class_weights length differs from vocabulary size V of weight")))
+    return failure();
+  return success();
+}
+
+/// Each value of `values` is an [N] f32 tensor; `what` names the list.
+LogicalResult verifyRowValues(Operation *op, ValueRange values, Value input, StringRef what) {
+  int64_t n = rankedType(input).getDimSize(0);
+  for (auto [i, value] : llvm::enumerate(values)) {
+    std::string name = (what + " #" + std::to_string(i)).str();
+    if (failed(expectRank(op, value, 1, name + " ([N] f32)")) ||
+        failed(expectDim(op, rankedType(value).getDimSize(0), n,
+                         name + " length differs from row count N")))
+      return failure();
+  }
+  return success();
+}
+
+/// The region: one block whose argument is the f32 logits [N, V], holding
+/// loss.stat ops on it and a loss.yield of each of them exactly once, each
+/// kind at most once; the optional operands must have a reader and the
+/// readers their operand.
+LogicalResult verifyReduceRegion(Operation *op, Region &body, Value input, Value weight,
+                                 Value labels, Value classWeights) {
+  Block &block = body.front();
+  if (block.getNumArguments() != 1)
+    return op->emitOpError() << "region must take one argument, the logits [N, V] (f32), got "
+                             << block.getNumArguments();
+  auto logits = dyn_cast<RankedTensorType>(block.getArgument(0).getType());
+  if (!logits || logits.getRank() != 2 || !logits.getElementType().isF32())
+    return op->emitOpError() << "region argument must be the f32 logits tensor [N, V], got "
+                             << block.getArgument(0).getType();
+  if (failed(expectDim(op, logits.getDimSize(0), rankedType(input).getDimSize(0),
+                       "row count N of the region's logits differs")) ||
+      failed(expectDim(op, logits.getDimSize(1), rankedType(weight).getDimSize(0),
+                       "vocabulary size V of the region's logits differs")))
+    return failure();
+  Operation *yield = block.getTerminator();
+  llvm::SmallPtrSet<Operation *, 4> yielded;
+  llvm::SmallSet<Statistic, 4> kinds;
+  for (Value value : yield->getOperands()) {
+    auto stat = value.getDefiningOp<StatOp>();
+    if (!stat || stat->getBlock() != &block)
+      return yield->emitOpError() << "must yield loss.stat results of this region";
+    if (!yielded.insert(stat).second)
+      return yield->emitOpError() << "yields the statistic '" << stringifyStatistic(stat.getKind())
+                                  << "' twice";
+    if (!kinds.insert(stat.getKind()).second)
+      return stat.emitOpError() << "computes '" << stringifyStatistic(stat.getKind())
+                                << "' a second time; one of each kind per region";
+  }
+  for (Operation &inner : block.without_terminator()) {
+    auto stat = dyn_cast<StatOp>(inner);
+    if (!stat)
+      return inner.emitOpError() << "is not a loss.stat: a vocabulary-reduction region holds "
+                                    "statistics of its logits only";
+    if (!yielded.contains(stat))
+      return stat.emitOpError() << "computes a statistic the region does not yield";
+  }
+  if (kinds.empty())
+    return op->emitOpError() << "region yields no statistic";
+  if (kinds.contains(Statistic::label_logit) != static_cast<bool>(labels))
+    return op->emitOpError() << (labels ? "has labels but no label_logit statistic reads them"
+                                        : "label_logit needs the labels operand");
+  if (classWeights && !kinds.contains(Statistic::logit_sum))
+    return op->emitOpError() << "has class_weights but no logit_sum statistic reads them";
+  return success();
+}
+
+/// Whether `kinds` holds `kind`; its position if so.
+std::optional<unsigned> position(ArrayRef<Statistic> kinds, Statistic kind) {
+  auto it = llvm::find(kinds, kind);
+  if (it == kinds.end())
+    return std::nullopt;
+  return static_cast<unsigned>(it - kinds.begin());
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// StatOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult StatOp::verify() {
+  Block *block = getOperation()->getBlock();
+  if (block->getNumArguments() < 1 || getLogits() != block->getArgument(0))
+    return emitOpError() << "reads the region's logits (its block argument) only";
+  if (failed(expectRank(*this, getResult(), 1, "result ([N] f32)")) ||
+      failed(expectDim(*this, rankedType(getResult()).getDimSize(0),
+                       rankedType(getLogits()).getDimSize(0),
+                       "result length differs from the logits' row count N")))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// VocabReduceOp
+//===----------------------------------------------------------------------===//
+
+KernelPass VocabReduceOp::getKernelPass() { return KernelPass::forward; }
+StringRef VocabReduceOp::getGradientStrategy() { return ""; }
+
+SmallVector<Statistic> VocabReduceOp::getStatisticKinds() { return yieldedStatistics(getBody()); }
+
+std::optional<unsigned> VocabReduceOp::findStatistic(Statistic kind) {
+  return position(getStatisticKinds(), kind);
+}
+
+LogicalResult VocabReduceOp::verify() {
+  if (failed(verifyReduceOperands(*this, getInput(), getWeight(), getBias(), getLabels(),
+                                  getClassWeights(), getStorage(), getCompute(),
+                                  getLogitScale().convertToDouble(),
+                                  getSoftcap().convertToDouble())))
+    return failure();
+  return verifyRowValues(*this, getStatistics(), getInput(), "statistic");
+}
+
+LogicalResult VocabReduceOp::verifyRegions() {
+  if (failed(verifyReduceRegion(*this, getBody(), getInput(), getWeight(), getLabels(),
+                                getClassWeights())))
+    return failure();
+  Operation *yield = getBody().front().getTerminator();
+  if (yield->getNumOperands() != getNumResults())
+    return emitOpError() << "has " << getNumResults() << " results but its region yields "
+                         << yield->getNumOperands() << " statistics";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// VocabReduceGradOp
+//===----------------------------------------------------------------------===//
+
+KernelPass VocabReduceGradOp::getKernelPass() { return KernelPass::backward; }
+StringRef VocabReduceGradOp::getGradientStrategy() { return getStrategy(); }
+
+SmallVector<Statistic> VocabReduceGradOp::getStatisticKinds() {
+  return yieldedStatistics(getBody());
+}
+
+std::optional<unsigned> VocabReduceGradOp::findStatistic(Statistic kind) {
+  return position(getStatisticKinds(), kind);
+}
+
+LogicalResult VocabReduceGradOp::verify() {
+  if (failed(verifyReduceOperands(*this, getInput(), getWeight(), getBias(), getLabels(),
+                                  getClassWeights(), getStorage(), getCompute(),
+                                  getLogitScale().convertToDouble(),
+                                  getSoftcap().convertToDouble())) ||
+      failed(verifyRowValues(*this, getSaved(), getInput(), "saved statistic")) ||
+      failed(verifyRowValues(*this, getAdjoints(), getInput(), "adjoint")))
+    return failure();
+  if (getSaved().size() != getAdjoints().size())
+    return emitOpError() << "takes " << getSaved().size() << " saved statistics but "
+                         << getAdjoints().size() << " adjoints; one of each per statistic";
+  StringRef strategy = getStrategy();
+  if (strategy != "auto" && strategy != "chunked" && strategy != "recompute")
+    return emitOpError() << "strategy must be auto, chunked or recompute, got '" << strategy
+                         << "'";
+  if (getWorkspaceBytes() < 1)
+    return emitOpError() << "workspace_bytes must be positive, got " << getWorkspaceBytes();
+  return verifyGradientResults(*this, getInput(), getWeight(), getBias(), getStorage(),
+                               getNeedsInput(), getNeedsWeight(), getGradients());
+}
+
+LogicalResult VocabReduceGradOp::verifyRegions() {
+  if (failed(verifyReduceRegion(*this, getBody(), getInput(), getWeight(), getLabels(),
+                                getClassWeights())))
+    return failure();
+  SmallVector<Statistic> kinds = getStatisticKinds();
+  if (getSaved().size() != kinds.size())
+    return emitOpError() << "takes " << getSaved().size()
+                         << " saved statistics but its region yields " << kinds.size();
+  if (llvm::is_contained(kinds, Statistic::entropy) &&
+      !llvm::is_contained(kinds, Statistic::lse))
+    return emitOpError() << "the adjoint of entropy reads lse: yield lse as well";
+  return success();
+}

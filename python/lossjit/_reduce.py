@@ -1,0 +1,277 @@
+"""The ``torch.library`` ops of the vocabulary reductions (``loss.vocab_reduce``).
+
+``lossjit::vocab_reduce(hidden[N,D], weight[V,D], target[N]?, bias[V]?,
+class_weights[V]?, statistics, ignore_index, logit_scale=1.0, softcap=0.0)
+-> [stat[N], ...]`` returns one float32 row statistic per name in
+``statistics`` (a comma-separated list of ``lse``, ``label_logit``,
+``logit_sum``, ``entropy``) of the logits
+``z = softcap(logit_scale * (hidden @ weight.T + bias))``, never materialized:
+
+- ``lse``: log Σ_j exp(z_j)
+- ``label_logit``: z at the row's target (0 where target == ignore_index)
+- ``logit_sum``: Σ_j c_j z_j with the class weights c (1 without them)
+- ``entropy``: −Σ_j p_j log p_j, p = softmax(z)
+
+Everything after the statistics (masks, normalizers, per-sequence sums) is
+plain torch in the public functions, whose autograd hands
+``lossjit::vocab_reduce_backward`` one adjoint per statistic; that op forms
+dZ from the statistics' adjoint rules (the compiler's derived backward), so
+no loss has a gradient kernel of its own.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _kernels as K
+from ._ops import DOUBLE_BACKWARD_MESSAGE, check_logit_transforms
+
+STATISTICS = ("lse", "label_logit", "logit_sum", "entropy")
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def parse_statistics(statistics: str) -> Tuple[str, ...]:
+    names = tuple(s for s in statistics.split(",") if s)
+    if not names:
+        raise ValueError("lossjit: statistics must name at least one of "
+                         f"{', '.join(STATISTICS)}")
+    for name in names:
+        if name not in STATISTICS:
+            raise ValueError(f"lossjit: unknown statistic {name!r} (expected one of "
+                             f"{', '.join(STATISTICS)})")
+    if len(set(names)) != len(names):
+        raise ValueError(f"lossjit: statistics {statistics!r} names one twice")
+    return names
+
+
+def check_reduce_inputs(hidden: Tensor, weight: Tensor, target: Optional[Tensor],
+                        bias: Optional[Tensor], class_weights: Optional[Tensor],
+                        names: Sequence[str]) -> None:
+    """Metadata checks (valid for fake and meta tensors too)."""
+    if hidden.dim() != 2:
+        raise ValueError(f"lossjit::vocab_reduce takes hidden [N, D], got {list(hidden.shape)}")
+    dtype = hidden.dtype
+    if dtype not in K.STORAGE_DTYPES:
+        raise TypeError(f"lossjit: hidden has dtype {_name(dtype)}; lossjit stores float16, "
+                        "bfloat16 or float32 (all math runs in float32)")
+    for arg, value in (("weight", weight), ("bias", bias)):
+        if value is not None and value.dtype != dtype:
+            raise TypeError(f"lossjit: {arg} has dtype {_name(value.dtype)} but hidden has "
+                            f"{_name(dtype)}; they must match (as for F.linear)")
+    if weight.dim() != 2 or weight.shape[1] != hidden.shape[1]:
+        raise ValueError(f"lossjit: weight must have shape [V, D] with D = {hidden.shape[1]}, "
+                         f"got {list(weight.shape)}")
+    v = weight.shape[0]
+    if bias is not None and tuple(bias.shape) != (v,):
+        raise ValueError(f"lossjit: bias must have shape [V] = [{v}], got {list(bias.shape)}")
+    if ("label_logit" in names) != (target is not None):
+        raise ValueError("lossjit: label_logit reads the target, and only it does: pass a "
+                         "target exactly when label_logit is asked for")
+    if target is not None:
+        if target.dtype not in K.LABEL_DTYPES:
+            raise TypeError(f"lossjit: target must hold class indices as torch.int64 or "
+                            f"torch.int32, got {_name(target.dtype)}")
+        if tuple(target.shape) != (hidden.shape[0],):
+            raise ValueError(f"lossjit: target must have shape [N] = [{hidden.shape[0]}], got "
+                             f"{list(target.shape)}")
+    if class_weights is not None:
+        if "logit_sum" not in names:
+            raise ValueError("lossjit: class_weights are read by logit_sum only")
+        if class_weights.dtype != torch.float32 or tuple(class_weights.shape) != (v,):
+            raise ValueError(f"lossjit: class_weights must be a float32 tensor of shape "
+                             f"[V] = [{v}], got {_name(class_weights.dtype)} "
+                             f"{list(class_weights.shape)}")
+    for arg, value in (("weight", weight), ("target", target), ("bias", bias),
+                       ("class_weights", class_weights)):
+        if value is not None and value.device != hidden.device:
+            raise RuntimeError(f"lossjit: expected all tensors on one device, but hidden is "
+                               f"on {hidden.device} and {arg} is on {value.device}")
+
+
+def _spec(hidden: Tensor, target: Optional[Tensor], bias: Optional[Tensor],
+          class_weights: Optional[Tensor], names: Tuple[str, ...], ignore_index: int,
+          logit_scale: float, softcap: float) -> K.ReduceSpec:
+    return K.ReduceSpec(K.STORAGE_DTYPES[hidden.dtype], names,
+                        K.LABEL_DTYPES[target.dtype] if target is not None else "",
+                        bias is not None, class_weights is not None,
+                        ignore_index if target is not None else -100,
+                        float(logit_scale), float(softcap))
+
+
+def _buffers(hidden, weight, target, bias, class_weights):
+    buffers = {"x": hidden.contiguous(), "w": weight.contiguous()}
+    for name, value in (("labels", target), ("bias", bias), ("class_weights", class_weights)):
+        if value is not None:
+            buffers[name] = value.contiguous()
+    return buffers
+
+
+@torch.library.custom_op("lossjit::vocab_reduce", mutates_args=())
+def vocab_reduce_op(hidden: Tensor, weight: Tensor, target: Optional[Tensor],
+                    bias: Optional[Tensor], class_weights: Optional[Tensor], statistics: str,
+                    ignore_index: int, logit_scale: float = 1.0,
+                    softcap: float = 0.0) -> List[Tensor]:
+    """The row statistics `statistics` of hidden [N, D] and weight [V, D]."""
+    names = parse_statistics(statistics)
+    check_reduce_inputs(hidden, weight, target, bias, class_weights, names)
+    check_logit_transforms(logit_scale, softcap)
+    n, d = hidden.shape
+    v = weight.shape[0]
+    kernel = K.reduce_kernel(_spec(hidden, target, bias, class_weights, names, ignore_index,
+                                   logit_scale, softcap), hidden.device)
+    buffers = _buffers(hidden, weight, target, bias, class_weights)
+    outputs = [hidden.new_empty((n,), dtype=torch.float32) for _ in names]
+    buffers.update(zip(names, outputs))
+    # On CPU the labels are range-checked (IndexError) before any kernel runs.
+    kernel.run(hidden.device, n, v, d, buffers)
+    return outputs
+
+
+@vocab_reduce_op.register_fake
+def _(hidden, weight, target, bias, class_weights, statistics, ignore_index, logit_scale=1.0,
+      softcap=0.0):
+    names = parse_statistics(statistics)
+    check_reduce_inputs(hidden, weight, target, bias, class_weights, names)
+    return [hidden.new_empty((hidden.shape[0],), dtype=torch.float32) for _ in names]
+
+
+@torch.library.custom_op("lossjit::vocab_reduce_backward", mutates_args=())
+def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Tensor],
+                             bias: Optional[Tensor], class_weights: Optional[Tensor],
+                             saved: List[Tensor], grads: List[Tensor], statistics: str,
+                             ignore_index: int, needs_grad_x: bool, needs_grad_w: bool,
+                             logit_scale: float = 1.0,
+                             softcap: float = 0.0) -> Tuple[Tensor, Tensor, Tensor]:
+    """(grad_hidden, grad_weight, grad_bias) from `saved` (the forward's
+    statistics) and `grads` (the gradient reaching each, [N] float32); a
+    gradient not asked for is an empty tensor (so is grad_bias without a
+    bias)."""
+    names = parse_statistics(statistics)
+    check_reduce_inputs(hidden, weight, target, bias, class_weights, names)
+    n, d = hidden.shape
+    v = weight.shape[0]
+    if len(saved) != len(names) or len(grads) != len(names):
+        raise ValueError(f"lossjit::vocab_reduce_backward: one saved statistic and one "
+                         f"gradient per statistic ({len(names)}), got {len(saved)} and "
+                         f"{len(grads)}")
+    flags = K.BackwardFlags(needs_grad_x, needs_grad_w)
+    kernel = K.reduce_kernel(_spec(hidden, target, bias, class_weights, names, ignore_index,
+                                   logit_scale, softcap), hidden.device, flags)
+    buffers = _buffers(hidden, weight, target, bias, class_weights)
+    names_run = kernel.names
+    for name, value, grad in zip(names, saved, grads):
+        # The kernel reads the saved statistics its adjoint rules need (lse,
+        # entropy) and one adjoint per statistic.
+        if name in names_run:
+            buffers[name] = value.contiguous()
+        buffers["grad_" + name] = grad.to(torch.float32).contiguous()
+    if "grad_x" in names_run:
+        buffers["grad_x"] = torch.empty_like(buffers["x"])
+    if "grad_w" in names_run:
+        buffers["grad_w"] = torch.empty_like(buffers["w"])
+    if "grad_bias" in names_run:
+        buffers["grad_bias"] = torch.empty_like(buffers["bias"])
+    empty = hidden.new_empty((0,))
+    grad_x = buffers["grad_x"] if needs_grad_x else empty
+    grad_w = buffers["grad_w"] if needs_grad_w else empty
+    grad_b = buffers["grad_bias"] if (needs_grad_w and bias is not None) else empty
+    kernel.run(hidden.device, n, v, d, buffers)
+    return grad_x, grad_w, grad_b
+
+
+@vocab_reduce_backward_op.register_fake
+def _(hidden, weight, target, bias, class_weights, saved, grads, statistics, ignore_index,
+      needs_grad_x, needs_grad_w, logit_scale=1.0, softcap=0.0):
+    grad_x = torch.empty_like(hidden) if needs_grad_x else hidden.new_empty((0,))
+    grad_w = torch.empty_like(weight) if needs_grad_w else hidden.new_empty((0,))
+    grad_b = torch.empty_like(bias) if (needs_grad_w and bias is not None) \
+        else hidden.new_empty((0,))
+    return grad_x, grad_w, grad_b
+
+
+def _setup_context(ctx, inputs, output):
+    hidden, weight, target, bias, class_weights, statistics, ignore_index = inputs[:7]
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(hidden, weight, target, bias, class_weights, *output)
+    ctx.statistics = statistics
+    ctx.ignore_index = ignore_index
+    ctx.logit_scale = inputs[7] if len(inputs) > 7 else 1.0
+    ctx.softcap = inputs[8] if len(inputs) > 8 else 0.0
+    ctx.num_inputs = len(inputs)
+
+
+def _backward(ctx, grads):
+    hidden, weight, target, bias, class_weights, *saved = ctx.saved_tensors
+    needs_x, needs_w, _, needs_b = ctx.needs_input_grad[:4]
+    rest = (None,) * (ctx.num_inputs - 4)
+    if all(g is None for g in grads) or not (needs_x or needs_w or needs_b):
+        return (None, None, None, None) + rest
+    # A statistic nobody used has no gradient: its adjoint is 0.
+    filled = [torch.zeros_like(s) if g is None else g for g, s in zip(grads, saved)]
+    grad_x, grad_w, grad_b = torch.ops.lossjit.vocab_reduce_backward(
+        hidden, weight, target, bias, class_weights, saved, filled, ctx.statistics,
+        ctx.ignore_index, bool(needs_x), bool(needs_w or needs_b), ctx.logit_scale,
+        ctx.softcap)
+    return (grad_x if needs_x else None, grad_w if needs_w else None, None,
+            grad_b if (needs_b and bias is not None) else None) + rest
+
+
+vocab_reduce_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _no_double_backward(ctx, *grads):
+    raise RuntimeError(DOUBLE_BACKWARD_MESSAGE)
+
+
+vocab_reduce_backward_op.register_autograd(_no_double_backward)
+
+
+def _autocast_kernel(device_type: str, key_name: str):
+    key = getattr(torch._C.DispatchKey, key_name)
+
+    def cast(t: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor]:
+        if t is None or not t.is_floating_point() or t.dtype == torch.float64 \
+                or t.device.type != device_type:
+            return t
+        return t.to(dtype)
+
+    def kernel(_keyset, hidden, weight, target, bias, class_weights, statistics, ignore_index,
+               logit_scale=1.0, softcap=0.0):
+        # F.linear's rule for the projection; the statistics are float32
+        # and so are the class weights, whatever autocast says.
+        dtype = torch.get_autocast_dtype(device_type)
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
+            return torch.ops.lossjit.vocab_reduce(
+                cast(hidden, dtype), cast(weight, dtype), target, cast(bias, dtype),
+                class_weights, statistics, ignore_index, logit_scale, softcap)
+
+    return kernel
+
+
+_autocast_lib = torch.library.Library("lossjit", "IMPL")
+for _device_type, _key in (("cpu", "AutocastCPU"), ("cuda", "AutocastCUDA")):
+    _autocast_lib.impl("vocab_reduce", _autocast_kernel(_device_type, _key), _key,
+                       with_keyset=True)
+
+
+def vocab_reduce(hidden: Tensor, weight: Tensor, statistics: Sequence[str], *,
+                 target: Optional[Tensor] = None, bias: Optional[Tensor] = None,
+                 class_weights: Optional[Tensor] = None, ignore_index: int = -100,
+                 logit_scale: float = 1.0, softcap: float = 0.0) -> List[Tensor]:
+    """The statistics of hidden [..., D] (leading dims flattened and restored)."""
+    lead = hidden.shape[:-1]
+    flat = hidden.dim() != 2
+    if flat:
+        hidden = hidden.reshape(-1, hidden.shape[-1])
+        if target is not None:
+            target = target.reshape(-1)
+    stats = torch.ops.lossjit.vocab_reduce(hidden, weight, target, bias, class_weights,
+                                           ",".join(statistics), ignore_index,
+                                           float(logit_scale), float(softcap))
+    return [s.view(lead) for s in stats] if flat else list(stats)

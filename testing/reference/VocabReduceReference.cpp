@@ -1,0 +1,106 @@
+//===- VocabReduceReference.cpp -------------------------------------------===//
+
+#include "testing/reference/VocabReduceReference.h"
+#include "testing/reference/HalfFloat.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using namespace lossjit;
+
+namespace {
+/// One row's raw logits, logits and ∂z/∂raw in double.
+struct RowLogits {
+  std::vector<double> raw, z, slope;
+};
+
+RowLogits rowLogits(const LceProblem &p, int64_t row) {
+  RowLogits r;
+  r.raw.assign(p.v, 0.0);
+  r.z.assign(p.v, 0.0);
+  r.slope.assign(p.v, 0.0);
+  for (int64_t j = 0; j < p.v; ++j) {
+    double acc = p.bias ? elementAsDouble(p.bias, p.dtype, j) : 0.0;
+    for (int64_t k = 0; k < p.d; ++k)
+      acc += elementAsDouble(p.x, p.dtype, row * p.d + k) *
+             elementAsDouble(p.w, p.dtype, j * p.d + k);
+    r.raw[j] = acc;
+    r.z[j] = referenceLogit(p, acc, &r.slope[j]);
+  }
+  return r;
+}
+
+double weightOf(const std::vector<double> &classWeights, int64_t j) {
+  return classWeights.empty() ? 1.0 : classWeights[j];
+}
+
+int64_t labelOf(const LceProblem &p, int64_t row) {
+  return static_cast<int64_t>(elementAsDouble(p.labels, p.labelType, row));
+}
+} // namespace
+
+std::map<std::string, std::vector<double>>
+lossjit::referenceVocabReduce(const LceProblem &p, const std::vector<double> &classWeights) {
+  std::map<std::string, std::vector<double>> out;
+  for (const char *name : {"lse", "label_logit", "logit_sum", "entropy"})
+    out[name].assign(p.n, 0.0);
+  for (int64_t row = 0; row < p.n; ++row) {
+    RowLogits r = rowLogits(p, row);
+    double mx = *std::max_element(r.z.begin(), r.z.end());
+    double sum = 0, zsum = 0;
+    for (int64_t j = 0; j < p.v; ++j) {
+      sum += std::exp(r.z[j] - mx);
+      zsum += weightOf(classWeights, j) * r.z[j];
+    }
+    double lse = mx + std::log(sum), entropy = 0;
+    for (int64_t j = 0; j < p.v; ++j) {
+      double logp = r.z[j] - lse;
+      entropy -= std::exp(logp) * logp;
+    }
+    out["lse"][row] = lse;
+    out["logit_sum"][row] = zsum;
+    out["entropy"][row] = entropy;
+    if (!p.labels)
+      continue;
+    int64_t label = labelOf(p, row);
+    out["label_logit"][row] = label == p.ignoreIndex ? 0.0
+                              : label >= 0 && label < p.v
+                                  ? r.z[label]
+                                  : std::numeric_limits<double>::quiet_NaN();
+  }
+  return out;
+}
+
+LceGradReference
+lossjit::referenceVocabReduceGrad(const LceProblem &p, const std::vector<double> &classWeights,
+                                  const std::map<std::string, std::vector<double>> &adjoints) {
+  auto adjoint = [&](const char *name, int64_t row) {
+    auto it = adjoints.find(name);
+    return it == adjoints.end() ? 0.0 : it->second[row];
+  };
+  LceGradReference g;
+  g.gradX.assign(p.n * p.d, 0.0);
+  g.gradW.assign(p.v * p.d, 0.0);
+  g.gradBias.assign(p.v, 0.0);
+  std::map<std::string, std::vector<double>> stats = referenceVocabReduce(p, classWeights);
+  for (int64_t row = 0; row < p.n; ++row) {
+    RowLogits r = rowLogits(p, row);
+    double lse = stats["lse"][row], entropy = stats["entropy"][row];
+    int64_t label = p.labels ? labelOf(p, row) : -1;
+    for (int64_t j = 0; j < p.v; ++j) {
+      double logp = r.z[j] - lse, prob = std::exp(logp);
+      double dz = adjoint("lse", row) * prob + adjoint("logit_sum", row) * weightOf(classWeights, j) -
+                  adjoint("entropy", row) * prob * (logp + entropy);
+      if (j == label)
+        dz += adjoint("label_logit", row);
+      double draw = dz * r.slope[j];
+      for (int64_t k = 0; k < p.d; ++k) {
+        g.gradX[row * p.d + k] += draw * elementAsDouble(p.w, p.dtype, j * p.d + k);
+        g.gradW[j * p.d + k] += draw * elementAsDouble(p.x, p.dtype, row * p.d + k);
+      }
+      g.gradBias[j] += draw;
+    }
+  }
+  return g;
+}

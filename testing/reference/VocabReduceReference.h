@@ -1,0 +1,40 @@
+//===- VocabReduceReference.h - fp64 reference of the row statistics -*- C++ -*-===//
+//
+// The oracle of loss.vocab_reduce and its derived backward, written from the
+// definitions (research: fused_loss_families §2.2), not from the kernels:
+// the logits z = softcap(scale · (x·w + b)) in double, then per row
+//   lse = log Σ exp z,  label_logit = z_y (0 ignored, NaN out of range),
+//   logit_sum = Σ c_j z_j,  entropy = −Σ p log p;
+// and for given adjoints ḡ the gradient dz_j = ḡ_lse p_j + ḡ_label [j = y]
+// + ḡ_sum c_j − ḡ_H p_j (log p_j + H), chained through ∂z/∂raw into dX, dW,
+// db.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_TESTING_REFERENCE_VOCABREDUCEREFERENCE_H
+#define LOSSJIT_TESTING_REFERENCE_VOCABREDUCEREFERENCE_H
+
+#include "testing/reference/Reference.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace lossjit {
+
+/// Row statistics by name ("lse", "label_logit", "logit_sum", "entropy"),
+/// each [N]. `classWeights` is [V] or empty (weights 1). Uses p's inputs,
+/// labels, ignoreIndex and logit transforms; p.labels may be null when
+/// label_logit is not asked for.
+std::map<std::string, std::vector<double>>
+referenceVocabReduce(const LceProblem &p, const std::vector<double> &classWeights);
+
+/// dX, dW, db of Σ_i Σ_k adjoints[k][i] · stat_k(i): `adjoints` by
+/// statistic name, each [N] (missing names are 0).
+LceGradReference
+referenceVocabReduceGrad(const LceProblem &p, const std::vector<double> &classWeights,
+                         const std::map<std::string, std::vector<double>> &adjoints);
+
+} // namespace lossjit
+
+#endif // LOSSJIT_TESTING_REFERENCE_VOCABREDUCEREFERENCE_H

@@ -1,0 +1,71 @@
+// The vocabulary reductions print and parse back (round trip), with every
+// optional operand; the verifier's rules are in vocab-reduce-invalid.mlir.
+// RUN: lossjit-opt %s | lossjit-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @cross_entropy_statistics
+// CHECK: %{{.*}}:2 = loss.vocab_reduce %arg0, %arg1 labels %arg2 : tensor<?xi64> {compute = f32, storage = f16} : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?xf32>, tensor<?xf32> {
+// CHECK-NEXT: ^bb0(%[[Z:.*]]: tensor<?x?xf32>):
+// CHECK-NEXT: %[[L:.*]] = loss.stat lse %[[Z]] : tensor<?x?xf32> -> tensor<?xf32>
+// CHECK-NEXT: %[[Y:.*]] = loss.stat label_logit %[[Z]] : tensor<?x?xf32> -> tensor<?xf32>
+// CHECK-NEXT: loss.yield %[[L]], %[[Y]] : tensor<?xf32>, tensor<?xf32>
+func.func @cross_entropy_statistics(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>)
+    -> (tensor<?xf32>, tensor<?xf32>) {
+  %r:2 = loss.vocab_reduce %x, %w labels %y : tensor<?xi64> {storage = f16, compute = f32}
+      : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?xf32>, tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat label_logit %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1 : tensor<?xf32>, tensor<?xf32>
+  }
+  return %r#0, %r#1 : tensor<?xf32>, tensor<?xf32>
+}
+
+// CHECK-LABEL: func.func @smoothing_with_class_weights
+// CHECK: loss.vocab_reduce %arg0, %arg1 bias %arg3 : tensor<?xbf16> labels %arg2 : tensor<?xi32> class_weights %arg4 : tensor<?xf32> {compute = f32, ignore_index = 0 : i64, logit_scale = 5.000000e-01 : f64, softcap = 3.000000e+01 : f64, storage = bf16}
+// CHECK: loss.stat logit_sum
+func.func @smoothing_with_class_weights(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>,
+    %y: tensor<?xi32>, %b: tensor<?xbf16>, %c: tensor<?xf32>)
+    -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %r:3 = loss.vocab_reduce %x, %w bias %b : tensor<?xbf16> labels %y : tensor<?xi32>
+      class_weights %c : tensor<?xf32>
+      {storage = bf16, compute = f32, ignore_index = 0, logit_scale = 0.5, softcap = 30.0}
+      : tensor<?x?xbf16>, tensor<?x?xbf16> -> tensor<?xf32>, tensor<?xf32>, tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat label_logit %z : tensor<?x?xf32> -> tensor<?xf32>
+    %2 = loss.stat logit_sum %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
+// CHECK-LABEL: func.func @entropy_without_labels
+// CHECK: loss.vocab_reduce %arg0, %arg1 {compute = f32, storage = f32} : tensor<8x?xf32>, tensor<?x?xf32> -> tensor<8xf32>
+// CHECK: loss.stat entropy
+func.func @entropy_without_labels(%x: tensor<8x?xf32>, %w: tensor<?x?xf32>) -> tensor<8xf32> {
+  %h = loss.vocab_reduce %x, %w {storage = f32, compute = f32}
+      : tensor<8x?xf32>, tensor<?x?xf32> -> tensor<8xf32> {
+  ^bb0(%z: tensor<8x?xf32>):
+    %0 = loss.stat entropy %z : tensor<8x?xf32> -> tensor<8xf32>
+    loss.yield %0 : tensor<8xf32>
+  }
+  return %h : tensor<8xf32>
+}
+
+// CHECK-LABEL: func.func @derived_backward
+// CHECK: loss.vocab_reduce_grad %arg0, %arg1 saved(%arg2, %arg3 : tensor<?xf32>, tensor<?xf32>) adjoints(%arg4, %arg5 : tensor<?xf32>, tensor<?xf32>) {compute = f32, needs_input = false, storage = f16, strategy = "recompute"} : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?x?xf16> {
+// CHECK: loss.stat entropy
+func.func @derived_backward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>,
+    %lse: tensor<?xf32>, %h: tensor<?xf32>, %glse: tensor<?xf32>, %gh: tensor<?xf32>)
+    -> tensor<?x?xf16> {
+  %gw = loss.vocab_reduce_grad %x, %w
+      saved(%lse, %h : tensor<?xf32>, tensor<?xf32>) adjoints(%glse, %gh : tensor<?xf32>, tensor<?xf32>)
+      {storage = f16, compute = f32, needs_input = false, strategy = "recompute"}
+      : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?x?xf16> {
+  ^bb0(%z: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat entropy %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1 : tensor<?xf32>, tensor<?xf32>
+  }
+  return %gw : tensor<?x?xf16>
+}

@@ -1,0 +1,356 @@
+"""The loss families on the vocabulary-reduction IR (issue 14): class weights
+and label smoothing with PyTorch's exact semantics, per-token log-probs and
+entropy, each against a float64 torch reference (forward and gradients), the
+drop-in signature of torch's F.linear_cross_entropy, bitwise repeats, and
+the ops under opcheck, FakeTensor and torch.compile.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import lossjit
+from conftest import REDUCTIONS, STORAGE, make_inputs, transform_logits
+
+#: Tolerances against float64 by storage type: the inputs are rounded to the
+#: storage type once (the reference sees the same values), so only float32
+#: compute separates the two.
+TOL = {torch.float32: 2e-5, torch.float16: 2e-5, torch.bfloat16: 2e-5}
+
+
+def reference_logits(h, w, b=None, logit_scale=1.0, softcap=None):
+    z = F.linear(h.double(), w.double(), None if b is None else b.double())
+    return transform_logits(z, logit_scale, softcap)
+
+
+def class_weights_for(v, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(v, generator=g) * 2 + 0.1
+
+
+def leaves(*tensors):
+    return [t.detach().clone().requires_grad_(True) if t is not None else None
+            for t in tensors]
+
+
+def grads_of(loss, inputs):
+    wanted = [t for t in inputs if t is not None]
+    return torch.autograd.grad(loss, wanted)
+
+
+def assert_close(got, want, rtol, atol=None):
+    torch.testing.assert_close(got.double(), want.double(), rtol=rtol,
+                               atol=rtol if atol is None else atol, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", STORAGE, ids=str)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 1.0])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_weights_and_smoothing_match_torch(device, dtype, reduction, smoothing, weighted):
+    h, w, y, b = make_inputs(device, dtype, bias=True)
+    cw = class_weights_for(w.shape[0]).to(device) if weighted else None
+    if smoothing == 0.0 and not weighted:
+        pytest.skip("plain cross-entropy: the existing op's tests cover it")
+    h, w, b = leaves(h, w, b)
+    loss = lossjit.linear_cross_entropy(h, w, y, linear_bias=b, weight=cw,
+                                        label_smoothing=smoothing, reduction=reduction)
+    hr, wr, br = leaves(h, w, b)
+    ref = F.cross_entropy(reference_logits(hr, wr, br), y,
+                          weight=None if cw is None else cw.double(),
+                          label_smoothing=smoothing, reduction=reduction)
+    assert loss.dtype == torch.float32 and loss.shape == ref.shape
+    assert_close(loss, ref, TOL[dtype])
+    upstream = torch.linspace(0.5, 1.5, loss.numel(), dtype=torch.float64,
+                              device=device).view(loss.shape)
+    got = grads_of((loss.double() * upstream).sum(), [h, w, b])
+    want = grads_of((ref * upstream).sum(), [hr, wr, br])
+    # Gradients are rounded to the storage type once.
+    tol = {torch.float32: 5e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+    for g, r in zip(got, want):
+        assert g.dtype == dtype
+        assert_close(g, r.to(dtype), tol, atol=tol * max(1.0, float(r.abs().max())))
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.25])
+def test_weights_smoothing_with_logit_transforms_and_3d_input(device, smoothing):
+    h, w, y, _ = make_inputs(device, torch.bfloat16, lead=(3, 7), ignored=(2, 9, 20))
+    cw = class_weights_for(w.shape[0], seed=5).to(device)
+    h, w = leaves(h, w)
+    loss, lse = lossjit.linear_cross_entropy(h, w, y, weight=cw, label_smoothing=smoothing,
+                                             logit_scale=0.75, softcap=9.0, return_lse=True)
+    hr, wr = leaves(h, w)
+    z = reference_logits(hr, wr, logit_scale=0.75, softcap=9.0)
+    ref = F.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1), weight=cw.double(),
+                          label_smoothing=smoothing)
+    assert lse.shape == y.shape
+    assert_close(lse, torch.logsumexp(z, -1), 2e-5)
+    assert_close(loss, ref, 2e-5)
+    got = grads_of(loss, [h, w])
+    want = grads_of(ref, [hr, wr])
+    for g, r in zip(got, want):
+        assert_close(g, r.to(g.dtype), 1.6e-2, atol=2e-3)
+
+
+def test_z_loss_through_the_differentiable_lse_of_the_smoothed_loss(device):
+    h, w, y, _ = make_inputs(device, torch.float32)
+    h, w = leaves(h, w)
+    loss, lse = lossjit.linear_cross_entropy(h, w, y, label_smoothing=0.1, return_lse=True)
+    total = loss + 1e-2 * lse.square().mean()
+    hr, wr = leaves(h, w)
+    z = reference_logits(hr, wr)
+    ref = F.cross_entropy(z, y, label_smoothing=0.1) + 1e-2 * torch.logsumexp(z, -1).square().mean()
+    assert_close(total, ref, 2e-6)
+    for g, r in zip(grads_of(total, [h, w]), grads_of(ref, [hr, wr])):
+        assert_close(g, r.float(), 2e-5)
+
+
+def test_every_row_ignored_gives_torch_nan_and_zero_gradients(device):
+    h, w, y, _ = make_inputs(device, torch.float32, ignored=range(19))
+    h, w = leaves(h, w)
+    cw = class_weights_for(w.shape[0]).to(device)
+    loss = lossjit.linear_cross_entropy(h, w, y, weight=cw, label_smoothing=0.2)
+    ref = F.cross_entropy(reference_logits(h, w), y, weight=cw.double(), label_smoothing=0.2)
+    assert torch.isnan(loss) and torch.isnan(ref)
+    summed = lossjit.linear_cross_entropy(h, w, y, weight=cw, label_smoothing=0.2,
+                                          reduction="sum")
+    assert float(summed.detach()) == 0.0
+    gh, gw = torch.autograd.grad(summed, [h, w])
+    assert not gh.any() and not gw.any()
+
+
+def test_class_weight_zero_for_the_target_class(device):
+    h, w, y, _ = make_inputs(device, torch.float32, ignored=())
+    cw = torch.ones(w.shape[0], device=device)
+    cw[y[0]] = 0.0
+    loss = lossjit.linear_cross_entropy(h, w, y, weight=cw, reduction="none")
+    ref = F.cross_entropy(reference_logits(h, w), y, weight=cw.double(), reduction="none")
+    assert float(loss[0]) == 0.0
+    assert_close(loss, ref, 2e-6)
+
+
+# --- The drop-in signature --------------------------------------------------------
+
+def test_same_call_as_torch_linear_cross_entropy(device):
+    h, w, y, b = make_inputs(device, torch.float32, bias=True)
+    cw = class_weights_for(w.shape[0]).to(device)
+    kwargs = dict(linear_bias=b, weight=cw, reduction="sum", ignore_index=-100,
+                  label_smoothing=0.05)
+    ours = lossjit.linear_cross_entropy(input=h, linear_weight=w, target=y, **kwargs)
+    theirs = F.linear_cross_entropy(h.double(), w.double(), y, linear_bias=b.double(),
+                                    weight=cw.double(), reduction="sum", ignore_index=-100,
+                                    label_smoothing=0.05)
+    assert_close(ours, theirs, 2e-6)
+    # ignore_index=None means -100, as in torch.
+    none_ii = lossjit.linear_cross_entropy(h, w, y, linear_bias=b, weight=cw, reduction="sum",
+                                           ignore_index=None, label_smoothing=0.05)
+    assert torch.equal(none_ii, ours)
+
+
+def test_bias_aliases(device):
+    h, w, y, b = make_inputs(device, torch.float32, bias=True)
+    by_name = lossjit.linear_cross_entropy(h, w, y, linear_bias=b)
+    assert torch.equal(lossjit.linear_cross_entropy(h, w, y, b), by_name)
+    assert torch.equal(lossjit.linear_cross_entropy(h, w, y, bias=b), by_name)
+    with pytest.raises(TypeError, match="linear_bias given twice"):
+        lossjit.linear_cross_entropy(h, w, y, b, bias=b)
+
+
+@pytest.mark.parametrize("what,kwargs,error,message", [
+    ("class weights of the wrong length", dict(weight=torch.ones(5)), ValueError,
+     r"weight \(the class weights\) must have shape \[V\] = \[37\], got \[5\]"),
+    ("the old keyword for the linear weight", dict(weight=torch.ones(37, 24)), ValueError,
+     "the linear layer's weight is linear_weight"),
+    ("integer class weights", dict(weight=torch.ones(37, dtype=torch.long)), TypeError,
+     "must be floating point"),
+    ("smoothing above 1", dict(label_smoothing=1.5), ValueError,
+     r"label_smoothing must be in \[0, 1\]"),
+    ("negative smoothing", dict(label_smoothing=-0.1), ValueError, "label_smoothing"),
+    ("smoothing not a number", dict(label_smoothing="0.1"), TypeError,
+     "label_smoothing must be a number"),
+])
+def test_bad_family_arguments_name_the_argument(what, kwargs, error, message):
+    h, w, y, _ = make_inputs("cpu", torch.float32)
+    with pytest.raises(error, match=message):
+        lossjit.linear_cross_entropy(h, w, y, **kwargs)
+
+
+def test_probability_targets_are_a_clear_error():
+    h, w, y, _ = make_inputs("cpu", torch.float32)
+    probs = torch.softmax(torch.randn(h.shape[0], w.shape[0]), -1)
+    with pytest.raises(NotImplementedError, match="class-probability targets"):
+        lossjit.linear_cross_entropy(h, w, probs)
+
+
+def test_k_dimensional_weights_are_a_clear_error():
+    h, w, y, _ = make_inputs("cpu", torch.float32)
+    with pytest.raises(ValueError, match="K-dimensional losses"):
+        lossjit.linear_cross_entropy(h, w.view(37, 1, 24), y)
+
+
+def test_errors_name_the_public_arguments():
+    h, w, y, _ = make_inputs("cpu", torch.float32)
+    with pytest.raises(TypeError, match="linear_weight has dtype float16 but input has float32"):
+        lossjit.linear_cross_entropy(h, w.half(), y)
+    with pytest.raises(ValueError, match=r"linear_bias must have shape \[V\]"):
+        lossjit.linear_cross_entropy(h, w, y, torch.zeros(3))
+
+
+def test_module_takes_class_weights_and_smoothing(device):
+    h, w, y, b = make_inputs(device, torch.float32, bias=True)
+    cw = class_weights_for(w.shape[0]).to(device)
+    module = lossjit.LinearCrossEntropyLoss(weight=cw, label_smoothing=0.1, reduction="sum")
+    assert "label_smoothing=0.1" in repr(module)
+    got = module(h, w, y, b)
+    want = lossjit.linear_cross_entropy(h, w, y, b, weight=cw, label_smoothing=0.1,
+                                        reduction="sum")
+    assert torch.equal(got, want)
+    assert torch.equal(module.state_dict()["weight"], cw)
+
+
+# --- Per-token log-probs and entropy --------------------------------------------------
+
+@pytest.mark.parametrize("dtype", STORAGE, ids=str)
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_log_prob_and_entropy_match_torch(device, dtype, temperature):
+    h, w, y, _ = make_inputs(device, dtype, lead=(2, 9), ignored=())
+    h, w = leaves(h, w)
+    logp, ent = lossjit.linear_log_prob(h, w, y, temperature=temperature, return_entropy=True)
+    hr, wr = leaves(h, w)
+    logits = F.linear(hr.double(), wr.double()) / temperature
+    ref_all = torch.log_softmax(logits, -1)
+    ref_logp = ref_all.gather(-1, y[..., None])[..., 0]
+    ref_ent = -(ref_all.exp() * ref_all).sum(-1)
+    assert logp.shape == y.shape and ent.shape == y.shape
+    assert_close(logp, ref_logp, 2e-5)
+    assert_close(ent, ref_ent, 2e-5)
+    # A GRPO-style objective with an entropy bonus: both adjoints in one backward.
+    adv = torch.linspace(-1, 1, y.numel(), device=device).view(y.shape)
+    objective = -(logp * adv).mean() - 0.01 * ent.mean()
+    ref_objective = -(ref_logp * adv.double()).mean() - 0.01 * ref_ent.mean()
+    tol = {torch.float32: 5e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+    for g, r in zip(grads_of(objective, [h, w]), grads_of(ref_objective, [hr, wr])):
+        assert_close(g, r.to(dtype), tol, atol=tol * max(1.0, float(r.abs().max())))
+
+
+def test_log_prob_alone_and_entropy_alone_have_gradients(device):
+    h, w, y, _ = make_inputs(device, torch.float32, ignored=())
+    h, w = leaves(h, w)
+    logp, ent = lossjit.linear_log_prob(h, w, y, return_entropy=True)
+    hr, wr = leaves(h, w)
+
+    def ref_log_softmax():
+        return torch.log_softmax(F.linear(hr.double(), wr.double()), -1)
+
+    ref_all = ref_log_softmax()
+    ref_ent = -(ref_all.exp() * ref_all).sum(-1)
+    for g, r in zip(grads_of(ent.sum(), [h, w]), grads_of(ref_ent.sum(), [hr, wr])):
+        assert_close(g, r.float(), 5e-5)
+    only = lossjit.linear_log_prob(h, w, y)
+    ref_logp = ref_log_softmax().gather(-1, y[:, None])[:, 0]
+    for g, r in zip(grads_of(only.sum(), [h, w]), grads_of(ref_logp.sum(), [hr, wr])):
+        assert_close(g, r.float(), 5e-5)
+
+
+def test_entropy_of_large_logits_keeps_its_accuracy():
+    # Logits near 60 with an entropy near 0.1: lse − E_p[z] would cancel most
+    # digits; the kernel carries Σ p (z − max) instead.
+    h = torch.zeros(4, 2)
+    h[:, 0] = 1.0
+    w = torch.zeros(50, 2)
+    w[:, 0] = 60.0
+    w[0, 0] = 66.0
+    y = torch.zeros(4, dtype=torch.long)
+    logp, ent = lossjit.linear_log_prob(h, w, y, return_entropy=True)
+    ref_all = torch.log_softmax(F.linear(h.double(), w.double()), -1)
+    ref_ent = -(ref_all.exp() * ref_all).sum(-1)
+    assert_close(ent, ref_ent, 1e-5, atol=1e-7)
+
+
+def test_log_prob_rejects_tokens_outside_the_vocabulary():
+    h, w, y, _ = make_inputs("cpu", torch.float32, ignored=())
+    y[3] = -100
+    with pytest.raises(IndexError, match=r"tokens must be in \[0, V\) = \[0, 37\)"):
+        lossjit.linear_log_prob(h, w, y)
+    with pytest.raises(ValueError, match="temperature must be positive and finite"):
+        lossjit.linear_log_prob(h, w, y.clamp(min=0), temperature=0.0)
+
+
+# --- Determinism, ops, compile ---------------------------------------------------
+
+def test_bitwise_repeats(device):
+    h, w, y, b = make_inputs(device, torch.bfloat16, bias=True)
+    cw = class_weights_for(w.shape[0]).to(device)
+    runs = []
+    for _ in range(3):
+        hh, ww, bb = leaves(h, w, b)
+        loss = lossjit.linear_cross_entropy(hh, ww, y, bb, weight=cw, label_smoothing=0.1)
+        logp, ent = lossjit.linear_log_prob(hh, ww, y.clamp(min=0), return_entropy=True)
+        total = loss + logp.sum() + ent.sum()
+        runs.append((total.detach(),) + tuple(torch.autograd.grad(total, [hh, ww, bb])))
+    for run in runs[1:]:
+        for a, b_ in zip(runs[0], run):
+            assert torch.equal(a, b_)
+
+
+def test_vocab_reduce_ops_pass_opcheck():
+    h, w, y, b = make_inputs("cpu", torch.float32, bias=True)
+    cw = class_weights_for(w.shape[0])
+    h.requires_grad_(True)
+    w.requires_grad_(True)
+    args = (h, w, y, b, cw, "lse,label_logit,logit_sum", -100, 1.0, 0.0)
+    torch.library.opcheck(torch.ops.lossjit.vocab_reduce.default, args)
+    args = (h, w, None, None, None, "lse,entropy", -100, 0.5, 0.0)
+    torch.library.opcheck(torch.ops.lossjit.vocab_reduce.default, args)
+
+
+def test_compiled_smoothed_loss_equals_eager():
+    h, w, y, _ = make_inputs("cpu", torch.float32)
+    cw = class_weights_for(w.shape[0])
+
+    def loss_fn(h, w, y):
+        return lossjit.linear_cross_entropy(h, w, y, weight=cw, label_smoothing=0.1)
+
+    h1, w1 = leaves(h, w)
+    eager = loss_fn(h1, w1, y)
+    ge = torch.autograd.grad(eager, [h1, w1])
+    h2, w2 = leaves(h, w)
+    compiled = torch.compile(loss_fn, fullgraph=True, backend="aot_eager")(h2, w2, y)
+    gc = torch.autograd.grad(compiled, [h2, w2])
+    assert torch.equal(eager, compiled)
+    for a, b in zip(ge, gc):
+        assert torch.equal(a, b)
+
+
+def test_fake_tensors_give_shapes_without_running():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        h = torch.empty(6, 8)
+        w = torch.empty(11, 8)
+        y = torch.zeros(6, dtype=torch.long)
+        logp, ent = lossjit.linear_log_prob(h, w, y, return_entropy=True)
+        loss = lossjit.linear_cross_entropy(h, w, y, label_smoothing=0.1, reduction="none")
+    assert logp.shape == (6,) and ent.shape == (6,) and loss.shape == (6,)
+
+
+def test_redispatch_reaches_the_new_functions_once():
+    from torch.overrides import TorchFunctionMode
+
+    seen = []
+
+    class Log(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in (lossjit.linear_log_prob, lossjit.linear_cross_entropy):
+                seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    h, w, y, _ = make_inputs("cpu", torch.float32, ignored=())
+    plain = lossjit.linear_log_prob(h, w, y)
+    plain_ce = lossjit.linear_cross_entropy(h, w, y, label_smoothing=0.1)
+    with Log():
+        logged = lossjit.linear_log_prob(h, w, y)
+        logged_ce = lossjit.linear_cross_entropy(h, w, y, label_smoothing=0.1)
+    assert seen == [lossjit.linear_log_prob, lossjit.linear_cross_entropy]
+    assert torch.equal(plain, logged) and torch.equal(plain_ce, logged_ce)

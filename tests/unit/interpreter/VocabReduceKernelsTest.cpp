@@ -1,0 +1,376 @@
+//===- VocabReduceKernelsTest.cpp - the row statistics on both backends ---===//
+//
+// loss.vocab_reduce and its derived backward, lowered to the GPU kernels
+// (run by the SIMT interpreter: SIMT and tensor-core logits) and to the host
+// kernels (LLVM JIT: row-chunked, vocabulary-chunked and recompute
+// schedules), against the fp64 oracle written from the statistics'
+// definitions (testing/reference/VocabReduceReference.h). Also: the
+// cross-entropy op is the special case {lse, label_logit}: its lse and row
+// loss are the reduction's bits.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Builder/GraphBuilder.h"
+#include "compiler/Builder/VocabReduceGraph.h"
+#include "compiler/Pipeline/Registration.h"
+#include "compiler/Pipeline/StageRunner.h"
+#include "compiler/Target/CpuJit.h"
+#include "dialects/Loss/LossOps.h"
+#include "testing/reference/HalfFloat.h"
+#include "testing/reference/VocabReduceReference.h"
+#include "testing/simt/PlanRunner.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+using namespace lossjit;
+
+namespace {
+struct Case {
+  int64_t n, v, d;
+  std::string dtype = "f32";
+  std::vector<std::string> statistics = {"lse", "label_logit", "logit_sum", "entropy"};
+  bool bias = false, classWeights = false;
+  double scale = 1.0, cap = 0.0;
+  double magnitude = 4.0; ///< typical |x·w|.
+  double ignored = 0.2;   ///< fraction of rows labelled ignore_index.
+  std::string strategy = "chunked";
+  std::string tile = "block_rows=2,threads=32,splits=3";
+};
+
+std::string describe(const Case &c) {
+  std::string stats;
+  for (const std::string &s : c.statistics)
+    stats += (stats.empty() ? "" : ",") + s;
+  return "N=" + std::to_string(c.n) + " V=" + std::to_string(c.v) + " D=" + std::to_string(c.d) +
+         " " + c.dtype + " {" + stats + "}" + (c.bias ? " bias" : "") +
+         (c.classWeights ? " class_weights" : "") + " scale=" + loss::formatF64(c.scale) +
+         " cap=" + loss::formatF64(c.cap) + " " + c.strategy + " tile=" + c.tile;
+}
+
+bool has(const Case &c, const std::string &name) {
+  return std::find(c.statistics.begin(), c.statistics.end(), name) != c.statistics.end();
+}
+
+simt::ElementType typeOf(const std::string &dtype) {
+  if (dtype == "f16")
+    return simt::ElementType::F16;
+  if (dtype == "bf16")
+    return simt::ElementType::BF16;
+  if (dtype == "i64")
+    return simt::ElementType::I64;
+  return simt::ElementType::F32;
+}
+
+/// Random inputs of one case, the oracle's view of them and the buffers.
+struct Inputs {
+  RandomLceInputs random;
+  std::vector<float> classWeights;
+  std::vector<double> classWeights64;
+  std::map<std::string, HostBuffer> buffers;
+};
+
+class VocabReduceKernels : public ::testing::Test {
+protected:
+  VocabReduceKernels() {
+    registerLossJITDialects(registry);
+    context = std::make_unique<mlir::MLIRContext>(registry);
+  }
+
+  VocabReduceGraphOptions options(const Case &c, bool gradient) {
+    VocabReduceGraphOptions o;
+    o.dtype = c.dtype;
+    o.statistics = c.statistics;
+    o.bias = c.bias;
+    o.classWeights = c.classWeights;
+    o.logitScale = c.scale;
+    o.softcap = c.cap;
+    o.gradient = gradient;
+    o.strategy = c.strategy;
+    return o;
+  }
+
+  void makeInputs(const Case &c, Inputs &in) {
+    RandomLceOptions o;
+    o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = c.dtype;
+    o.bias = c.bias, o.ignoredFraction = c.ignored, o.logitScale = c.magnitude, o.seed = 7;
+    makeRandomLceInputs(o, in.random);
+    LceProblem &p = in.random.problem;
+    p.logitScale = c.scale;
+    p.softcap = c.cap;
+    if (!has(c, "label_logit"))
+      p.labels = nullptr;
+    in.buffers = {{"x", {const_cast<void *>(p.x), c.dtype, c.n * c.d}},
+                  {"w", {const_cast<void *>(p.w), c.dtype, c.v * c.d}}};
+    if (p.labels)
+      in.buffers["labels"] = {in.random.labels64.data(), "i64", c.n};
+    if (c.bias)
+      in.buffers["bias"] = {const_cast<void *>(p.bias), c.dtype, c.v};
+    if (c.classWeights) {
+      std::mt19937 rng(3);
+      std::uniform_real_distribution<float> u(0.1f, 2.0f);
+      for (int64_t j = 0; j < c.v; ++j)
+        in.classWeights.push_back(u(rng));
+      in.classWeights64.assign(in.classWeights.begin(), in.classWeights.end());
+      in.buffers["class_weights"] = {in.classWeights.data(), "f32", c.v};
+    }
+  }
+
+  /// Runs `c`'s forward or backward graph on the host kernels.
+  void runOnCpu(const Case &c, bool gradient, std::map<std::string, HostBuffer> buffers) {
+    auto graph = buildVocabReduceGraph(*context, options(c, gradient));
+    ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+    auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
+    ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
+    llvm::Error err = (*op)->run(buffers, {c.n, c.v, c.d});
+    ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  }
+
+  /// Lowers `c`'s graph to GPU kernels with `c.tile` and runs its plan on
+  /// the interpreter.
+  void runOnSimt(const Case &c, bool gradient, const std::map<std::string, HostBuffer> &buffers) {
+    auto graph = buildVocabReduceGraph(*context, options(c, gradient));
+    ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+    auto tile = TileConfig::parse(c.tile);
+    ASSERT_TRUE(static_cast<bool>(tile)) << llvm::toString(tile.takeError());
+    std::vector<Stage> stages = gpuStages(GpuTarget{}, *tile);
+    while (stages.back().name != "kernels")
+      stages.pop_back();
+    auto timings = runStages(**graph, stages);
+    ASSERT_TRUE(static_cast<bool>(timings)) << llvm::toString(timings.takeError());
+    std::string error;
+    auto plans = readLaunchPlans(**graph, error);
+    ASSERT_TRUE(mlir::succeeded(plans)) << error;
+    EXPECT_EQ(plans->front().op, "vocab_reduce");
+    std::map<std::string, simt::SimtHostBuffer> simtBuffers;
+    for (const auto &[name, b] : buffers)
+      simtBuffers[name] = {b.data, typeOf(b.dtype), b.count};
+    llvm::Error err = simt::runPlanOnSimt(**graph, plans->front(), simtBuffers, {c.n, c.v, c.d});
+    ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  }
+
+  /// The forward's statistics on `backend` ("cpu" or "simt").
+  std::map<std::string, std::vector<float>> forward(const Case &c, Inputs &in,
+                                                    const std::string &backend) {
+    std::map<std::string, std::vector<float>> out;
+    auto buffers = in.buffers;
+    for (const std::string &s : c.statistics) {
+      out[s].assign(c.n, -12345.0f);
+      buffers[s] = {out[s].data(), "f32", c.n};
+    }
+    if (backend == "cpu")
+      runOnCpu(c, false, buffers);
+    else
+      runOnSimt(c, false, buffers);
+    return out;
+  }
+
+  void checkForward(const Case &c, const std::string &backend) {
+    SCOPED_TRACE(backend + " " + describe(c));
+    Inputs in;
+    makeInputs(c, in);
+    auto got = forward(c, in, backend);
+    auto want = referenceVocabReduce(in.random.problem, in.classWeights64);
+    for (const std::string &s : c.statistics)
+      for (int64_t i = 0; i < c.n; ++i) {
+        double ref = want[s][i], scaleOfRow = std::fabs(want["lse"][i]) + std::fabs(ref) + 1.0;
+        // logit_sum adds V terms of |z|: its rounding grows with their size.
+        if (s == "logit_sum")
+          scaleOfRow = c.v * (c.magnitude + 1.0);
+        EXPECT_LE(std::fabs(got[s][i] - ref), 2e-6 * scaleOfRow)
+            << s << " row " << i << " got " << got[s][i] << " want " << ref;
+      }
+  }
+
+  void checkBackward(const Case &c, const std::string &backend) {
+    SCOPED_TRACE(backend + " " + describe(c));
+    Inputs in;
+    makeInputs(c, in);
+    auto stats = forward(c, in, "cpu");
+    std::map<std::string, std::vector<float>> adjoints;
+    std::map<std::string, std::vector<double>> adjoints64;
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1.5f, 1.5f);
+    auto buffers = in.buffers;
+    for (const std::string &s : c.statistics) {
+      for (int64_t i = 0; i < c.n; ++i)
+        adjoints[s].push_back(u(rng));
+      adjoints64[s].assign(adjoints[s].begin(), adjoints[s].end());
+      // The backward reads the saved lse and entropy (its adjoints' rules
+      // do); the plan refuses any other buffer.
+      if (s == "lse" || s == "entropy")
+        buffers[s] = {stats[s].data(), "f32", c.n};
+      buffers["grad_" + s] = {adjoints[s].data(), "f32", c.n};
+    }
+    const int64_t es = c.dtype == "f32" ? 4 : 2;
+    std::vector<char> gx(c.n * c.d * es), gw(c.v * c.d * es), gb(c.v * es);
+    buffers["grad_x"] = {gx.data(), c.dtype, c.n * c.d};
+    buffers["grad_w"] = {gw.data(), c.dtype, c.v * c.d};
+    if (c.bias)
+      buffers["grad_bias"] = {gb.data(), c.dtype, c.v};
+    if (backend == "cpu")
+      runOnCpu(c, true, buffers);
+    else
+      runOnSimt(c, true, buffers);
+    LceGradReference want =
+        referenceVocabReduceGrad(in.random.problem, in.classWeights64, adjoints64);
+    // The products are f32 from storage-rounded inputs: one rounding of
+    // the result to storage dominates for 16-bit types.
+    const double tol = c.dtype == "f32" ? 2e-5 : c.dtype == "f16" ? 2e-3 : 1e-2;
+    EXPECT_LE(relativeL2Error(gx.data(), c.dtype, want.gradX), tol) << "grad_x";
+    EXPECT_LE(relativeL2Error(gw.data(), c.dtype, want.gradW), tol) << "grad_w";
+    if (c.bias)
+      EXPECT_LE(relativeL2Error(gb.data(), c.dtype, want.gradBias), tol) << "grad_bias";
+  }
+
+  mlir::DialectRegistry registry;
+  std::unique_ptr<mlir::MLIRContext> context;
+};
+} // namespace
+
+TEST_F(VocabReduceKernels, EveryStatisticOnTheHost) {
+  for (std::string dtype : {"f32", "f16", "bf16"}) {
+    Case c{9, 53, 12, dtype};
+    c.bias = true;
+    c.classWeights = true;
+    checkForward(c, "cpu");
+  }
+}
+
+TEST_F(VocabReduceKernels, EveryStatisticOnTheGpuKernels) {
+  for (std::string dtype : {"f32", "bf16"}) {
+    Case c{7, 45, 10, dtype};
+    c.bias = true;
+    c.classWeights = true;
+    checkForward(c, "simt");
+  }
+  // Tensor-core logits (mma_sync) carry the same statistics.
+  Case tc{21, 70, 40, "f16"};
+  tc.classWeights = true;
+  tc.tile = "matmul=mma_sync";
+  checkForward(tc, "simt");
+}
+
+TEST_F(VocabReduceKernels, StatisticSubsetsAndLogitMaps) {
+  Case entropyOnly{6, 31, 8, "f32", {"entropy"}};
+  entropyOnly.scale = 1.0 / 0.7;
+  checkForward(entropyOnly, "cpu");
+  checkForward(entropyOnly, "simt");
+  Case sumOnly{5, 29, 7, "bf16", {"logit_sum"}};
+  sumOnly.cap = 6.0;
+  sumOnly.magnitude = 20.0;
+  checkForward(sumOnly, "cpu");
+  checkForward(sumOnly, "simt");
+  Case logProb{8, 40, 9, "f16", {"label_logit", "lse"}};
+  logProb.cap = 15.0;
+  logProb.scale = 0.5;
+  checkForward(logProb, "cpu");
+  checkForward(logProb, "simt");
+}
+
+TEST_F(VocabReduceKernels, LongRowsKeepEntropyAndSumsAccurate) {
+  // 3 rows over 20000 columns: the wide (compensated) states keep the sums'
+  // error that of one vocabulary tile.
+  Case c{3, 20000, 4, "f32"};
+  c.classWeights = true;
+  c.magnitude = 2.0;
+  checkForward(c, "cpu");
+}
+
+TEST_F(VocabReduceKernels, DerivedBackwardOnTheHost) {
+  for (std::string dtype : {"f32", "bf16"})
+    for (std::string strategy : {"chunked", "recompute", "auto"}) {
+      Case c{11, 47, 13, dtype};
+      c.bias = true;
+      c.classWeights = true;
+      c.cap = 12.0;
+      c.magnitude = 10.0;
+      c.strategy = strategy;
+      checkBackward(c, "cpu");
+    }
+}
+
+TEST_F(VocabReduceKernels, DerivedBackwardOnTheGpuKernels) {
+  for (std::string strategy : {"chunked", "recompute"}) {
+    Case c{7, 41, 9, "f32"};
+    c.bias = true;
+    c.classWeights = true;
+    c.scale = 0.75;
+    c.strategy = strategy;
+    checkBackward(c, "simt");
+  }
+  // Tensor-core logits; the gradient products stay SIMT on f32 dZ.
+  Case tc{20, 66, 36, "bf16"};
+  tc.tile = "matmul=mma_sync";
+  checkBackward(tc, "simt");
+}
+
+TEST_F(VocabReduceKernels, EachAdjointAlone) {
+  for (std::vector<std::string> stats :
+       {std::vector<std::string>{"lse"}, {"label_logit"}, {"logit_sum"}, {"lse", "entropy"}}) {
+    Case c{6, 33, 8, "f32", stats};
+    checkBackward(c, "cpu");
+    checkBackward(c, "simt");
+  }
+}
+
+TEST_F(VocabReduceKernels, CrossEntropyIsTheLseAndLabelLogitSpecialCase) {
+  // The cross-entropy op's lse and row loss are the bits of the reduction
+  // {lse, label_logit} and lse − label_logit: one statistic kind, one
+  // order, one row rule.
+  for (std::string dtype : {"f32", "bf16"}) {
+    Case c{13, 61, 11, dtype, {"lse", "label_logit"}};
+    c.bias = true;
+    c.cap = 20.0;
+    SCOPED_TRACE(describe(c));
+    Inputs in;
+    makeInputs(c, in);
+    auto stats = forward(c, in, "cpu");
+    LceGraphOptions o;
+    o.dtype = dtype;
+    o.bias = true;
+    o.reduction = "none";
+    o.softcap = c.cap;
+    auto graph = buildLinearCrossEntropyGraph(*context, o);
+    ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+    auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
+    ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
+    std::vector<float> loss(c.n), lse(c.n);
+    auto buffers = in.buffers;
+    buffers["loss"] = {loss.data(), "f32", c.n};
+    buffers["lse"] = {lse.data(), "f32", c.n};
+    llvm::Error err = (*op)->run(buffers, {c.n, c.v, c.d});
+    ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    for (int64_t i = 0; i < c.n; ++i) {
+      EXPECT_EQ(std::memcmp(&lse[i], &stats["lse"][i], 4), 0) << "lse row " << i;
+      float rowLoss = stats["lse"][i] - stats["label_logit"][i];
+      bool ignored = in.random.labels64[i] == -100;
+      EXPECT_EQ(ignored ? 0.0f : rowLoss, loss[i]) << "row loss " << i;
+    }
+  }
+}
+
+TEST_F(VocabReduceKernels, BuilderRejectsBadOptions) {
+  VocabReduceGraphOptions o;
+  o.statistics = {"lse", "softmax"};
+  auto bad = buildVocabReduceGraph(*context, o);
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("unknown statistic 'softmax'"), std::string::npos);
+  o.statistics = {"entropy"};
+  o.gradient = true;
+  auto noLse = buildVocabReduceGraph(*context, o);
+  ASSERT_FALSE(static_cast<bool>(noLse));
+  EXPECT_NE(llvm::toString(noLse.takeError()).find("gradient of entropy reads lse"),
+            std::string::npos);
+  o.statistics = {"lse"};
+  o.gradient = false;
+  o.classWeights = true;
+  auto weights = buildVocabReduceGraph(*context, o);
+  ASSERT_FALSE(static_cast<bool>(weights));
+  EXPECT_NE(llvm::toString(weights.takeError()).find("read by logit_sum only"), std::string::npos);
+}
