@@ -17,6 +17,13 @@ F.cross_entropy, ``.float()``, ``*``...). The recording is split in three:
 * anything that would need the [N, V] logits outside the fused part is an
   error naming the op and its source line.
 
+That template keeps its own op (and bits). Any other loss over one linear
+layer's logits — class weights, label smoothing, z-loss, entropy, focal,
+per-token log-probs and what is built from them — is a composition of row
+statistics: ``lossjit._jit_stats`` evaluates the ops on the vocabulary axis
+symbolically into one ``lossjit::vocab_reduce`` sweep and keeps the rest
+eager (see ``lossjit._algebra``).
+
 Scaling by Python numbers and a tanh soft-cap become ``loss.scale`` and
 ``loss.softcap`` ops of the graph, applied in float32 to every logit inside
 the kernels (nothing is folded into the hidden states). Any chain
@@ -43,9 +50,13 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.overrides import TorchFunctionMode, handle_torch_function, has_torch_function
 from torch.utils import _pytree as pytree
 
+from . import _jit_stats
 from . import _kernels as K
 from ._ext import C, HAS_COMPILER
 from .functional import _fused
+from ._jit_ops import (_ADD, _CAST_METHODS, _CE, _DIALECT_DTYPES, _DIV, _LINEAR,  # noqa: F401
+                       _LOG_SOFTMAX, _LOGSUMEXP, _MATMUL, _MUL, _NEG, _NLL, _TANH, _TO,
+                       _TRANSPOSE_METHODS, _VIEW, _func_name, _is_property)
 
 SUPPORTED = """lossjit.jit fuses, between the inputs and the loss:
   - the logits: F.linear(x, w[, b]), x @ w.T, torch.matmul / torch.mm (+ a [V] bias add)
@@ -56,81 +67,15 @@ SUPPORTED = """lossjit.jit fuses, between the inputs and the loss:
   - flattening views of the logits that keep the vocabulary dim last
   - F.cross_entropy(logits, target, ignore_index=..., reduction=...)
     or F.log_softmax(logits, dim=-1) followed by F.nll_loss(...)
-  - torch.logsumexp(logits, dim=-1) of the same logits (no gradient through it)
-Any torch ops on the inputs before, or on the loss after, run eagerly.
-Not supported yet: class weights, label smoothing, other ops on the [N, V]
-logits (they would have to be materialized)."""
+  - torch.logsumexp(logits, dim=-1) of the same logits
+  - any composition of row statistics of the logits (softmax, log_softmax,
+    entropy, gathers at the labels, sums over the vocabulary, class weights,
+    label smoothing): see lossjit._jit_stats
+Any torch ops on the inputs before, or on [N]-shaped values after, run eagerly."""
 
 
 class JitError(ValueError):
     """A function @lossjit.jit cannot fuse; the message names the op."""
-
-
-def _tensor_attrs(*names: str) -> set:
-    out = set()
-    for n in names:
-        f = getattr(torch.Tensor, n, None)
-        if f is not None:
-            out.add(f)
-    return out
-
-
-def _torch_attrs(*names: str) -> set:
-    out = set()
-    for n in names:
-        f = getattr(torch, n, None)
-        if f is not None:
-            out.add(f)
-    return out
-
-
-_CE = {F.cross_entropy}
-_NLL = {F.nll_loss}
-_LOG_SOFTMAX = {F.log_softmax} | _torch_attrs("log_softmax") | _tensor_attrs("log_softmax")
-_LOGSUMEXP = _torch_attrs("logsumexp") | _tensor_attrs("logsumexp")
-_LINEAR = {F.linear}
-_MATMUL = _torch_attrs("matmul", "mm") | _tensor_attrs("matmul", "mm", "__matmul__")
-_CAST_METHODS = {torch.Tensor.float: torch.float32, torch.Tensor.half: torch.float16,
-                 torch.Tensor.bfloat16: torch.bfloat16, torch.Tensor.double: torch.float64}
-_TO = _tensor_attrs("to", "type")
-_MUL = _torch_attrs("mul", "multiply") | _tensor_attrs("mul", "multiply", "__mul__",
-                                                         "__rmul__")
-_DIV = _torch_attrs("div", "divide", "true_divide") | _tensor_attrs(
-    "div", "divide", "true_divide", "__truediv__", "__div__")
-_NEG = _torch_attrs("neg", "negative") | _tensor_attrs("neg", "negative", "__neg__")
-_ADD = _torch_attrs("add") | _tensor_attrs("add", "__add__", "__radd__")
-_VIEW = _torch_attrs("reshape", "flatten") | _tensor_attrs("view", "reshape", "flatten")
-_TRANSPOSE_METHODS = _torch_attrs("t", "transpose", "swapaxes", "swapdims") | _tensor_attrs(
-    "t", "transpose", "swapaxes", "swapdims", "permute")
-_TANH = _torch_attrs("tanh") | _tensor_attrs("tanh") | (
-    {F.tanh} if getattr(F, "tanh", None) is not None else set())
-_DIALECT_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
-
-
-def _is_property(func: Any, name: str) -> bool:
-    return getattr(func, "__self__", None) is getattr(torch._C.TensorBase, name, None) \
-        and getattr(func, "__name__", "") == "__get__"
-
-
-def _func_name(func: Any) -> str:
-    if getattr(func, "__name__", "") == "__get__":
-        owner = getattr(func, "__self__", None)
-        return f"Tensor.{getattr(owner, '__name__', '?')}"
-    module = getattr(func, "__module__", None) or ""
-    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
-    if name.startswith("TensorBase."):
-        return "Tensor." + name[len("TensorBase."):]
-    if name.startswith("_VariableFunctionsClass."):
-        name = name[len("_VariableFunctionsClass."):]
-        return ("F." if getattr(F, name, None) is func else "torch.") + name
-    if module.startswith("torch.nn.functional"):
-        return "F." + name
-    if module in ("torch", "torch._C._VariableFunctions") or type(func).__name__ == \
-            "builtin_function_or_method":
-        if name in dir(F) and getattr(F, name, None) is func:
-            return "F." + name
-        return "torch." + name
-    return f"{module}.{name}" if module else name
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -221,6 +166,30 @@ class _Fused:
     region: set = field(default_factory=set)  # call indices inside
     lse_calls: List[_Call] = field(default_factory=list)
     flatten_rows: bool = False
+
+    # The part protocol JittedLoss._program reads (shared with the
+    # vocabulary reductions of lossjit._jit_stats).
+    @property
+    def w_value(self) -> Tensor:
+        return self.w.m if isinstance(self.w, _Transposed) else self.w
+
+    @property
+    def inputs(self) -> List[Tensor]:
+        """What the step reads."""
+        return [self.x, self.w_value, self.labels] + (
+            [self.bias] if isinstance(self.bias, Tensor) else [])
+
+    @property
+    def exposed(self) -> List[Tensor]:
+        """What the step writes: the loss and the lse values."""
+        return [self.loss_call.out] + [u.out for u in self.lse_calls]
+
+    @property
+    def anchor(self) -> _Call:
+        return self.linear_call or self.loss_call
+
+    def make_step(self, jitted: "JittedLoss", ref, new_slot) -> "_FusedStep":
+        return jitted._fused_step(self, ref, new_slot)
 
 
 def _bind(func: Callable, call: _Call) -> Dict[str, Any]:
@@ -829,8 +798,13 @@ class JittedLoss:
 
         # Real tensors the function reads from outside (module parameters)
         # are allowed; the program captures them (see _Captured).
-        mode = FakeTensorMode(allow_non_fake_inputs=True)
-        fake_leaves = [mode.from_tensor(t) if isinstance(t, Tensor) else t for t in leaves]
+        # A shape environment lets boolean-mask indexing (lse[mask]) trace: its
+        # sizes become unbacked symbols, which only the eager part sees.
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+        mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+        # (Static input shapes: V, N and D are plain ints in the analysis.)
+        fake_leaves = [mode.from_tensor(t, static_shapes=True) if isinstance(t, Tensor) else t
+                       for t in leaves]
         if isinstance(spec, int):
             args, kwargs = tuple(fake_leaves), {}
         else:
@@ -847,11 +821,23 @@ class JittedLoss:
         inputs = {id(t): i for i, t in enumerate(fake_leaves) if isinstance(t, Tensor)}
         out_leaves, out_spec = pytree.tree_flatten(out)
         analysis = _Analysis(rec, inputs, out_leaves)
-        fused = analysis.find()
-        return self._program(analysis, fused, leaves, fake_leaves, out_leaves, out_spec)
+        # The cross-entropy template (loss.linear_cross_entropy, its own
+        # kernels); anything else over the logits is a composition of row
+        # statistics (loss.vocab_reduce and an eager epilogue).
+        try:
+            part = analysis.find()
+        except JitError as template_error:
+            part = _jit_stats._Tracer(analysis, JitError).find()
+            if part is None:
+                raise template_error
+        return self._program(analysis, part, leaves, fake_leaves, out_leaves, out_spec)
 
-    def _program(self, analysis: _Analysis, fused: _Fused, leaves: List[Any],
+    def _program(self, analysis: _Analysis, part: Any, leaves: List[Any],
                  fake_leaves: List[Any], out_leaves: List[Any], out_spec: Any) -> _Program:
+        """The eager calls around one fused `part` (a _Fused cross-entropy or
+        a _jit_stats.ReducePart): its `region` of call indices, the
+        `inputs` its step reads, the tensors it writes (`exposed`) and
+        make_step(jitted, ref, new_slot)."""
         rec = analysis.rec
         slot_of: Dict[int, int] = {}
         counter = [0]
@@ -866,23 +852,18 @@ class JittedLoss:
                 new_slot(t)
         region_outputs = set()
         for call in rec.calls:
-            if call.index in fused.region:
+            if call.index in part.region:
                 for t in call.tensors_out():
                     region_outputs.add(id(t))
-        loss_t = fused.loss_call.out
-        lse_ts = [u.out for u in fused.lse_calls]
-        exposed = {id(loss_t)} | {id(t) for t in lse_ts}
+        exposed = {id(t) for t in part.exposed}
+        part_inputs = part.inputs
 
         # Liveness: which eager calls feed the outputs or the fused inputs.
-        w_is_t = isinstance(fused.w, _Transposed)
-        w_value = fused.w.m if w_is_t else fused.w
         needed = {id(t) for t in out_leaves if isinstance(t, Tensor)}
-        needed |= {id(fused.x), id(w_value), id(fused.labels)}
-        if isinstance(fused.bias, Tensor):
-            needed.add(id(fused.bias))
+        needed |= {id(t) for t in part_inputs}
         live: List[_Call] = []
         for call in reversed(rec.calls):
-            if call.index in fused.region:
+            if call.index in part.region:
                 continue
             outs = call.tensors_out()
             if not any(id(t) in needed for t in outs):
@@ -903,11 +884,9 @@ class JittedLoss:
 
         # Tensors read from outside the arguments: real (not fake) inputs of
         # the calls that run.
-        fused_inputs = [fused.x, w_value, fused.labels] + (
-            [fused.bias] if isinstance(fused.bias, Tensor) else [])
         captured: List[_Captured] = []
         used = [(call, t) for call in live for t in call.tensors_in()] + \
-            [(fused.linear_call or fused.loss_call, t) for t in fused_inputs]
+            [(part.anchor, t) for t in part_inputs]
         for call, t in used:
             if id(t) in slot_of or isinstance(t, FakeTensor):
                 continue
@@ -939,9 +918,8 @@ class JittedLoss:
         pending = list(live)
         while pending or fused_step is None:
             progressed = False
-            if fused_step is None and all(id(t) in ready for t in fused_inputs):
-                fused_step = self._fused_step(fused, ref, new_slot, loss_t, lse_ts,
-                                              loss_t.dtype)
+            if fused_step is None and all(id(t) in ready for t in part_inputs):
+                fused_step = part.make_step(self, ref, new_slot)
                 steps.append(("fused", fused_step))
                 ready |= exposed
                 progressed = True
@@ -958,8 +936,9 @@ class JittedLoss:
                     pending.remove(call)
                     progressed = True
             if not progressed:
-                raise JitError("lossjit.jit: internal error: the traced program has a "
-                               "cycle through the fused loss")
+                raise JitError("lossjit.jit: a value the fused part reads (a weight of the "
+                               "logits, the labels) is computed from its own results; "
+                               "compute it from the inputs instead")
 
         leaves_out: List[Tuple[str, Any]] = []
         for t in out_leaves:
@@ -970,11 +949,10 @@ class JittedLoss:
                 leaves_out.append(("ref", _Ref(slot_of[id(t)])))
             else:
                 leaves_out.append(("const", t))
-        return _Program(steps, out_spec, leaves_out, fused_step.graph_id, counter[0],
-                        captured)
+        return _Program(steps, out_spec, leaves_out, getattr(fused_step, "graph_id", ""),
+                        counter[0], captured)
 
-    def _fused_step(self, fused: _Fused, ref, new_slot, loss_t, lse_ts,
-                    loss_dtype) -> _FusedStep:
+    def _fused_step(self, fused: _Fused, ref, new_slot) -> _FusedStep:
         x, labels = fused.x, fused.labels
         w_is_t = isinstance(fused.w, _Transposed)
         w_value = fused.w.m if w_is_t else fused.w
@@ -1013,8 +991,10 @@ class JittedLoss:
                 raise RuntimeError(f"lossjit.jit: internal error: compiled options {got} "
                                    f"differ from the traced {want}")
         bias_slot = ref(fused.bias).slot if isinstance(fused.bias, Tensor) else None
+        loss_t = fused.loss_call.out
+        loss_dtype = loss_t.dtype
         loss_slot = new_slot(loss_t)
-        lse_slots = [(new_slot(t), t.dtype) for t in lse_ts]
+        lse_slots = [(new_slot(u.out), u.out.dtype) for u in fused.lse_calls]
         return _FusedStep(ref(x).slot, ref(w_value).slot, w_is_t, ref(labels).slot,
                           bias_slot, fused.logit_scale, fused.softcap, fused.ignore_index,
                           fused.reduction, graph_id, fused.flatten_rows, loss_slot,

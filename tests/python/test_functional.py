@@ -210,7 +210,7 @@ def test_grad_lse_shape_is_checked():
 
 def test_error_dtype_mismatch(device):
     h, w, y, b = make_inputs(device, bias=True)
-    with pytest.raises(TypeError, match="weight has dtype float16 but hidden has float32"):
+    with pytest.raises(TypeError, match="linear_weight has dtype float16 but input has float32"):
         lossjit.linear_cross_entropy(h, w.half(), y)
     with pytest.raises(TypeError, match="bias has dtype bfloat16"):
         lossjit.linear_cross_entropy(h, w, y, b.bfloat16())

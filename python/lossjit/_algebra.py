@@ -1,0 +1,250 @@
+"""The row-statistics algebra behind ``@lossjit.jit`` (issue 14).
+
+A value over the vocabulary axis of the logits z (never materialized) is
+held symbolically as ``Σ_b coef_b · basis_b(j)`` over a small set of column
+functions, with [N]-shaped coefficients:
+
+  ``1``   1            ``z``  z_j             ``p``   softmax(z)_j
+  ``pz``  p_j z_j      ``c``  c_j (a [V] tensor, e.g. class weights)
+  ``cz``  c_j z_j
+
+so ``log_softmax(z) = z − lse·1`` and ``softmax(z)·log_softmax(z) = pz − lse·p``.
+A reduction over the vocabulary maps each basis to row statistics of one
+kernel sweep (``loss.vocab_reduce``):
+
+  ===========  ================  =========================
+  basis        Σ_j               at the label y (gather)
+  ===========  ================  =========================
+  1            V                 1
+  z            logit_sum         label_logit
+  p            1                 exp(label_logit − lse)
+  pz           lse − entropy     exp(label_logit − lse)·label_logit
+  c            Σ c               c_y
+  cz           logit_sum (c)     c_y · label_logit
+  ===========  ================  =========================
+
+Coefficients and reductions are polynomials (:class:`Poly`) over atoms —
+the statistics, [N]-shaped tensors the function computes eagerly, and a few
+derived values — with float coefficients, combined symbolically before
+anything is evaluated (``Σ (pz − lse·p) = −entropy`` exactly, never
+``(lse − H) − lse`` rounded). Evaluation is torch on the statistics, so
+autograd hands the kernel's derived backward one adjoint per statistic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+#: Atom kinds: ("stat", name), ("row", tensor id), ("rowinv", tensor id),
+#: ("p_label",), ("csum",), ("c_label",).
+Atom = Tuple[Any, ...]
+Monomial = Tuple[Atom, ...]
+
+
+class AlgebraError(ValueError):
+    """An operation the algebra cannot express (the caller names the op)."""
+
+
+@dataclass
+class Poly:
+    """Σ coeff · Π atoms, with float coefficients (monomials sorted)."""
+
+    terms: Dict[Monomial, float] = field(default_factory=dict)
+
+    @staticmethod
+    def const(value: float) -> "Poly":
+        return Poly({(): float(value)} if value != 0 else {})
+
+    @staticmethod
+    def atom(atom: Atom) -> "Poly":
+        return Poly({(atom,): 1.0})
+
+    def is_zero(self) -> bool:
+        return not self.terms
+
+    def constant(self) -> Optional[float]:
+        """The value when the polynomial is a plain number, else None."""
+        if not self.terms:
+            return 0.0
+        if set(self.terms) == {()}:
+            return self.terms[()]
+        return None
+
+    def __add__(self, other: "Poly") -> "Poly":
+        out = dict(self.terms)
+        for mono, coeff in other.terms.items():
+            value = out.get(mono, 0.0) + coeff
+            if value == 0.0:
+                out.pop(mono, None)
+            else:
+                out[mono] = value
+        return Poly(out)
+
+    def scale(self, factor: float) -> "Poly":
+        if factor == 0.0:
+            return Poly()
+        return Poly({m: c * factor for m, c in self.terms.items()})
+
+    def __neg__(self) -> "Poly":
+        return self.scale(-1.0)
+
+    def __sub__(self, other: "Poly") -> "Poly":
+        return self + (-other)
+
+    def __mul__(self, other: "Poly") -> "Poly":
+        out = Poly()
+        for m1, c1 in self.terms.items():
+            for m2, c2 in other.terms.items():
+                out = out + Poly({tuple(sorted(m1 + m2, key=repr)): c1 * c2})
+        return out
+
+    def atoms(self) -> Iterable[Atom]:
+        for mono in self.terms:
+            yield from mono
+
+    def evaluate(self, env: Callable[[Atom], Tensor], like: Tensor) -> Tensor:
+        """The value as a tensor (atoms from `env`, shaped like `like`),
+        the monomials summed in a fixed order."""
+        total: Optional[Tensor] = None
+        for mono in sorted(self.terms, key=repr):
+            coeff = self.terms[mono]
+            value: Optional[Tensor] = None
+            for atom in mono:
+                factor = env(atom)
+                value = factor if value is None else value * factor
+            if value is None:
+                value = torch.full_like(like, coeff)
+            elif coeff != 1.0:
+                value = value * coeff
+            total = value if total is None else total + value
+        if total is None:
+            return torch.zeros_like(like)
+        return total
+
+
+BASES = ("1", "z", "p", "pz", "c", "cz")
+#: basis × basis for the products the algebra can reduce (absent: cannot).
+_PRODUCT = {
+    ("1", "1"): "1", ("1", "z"): "z", ("1", "p"): "p", ("1", "pz"): "pz",
+    ("1", "c"): "c", ("1", "cz"): "cz", ("z", "p"): "pz", ("z", "c"): "cz",
+}
+_PRODUCT.update({(b, a): c for (a, b), c in list(_PRODUCT.items())})
+
+
+@dataclass
+class Sym:
+    """A symbolic [..., V] value: Σ_b coef_b · basis_b."""
+
+    parts: Dict[str, Poly] = field(default_factory=dict)
+
+    @staticmethod
+    def logits() -> "Sym":
+        return Sym({"z": Poly.const(1.0)})
+
+    @staticmethod
+    def basis(name: str, coef: Optional[Poly] = None) -> "Sym":
+        return Sym({name: Poly.const(1.0) if coef is None else coef})
+
+    def clean(self) -> "Sym":
+        return Sym({b: c for b, c in self.parts.items() if not c.is_zero()})
+
+    def __add__(self, other: "Sym") -> "Sym":
+        out = dict(self.parts)
+        for b, c in other.parts.items():
+            out[b] = out[b] + c if b in out else c
+        return Sym(out).clean()
+
+    def __neg__(self) -> "Sym":
+        return Sym({b: -c for b, c in self.parts.items()})
+
+    def __sub__(self, other: "Sym") -> "Sym":
+        return self + (-other)
+
+    def times(self, coef: Poly) -> "Sym":
+        return Sym({b: c * coef for b, c in self.parts.items()}).clean()
+
+    def __mul__(self, other: "Sym") -> "Sym":
+        out = Sym()
+        for b1, c1 in self.parts.items():
+            for b2, c2 in other.parts.items():
+                b = _PRODUCT.get((b1, b2))
+                if b is None:
+                    raise AlgebraError(
+                        f"multiplies {_DESCRIBE[b1]} by {_DESCRIBE[b2]} over the vocabulary "
+                        "(no statistic of one sweep gives their sum)")
+                out = out + Sym({b: c1 * c2})
+        return out
+
+    def is_log_softmax(self) -> bool:
+        """Whether this is z − lse (so exp() of it is p)."""
+        want = {"z": Poly.const(1.0), "1": -Poly.atom(("stat", "lse"))}
+        return set(self.parts) == set(want) and all(
+            self.parts[b].terms == want[b].terms for b in want)
+
+    def is_logits(self) -> bool:
+        return set(self.parts) == {"z"} and self.parts["z"].constant() == 1.0
+
+
+_DESCRIBE = {"1": "a constant", "z": "the logits", "p": "the softmax",
+             "pz": "softmax·logits", "c": "a [V] tensor", "cz": "[V] tensor·logits"}
+
+
+def reduce_sum(sym: Sym, vocab: int) -> Poly:
+    """Σ_j over the vocabulary."""
+    rules = {
+        "1": Poly.const(float(vocab)),
+        "z": Poly.atom(("stat", "logit_sum")),
+        "p": Poly.const(1.0),
+        "pz": Poly.atom(("stat", "lse")) - Poly.atom(("stat", "entropy")),
+        "c": Poly.atom(("csum",)),
+        "cz": Poly.atom(("stat", "logit_sum_c")),
+    }
+    out = Poly()
+    for b, coef in sym.parts.items():
+        out = out + coef * rules[b]
+    return out
+
+
+def reduce_gather(sym: Sym) -> Poly:
+    """The value at each row's label."""
+    zy = Poly.atom(("stat", "label_logit"))
+    py = Poly.atom(("p_label",))
+    rules = {"1": Poly.const(1.0), "z": zy, "p": py, "pz": py * zy,
+             "c": Poly.atom(("c_label",)), "cz": Poly.atom(("c_label",)) * zy}
+    out = Poly()
+    for b, coef in sym.parts.items():
+        out = out + coef * rules[b]
+    return out
+
+
+def statistics_of(polys: Iterable[Poly]) -> Tuple[List[str], bool]:
+    """The kernel statistics the polynomials read, in the kernel's order, and
+    whether logit_sum is weighted by the [V] tensor. Entropy brings lse (its
+    gradient reads it); p_label reads both lse and label_logit."""
+    names = set()
+    weighted = unweighted = False
+    for poly in polys:
+        for atom in poly.atoms():
+            if atom[0] == "stat":
+                name = atom[1]
+                if name == "logit_sum_c":
+                    weighted = True
+                    name = "logit_sum"
+                elif name == "logit_sum":
+                    unweighted = True
+                names.add(name)
+            elif atom[0] == "p_label":
+                names |= {"lse", "label_logit"}
+            elif atom[0] == "c_label":
+                pass
+    if weighted and unweighted:
+        raise AlgebraError("sums both the logits and the logits weighted by a [V] tensor over "
+                           "the vocabulary; one sweep carries one of them")
+    if "entropy" in names:
+        names.add("lse")
+    order = ["lse", "label_logit", "logit_sum", "entropy"]
+    return [n for n in order if n in names], weighted

@@ -1,0 +1,761 @@
+"""``@lossjit.jit`` for any composition of row statistics (issue 14).
+
+The traced calls are split at the row boundary (research:
+fused_loss_families §2.1): everything that touches the vocabulary axis of
+the logits — log_softmax, softmax, logsumexp, exp of log-probabilities,
+products with [N, 1] or [V] tensors, sums and means over the vocabulary,
+gathers at the labels, F.cross_entropy (class weights, label smoothing) and
+F.nll_loss — is evaluated symbolically (lossjit._algebra) into per-row
+polynomials of the statistics of one ``loss.vocab_reduce`` sweep; everything
+[N]-shaped around them stays eager torch, replayed on every call. Several
+losses over the same logits (CE + z-loss + an entropy bonus + a log-prob
+objective) share the one sweep. An op on the logits the algebra cannot
+express is a JitError naming it and its line: the logits would have to be
+materialized.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _reduce
+from ._algebra import AlgebraError, Poly, Sym, reduce_gather, reduce_sum, statistics_of
+from ._jit_ops import (_ADD, _CAST_METHODS, _CE, _DIV, _EXP, _GATHER, _GETITEM, _LINEAR,
+                       _LOG_SOFTMAX, _LOGSUMEXP, _MATMUL, _MEAN, _MUL, _NEG, _NLL, _RSUB,
+                       _SOFTMAX, _SQUEEZE, _SUB, _SUM, _TANH, _TO, _VIEW, _DIALECT_DTYPES)
+
+#: Ops that need the vocabulary softmax: a linear whose (mapped) output
+#: reaches one of them is the logit stream.
+_SOFTMAX_OPS = _LOG_SOFTMAX | _SOFTMAX | _LOGSUMEXP | _CE
+
+
+@dataclass
+class Exit:
+    """A value leaving the vocabulary axis: a row polynomial (`rows`, and
+    `smooth` for label smoothing) and how it becomes the traced tensor."""
+
+    out: Tensor
+    rows: Poly
+    kind: str = "plain"  # "plain", "nll" or "ce"
+    smooth: Optional[Poly] = None
+    label_smoothing: float = 0.0
+    ignore_index: int = -100
+    reduction: str = "none"
+    weighted: bool = False  # nll/ce: the [V] column is the class weights
+    vocab: int = 0  # ce with label smoothing: ε / V
+
+
+@dataclass
+class ReducePart:
+    """The fused part: one logit stream, its statistics and the exits."""
+
+    analysis: Any
+    region: set
+    x: Tensor
+    w: Any  # a [V, D] tensor or jit._Transposed
+    bias: Optional[Tensor]
+    linear_call: Any
+    logit_scale: float
+    softcap: float
+    vocab: int
+    exits: List[Exit] = field(default_factory=list)
+    labels: Optional[Tensor] = None  # the base [lead] label tensor
+    ignore_index: Optional[int] = None
+    column: Optional[Tensor] = None  # the one [V] tensor (class weights)
+    rows: Dict[int, Tensor] = field(default_factory=dict)  # row atoms' tensors
+    lead: Tuple[int, ...] = ()
+
+    @property
+    def w_value(self) -> Tensor:
+        return getattr(self.w, "m", self.w)
+
+    @property
+    def inputs(self) -> List[Tensor]:
+        out = [self.x, self.w_value]
+        for t in (self.bias, self.labels, self.column):
+            if isinstance(t, Tensor):
+                out.append(t)
+        out.extend(self.rows.values())
+        return out
+
+    @property
+    def exposed(self) -> List[Tensor]:
+        return [e.out for e in self.exits]
+
+    @property
+    def anchor(self):
+        return self.linear_call
+
+    def make_step(self, jitted, ref, new_slot) -> "ReduceStep":
+        stats, weighted = statistics_of(
+            [p for e in self.exits for p in (e.rows, e.smooth) if p is not None])
+        if not stats:  # only constants (Σ softmax = 1): the sweep still runs once
+            stats = ["lse"]
+        if "label_logit" in stats and self.labels is None:
+            raise AlgebraError("internal: label_logit without labels")
+        if weighted and self.column is None:
+            raise AlgebraError("internal: a weighted logit_sum without a [V] tensor")
+        x_dtype = self.x.dtype
+        device = self.x.device
+        if device.type in ("cpu", "cuda") and torch.is_autocast_enabled(device.type):
+            x_dtype = torch.get_autocast_dtype(device.type)
+        if x_dtype not in _DIALECT_DTYPES:
+            raise AlgebraError(f"the hidden states are {x_dtype}; lossjit stores float16, "
+                               "bfloat16 or float32")
+        return ReduceStep(
+            x=ref(self.x).slot, w=ref(self.w_value).slot,
+            w_transposed=self.w is not self.w_value,
+            bias=ref(self.bias).slot if isinstance(self.bias, Tensor) else None,
+            labels=ref(self.labels).slot if isinstance(self.labels, Tensor) else None,
+            column=ref(self.column).slot if isinstance(self.column, Tensor) else None,
+            rows={i: ref(t).slot for i, t in self.rows.items()},
+            statistics=tuple(stats), weighted=weighted,
+            ignore_index=self.ignore_index if self.ignore_index is not None else _NO_LABEL,
+            logit_scale=self.logit_scale, softcap=self.softcap, storage=x_dtype,
+            exits=[(new_slot(e.out), e) for e in self.exits])
+
+
+#: The kernel's ignore_index when only plain gathers read the labels.
+_NO_LABEL = -(1 << 63)
+
+
+@dataclass
+class ReduceStep:
+    """One loss.vocab_reduce call per run, then every exit from its
+    statistics (torch, so autograd reaches the statistics)."""
+
+    x: int
+    w: int
+    w_transposed: bool
+    bias: Optional[int]
+    labels: Optional[int]
+    column: Optional[int]
+    rows: Dict[int, int]
+    statistics: Tuple[str, ...]
+    weighted: bool
+    ignore_index: int
+    logit_scale: float
+    softcap: float
+    storage: torch.dtype
+    exits: List[Tuple[int, Exit]]
+    graph_id: str = ""
+
+    def run(self, slots: List[Any]) -> None:
+        x, w = slots[self.x], slots[self.w]
+        bias = slots[self.bias] if self.bias is not None else None
+        if x.dtype != self.storage:  # autocast: what F.linear would cast to
+            x, w = x.to(self.storage), w.to(self.storage)
+            bias = bias.to(self.storage) if bias is not None else None
+        if self.w_transposed:
+            w = w.t()
+        x = x.reshape(-1, x.shape[-1])
+        labels = slots[self.labels].reshape(-1) if self.labels is not None else None
+        column = slots[self.column].reshape(-1).to(torch.float32) \
+            if self.column is not None else None
+        values = _reduce.vocab_reduce(
+            x, w, self.statistics, target=labels if "label_logit" in self.statistics else None,
+            bias=bias, class_weights=column if self.weighted else None,
+            ignore_index=self.ignore_index, logit_scale=self.logit_scale, softcap=self.softcap)
+        stats = dict(zip(self.statistics, values))
+        like = next(iter(stats.values()))
+        cache: Dict[Any, Tensor] = {}
+
+        def env(atom) -> Tensor:
+            value = cache.get(atom)
+            if value is not None:
+                return value
+            kind = atom[0]
+            if kind == "stat":
+                value = stats["logit_sum" if atom[1] == "logit_sum_c" else atom[1]]
+            elif kind == "p_label":
+                value = torch.exp(stats["label_logit"] - stats["lse"])
+            elif kind == "csum":
+                value = column.sum()
+            elif kind == "c_label":
+                value = column[_safe_labels(labels, self.ignore_index)]
+            elif kind == "row":
+                value = _row(slots[self.rows[atom[1]]])
+            elif kind == "rowinv":
+                value = 1.0 / _row(slots[self.rows[atom[1]]])
+            else:
+                raise RuntimeError(f"lossjit.jit: internal error: atom {atom!r}")
+            cache[atom] = value
+            return value
+
+        for slot, exit_ in self.exits:
+            rows = exit_.rows.evaluate(env, like)
+            if exit_.kind == "plain":
+                out = rows.reshape(exit_.out.shape)
+            else:
+                out = self._loss(exit_, rows, env, like, labels, column)
+            slots[slot] = out if out.dtype == exit_.out.dtype else out.to(exit_.out.dtype)
+
+    def _loss(self, e: Exit, rows: Tensor, env, like: Tensor, labels: Tensor,
+              column: Optional[Tensor]) -> Tensor:
+        """F.nll_loss / F.cross_entropy from their per-row polynomials, with
+        PyTorch's ignore, class-weight, smoothing and reduction rules."""
+        counted = labels != e.ignore_index
+        if e.weighted:
+            weight = torch.where(counted, column[_safe_labels(labels, e.ignore_index)], 0.0)
+        else:
+            weight = counted.to(torch.float32)
+        value = torch.where(counted, weight * rows, 0.0)
+        if e.smooth is not None:
+            smooth = torch.where(counted, e.smooth.evaluate(env, like), 0.0)
+            value = (1.0 - e.label_smoothing) * value + (e.label_smoothing / e.vocab) * smooth
+        if e.reduction == "none":
+            return value.reshape(e.out.shape)
+        if e.reduction == "sum":
+            return value.sum()
+        return value.sum() / weight.sum()
+
+
+def _safe_labels(labels: Tensor, ignore_index: int) -> Tensor:
+    """Labels with ignored rows pointed at class 0 (their values are masked)."""
+    return torch.where(labels == ignore_index, torch.zeros_like(labels), labels)
+
+
+def _row(t: Tensor) -> Tensor:
+    """An [..., 1] (or 0-d) coefficient as a flat [N] (or 0-d) tensor."""
+    if t.dim() == 0:
+        return t
+    return t.reshape(-1)
+
+
+# --- The tracer: recorded calls → ReducePart ---------------------------------------
+
+class _Unsupported(Exception):
+    """An op that cannot run on the symbolic logits at all (it would need
+    them materialized); reported before algebra errors."""
+
+    def __init__(self, call, what: str) -> None:
+        super().__init__(what)
+        self.call, self.what = call, what
+
+
+def _arg(call, index: int, name: str, default: Any = None) -> Any:
+    if name in call.kwargs:
+        return call.kwargs[name]
+    return call.args[index] if len(call.args) > index else default
+
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _same_size(a: Tensor, b: Tensor) -> bool:
+    """Whether two traced tensors have as many elements, False when that
+    depends on data (a boolean-mask index)."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+    return bool(statically_known_true(a.numel() == b.numel()))
+
+
+def _is_last_dim(dim: Any, ndim: int) -> bool:
+    if isinstance(dim, (list, tuple)) and len(dim) == 1:
+        dim = dim[0]
+    return isinstance(dim, int) and ndim > 0 and dim % ndim == ndim - 1
+
+
+class _Tracer:
+    """Symbolic evaluation of the calls on one logit stream."""
+
+    def __init__(self, analysis, jit_error: Callable[[str], Exception]) -> None:
+        self.a = analysis
+        self.error = jit_error
+        self.sym: Dict[int, Sym] = {}
+        self.rowpoly: Dict[int, Tuple[Poly, Tuple[int, ...]]] = {}
+        self.poison: set = set()
+        self.algebra_errors: List[Tuple[Any, str]] = []
+
+    # -- the stream ------------------------------------------------------------
+
+    def streams(self) -> List[Tuple[Any, List[Any], Tensor]]:
+        """(linear call, map chain, final logits) of every linear layer whose
+        mapped output reaches a softmax-type op."""
+        found = []
+        for call in self.a.rec.calls:
+            if call.func not in _LINEAR and call.func not in _MATMUL:
+                continue
+            chain, logits = self._walk_maps(call)
+            if any(u.func in _SOFTMAX_OPS for u in self.a.users.get(id(logits), [])) or \
+                    self._reaches_softmax_through_views(logits):
+                found.append((call, chain, logits))
+        return found
+
+    def _reaches_softmax_through_views(self, t: Tensor) -> bool:
+        for u in self.a.users.get(id(t), []):
+            if u.func in _VIEW or u.func in _CAST_METHODS or u.func in _TO:
+                if any(v.func in _SOFTMAX_OPS for v in self.a.users.get(id(u.out), [])):
+                    return True
+        return False
+
+    def _walk_maps(self, linear) -> Tuple[List[Any], Tensor]:
+        """The single-use chain of element-wise maps after the linear layer:
+        casts, scaling by Python numbers, a [V] bias add, tanh, flattening
+        views (the kernel applies them to every logit)."""
+        t = linear.out
+        chain: List[Any] = []
+        while id(t) not in self.a.output_ids:
+            users = self.a.users.get(id(t), [])
+            if len(users) != 1:
+                break
+            u = users[0]
+            step = self._map_step(u, t)
+            if step is None:
+                break
+            chain.append((step, u))
+            t = u.out if isinstance(u.out, Tensor) else t
+        return chain, t
+
+    def _map_step(self, u, t: Tensor) -> Optional[Tuple[str, Any]]:
+        vocab = t.shape[-1]
+        if u.func in _CAST_METHODS or u.func in _TO:
+            rest = list(u.args[1:]) + [v for k, v in u.kwargs.items() if k == "dtype"]
+            dtype = _CAST_METHODS.get(u.func) if u.func in _CAST_METHODS else (
+                rest[0] if len(rest) == 1 and isinstance(rest[0], torch.dtype) else None)
+            if dtype not in _DIALECT_DTYPES or u.args[0] is not t:
+                return None
+            return ("cast", dtype)
+        if u.func in _NEG:
+            return ("scale", (-1.0, 1.0))
+        if (u.func in _MUL or u.func in _DIV) and len(u.args) == 2 and not u.kwargs:
+            a0, a1 = u.args
+            other = a1 if a0 is t else a0
+            number = _number(other)
+            if number is None or number == 0.0:
+                return None
+            if u.func in _DIV:
+                return ("scale", (1.0, number)) if a0 is t else None
+            return ("scale", (number, 1.0))
+        if u.func in _ADD and len(u.args) == 2 and u.kwargs.get("alpha", 1) == 1:
+            a0, a1 = u.args
+            other = a1 if a0 is t else a0
+            if isinstance(other, Tensor) and other.dim() == 1 and other.shape[0] == vocab:
+                return ("bias", other)
+            return None
+        if u.func in _TANH and len(u.args) == 1 and not u.kwargs:
+            return ("tanh", u)
+        if u.func in _VIEW and isinstance(u.out, Tensor) and u.out.dim() >= 1 \
+                and u.out.shape[-1] == vocab:
+            return ("view", None)
+        return None
+
+    def _fold(self, linear, chain) -> Tuple[Optional[Tensor], float, float]:
+        """(bias, logit_scale, softcap) of the map chain: b·tanh(a·z) is
+        softcap(a·b·z) with cap |b|; a bias must come before any scale."""
+        bias = None
+        if linear.func in _LINEAR:
+            names = ("input", "weight", "bias")
+            bound = dict(zip(names, linear.args))
+            bound.update(linear.kwargs)
+            bias = bound.get("bias")
+        inner, outer = [1.0, 1.0], [1.0, 1.0]
+        tanh_seen = False
+        transformed: Optional[str] = None
+        for (kind, arg), call in chain:
+            if kind == "scale":
+                side = outer if tanh_seen else inner
+                side[0] *= arg[0]
+                side[1] *= arg[1]
+                transformed = transformed or "scaled"
+            elif kind == "tanh":
+                if tanh_seen:
+                    raise self.error(f"lossjit.jit: {call.where()} is a second tanh on the "
+                                     "logits; the fused loss soft-caps once")
+                tanh_seen = True
+                transformed = "soft-capped"
+            elif kind == "bias":
+                if bias is not None:
+                    raise self.error("lossjit.jit: the logits get two bias adds")
+                if transformed is not None:
+                    raise self.error(
+                        f"lossjit.jit: {call.where()}: a bias is added to logits already "
+                        f"{transformed}; add the bias first (F.linear(x, w, b) * s)")
+                bias = arg
+        if tanh_seen:
+            scale = (inner[0] * outer[0]) / (inner[1] * outer[1])
+            cap = abs(outer[0] / outer[1])
+        else:
+            scale, cap = inner[0] / inner[1], 0.0
+        if not (math.isfinite(scale) and scale != 0.0 and math.isfinite(cap)) or \
+                (tanh_seen and cap == 0.0):
+            raise self.error(f"lossjit.jit: the scale factors on the logits multiply to "
+                             f"{scale!r} (cap {cap!r}); lossjit needs a finite nonzero scale")
+        return bias, scale, cap
+
+    # -- the part --------------------------------------------------------------
+
+    def find(self) -> Optional[ReducePart]:
+        found = self.streams()
+        if not found:
+            return None
+        if len(found) > 1:
+            raise self.error(
+                "lossjit.jit: one logit stream per function: softmax-type ops reach the "
+                "outputs of " + ", ".join(c.where() for c, _, _ in found) +
+                " (a second, teacher head is not supported yet)")
+        linear, chain, logits = found[0]
+        bias, scale, cap = self._fold(linear, chain)
+        if linear.func in _LINEAR:
+            names = ("input", "weight", "bias")
+            bound = dict(zip(names, linear.args))
+            bound.update(linear.kwargs)
+            x, w = bound["input"], bound["weight"]
+        else:
+            x, m = linear.args[0], linear.args[1]
+            w = self.a._untranspose(m)
+            if w is None:
+                raise self.error(f"lossjit.jit: {linear.where()} multiplies by something "
+                                 "other than a 2-d [D, V] weight")
+        if x.dim() < 2:
+            raise self.error(f"lossjit.jit: {linear.where()}: hidden must be [..., D] with "
+                             "at least one leading dim")
+        vocab = logits.shape[-1]
+        part = ReducePart(self.a, {linear.index} | {c.index for _, c in chain}, x, w, bias,
+                          linear, scale, cap, vocab, lead=tuple(logits.shape[:-1]))
+        self.part = part
+        self.sym[id(logits)] = Sym.logits()
+        unsupported: List[_Unsupported] = []
+        for call in self.a.rec.calls:
+            if call.index in part.region:
+                continue
+            ins = call.tensors_in()
+            if not any(id(t) in self.sym for t in ins):
+                self._track_rows(call)
+                continue
+            part.region.add(call.index)
+            try:
+                self._symbolic(call)
+            except _Unsupported as error:
+                unsupported.append(error)
+                self._poison(call)
+            except AlgebraError as error:
+                self.algebra_errors.append((call, str(error)))
+                self._poison(call)
+        for t_id in self.a.output_ids:
+            if t_id in self.sym:
+                raise self.error(
+                    "lossjit.jit: the function returns an [N, V] value computed from the "
+                    "logits; lossjit never materializes the logits (reduce it over the "
+                    "vocabulary first)")
+        if unsupported:
+            first = unsupported[0]
+            raise self.error(
+                f"lossjit.jit: {first.call.where()} {first.what}, so the logits would have to "
+                f"be materialized.\n{SUPPORTED_STATS}")
+        if self.algebra_errors:
+            call, what = self.algebra_errors[0]
+            raise self.error(f"lossjit.jit: {call.where()} {what}.\n{SUPPORTED_STATS}")
+        if not part.exits:
+            raise self.error("lossjit.jit: nothing reduces the logits over the vocabulary")
+        for e in part.exits:
+            for poly in (e.rows, e.smooth):
+                if poly is None:
+                    continue
+                for atom in poly.atoms():
+                    if atom[0] in ("row", "rowinv") and atom[1] not in part.rows:
+                        raise RuntimeError("lossjit.jit: internal error: a row atom without "
+                                           "its tensor")
+        try:
+            statistics_of([p for e in part.exits for p in (e.rows, e.smooth) if p is not None])
+        except AlgebraError as error:
+            raise self.error(f"lossjit.jit: the function {error}.\n{SUPPORTED_STATS}")
+        return part
+
+    def _poison(self, call) -> None:
+        for t in call.tensors_out():
+            if t.dim() >= 1 and t.shape[-1] == self.part.vocab and \
+                    tuple(t.shape[:-1]) != ():
+                self.sym[id(t)] = Sym()
+            self.poison.add(id(t))
+
+    def _track_rows(self, call) -> None:
+        """Keeps the polynomial of an exit through the shape-only calls that
+        bring it back to [..., 1] (so it can weight the logits again)."""
+        src = call.args[0] if call.args else None
+        if not isinstance(src, Tensor) or id(src) not in self.rowpoly:
+            return
+        if call.func in _SQUEEZE or call.func in _VIEW or call.func in _GETITEM:
+            out = call.out
+            if isinstance(out, Tensor) and _same_size(out, src):
+                self.rowpoly[id(out)] = (self.rowpoly[id(src)][0], tuple(out.shape))
+
+    # -- operands --------------------------------------------------------------
+
+    def _operand(self, value: Any) -> Tuple[str, Any]:
+        """("sym", Sym), ("coef", Poly) or ("column", Sym) of an operand."""
+        if isinstance(value, Tensor) and id(value) in self.sym:
+            return "sym", self.sym[id(value)]
+        number = _number(value)
+        if number is not None:
+            return "coef", Poly.const(number)
+        if not isinstance(value, Tensor):
+            raise AlgebraError(f"combines the logits with {type(value).__name__}")
+        lead, vocab = self.part.lead, self.part.vocab
+        shape = tuple(value.shape)
+        if id(value) in self.rowpoly:
+            poly, _ = self.rowpoly[id(value)]
+            if shape in (lead + (1,), ()) or all(s == 1 for s in shape):
+                return "coef", poly
+        if value.numel() == 1:
+            self.part.rows[id(value)] = value
+            return "coef", Poly.atom(("row", id(value)))
+        if shape == lead + (1,):
+            self.part.rows[id(value)] = value
+            return "coef", Poly.atom(("row", id(value)))
+        if shape[-1:] == (vocab,) and all(s == 1 for s in shape[:-1]):
+            if self.part.column is not None and self.part.column is not value:
+                raise AlgebraError("combines the logits with a second [V] tensor (one per "
+                                   "stream: the class weights)")
+            self.part.column = value
+            return "column", Sym.basis("c")
+        raise AlgebraError(
+            f"combines the logits with a tensor of shape {list(shape)} (an [N, 1] row "
+            f"value, a [V] column or a number is what one sweep can fold in)")
+
+    def _as_sym(self, kind: str, value: Any) -> Sym:
+        if kind == "sym" or kind == "column":
+            return value
+        return Sym.basis("1", value)
+
+    def _labels(self, index: Tensor, call) -> Tensor:
+        """The [lead] label tensor behind a gather index [lead..., 1]."""
+        base = index
+        while True:
+            producer = self.a.producer(base)
+            if producer is None or not (producer.func in _SQUEEZE or producer.func in _VIEW
+                                        or producer.func in _GETITEM):
+                break
+            src = producer.args[0] if producer.args else None
+            if not isinstance(src, Tensor) or not _same_size(src, base):
+                break
+            base = src
+        if base.numel() != math.prod(self.part.lead):
+            raise AlgebraError("gathers more than one value per row (top-K gathers are not "
+                               "supported yet)")
+        if self.part.labels is not None and self.part.labels is not base:
+            raise AlgebraError("gathers at a second label tensor (one label per row per "
+                               "stream is supported)")
+        self.part.labels = base
+        return base
+
+    def _set_ignore(self, ignore_index: int, call) -> None:
+        if self.part.ignore_index is not None and self.part.ignore_index != ignore_index:
+            raise AlgebraError(f"uses ignore_index={ignore_index} next to another loss's "
+                               f"ignore_index={self.part.ignore_index} on the same labels")
+        self.part.ignore_index = ignore_index
+
+    def _exit(self, call, poly: Poly, **kwargs) -> None:
+        out = call.out
+        self.part.exits.append(Exit(out, poly, **kwargs))
+        if kwargs.get("kind", "plain") == "plain":
+            self.rowpoly[id(out)] = (poly, tuple(out.shape))
+
+    # -- the ops ---------------------------------------------------------------
+
+    def _symbolic(self, call) -> None:
+        f = call.func
+        src = call.args[0] if call.args else None
+        poisoned = any(id(t) in self.poison for t in call.tensors_in())
+        if f in _LOG_SOFTMAX or f in _SOFTMAX:
+            s = self.sym[id(src)]
+            dim = _arg(call, 1, "dim")
+            if dim is None:  # F.log_softmax's implicit dim
+                dim = 0 if src.dim() in (0, 1, 3) else 1
+            if not _is_last_dim(dim, src.dim()):
+                raise _Unsupported(call, f"works over dim {dim!r}, not the vocabulary (the "
+                                         "last dim)")
+            if poisoned:
+                return self._poison(call)
+            if not s.is_logits():
+                raise AlgebraError("takes the softmax of something other than the logits "
+                                   "(scale or soft-cap the logits once, before any other "
+                                   "use)")
+            self.sym[id(call.out)] = (Sym({"z": Poly.const(1.0),
+                                           "1": -Poly.atom(("stat", "lse"))})
+                                      if f in _LOG_SOFTMAX else Sym.basis("p"))
+            return
+        if f in _LOGSUMEXP:
+            dim = _arg(call, 1, "dim")
+            if not _is_last_dim(dim, src.dim()):
+                raise _Unsupported(call, f"works over dim {dim!r}, not the vocabulary")
+            if poisoned:
+                return self._poison(call)
+            if not self.sym[id(src)].is_logits():
+                raise AlgebraError("takes the logsumexp of something other than the logits")
+            return self._exit(call, Poly.atom(("stat", "lse")))
+        if f in _EXP:
+            if poisoned:
+                return self._poison(call)
+            s = self.sym[id(src)]
+            if not s.is_log_softmax():
+                raise AlgebraError("exponentiates something other than the log-softmax of "
+                                   "the logits")
+            self.sym[id(call.out)] = Sym.basis("p")
+            return
+        if f in _CAST_METHODS or f in _TO:
+            rest = list(call.args[1:]) + [v for k, v in call.kwargs.items() if k == "dtype"]
+            other = [k for k in call.kwargs if k not in ("dtype", "copy", "non_blocking")]
+            if f in _TO and (len(rest) != 1 or not isinstance(rest[0], torch.dtype) or other):
+                raise _Unsupported(call, "changes more than the dtype of the logits")
+            self.sym[id(call.out)] = self.sym[id(src)]
+            return
+        if f in _VIEW:
+            out = call.out
+            if out.shape[-1] != self.part.vocab:
+                raise _Unsupported(call, "reshapes the vocabulary dim")
+            self.sym[id(out)] = self.sym[id(src)]
+            return
+        if f in _NEG:
+            self.sym[id(call.out)] = -self.sym[id(src)]
+            return
+        if f in _MUL or f in _DIV or f in _ADD or f in _SUB or f in _RSUB:
+            return self._arith(call, poisoned)
+        if f in _SUM or f in _MEAN:
+            dim = _arg(call, 1, "dim")
+            if dim is None or not _is_last_dim(dim, src.dim()):
+                raise _Unsupported(call, f"reduces over dim {dim!r}, not only the vocabulary "
+                                         "(reduce over the last dim first)")
+            if poisoned:
+                return self._poison(call)
+            poly = reduce_sum(self.sym[id(src)], self.part.vocab)
+            if f in _MEAN:
+                poly = poly.scale(1.0 / self.part.vocab)
+            return self._exit(call, poly)
+        if f in _GATHER:
+            return self._gather(call, poisoned)
+        if f in _NLL or f in _CE:
+            return self._loss(call, poisoned)
+        if f in _TANH:
+            raise _Unsupported(call, "soft-caps logits that are also used before the cap; "
+                                     "lossjit sweeps one logit stream, so apply the scales "
+                                     "and the tanh before any other use of the logits")
+        raise _Unsupported(call, "uses the [N, V] logits")
+
+    def _arith(self, call, poisoned: bool) -> None:
+        f = call.func
+        if call.kwargs and set(call.kwargs) - {"alpha"}:
+            raise _Unsupported(call, "is not a plain arithmetic op on the logits")
+        if len(call.args) != 2:
+            raise _Unsupported(call, "is not a plain arithmetic op on the logits")
+        if poisoned:
+            return self._poison(call)
+        (ka, a), (kb, b) = self._operand(call.args[0]), self._operand(call.args[1])
+        if f in _MUL:
+            if ka == "sym" and kb == "sym" or "column" in (ka, kb):
+                out = self._as_sym(ka, a) * self._as_sym(kb, b)
+            else:
+                out = a.times(b) if ka == "sym" else b.times(a)
+        elif f in _DIV:
+            if ka != "sym" or kb == "sym" or kb == "column":
+                raise AlgebraError("divides by the logits or by a [V] tensor")
+            number = b.constant()
+            if number is not None:
+                if number == 0.0:
+                    raise AlgebraError("divides the logits by zero")
+                out = a.times(Poly.const(1.0 / number))
+            else:
+                value = call.args[1]
+                if id(value) in self.rowpoly:
+                    raise AlgebraError("divides the logits by a statistic of the logits")
+                self.part.rows[id(value)] = value
+                out = a.times(Poly.atom(("rowinv", id(value))))
+        else:
+            alpha = _number(call.kwargs.get("alpha", 1))
+            if alpha is None:
+                raise _Unsupported(call, "has a tensor alpha")
+            sa, sb = self._as_sym(ka, a), self._as_sym(kb, b)
+            if f in _RSUB:
+                out = sb - sa.times(Poly.const(alpha))
+            elif f in _SUB:
+                out = sa - sb.times(Poly.const(alpha))
+            else:
+                out = sa + sb.times(Poly.const(alpha))
+        self.sym[id(call.out)] = out
+
+    def _gather(self, call, poisoned: bool) -> None:
+        f = call.func
+        src = call.args[0]
+        name = getattr(f, "__name__", "")
+        if name == "take_along_dim":
+            index, dim = _arg(call, 1, "indices"), _arg(call, 2, "dim")
+        else:
+            dim, index = _arg(call, 1, "dim"), _arg(call, 2, "index")
+        if not _is_last_dim(dim, src.dim()) or not isinstance(index, Tensor) or \
+                index.shape[-1] != 1:
+            raise _Unsupported(call, "gathers other than one value per row along the "
+                                     "vocabulary")
+        if poisoned:
+            return self._poison(call)
+        self._labels(index, call)
+        if self.part.ignore_index is not None and self.part.ignore_index >= 0:
+            raise AlgebraError("gathers at labels another loss ignores with a class index "
+                               f"(ignore_index={self.part.ignore_index})")
+        return self._exit(call, reduce_gather(self.sym[id(src)]))
+
+    def _loss(self, call, poisoned: bool) -> None:
+        is_ce = call.func in _CE
+        names = ("input", "target", "weight", "size_average", "ignore_index", "reduce",
+                 "reduction") + (("label_smoothing",) if is_ce else ())
+        bound = dict(zip(names, call.args))
+        bound.update(call.kwargs)
+        src, target = bound["input"], bound["target"]
+        if bound.get("size_average") is not None or bound.get("reduce") is not None:
+            raise _Unsupported(call, "uses the deprecated size_average/reduce (use reduction=)")
+        if not isinstance(target, Tensor) or target.is_floating_point():
+            raise AlgebraError("takes class-probability targets (not supported yet; pass "
+                               "class indices)")
+        if src.dim() != 2 or target.dim() != 1:
+            raise _Unsupported(call, f"gets {src.dim()}-d input; flatten the logits to [N, V] "
+                                     "(and the target to [N]) so the vocabulary is the class "
+                                     "dim")
+        if poisoned:
+            return self._poison(call)
+        s = self.sym[id(src)]
+        ignore_index = int(bound.get("ignore_index", -100))
+        reduction = str(bound.get("reduction", "mean"))
+        weight = bound.get("weight")
+        smoothing = float(bound.get("label_smoothing", 0.0) or 0.0)
+        if weight is not None:
+            kind, _ = self._operand(weight)
+            if kind != "column":
+                raise AlgebraError("takes class weights that are not a [V] tensor")
+        self._labels(target, call)
+        self._set_ignore(ignore_index, call)
+        if not is_ce:
+            return self._exit(call, -reduce_gather(s), kind="nll", ignore_index=ignore_index,
+                              reduction=reduction, weighted=weight is not None)
+        if not s.is_logits():
+            raise AlgebraError("takes the cross-entropy of something other than the logits "
+                               "(scale or soft-cap the logits once, before any other use)")
+        lse = Poly.atom(("stat", "lse"))
+        rows = lse - Poly.atom(("stat", "label_logit"))
+        smooth = None
+        if smoothing > 0.0:
+            if weight is not None:
+                smooth = Poly.atom(("csum",)) * lse - Poly.atom(("stat", "logit_sum_c"))
+            else:
+                smooth = lse.scale(float(self.part.vocab)) - Poly.atom(("stat", "logit_sum"))
+        return self._exit(call, rows, kind="ce", smooth=smooth, label_smoothing=smoothing,
+                          ignore_index=ignore_index, reduction=reduction,
+                          weighted=weight is not None, vocab=self.part.vocab)
+
+
+SUPPORTED_STATS = """lossjit.jit fuses, over the vocabulary of one linear layer's logits z
+(F.linear(x, w[, b]) or x @ w.T, then casts, Python-number scales and one tanh soft-cap):
+  - torch.logsumexp(z, -1), F.log_softmax(z, -1), F.softmax(z, -1), .exp() of the log-softmax
+  - sums and means over the last dim of products of those with [N, 1] row values, a [V]
+    tensor or numbers (e.g. -(p * logp).sum(-1), the entropy)
+  - .gather(-1, y[..., None]) of any of them (one label tensor)
+  - F.cross_entropy(z, y, weight=, ignore_index=, reduction=, label_smoothing=) and
+    F.nll_loss(logp, y, ...)
+Any torch ops on [N]-shaped values (masks, normalizers, per-sequence sums) run eagerly,
+and every loss over the same logits shares one sweep. Not supported yet: a second
+(teacher) head, top-K gathers, class-probability targets, max/argmax/sort over V."""

@@ -1,0 +1,75 @@
+// A vocabulary reduction lowers through the same selection pass and
+// schedules as the cross-entropy ops: on the host, lce_rows writes one [N]
+// buffer per statistic (no reduction kernel); on the GPU, the partials
+// carry the carried kinds' fields (SoftmaxEntropy: max, sum, dsum;
+// LogitSum: zsum) and lce_combine writes the statistics. The derived
+// backward reads the saved lse/entropy and one adjoint per statistic and has
+// no scale kernel (its adjoints are inputs).
+// RUN: lossjit-opt %s --loss-select-lowering-config=target=cpu --loss-lower-to-cpu --split-input-file | FileCheck %s --check-prefix=CPU
+// RUN: lossjit-opt %s --loss-select-lowering-config=target=gpu --loss-lower-to-gpu --split-input-file | FileCheck %s --check-prefix=GPU
+// RUN: lossjit-opt %s --loss-select-lowering-config=target=gpu --split-input-file | FileCheck %s --check-prefix=CONFIG
+
+// CPU-LABEL: loss.launch_plans = {stats = {
+// CPU-SAME:    entry_args = ["x", "w", "labels", "class_weights"], entry_results = ["lse", "label_logit", "logit_sum", "entropy"]
+// CPU-SAME:    kernels = [{args = ["x", "w", "labels", "class_weights", "lse", "label_logit", "logit_sum", "entropy", "row_begin", "row_end", "V", "D"]
+// CPU-SAME:    name = "lce_rows"
+// CPU-SAME:    op = "vocab_reduce"
+// CPU-SAME:    options = {bias = "false", class_weights = "true", dtype = "bf16", ignore_index = "-100", label_type = "i64", pass = "forward", statistics = "lse,label_logit,logit_sum,entropy"}
+// CPU-SAME:    params = [{{.*}}{dtype = "f32", name = "class_weights", output = false, shape = ["V"]}, {dtype = "f32", name = "lse", output = true, shape = ["N"]}
+// CPU-SAME:    workspaces = []
+// CPU:       module @stats_kernels {
+// CPU-NEXT:    func.func @lce_rows(
+// CONFIG-LABEL: func.func @stats
+// CONFIG: loss.lowering_config = #loss.gpu_config<schedule = forward, matmul = simt
+// GPU-LABEL: loss.launch_plans = {stats = {
+// GPU-SAME:    kernels = [{args = ["x", "w", "class_weights", "part_max", "part_sum", "part_dsum", "part_zsum", "N", "V", "D"]
+// GPU-SAME:    name = "lce_partial"
+// GPU-SAME:    {args = ["x", "w", "labels", "part_max", "part_sum", "part_dsum", "part_zsum", "lse", "label_logit", "logit_sum", "entropy", "N", "V", "D", "S"]
+// GPU-SAME:    name = "lce_combine"
+// GPU-NOT:     lce_reduce
+func.func @stats(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %c: tensor<?xf32>)
+    -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %r:4 = loss.vocab_reduce %x, %w labels %y : tensor<?xi64> class_weights %c : tensor<?xf32>
+      {storage = bf16, compute = f32}
+      : tensor<?x?xbf16>, tensor<?x?xbf16> -> tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat label_logit %z : tensor<?x?xf32> -> tensor<?xf32>
+    %2 = loss.stat logit_sum %z : tensor<?x?xf32> -> tensor<?xf32>
+    %3 = loss.stat entropy %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2, %3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+  }
+  return %r#0, %r#1, %r#2, %r#3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
+// -----
+
+// 16-bit storage on the host chunks the vocabulary (no V×D accumulator),
+// as for the cross-entropy backward; no lce_bwd_scale, no grow workspace.
+// CPU-LABEL: loss.launch_plans = {grad = {
+// CPU-SAME:    entry_args = ["x", "w", "lse", "", "entropy", "grad_lse", "grad_logit_sum", "grad_entropy"]
+// CPU-SAME:    kernels = [{args = ["x", "w", "lse", "entropy", "grad_lse", "grad_logit_sum", "grad_entropy", "dz", "row_begin", "row_end", "chunk_begin", "chunk_end", "V", "D"]
+// CPU-SAME:    name = "lce_bwd_dz_v"
+// CPU-NOT:     lce_bwd_scale
+// CPU-SAME:    options = {bias = "false", class_weights = "false", dtype = "bf16", grad_w = "true", grad_x = "true", pass = "backward", statistics = "lse,logit_sum,entropy", strategy = "chunked", workspace_bytes = "67108864"}
+// CPU-NOT:     "grow"
+// CONFIG-LABEL: func.func @grad
+// CONFIG: loss.lowering_config = #loss.gpu_config<schedule = chunked, matmul = simt
+// GPU-LABEL: loss.launch_plans = {grad = {
+// GPU-NOT:     lce_bwd_scale
+// GPU-SAME:    {args = ["x", "w", "lse", "entropy", "grad_lse", "grad_logit_sum", "grad_entropy", "dz", "chunk_begin", "chunk_end", "V", "D"]
+// GPU-SAME:    name = "lce_bwd_dz"
+func.func @grad(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %lse: tensor<?xf32>, %s: tensor<?xf32>,
+    %h: tensor<?xf32>, %g0: tensor<?xf32>, %g1: tensor<?xf32>, %g2: tensor<?xf32>)
+    -> (tensor<?x?xbf16>, tensor<?x?xbf16>) {
+  %g:2 = loss.vocab_reduce_grad %x, %w saved(%lse, %s, %h : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      adjoints(%g0, %g1, %g2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {storage = bf16, compute = f32}
+      : tensor<?x?xbf16>, tensor<?x?xbf16> -> tensor<?x?xbf16>, tensor<?x?xbf16> {
+  ^bb0(%z: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat logit_sum %z : tensor<?x?xf32> -> tensor<?xf32>
+    %2 = loss.stat entropy %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+  }
+  return %g#0, %g#1 : tensor<?x?xbf16>, tensor<?x?xbf16>
+}
