@@ -43,6 +43,9 @@ llvm::Error checkOptions(const VocabReduceGraphOptions &o,
   if (llvm::is_contained(kinds, loss::Statistic::label_logit) && o.labelType != "i32" &&
       o.labelType != "i64")
     return llvm::createStringError("label type must be i32 or i64, got '" + o.labelType + "'");
+  if (o.labelsPerRow < 0 || o.labelsPerRow > (1 << 16))
+    return llvm::createStringError("labels per row must be 0 (labels [N]) or in [1, 65536], got " +
+                                   std::to_string(o.labelsPerRow));
   if (o.classWeights && !llvm::is_contained(kinds, loss::Statistic::logit_sum))
     return llvm::createStringError("class weights are read by logit_sum only; ask for it");
   if (!std::isfinite(o.logitScale) || o.logitScale == 0)
@@ -69,16 +72,25 @@ llvm::Error checkOptions(const VocabReduceGraphOptions &o,
   return llvm::Error::success();
 }
 
+/// The type of statistic `kind`: [N] f32, or [N, K] for label_logit of K
+/// labels per row.
+Type statisticType(OpBuilder &b, loss::Statistic kind, int64_t labelsPerRow) {
+  const int64_t dyn = ShapedType::kDynamic;
+  if (kind == loss::Statistic::label_logit && labelsPerRow > 0)
+    return RankedTensorType::get({dyn, labelsPerRow}, b.getF32Type());
+  return RankedTensorType::get({dyn}, b.getF32Type());
+}
+
 /// Fills `op`'s region: the logits argument, one loss.stat per kind, the yield.
-void buildRegion(OpBuilder &b, Location loc, Region &body, ArrayRef<loss::Statistic> kinds) {
+void buildRegion(OpBuilder &b, Location loc, Region &body, ArrayRef<loss::Statistic> kinds,
+                 int64_t labelsPerRow) {
   const int64_t dyn = ShapedType::kDynamic;
   Type f32 = b.getF32Type();
   OpBuilder::InsertionGuard guard(b);
   Block *block = b.createBlock(&body, {}, {RankedTensorType::get({dyn, dyn}, f32)}, {loc});
-  auto row = RankedTensorType::get({dyn}, f32);
   SmallVector<Value> stats;
   for (loss::Statistic kind : kinds)
-    stats.push_back(loss::StatOp::create(b, loc, row,
+    stats.push_back(loss::StatOp::create(b, loc, statisticType(b, kind, labelsPerRow),
                                          loss::StatisticAttr::get(b.getContext(), kind),
                                          block->getArgument(0)));
   loss::YieldOp::create(b, loc, stats);
@@ -106,16 +118,23 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
   auto vector = RankedTensorType::get({dyn}, *storage);
   auto row = RankedTensorType::get({dyn}, f32);
   SmallVector<Type> args = {matrix, matrix};
+  Type labelElement = b.getIntegerType(o.labelType == "i32" ? 32 : 64);
   if (labels)
-    args.push_back(RankedTensorType::get({dyn}, b.getIntegerType(o.labelType == "i32" ? 32 : 64)));
+    args.push_back(o.labelsPerRow > 0
+                       ? RankedTensorType::get({dyn, o.labelsPerRow}, labelElement)
+                       : RankedTensorType::get({dyn}, labelElement));
   if (o.bias)
     args.push_back(vector);
   if (o.classWeights)
     args.push_back(row);
   const unsigned operands = args.size();
   SmallVector<Type> results;
+  SmallVector<Type> statTypes;
+  for (loss::Statistic kind : kinds)
+    statTypes.push_back(statisticType(b, kind, o.labelsPerRow));
   if (o.gradient) {
-    args.append(2 * kinds.size(), row);
+    args.append(statTypes.begin(), statTypes.end()); // saved
+    args.append(statTypes.begin(), statTypes.end()); // adjoints
     if (o.needsGradX)
       results.push_back(matrix);
     if (o.needsGradW) {
@@ -124,7 +143,7 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
         results.push_back(vector);
     }
   } else {
-    results.append(kinds.size(), row);
+    results = statTypes;
   }
   auto fn = func::FuncOp::create(b, loc, o.name, b.getFunctionType(args, results));
   Block *entry = fn.addEntryBlock();
@@ -143,7 +162,7 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
         TypeAttr::get(f32), b.getF64FloatAttr(o.logitScale), b.getF64FloatAttr(o.softcap),
         b.getStringAttr(o.strategy), b.getBoolAttr(o.needsGradX), b.getBoolAttr(o.needsGradW),
         b.getI64IntegerAttr(o.workspaceBytes));
-    buildRegion(b, loc, grad.getBody(), kinds);
+    buildRegion(b, loc, grad.getBody(), kinds, o.labelsPerRow);
     op = grad;
   } else {
     auto fwd = loss::VocabReduceOp::create(b, loc, results, x, w, biasArg, labelsArg, weightsArg,
@@ -151,7 +170,7 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
                                            TypeAttr::get(*storage), TypeAttr::get(f32),
                                            b.getF64FloatAttr(o.logitScale),
                                            b.getF64FloatAttr(o.softcap));
-    buildRegion(b, loc, fwd.getBody(), kinds);
+    buildRegion(b, loc, fwd.getBody(), kinds, o.labelsPerRow);
     op = fwd;
   }
   func::ReturnOp::create(b, loc, op->getResults());

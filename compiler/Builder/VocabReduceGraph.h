@@ -23,6 +23,8 @@ struct VocabReduceGraphOptions {
   std::string name = "vocab_reduce"; ///< function name.
   std::string dtype = "f16";         ///< storage of x, w, b, class weights.
   std::string labelType = "i64";     ///< i32 or i64 (when label_logit is asked for).
+  /// K labels per row (labels [N, K], label_logit [N, K]); 0: labels [N].
+  int64_t labelsPerRow = 0;
   /// The statistics, in result order: lse, label_logit, logit_sum, entropy.
   std::vector<std::string> statistics;
   bool bias = false;

@@ -29,10 +29,19 @@ LogicalResult verifyReduceOperands(Operation *op, Value input, Value weight, Val
       failed(verifyLogitTransforms(op, logitScale, softcap)))
     return failure();
   int64_t n = rankedType(input).getDimSize(0), v = rankedType(weight).getDimSize(0);
-  if (labels && (failed(expectRank(op, labels, 1, "labels ([N])")) ||
-                 failed(expectDim(op, rankedType(labels).getDimSize(0), n,
-                                  "row count N of labels differs"))))
-    return failure();
+  if (labels) {
+    auto type = rankedType(labels);
+    if (type.getRank() != 1 && type.getRank() != 2)
+      return op->emitOpError() << "labels must be [N] or [N, K] (K labels per row), got "
+                               << labels.getType();
+    if (failed(expectDim(op, type.getDimSize(0), n, "row count N of labels differs")))
+      return failure();
+    // The kernels are specialized on K (a loop over a row's labels).
+    if (type.getRank() == 2 && (ShapedType::isDynamic(type.getDimSize(1)) ||
+                                type.getDimSize(1) < 1))
+      return op->emitOpError() << "labels [N, K] need a static K >= 1, got "
+                               << labels.getType();
+  }
   if (!classWeights)
     return success();
   if (failed(expectRank(op, classWeights, 1, "class_weights ([V])")) ||
@@ -42,13 +51,24 @@ LogicalResult verifyReduceOperands(Operation *op, Value input, Value weight, Val
   return success();
 }
 
-/// Each value of `values` is an [N] f32 tensor; `what` names the list.
-LogicalResult verifyRowValues(Operation *op, ValueRange values, Value input, StringRef what) {
+/// Each value of `values` (one per statistic of `kinds`) is an [N] f32
+/// tensor, or [N, K] for label_logit of labels [N, K]; `what` names the list.
+LogicalResult verifyRowValues(Operation *op, ValueRange values, ArrayRef<Statistic> kinds,
+                              Value input, Value labels, StringRef what) {
   int64_t n = rankedType(input).getDimSize(0);
-  for (auto [i, value] : llvm::enumerate(values)) {
+  for (auto [i, value, kind] : llvm::enumerate(values, kinds)) {
     std::string name = (what + " #" + std::to_string(i)).str();
-    if (failed(expectRank(op, value, 1, name + " ([N] f32)")) ||
-        failed(expectDim(op, rankedType(value).getDimSize(0), n,
+    bool perLabel = kind == Statistic::label_logit && labels && rankedType(labels).getRank() == 2;
+    if (perLabel) {
+      if (failed(expectRank(op, value, 2, name + " ([N, K] f32: one per label)")) ||
+          failed(expectDim(op, rankedType(value).getDimSize(1),
+                           rankedType(labels).getDimSize(1),
+                           name + " has another K than the labels")))
+        return failure();
+    } else if (failed(expectRank(op, value, 1, name + " ([N] f32)"))) {
+      return failure();
+    }
+    if (failed(expectDim(op, rankedType(value).getDimSize(0), n,
                          name + " length differs from row count N")))
       return failure();
   }
@@ -123,7 +143,11 @@ LogicalResult StatOp::verify() {
   Block *block = getOperation()->getBlock();
   if (block->getNumArguments() < 1 || getLogits() != block->getArgument(0))
     return emitOpError() << "reads the region's logits (its block argument) only";
-  if (failed(expectRank(*this, getResult(), 1, "result ([N] f32)")) ||
+  // label_logit of labels [N, K] is [N, K] (the parent checks K).
+  int64_t rank = getKind() == Statistic::label_logit && rankedType(getResult()).getRank() == 2
+                     ? 2
+                     : 1;
+  if (failed(expectRank(*this, getResult(), rank, "result ([N] f32)")) ||
       failed(expectDim(*this, rankedType(getResult()).getDimSize(0),
                        rankedType(getLogits()).getDimSize(0),
                        "result length differs from the logits' row count N")))
@@ -150,7 +174,7 @@ LogicalResult VocabReduceOp::verify() {
                                   getLogitScale().convertToDouble(),
                                   getSoftcap().convertToDouble())))
     return failure();
-  return verifyRowValues(*this, getStatistics(), getInput(), "statistic");
+  return success();
 }
 
 LogicalResult VocabReduceOp::verifyRegions() {
@@ -161,6 +185,12 @@ LogicalResult VocabReduceOp::verifyRegions() {
   if (yield->getNumOperands() != getNumResults())
     return emitOpError() << "has " << getNumResults() << " results but its region yields "
                          << yield->getNumOperands() << " statistics";
+  SmallVector<Statistic> kinds = getStatisticKinds();
+  if (failed(verifyRowValues(*this, getStatistics(), kinds, getInput(), getLabels(),
+                             "statistic")) ||
+      failed(verifyRowValues(*this, yield->getOperands(), kinds, getInput(), getLabels(),
+                             "yielded statistic")))
+    return failure();
   return success();
 }
 
@@ -183,9 +213,7 @@ LogicalResult VocabReduceGradOp::verify() {
   if (failed(verifyReduceOperands(*this, getInput(), getWeight(), getBias(), getLabels(),
                                   getClassWeights(), getStorage(), getCompute(),
                                   getLogitScale().convertToDouble(),
-                                  getSoftcap().convertToDouble())) ||
-      failed(verifyRowValues(*this, getSaved(), getInput(), "saved statistic")) ||
-      failed(verifyRowValues(*this, getAdjoints(), getInput(), "adjoint")))
+                                  getSoftcap().convertToDouble())))
     return failure();
   if (getSaved().size() != getAdjoints().size())
     return emitOpError() << "takes " << getSaved().size() << " saved statistics but "
@@ -208,6 +236,10 @@ LogicalResult VocabReduceGradOp::verifyRegions() {
   if (getSaved().size() != kinds.size())
     return emitOpError() << "takes " << getSaved().size()
                          << " saved statistics but its region yields " << kinds.size();
+  if (failed(verifyRowValues(*this, getSaved(), kinds, getInput(), getLabels(),
+                             "saved statistic")) ||
+      failed(verifyRowValues(*this, getAdjoints(), kinds, getInput(), getLabels(), "adjoint")))
+    return failure();
   if (llvm::is_contained(kinds, Statistic::entropy) &&
       !llvm::is_contained(kinds, Statistic::lse))
     return emitOpError() << "the adjoint of entropy reads lse: yield lse as well";

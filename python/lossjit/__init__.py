@@ -15,7 +15,7 @@ from . import _ops  # noqa: F401  (registers the torch.library ops)
 from . import _reduce  # noqa: F401  (the vocabulary-reduction ops)
 from . import distributed  # noqa: F401  (lossjit.distributed: losses over a process group)
 from ._kernels import cache_info, clear_cache, describe_build
-from .functional import linear_cross_entropy, linear_log_prob
+from .functional import linear_cross_entropy, linear_log_prob, linear_topk_distill
 from .jit import JitError, JittedLoss, jit
 from .nn import LinearCrossEntropyLoss
 
@@ -24,6 +24,7 @@ __version__ = _C.__version__
 __all__ = [
     "linear_cross_entropy",
     "linear_log_prob",
+    "linear_topk_distill",
     "LinearCrossEntropyLoss",
     "jit",
     "distributed",

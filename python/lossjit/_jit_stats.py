@@ -48,6 +48,7 @@ class Exit:
     reduction: str = "none"
     weighted: bool = False  # nll/ce: the [V] column is the class weights
     vocab: int = 0  # ce with label smoothing: ε / V
+    per_label: bool = False  # a gather of K labels per row: [..., K] values
 
 
 @dataclass
@@ -64,7 +65,8 @@ class ReducePart:
     softcap: float
     vocab: int
     exits: List[Exit] = field(default_factory=list)
-    labels: Optional[Tensor] = None  # the base [lead] label tensor
+    labels: Optional[Tensor] = None  # the base [lead] (or [lead, K]) label tensor
+    labels_per_row: int = 1
     ignore_index: Optional[int] = None
     column: Optional[Tensor] = None  # the one [V] tensor (class weights)
     rows: Dict[int, Tensor] = field(default_factory=dict)  # row atoms' tensors
@@ -112,6 +114,7 @@ class ReducePart:
             w_transposed=self.w is not self.w_value,
             bias=ref(self.bias).slot if isinstance(self.bias, Tensor) else None,
             labels=ref(self.labels).slot if isinstance(self.labels, Tensor) else None,
+            labels_per_row=self.labels_per_row,
             column=ref(self.column).slot if isinstance(self.column, Tensor) else None,
             rows={i: ref(t).slot for i, t in self.rows.items()},
             statistics=tuple(stats), weighted=weighted,
@@ -143,6 +146,7 @@ class ReduceStep:
     softcap: float
     storage: torch.dtype
     exits: List[Tuple[int, Exit]]
+    labels_per_row: int = 1
     graph_id: str = ""
 
     def run(self, slots: List[Any]) -> None:
@@ -154,7 +158,10 @@ class ReduceStep:
         if self.w_transposed:
             w = w.t()
         x = x.reshape(-1, x.shape[-1])
-        labels = slots[self.labels].reshape(-1) if self.labels is not None else None
+        labels = None
+        if self.labels is not None:
+            labels = slots[self.labels].reshape(-1, self.labels_per_row) \
+                if self.labels_per_row > 1 else slots[self.labels].reshape(-1)
         column = slots[self.column].reshape(-1).to(torch.float32) \
             if self.column is not None else None
         values = _reduce.vocab_reduce(
@@ -162,35 +169,50 @@ class ReduceStep:
             bias=bias, class_weights=column if self.weighted else None,
             ignore_index=self.ignore_index, logit_scale=self.logit_scale, softcap=self.softcap)
         stats = dict(zip(self.statistics, values))
-        like = next(iter(stats.values()))
-        cache: Dict[Any, Tensor] = {}
+        like = stats["lse"] if "lse" in stats else next(iter(stats.values()))
+        per_label = self.labels_per_row > 1
+        caches: Dict[bool, Dict[Any, Tensor]] = {False: {}, True: {}}
 
-        def env(atom) -> Tensor:
-            value = cache.get(atom)
-            if value is not None:
+        def env_of(labelled: bool) -> Callable[[Any], Tensor]:
+            """Atoms as [N] tensors, or shaped [N, 1] next to the [N, K]
+            label values of a several-labels gather."""
+            cache = caches[labelled]
+
+            def row_value(t: Tensor) -> Tensor:
+                return t.reshape(-1, 1) if labelled and t.dim() >= 1 else t
+
+            def env(atom) -> Tensor:
+                value = cache.get(atom)
+                if value is not None:
+                    return value
+                kind = atom[0]
+                if kind == "stat":
+                    name = "logit_sum" if atom[1] == "logit_sum_c" else atom[1]
+                    value = stats[name] if name == "label_logit" else row_value(stats[name])
+                elif kind == "p_label":
+                    value = torch.exp(stats["label_logit"] - row_value(stats["lse"]))
+                elif kind == "csum":
+                    value = column.sum()
+                elif kind == "c_label":
+                    value = column[_safe_labels(labels, self.ignore_index)]
+                elif kind == "row":
+                    value = row_value(_row(slots[self.rows[atom[1]]]))
+                elif kind == "rowinv":
+                    value = 1.0 / row_value(_row(slots[self.rows[atom[1]]]))
+                else:
+                    raise RuntimeError(f"lossjit.jit: internal error: atom {atom!r}")
+                cache[atom] = value
                 return value
-            kind = atom[0]
-            if kind == "stat":
-                value = stats["logit_sum" if atom[1] == "logit_sum_c" else atom[1]]
-            elif kind == "p_label":
-                value = torch.exp(stats["label_logit"] - stats["lse"])
-            elif kind == "csum":
-                value = column.sum()
-            elif kind == "c_label":
-                value = column[_safe_labels(labels, self.ignore_index)]
-            elif kind == "row":
-                value = _row(slots[self.rows[atom[1]]])
-            elif kind == "rowinv":
-                value = 1.0 / _row(slots[self.rows[atom[1]]])
-            else:
-                raise RuntimeError(f"lossjit.jit: internal error: atom {atom!r}")
-            cache[atom] = value
-            return value
+            return env
 
         for slot, exit_ in self.exits:
-            rows = exit_.rows.evaluate(env, like)
+            env = env_of(exit_.per_label)
+            shape_like = stats["label_logit"] if exit_.per_label else like
+            rows = exit_.rows.evaluate(env, shape_like)
             if exit_.kind == "plain":
-                out = rows.reshape(exit_.out.shape)
+                # (A polynomial without a per-label atom is [N, 1]: broadcast.)
+                out = rows.expand_as(shape_like).reshape(exit_.out.shape) if per_label and \
+                    exit_.per_label else rows.reshape(exit_.out.shape)
             else:
                 out = self._loss(exit_, rows, env, like, labels, column)
             slots[slot] = out if out.dtype == exit_.out.dtype else out.to(exit_.out.dtype)
@@ -525,8 +547,18 @@ class _Tracer:
             return value
         return Sym.basis("1", value)
 
-    def _labels(self, index: Tensor, call) -> Tensor:
-        """The [lead] label tensor behind a gather index [lead..., 1]."""
+    def _labels(self, index: Tensor, call, per_row: int = 1) -> Tensor:
+        """The label tensor behind a gather index [lead..., K]: [lead] (K = 1,
+        through the views that add the trailing 1) or the index itself."""
+        if per_row > 1:
+            if tuple(index.shape[:-1]) != self.part.lead:
+                raise AlgebraError(f"gathers with an index of shape {list(index.shape)}; "
+                                   f"expected {list(self.part.lead)} + [K]")
+            if self.part.labels is not None and self.part.labels is not index:
+                raise AlgebraError("gathers at a second label tensor (one label tensor per "
+                                   "stream)")
+            self.part.labels, self.part.labels_per_row = index, per_row
+            return index
         base = index
         while True:
             producer = self.a.producer(base)
@@ -538,8 +570,10 @@ class _Tracer:
                 break
             base = src
         if base.numel() != math.prod(self.part.lead):
-            raise AlgebraError("gathers more than one value per row (top-K gathers are not "
-                               "supported yet)")
+            raise AlgebraError("gathers at labels whose shape does not match the rows")
+        if self.part.labels_per_row > 1:
+            raise AlgebraError("gathers one label per row next to a gather of several "
+                               "(one label tensor per stream)")
         if self.part.labels is not None and self.part.labels is not base:
             raise AlgebraError("gathers at a second label tensor (one label per row per "
                                "stream is supported)")
@@ -689,16 +723,16 @@ class _Tracer:
         else:
             dim, index = _arg(call, 1, "dim"), _arg(call, 2, "index")
         if not _is_last_dim(dim, src.dim()) or not isinstance(index, Tensor) or \
-                index.shape[-1] != 1:
-            raise _Unsupported(call, "gathers other than one value per row along the "
-                                     "vocabulary")
+                index.dim() != src.dim():
+            raise _Unsupported(call, "gathers other than along the vocabulary (the last dim)")
         if poisoned:
             return self._poison(call)
-        self._labels(index, call)
+        per_row = int(index.shape[-1])
+        self._labels(index, call, per_row)
         if self.part.ignore_index is not None and self.part.ignore_index >= 0:
             raise AlgebraError("gathers at labels another loss ignores with a class index "
                                f"(ignore_index={self.part.ignore_index})")
-        return self._exit(call, reduce_gather(self.sym[id(src)]))
+        return self._exit(call, reduce_gather(self.sym[id(src)]), per_label=per_row > 1)
 
     def _loss(self, call, poisoned: bool) -> None:
         is_ce = call.func in _CE

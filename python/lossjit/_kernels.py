@@ -343,6 +343,7 @@ class ReduceSpec(NamedTuple):
     ignore_index: int
     logit_scale: float = 1.0
     softcap: float = 0.0
+    labels_per_row: int = 0  # K for labels [N, K]; 0 for labels [N]
 
     def options(self) -> Dict[str, str]:
         options = {"dtype": self.dtype, "statistics": ",".join(self.statistics),
@@ -351,6 +352,8 @@ class ReduceSpec(NamedTuple):
         if self.label_type:
             options["label_type"] = self.label_type
             options["ignore_index"] = str(self.ignore_index)
+            if self.labels_per_row:
+                options["labels_per_row"] = str(self.labels_per_row)
         if self.logit_scale != 1.0:
             options["logit_scale"] = option_text(self.logit_scale)
         if self.softcap != 0.0:
@@ -362,7 +365,8 @@ class ReduceSpec(NamedTuple):
             dtype=self.dtype, statistics=list(self.statistics),
             label_type=self.label_type or "i64", bias=self.bias,
             class_weights=self.class_weights, ignore_index=self.ignore_index,
-            logit_scale=self.logit_scale, softcap=self.softcap, **gradient)
+            logit_scale=self.logit_scale, softcap=self.softcap,
+            labels_per_row=self.labels_per_row, **gradient)
 
 
 _reduce_ops: Dict[Tuple[Any, ...], Any] = {}

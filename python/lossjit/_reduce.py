@@ -77,9 +77,10 @@ def check_reduce_inputs(hidden: Tensor, weight: Tensor, target: Optional[Tensor]
         if target.dtype not in K.LABEL_DTYPES:
             raise TypeError(f"lossjit: target must hold class indices as torch.int64 or "
                             f"torch.int32, got {_name(target.dtype)}")
-        if tuple(target.shape) != (hidden.shape[0],):
-            raise ValueError(f"lossjit: target must have shape [N] = [{hidden.shape[0]}], got "
-                             f"{list(target.shape)}")
+        if target.dim() not in (1, 2) or target.shape[0] != hidden.shape[0] or \
+                (target.dim() == 2 and target.shape[1] < 1):
+            raise ValueError(f"lossjit: target must have shape [N] or [N, K] (K labels per "
+                             f"row) with N = {hidden.shape[0]}, got {list(target.shape)}")
     if class_weights is not None:
         if "logit_sum" not in names:
             raise ValueError("lossjit: class_weights are read by logit_sum only")
@@ -101,7 +102,16 @@ def _spec(hidden: Tensor, target: Optional[Tensor], bias: Optional[Tensor],
                         K.LABEL_DTYPES[target.dtype] if target is not None else "",
                         bias is not None, class_weights is not None,
                         ignore_index if target is not None else -100,
-                        float(logit_scale), float(softcap))
+                        float(logit_scale), float(softcap),
+                        int(target.shape[1]) if target is not None and target.dim() == 2
+                        else 0)
+
+
+def _shape_of(name: str, hidden: Tensor, target: Optional[Tensor]) -> Tuple[int, ...]:
+    """[N], or [N, K] for label_logit of labels [N, K]."""
+    if name == "label_logit" and target is not None and target.dim() == 2:
+        return tuple(target.shape)
+    return (hidden.shape[0],)
 
 
 def _buffers(hidden, weight, target, bias, class_weights):
@@ -126,7 +136,8 @@ def vocab_reduce_op(hidden: Tensor, weight: Tensor, target: Optional[Tensor],
     kernel = K.reduce_kernel(_spec(hidden, target, bias, class_weights, names, ignore_index,
                                    logit_scale, softcap), hidden.device)
     buffers = _buffers(hidden, weight, target, bias, class_weights)
-    outputs = [hidden.new_empty((n,), dtype=torch.float32) for _ in names]
+    outputs = [hidden.new_empty(_shape_of(name, hidden, target), dtype=torch.float32)
+               for name in names]
     buffers.update(zip(names, outputs))
     # On CPU the labels are range-checked (IndexError) before any kernel runs.
     kernel.run(hidden.device, n, v, d, buffers)
@@ -138,7 +149,8 @@ def _(hidden, weight, target, bias, class_weights, statistics, ignore_index, log
       softcap=0.0):
     names = parse_statistics(statistics)
     check_reduce_inputs(hidden, weight, target, bias, class_weights, names)
-    return [hidden.new_empty((hidden.shape[0],), dtype=torch.float32) for _ in names]
+    return [hidden.new_empty(_shape_of(name, hidden, target), dtype=torch.float32)
+            for name in names]
 
 
 @torch.library.custom_op("lossjit::vocab_reduce_backward", mutates_args=())
@@ -264,14 +276,18 @@ def vocab_reduce(hidden: Tensor, weight: Tensor, statistics: Sequence[str], *,
                  target: Optional[Tensor] = None, bias: Optional[Tensor] = None,
                  class_weights: Optional[Tensor] = None, ignore_index: int = -100,
                  logit_scale: float = 1.0, softcap: float = 0.0) -> List[Tensor]:
-    """The statistics of hidden [..., D] (leading dims flattened and restored)."""
+    """The statistics of hidden [..., D] (leading dims flattened and restored);
+    target [...] or [..., K] (K labels per row: label_logit is [..., K])."""
     lead = hidden.shape[:-1]
     flat = hidden.dim() != 2
+    per_row = target is not None and target.dim() == len(lead) + 1
     if flat:
         hidden = hidden.reshape(-1, hidden.shape[-1])
         if target is not None:
-            target = target.reshape(-1)
+            target = target.reshape(-1, target.shape[-1]) if per_row else target.reshape(-1)
     stats = torch.ops.lossjit.vocab_reduce(hidden, weight, target, bias, class_weights,
                                            ",".join(statistics), ignore_index,
                                            float(logit_scale), float(softcap))
-    return [s.view(lead) for s in stats] if flat else list(stats)
+    if not flat:
+        return list(stats)
+    return [s.view(lead + s.shape[1:]) for s in stats]

@@ -376,3 +376,91 @@ def linear_log_prob(hidden: Tensor, weight: Tensor, tokens: Tensor, *,
 
 #: An ignore_index no class index equals (tokens are never ignored).
 _NO_TOKEN = -(1 << 63)
+
+
+def linear_topk_distill(hidden: Tensor, weight: Tensor, teacher_indices: Tensor,
+                        teacher_logprobs: Tensor, *, temperature: float = 1.0,
+                        ignore_index: int = -100, reduction: str = "mean"):
+    """Distillation from a teacher's stored top-K log-probabilities: the KL
+    divergence of the student's distribution from the teacher's over the
+    teacher's support, without the [tokens, vocabulary] logits (the teacher
+    never enters memory, only (indices, log-probs) per token).
+
+    Per row, with q_k = exp(teacher_logprobs[k]) and the student's
+    ``log p = log_softmax(hidden @ weight.T / temperature)``:
+    ``Σ_k q_k (log q_k − log p[teacher_indices[k]])`` over the entries whose
+    index is not ignore_index (the teacher's mass outside its top-K is not
+    renormalized: Σ_k q_k may be below 1). A row whose entries are all
+    ignored contributes 0 and is not counted.
+
+    Args:
+        hidden: [..., D] float16, bfloat16 or float32.
+        weight: [V, D], same dtype and device.
+        teacher_indices: [..., K] int64 or int32 class indices (ignore_index
+            for padding entries).
+        teacher_logprobs: [..., K] float, the teacher's log-probabilities at
+            those indices (no gradient flows to them).
+        temperature: the student's logits are divided by it.
+        reduction: 'mean' over counted rows, 'sum', or 'none' (per row,
+            shaped like hidden's leading dims).
+
+    Returns:
+        the loss (float32). Its gradient is formed from the statistics'
+        adjoints: (Σ_k q_k)·p_j − Σ_k q_k [j = index_k] per logit, in one
+        pass over recomputed logit tiles.
+    """
+    if has_torch_function_variadic(hidden, weight, teacher_indices, teacher_logprobs):
+        return handle_torch_function(
+            linear_topk_distill, (hidden, weight, teacher_indices, teacher_logprobs), hidden,
+            weight, teacher_indices, teacher_logprobs, temperature=temperature,
+            ignore_index=ignore_index, reduction=reduction)
+    if isinstance(temperature, bool) or not isinstance(
+            temperature, (int, float, torch.SymInt, torch.SymFloat)) or \
+            not 0 < temperature < math.inf:
+        raise ValueError(f"lossjit: temperature must be positive and finite, got "
+                         f"{temperature!r}")
+    for name, value in (("teacher_indices", teacher_indices),
+                        ("teacher_logprobs", teacher_logprobs)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"lossjit: {name} must be a Tensor, got {type(value).__name__}")
+    if not isinstance(hidden, Tensor) or hidden.dim() < 2:
+        raise ValueError("lossjit: hidden must be a tensor [..., D] with at least one "
+                         "leading dim")
+    lead = tuple(hidden.shape[:-1])
+    if teacher_indices.dim() != len(lead) + 1 or tuple(teacher_indices.shape[:-1]) != lead \
+            or teacher_indices.shape[-1] < 1:
+        raise ValueError(f"lossjit: teacher_indices must have shape {list(lead)} + [K], got "
+                         f"{list(teacher_indices.shape)}")
+    if tuple(teacher_logprobs.shape) != tuple(teacher_indices.shape):
+        raise ValueError(f"lossjit: teacher_logprobs must have the shape of teacher_indices "
+                         f"{list(teacher_indices.shape)}, got {list(teacher_logprobs.shape)}")
+    if not teacher_logprobs.is_floating_point():
+        raise TypeError("lossjit: teacher_logprobs must be floating point")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"lossjit: reduction must be 'none', 'mean' or 'sum', got "
+                         f"{reduction!r}")
+    k = teacher_indices.shape[-1]
+    flat_ids = teacher_indices.reshape(-1, k)
+    _ops.check_inputs(hidden, weight, flat_ids[:, 0].reshape(lead), None, ignore_index, "none",
+                      ("hidden", "weight", "teacher_indices", "bias"))
+    if flat_ids.device.type == "cpu" and flat_ids.numel() and not is_fake(flat_ids) \
+            and not torch.compiler.is_compiling():
+        v = weight.shape[0]
+        bad = ((flat_ids < 0) | (flat_ids >= v)) & (flat_ids != ignore_index)
+        if bool(bad.any()):
+            raise IndexError(f"lossjit: teacher_indices must be in [0, V) = [0, {v}) or "
+                             f"ignore_index={ignore_index}; {int(bad.sum())} are not")
+    flat_hidden, weight, _ = _autocast(hidden.reshape(-1, hidden.shape[-1]), weight, None)
+    lse, picked = _reduce.vocab_reduce(flat_hidden, weight, ("lse", "label_logit"),
+                                       target=flat_ids, ignore_index=ignore_index,
+                                       logit_scale=1.0 / temperature)
+    kept = flat_ids != ignore_index
+    q_log = teacher_logprobs.reshape(-1, k).detach().to(torch.float32)
+    q = torch.where(kept, q_log.exp(), 0.0)
+    student = picked - lse[:, None]
+    rows = (q * torch.where(kept, q_log - student, 0.0)).sum(-1)
+    if reduction == "none":
+        return rows.view(lead)
+    if reduction == "sum":
+        return rows.sum()
+    return rows.sum() / kept.any(-1).sum()

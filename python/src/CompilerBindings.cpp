@@ -444,8 +444,10 @@ std::unique_ptr<Graph> vocabReduceGraph(const std::string &name, const std::stri
                                         bool classWeights, int64_t ignoreIndex,
                                         double logitScale, double softcap, bool gradient,
                                         const std::string &strategy, bool needsGradX,
-                                        bool needsGradW, int64_t workspaceBytes) {
+                                        bool needsGradW, int64_t workspaceBytes,
+                                        int64_t labelsPerRow) {
   VocabReduceGraphOptions o;
+  o.labelsPerRow = labelsPerRow;
   o.name = name;
   o.dtype = dtype;
   o.statistics = statistics;
@@ -707,6 +709,7 @@ void lossjit::python::bindCompiler(py::module_ &m) {
         py::arg("logit_scale") = 1.0, py::arg("softcap") = 0.0, py::arg("gradient") = false,
         py::arg("strategy") = "auto", py::arg("needs_grad_x") = true,
         py::arg("needs_grad_w") = true, py::arg("workspace_bytes") = int64_t(64) << 20,
+        py::arg("labels_per_row") = 0,
         "A loss.vocab_reduce graph (x, w[, labels][, bias][, class_weights]) -> one [N] "
         "f32 tensor per statistic (lse, label_logit, logit_sum, entropy; labels when "
         "label_logit is asked for), or with gradient=True its derived backward, which "

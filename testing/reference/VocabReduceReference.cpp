@@ -41,10 +41,13 @@ int64_t labelOf(const LceProblem &p, int64_t row) {
 } // namespace
 
 std::map<std::string, std::vector<double>>
-lossjit::referenceVocabReduce(const LceProblem &p, const std::vector<double> &classWeights) {
+lossjit::referenceVocabReduce(const LceProblem &p, const std::vector<double> &classWeights,
+                              int64_t labelsPerRow) {
+  const int64_t k = labelsPerRow > 0 ? labelsPerRow : 1;
   std::map<std::string, std::vector<double>> out;
-  for (const char *name : {"lse", "label_logit", "logit_sum", "entropy"})
+  for (const char *name : {"lse", "logit_sum", "entropy"})
     out[name].assign(p.n, 0.0);
+  out["label_logit"].assign(p.n * k, 0.0);
   for (int64_t row = 0; row < p.n; ++row) {
     RowLogits r = rowLogits(p, row);
     double mx = *std::max_element(r.z.begin(), r.z.end());
@@ -63,37 +66,44 @@ lossjit::referenceVocabReduce(const LceProblem &p, const std::vector<double> &cl
     out["entropy"][row] = entropy;
     if (!p.labels)
       continue;
-    int64_t label = labelOf(p, row);
-    out["label_logit"][row] = label == p.ignoreIndex ? 0.0
+    for (int64_t i = row * k; i < (row + 1) * k; ++i) {
+      int64_t label = labelOf(p, i);
+      out["label_logit"][i] = label == p.ignoreIndex ? 0.0
                               : label >= 0 && label < p.v
                                   ? r.z[label]
                                   : std::numeric_limits<double>::quiet_NaN();
+    }
   }
   return out;
 }
 
 LceGradReference
 lossjit::referenceVocabReduceGrad(const LceProblem &p, const std::vector<double> &classWeights,
-                                  const std::map<std::string, std::vector<double>> &adjoints) {
-  auto adjoint = [&](const char *name, int64_t row) {
+                                  const std::map<std::string, std::vector<double>> &adjoints,
+                                  int64_t labelsPerRow) {
+  const int64_t k = labelsPerRow > 0 ? labelsPerRow : 1;
+  auto adjoint = [&](const char *name, int64_t at) {
     auto it = adjoints.find(name);
-    return it == adjoints.end() ? 0.0 : it->second[row];
+    return it == adjoints.end() ? 0.0 : it->second[at];
   };
   LceGradReference g;
   g.gradX.assign(p.n * p.d, 0.0);
   g.gradW.assign(p.v * p.d, 0.0);
   g.gradBias.assign(p.v, 0.0);
-  std::map<std::string, std::vector<double>> stats = referenceVocabReduce(p, classWeights);
+  std::map<std::string, std::vector<double>> stats =
+      referenceVocabReduce(p, classWeights, labelsPerRow);
   for (int64_t row = 0; row < p.n; ++row) {
     RowLogits r = rowLogits(p, row);
     double lse = stats["lse"][row], entropy = stats["entropy"][row];
-    int64_t label = p.labels ? labelOf(p, row) : -1;
     for (int64_t j = 0; j < p.v; ++j) {
       double logp = r.z[j] - lse, prob = std::exp(logp);
-      double dz = adjoint("lse", row) * prob + adjoint("logit_sum", row) * weightOf(classWeights, j) -
+      double dz = adjoint("lse", row) * prob +
+                  adjoint("logit_sum", row) * weightOf(classWeights, j) -
                   adjoint("entropy", row) * prob * (logp + entropy);
-      if (j == label)
-        dz += adjoint("label_logit", row);
+      if (p.labels)
+        for (int64_t i = row * k; i < (row + 1) * k; ++i)
+          if (labelOf(p, i) == j)
+            dz += adjoint("label_logit", i);
       double draw = dz * r.slope[j];
       for (int64_t k = 0; k < p.d; ++k) {
         g.gradX[row * p.d + k] += draw * elementAsDouble(p.w, p.dtype, j * p.d + k);

@@ -23,17 +23,20 @@
 namespace lossjit {
 
 /// Row statistics by name ("lse", "label_logit", "logit_sum", "entropy"),
-/// each [N]. `classWeights` is [V] or empty (weights 1). Uses p's inputs,
-/// labels, ignoreIndex and logit transforms; p.labels may be null when
-/// label_logit is not asked for.
+/// each [N] (label_logit [N, K] with `labelsPerRow` = K > 0: p.labels then
+/// holds N·K labels). `classWeights` is [V] or empty (weights 1). Uses p's
+/// inputs, labels, ignoreIndex and logit transforms; p.labels may be null
+/// when label_logit is not asked for.
 std::map<std::string, std::vector<double>>
-referenceVocabReduce(const LceProblem &p, const std::vector<double> &classWeights);
+referenceVocabReduce(const LceProblem &p, const std::vector<double> &classWeights,
+                     int64_t labelsPerRow = 0);
 
 /// dX, dW, db of Σ_i Σ_k adjoints[k][i] · stat_k(i): `adjoints` by
-/// statistic name, each [N] (missing names are 0).
+/// statistic name, each shaped like the statistic (missing names are 0).
 LceGradReference
 referenceVocabReduceGrad(const LceProblem &p, const std::vector<double> &classWeights,
-                         const std::map<std::string, std::vector<double>> &adjoints);
+                         const std::map<std::string, std::vector<double>> &adjoints,
+                         int64_t labelsPerRow = 0);
 
 } // namespace lossjit
 

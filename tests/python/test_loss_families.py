@@ -354,3 +354,60 @@ def test_redispatch_reaches_the_new_functions_once():
         logged_ce = lossjit.linear_cross_entropy(h, w, y, label_smoothing=0.1)
     assert seen == [lossjit.linear_log_prob, lossjit.linear_cross_entropy]
     assert torch.equal(plain, logged) and torch.equal(plain_ce, logged_ce)
+
+
+# --- Top-K distillation from stored teacher log-probs ---------------------------------
+
+def _topk_inputs(device, dtype, k=6, seed=3):
+    h, w, _, _ = make_inputs(device, dtype, lead=(2, 7), ignored=(), seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    teacher = torch.randn(2, 7, w.shape[0], generator=g).log_softmax(-1)
+    logprobs, indices = teacher.topk(k, dim=-1)
+    indices = indices.clone()
+    indices[0, 3, 2:] = -100  # padding entries
+    indices[1, 5, :] = -100   # a row with none: not counted
+    return h, w, indices.to(device), logprobs.to(device)
+
+
+def _topk_reference(h, w, indices, logprobs, temperature, reduction):
+    logp = torch.log_softmax(F.linear(h.double(), w.double()) / temperature, -1)
+    kept = indices != -100
+    student = logp.gather(-1, indices.clamp(min=0))
+    q = torch.where(kept, logprobs.double().exp(), 0.0)
+    rows = (q * torch.where(kept, logprobs.double() - student, 0.0)).sum(-1)
+    if reduction == "none":
+        return rows
+    if reduction == "sum":
+        return rows.sum()
+    return rows.sum() / kept.any(-1).sum()
+
+
+@pytest.mark.parametrize("dtype", STORAGE, ids=str)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_topk_distillation_matches_torch(device, dtype, reduction):
+    h, w, indices, logprobs = _topk_inputs(device, dtype)
+    h, w = leaves(h, w)
+    loss = lossjit.linear_topk_distill(h, w, indices, logprobs, temperature=2.0,
+                                       reduction=reduction)
+    hr, wr = leaves(h, w)
+    ref = _topk_reference(hr, wr, indices, logprobs, 2.0, reduction)
+    assert loss.shape == ref.shape
+    assert_close(loss, ref, 2e-5)
+    upstream = torch.linspace(0.5, 1.5, loss.numel(), dtype=torch.float64,
+                              device=device).view(loss.shape)
+    tol = {torch.float32: 5e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+    for g, r in zip(grads_of((loss.double() * upstream).sum(), [h, w]),
+                    grads_of((ref * upstream).sum(), [hr, wr])):
+        assert_close(g, r.to(dtype), tol, atol=tol * max(1.0, float(r.abs().max())))
+
+
+def test_topk_distillation_bad_arguments():
+    h, w, indices, logprobs = _topk_inputs("cpu", torch.float32)
+    with pytest.raises(ValueError, match="teacher_logprobs must have the shape"):
+        lossjit.linear_topk_distill(h, w, indices, logprobs[..., :2])
+    bad = indices.clone()
+    bad[0, 0, 0] = 1000
+    with pytest.raises(IndexError, match=r"teacher_indices must be in \[0, V\)"):
+        lossjit.linear_topk_distill(h, w, bad, logprobs)
+    with pytest.raises(ValueError, match="teacher_indices must have shape"):
+        lossjit.linear_topk_distill(h, w, indices[0], logprobs[0])

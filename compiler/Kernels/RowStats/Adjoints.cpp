@@ -36,15 +36,23 @@ RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const 
   };
   RowAdjoint r;
   r.lse = load("lse");
-  if (a["labels"])
-    r.label = e.loadLabel(a["labels"], row);
+  // Labels [N, K]: the row's K labels (and label-logit adjoints) at row·K + k.
+  const int64_t k = spec.labelCount();
+  auto atLabel = [&](int64_t i) {
+    return k == 1 ? row : e.add(e.mul(row, e.index(k)), e.index(i));
+  };
+  if (Value labels = a["labels"])
+    for (int64_t i = 0; i < k; ++i)
+      r.labels.push_back(e.loadLabel(labels, atLabel(i)));
   if (!spec.isVocabReduce()) {
     r.g = load("grow");
     r.lseGrad = load("grad_lse");
     return r;
   }
   r.gLse = load(adjointName(loss::Statistic::lse));
-  r.gLabel = load(adjointName(loss::Statistic::label_logit));
+  if (Value g = a[adjointName(loss::Statistic::label_logit)])
+    for (int64_t i = 0; i < k; ++i)
+      r.gLabels.push_back(e.load(g, atLabel(i)));
   r.gSum = load(adjointName(loss::Statistic::logit_sum));
   r.gEntropy = load(adjointName(loss::Statistic::entropy));
   r.entropy = load("entropy");
@@ -53,7 +61,9 @@ RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const 
 
 Value lossjit::emitRowActive(KernelEmitter &e, const LceSpec &spec, const RowAdjoint &row) {
   Value active;
-  for (Value g : {row.g, row.lseGrad, row.gLse, row.gLabel, row.gSum, row.gEntropy}) {
+  SmallVector<Value> adjoints = {row.g, row.lseGrad, row.gLse, row.gSum, row.gEntropy};
+  llvm::append_range(adjoints, row.gLabels);
+  for (Value g : adjoints) {
     if (!g)
       continue;
     // UNE: a NaN adjoint counts as active (it must reach the gradients).
@@ -75,7 +85,7 @@ Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoi
                            Value col, Value colWeight) {
   if (!spec.isVocabReduce())
     return emitLogitGrad(e, spec, raw, row.lse, row.g,
-                         e.cmpI(arith::CmpIPredicate::eq, row.label, col), row.lseGrad);
+                         e.cmpI(arith::CmpIPredicate::eq, row.labels.front(), col), row.lseGrad);
   LogitAndSlope logit = emitLogitAndSlope(e, spec, raw);
   Value dz = e.f32(0.0);
   if (row.lse) {
@@ -87,9 +97,10 @@ Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoi
     if (row.gEntropy)
       dz = e.subF(dz, e.mulF(e.mulF(row.gEntropy, p), e.addF(logp, row.entropy)));
   }
-  if (row.gLabel)
-    dz = e.addF(dz, e.select(e.cmpI(arith::CmpIPredicate::eq, row.label, col), row.gLabel,
-                             e.f32(0.0)));
+  // One term per label, in label order (a column repeated among a row's
+  // labels gets each of its adjoints).
+  for (auto [label, g] : llvm::zip_equal(row.labels, row.gLabels))
+    dz = e.addF(dz, e.select(e.cmpI(arith::CmpIPredicate::eq, label, col), g, e.f32(0.0)));
   if (row.gSum)
     dz = colWeight ? e.fma(row.gSum, colWeight, dz) : e.addF(dz, row.gSum);
   return logit.dzdraw ? e.mulF(dz, logit.dzdraw) : dz;

@@ -4,7 +4,7 @@
 // §2.3): dz_j = Σ_k ḡ_k · ∂stat_k/∂z_j, with ḡ_k the gradient reaching row
 // statistic k and the adjoint rules
 //   lse          p_j                      (p = softmax(z) = exp(z − lse))
-//   label_logit  [j = y]
+//   label_logit  [j = y]                  (one term per label of the row)
 //   logit_sum    c_j                      (the column's class weight, or 1)
 //   entropy      −p_j (log p_j + H)
 // then times ∂z/∂raw. Every backward kernel (dZ into a chunk, recomputed
@@ -27,12 +27,16 @@ namespace lossjit {
 
 /// What the derived backward reads of one row (null where not read).
 struct RowAdjoint {
-  mlir::Value lse, label;
+  mlir::Value lse;
+  /// The row's labels: one, or K for labels [N, K] (a top-K gather).
+  llvm::SmallVector<mlir::Value> labels;
   /// Cross-entropy ops: g_r (the "grow" workspace) and the lse gradient a_r.
   mlir::Value g, lseGrad;
-  /// Reductions: the adjoint of each statistic the region yields, and the
-  /// saved entropy H (read by entropy's rule).
-  mlir::Value gLse, gLabel, gSum, gEntropy, entropy;
+  /// Reductions: the adjoint of each statistic the region yields (of
+  /// label_logit one per label), and the saved entropy H (read by
+  /// entropy's rule).
+  mlir::Value gLse, gSum, gEntropy, entropy;
+  llvm::SmallVector<mlir::Value> gLabels;
 };
 
 /// Declares on `sig` the per-row (and per-column) buffers dZ reads:

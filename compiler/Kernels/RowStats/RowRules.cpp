@@ -82,25 +82,40 @@ void lossjit::declareRowInputs(KernelSignature &sig, const LceSpec &spec) {
             KernelSink::flat(mlir::Float32Type::get(spec.storage.getContext())));
 }
 
-void lossjit::emitRowOutputs(KernelEmitter &e, const LceSpec &spec, const KernelArgs &a, Value row,
-                             Value v, const std::function<Value(KernelEmitter &, loss::Statistic)> &finish,
-                             const std::function<Value(KernelEmitter &)> &labelRaw) {
+void lossjit::emitRowOutputs(
+    KernelEmitter &e, const LceSpec &spec, const KernelArgs &a, Value row, Value v,
+    const std::function<Value(KernelEmitter &, loss::Statistic)> &finish,
+    const std::function<Value(KernelEmitter &, Value)> &labelRaw) {
   if (!spec.isVocabReduce()) {
     Value lse = finish(e, loss::Statistic::lse);
     e.store(lse, a["lse"], row);
     Value label = e.loadLabel(a["labels"], row);
-    e.store(emitRowLoss(e, spec, label, v, lse, labelRaw), a["loss_rows"], row);
+    e.store(emitRowLoss(e, spec, label, v, lse,
+                        [&](KernelEmitter &te) { return labelRaw(te, label); }),
+            a["loss_rows"], row);
     return;
   }
   for (loss::Statistic kind : spec.statistics) {
-    Value value;
-    if (kind == loss::Statistic::label_logit)
-      value = emitRowRule(
-          e, spec, e.loadLabel(a["labels"], row), v,
-          [&](KernelEmitter &te) { return emitLogit(te, spec, labelRaw(te)); }, /*lazy=*/true);
-    else
-      value = finish(e, kind);
-    e.store(value, a[loss::stringifyStatistic(kind)], row);
+    Value out = a[loss::stringifyStatistic(kind)];
+    if (kind != loss::Statistic::label_logit) {
+      e.store(finish(e, kind), out, row);
+      continue;
+    }
+    // The row's K labels in order (K = 1 for labels [N]).
+    const int64_t k = spec.labelCount();
+    Value first = e.mul(row, e.index(k));
+    e.forLoop(first, e.add(first, e.index(k)), e.index(1), {},
+              [&](KernelEmitter &le, Value at, ValueRange) {
+                Value label = le.loadLabel(a["labels"], at);
+                le.store(emitRowRule(
+                             le, spec, label, v,
+                             [&](KernelEmitter &te) {
+                               return emitLogit(te, spec, labelRaw(te, label));
+                             },
+                             /*lazy=*/true),
+                         out, at);
+                return SmallVector<Value>{};
+              });
   }
 }
 

@@ -80,14 +80,14 @@ void declareRowInputs(KernelSignature &sig, const LceSpec &spec);
 
 /// Stores `row`'s outputs (declareRowOutputs): `finish(e, what)` gives a
 /// statistic of the finished sweep (lse, entropy, logit_sum) and
-/// `labelRaw(e)` the raw logit at the row's label (called only for a
-/// counted row whose label is in range): the cross-entropy ops' lse and
-/// row loss under the row rule, or a reduction's statistics (label_logit
-/// under the row rule: 0 when ignored, NaN out of range).
-void emitRowOutputs(KernelEmitter &e, const LceSpec &spec, const KernelArgs &a, mlir::Value row,
-                    mlir::Value v,
-                    const std::function<mlir::Value(KernelEmitter &, loss::Statistic)> &finish,
-                    const std::function<mlir::Value(KernelEmitter &)> &labelRaw);
+/// `labelRaw(e, label)` the raw logit at a label of the row (called only for
+/// a counted label in range): the cross-entropy ops' lse and row loss under
+/// the row rule, or a reduction's statistics (label_logit under the row
+/// rule, one per label of labels [N, K]: 0 when ignored, NaN out of range).
+void emitRowOutputs(
+    KernelEmitter &e, const LceSpec &spec, const KernelArgs &a, mlir::Value row, mlir::Value v,
+    const std::function<mlir::Value(KernelEmitter &, loss::Statistic)> &finish,
+    const std::function<mlir::Value(KernelEmitter &, mlir::Value label)> &labelRaw);
 
 /// A row's statistics from its materialized raw logits raw[base + j],
 /// j < v, in vocabulary order, tile by tile into a compensated state: lse into lseOut[row] and the row loss into

@@ -51,8 +51,12 @@ template <typename OpTy> LceSpec reduceSpec(OpTy op) {
   LceSpec spec;
   spec.storage = op.getStorage();
   spec.hasLabels = static_cast<bool>(op.getLabels());
-  if (spec.hasLabels)
-    spec.labelType = cast<RankedTensorType>(op.getLabels().getType()).getElementType();
+  if (spec.hasLabels) {
+    auto labels = cast<RankedTensorType>(op.getLabels().getType());
+    spec.labelType = labels.getElementType();
+    if (labels.getRank() == 2)
+      spec.labelsPerRow = labels.getDimSize(1);
+  }
   spec.hasBias = static_cast<bool>(op.getBias());
   spec.hasClassWeights = static_cast<bool>(op.getClassWeights());
   spec.ignoreIndex = op.getIgnoreIndex();
@@ -90,15 +94,22 @@ namespace {
 std::vector<PlanParam> reduceParams(const LceSpec &spec) {
   std::string dt = loss::storageTypeName(spec.storage).str();
   std::vector<PlanParam> params = {{"x", dt, {"N", "D"}, false}, {"w", dt, {"V", "D"}, false}};
+  // Labels [N] or [N, K], and label_logit (and its adjoint) shaped alike.
+  std::vector<std::string> labelShape = {"N"};
+  if (spec.labelsPerRow > 0)
+    labelShape.push_back(std::to_string(spec.labelsPerRow));
+  auto shapeOf = [&](loss::Statistic kind) {
+    return kind == loss::Statistic::label_logit ? labelShape : std::vector<std::string>{"N"};
+  };
   if (spec.hasLabels)
-    params.push_back({"labels", labelTypeName(spec.labelType), {"N"}, false});
+    params.push_back({"labels", labelTypeName(spec.labelType), labelShape, false});
   if (spec.hasBias)
     params.push_back({"bias", dt, {"V"}, false});
   if (spec.hasClassWeights)
     params.push_back({"class_weights", "f32", {"V"}, false});
   if (!spec.gradient) {
     for (loss::Statistic kind : spec.statistics)
-      params.push_back({loss::stringifyStatistic(kind).str(), "f32", {"N"}, true});
+      params.push_back({loss::stringifyStatistic(kind).str(), "f32", shapeOf(kind), true});
     return params;
   }
   if (spec.gradientReadsLse())
@@ -106,7 +117,7 @@ std::vector<PlanParam> reduceParams(const LceSpec &spec) {
   if (spec.hasStatistic(loss::Statistic::entropy))
     params.push_back({"entropy", "f32", {"N"}, false});
   for (loss::Statistic kind : spec.statistics)
-    params.push_back({"grad_" + loss::stringifyStatistic(kind).str(), "f32", {"N"}, false});
+    params.push_back({"grad_" + loss::stringifyStatistic(kind).str(), "f32", shapeOf(kind), false});
   if (spec.needsGradX)
     params.push_back({"grad_x", dt, {"N", "D"}, true});
   if (spec.needsGradW)
@@ -174,6 +185,8 @@ std::map<std::string, std::string> LceSpec::planOptions() const {
     if (hasLabels) {
       options["label_type"] = labelTypeName(labelType);
       options["ignore_index"] = std::to_string(ignoreIndex);
+      if (labelsPerRow > 0)
+        options["labels_per_row"] = std::to_string(labelsPerRow);
     }
     if (logitScale != 1.0)
       options["logit_scale"] = loss::formatF64(logitScale);

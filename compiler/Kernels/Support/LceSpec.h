@@ -43,8 +43,13 @@ struct LceSpec {
   /// Labels are an operand (always for the cross-entropy ops; for a
   /// reduction, when label_logit reads them).
   bool hasLabels = true;
-  /// Class weights c [V] (storage type), read by logit_sum: Σ_j c_j z_j.
+  /// Class weights c [V] (f32), read by logit_sum: Σ_j c_j z_j.
   bool hasClassWeights = false;
+  /// K labels per row (labels [N, K], label_logit [N, K]: a top-K gather);
+  /// 0 for labels [N].
+  int64_t labelsPerRow = 0;
+  /// Labels (and label logits) per row: K, or 1 for labels [N].
+  int64_t labelCount() const { return labelsPerRow > 0 ? labelsPerRow : 1; }
   /// Chunked schedules: chunks cut the vocabulary instead of the rows (host
   /// only): no V×D f32 dW accumulator, an N×D f32 dX one instead.
   bool vocabChunks = false;

@@ -41,6 +41,7 @@ struct Case {
   double ignored = 0.2;   ///< fraction of rows labelled ignore_index.
   std::string strategy = "chunked";
   std::string tile = "block_rows=2,threads=32,splits=3";
+  int64_t labelsPerRow = 0; ///< K labels per row (a top-K gather); 0: one.
 };
 
 std::string describe(const Case &c) {
@@ -50,7 +51,8 @@ std::string describe(const Case &c) {
   return "N=" + std::to_string(c.n) + " V=" + std::to_string(c.v) + " D=" + std::to_string(c.d) +
          " " + c.dtype + " {" + stats + "}" + (c.bias ? " bias" : "") +
          (c.classWeights ? " class_weights" : "") + " scale=" + loss::formatF64(c.scale) +
-         " cap=" + loss::formatF64(c.cap) + " " + c.strategy + " tile=" + c.tile;
+         " cap=" + loss::formatF64(c.cap) + " " + c.strategy + " tile=" + c.tile +
+         (c.labelsPerRow ? " K=" + std::to_string(c.labelsPerRow) : "");
 }
 
 bool has(const Case &c, const std::string &name) {
@@ -70,6 +72,7 @@ simt::ElementType typeOf(const std::string &dtype) {
 /// Random inputs of one case, the oracle's view of them and the buffers.
 struct Inputs {
   RandomLceInputs random;
+  std::vector<int64_t> labelsK; ///< N·K labels when the case has K per row.
   std::vector<float> classWeights;
   std::vector<double> classWeights64;
   std::map<std::string, HostBuffer> buffers;
@@ -92,7 +95,13 @@ protected:
     o.softcap = c.cap;
     o.gradient = gradient;
     o.strategy = c.strategy;
+    o.labelsPerRow = c.labelsPerRow;
     return o;
+  }
+
+  /// Elements of statistic `s`: N, or N·K for label_logit of K labels.
+  static int64_t countOf(const Case &c, const std::string &s) {
+    return s == "label_logit" && c.labelsPerRow ? c.n * c.labelsPerRow : c.n;
   }
 
   void makeInputs(const Case &c, Inputs &in) {
@@ -107,8 +116,17 @@ protected:
       p.labels = nullptr;
     in.buffers = {{"x", {const_cast<void *>(p.x), c.dtype, c.n * c.d}},
                   {"w", {const_cast<void *>(p.w), c.dtype, c.v * c.d}}};
-    if (p.labels)
+    if (p.labels && c.labelsPerRow) {
+      // K labels per row: distinct, repeated and ignored entries.
+      std::mt19937 rng(5);
+      std::uniform_int_distribution<int64_t> u(0, c.v - 1);
+      for (int64_t i = 0; i < c.n * c.labelsPerRow; ++i)
+        in.labelsK.push_back(i % 5 == 3 ? -100 : i % 7 == 6 ? in.labelsK.back() : u(rng));
+      p.labels = in.labelsK.data();
+      in.buffers["labels"] = {in.labelsK.data(), "i64", c.n * c.labelsPerRow};
+    } else if (p.labels) {
       in.buffers["labels"] = {in.random.labels64.data(), "i64", c.n};
+    }
     if (c.bias)
       in.buffers["bias"] = {const_cast<void *>(p.bias), c.dtype, c.v};
     if (c.classWeights) {
@@ -160,8 +178,8 @@ protected:
     std::map<std::string, std::vector<float>> out;
     auto buffers = in.buffers;
     for (const std::string &s : c.statistics) {
-      out[s].assign(c.n, -12345.0f);
-      buffers[s] = {out[s].data(), "f32", c.n};
+      out[s].assign(countOf(c, s), -12345.0f);
+      buffers[s] = {out[s].data(), "f32", countOf(c, s)};
     }
     if (backend == "cpu")
       runOnCpu(c, false, buffers);
@@ -175,10 +193,11 @@ protected:
     Inputs in;
     makeInputs(c, in);
     auto got = forward(c, in, backend);
-    auto want = referenceVocabReduce(in.random.problem, in.classWeights64);
+    auto want = referenceVocabReduce(in.random.problem, in.classWeights64, c.labelsPerRow);
     for (const std::string &s : c.statistics)
-      for (int64_t i = 0; i < c.n; ++i) {
-        double ref = want[s][i], scaleOfRow = std::fabs(want["lse"][i]) + std::fabs(ref) + 1.0;
+      for (int64_t i = 0; i < countOf(c, s); ++i) {
+        int64_t row = s == "label_logit" && c.labelsPerRow ? i / c.labelsPerRow : i;
+        double ref = want[s][i], scaleOfRow = std::fabs(want["lse"][row]) + std::fabs(ref) + 1.0;
         // logit_sum adds V terms of |z|: its rounding grows with their size.
         if (s == "logit_sum")
           scaleOfRow = c.v * (c.magnitude + 1.0);
@@ -198,14 +217,14 @@ protected:
     std::uniform_real_distribution<float> u(-1.5f, 1.5f);
     auto buffers = in.buffers;
     for (const std::string &s : c.statistics) {
-      for (int64_t i = 0; i < c.n; ++i)
+      for (int64_t i = 0; i < countOf(c, s); ++i)
         adjoints[s].push_back(u(rng));
       adjoints64[s].assign(adjoints[s].begin(), adjoints[s].end());
       // The backward reads the saved lse and entropy (its adjoints' rules
       // do); the plan refuses any other buffer.
       if (s == "lse" || s == "entropy")
         buffers[s] = {stats[s].data(), "f32", c.n};
-      buffers["grad_" + s] = {adjoints[s].data(), "f32", c.n};
+      buffers["grad_" + s] = {adjoints[s].data(), "f32", countOf(c, s)};
     }
     const int64_t es = c.dtype == "f32" ? 4 : 2;
     std::vector<char> gx(c.n * c.d * es), gw(c.v * c.d * es), gb(c.v * es);
@@ -217,8 +236,8 @@ protected:
       runOnCpu(c, true, buffers);
     else
       runOnSimt(c, true, buffers);
-    LceGradReference want =
-        referenceVocabReduceGrad(in.random.problem, in.classWeights64, adjoints64);
+    LceGradReference want = referenceVocabReduceGrad(in.random.problem, in.classWeights64,
+                                                     adjoints64, c.labelsPerRow);
     // The products are f32 from storage-rounded inputs: one rounding of
     // the result to storage dominates for 16-bit types.
     const double tol = c.dtype == "f32" ? 2e-5 : c.dtype == "f16" ? 2e-3 : 1e-2;
@@ -317,6 +336,25 @@ TEST_F(VocabReduceKernels, EachAdjointAlone) {
     checkBackward(c, "cpu");
     checkBackward(c, "simt");
   }
+}
+
+TEST_F(VocabReduceKernels, SeveralLabelsPerRow) {
+  // A top-K gather: K label logits per row (repeated and ignored entries
+  // included), forward and backward, on both backends.
+  for (std::string dtype : {"f32", "bf16"}) {
+    Case c{9, 43, 11, dtype, {"lse", "label_logit"}};
+    c.labelsPerRow = 5;
+    c.cap = 20.0;
+    checkForward(c, "cpu");
+    checkForward(c, "simt");
+    checkBackward(c, "cpu");
+    checkBackward(c, "simt");
+  }
+  Case recompute{7, 37, 8, "f32", {"lse", "label_logit", "entropy"}};
+  recompute.labelsPerRow = 3;
+  recompute.strategy = "recompute";
+  checkBackward(recompute, "cpu");
+  checkBackward(recompute, "simt");
 }
 
 TEST_F(VocabReduceKernels, CrossEntropyIsTheLseAndLabelLogitSpecialCase) {

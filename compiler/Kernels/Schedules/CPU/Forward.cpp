@@ -110,8 +110,7 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
               [&](KernelEmitter &fe, loss::Statistic what) {
                 return s.stats.finishWide(fe, fields, what);
               },
-              [&](KernelEmitter &te) {
-                Value label = te.loadLabel(a["labels"], row);
+              [&](KernelEmitter &te, Value label) {
                 Value z = te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);
                 return bias ? te.addF(z, te.loadF32(bias, label)) : z;
               });

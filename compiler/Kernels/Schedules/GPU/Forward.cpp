@@ -123,8 +123,7 @@ void buildCombine(GpuSchedule &s) {
     emitRowOutputs(
         re, s.spec, a, row, v,
         [&](KernelEmitter &fe, loss::Statistic what) { return s.stats.finish(fe, state, what); },
-        [&](KernelEmitter &te) {
-          Value label = te.loadLabel(a["labels"], row);
+        [&](KernelEmitter &te, Value label) {
           Value z = te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);
           return a["bias"] ? te.addF(z, te.loadF32(a["bias"], label)) : z;
         });
