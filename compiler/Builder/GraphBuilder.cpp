@@ -11,8 +11,7 @@
 using namespace mlir;
 using namespace lossjit;
 
-namespace {
-llvm::Expected<Type> storageType(MLIRContext &ctx, llvm::StringRef dtype) {
+llvm::Expected<Type> lossjit::storageTypeNamed(MLIRContext &ctx, llvm::StringRef dtype) {
   if (dtype == "f16")
     return Float16Type::get(&ctx);
   if (dtype == "bf16")
@@ -22,6 +21,8 @@ llvm::Expected<Type> storageType(MLIRContext &ctx, llvm::StringRef dtype) {
   return llvm::createStringError("dtype must be f16, bf16 or f32, got '" +
                                  dtype.str() + "'");
 }
+
+namespace {
 /// The backward function: one loss.linear_cross_entropy_grad.
 OwningOpRef<ModuleOp> buildGradient(OpBuilder &b, OwningOpRef<ModuleOp> &module,
                                     SmallVector<Type> args,
@@ -100,7 +101,7 @@ llvm::Expected<OwningOpRef<ModuleOp>>
 lossjit::buildLinearCrossEntropyGraph(MLIRContext &ctx,
                                       const LceGraphOptions &options) {
   ctx.loadDialect<loss::LossDialect, func::FuncDialect>();
-  auto storage = storageType(ctx, options.dtype);
+  auto storage = storageTypeNamed(ctx, options.dtype);
   if (!storage)
     return storage.takeError();
   if (options.labelType != "i32" && options.labelType != "i64")

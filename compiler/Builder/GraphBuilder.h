@@ -47,6 +47,10 @@ struct LceGraphOptions {
   int64_t workspaceBytes = 64ll << 20; ///< scratch budget of the backward.
 };
 
+/// The storage element type spelled `dtype` ("f16", "bf16", "f32"), or an
+/// error naming the accepted spellings.
+llvm::Expected<mlir::Type> storageTypeNamed(mlir::MLIRContext &context, llvm::StringRef dtype);
+
 /// Builds the unfused graph `nll(log_softmax(cast_f32(linear(x, w[, b]))), y)`
 /// — what `F.cross_entropy(F.linear(x, w, b).float(), y)` says — with
 /// `loss.scale` / `loss.softcap` after the cast when requested, as

@@ -1,6 +1,7 @@
 //===- VocabReduceGraph.cpp -----------------------------------------------===//
 
 #include "compiler/Builder/VocabReduceGraph.h"
+#include "compiler/Builder/GraphBuilder.h"
 #include "dialects/Loss/LossOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,16 +15,6 @@ using namespace mlir;
 using namespace lossjit;
 
 namespace {
-llvm::Expected<Type> storageType(MLIRContext &ctx, llvm::StringRef dtype) {
-  if (dtype == "f16")
-    return Float16Type::get(&ctx);
-  if (dtype == "bf16")
-    return BFloat16Type::get(&ctx);
-  if (dtype == "f32")
-    return Float32Type::get(&ctx);
-  return llvm::createStringError("dtype must be f16, bf16 or f32, got '" + dtype.str() + "'");
-}
-
 llvm::Error checkOptions(const VocabReduceGraphOptions &o,
                          SmallVectorImpl<loss::Statistic> &kinds) {
   if (o.name.empty())
@@ -100,7 +91,7 @@ void buildRegion(OpBuilder &b, Location loc, Region &body, ArrayRef<loss::Statis
 llvm::Expected<OwningOpRef<ModuleOp>>
 lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &o) {
   ctx.loadDialect<loss::LossDialect, func::FuncDialect>();
-  auto storage = storageType(ctx, o.dtype);
+  auto storage = storageTypeNamed(ctx, o.dtype);
   if (!storage)
     return storage.takeError();
   SmallVector<loss::Statistic> kinds;

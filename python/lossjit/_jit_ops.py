@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 
 def _tensor_attrs(*names: str) -> set:
@@ -85,3 +86,17 @@ _GATHER = _torch_attrs("gather", "take_along_dim") | _tensor_attrs("gather", "ta
 _SQUEEZE = _torch_attrs("squeeze", "unsqueeze") | _tensor_attrs("squeeze", "unsqueeze")
 _GETITEM = _tensor_attrs("__getitem__")
 
+
+
+def linear_operands(slots: List[Any], x: int, w: int, bias: Optional[int],
+                    storage: torch.dtype, transposed: bool
+                    ) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+    """What a fused step hands the kernel: x, w ([V, D]) and the bias from
+    their slots, in the storage the graph was built for (under autocast,
+    what F.linear would cast them to)."""
+    xv, wv = slots[x], slots[w]
+    bv = slots[bias] if bias is not None else None
+    if xv.dtype != storage:
+        xv, wv = xv.to(storage), wv.to(storage)
+        bv = bv.to(storage) if bv is not None else None
+    return xv, (wv.t() if transposed else wv), bv

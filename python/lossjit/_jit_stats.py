@@ -27,7 +27,8 @@ from . import _reduce
 from ._algebra import AlgebraError, Poly, Sym, reduce_gather, reduce_sum, statistics_of
 from ._jit_ops import (_ADD, _CAST_METHODS, _CE, _DIV, _EXP, _GATHER, _GETITEM, _LINEAR,
                        _LOG_SOFTMAX, _LOGSUMEXP, _MATMUL, _MEAN, _MUL, _NEG, _NLL, _RSUB,
-                       _SOFTMAX, _SQUEEZE, _SUB, _SUM, _TANH, _TO, _VIEW, _DIALECT_DTYPES)
+                       _SOFTMAX, _SQUEEZE, _SUB, _SUM, _TANH, _TO, _VIEW, _DIALECT_DTYPES,
+                       linear_operands)
 
 #: Ops that need the vocabulary softmax: a linear whose (mapped) output
 #: reaches one of them is the logit stream.
@@ -150,13 +151,8 @@ class ReduceStep:
     graph_id: str = ""
 
     def run(self, slots: List[Any]) -> None:
-        x, w = slots[self.x], slots[self.w]
-        bias = slots[self.bias] if self.bias is not None else None
-        if x.dtype != self.storage:  # autocast: what F.linear would cast to
-            x, w = x.to(self.storage), w.to(self.storage)
-            bias = bias.to(self.storage) if bias is not None else None
-        if self.w_transposed:
-            w = w.t()
+        x, w, bias = linear_operands(slots, self.x, self.w, self.bias, self.storage,
+                                     self.w_transposed)
         x = x.reshape(-1, x.shape[-1])
         labels = None
         if self.labels is not None:

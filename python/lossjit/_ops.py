@@ -401,16 +401,21 @@ class _NotDifferentiable(torch.autograd.Function):
         raise RuntimeError(DOUBLE_BACKWARD_MESSAGE)
 
 
+def autocast_cast(t: Optional[Tensor], dtype: torch.dtype,
+                  device_type: str) -> Optional[Tensor]:
+    """Autocast's own rule for an operand of F.linear: floating tensors on
+    this device type, except float64, take the autocast dtype."""
+    if t is None or not t.is_floating_point() or t.dtype == torch.float64 \
+            or t.device.type != device_type:
+        return t
+    return t.to(dtype)
+
+
 def _autocast_kernel(device_type: str, key_name: str):
     key = getattr(torch._C.DispatchKey, key_name)
 
     def cast(t: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor]:
-        # Like autocast's own rule: floating tensors on this device type,
-        # except float64, take the autocast dtype.
-        if t is None or not t.is_floating_point() or t.dtype == torch.float64 \
-                or t.device.type != device_type:
-            return t
-        return t.to(dtype)
+        return autocast_cast(t, dtype, device_type)
 
     def kernel(_keyset, hidden, weight, target, bias, ignore_index, reduction, graph,
                logit_scale=1.0, softcap=0.0):

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from . import _kernels as K
-from ._ops import DOUBLE_BACKWARD_MESSAGE, check_logit_transforms
+from ._ops import DOUBLE_BACKWARD_MESSAGE, autocast_cast, check_logit_transforms
 
 STATISTICS = ("lse", "label_logit", "logit_sum", "entropy")
 
@@ -248,10 +248,7 @@ def _autocast_kernel(device_type: str, key_name: str):
     key = getattr(torch._C.DispatchKey, key_name)
 
     def cast(t: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor]:
-        if t is None or not t.is_floating_point() or t.dtype == torch.float64 \
-                or t.device.type != device_type:
-            return t
-        return t.to(dtype)
+        return autocast_cast(t, dtype, device_type)
 
     def kernel(_keyset, hidden, weight, target, bias, class_weights, statistics, ignore_index,
                logit_scale=1.0, softcap=0.0):

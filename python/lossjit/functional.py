@@ -80,14 +80,7 @@ def _autocast(hidden: Tensor, weight: Tensor, bias: Optional[Tensor]):
     if device_type not in ("cpu", "cuda") or not torch.is_autocast_enabled(device_type):
         return hidden, weight, bias
     dtype = torch.get_autocast_dtype(device_type)
-
-    def cast(t: Optional[Tensor]) -> Optional[Tensor]:
-        if t is None or not t.is_floating_point() or t.dtype == torch.float64 \
-                or t.device.type != device_type:
-            return t
-        return t.to(dtype)
-
-    return cast(hidden), cast(weight), cast(bias)
+    return tuple(_ops.autocast_cast(t, dtype, device_type) for t in (hidden, weight, bias))
 
 
 def _fused(hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],

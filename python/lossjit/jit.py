@@ -56,7 +56,8 @@ from ._ext import C, HAS_COMPILER
 from .functional import _fused
 from ._jit_ops import (_ADD, _CAST_METHODS, _CE, _DIALECT_DTYPES, _DIV, _LINEAR,  # noqa: F401
                        _LOG_SOFTMAX, _LOGSUMEXP, _MATMUL, _MUL, _NEG, _NLL, _TANH, _TO,
-                       _TRANSPOSE_METHODS, _VIEW, _func_name, _is_property)
+                       _TRANSPOSE_METHODS, _VIEW, _func_name, _is_property,
+                       linear_operands)
 
 SUPPORTED = """lossjit.jit fuses, between the inputs and the loss:
   - the logits: F.linear(x, w[, b]), x @ w.T, torch.matmul / torch.mm (+ a [V] bias add)
@@ -669,13 +670,9 @@ class _FusedStep:
     storage: torch.dtype  # what the graph was built for
 
     def run(self, slots: List[Any]) -> None:
-        x, w, labels = slots[self.x], slots[self.w], slots[self.labels]
-        bias = slots[self.bias] if self.bias is not None else None
-        if x.dtype != self.storage:  # autocast: what F.linear would cast to
-            x, w = x.to(self.storage), w.to(self.storage)
-            bias = bias.to(self.storage) if bias is not None else None
-        if self.w_transposed:
-            w = w.t()
+        x, w, bias = linear_operands(slots, self.x, self.w, self.bias, self.storage,
+                                     self.w_transposed)
+        labels = slots[self.labels]
         if self.flatten_rows:
             x = x.reshape(-1, x.shape[-1])
             labels = labels.reshape(-1)

@@ -407,6 +407,18 @@ void setBackwardOptions(T &o, bool gradient, bool fusedForward,
   }
 }
 
+/// A built graph module as the Python Graph, or a ValueError with the
+/// builder's message.
+std::unique_ptr<Graph> graphOf(llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> built,
+                               const std::string &name) {
+  if (!built)
+    throw py::value_error(llvm::toString(built.takeError()));
+  auto graph = std::make_unique<Graph>();
+  graph->module = std::move(*built);
+  graph->name = name;
+  return graph;
+}
+
 /// The C++ preset graph (forward, or the backward function).
 std::unique_ptr<Graph> lceGraph(const std::string &name, const std::string &dtype,
                                 const std::string &labelType, bool bias,
@@ -428,13 +440,7 @@ std::unique_ptr<Graph> lceGraph(const std::string &name, const std::string &dtyp
   setBackwardOptions(o, gradient, fusedForward, strategy, needsGradX, needsGradW,
                      workspaceBytes);
   std::lock_guard<std::mutex> lock(state().mutex);
-  auto built = buildLinearCrossEntropyGraph(*state().context, o);
-  if (!built)
-    throw py::value_error(llvm::toString(built.takeError()));
-  auto graph = std::make_unique<Graph>();
-  graph->module = std::move(*built);
-  graph->name = name;
-  return graph;
+  return graphOf(buildLinearCrossEntropyGraph(*state().context, o), name);
 }
 
 /// A vocabulary-reduction graph (forward, or its derived backward).
@@ -463,13 +469,7 @@ std::unique_ptr<Graph> vocabReduceGraph(const std::string &name, const std::stri
   o.needsGradW = needsGradW;
   o.workspaceBytes = workspaceBytes;
   std::lock_guard<std::mutex> lock(state().mutex);
-  auto built = buildVocabReduceGraph(*state().context, o);
-  if (!built)
-    throw py::value_error(llvm::toString(built.takeError()));
-  auto graph = std::make_unique<Graph>();
-  graph->module = std::move(*built);
-  graph->name = name;
-  return graph;
+  return graphOf(buildVocabReduceGraph(*state().context, o), name);
 }
 
 struct CpuOp {

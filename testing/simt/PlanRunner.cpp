@@ -186,3 +186,15 @@ llvm::Error lossjit::simt::runPlanOnSimt(
   }
   return llvm::Error::success();
 }
+
+ElementType lossjit::simt::elementTypeOf(const std::string &dtype) {
+  if (dtype == "f16")
+    return ElementType::F16;
+  if (dtype == "bf16")
+    return ElementType::BF16;
+  if (dtype == "i32")
+    return ElementType::I32;
+  if (dtype == "i64")
+    return ElementType::I64;
+  return ElementType::F32;
+}

@@ -35,6 +35,10 @@ namespace lossjit::simt {
 
 /// Caller-owned host memory for one param of a plan: `numElements` elements
 /// of `type` (f16/bf16 as their 16-bit encodings, index as int64) at `data`.
+/// The element type a buffer dtype name ("f16", "bf16", "f32", "i32",
+/// "i64") stands for; F32 for any other name.
+ElementType elementTypeOf(const std::string &dtype);
+
 struct SimtHostBuffer {
   void *data = nullptr;
   ElementType type = ElementType::F32;

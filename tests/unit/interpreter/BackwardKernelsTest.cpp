@@ -43,16 +43,6 @@ std::string describe(const GradCase &c) {
          " tile=" + c.tile + " " + c.strategy;
 }
 
-simt::ElementType typeOf(const std::string &dtype) {
-  if (dtype == "f16")
-    return simt::ElementType::F16;
-  if (dtype == "bf16")
-    return simt::ElementType::BF16;
-  if (dtype == "i64")
-    return simt::ElementType::I64;
-  return simt::ElementType::F32;
-}
-
 class SimtBackward : public ::testing::Test {
 protected:
   SimtBackward() {
@@ -84,7 +74,7 @@ protected:
     ASSERT_FALSE(HasFailure());
     std::map<std::string, simt::SimtHostBuffer> simtBuffers;
     for (const auto &[name, b] : buffers)
-      simtBuffers[name] = {b.data, typeOf(b.dtype), b.count};
+      simtBuffers[name] = {b.data, simt::elementTypeOf(b.dtype), b.count};
     llvm::Error err =
         simt::runPlanOnSimt(**graph, plan, simtBuffers, {c.n, c.v, c.d});
     ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
@@ -219,15 +209,15 @@ protected:
     std::vector<float> loss(1), lse(c.n);
     std::vector<char> gx(c.n * c.d * es), gw(c.v * c.d * es), gb(c.v * es);
     std::map<std::string, simt::SimtHostBuffer> buffers = {
-        {"x", {const_cast<void *>(in.problem.x), typeOf(c.dtype), c.n * c.d}},
-        {"w", {const_cast<void *>(in.problem.w), typeOf(c.dtype), c.v * c.d}},
-        {"bias", {const_cast<void *>(in.problem.bias), typeOf(c.dtype), c.v}},
+        {"x", {const_cast<void *>(in.problem.x), simt::elementTypeOf(c.dtype), c.n * c.d}},
+        {"w", {const_cast<void *>(in.problem.w), simt::elementTypeOf(c.dtype), c.v * c.d}},
+        {"bias", {const_cast<void *>(in.problem.bias), simt::elementTypeOf(c.dtype), c.v}},
         {"labels", {in.labels64.data(), simt::ElementType::I64, c.n}},
         {"loss", {loss.data(), simt::ElementType::F32, 1}},
         {"lse", {lse.data(), simt::ElementType::F32, c.n}},
-        {"grad_x", {gx.data(), typeOf(c.dtype), c.n * c.d}},
-        {"grad_w", {gw.data(), typeOf(c.dtype), c.v * c.d}},
-        {"grad_bias", {gb.data(), typeOf(c.dtype), c.v}}};
+        {"grad_x", {gx.data(), simt::elementTypeOf(c.dtype), c.n * c.d}},
+        {"grad_w", {gw.data(), simt::elementTypeOf(c.dtype), c.v * c.d}},
+        {"grad_bias", {gb.data(), simt::elementTypeOf(c.dtype), c.v}}};
     llvm::Error err = simt::runPlanOnSimt(**graph, plan, buffers, {c.n, c.v, c.d});
     ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
     LceReference ref = referenceLinearCrossEntropy(in.problem);
@@ -448,14 +438,14 @@ TEST_F(SimtBackward, NoRowsWriteZeroGradients) {
       // Garbage (NaN bit patterns) where the gradients go: nothing may survive.
       std::vector<char> gx(16), gw(c.v * c.d * es, char(0xff)), gb(c.v * es, char(0xff));
       std::map<std::string, simt::SimtHostBuffer> buffers = {
-          {"x", {x.data(), typeOf(dtype), 0}},
-          {"w", {w.data(), typeOf(dtype), c.v * c.d}},
-          {"bias", {bias.data(), typeOf(dtype), c.v}},
+          {"x", {x.data(), simt::elementTypeOf(dtype), 0}},
+          {"w", {w.data(), simt::elementTypeOf(dtype), c.v * c.d}},
+          {"bias", {bias.data(), simt::elementTypeOf(dtype), c.v}},
           {"labels", {labels.data(), simt::ElementType::I64, 0}},
           {"lse", {lse.data(), simt::ElementType::F32, 0}},
-          {"grad_x", {gx.data(), typeOf(dtype), 0}},
-          {"grad_w", {gw.data(), typeOf(dtype), c.v * c.d}},
-          {"grad_bias", {gb.data(), typeOf(dtype), c.v}}};
+          {"grad_x", {gx.data(), simt::elementTypeOf(dtype), 0}},
+          {"grad_w", {gw.data(), simt::elementTypeOf(dtype), c.v * c.d}},
+          {"grad_bias", {gb.data(), simt::elementTypeOf(dtype), c.v}}};
       if (g.fusedForward)
         buffers["loss"] = {loss.data(), simt::ElementType::F32, 1};
       else

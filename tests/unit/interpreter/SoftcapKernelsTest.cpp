@@ -46,16 +46,6 @@ std::string describe(const Case &c) {
          c.strategy + " tile=" + c.tile;
 }
 
-simt::ElementType typeOf(const std::string &dtype) {
-  if (dtype == "f16")
-    return simt::ElementType::F16;
-  if (dtype == "bf16")
-    return simt::ElementType::BF16;
-  if (dtype == "i64")
-    return simt::ElementType::I64;
-  return simt::ElementType::F32;
-}
-
 class SimtSoftcap : public ::testing::Test {
 protected:
   SimtSoftcap() {
@@ -98,7 +88,7 @@ protected:
       EXPECT_EQ(opts.at("softcap"), loss::formatF64(c.cap));
     std::map<std::string, simt::SimtHostBuffer> simtBuffers;
     for (const auto &[name, b] : buffers)
-      simtBuffers[name] = {b.data, typeOf(b.dtype), b.count};
+      simtBuffers[name] = {b.data, simt::elementTypeOf(b.dtype), b.count};
     llvm::Error err =
         simt::runPlanOnSimt(**graph, plans->front(), simtBuffers, {c.n, c.v, c.d});
     ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));

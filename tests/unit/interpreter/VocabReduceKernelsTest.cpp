@@ -59,16 +59,6 @@ bool has(const Case &c, const std::string &name) {
   return std::find(c.statistics.begin(), c.statistics.end(), name) != c.statistics.end();
 }
 
-simt::ElementType typeOf(const std::string &dtype) {
-  if (dtype == "f16")
-    return simt::ElementType::F16;
-  if (dtype == "bf16")
-    return simt::ElementType::BF16;
-  if (dtype == "i64")
-    return simt::ElementType::I64;
-  return simt::ElementType::F32;
-}
-
 /// Random inputs of one case, the oracle's view of them and the buffers.
 struct Inputs {
   RandomLceInputs random;
@@ -167,7 +157,7 @@ protected:
     EXPECT_EQ(plans->front().op, "vocab_reduce");
     std::map<std::string, simt::SimtHostBuffer> simtBuffers;
     for (const auto &[name, b] : buffers)
-      simtBuffers[name] = {b.data, typeOf(b.dtype), b.count};
+      simtBuffers[name] = {b.data, simt::elementTypeOf(b.dtype), b.count};
     llvm::Error err = simt::runPlanOnSimt(**graph, plans->front(), simtBuffers, {c.n, c.v, c.d});
     ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
   }
