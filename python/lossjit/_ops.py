@@ -411,26 +411,29 @@ def autocast_cast(t: Optional[Tensor], dtype: torch.dtype,
     return t.to(dtype)
 
 
-def _autocast_kernel(device_type: str, key_name: str):
-    key = getattr(torch._C.DispatchKey, key_name)
-
-    def cast(t: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor]:
-        return autocast_cast(t, dtype, device_type)
-
-    def kernel(_keyset, hidden, weight, target, bias, ignore_index, reduction, graph,
-               logit_scale=1.0, softcap=0.0):
-        # What F.linear does under autocast; the loss itself is float32 in
-        # any case (F.cross_entropy autocasts to float32).
-        dtype = torch.get_autocast_dtype(device_type)
-        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
-            return torch.ops.lossjit.linear_cross_entropy(
-                cast(hidden, dtype), cast(weight, dtype), target, cast(bias, dtype),
-                ignore_index, reduction, graph, logit_scale, softcap)
-
-    return kernel
-
-
 _autocast_lib = torch.library.Library("lossjit", "IMPL")
-for _device_type, _key in (("cpu", "AutocastCPU"), ("cuda", "AutocastCUDA")):
-    _autocast_lib.impl("linear_cross_entropy", _autocast_kernel(_device_type, _key), _key,
-                       with_keyset=True)
+
+
+def register_autocast(op_name: str, linear_args: Tuple[int, ...] = (0, 1, 3)) -> None:
+    """Autocast kernels (CPU and CUDA) for op lossjit::`op_name`: its
+    arguments at `linear_args` (hidden, weight, bias) take the autocast dtype
+    as F.linear's operands would; the results are float32 in any case (the
+    losses and statistics autocast to float32, like F.cross_entropy)."""
+
+    def make(device_type: str, key_name: str):
+        key = getattr(torch._C.DispatchKey, key_name)
+        op = getattr(torch.ops.lossjit, op_name)
+
+        def kernel(_keyset, *args):
+            dtype = torch.get_autocast_dtype(device_type)
+            cast = [autocast_cast(a, dtype, device_type) if i in linear_args else a
+                    for i, a in enumerate(args)]
+            with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
+                return op(*cast)
+        return kernel
+
+    for device_type, key in (("cpu", "AutocastCPU"), ("cuda", "AutocastCUDA")):
+        _autocast_lib.impl(op_name, make(device_type, key), key, with_keyset=True)
+
+
+register_autocast("linear_cross_entropy")

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from . import _kernels as K
-from ._ops import DOUBLE_BACKWARD_MESSAGE, autocast_cast, check_logit_transforms
+from ._ops import DOUBLE_BACKWARD_MESSAGE, check_logit_transforms, register_autocast
 
 STATISTICS = ("lse", "label_logit", "logit_sum", "entropy")
 
@@ -244,29 +244,8 @@ def _no_double_backward(ctx, *grads):
 vocab_reduce_backward_op.register_autograd(_no_double_backward)
 
 
-def _autocast_kernel(device_type: str, key_name: str):
-    key = getattr(torch._C.DispatchKey, key_name)
-
-    def cast(t: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor]:
-        return autocast_cast(t, dtype, device_type)
-
-    def kernel(_keyset, hidden, weight, target, bias, class_weights, statistics, ignore_index,
-               logit_scale=1.0, softcap=0.0):
-        # F.linear's rule for the projection; the statistics are float32
-        # and so are the class weights, whatever autocast says.
-        dtype = torch.get_autocast_dtype(device_type)
-        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
-            return torch.ops.lossjit.vocab_reduce(
-                cast(hidden, dtype), cast(weight, dtype), target, cast(bias, dtype),
-                class_weights, statistics, ignore_index, logit_scale, softcap)
-
-    return kernel
-
-
-_autocast_lib = torch.library.Library("lossjit", "IMPL")
-for _device_type, _key in (("cpu", "AutocastCPU"), ("cuda", "AutocastCUDA")):
-    _autocast_lib.impl("vocab_reduce", _autocast_kernel(_device_type, _key), _key,
-                       with_keyset=True)
+# F.linear's rule for hidden, weight and bias; the class weights stay float32.
+register_autocast("vocab_reduce")
 
 
 def vocab_reduce(hidden: Tensor, weight: Tensor, statistics: Sequence[str], *,

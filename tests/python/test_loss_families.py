@@ -411,3 +411,23 @@ def test_topk_distillation_bad_arguments():
         lossjit.linear_topk_distill(h, w, bad, logprobs)
     with pytest.raises(ValueError, match="teacher_indices must have shape"):
         lossjit.linear_topk_distill(h, w, indices[0], logprobs[0])
+
+
+def test_autocast_casts_the_projection_like_f_linear():
+    h, w, y, b = make_inputs("cpu", torch.float32, bias=True)
+    cw = class_weights_for(w.shape[0])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = lossjit.linear_cross_entropy(h, w, y, b, weight=cw, label_smoothing=0.1)
+        logp, ent = lossjit.linear_log_prob(h, w, y.clamp(min=0), return_entropy=True)
+    assert loss.dtype == torch.float32 and logp.dtype == torch.float32
+    bf = [t.bfloat16() for t in (h, w, b)]
+    assert torch.equal(loss, lossjit.linear_cross_entropy(*bf[:2], y, bf[2], weight=cw,
+                                                          label_smoothing=0.1))
+    want_logp, want_ent = lossjit.linear_log_prob(bf[0], bf[1], y.clamp(min=0),
+                                                  return_entropy=True)
+    assert torch.equal(logp, want_logp) and torch.equal(ent, want_ent)
+    stats = torch.ops.lossjit.vocab_reduce
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        under = stats(h, w, None, None, None, "lse", -100, 1.0, 0.0)
+    assert torch.equal(under[0], stats(bf[0], bf[1], None, None, None, "lse", -100, 1.0,
+                                       0.0)[0])
