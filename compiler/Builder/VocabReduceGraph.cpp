@@ -26,7 +26,8 @@ llvm::Error checkOptions(const VocabReduceGraphOptions &o,
     std::optional<loss::Statistic> kind = loss::symbolizeStatistic(name);
     if (!kind)
       return llvm::createStringError("unknown statistic '" + name +
-                                     "' (expected lse, label_logit, logit_sum or entropy)");
+                                     "' (expected lse, label_logit, logit_sum, entropy or "
+                                     "target_logit_sum)");
     if (llvm::is_contained(kinds, *kind))
       return llvm::createStringError("statistic '" + name + "' is asked for twice");
     kinds.push_back(*kind);
@@ -37,8 +38,17 @@ llvm::Error checkOptions(const VocabReduceGraphOptions &o,
   if (o.labelsPerRow < 0 || o.labelsPerRow > (1 << 16))
     return llvm::createStringError("labels per row must be 0 (labels [N]) or in [1, 65536], got " +
                                    std::to_string(o.labelsPerRow));
-  if (o.classWeights && !llvm::is_contained(kinds, loss::Statistic::logit_sum))
-    return llvm::createStringError("class weights are read by logit_sum only; ask for it");
+  if (o.classWeights && !llvm::is_contained(kinds, loss::Statistic::logit_sum) &&
+      !llvm::is_contained(kinds, loss::Statistic::target_logit_sum))
+    return llvm::createStringError(
+        "class weights are read by logit_sum and target_logit_sum only; ask for one");
+  if (llvm::is_contained(kinds, loss::Statistic::target_logit_sum) != !o.targets.empty())
+    return llvm::createStringError(
+        "target_logit_sum reads the targets, and only it does: give targets exactly when it "
+        "is asked for");
+  if (!o.targets.empty() && o.targets != "f32" && o.targets != o.dtype)
+    return llvm::createStringError("targets must be f32 or the dtype (" + o.dtype + "), got '" +
+                                   o.targets + "'");
   if (!std::isfinite(o.logitScale) || o.logitScale == 0)
     return llvm::createStringError("logit scale must be finite and nonzero, got " +
                                    loss::formatF64(o.logitScale));
@@ -118,6 +128,9 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
     args.push_back(vector);
   if (o.classWeights)
     args.push_back(row);
+  if (!o.targets.empty())
+    args.push_back(RankedTensorType::get(
+        {dyn, dyn}, o.targets == "f32" ? Type(f32) : *storage));
   const unsigned operands = args.size();
   SmallVector<Type> results;
   SmallVector<Type> statTypes;
@@ -143,12 +156,14 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
   Value labelsArg = labels ? entry->getArgument(next++) : Value();
   Value biasArg = o.bias ? entry->getArgument(next++) : Value();
   Value weightsArg = o.classWeights ? entry->getArgument(next++) : Value();
+  Value targetsArg = !o.targets.empty() ? entry->getArgument(next++) : Value();
   Value x = entry->getArgument(0), w = entry->getArgument(1);
   Operation *op;
   if (o.gradient) {
     ValueRange rest = entry->getArguments().drop_front(operands);
     auto grad = loss::VocabReduceGradOp::create(
-        b, loc, results, x, w, biasArg, labelsArg, weightsArg, rest.take_front(kinds.size()),
+        b, loc, results, x, w, biasArg, labelsArg, weightsArg, targetsArg,
+        rest.take_front(kinds.size()),
         rest.drop_front(kinds.size()), b.getI64IntegerAttr(o.ignoreIndex), TypeAttr::get(*storage),
         TypeAttr::get(f32), b.getF64FloatAttr(o.logitScale), b.getF64FloatAttr(o.softcap),
         b.getStringAttr(o.strategy), b.getBoolAttr(o.needsGradX), b.getBoolAttr(o.needsGradW),
@@ -157,6 +172,7 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
     op = grad;
   } else {
     auto fwd = loss::VocabReduceOp::create(b, loc, results, x, w, biasArg, labelsArg, weightsArg,
+                                           targetsArg,
                                            b.getI64IntegerAttr(o.ignoreIndex),
                                            TypeAttr::get(*storage), TypeAttr::get(f32),
                                            b.getF64FloatAttr(o.logitScale),

@@ -28,13 +28,17 @@ struct VocabReduceGraphOptions {
   /// The statistics, in result order: lse, label_logit, logit_sum, entropy.
   std::vector<std::string> statistics;
   bool bias = false;
-  /// Class weights c [V] weighting logit_sum: Σ_j c_j z_j.
+  /// Class weights c [V] weighting logit_sum (Σ_j c_j z_j) and
+  /// target_logit_sum.
   bool classWeights = false;
+  /// The element type of the targets [N, V] that target_logit_sum reads
+  /// ("f32" or the dtype); "" without targets.
+  std::string targets;
   int64_t ignoreIndex = -100;
   double logitScale = 1.0;
   double softcap = 0.0;
 
-  /// Build the backward instead: `@name(x, w[, labels][, bias][, class_weights],
+  /// Build the backward instead: `@name(x, w[, labels][, bias][, class_weights][, targets],
   /// saved..., adjoints...) -> (grad_x?, grad_w?, grad_bias?)`, one saved
   /// statistic and one adjoint per statistic, in order.
   bool gradient = false;
@@ -44,7 +48,7 @@ struct VocabReduceGraphOptions {
   int64_t workspaceBytes = 64ll << 20;
 };
 
-/// `func.func @name(x, w[, labels][, bias][, class_weights]) -> statistics`
+/// `func.func @name(x, w[, labels][, bias][, class_weights][, targets]) -> statistics`
 /// holding one loss.vocab_reduce (labels when label_logit is asked for), or
 /// the gradient function. Bad options give an error naming the option and
 /// the accepted values; the verifier's rules (each statistic once; entropy's

@@ -146,13 +146,15 @@ std::vector<std::string> lossjit::argumentRoles(const FusedFunction &f) {
              {reduce.getWeight(), "w"},
              {reduce.getLabels(), "labels"},
              {reduce.getBias(), "bias"},
-             {reduce.getClassWeights(), "class_weights"}};
+             {reduce.getClassWeights(), "class_weights"},
+             {reduce.getTargets(), "targets"}};
   } else if (auto reduceGrad = dyn_cast<loss::VocabReduceGradOp>(f.op)) {
     roles = {{reduceGrad.getInput(), "x"},
              {reduceGrad.getWeight(), "w"},
              {reduceGrad.getLabels(), "labels"},
              {reduceGrad.getBias(), "bias"},
-             {reduceGrad.getClassWeights(), "class_weights"}};
+             {reduceGrad.getClassWeights(), "class_weights"},
+             {reduceGrad.getTargets(), "targets"}};
     // The saved statistics the gradient reads (lse, entropy) keep their
     // names; the adjoints are grad_<statistic>. A saved statistic the
     // gradient does not read has no role.

@@ -22,8 +22,9 @@ SmallVector<Statistic> yieldedStatistics(Region &body) {
 /// Operand checks both ops share: the linear operands, storage and
 /// compute, the logit maps, labels [N] and class weights [V].
 LogicalResult verifyReduceOperands(Operation *op, Value input, Value weight, Value bias,
-                                   Value labels, Value classWeights, Type storage, Type compute,
-                                   double logitScale, double softcap) {
+                                   Value labels, Value classWeights, Value targets,
+                                   Type storage, Type compute, double logitScale,
+                                   double softcap) {
   if (failed(verifyLinearOperands(op, input, weight, bias)) ||
       failed(verifyStorageAndCompute(op, storage, compute, input)) ||
       failed(verifyLogitTransforms(op, logitScale, softcap)))
@@ -42,12 +43,22 @@ LogicalResult verifyReduceOperands(Operation *op, Value input, Value weight, Val
       return op->emitOpError() << "labels [N, K] need a static K >= 1, got "
                                << labels.getType();
   }
-  if (!classWeights)
-    return success();
-  if (failed(expectRank(op, classWeights, 1, "class_weights ([V])")) ||
-      failed(expectDim(op, rankedType(classWeights).getDimSize(0), v,
-                       "class_weights length differs from vocabulary size V of weight")))
+  if (classWeights &&
+      (failed(expectRank(op, classWeights, 1, "class_weights ([V])")) ||
+       failed(expectDim(op, rankedType(classWeights).getDimSize(0), v,
+                        "class_weights length differs from vocabulary size V of weight"))))
     return failure();
+  if (!targets)
+    return success();
+  auto t = rankedType(targets);
+  if (failed(expectRank(op, targets, 2, "targets ([N, V] class probabilities)")) ||
+      failed(expectDim(op, t.getDimSize(0), n, "row count N of targets differs")) ||
+      failed(expectDim(op, t.getDimSize(1), v,
+                       "targets width differs from vocabulary size V of weight")))
+    return failure();
+  if (!t.getElementType().isF32() && t.getElementType() != storage)
+    return op->emitOpError() << "targets must be f32 or the storage type " << storage << ", got "
+                             << t.getElementType();
   return success();
 }
 
@@ -80,7 +91,7 @@ LogicalResult verifyRowValues(Operation *op, ValueRange values, ArrayRef<Statist
 /// kind at most once; the optional operands must have a reader and the
 /// readers their operand.
 LogicalResult verifyReduceRegion(Operation *op, Region &body, Value input, Value weight,
-                                 Value labels, Value classWeights) {
+                                 Value labels, Value classWeights, Value targets) {
   Block &block = body.front();
   if (block.getNumArguments() != 1)
     return op->emitOpError() << "region must take one argument, the logits [N, V] (f32), got "
@@ -121,8 +132,14 @@ LogicalResult verifyReduceRegion(Operation *op, Region &body, Value input, Value
   if (kinds.contains(Statistic::label_logit) != static_cast<bool>(labels))
     return op->emitOpError() << (labels ? "has labels but no label_logit statistic reads them"
                                         : "label_logit needs the labels operand");
-  if (classWeights && !kinds.contains(Statistic::logit_sum))
-    return op->emitOpError() << "has class_weights but no logit_sum statistic reads them";
+  if (classWeights && !kinds.contains(Statistic::logit_sum) &&
+      !kinds.contains(Statistic::target_logit_sum))
+    return op->emitOpError() << "has class_weights but no logit_sum or target_logit_sum "
+                                "statistic reads them";
+  if (kinds.contains(Statistic::target_logit_sum) != static_cast<bool>(targets))
+    return op->emitOpError() << (targets ? "has targets but no target_logit_sum statistic "
+                                           "reads them"
+                                         : "target_logit_sum needs the targets operand");
   return success();
 }
 
@@ -170,7 +187,7 @@ std::optional<unsigned> VocabReduceOp::findStatistic(Statistic kind) {
 
 LogicalResult VocabReduceOp::verify() {
   if (failed(verifyReduceOperands(*this, getInput(), getWeight(), getBias(), getLabels(),
-                                  getClassWeights(), getStorage(), getCompute(),
+                                  getClassWeights(), getTargets(), getStorage(), getCompute(),
                                   getLogitScale().convertToDouble(),
                                   getSoftcap().convertToDouble())))
     return failure();
@@ -179,7 +196,7 @@ LogicalResult VocabReduceOp::verify() {
 
 LogicalResult VocabReduceOp::verifyRegions() {
   if (failed(verifyReduceRegion(*this, getBody(), getInput(), getWeight(), getLabels(),
-                                getClassWeights())))
+                                getClassWeights(), getTargets())))
     return failure();
   Operation *yield = getBody().front().getTerminator();
   if (yield->getNumOperands() != getNumResults())
@@ -211,7 +228,7 @@ std::optional<unsigned> VocabReduceGradOp::findStatistic(Statistic kind) {
 
 LogicalResult VocabReduceGradOp::verify() {
   if (failed(verifyReduceOperands(*this, getInput(), getWeight(), getBias(), getLabels(),
-                                  getClassWeights(), getStorage(), getCompute(),
+                                  getClassWeights(), getTargets(), getStorage(), getCompute(),
                                   getLogitScale().convertToDouble(),
                                   getSoftcap().convertToDouble())))
     return failure();
@@ -230,7 +247,7 @@ LogicalResult VocabReduceGradOp::verify() {
 
 LogicalResult VocabReduceGradOp::verifyRegions() {
   if (failed(verifyReduceRegion(*this, getBody(), getInput(), getWeight(), getLabels(),
-                                getClassWeights())))
+                                getClassWeights(), getTargets())))
     return failure();
   SmallVector<Statistic> kinds = getStatisticKinds();
   if (getSaved().size() != kinds.size())

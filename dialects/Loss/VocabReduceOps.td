@@ -21,9 +21,11 @@ def Loss_StatLse : I32EnumAttrCase<"lse", 0>;
 def Loss_StatLabelLogit : I32EnumAttrCase<"label_logit", 1>;
 def Loss_StatLogitSum : I32EnumAttrCase<"logit_sum", 2>;
 def Loss_StatEntropy : I32EnumAttrCase<"entropy", 3>;
+def Loss_StatTargetLogitSum : I32EnumAttrCase<"target_logit_sum", 4>;
 def Loss_Statistic : I32EnumAttr<"Statistic",
     "a per-row statistic of the logits over the vocabulary",
-    [Loss_StatLse, Loss_StatLabelLogit, Loss_StatLogitSum, Loss_StatEntropy]> {
+    [Loss_StatLse, Loss_StatLabelLogit, Loss_StatLogitSum, Loss_StatEntropy,
+     Loss_StatTargetLogitSum]> {
   let cppNamespace = "::lossjit::loss";
   let genSpecializedAttr = 0;
 }
@@ -42,6 +44,8 @@ def Loss_StatOp : Loss_Op<"stat", [Pure,
         a label outside [0, V); its adjoint is [j = y].
       - `logit_sum`: Σ_j c_j z_j (label smoothing's sum); its adjoint is c_j.
       - `entropy`: −Σ_j p_j log p_j; its adjoint is −p_j (log p_j + H).
+      - `target_logit_sum`: Σ_j c_j t_j z_j with the row's targets t (a dense
+        [N, V] operand: class probabilities); its adjoint is c_j t_j.
     Sums are carried in a fixed order with compensation, so their error does
     not grow with V.
   }];
@@ -85,7 +89,9 @@ def Loss_VocabReduceOp : Loss_VocabReduceBase<"vocab_reduce"> {
     (every product, exp, log and sum in `compute`, f32) and never stored.
     The region holds `loss.stat` ops on it and yields their [N] f32 results,
     one op result each. `labels` [N] are read by `label_logit` (rows equal
-    to `ignore_index` give 0), `class_weights` [V] (f32) by `logit_sum`.
+    to `ignore_index` give 0), `class_weights` [V] (f32) by `logit_sum` and
+    `target_logit_sum`, `targets` [N, V] (f32 or the storage type: class
+    probabilities) by `target_logit_sum`.
 
     ```mlir
     %lse, %zy, %zs = loss.vocab_reduce %x, %w labels %y : tensor<?xi64>
@@ -106,6 +112,7 @@ def Loss_VocabReduceOp : Loss_VocabReduceBase<"vocab_reduce"> {
   let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,
                        Optional<Loss_FloatTensor>:$bias, Optional<Loss_LabelTensor>:$labels,
                        Optional<Loss_F32Tensor>:$class_weights,
+                       Optional<Loss_FloatTensor>:$targets,
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
                        TypeAttr:$storage, TypeAttr:$compute,
                        DefaultValuedAttr<F64Attr, "1.0">:$logit_scale,
@@ -113,7 +120,8 @@ def Loss_VocabReduceOp : Loss_VocabReduceBase<"vocab_reduce"> {
   let results = (outs Variadic<Loss_F32Tensor>:$statistics);
   let assemblyFormat = [{
     $input `,` $weight (`bias` $bias^ `:` type($bias))? (`labels` $labels^ `:` type($labels))?
-    (`class_weights` $class_weights^ `:` type($class_weights))? attr-dict `:`
+    (`class_weights` $class_weights^ `:` type($class_weights))?
+    (`targets` $targets^ `:` type($targets))? attr-dict `:`
     type($input) `,` type($weight) `->` type($statistics) $body
   }];
   let extraClassDeclaration = commonDeclarations;
@@ -138,6 +146,7 @@ def Loss_VocabReduceGradOp : Loss_VocabReduceBase<"vocab_reduce_grad"> {
   let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,
                        Optional<Loss_FloatTensor>:$bias, Optional<Loss_LabelTensor>:$labels,
                        Optional<Loss_F32Tensor>:$class_weights,
+                       Optional<Loss_FloatTensor>:$targets,
                        Variadic<Loss_F32Tensor>:$saved, Variadic<Loss_F32Tensor>:$adjoints,
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
                        TypeAttr:$storage, TypeAttr:$compute,
@@ -151,6 +160,7 @@ def Loss_VocabReduceGradOp : Loss_VocabReduceBase<"vocab_reduce_grad"> {
   let assemblyFormat = [{
     $input `,` $weight (`bias` $bias^ `:` type($bias))? (`labels` $labels^ `:` type($labels))?
     (`class_weights` $class_weights^ `:` type($class_weights))?
+    (`targets` $targets^ `:` type($targets))?
     `saved` `(` $saved `:` type($saved) `)` `adjoints` `(` $adjoints `:` type($adjoints) `)`
     attr-dict `:` type($input) `,` type($weight) `->` type($gradients) $body
   }];

@@ -740,7 +740,8 @@ class _Tracer:
         if bound.get("size_average") is not None or bound.get("reduce") is not None:
             raise _Unsupported(call, "uses the deprecated size_average/reduce (use reduction=)")
         if not isinstance(target, Tensor) or target.is_floating_point():
-            raise AlgebraError("takes class-probability targets (not supported yet; pass "
+            raise AlgebraError("takes class-probability targets (inside @lossjit.jit not yet; "
+                               "lossjit.linear_cross_entropy takes them; or pass "
                                "class indices)")
         if src.dim() != 2 or target.dim() != 1:
             raise _Unsupported(call, f"gets {src.dim()}-d input; flatten the logits to [N, V] "
@@ -783,9 +784,10 @@ SUPPORTED_STATS = """lossjit.jit fuses, over the vocabulary of one linear layer'
   - torch.logsumexp(z, -1), F.log_softmax(z, -1), F.softmax(z, -1), .exp() of the log-softmax
   - sums and means over the last dim of products of those with [N, 1] row values, a [V]
     tensor or numbers (e.g. -(p * logp).sum(-1), the entropy)
-  - .gather(-1, y[..., None]) of any of them (one label tensor)
+  - .gather(-1, y[..., None]) or .gather(-1, idx) with K indices per row (one index tensor)
   - F.cross_entropy(z, y, weight=, ignore_index=, reduction=, label_smoothing=) and
     F.nll_loss(logp, y, ...)
 Any torch ops on [N]-shaped values (masks, normalizers, per-sequence sums) run eagerly,
 and every loss over the same logits shares one sweep. Not supported yet: a second
-(teacher) head, top-K gathers, class-probability targets, max/argmax/sort over V."""
+(teacher) head, class-probability targets (lossjit.linear_cross_entropy takes them),
+max/argmax/sort over V."""

@@ -344,11 +344,13 @@ class ReduceSpec(NamedTuple):
     logit_scale: float = 1.0
     softcap: float = 0.0
     labels_per_row: int = 0  # K for labels [N, K]; 0 for labels [N]
+    targets: str = ""  # dtype of the [N, V] targets ("f32" or dtype); "" for none
 
     def options(self) -> Dict[str, str]:
         options = {"dtype": self.dtype, "statistics": ",".join(self.statistics),
                    "bias": "true" if self.bias else "false",
-                   "class_weights": "true" if self.class_weights else "false"}
+                   "class_weights": "true" if self.class_weights else "false",
+                   "targets": self.targets or "none"}
         if self.label_type:
             options["label_type"] = self.label_type
             options["ignore_index"] = str(self.ignore_index)
@@ -366,7 +368,7 @@ class ReduceSpec(NamedTuple):
             label_type=self.label_type or "i64", bias=self.bias,
             class_weights=self.class_weights, ignore_index=self.ignore_index,
             logit_scale=self.logit_scale, softcap=self.softcap,
-            labels_per_row=self.labels_per_row, **gradient)
+            labels_per_row=self.labels_per_row, targets=self.targets, **gradient)
 
 
 _reduce_ops: Dict[Tuple[Any, ...], Any] = {}

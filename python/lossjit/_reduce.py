@@ -11,6 +11,8 @@ class_weights[V]?, statistics, ignore_index, logit_scale=1.0, softcap=0.0)
 - ``label_logit``: z at the row's target (0 where target == ignore_index)
 - ``logit_sum``: Σ_j c_j z_j with the class weights c (1 without them)
 - ``entropy``: −Σ_j p_j log p_j, p = softmax(z)
+- ``target_logit_sum``: Σ_j c_j t_j z_j with the row's targets t (class
+  probabilities [N, V], the optional last argument ``targets``)
 
 Everything after the statistics (masks, normalizers, per-sequence sums) is
 plain torch in the public functions, whose autograd hands
@@ -29,7 +31,7 @@ from torch import Tensor
 from . import _kernels as K
 from ._ops import DOUBLE_BACKWARD_MESSAGE, check_logit_transforms, register_autocast
 
-STATISTICS = ("lse", "label_logit", "logit_sum", "entropy")
+STATISTICS = ("lse", "label_logit", "logit_sum", "entropy", "target_logit_sum")
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -52,7 +54,7 @@ def parse_statistics(statistics: str) -> Tuple[str, ...]:
 
 def check_reduce_inputs(hidden: Tensor, weight: Tensor, target: Optional[Tensor],
                         bias: Optional[Tensor], class_weights: Optional[Tensor],
-                        names: Sequence[str]) -> None:
+                        names: Sequence[str], targets: Optional[Tensor] = None) -> None:
     """Metadata checks (valid for fake and meta tensors too)."""
     if hidden.dim() != 2:
         raise ValueError(f"lossjit::vocab_reduce takes hidden [N, D], got {list(hidden.shape)}")
@@ -81,15 +83,26 @@ def check_reduce_inputs(hidden: Tensor, weight: Tensor, target: Optional[Tensor]
                 (target.dim() == 2 and target.shape[1] < 1):
             raise ValueError(f"lossjit: target must have shape [N] or [N, K] (K labels per "
                              f"row) with N = {hidden.shape[0]}, got {list(target.shape)}")
+    if ("target_logit_sum" in names) != (targets is not None):
+        raise ValueError("lossjit: target_logit_sum reads the targets, and only it does: pass "
+                         "targets exactly when target_logit_sum is asked for")
+    if targets is not None:
+        if tuple(targets.shape) != (hidden.shape[0], v):
+            raise ValueError(f"lossjit: targets must have shape [N, V] = [{hidden.shape[0]}, "
+                             f"{v}], got {list(targets.shape)}")
+        if targets.dtype not in (torch.float32, dtype):
+            raise TypeError(f"lossjit: targets must be float32 or {_name(dtype)} (hidden's "
+                            f"dtype), got {_name(targets.dtype)}")
     if class_weights is not None:
-        if "logit_sum" not in names:
-            raise ValueError("lossjit: class_weights are read by logit_sum only")
+        if "logit_sum" not in names and "target_logit_sum" not in names:
+            raise ValueError("lossjit: class_weights are read by logit_sum and "
+                             "target_logit_sum only")
         if class_weights.dtype != torch.float32 or tuple(class_weights.shape) != (v,):
             raise ValueError(f"lossjit: class_weights must be a float32 tensor of shape "
                              f"[V] = [{v}], got {_name(class_weights.dtype)} "
                              f"{list(class_weights.shape)}")
     for arg, value in (("weight", weight), ("target", target), ("bias", bias),
-                       ("class_weights", class_weights)):
+                       ("class_weights", class_weights), ("targets", targets)):
         if value is not None and value.device != hidden.device:
             raise RuntimeError(f"lossjit: expected all tensors on one device, but hidden is "
                                f"on {hidden.device} and {arg} is on {value.device}")
@@ -97,14 +110,16 @@ def check_reduce_inputs(hidden: Tensor, weight: Tensor, target: Optional[Tensor]
 
 def _spec(hidden: Tensor, target: Optional[Tensor], bias: Optional[Tensor],
           class_weights: Optional[Tensor], names: Tuple[str, ...], ignore_index: int,
-          logit_scale: float, softcap: float) -> K.ReduceSpec:
+          logit_scale: float, softcap: float,
+          targets: Optional[Tensor] = None) -> K.ReduceSpec:
     return K.ReduceSpec(K.STORAGE_DTYPES[hidden.dtype], names,
                         K.LABEL_DTYPES[target.dtype] if target is not None else "",
                         bias is not None, class_weights is not None,
                         ignore_index if target is not None else -100,
                         float(logit_scale), float(softcap),
                         int(target.shape[1]) if target is not None and target.dim() == 2
-                        else 0)
+                        else 0,
+                        K.STORAGE_DTYPES[targets.dtype] if targets is not None else "")
 
 
 def _shape_of(name: str, hidden: Tensor, target: Optional[Tensor]) -> Tuple[int, ...]:
@@ -114,9 +129,10 @@ def _shape_of(name: str, hidden: Tensor, target: Optional[Tensor]) -> Tuple[int,
     return (hidden.shape[0],)
 
 
-def _buffers(hidden, weight, target, bias, class_weights):
+def _buffers(hidden, weight, target, bias, class_weights, targets=None):
     buffers = {"x": hidden.contiguous(), "w": weight.contiguous()}
-    for name, value in (("labels", target), ("bias", bias), ("class_weights", class_weights)):
+    for name, value in (("labels", target), ("bias", bias), ("class_weights", class_weights),
+                        ("targets", targets)):
         if value is not None:
             buffers[name] = value.contiguous()
     return buffers
@@ -125,17 +141,17 @@ def _buffers(hidden, weight, target, bias, class_weights):
 @torch.library.custom_op("lossjit::vocab_reduce", mutates_args=())
 def vocab_reduce_op(hidden: Tensor, weight: Tensor, target: Optional[Tensor],
                     bias: Optional[Tensor], class_weights: Optional[Tensor], statistics: str,
-                    ignore_index: int, logit_scale: float = 1.0,
-                    softcap: float = 0.0) -> List[Tensor]:
+                    ignore_index: int, logit_scale: float = 1.0, softcap: float = 0.0,
+                    targets: Optional[Tensor] = None) -> List[Tensor]:
     """The row statistics `statistics` of hidden [N, D] and weight [V, D]."""
     names = parse_statistics(statistics)
-    check_reduce_inputs(hidden, weight, target, bias, class_weights, names)
+    check_reduce_inputs(hidden, weight, target, bias, class_weights, names, targets)
     check_logit_transforms(logit_scale, softcap)
     n, d = hidden.shape
     v = weight.shape[0]
     kernel = K.reduce_kernel(_spec(hidden, target, bias, class_weights, names, ignore_index,
-                                   logit_scale, softcap), hidden.device)
-    buffers = _buffers(hidden, weight, target, bias, class_weights)
+                                   logit_scale, softcap, targets), hidden.device)
+    buffers = _buffers(hidden, weight, target, bias, class_weights, targets)
     outputs = [hidden.new_empty(_shape_of(name, hidden, target), dtype=torch.float32)
                for name in names]
     buffers.update(zip(names, outputs))
@@ -146,9 +162,9 @@ def vocab_reduce_op(hidden: Tensor, weight: Tensor, target: Optional[Tensor],
 
 @vocab_reduce_op.register_fake
 def _(hidden, weight, target, bias, class_weights, statistics, ignore_index, logit_scale=1.0,
-      softcap=0.0):
+      softcap=0.0, targets=None):
     names = parse_statistics(statistics)
-    check_reduce_inputs(hidden, weight, target, bias, class_weights, names)
+    check_reduce_inputs(hidden, weight, target, bias, class_weights, names, targets)
     return [hidden.new_empty(_shape_of(name, hidden, target), dtype=torch.float32)
             for name in names]
 
@@ -158,14 +174,14 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
                              bias: Optional[Tensor], class_weights: Optional[Tensor],
                              saved: List[Tensor], grads: List[Tensor], statistics: str,
                              ignore_index: int, needs_grad_x: bool, needs_grad_w: bool,
-                             logit_scale: float = 1.0,
-                             softcap: float = 0.0) -> Tuple[Tensor, Tensor, Tensor]:
+                             logit_scale: float = 1.0, softcap: float = 0.0,
+                             targets: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
     """(grad_hidden, grad_weight, grad_bias) from `saved` (the forward's
     statistics) and `grads` (the gradient reaching each, [N] float32); a
     gradient not asked for is an empty tensor (so is grad_bias without a
     bias)."""
     names = parse_statistics(statistics)
-    check_reduce_inputs(hidden, weight, target, bias, class_weights, names)
+    check_reduce_inputs(hidden, weight, target, bias, class_weights, names, targets)
     n, d = hidden.shape
     v = weight.shape[0]
     if len(saved) != len(names) or len(grads) != len(names):
@@ -174,8 +190,8 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
                          f"{len(grads)}")
     flags = K.BackwardFlags(needs_grad_x, needs_grad_w)
     kernel = K.reduce_kernel(_spec(hidden, target, bias, class_weights, names, ignore_index,
-                                   logit_scale, softcap), hidden.device, flags)
-    buffers = _buffers(hidden, weight, target, bias, class_weights)
+                                   logit_scale, softcap, targets), hidden.device, flags)
+    buffers = _buffers(hidden, weight, target, bias, class_weights, targets)
     names_run = kernel.names
     for name, value, grad in zip(names, saved, grads):
         # The kernel reads the saved statistics its adjoint rules need (lse,
@@ -199,7 +215,7 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
 
 @vocab_reduce_backward_op.register_fake
 def _(hidden, weight, target, bias, class_weights, saved, grads, statistics, ignore_index,
-      needs_grad_x, needs_grad_w, logit_scale=1.0, softcap=0.0):
+      needs_grad_x, needs_grad_w, logit_scale=1.0, softcap=0.0, targets=None):
     grad_x = torch.empty_like(hidden) if needs_grad_x else hidden.new_empty((0,))
     grad_w = torch.empty_like(weight) if needs_grad_w else hidden.new_empty((0,))
     grad_b = torch.empty_like(bias) if (needs_grad_w and bias is not None) \
@@ -215,6 +231,7 @@ def _setup_context(ctx, inputs, output):
     ctx.ignore_index = ignore_index
     ctx.logit_scale = inputs[7] if len(inputs) > 7 else 1.0
     ctx.softcap = inputs[8] if len(inputs) > 8 else 0.0
+    ctx.targets = inputs[9] if len(inputs) > 9 else None
     ctx.num_inputs = len(inputs)
 
 
@@ -229,7 +246,7 @@ def _backward(ctx, grads):
     grad_x, grad_w, grad_b = torch.ops.lossjit.vocab_reduce_backward(
         hidden, weight, target, bias, class_weights, saved, filled, ctx.statistics,
         ctx.ignore_index, bool(needs_x), bool(needs_w or needs_b), ctx.logit_scale,
-        ctx.softcap)
+        ctx.softcap, ctx.targets)
     return (grad_x if needs_x else None, grad_w if needs_w else None, None,
             grad_b if (needs_b and bias is not None) else None) + rest
 
@@ -251,7 +268,8 @@ register_autocast("vocab_reduce")
 def vocab_reduce(hidden: Tensor, weight: Tensor, statistics: Sequence[str], *,
                  target: Optional[Tensor] = None, bias: Optional[Tensor] = None,
                  class_weights: Optional[Tensor] = None, ignore_index: int = -100,
-                 logit_scale: float = 1.0, softcap: float = 0.0) -> List[Tensor]:
+                 logit_scale: float = 1.0, softcap: float = 0.0,
+                 targets: Optional[Tensor] = None) -> List[Tensor]:
     """The statistics of hidden [..., D] (leading dims flattened and restored);
     target [...] or [..., K] (K labels per row: label_logit is [..., K])."""
     lead = hidden.shape[:-1]
@@ -261,9 +279,12 @@ def vocab_reduce(hidden: Tensor, weight: Tensor, statistics: Sequence[str], *,
         hidden = hidden.reshape(-1, hidden.shape[-1])
         if target is not None:
             target = target.reshape(-1, target.shape[-1]) if per_row else target.reshape(-1)
+        if targets is not None:
+            targets = targets.reshape(-1, targets.shape[-1])
+    extra = () if targets is None else (targets,)
     stats = torch.ops.lossjit.vocab_reduce(hidden, weight, target, bias, class_weights,
                                            ",".join(statistics), ignore_index,
-                                           float(logit_scale), float(softcap))
+                                           float(logit_scale), float(softcap), *extra)
     if not flat:
         return list(stats)
     return [s.view(lead + s.shape[1:]) for s in stats]

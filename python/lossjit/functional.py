@@ -196,6 +196,63 @@ def _weighted_smoothed(input: Tensor, linear_weight: Tensor, target: Tensor,
     return loss
 
 
+def _probability_targets(input: Tensor, linear_weight: Tensor, target: Tensor,
+                         linear_bias: Optional[Tensor], weight: Optional[Tensor],
+                         ignore_index: int, reduction: str, label_smoothing: float,
+                         return_lse: bool, logit_scale: float, softcap: float):
+    """Class-probability targets t [..., V], PyTorch's semantics: per row
+    −Σ_j w_j t'_j log p_j with t' = (1 − ε)·t + ε/V, 'mean' over the rows.
+    That is lse·Σ_j w_j t'_j − Σ_j w_j t'_j z_j: the kernel gives lse,
+    Σ_j w_j t_j z_j (target_logit_sum, reading t in place) and, with
+    smoothing, Σ_j w_j z_j; Σ_j w_j t_j is a matrix-vector product in torch."""
+    if ignore_index >= 0:
+        raise ValueError(f"lossjit: ignore_index is not supported with class-probability "
+                         f"targets (got {ignore_index}), as in PyTorch")
+    if reduction not in _ops.REDUCTIONS:
+        raise ValueError(f"lossjit: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    if target.requires_grad and torch.is_grad_enabled():
+        raise RuntimeError("lossjit: gradients with respect to class-probability targets are "
+                           "not computed; pass target.detach() (or use F.cross_entropy)")
+    # (The shape, dtype and device checks of the index form, on an index
+    # tensor of the right shape: nothing is read from it.)
+    rows_like = input.new_empty(input.shape[:-1], dtype=torch.long)
+    _ops.check_inputs(input, linear_weight, rows_like, linear_bias, -100, reduction,
+                      _ops.PUBLIC_NAMES)
+    _ops.check_logit_transforms(logit_scale, softcap)
+    if target.device != input.device:
+        raise RuntimeError(f"lossjit: expected all tensors on one device, but input is on "
+                           f"{input.device} and target is on {target.device}")
+    v = linear_weight.shape[0]
+    lead = input.shape[:-1]
+    hidden = input.reshape(-1, input.shape[-1])
+    probs = target.reshape(-1, v)
+    hidden, linear_weight, linear_bias = _autocast(hidden, linear_weight, linear_bias)
+    if probs.dtype not in (torch.float32, hidden.dtype):
+        probs = probs.to(torch.float32)
+    class_weights = None if weight is None else weight.detach().to(torch.float32)
+    smooth = label_smoothing > 0
+    statistics = ("lse", "target_logit_sum") + (("logit_sum",) if smooth else ())
+    stats = _reduce.vocab_reduce(hidden, linear_weight, statistics, bias=linear_bias,
+                                 class_weights=class_weights, logit_scale=logit_scale,
+                                 softcap=softcap, targets=probs)
+    lse, weighted_sum = stats[0], stats[1]
+    mass = probs.float() @ class_weights if class_weights is not None \
+        else probs.float().sum(-1)
+    rows = lse * mass - weighted_sum
+    if smooth:
+        total = float(v) if class_weights is None else class_weights.sum()
+        rows = (1.0 - label_smoothing) * rows + (label_smoothing / v) * (total * lse - stats[2])
+    if reduction == "none":
+        loss = rows.view(lead)
+    elif reduction == "sum":
+        loss = rows.sum()
+    else:
+        loss = rows.sum() / rows.numel() if rows.numel() else rows.sum() * float("nan")
+    if return_lse:
+        return loss, lse.view(lead)
+    return loss
+
+
 def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
                          linear_bias: Optional[Tensor] = None, *,
                          weight: Optional[Tensor] = None, reduction: str = "mean",
@@ -217,7 +274,9 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
     Args:
         input: [..., D] float16, bfloat16 or float32 (CPU or CUDA).
         linear_weight: [V, D], same dtype and device.
-        target: [...] (input's leading dims) int64 or int32 class indices.
+        target: [...] (input's leading dims) int64 or int32 class indices, or
+            class probabilities [..., V] (floating point, as in PyTorch: no
+            ignore_index, 'mean' over the rows; no gradient flows to them).
         linear_bias: optional [V], same dtype. ``bias=`` and a positional
             fourth argument are accepted for it too (the names of lossjit
             0.1).
@@ -257,7 +316,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
     CUDA (no host sync) such a row's loss is NaN (and so are the gradients it
     reaches); the kernels compare labels with column indices and never read
     outside the inputs. What PyTorch accepts and lossjit does not yet
-    (class-probability targets, K-dimensional losses) is an error saying so.
+    (K-dimensional losses, float64 inputs) is an error saying so.
 
     Returns:
         loss (float32), or (loss, lse) with return_lse=True.
@@ -289,15 +348,16 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
         raise TypeError(f"lossjit: fused_backward must be a bool, got "
                         f"{type(fused_backward).__name__}")
     _check_label_smoothing(label_smoothing)
-    if isinstance(target, Tensor) and target.is_floating_point() \
-            and isinstance(input, Tensor) and tuple(target.shape) == tuple(
-                input.shape[:-1]) + tuple(linear_weight.shape[:1]):
-        raise NotImplementedError(
-            "lossjit: class-probability targets (a floating target [..., V]) are not "
-            "supported yet; pass class indices")
     if isinstance(linear_weight, Tensor):
         _check_class_weights(weight, input, linear_weight.shape[0] if linear_weight.dim() else 0)
     cap = 0.0 if softcap is None else softcap
+    if isinstance(target, Tensor) and target.is_floating_point() \
+            and isinstance(input, Tensor) and isinstance(linear_weight, Tensor) \
+            and linear_weight.dim() >= 1 and tuple(target.shape) == tuple(
+                input.shape[:-1]) + tuple(linear_weight.shape[:1]):
+        return _probability_targets(input, linear_weight, target, linear_bias, weight,
+                                    ignore_index, reduction, float(label_smoothing),
+                                    return_lse, logit_scale, cap)
     if weight is not None or label_smoothing > 0:
         return _weighted_smoothed(input, linear_weight, target, linear_bias, weight,
                                   ignore_index, reduction, float(label_smoothing), return_lse,

@@ -451,9 +451,10 @@ std::unique_ptr<Graph> vocabReduceGraph(const std::string &name, const std::stri
                                         double logitScale, double softcap, bool gradient,
                                         const std::string &strategy, bool needsGradX,
                                         bool needsGradW, int64_t workspaceBytes,
-                                        int64_t labelsPerRow) {
+                                        int64_t labelsPerRow, const std::string &targets) {
   VocabReduceGraphOptions o;
   o.labelsPerRow = labelsPerRow;
+  o.targets = targets;
   o.name = name;
   o.dtype = dtype;
   o.statistics = statistics;
@@ -709,7 +710,7 @@ void lossjit::python::bindCompiler(py::module_ &m) {
         py::arg("logit_scale") = 1.0, py::arg("softcap") = 0.0, py::arg("gradient") = false,
         py::arg("strategy") = "auto", py::arg("needs_grad_x") = true,
         py::arg("needs_grad_w") = true, py::arg("workspace_bytes") = int64_t(64) << 20,
-        py::arg("labels_per_row") = 0,
+        py::arg("labels_per_row") = 0, py::arg("targets") = "",
         "A loss.vocab_reduce graph (x, w[, labels][, bias][, class_weights]) -> one [N] "
         "f32 tensor per statistic (lse, label_logit, logit_sum, entropy; labels when "
         "label_logit is asked for), or with gradient=True its derived backward, which "

@@ -42,20 +42,23 @@ int64_t labelOf(const LceProblem &p, int64_t row) {
 
 std::map<std::string, std::vector<double>>
 lossjit::referenceVocabReduce(const LceProblem &p, const std::vector<double> &classWeights,
-                              int64_t labelsPerRow) {
+                              int64_t labelsPerRow, const std::vector<double> &targets) {
   const int64_t k = labelsPerRow > 0 ? labelsPerRow : 1;
   std::map<std::string, std::vector<double>> out;
-  for (const char *name : {"lse", "logit_sum", "entropy"})
+  for (const char *name : {"lse", "logit_sum", "entropy", "target_logit_sum"})
     out[name].assign(p.n, 0.0);
   out["label_logit"].assign(p.n * k, 0.0);
   for (int64_t row = 0; row < p.n; ++row) {
     RowLogits r = rowLogits(p, row);
     double mx = *std::max_element(r.z.begin(), r.z.end());
-    double sum = 0, zsum = 0;
+    double sum = 0, zsum = 0, tsum = 0;
     for (int64_t j = 0; j < p.v; ++j) {
       sum += std::exp(r.z[j] - mx);
       zsum += weightOf(classWeights, j) * r.z[j];
+      if (!targets.empty())
+        tsum += weightOf(classWeights, j) * targets[row * p.v + j] * r.z[j];
     }
+    out["target_logit_sum"][row] = tsum;
     double lse = mx + std::log(sum), entropy = 0;
     for (int64_t j = 0; j < p.v; ++j) {
       double logp = r.z[j] - lse;
@@ -80,7 +83,7 @@ lossjit::referenceVocabReduce(const LceProblem &p, const std::vector<double> &cl
 LceGradReference
 lossjit::referenceVocabReduceGrad(const LceProblem &p, const std::vector<double> &classWeights,
                                   const std::map<std::string, std::vector<double>> &adjoints,
-                                  int64_t labelsPerRow) {
+                                  int64_t labelsPerRow, const std::vector<double> &targets) {
   const int64_t k = labelsPerRow > 0 ? labelsPerRow : 1;
   auto adjoint = [&](const char *name, int64_t at) {
     auto it = adjoints.find(name);
@@ -91,7 +94,7 @@ lossjit::referenceVocabReduceGrad(const LceProblem &p, const std::vector<double>
   g.gradW.assign(p.v * p.d, 0.0);
   g.gradBias.assign(p.v, 0.0);
   std::map<std::string, std::vector<double>> stats =
-      referenceVocabReduce(p, classWeights, labelsPerRow);
+      referenceVocabReduce(p, classWeights, labelsPerRow, targets);
   for (int64_t row = 0; row < p.n; ++row) {
     RowLogits r = rowLogits(p, row);
     double lse = stats["lse"][row], entropy = stats["entropy"][row];
@@ -100,6 +103,9 @@ lossjit::referenceVocabReduceGrad(const LceProblem &p, const std::vector<double>
       double dz = adjoint("lse", row) * prob +
                   adjoint("logit_sum", row) * weightOf(classWeights, j) -
                   adjoint("entropy", row) * prob * (logp + entropy);
+      if (!targets.empty())
+        dz += adjoint("target_logit_sum", row) * weightOf(classWeights, j) *
+              targets[row * p.v + j];
       if (p.labels)
         for (int64_t i = row * k; i < (row + 1) * k; ++i)
           if (labelOf(p, i) == j)

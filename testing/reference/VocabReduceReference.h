@@ -27,16 +27,17 @@ namespace lossjit {
 /// holds N·K labels). `classWeights` is [V] or empty (weights 1). Uses p's
 /// inputs, labels, ignoreIndex and logit transforms; p.labels may be null
 /// when label_logit is not asked for.
+/// `targets` [N, V] (or empty) are read by target_logit_sum = Σ_j c_j t_j z_j.
 std::map<std::string, std::vector<double>>
 referenceVocabReduce(const LceProblem &p, const std::vector<double> &classWeights,
-                     int64_t labelsPerRow = 0);
+                     int64_t labelsPerRow = 0, const std::vector<double> &targets = {});
 
 /// dX, dW, db of Σ_i Σ_k adjoints[k][i] · stat_k(i): `adjoints` by
 /// statistic name, each shaped like the statistic (missing names are 0).
 LceGradReference
 referenceVocabReduceGrad(const LceProblem &p, const std::vector<double> &classWeights,
                          const std::map<std::string, std::vector<double>> &adjoints,
-                         int64_t labelsPerRow = 0);
+                         int64_t labelsPerRow = 0, const std::vector<double> &targets = {});
 
 } // namespace lossjit
 

@@ -177,13 +177,6 @@ def test_bad_family_arguments_name_the_argument(what, kwargs, error, message):
         lossjit.linear_cross_entropy(h, w, y, **kwargs)
 
 
-def test_probability_targets_are_a_clear_error():
-    h, w, y, _ = make_inputs("cpu", torch.float32)
-    probs = torch.softmax(torch.randn(h.shape[0], w.shape[0]), -1)
-    with pytest.raises(NotImplementedError, match="class-probability targets"):
-        lossjit.linear_cross_entropy(h, w, probs)
-
-
 def test_k_dimensional_weights_are_a_clear_error():
     h, w, y, _ = make_inputs("cpu", torch.float32)
     with pytest.raises(ValueError, match="K-dimensional losses"):
@@ -431,3 +424,55 @@ def test_autocast_casts_the_projection_like_f_linear():
         under = stats(h, w, None, None, None, "lse", -100, 1.0, 0.0)
     assert torch.equal(under[0], stats(bf[0], bf[1], None, None, None, "lse", -100, 1.0,
                                        0.0)[0])
+
+
+# --- Class-probability (soft) targets -----------------------------------------------
+
+def _probabilities(n, v, dtype, device, seed=4):
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(torch.randn(n, v, generator=g) * 2, -1).to(dtype).to(device)
+
+
+@pytest.mark.parametrize("dtype", STORAGE, ids=str)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("smoothing,weighted", [(0.0, False), (0.0, True), (0.2, False),
+                                                (0.2, True)])
+def test_probability_targets_match_torch(device, dtype, reduction, smoothing, weighted):
+    h, w, _, b = make_inputs(device, dtype, bias=True, ignored=())
+    probs = _probabilities(h.shape[0], w.shape[0], dtype, device)
+    cw = class_weights_for(w.shape[0]).to(device) if weighted else None
+    h, w, b = leaves(h, w, b)
+    loss = lossjit.linear_cross_entropy(h, w, probs, b, weight=cw, label_smoothing=smoothing,
+                                        reduction=reduction)
+    hr, wr, br = leaves(h, w, b)
+    ref = F.cross_entropy(reference_logits(hr, wr, br), probs.double(),
+                          weight=None if cw is None else cw.double(),
+                          label_smoothing=smoothing, reduction=reduction)
+    assert loss.shape == ref.shape
+    assert_close(loss, ref, 2e-5)
+    upstream = torch.linspace(0.5, 1.5, loss.numel(), dtype=torch.float64,
+                              device=device).view(loss.shape)
+    tol = {torch.float32: 5e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+    for g, r in zip(grads_of((loss.double() * upstream).sum(), [h, w, b]),
+                    grads_of((ref * upstream).sum(), [hr, wr, br])):
+        assert_close(g, r.to(dtype), tol, atol=tol * max(1.0, float(r.abs().max())))
+
+
+def test_probability_targets_in_float32_with_16_bit_inputs_and_3d(device):
+    h, w, _, _ = make_inputs(device, torch.bfloat16, lead=(2, 5), ignored=())
+    probs = _probabilities(10, w.shape[0], torch.float32, device).view(2, 5, -1)
+    loss = lossjit.linear_cross_entropy(h, w, probs, reduction="none")
+    ref = F.cross_entropy(reference_logits(h, w).reshape(10, -1), probs.reshape(10, -1).double(),
+                          reduction="none").view(2, 5)
+    assert_close(loss, ref, 2e-5)
+
+
+def test_probability_targets_rules():
+    h, w, _, _ = make_inputs("cpu", torch.float32, ignored=())
+    probs = _probabilities(h.shape[0], w.shape[0], torch.float32, "cpu")
+    with pytest.raises(ValueError, match="ignore_index is not supported with class-probability"):
+        lossjit.linear_cross_entropy(h, w, probs, ignore_index=3)
+    with pytest.raises(RuntimeError, match="gradients with respect to class-probability targets"):
+        lossjit.linear_cross_entropy(h, w, probs.clone().requires_grad_(True))
+    empty = lossjit.linear_cross_entropy(h[:0], w, probs[:0])
+    assert torch.isnan(empty)

@@ -26,6 +26,8 @@ void lossjit::declareAdjointInputs(KernelSignature &sig, const LceSpec &spec, Ty
   for (loss::Statistic kind : spec.statistics)
     sig.arg(adjointName(kind), rowValues);
   sig.argIf(spec.hasClassWeights, "class_weights", rowValues);
+  if (spec.hasTargets())
+    sig.arg("targets", KernelSink::flat(spec.targetsType));
 }
 
 RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const KernelArgs &a,
@@ -54,6 +56,11 @@ RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const 
     for (int64_t i = 0; i < k; ++i)
       r.gLabels.push_back(e.load(g, atLabel(i)));
   r.gSum = load(adjointName(loss::Statistic::logit_sum));
+  r.gTargetSum = load(adjointName(loss::Statistic::target_logit_sum));
+  if (r.gTargetSum) {
+    r.targets = a["targets"];
+    r.targetBase = e.mul(row, a["V"]);
+  }
   r.gEntropy = load(adjointName(loss::Statistic::entropy));
   r.entropy = load("entropy");
   return r;
@@ -61,7 +68,8 @@ RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const 
 
 Value lossjit::emitRowActive(KernelEmitter &e, const LceSpec &spec, const RowAdjoint &row) {
   Value active;
-  SmallVector<Value> adjoints = {row.g, row.lseGrad, row.gLse, row.gSum, row.gEntropy};
+  SmallVector<Value> adjoints = {row.g,    row.lseGrad,  row.gLse,
+                                 row.gSum, row.gEntropy, row.gTargetSum};
   llvm::append_range(adjoints, row.gLabels);
   for (Value g : adjoints) {
     if (!g)
@@ -103,5 +111,10 @@ Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoi
     dz = e.addF(dz, e.select(e.cmpI(arith::CmpIPredicate::eq, label, col), g, e.f32(0.0)));
   if (row.gSum)
     dz = colWeight ? e.fma(row.gSum, colWeight, dz) : e.addF(dz, row.gSum);
+  if (row.gTargetSum) {
+    Value t = e.loadF32(row.targets, e.add(row.targetBase, col));
+    Value factor = colWeight ? e.mulF(colWeight, t) : t;
+    dz = e.fma(row.gTargetSum, factor, dz);
+  }
   return logit.dzdraw ? e.mulF(dz, logit.dzdraw) : dz;
 }

@@ -6,6 +6,7 @@
 //   lse          p_j                      (p = softmax(z) = exp(z − lse))
 //   label_logit  [j = y]                  (one term per label of the row)
 //   logit_sum    c_j                      (the column's class weight, or 1)
+//   target_logit_sum  c_j t_j             (t: the row's targets)
 //   entropy      −p_j (log p_j + H)
 // then times ∂z/∂raw. Every backward kernel (dZ into a chunk, recomputed
 // tiles, both backends, every matmul strategy) reads a row's values once
@@ -37,12 +38,14 @@ struct RowAdjoint {
   /// entropy's rule).
   mlir::Value gLse, gSum, gEntropy, entropy;
   llvm::SmallVector<mlir::Value> gLabels;
+  /// target_logit_sum: its adjoint, the targets and the row's first one.
+  mlir::Value gTargetSum, targets, targetBase;
 };
 
 /// Declares on `sig` the per-row (and per-column) buffers dZ reads:
 /// labels, lse, grow, [grad_lse] for the cross-entropy ops; [labels],
 /// [lse], [entropy], grad_<statistic> per statistic and [class_weights]
-/// for a reduction.
+/// for a reduction ([targets] too; its kernels declare V).
 void declareAdjointInputs(KernelSignature &sig, const LceSpec &spec, mlir::Type f32);
 
 /// The values of `row` (a kernel with declareAdjointInputs' arguments).

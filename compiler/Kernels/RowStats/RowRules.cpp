@@ -80,6 +80,8 @@ void lossjit::declareRowInputs(KernelSignature &sig, const LceSpec &spec) {
     sig.arg("labels", KernelSink::flat(spec.labelType));
   sig.argIf(spec.isVocabReduce() && spec.hasClassWeights, "class_weights",
             KernelSink::flat(mlir::Float32Type::get(spec.storage.getContext())));
+  if (spec.hasTargets())
+    sig.arg("targets", KernelSink::flat(spec.targetsType));
 }
 
 void lossjit::emitRowOutputs(

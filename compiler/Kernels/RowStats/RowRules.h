@@ -75,7 +75,7 @@ void declareRowOutputs(KernelSignature &sig, const LceSpec &spec, mlir::Type f32
 
 /// Declares the per-row and per-column inputs the forward reads besides x,
 /// w and the bias: the labels (when the op has them) and a reduction's
-/// class weights.
+/// class weights and targets.
 void declareRowInputs(KernelSignature &sig, const LceSpec &spec);
 
 /// Stores `row`'s outputs (declareRowOutputs): `finish(e, what)` gives a

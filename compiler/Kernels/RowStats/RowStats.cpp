@@ -26,6 +26,8 @@ RowStats RowStats::forSpec(const LceSpec &spec) {
                                      : StatKind::LogSumExp};
   if (spec.hasStatistic(loss::Statistic::logit_sum))
     kinds.push_back(StatKind::LogitSum);
+  if (spec.hasStatistic(loss::Statistic::target_logit_sum))
+    kinds.push_back(StatKind::TargetLogitSum);
   return RowStats(kinds);
 }
 
@@ -42,30 +44,31 @@ ValueRange RowStats::row(ValueRange state, unsigned i) const {
   return state.slice(i * width(), width());
 }
 
-SmallVector<Value> RowStats::push(KernelEmitter &e, ValueRange row, Value z, Value weight) const {
+SmallVector<Value> RowStats::push(KernelEmitter &e, ValueRange row, Value z,
+                                  const LogitInputs &in) const {
   SmallVector<Value> out;
   for (size_t k = 0; k < kinds.size(); ++k) {
     const StatKindRules &rules = statKindRules(kinds[k]);
-    llvm::append_range(out,
-                       rules.push(e, row.slice(offsets[k], rules.fields().size()), z, weight));
+    llvm::append_range(out, rules.push(e, row.slice(offsets[k], rules.fields().size()), z, in));
   }
   return out;
 }
 
 SmallVector<Value> RowStats::pushMany(KernelEmitter &e, ValueRange row, ArrayRef<Value> z,
-                                      ArrayRef<Value> valid, ArrayRef<Value> weights) const {
+                                      ArrayRef<Value> valid, ArrayRef<LogitInputs> inputs) const {
   SmallVector<Value> out;
   for (size_t k = 0; k < kinds.size(); ++k) {
     const StatKindRules &rules = statKindRules(kinds[k]);
     ValueRange mine = row.slice(offsets[k], rules.fields().size());
     // One logit: exactly push() (the SIMT kernels' bits).
     if (z.size() == 1) {
-      SmallVector<Value> pushed = rules.push(e, mine, z[0], weights.empty() ? Value() : weights[0]);
+      SmallVector<Value> pushed =
+          rules.push(e, mine, z[0], inputs.empty() ? LogitInputs{} : inputs[0]);
       for (auto [p, old] : llvm::zip_equal(pushed, mine))
         out.push_back(e.select(valid[0], p, old));
       continue;
     }
-    llvm::append_range(out, rules.pushMany(e, mine, z, valid, weights));
+    llvm::append_range(out, rules.pushMany(e, mine, z, valid, inputs));
   }
   return out;
 }

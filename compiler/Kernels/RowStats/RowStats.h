@@ -37,6 +37,15 @@ enum class StatKind {
   SoftmaxEntropy,
   /// Σ_j c_j z_j with the column's class weight c_j (1 without): (zsum).
   LogitSum,
+  /// Σ_j c_j t_j z_j with the row's target t_j (class probabilities): (tsum).
+  TargetLogitSum,
+};
+
+/// What a statistic may read of one logit besides its value: the column's
+/// class weight and the row's target at that column (null when absent).
+struct LogitInputs {
+  mlir::Value weight;
+  mlir::Value target;
 };
 
 /// One carried f32 value: its name (partial workspaces are "part_<name>")
@@ -53,17 +62,17 @@ public:
   virtual llvm::ArrayRef<StatField> fields() const = 0;
   /// Whether finish() gives the statistic `what`.
   virtual bool provides(loss::Statistic what) const = 0;
-  /// Folds logit z of a column with class weight `weight` (null: 1) into
+  /// Folds logit z (with its class weight and target, LogitInputs) into
   /// the state.
   virtual llvm::SmallVector<mlir::Value> push(KernelEmitter &e, mlir::ValueRange state,
-                                              mlir::Value z, mlir::Value weight) const = 0;
-  /// Folds the logits `z` (those whose `valid` bit is set; `weights` per
+                                              mlir::Value z, const LogitInputs &in) const = 0;
+  /// Folds the logits `z` (those whose `valid` bit is set; `inputs` per
   /// logit, or empty for none) into the state, in order. A kind may fold
   /// them as one partial state first (fewer exponentials on a register tile).
   virtual llvm::SmallVector<mlir::Value> pushMany(KernelEmitter &e, mlir::ValueRange state,
                                                   llvm::ArrayRef<mlir::Value> z,
                                                   llvm::ArrayRef<mlir::Value> valid,
-                                                  llvm::ArrayRef<mlir::Value> weights) const = 0;
+                                                  llvm::ArrayRef<LogitInputs> inputs) const = 0;
   /// a then b (the order is part of the bits).
   virtual llvm::SmallVector<mlir::Value> merge(KernelEmitter &e, mlir::ValueRange a,
                                                mlir::ValueRange b) const = 0;
@@ -106,17 +115,17 @@ public:
   llvm::SmallVector<mlir::Value> identity(KernelEmitter &e, unsigned rows = 1) const;
   /// Row `i` of a multi-row state.
   mlir::ValueRange row(mlir::ValueRange state, unsigned i) const;
-  /// One row's state after logit z (of a column with class weight
-  /// `weight`, null without class weights).
+  /// One row's state after logit z (with its class weight and target,
+  /// null where the op has none).
   llvm::SmallVector<mlir::Value> push(KernelEmitter &e, mlir::ValueRange row, mlir::Value z,
-                                      mlir::Value weight = {}) const;
+                                      const LogitInputs &in = {}) const;
   /// One row's state after the logits `z` whose `valid` bit is set, in
-  /// order (a fragment row of a tile product); `weights` per logit or empty.
+  /// order (a fragment row of a tile product); `inputs` per logit or empty.
   /// One logit is push().
   llvm::SmallVector<mlir::Value> pushMany(KernelEmitter &e, mlir::ValueRange row,
                                           llvm::ArrayRef<mlir::Value> z,
                                           llvm::ArrayRef<mlir::Value> valid,
-                                          llvm::ArrayRef<mlir::Value> weights = {}) const;
+                                          llvm::ArrayRef<LogitInputs> inputs = {}) const;
   /// One row's partial states a then b.
   llvm::SmallVector<mlir::Value> merge(KernelEmitter &e, mlir::ValueRange a,
                                        mlir::ValueRange b) const;

@@ -45,7 +45,8 @@ public:
     return f;
   }
   bool provides(loss::Statistic what) const override { return what == loss::Statistic::lse; }
-  SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z, Value) const override {
+  SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z,
+                          const LogitInputs &) const override {
     return mergeParts(e, state[0], state[1], z, e.f32(1.0));
   }
   /// The logits as one partial (m_t, s_t) — their max, then Σ exp(z − m_t)
@@ -53,7 +54,7 @@ public:
   /// rescale per row instead of two exponentials per logit. Invalid logits
   /// count as −inf (they add 0; a tile with none leaves the state as is).
   SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
-                              ArrayRef<Value> valid, ArrayRef<Value>) const override {
+                              ArrayRef<Value> valid, ArrayRef<LogitInputs>) const override {
     SmallVector<Value> masked = maskInvalid(e, z, valid);
     Value m = maxOf(e, masked);
     Value s = rescale(e, masked.front(), m);
@@ -111,11 +112,12 @@ public:
   bool provides(loss::Statistic what) const override {
     return what == loss::Statistic::lse || what == loss::Statistic::entropy;
   }
-  SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z, Value) const override {
+  SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z,
+                          const LogitInputs &) const override {
     return mergeParts(e, state, {z, e.f32(1.0), e.f32(0.0)});
   }
   SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
-                              ArrayRef<Value> valid, ArrayRef<Value>) const override {
+                              ArrayRef<Value> valid, ArrayRef<LogitInputs>) const override {
     SmallVector<Value> masked = maskInvalid(e, z, valid);
     Value m = maxOf(e, masked);
     Value s = e.f32(0.0), d = e.f32(0.0);
@@ -179,26 +181,31 @@ private:
   }
 };
 
-/// Σ_j c_j z_j (c_j the column's class weight, 1 without): a plain sum,
+/// Σ_j c_j z_j (c_j the column's class weight, 1 without) or, with
+/// `targets`, Σ_j c_j t_j z_j (t_j the row's target): a plain sum,
 /// compensated across tiles.
 class LogitSum : public StatKindRules {
 public:
+  explicit LogitSum(bool targets) : targets(targets) {}
   llvm::ArrayRef<StatField> fields() const override {
-    static const StatField f[] = {{"zsum", 0.0}};
-    return f;
+    static const StatField plain[] = {{"zsum", 0.0}}, targeted[] = {{"tsum", 0.0}};
+    return targets ? llvm::ArrayRef<StatField>(targeted) : llvm::ArrayRef<StatField>(plain);
   }
   bool provides(loss::Statistic what) const override {
-    return what == loss::Statistic::logit_sum;
+    return what == (targets ? loss::Statistic::target_logit_sum : loss::Statistic::logit_sum);
   }
   SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z,
-                          Value weight) const override {
-    return {weight ? e.fma(weight, z, state[0]) : e.addF(state[0], z)};
+                          const LogitInputs &in) const override {
+    Value factor = in.weight;
+    if (targets)
+      factor = factor ? e.mulF(factor, in.target) : in.target;
+    return {factor ? e.fma(factor, z, state[0]) : e.addF(state[0], z)};
   }
   SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
-                              ArrayRef<Value> valid, ArrayRef<Value> weights) const override {
+                              ArrayRef<Value> valid, ArrayRef<LogitInputs> inputs) const override {
     Value sum = state[0];
     for (size_t j = 0; j < z.size(); ++j)
-      sum = e.select(valid[j], push(e, sum, z[j], weights.empty() ? Value() : weights[j])[0],
+      sum = e.select(valid[j], push(e, sum, z[j], inputs.empty() ? LogitInputs{} : inputs[j])[0],
                      sum);
     return {sum};
   }
@@ -209,8 +216,9 @@ public:
     return state[0];
   }
   llvm::ArrayRef<StatField> wideFields() const override {
-    static const StatField f[] = {{"zsum", 0.0}, {"zcomp", 0.0}};
-    return f;
+    static const StatField plain[] = {{"zsum", 0.0}, {"zcomp", 0.0}},
+                           targeted[] = {{"tsum", 0.0}, {"tcomp", 0.0}};
+    return targets ? llvm::ArrayRef<StatField>(targeted) : llvm::ArrayRef<StatField>(plain);
   }
   SmallVector<Value> mergeWide(KernelEmitter &e, ValueRange wide,
                                ValueRange part) const override {
@@ -223,6 +231,9 @@ public:
                           e.f32(std::numeric_limits<double>::infinity()));
     return e.select(finite, e.addF(wide[0], wide[1]), wide[0]);
   }
+
+private:
+  bool targets;
 };
 
 /// Adding a statistic: a StatKind value (RowStats.h), its class above, and
@@ -230,7 +241,7 @@ public:
 const StatKindRules *lookup(StatKind kind) {
   static const LogSumExp logSumExp;
   static const SoftmaxEntropy softmaxEntropy;
-  static const LogitSum logitSum;
+  static const LogitSum logitSum(/*targets=*/false), targetLogitSum(/*targets=*/true);
   switch (kind) {
   case StatKind::LogSumExp:
     return &logSumExp;
@@ -238,6 +249,8 @@ const StatKindRules *lookup(StatKind kind) {
     return &softmaxEntropy;
   case StatKind::LogitSum:
     return &logitSum;
+  case StatKind::TargetLogitSum:
+    return &targetLogitSum;
   }
   return nullptr;
 }

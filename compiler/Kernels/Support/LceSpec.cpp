@@ -59,6 +59,8 @@ template <typename OpTy> LceSpec reduceSpec(OpTy op) {
   }
   spec.hasBias = static_cast<bool>(op.getBias());
   spec.hasClassWeights = static_cast<bool>(op.getClassWeights());
+  if (Value targets = op.getTargets())
+    spec.targetsType = cast<RankedTensorType>(targets.getType()).getElementType();
   spec.ignoreIndex = op.getIgnoreIndex();
   spec.reduction = loss::Reduction::none;
   spec.logitScale = op.getLogitScale().convertToDouble();
@@ -107,6 +109,9 @@ std::vector<PlanParam> reduceParams(const LceSpec &spec) {
     params.push_back({"bias", dt, {"V"}, false});
   if (spec.hasClassWeights)
     params.push_back({"class_weights", "f32", {"V"}, false});
+  if (spec.hasTargets())
+    params.push_back(
+        {"targets", loss::storageTypeName(spec.targetsType).str(), {"N", "V"}, false});
   if (!spec.gradient) {
     for (loss::Statistic kind : spec.statistics)
       params.push_back({loss::stringifyStatistic(kind).str(), "f32", shapeOf(kind), true});
@@ -179,6 +184,7 @@ std::map<std::string, std::string> LceSpec::planOptions() const {
         {"dtype", loss::storageTypeName(storage).str()},
         {"bias", hasBias ? "true" : "false"},
         {"class_weights", hasClassWeights ? "true" : "false"},
+        {"targets", hasTargets() ? loss::storageTypeName(targetsType).str() : "none"},
         {"statistics", stats},
         {"pass", gradient ? "backward" : "forward"},
     };

@@ -45,6 +45,10 @@ struct LceSpec {
   bool hasLabels = true;
   /// Class weights c [V] (f32), read by logit_sum: Σ_j c_j z_j.
   bool hasClassWeights = false;
+  /// Class-probability targets t [N, V] (f32 or the storage type), read by
+  /// target_logit_sum: Σ_j c_j t_j z_j. Null without.
+  mlir::Type targetsType;
+  bool hasTargets() const { return static_cast<bool>(targetsType); }
   /// K labels per row (labels [N, K], label_logit [N, K]: a top-K gather);
   /// 0 for labels [N].
   int64_t labelsPerRow = 0;

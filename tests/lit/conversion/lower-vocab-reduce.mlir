@@ -14,7 +14,7 @@
 // CPU-SAME:    kernels = [{args = ["x", "w", "labels", "class_weights", "lse", "label_logit", "logit_sum", "entropy", "row_begin", "row_end", "V", "D"]
 // CPU-SAME:    name = "lce_rows"
 // CPU-SAME:    op = "vocab_reduce"
-// CPU-SAME:    options = {bias = "false", class_weights = "true", dtype = "bf16", ignore_index = "-100", label_type = "i64", pass = "forward", statistics = "lse,label_logit,logit_sum,entropy"}
+// CPU-SAME:    options = {bias = "false", class_weights = "true", dtype = "bf16", ignore_index = "-100", label_type = "i64", pass = "forward", statistics = "lse,label_logit,logit_sum,entropy", targets = "none"}
 // CPU-SAME:    params = [{{.*}}{dtype = "f32", name = "class_weights", output = false, shape = ["V"]}, {dtype = "f32", name = "lse", output = true, shape = ["N"]}
 // CPU-SAME:    workspaces = []
 // CPU:       module @stats_kernels {
@@ -51,7 +51,7 @@ func.func @stats(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, 
 // CPU-SAME:    kernels = [{args = ["x", "w", "lse", "entropy", "grad_lse", "grad_logit_sum", "grad_entropy", "dz", "row_begin", "row_end", "chunk_begin", "chunk_end", "V", "D"]
 // CPU-SAME:    name = "lce_bwd_dz_v"
 // CPU-NOT:     lce_bwd_scale
-// CPU-SAME:    options = {bias = "false", class_weights = "false", dtype = "bf16", grad_w = "true", grad_x = "true", pass = "backward", statistics = "lse,logit_sum,entropy", strategy = "chunked", workspace_bytes = "67108864"}
+// CPU-SAME:    options = {bias = "false", class_weights = "false", dtype = "bf16", grad_w = "true", grad_x = "true", pass = "backward", statistics = "lse,logit_sum,entropy", strategy = "chunked", targets = "none", workspace_bytes = "67108864"}
 // CPU-NOT:     "grow"
 // CONFIG-LABEL: func.func @grad
 // CONFIG: loss.lowering_config = #loss.gpu_config<schedule = chunked, matmul = simt

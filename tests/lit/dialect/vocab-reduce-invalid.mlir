@@ -32,7 +32,7 @@ func.func @labels_without_reader(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: t
 // -----
 
 func.func @class_weights_without_sum(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %c: tensor<?xf32>) {
-  // expected-error @+1 {{has class_weights but no logit_sum statistic reads them}}
+  // expected-error @+1 {{has class_weights but no logit_sum or target_logit_sum statistic reads them}}
   %r = loss.vocab_reduce %x, %w class_weights %c : tensor<?xf32> {storage = f16, compute = f32}
       : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?xf32> {
   ^bb0(%z: tensor<?x?xf32>):
@@ -209,5 +209,44 @@ func.func @gradient_results(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %l: tensor
 func.func @stat_outside_reduction(%z: tensor<?x?xf32>) {
   // expected-error @+1 {{'loss.stat' op expects parent op to be one of 'loss.vocab_reduce, loss.vocab_reduce_grad'}}
   %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+  return
+}
+
+// -----
+
+func.func @target_sum_without_targets(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>) {
+  // expected-error @+1 {{target_logit_sum needs the targets operand}}
+  %r = loss.vocab_reduce %x, %w {storage = f16, compute = f32}
+      : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>):
+    %0 = loss.stat target_logit_sum %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0 : tensor<?xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @targets_of_another_width(%x: tensor<?x?xf16>, %w: tensor<10x?xf16>, %t: tensor<?x9xf32>) {
+  // expected-error @+1 {{targets width differs from vocabulary size V of weight: 9 vs 10}}
+  %r = loss.vocab_reduce %x, %w targets %t : tensor<?x9xf32> {storage = f16, compute = f32}
+      : tensor<?x?xf16>, tensor<10x?xf16> -> tensor<?xf32> {
+  ^bb0(%z: tensor<?x10xf32>):
+    %0 = loss.stat target_logit_sum %z : tensor<?x10xf32> -> tensor<?xf32>
+    loss.yield %0 : tensor<?xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @targets_in_bf16_with_f16_storage(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %t: tensor<?x?xbf16>) {
+  // expected-error @+1 {{targets must be f32 or the storage type 'f16', got 'bf16'}}
+  %r = loss.vocab_reduce %x, %w targets %t : tensor<?x?xbf16> {storage = f16, compute = f32}
+      : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>):
+    %0 = loss.stat target_logit_sum %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0 : tensor<?xf32>
+  }
   return
 }

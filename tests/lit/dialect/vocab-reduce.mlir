@@ -69,3 +69,19 @@ func.func @derived_backward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>,
   }
   return %gw : tensor<?x?xf16>
 }
+
+// CHECK-LABEL: func.func @probability_targets
+// CHECK: loss.vocab_reduce %arg0, %arg1 class_weights %arg3 : tensor<?xf32> targets %arg2 : tensor<?x?xbf16> {compute = f32, storage = bf16}
+// CHECK: loss.stat target_logit_sum
+func.func @probability_targets(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %t: tensor<?x?xbf16>,
+    %c: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %r:2 = loss.vocab_reduce %x, %w class_weights %c : tensor<?xf32> targets %t : tensor<?x?xbf16>
+      {storage = bf16, compute = f32}
+      : tensor<?x?xbf16>, tensor<?x?xbf16> -> tensor<?xf32>, tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat target_logit_sum %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1 : tensor<?xf32>, tensor<?xf32>
+  }
+  return %r#0, %r#1 : tensor<?xf32>, tensor<?xf32>
+}

@@ -42,6 +42,7 @@ struct Case {
   std::string strategy = "chunked";
   std::string tile = "block_rows=2,threads=32,splits=3";
   int64_t labelsPerRow = 0; ///< K labels per row (a top-K gather); 0: one.
+  std::string targets;      ///< dtype of [N, V] class-probability targets, "" none.
 };
 
 std::string describe(const Case &c) {
@@ -52,7 +53,8 @@ std::string describe(const Case &c) {
          " " + c.dtype + " {" + stats + "}" + (c.bias ? " bias" : "") +
          (c.classWeights ? " class_weights" : "") + " scale=" + loss::formatF64(c.scale) +
          " cap=" + loss::formatF64(c.cap) + " " + c.strategy + " tile=" + c.tile +
-         (c.labelsPerRow ? " K=" + std::to_string(c.labelsPerRow) : "");
+         (c.labelsPerRow ? " K=" + std::to_string(c.labelsPerRow) : "") +
+         (c.targets.empty() ? "" : " targets " + c.targets);
 }
 
 bool has(const Case &c, const std::string &name) {
@@ -63,6 +65,9 @@ bool has(const Case &c, const std::string &name) {
 struct Inputs {
   RandomLceInputs random;
   std::vector<int64_t> labelsK; ///< N·K labels when the case has K per row.
+  std::vector<double> targets64;   ///< [N, V] targets as the oracle reads them.
+  std::vector<float> targets32;    ///< ... stored as f32,
+  std::vector<uint16_t> targets16; ///< ... or as the 16-bit storage type.
   std::vector<float> classWeights;
   std::vector<double> classWeights64;
   std::map<std::string, HostBuffer> buffers;
@@ -86,6 +91,7 @@ protected:
     o.gradient = gradient;
     o.strategy = c.strategy;
     o.labelsPerRow = c.labelsPerRow;
+    o.targets = c.targets;
     return o;
   }
 
@@ -119,6 +125,32 @@ protected:
     }
     if (c.bias)
       in.buffers["bias"] = {const_cast<void *>(p.bias), c.dtype, c.v};
+    if (!c.targets.empty()) {
+      // Rows of class probabilities (a softmax of random scores), rounded
+      // once to the targets' type; the oracle reads the rounded values.
+      std::mt19937 rng(9);
+      std::normal_distribution<float> score(0.0f, 2.0f);
+      for (int64_t i = 0; i < c.n; ++i) {
+        std::vector<float> row(c.v);
+        float total = 0;
+        for (float &t : row)
+          total += (t = std::exp(score(rng)));
+        for (float t : row) {
+          float value = t / total;
+          if (c.targets == "f32")
+            in.targets32.push_back(value);
+          else
+            in.targets16.push_back(c.targets == "f16" ? floatToHalf(value)
+                                                      : floatToBfloat16(value));
+          in.targets64.push_back(c.targets == "f32" ? value
+                                 : c.targets == "f16" ? halfToFloat(in.targets16.back())
+                                                      : bfloat16ToFloat(in.targets16.back()));
+        }
+      }
+      void *data = c.targets == "f32" ? static_cast<void *>(in.targets32.data())
+                                      : static_cast<void *>(in.targets16.data());
+      in.buffers["targets"] = {data, c.targets, c.n * c.v};
+    }
     if (c.classWeights) {
       std::mt19937 rng(3);
       std::uniform_real_distribution<float> u(0.1f, 2.0f);
@@ -183,13 +215,14 @@ protected:
     Inputs in;
     makeInputs(c, in);
     auto got = forward(c, in, backend);
-    auto want = referenceVocabReduce(in.random.problem, in.classWeights64, c.labelsPerRow);
+    auto want = referenceVocabReduce(in.random.problem, in.classWeights64, c.labelsPerRow,
+                                     in.targets64);
     for (const std::string &s : c.statistics)
       for (int64_t i = 0; i < countOf(c, s); ++i) {
         int64_t row = s == "label_logit" && c.labelsPerRow ? i / c.labelsPerRow : i;
         double ref = want[s][i], scaleOfRow = std::fabs(want["lse"][row]) + std::fabs(ref) + 1.0;
         // logit_sum adds V terms of |z|: its rounding grows with their size.
-        if (s == "logit_sum")
+        if (s == "logit_sum" || s == "target_logit_sum")
           scaleOfRow = c.v * (c.magnitude + 1.0);
         EXPECT_LE(std::fabs(got[s][i] - ref), 2e-6 * scaleOfRow)
             << s << " row " << i << " got " << got[s][i] << " want " << ref;
@@ -227,7 +260,7 @@ protected:
     else
       runOnSimt(c, true, buffers);
     LceGradReference want = referenceVocabReduceGrad(in.random.problem, in.classWeights64,
-                                                     adjoints64, c.labelsPerRow);
+                                                     adjoints64, c.labelsPerRow, in.targets64);
     // The products are f32 from storage-rounded inputs: one rounding of
     // the result to storage dominates for 16-bit types.
     const double tol = c.dtype == "f32" ? 2e-5 : c.dtype == "f16" ? 2e-3 : 1e-2;
@@ -347,6 +380,29 @@ TEST_F(VocabReduceKernels, SeveralLabelsPerRow) {
   checkBackward(recompute, "simt");
 }
 
+TEST_F(VocabReduceKernels, ClassProbabilityTargets) {
+  // target_logit_sum = Σ_j c_j t_j z_j with [N, V] targets in f32 or in
+  // the storage type, next to the other statistics, forward and backward.
+  for (auto [dtype, targets] : {std::pair<std::string, std::string>{"f32", "f32"},
+                                {"bf16", "bf16"},
+                                {"f16", "f32"}}) {
+    Case c{8, 41, 10, dtype, {"lse", "logit_sum", "target_logit_sum"}};
+    c.targets = targets;
+    c.classWeights = true;
+    c.bias = true;
+    c.cap = 15.0;
+    checkForward(c, "cpu");
+    checkForward(c, "simt");
+    checkBackward(c, "cpu");
+    checkBackward(c, "simt");
+  }
+  Case recompute{6, 37, 8, "f32", {"lse", "target_logit_sum"}};
+  recompute.targets = "f32";
+  recompute.strategy = "recompute";
+  checkBackward(recompute, "cpu");
+  checkBackward(recompute, "simt");
+}
+
 TEST_F(VocabReduceKernels, CrossEntropyIsTheLseAndLabelLogitSpecialCase) {
   // The cross-entropy op's lse and row loss are the bits of the reduction
   // {lse, label_logit} and lse − label_logit: one statistic kind, one
@@ -400,5 +456,5 @@ TEST_F(VocabReduceKernels, BuilderRejectsBadOptions) {
   o.classWeights = true;
   auto weights = buildVocabReduceGraph(*context, o);
   ASSERT_FALSE(static_cast<bool>(weights));
-  EXPECT_NE(llvm::toString(weights.takeError()).find("read by logit_sum only"), std::string::npos);
+  EXPECT_NE(llvm::toString(weights.takeError()).find("read by logit_sum and target_logit_sum only"), std::string::npos);
 }

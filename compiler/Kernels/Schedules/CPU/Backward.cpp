@@ -178,7 +178,8 @@ struct Backward : ChunkedBackwardSteps {
     dzInputs(sig);
     sig.arg("grad_w", flat(st())).argIf(s.spec.needsGradBias(), "grad_bias", flat(st()));
     sig.arg("col_begin", s.index()).arg("col_end", s.index());
-    sig.arg("N", s.index()).arg("D", s.index());
+    // (V: the row's targets sit at row·V, see loadRowAdjoint.)
+    sig.arg("N", s.index()).arg("D", s.index()).argIf(s.spec.hasTargets(), "V", s.index());
     KernelArgs a = s.sink.begin(sig, vocab());
     const int64_t br = s.tile.blockRows;
     KernelEmitter e = emitter();

@@ -29,6 +29,8 @@ void buildPartial(GpuSchedule &s) {
   sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
   sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
   sig.argIf(s.spec.readsClassWeights(), "class_weights", s.flat(s.f32()));
+  if (s.spec.hasTargets())
+    sig.arg("targets", s.flat(s.spec.targetsType));
   LaunchShape launch;
   launch.grid = {"cdiv(N," + s.bn() + ")", "S", "1"};
   for (const std::string &field : s.stats.fieldNames()) {
@@ -69,13 +71,19 @@ void buildPartial(GpuSchedule &s) {
         SmallVector<Value> next;
         for (unsigned i = 0; i < rows; ++i) {
           SmallVector<Value> logits;
+          SmallVector<LogitInputs> inputs;
           for (size_t j = 0; j < z.cols.size(); ++j) {
             Value raw = bv[j] ? le.addF(z.at(i, j), bv[j]) : z.at(i, j);
             logits.push_back(emitLogit(le, s.spec, raw));
+            // (Rows and columns are clamped: the loads stay in bounds.)
+            LogitInputs in{weights.empty() ? Value() : weights[j], Value()};
+            if (s.spec.hasTargets())
+              in.target = le.loadF32(a["targets"], le.add(le.mul(z.rows[i], v), z.cols[j]));
+            inputs.push_back(in);
           }
           // Columns past the split's end take no part (never a zero logit).
           llvm::append_range(
-              next, s.stats.pushMany(le, s.stats.row(it, i), logits, z.colValid, weights));
+              next, s.stats.pushMany(le, s.stats.row(it, i), logits, z.colValid, inputs));
         }
         return next;
       });
