@@ -6,7 +6,8 @@ functions, with [N]-shaped coefficients:
 
   ``1``   1            ``z``  z_j             ``p``   softmax(z)_j
   ``pz``  p_j z_j      ``c``  c_j (a [V] tensor, e.g. class weights)
-  ``cz``  c_j z_j
+  ``cz``  c_j z_j      ``t``  t_j (a dense [N, V] tensor: class probabilities)
+  ``tz``  t_j z_j
 
 so ``log_softmax(z) = z − lse·1`` and ``softmax(z)·log_softmax(z) = pz − lse·p``.
 A reduction over the vocabulary maps each basis to row statistics of one
@@ -21,6 +22,8 @@ kernel sweep (``loss.vocab_reduce``):
   pz           lse − entropy     exp(label_logit − lse)·label_logit
   c            Σ c               c_y
   cz           logit_sum (c)     c_y · label_logit
+  t            Σ t               t_y
+  tz           target_logit_sum  t_y · label_logit
   ===========  ================  =========================
 
 Coefficients and reductions are polynomials (:class:`Poly`) over atoms —
@@ -126,11 +129,12 @@ class Poly:
         return total
 
 
-BASES = ("1", "z", "p", "pz", "c", "cz")
+BASES = ("1", "z", "p", "pz", "c", "cz", "t", "tz")
 #: basis × basis for the products the algebra can reduce (absent: cannot).
 _PRODUCT = {
     ("1", "1"): "1", ("1", "z"): "z", ("1", "p"): "p", ("1", "pz"): "pz",
     ("1", "c"): "c", ("1", "cz"): "cz", ("z", "p"): "pz", ("z", "c"): "cz",
+    ("1", "t"): "t", ("1", "tz"): "tz", ("z", "t"): "tz",
 }
 _PRODUCT.update({(b, a): c for (a, b), c in list(_PRODUCT.items())})
 
@@ -190,7 +194,8 @@ class Sym:
 
 
 _DESCRIBE = {"1": "a constant", "z": "the logits", "p": "the softmax",
-             "pz": "softmax·logits", "c": "a [V] tensor", "cz": "[V] tensor·logits"}
+             "pz": "softmax·logits", "c": "a [V] tensor", "cz": "[V] tensor·logits",
+             "t": "an [N, V] tensor", "tz": "[N, V] tensor·logits"}
 
 
 def reduce_sum(sym: Sym, vocab: int) -> Poly:
@@ -202,6 +207,8 @@ def reduce_sum(sym: Sym, vocab: int) -> Poly:
         "pz": Poly.atom(("stat", "lse")) - Poly.atom(("stat", "entropy")),
         "c": Poly.atom(("csum",)),
         "cz": Poly.atom(("stat", "logit_sum_c")),
+        "t": Poly.atom(("tsum",)),
+        "tz": Poly.atom(("stat", "target_logit_sum")),
     }
     out = Poly()
     for b, coef in sym.parts.items():
@@ -213,8 +220,10 @@ def reduce_gather(sym: Sym) -> Poly:
     """The value at each row's label."""
     zy = Poly.atom(("stat", "label_logit"))
     py = Poly.atom(("p_label",))
+    ty = Poly.atom(("t_label",))
     rules = {"1": Poly.const(1.0), "z": zy, "p": py, "pz": py * zy,
-             "c": Poly.atom(("c_label",)), "cz": Poly.atom(("c_label",)) * zy}
+             "c": Poly.atom(("c_label",)), "cz": Poly.atom(("c_label",)) * zy,
+             "t": ty, "tz": ty * zy}
     out = Poly()
     for b, coef in sym.parts.items():
         out = out + coef * rules[b]
@@ -223,18 +232,19 @@ def reduce_gather(sym: Sym) -> Poly:
 
 def statistics_of(polys: Iterable[Poly]) -> Tuple[List[str], bool]:
     """The kernel statistics the polynomials read, in the kernel's order, and
-    whether logit_sum is weighted by the [V] tensor. Entropy brings lse (its
-    gradient reads it); p_label reads both lse and label_logit."""
+    whether the sums are weighted by the [V] tensor (the kernel weights every
+    sum, or none). Entropy brings lse (its gradient reads it); p_label reads
+    both lse and label_logit."""
     names = set()
     weighted = unweighted = False
     for poly in polys:
         for atom in poly.atoms():
             if atom[0] == "stat":
                 name = atom[1]
-                if name == "logit_sum_c":
+                if name in ("logit_sum_c", "target_logit_sum_c"):
                     weighted = True
-                    name = "logit_sum"
-                elif name == "logit_sum":
+                    name = name[:-2]
+                elif name in ("logit_sum", "target_logit_sum"):
                     unweighted = True
                 names.add(name)
             elif atom[0] == "p_label":
@@ -242,9 +252,9 @@ def statistics_of(polys: Iterable[Poly]) -> Tuple[List[str], bool]:
             elif atom[0] == "c_label":
                 pass
     if weighted and unweighted:
-        raise AlgebraError("sums both the logits and the logits weighted by a [V] tensor over "
-                           "the vocabulary; one sweep carries one of them")
+        raise AlgebraError("sums the logits over the vocabulary both with and without the "
+                           "weights of a [V] tensor; one sweep carries one of them")
     if "entropy" in names:
         names.add("lse")
-    order = ["lse", "label_logit", "logit_sum", "entropy"]
+    order = ["lse", "label_logit", "logit_sum", "entropy", "target_logit_sum"]
     return [n for n in order if n in names], weighted

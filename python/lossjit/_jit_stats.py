@@ -42,7 +42,7 @@ class Exit:
 
     out: Tensor
     rows: Poly
-    kind: str = "plain"  # "plain", "nll" or "ce"
+    kind: str = "plain"  # "plain", "nll", "ce" or "ce_prob" (probability targets)
     smooth: Optional[Poly] = None
     label_smoothing: float = 0.0
     ignore_index: int = -100
@@ -70,6 +70,7 @@ class ReducePart:
     labels_per_row: int = 1
     ignore_index: Optional[int] = None
     column: Optional[Tensor] = None  # the one [V] tensor (class weights)
+    targets: Optional[Tensor] = None  # the one dense [lead..., V] tensor (probabilities)
     rows: Dict[int, Tensor] = field(default_factory=dict)  # row atoms' tensors
     lead: Tuple[int, ...] = ()
 
@@ -80,7 +81,7 @@ class ReducePart:
     @property
     def inputs(self) -> List[Tensor]:
         out = [self.x, self.w_value]
-        for t in (self.bias, self.labels, self.column):
+        for t in (self.bias, self.labels, self.column, self.targets):
             if isinstance(t, Tensor):
                 out.append(t)
         out.extend(self.rows.values())
@@ -117,6 +118,7 @@ class ReducePart:
             labels=ref(self.labels).slot if isinstance(self.labels, Tensor) else None,
             labels_per_row=self.labels_per_row,
             column=ref(self.column).slot if isinstance(self.column, Tensor) else None,
+            targets=ref(self.targets).slot if isinstance(self.targets, Tensor) else None,
             rows={i: ref(t).slot for i, t in self.rows.items()},
             statistics=tuple(stats), weighted=weighted,
             ignore_index=self.ignore_index if self.ignore_index is not None else _NO_LABEL,
@@ -148,6 +150,7 @@ class ReduceStep:
     storage: torch.dtype
     exits: List[Tuple[int, Exit]]
     labels_per_row: int = 1
+    targets: Optional[int] = None
     graph_id: str = ""
 
     def run(self, slots: List[Any]) -> None:
@@ -160,10 +163,17 @@ class ReduceStep:
                 if self.labels_per_row > 1 else slots[self.labels].reshape(-1)
         column = slots[self.column].reshape(-1).to(torch.float32) \
             if self.column is not None else None
+        targets = None
+        if self.targets is not None:
+            targets = slots[self.targets]
+            targets = targets.reshape(-1, targets.shape[-1])
+            if targets.dtype not in (torch.float32, x.dtype):
+                targets = targets.to(torch.float32)
         values = _reduce.vocab_reduce(
             x, w, self.statistics, target=labels if "label_logit" in self.statistics else None,
             bias=bias, class_weights=column if self.weighted else None,
-            ignore_index=self.ignore_index, logit_scale=self.logit_scale, softcap=self.softcap)
+            ignore_index=self.ignore_index, logit_scale=self.logit_scale, softcap=self.softcap,
+            targets=targets if "target_logit_sum" in self.statistics else None)
         stats = dict(zip(self.statistics, values))
         like = stats["lse"] if "lse" in stats else next(iter(stats.values()))
         per_label = self.labels_per_row > 1
@@ -183,7 +193,7 @@ class ReduceStep:
                     return value
                 kind = atom[0]
                 if kind == "stat":
-                    name = "logit_sum" if atom[1] == "logit_sum_c" else atom[1]
+                    name = atom[1][:-2] if atom[1].endswith("_c") else atom[1]
                     value = stats[name] if name == "label_logit" else row_value(stats[name])
                 elif kind == "p_label":
                     value = torch.exp(stats["label_logit"] - row_value(stats["lse"]))
@@ -191,6 +201,16 @@ class ReduceStep:
                     value = column.sum()
                 elif kind == "c_label":
                     value = column[_safe_labels(labels, self.ignore_index)]
+                elif kind == "tsum":
+                    value = row_value(targets.float().sum(-1))
+                elif kind == "tmass":  # Σ_j c_j t_j: the probability CE's normalizer
+                    value = row_value(targets.float() @ column if atom[1]
+                                      else targets.float().sum(-1))
+                elif kind == "t_label":
+                    safe = _safe_labels(labels, self.ignore_index)
+                    value = targets.float().gather(-1, safe if safe.dim() == 2
+                                                   else safe[:, None])
+                    value = value if labelled else value[:, 0]
                 elif kind == "row":
                     value = row_value(_row(slots[self.rows[atom[1]]]))
                 elif kind == "rowinv":
@@ -217,6 +237,16 @@ class ReduceStep:
               column: Optional[Tensor]) -> Tensor:
         """F.nll_loss / F.cross_entropy from their per-row polynomials, with
         PyTorch's ignore, class-weight, smoothing and reduction rules."""
+        if e.kind == "ce_prob":  # every row counts; 'mean' over the rows
+            value = rows
+            if e.smooth is not None:
+                value = (1.0 - e.label_smoothing) * value + (e.label_smoothing / e.vocab) * \
+                    e.smooth.evaluate(env, like)
+            if e.reduction == "none":
+                return value.reshape(e.out.shape)
+            if e.reduction == "sum":
+                return value.sum()
+            return value.sum() / value.numel() if value.numel() else value.sum() * math.nan
         counted = labels != e.ignore_index
         if e.weighted:
             weight = torch.where(counted, column[_safe_labels(labels, e.ignore_index)], 0.0)
@@ -528,6 +558,12 @@ class _Tracer:
         if shape == lead + (1,):
             self.part.rows[id(value)] = value
             return "coef", Poly.atom(("row", id(value)))
+        if shape == lead + (vocab,) and len(lead) > 0 and math.prod(lead) > 1:
+            if self.part.targets is not None and self.part.targets is not value:
+                raise AlgebraError("combines the logits with a second [N, V] tensor (one per "
+                                   "stream: the class probabilities)")
+            self.part.targets = value
+            return "column", Sym.basis("t")
         if shape[-1:] == (vocab,) and all(s == 1 for s in shape[:-1]):
             if self.part.column is not None and self.part.column is not value:
                 raise AlgebraError("combines the logits with a second [V] tensor (one per "
@@ -730,6 +766,43 @@ class _Tracer:
                                f"(ignore_index={self.part.ignore_index})")
         return self._exit(call, reduce_gather(self.sym[id(src)]), per_label=per_row > 1)
 
+    def _probability_loss(self, call, bound, poisoned: bool) -> None:
+        """F.cross_entropy(logits, probabilities [N, V]) as PyTorch defines
+        it: per row lse·Σ_j c_j t'_j − Σ_j c_j t'_j z_j, t' = (1 − ε)t + ε/V."""
+        src, target = bound["input"], bound["target"]
+        if call.func not in _CE:
+            raise AlgebraError("takes class-probability targets in F.nll_loss")
+        if src.dim() != 2 or tuple(target.shape) != tuple(src.shape):
+            raise _Unsupported(call, "gets probability targets not shaped like the [N, V] "
+                                     "logits")
+        if poisoned:
+            return self._poison(call)
+        if int(bound.get("ignore_index", -100)) >= 0:
+            raise AlgebraError("sets ignore_index with class-probability targets (PyTorch "
+                               "refuses it too)")
+        if not self.sym[id(src)].is_logits():
+            raise AlgebraError("takes the cross-entropy of something other than the logits")
+        weight = bound.get("weight")
+        if weight is not None and self._operand(weight)[0] != "column":
+            raise AlgebraError("takes class weights that are not a [V] tensor")
+        if self.part.targets is not None and self.part.targets is not target:
+            raise AlgebraError("uses a second [N, V] tensor of class probabilities")
+        self.part.targets = target
+        suffix = "_c" if weight is not None else ""
+        lse = Poly.atom(("stat", "lse"))
+        rows = lse * Poly.atom(("tmass", weight is not None)) - \
+            Poly.atom(("stat", "target_logit_sum" + suffix))
+        smoothing = float(bound.get("label_smoothing", 0.0) or 0.0)
+        smooth = None
+        if smoothing > 0.0:
+            total = Poly.atom(("csum",)) if weight is not None \
+                else Poly.const(float(self.part.vocab))
+            smooth = total * lse - Poly.atom(("stat", "logit_sum" + suffix))
+        return self._exit(call, rows, kind="ce_prob", smooth=smooth,
+                          label_smoothing=smoothing,
+                          reduction=str(bound.get("reduction", "mean")),
+                          vocab=self.part.vocab)
+
     def _loss(self, call, poisoned: bool) -> None:
         is_ce = call.func in _CE
         names = ("input", "target", "weight", "size_average", "ignore_index", "reduce",
@@ -739,10 +812,10 @@ class _Tracer:
         src, target = bound["input"], bound["target"]
         if bound.get("size_average") is not None or bound.get("reduce") is not None:
             raise _Unsupported(call, "uses the deprecated size_average/reduce (use reduction=)")
-        if not isinstance(target, Tensor) or target.is_floating_point():
-            raise AlgebraError("takes class-probability targets (inside @lossjit.jit not yet; "
-                               "lossjit.linear_cross_entropy takes them; or pass "
-                               "class indices)")
+        if not isinstance(target, Tensor):
+            raise AlgebraError("takes a target that is not a tensor")
+        if target.is_floating_point():
+            return self._probability_loss(call, bound, poisoned)
         if src.dim() != 2 or target.dim() != 1:
             raise _Unsupported(call, f"gets {src.dim()}-d input; flatten the logits to [N, V] "
                                      "(and the target to [N]) so the vocabulary is the class "
@@ -785,9 +858,10 @@ SUPPORTED_STATS = """lossjit.jit fuses, over the vocabulary of one linear layer'
   - sums and means over the last dim of products of those with [N, 1] row values, a [V]
     tensor or numbers (e.g. -(p * logp).sum(-1), the entropy)
   - .gather(-1, y[..., None]) or .gather(-1, idx) with K indices per row (one index tensor)
-  - F.cross_entropy(z, y, weight=, ignore_index=, reduction=, label_smoothing=) and
-    F.nll_loss(logp, y, ...)
+  - F.cross_entropy(z, y, weight=, ignore_index=, reduction=, label_smoothing=) with
+    class indices or class probabilities [N, V], and F.nll_loss(logp, y, ...)
+  - products with one dense [N, V] tensor (class probabilities) summed over the
+    vocabulary, e.g. -(probs * F.log_softmax(z, -1)).sum(-1)
 Any torch ops on [N]-shaped values (masks, normalizers, per-sequence sums) run eagerly,
 and every loss over the same logits shares one sweep. Not supported yet: a second
-(teacher) head, class-probability targets (lossjit.linear_cross_entropy takes them),
-max/argmax/sort over V."""
+(teacher) head, max/argmax/sort over V."""
