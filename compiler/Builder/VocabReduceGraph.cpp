@@ -26,8 +26,9 @@ llvm::Error checkOptions(const VocabReduceGraphOptions &o,
     std::optional<loss::Statistic> kind = loss::symbolizeStatistic(name);
     if (!kind)
       return llvm::createStringError("unknown statistic '" + name +
-                                     "' (expected lse, label_logit, logit_sum, entropy or "
-                                     "target_logit_sum)");
+                                     "' (expected lse, label_logit, logit_sum, entropy, "
+                                     "target_logit_sum, teacher_lse, teacher_entropy, "
+                                     "cross_entropy or reverse_cross_entropy)");
     if (llvm::is_contained(kinds, *kind))
       return llvm::createStringError("statistic '" + name + "' is asked for twice");
     kinds.push_back(*kind);
@@ -55,6 +56,21 @@ llvm::Error checkOptions(const VocabReduceGraphOptions &o,
   if (!std::isfinite(o.softcap) || o.softcap < 0)
     return llvm::createStringError("softcap must be 0 (none) or positive and finite, got " +
                                    loss::formatF64(o.softcap));
+  const bool teacherStats = llvm::any_of(kinds, [](loss::Statistic kind) {
+    return kind == loss::Statistic::teacher_lse || kind == loss::Statistic::teacher_entropy ||
+           kind == loss::Statistic::cross_entropy ||
+           kind == loss::Statistic::reverse_cross_entropy;
+  });
+  if (teacherStats != o.teacher)
+    return llvm::createStringError(
+        "the teacher statistics (teacher_lse, teacher_entropy, cross_entropy, "
+        "reverse_cross_entropy) read the teacher, and only they do: give a teacher exactly "
+        "when one of them is asked for");
+  if (o.teacherBias && !o.teacher)
+    return llvm::createStringError("a teacher bias needs a teacher");
+  if (!std::isfinite(o.teacherScale) || o.teacherScale == 0)
+    return llvm::createStringError("teacher scale must be finite and nonzero, got " +
+                                   loss::formatF64(o.teacherScale));
   if (!o.gradient)
     return llvm::Error::success();
   if (o.strategy != "auto" && o.strategy != "chunked" && o.strategy != "recompute")
@@ -70,6 +86,13 @@ llvm::Error checkOptions(const VocabReduceGraphOptions &o,
       !llvm::is_contained(kinds, loss::Statistic::lse))
     return llvm::createStringError(
         "the gradient of entropy reads lse: ask for lse as well (its adjoint may be 0)");
+  for (loss::Statistic cross : {loss::Statistic::cross_entropy,
+                                loss::Statistic::reverse_cross_entropy})
+    if (llvm::is_contained(kinds, cross) &&
+        (!llvm::is_contained(kinds, loss::Statistic::lse) ||
+         !llvm::is_contained(kinds, loss::Statistic::teacher_lse)))
+      return llvm::createStringError("the gradient of " + loss::stringifyStatistic(cross).str() +
+                                     " reads lse and teacher_lse: ask for both as well");
   return llvm::Error::success();
 }
 
@@ -82,18 +105,37 @@ Type statisticType(OpBuilder &b, loss::Statistic kind, int64_t labelsPerRow) {
   return RankedTensorType::get({dyn}, b.getF32Type());
 }
 
-/// Fills `op`'s region: the logits argument, one loss.stat per kind, the yield.
+/// The region arguments a statistic reads: z, u, (u, z) or (z, u).
+SmallVector<Value> streamsOf(Block *block, loss::Statistic kind) {
+  switch (kind) {
+  case loss::Statistic::teacher_lse:
+  case loss::Statistic::teacher_entropy:
+    return {block->getArgument(1)};
+  case loss::Statistic::cross_entropy:
+    return {block->getArgument(1), block->getArgument(0)};
+  case loss::Statistic::reverse_cross_entropy:
+    return {block->getArgument(0), block->getArgument(1)};
+  default:
+    return {block->getArgument(0)};
+  }
+}
+
+/// Fills `op`'s region: the logits argument(s), one loss.stat per kind, the
+/// yield.
 void buildRegion(OpBuilder &b, Location loc, Region &body, ArrayRef<loss::Statistic> kinds,
-                 int64_t labelsPerRow) {
+                 int64_t labelsPerRow, bool teacher) {
   const int64_t dyn = ShapedType::kDynamic;
   Type f32 = b.getF32Type();
   OpBuilder::InsertionGuard guard(b);
-  Block *block = b.createBlock(&body, {}, {RankedTensorType::get({dyn, dyn}, f32)}, {loc});
+  Type logits = RankedTensorType::get({dyn, dyn}, f32);
+  SmallVector<Type> args(teacher ? 2 : 1, logits);
+  SmallVector<Location> locs(args.size(), loc);
+  Block *block = b.createBlock(&body, {}, args, locs);
   SmallVector<Value> stats;
   for (loss::Statistic kind : kinds)
     stats.push_back(loss::StatOp::create(b, loc, statisticType(b, kind, labelsPerRow),
                                          loss::StatisticAttr::get(b.getContext(), kind),
-                                         block->getArgument(0)));
+                                         streamsOf(block, kind)));
   loss::YieldOp::create(b, loc, stats);
 }
 } // namespace
@@ -131,6 +173,12 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
   if (!o.targets.empty())
     args.push_back(RankedTensorType::get(
         {dyn, dyn}, o.targets == "f32" ? Type(f32) : *storage));
+  if (o.teacher) {
+    args.push_back(matrix);
+    args.push_back(matrix);
+    if (o.teacherBias)
+      args.push_back(vector);
+  }
   const unsigned operands = args.size();
   SmallVector<Type> results;
   SmallVector<Type> statTypes;
@@ -157,27 +205,29 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
   Value biasArg = o.bias ? entry->getArgument(next++) : Value();
   Value weightsArg = o.classWeights ? entry->getArgument(next++) : Value();
   Value targetsArg = !o.targets.empty() ? entry->getArgument(next++) : Value();
+  Value teacherX = o.teacher ? entry->getArgument(next++) : Value();
+  Value teacherW = o.teacher ? entry->getArgument(next++) : Value();
+  Value teacherB = o.teacherBias ? entry->getArgument(next++) : Value();
   Value x = entry->getArgument(0), w = entry->getArgument(1);
   Operation *op;
   if (o.gradient) {
     ValueRange rest = entry->getArguments().drop_front(operands);
     auto grad = loss::VocabReduceGradOp::create(
-        b, loc, results, x, w, biasArg, labelsArg, weightsArg, targetsArg,
-        rest.take_front(kinds.size()),
-        rest.drop_front(kinds.size()), b.getI64IntegerAttr(o.ignoreIndex), TypeAttr::get(*storage),
-        TypeAttr::get(f32), b.getF64FloatAttr(o.logitScale), b.getF64FloatAttr(o.softcap),
-        b.getStringAttr(o.strategy), b.getBoolAttr(o.needsGradX), b.getBoolAttr(o.needsGradW),
+        b, loc, results, x, w, biasArg, labelsArg, weightsArg, targetsArg, teacherX, teacherW,
+        teacherB, rest.take_front(kinds.size()), rest.drop_front(kinds.size()),
+        b.getI64IntegerAttr(o.ignoreIndex), TypeAttr::get(*storage), TypeAttr::get(f32),
+        b.getF64FloatAttr(o.logitScale), b.getF64FloatAttr(o.softcap),
+        b.getF64FloatAttr(o.teacherScale), b.getStringAttr(o.strategy), b.getBoolAttr(o.needsGradX), b.getBoolAttr(o.needsGradW),
         b.getI64IntegerAttr(o.workspaceBytes));
-    buildRegion(b, loc, grad.getBody(), kinds, o.labelsPerRow);
+    buildRegion(b, loc, grad.getBody(), kinds, o.labelsPerRow, o.teacher);
     op = grad;
   } else {
-    auto fwd = loss::VocabReduceOp::create(b, loc, results, x, w, biasArg, labelsArg, weightsArg,
-                                           targetsArg,
-                                           b.getI64IntegerAttr(o.ignoreIndex),
-                                           TypeAttr::get(*storage), TypeAttr::get(f32),
-                                           b.getF64FloatAttr(o.logitScale),
-                                           b.getF64FloatAttr(o.softcap));
-    buildRegion(b, loc, fwd.getBody(), kinds, o.labelsPerRow);
+    auto fwd = loss::VocabReduceOp::create(
+        b, loc, results, x, w, biasArg, labelsArg, weightsArg, targetsArg, teacherX, teacherW,
+        teacherB, b.getI64IntegerAttr(o.ignoreIndex), TypeAttr::get(*storage),
+        TypeAttr::get(f32), b.getF64FloatAttr(o.logitScale), b.getF64FloatAttr(o.softcap),
+        b.getF64FloatAttr(o.teacherScale));
+    buildRegion(b, loc, fwd.getBody(), kinds, o.labelsPerRow, o.teacher);
     op = fwd;
   }
   func::ReturnOp::create(b, loc, op->getResults());

@@ -37,6 +37,13 @@ struct VocabReduceGraphOptions {
   int64_t ignoreIndex = -100;
   double logitScale = 1.0;
   double softcap = 0.0;
+  /// A teacher stream u = teacherScale · (x'·w'ᵀ + b') from its own hidden
+  /// states x' [N, D'] and weight w' [V, D'] (arguments after the targets),
+  /// read by teacher_lse, teacher_entropy, cross_entropy and
+  /// reverse_cross_entropy.
+  bool teacher = false;
+  bool teacherBias = false;
+  double teacherScale = 1.0;
 
   /// Build the backward instead: `@name(x, w[, labels][, bias][, class_weights][, targets],
   /// saved..., adjoints...) -> (grad_x?, grad_w?, grad_bias?)`, one saved

@@ -147,14 +147,20 @@ std::vector<std::string> lossjit::argumentRoles(const FusedFunction &f) {
              {reduce.getLabels(), "labels"},
              {reduce.getBias(), "bias"},
              {reduce.getClassWeights(), "class_weights"},
-             {reduce.getTargets(), "targets"}};
+             {reduce.getTargets(), "targets"},
+             {reduce.getTeacherInput(), "teacher_x"},
+             {reduce.getTeacherWeight(), "teacher_w"},
+             {reduce.getTeacherBias(), "teacher_bias"}};
   } else if (auto reduceGrad = dyn_cast<loss::VocabReduceGradOp>(f.op)) {
     roles = {{reduceGrad.getInput(), "x"},
              {reduceGrad.getWeight(), "w"},
              {reduceGrad.getLabels(), "labels"},
              {reduceGrad.getBias(), "bias"},
              {reduceGrad.getClassWeights(), "class_weights"},
-             {reduceGrad.getTargets(), "targets"}};
+             {reduceGrad.getTargets(), "targets"},
+             {reduceGrad.getTeacherInput(), "teacher_x"},
+             {reduceGrad.getTeacherWeight(), "teacher_w"},
+             {reduceGrad.getTeacherBias(), "teacher_bias"}};
     // The saved statistics the gradient reads (lse, entropy) keep their
     // names; the adjoints are grad_<statistic>. A saved statistic the
     // gradient does not read has no role.
@@ -163,7 +169,9 @@ std::vector<std::string> lossjit::argumentRoles(const FusedFunction &f) {
          llvm::zip(spec.statistics, reduceGrad.getSaved(), reduceGrad.getAdjoints())) {
       std::string name = loss::stringifyStatistic(kind).str();
       if ((kind == loss::Statistic::lse && spec.gradientReadsLse()) ||
-          kind == loss::Statistic::entropy)
+          kind == loss::Statistic::entropy ||
+          (kind == loss::Statistic::teacher_lse && spec.gradientReadsTeacher()) ||
+          kind == loss::Statistic::reverse_cross_entropy)
         roles.push_back({saved, name});
       roles.push_back({adjoint, "grad_" + name});
     }

@@ -36,6 +36,8 @@ CpuCompiledOp::~CpuCompiledOp() = default;
 namespace {
 std::map<std::string, int64_t> symbolValues(const LaunchPlan &plan, const Dims &dims) {
   std::map<std::string, int64_t> values = {{"N", dims.n}, {"V", dims.v}, {"D", dims.d}};
+  if (llvm::is_contained(plan.dims, "T"))
+    values["T"] = dims.t;
   for (const auto &[k, v] : plan.constants)
     values[k] = v;
   return values;

@@ -27,9 +27,10 @@ struct HostBuffer {
   int64_t count = 0; ///< elements.
 };
 
-/// Runtime sizes of one call.
+/// Runtime sizes of one call: N, V, D, and T (a teacher's hidden size;
+/// only plans with a teacher have the dim).
 struct Dims {
-  int64_t n = 0, v = 0, d = 0;
+  int64_t n = 0, v = 0, d = 0, t = 0;
 };
 
 /// A fused op compiled for the host: the JIT-compiled kernels and the plan

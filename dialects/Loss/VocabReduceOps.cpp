@@ -5,6 +5,8 @@
 
 #include "llvm/ADT/SmallSet.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace lossjit::loss;
 using namespace lossjit::loss::detail;
@@ -17,6 +19,30 @@ SmallVector<Statistic> yieldedStatistics(Region &body) {
   for (Value v : body.front().getTerminator()->getOperands())
     kinds.push_back(cast<StatOp>(v.getDefiningOp()).getKind());
   return kinds;
+}
+
+/// The teacher stream's operands: x' [N, D'] and w' [V, D'] (and b' [V])
+/// in the storage type, rows and vocabulary those of the student.
+LogicalResult verifyTeacher(Operation *op, Value input, Value weight, Value teacherInput,
+                            Value teacherWeight, Value teacherBias, Type storage,
+                            double teacherScale) {
+  if (!teacherInput)
+    return teacherBias ? op->emitOpError() << "has a teacher_bias but no teacher" : success();
+  if (failed(verifyLinearOperands(op, teacherInput, teacherWeight, teacherBias)))
+    return failure();
+  if (rankedType(teacherInput).getElementType() != storage)
+    return op->emitOpError() << "the teacher must be stored like the student (" << storage
+                             << "), got " << rankedType(teacherInput).getElementType();
+  if (failed(expectDim(op, rankedType(teacherInput).getDimSize(0),
+                       rankedType(input).getDimSize(0), "row count N of the teacher differs")) ||
+      failed(expectDim(op, rankedType(teacherWeight).getDimSize(0),
+                       rankedType(weight).getDimSize(0),
+                       "vocabulary size V of the teacher differs")))
+    return failure();
+  if (!std::isfinite(teacherScale) || teacherScale == 0)
+    return op->emitOpError() << "teacher_scale must be finite and nonzero, got "
+                             << formatF64(teacherScale);
+  return success();
 }
 
 /// Operand checks both ops share: the linear operands, storage and
@@ -91,20 +117,26 @@ LogicalResult verifyRowValues(Operation *op, ValueRange values, ArrayRef<Statist
 /// kind at most once; the optional operands must have a reader and the
 /// readers their operand.
 LogicalResult verifyReduceRegion(Operation *op, Region &body, Value input, Value weight,
-                                 Value labels, Value classWeights, Value targets) {
+                                 Value labels, Value classWeights, Value targets,
+                                 bool teacher) {
   Block &block = body.front();
-  if (block.getNumArguments() != 1)
-    return op->emitOpError() << "region must take one argument, the logits [N, V] (f32), got "
-                             << block.getNumArguments();
-  auto logits = dyn_cast<RankedTensorType>(block.getArgument(0).getType());
-  if (!logits || logits.getRank() != 2 || !logits.getElementType().isF32())
-    return op->emitOpError() << "region argument must be the f32 logits tensor [N, V], got "
-                             << block.getArgument(0).getType();
-  if (failed(expectDim(op, logits.getDimSize(0), rankedType(input).getDimSize(0),
-                       "row count N of the region's logits differs")) ||
-      failed(expectDim(op, logits.getDimSize(1), rankedType(weight).getDimSize(0),
-                       "vocabulary size V of the region's logits differs")))
-    return failure();
+  const unsigned streams = teacher ? 2 : 1;
+  if (block.getNumArguments() != streams)
+    return op->emitOpError() << "region must take " << streams
+                             << (teacher ? " arguments, the logits and the teacher's logits"
+                                         : " argument, the logits")
+                             << " [N, V] (f32), got " << block.getNumArguments();
+  for (BlockArgument arg : block.getArguments()) {
+    auto logits = dyn_cast<RankedTensorType>(arg.getType());
+    if (!logits || logits.getRank() != 2 || !logits.getElementType().isF32())
+      return op->emitOpError() << "region argument must be the f32 logits tensor [N, V], got "
+                               << arg.getType();
+    if (failed(expectDim(op, logits.getDimSize(0), rankedType(input).getDimSize(0),
+                         "row count N of the region's logits differs")) ||
+        failed(expectDim(op, logits.getDimSize(1), rankedType(weight).getDimSize(0),
+                         "vocabulary size V of the region's logits differs")))
+      return failure();
+  }
   Operation *yield = block.getTerminator();
   llvm::SmallPtrSet<Operation *, 4> yielded;
   llvm::SmallSet<Statistic, 4> kinds;
@@ -136,6 +168,10 @@ LogicalResult verifyReduceRegion(Operation *op, Region &body, Value input, Value
       !kinds.contains(Statistic::target_logit_sum))
     return op->emitOpError() << "has class_weights but no logit_sum or target_logit_sum "
                                 "statistic reads them";
+  if (teacher && !kinds.contains(Statistic::teacher_lse) &&
+      !kinds.contains(Statistic::teacher_entropy) && !kinds.contains(Statistic::cross_entropy) &&
+      !kinds.contains(Statistic::reverse_cross_entropy))
+    return op->emitOpError() << "has a teacher but no statistic reads it";
   if (kinds.contains(Statistic::target_logit_sum) != static_cast<bool>(targets))
     return op->emitOpError() << (targets ? "has targets but no target_logit_sum statistic "
                                            "reads them"
@@ -156,17 +192,50 @@ std::optional<unsigned> position(ArrayRef<Statistic> kinds, Statistic kind) {
 // StatOp
 //===----------------------------------------------------------------------===//
 
+/// The streams statistic `kind` reads, in order: 0 the logits z, 1 the
+/// teacher's logits u.
+static ArrayRef<unsigned> streamsOf(Statistic kind) {
+  static const unsigned student[] = {0}, teacher[] = {1}, forward[] = {1, 0},
+                        reverse[] = {0, 1};
+  switch (kind) {
+  case Statistic::teacher_lse:
+  case Statistic::teacher_entropy:
+    return teacher;
+  case Statistic::cross_entropy:
+    return forward;
+  case Statistic::reverse_cross_entropy:
+    return reverse;
+  default:
+    return student;
+  }
+}
+
 LogicalResult StatOp::verify() {
   Block *block = getOperation()->getBlock();
-  if (block->getNumArguments() < 1 || getLogits() != block->getArgument(0))
-    return emitOpError() << "reads the region's logits (its block argument) only";
+  ArrayRef<unsigned> streams = streamsOf(getKind());
+  auto names = [&]() {
+    std::string text;
+    for (unsigned stream : streams)
+      text += std::string(text.empty() ? "" : ", ") + (stream ? "the teacher's logits" : "the logits");
+    return text;
+  };
+  if (getLogits().size() != streams.size())
+    return emitOpError() << "'" << stringifyStatistic(getKind()) << "' reads " << names()
+                         << " (" << streams.size() << " operand(s)), got "
+                         << getLogits().size();
+  for (auto [value, stream] : llvm::zip(getLogits(), streams))
+    if (stream >= block->getNumArguments() || value != block->getArgument(stream))
+      return emitOpError() << "'" << stringifyStatistic(getKind()) << "' reads " << names()
+                           << ": the region's arguments in that order"
+                           << (stream >= block->getNumArguments() ? " (the op has no teacher)"
+                                                                  : "");
   // label_logit of labels [N, K] is [N, K] (the parent checks K).
   int64_t rank = getKind() == Statistic::label_logit && rankedType(getResult()).getRank() == 2
                      ? 2
                      : 1;
   if (failed(expectRank(*this, getResult(), rank, "result ([N] f32)")) ||
       failed(expectDim(*this, rankedType(getResult()).getDimSize(0),
-                       rankedType(getLogits()).getDimSize(0),
+                       rankedType(getLogits().front()).getDimSize(0),
                        "result length differs from the logits' row count N")))
     return failure();
   return success();
@@ -189,14 +258,17 @@ LogicalResult VocabReduceOp::verify() {
   if (failed(verifyReduceOperands(*this, getInput(), getWeight(), getBias(), getLabels(),
                                   getClassWeights(), getTargets(), getStorage(), getCompute(),
                                   getLogitScale().convertToDouble(),
-                                  getSoftcap().convertToDouble())))
+                                  getSoftcap().convertToDouble())) ||
+      failed(verifyTeacher(*this, getInput(), getWeight(), getTeacherInput(),
+                           getTeacherWeight(), getTeacherBias(), getStorage(),
+                           getTeacherScale().convertToDouble())))
     return failure();
   return success();
 }
 
 LogicalResult VocabReduceOp::verifyRegions() {
   if (failed(verifyReduceRegion(*this, getBody(), getInput(), getWeight(), getLabels(),
-                                getClassWeights(), getTargets())))
+                                getClassWeights(), getTargets(), hasTeacher())))
     return failure();
   Operation *yield = getBody().front().getTerminator();
   if (yield->getNumOperands() != getNumResults())
@@ -230,7 +302,10 @@ LogicalResult VocabReduceGradOp::verify() {
   if (failed(verifyReduceOperands(*this, getInput(), getWeight(), getBias(), getLabels(),
                                   getClassWeights(), getTargets(), getStorage(), getCompute(),
                                   getLogitScale().convertToDouble(),
-                                  getSoftcap().convertToDouble())))
+                                  getSoftcap().convertToDouble())) ||
+      failed(verifyTeacher(*this, getInput(), getWeight(), getTeacherInput(),
+                           getTeacherWeight(), getTeacherBias(), getStorage(),
+                           getTeacherScale().convertToDouble())))
     return failure();
   if (getSaved().size() != getAdjoints().size())
     return emitOpError() << "takes " << getSaved().size() << " saved statistics but "
@@ -247,7 +322,7 @@ LogicalResult VocabReduceGradOp::verify() {
 
 LogicalResult VocabReduceGradOp::verifyRegions() {
   if (failed(verifyReduceRegion(*this, getBody(), getInput(), getWeight(), getLabels(),
-                                getClassWeights(), getTargets())))
+                                getClassWeights(), getTargets(), hasTeacher())))
     return failure();
   SmallVector<Statistic> kinds = getStatisticKinds();
   if (getSaved().size() != kinds.size())
@@ -260,5 +335,10 @@ LogicalResult VocabReduceGradOp::verifyRegions() {
   if (llvm::is_contained(kinds, Statistic::entropy) &&
       !llvm::is_contained(kinds, Statistic::lse))
     return emitOpError() << "the adjoint of entropy reads lse: yield lse as well";
+  for (Statistic cross : {Statistic::cross_entropy, Statistic::reverse_cross_entropy})
+    if (llvm::is_contained(kinds, cross) && (!llvm::is_contained(kinds, Statistic::lse) ||
+                                             !llvm::is_contained(kinds, Statistic::teacher_lse)))
+      return emitOpError() << "the adjoint of " << stringifyStatistic(cross)
+                           << " reads lse and teacher_lse: yield both as well";
   return success();
 }

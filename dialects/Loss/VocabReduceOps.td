@@ -22,10 +22,15 @@ def Loss_StatLabelLogit : I32EnumAttrCase<"label_logit", 1>;
 def Loss_StatLogitSum : I32EnumAttrCase<"logit_sum", 2>;
 def Loss_StatEntropy : I32EnumAttrCase<"entropy", 3>;
 def Loss_StatTargetLogitSum : I32EnumAttrCase<"target_logit_sum", 4>;
+def Loss_StatTeacherLse : I32EnumAttrCase<"teacher_lse", 5>;
+def Loss_StatTeacherEntropy : I32EnumAttrCase<"teacher_entropy", 6>;
+def Loss_StatCrossEntropy : I32EnumAttrCase<"cross_entropy", 7>;
+def Loss_StatReverseCrossEntropy : I32EnumAttrCase<"reverse_cross_entropy", 8>;
 def Loss_Statistic : I32EnumAttr<"Statistic",
     "a per-row statistic of the logits over the vocabulary",
     [Loss_StatLse, Loss_StatLabelLogit, Loss_StatLogitSum, Loss_StatEntropy,
-     Loss_StatTargetLogitSum]> {
+     Loss_StatTargetLogitSum, Loss_StatTeacherLse, Loss_StatTeacherEntropy,
+     Loss_StatCrossEntropy, Loss_StatReverseCrossEntropy]> {
   let cppNamespace = "::lossjit::loss";
   let genSpecializedAttr = 0;
 }
@@ -46,10 +51,17 @@ def Loss_StatOp : Loss_Op<"stat", [Pure,
       - `entropy`: −Σ_j p_j log p_j; its adjoint is −p_j (log p_j + H).
       - `target_logit_sum`: Σ_j c_j t_j z_j with the row's targets t (a dense
         [N, V] operand: class probabilities); its adjoint is c_j t_j.
+    With a teacher stream u (the region's second argument; q = softmax(u),
+    never differentiated):
+      - `teacher_lse` (of u) and `teacher_entropy` (−Σ q log q): adjoint 0.
+      - `cross_entropy` of (u, z): −Σ_j q_j log p_j, whose adjoint is p_j − q_j
+        (forward KL(q‖p) = cross_entropy − teacher_entropy).
+      - `reverse_cross_entropy` of (z, u): −Σ_j p_j log q_j, whose adjoint is
+        −p_j (log q_j + X), X its value (reverse KL(p‖q) = it − entropy).
     Sums are carried in a fixed order with compensation, so their error does
     not grow with V.
   }];
-  let arguments = (ins Loss_StatisticAttr:$kind, Loss_F32Tensor:$logits);
+  let arguments = (ins Loss_StatisticAttr:$kind, Variadic<Loss_F32Tensor>:$logits);
   let results = (outs Loss_F32Tensor:$result);
   let assemblyFormat = "$kind $logits attr-dict `:` type($logits) `->` type($result)";
   let hasVerifier = 1;
@@ -71,8 +83,10 @@ class Loss_VocabReduceBase<string mnemonic, list<Trait> traits = []>
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
   code commonDeclarations = [{
-    /// The logit stream the region reduces (its block argument).
+    /// The logit stream the region reduces (its first block argument).
     ::mlir::BlockArgument getLogits() { return getBody().front().getArgument(0); }
+    /// Whether the op has a teacher stream (its region's second argument).
+    bool hasTeacher() { return static_cast<bool>(getTeacherInput()); }
     /// The statistics the region yields, in result order.
     ::llvm::SmallVector<::lossjit::loss::Statistic> getStatisticKinds();
     /// Whether the region yields `kind`; its position in the results if so.
@@ -91,7 +105,11 @@ def Loss_VocabReduceOp : Loss_VocabReduceBase<"vocab_reduce"> {
     one op result each. `labels` [N] are read by `label_logit` (rows equal
     to `ignore_index` give 0), `class_weights` [V] (f32) by `logit_sum` and
     `target_logit_sum`, `targets` [N, V] (f32 or the storage type: class
-    probabilities) by `target_logit_sum`.
+    probabilities) by `target_logit_sum`. A teacher (`teacher_input`
+    [N, D'] with `teacher_weight` [V, D'] and an optional `teacher_bias`, in
+    the storage type) adds a second stream u = teacher_scale · (x'·w'ᵀ + b'),
+    the region's second argument, which the teacher statistics read; it is
+    never differentiated.
 
     ```mlir
     %lse, %zy, %zs = loss.vocab_reduce %x, %w labels %y : tensor<?xi64>
@@ -113,15 +131,21 @@ def Loss_VocabReduceOp : Loss_VocabReduceBase<"vocab_reduce"> {
                        Optional<Loss_FloatTensor>:$bias, Optional<Loss_LabelTensor>:$labels,
                        Optional<Loss_F32Tensor>:$class_weights,
                        Optional<Loss_FloatTensor>:$targets,
+                       Optional<Loss_FloatTensor>:$teacher_input,
+                       Optional<Loss_FloatTensor>:$teacher_weight,
+                       Optional<Loss_FloatTensor>:$teacher_bias,
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
                        TypeAttr:$storage, TypeAttr:$compute,
                        DefaultValuedAttr<F64Attr, "1.0">:$logit_scale,
-                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap,
+                       DefaultValuedAttr<F64Attr, "1.0">:$teacher_scale);
   let results = (outs Variadic<Loss_F32Tensor>:$statistics);
   let assemblyFormat = [{
     $input `,` $weight (`bias` $bias^ `:` type($bias))? (`labels` $labels^ `:` type($labels))?
     (`class_weights` $class_weights^ `:` type($class_weights))?
-    (`targets` $targets^ `:` type($targets))? attr-dict `:`
+    (`targets` $targets^ `:` type($targets))?
+    (`teacher` `(` $teacher_input^ `,` $teacher_weight (`bias` $teacher_bias^)? `:`
+      type($teacher_input) `,` type($teacher_weight) (`,` type($teacher_bias)^)? `)`)? attr-dict `:`
     type($input) `,` type($weight) `->` type($statistics) $body
   }];
   let extraClassDeclaration = commonDeclarations;
@@ -147,11 +171,15 @@ def Loss_VocabReduceGradOp : Loss_VocabReduceBase<"vocab_reduce_grad"> {
                        Optional<Loss_FloatTensor>:$bias, Optional<Loss_LabelTensor>:$labels,
                        Optional<Loss_F32Tensor>:$class_weights,
                        Optional<Loss_FloatTensor>:$targets,
+                       Optional<Loss_FloatTensor>:$teacher_input,
+                       Optional<Loss_FloatTensor>:$teacher_weight,
+                       Optional<Loss_FloatTensor>:$teacher_bias,
                        Variadic<Loss_F32Tensor>:$saved, Variadic<Loss_F32Tensor>:$adjoints,
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
                        TypeAttr:$storage, TypeAttr:$compute,
                        DefaultValuedAttr<F64Attr, "1.0">:$logit_scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$softcap,
+                       DefaultValuedAttr<F64Attr, "1.0">:$teacher_scale,
                        DefaultValuedAttr<StrAttr, "\"auto\"">:$strategy,
                        DefaultValuedAttr<BoolAttr, "true">:$needs_input,
                        DefaultValuedAttr<BoolAttr, "true">:$needs_weight,
@@ -161,6 +189,8 @@ def Loss_VocabReduceGradOp : Loss_VocabReduceBase<"vocab_reduce_grad"> {
     $input `,` $weight (`bias` $bias^ `:` type($bias))? (`labels` $labels^ `:` type($labels))?
     (`class_weights` $class_weights^ `:` type($class_weights))?
     (`targets` $targets^ `:` type($targets))?
+    (`teacher` `(` $teacher_input^ `,` $teacher_weight (`bias` $teacher_bias^)? `:`
+      type($teacher_input) `,` type($teacher_weight) (`,` type($teacher_bias)^)? `)`)?
     `saved` `(` $saved `:` type($saved) `)` `adjoints` `(` $adjoints `:` type($adjoints) `)`
     attr-dict `:` type($input) `,` type($weight) `->` type($gradients) $body
   }];

@@ -152,16 +152,17 @@ class Kernel:
         return dict(self.op.options)
 
     def run(self, device: torch.device, n: int, v: int, d: int,
-            buffers: Dict[str, torch.Tensor]) -> None:
-        """Runs on contiguous tensors bound by param name. On CPU every label is
-        checked (ignore_index or in [0, V), else IndexError) before launch."""
+            buffers: Dict[str, torch.Tensor], t: int = 0) -> None:
+        """Runs on contiguous tensors bound by param name (`t`: a teacher's
+        hidden size, for plans with a teacher). On CPU every label is checked
+        (ignore_index or in [0, V), else IndexError) before launch."""
         if self.cpu:
             self.op.launch([(buffers[k].data_ptr(), buffers[k].numel(),
                              dtype_name(buffers[k].dtype)) for k in self.names],
-                           n, v, d, torch.get_num_threads(), True)
+                           n, v, d, torch.get_num_threads(), True, t)
             return
         op = self.tuned.op_for(self, device, n, v, d, buffers) if self.tuned else self.op
-        _launch_cuda(op, self.names, self.dims, device, n, v, d, buffers)
+        _launch_cuda(op, self.names, self.dims, device, n, v, d, buffers, t)
 
 
 class _Tuned:
@@ -345,6 +346,8 @@ class ReduceSpec(NamedTuple):
     softcap: float = 0.0
     labels_per_row: int = 0  # K for labels [N, K]; 0 for labels [N]
     targets: str = ""  # dtype of the [N, V] targets ("f32" or dtype); "" for none
+    teacher: str = ""  # "" none, "true" a teacher stream, "bias" one with a bias
+    teacher_scale: float = 1.0
 
     def options(self) -> Dict[str, str]:
         options = {"dtype": self.dtype, "statistics": ",".join(self.statistics),
@@ -360,6 +363,10 @@ class ReduceSpec(NamedTuple):
             options["logit_scale"] = option_text(self.logit_scale)
         if self.softcap != 0.0:
             options["softcap"] = option_text(self.softcap)
+        if self.teacher:
+            options["teacher"] = self.teacher
+            if self.teacher_scale != 1.0:
+                options["teacher_scale"] = option_text(self.teacher_scale)
         return options
 
     def graph(self, **gradient: Any) -> Any:
@@ -368,7 +375,9 @@ class ReduceSpec(NamedTuple):
             label_type=self.label_type or "i64", bias=self.bias,
             class_weights=self.class_weights, ignore_index=self.ignore_index,
             logit_scale=self.logit_scale, softcap=self.softcap,
-            labels_per_row=self.labels_per_row, targets=self.targets, **gradient)
+            labels_per_row=self.labels_per_row, targets=self.targets,
+            teacher=bool(self.teacher), teacher_bias=self.teacher == "bias",
+            teacher_scale=self.teacher_scale, **gradient)
 
 
 _reduce_ops: Dict[Tuple[Any, ...], Any] = {}
@@ -407,7 +416,7 @@ def reduce_kernel(spec: ReduceSpec, device: torch.device,
 
 
 def _launch_cuda(op: Any, names, dims, device: torch.device, n: int, v: int, d: int,
-                 buffers: Dict[str, torch.Tensor]) -> None:
+                 buffers: Dict[str, torch.Tensor], t: int = 0) -> None:
     index = _device_index(device)
     keep: Dict[int, torch.Tensor] = {}
 
@@ -421,7 +430,7 @@ def _launch_cuda(op: Any, names, dims, device: torch.device, n: int, v: int, d: 
         # the enqueue is safe on the current stream.
         keep.pop(address, None)
 
-    sizes = {"N": n, "V": v, "D": d}
+    sizes = {"N": n, "V": v, "D": d, "T": t}
     with torch.cuda.device(index):
         stream = torch.cuda.current_stream(index).cuda_stream
         op.launch([(name, buffers[name].data_ptr(), buffers[name].numel(),

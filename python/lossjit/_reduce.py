@@ -12,7 +12,11 @@ class_weights[V]?, statistics, ignore_index, logit_scale=1.0, softcap=0.0)
 - ``logit_sum``: Σ_j c_j z_j with the class weights c (1 without them)
 - ``entropy``: −Σ_j p_j log p_j, p = softmax(z)
 - ``target_logit_sum``: Σ_j c_j t_j z_j with the row's targets t (class
-  probabilities [N, V], the optional last argument ``targets``)
+  probabilities [N, V], the optional argument ``targets``)
+- with a teacher (``teacher_input`` [N, T], ``teacher_weight`` [V, T],
+  ``teacher_bias``, ``teacher_scale``: logits u, q = softmax(u), never
+  differentiated): ``teacher_lse``, ``teacher_entropy``, ``cross_entropy``
+  −Σ q log p and ``reverse_cross_entropy`` −Σ p log q
 
 Everything after the statistics (masks, normalizers, per-sequence sums) is
 plain torch in the public functions, whose autograd hands
@@ -31,7 +35,11 @@ from torch import Tensor
 from . import _kernels as K
 from ._ops import DOUBLE_BACKWARD_MESSAGE, check_logit_transforms, register_autocast
 
-STATISTICS = ("lse", "label_logit", "logit_sum", "entropy", "target_logit_sum")
+STATISTICS = ("lse", "label_logit", "logit_sum", "entropy", "target_logit_sum", "teacher_lse",
+              "teacher_entropy", "cross_entropy", "reverse_cross_entropy")
+#: The statistics that read a teacher stream.
+TEACHER_STATISTICS = ("teacher_lse", "teacher_entropy", "cross_entropy",
+                      "reverse_cross_entropy")
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -50,6 +58,39 @@ def parse_statistics(statistics: str) -> Tuple[str, ...]:
     if len(set(names)) != len(names):
         raise ValueError(f"lossjit: statistics {statistics!r} names one twice")
     return names
+
+
+def check_teacher(hidden: Tensor, weight: Tensor, names: Sequence[str],
+                  teacher_input: Optional[Tensor], teacher_weight: Optional[Tensor],
+                  teacher_bias: Optional[Tensor]) -> None:
+    wants = any(n in TEACHER_STATISTICS for n in names)
+    if wants != (teacher_input is not None) or (teacher_input is None) != (teacher_weight is None):
+        raise ValueError("lossjit: the teacher statistics read teacher_input and "
+                         "teacher_weight, and only they do: pass both exactly when one is "
+                         "asked for")
+    if teacher_input is None:
+        if teacher_bias is not None:
+            raise ValueError("lossjit: teacher_bias without a teacher")
+        return
+    for arg, value in (("teacher_input", teacher_input), ("teacher_weight", teacher_weight),
+                       ("teacher_bias", teacher_bias)):
+        if value is not None and value.dtype != hidden.dtype:
+            raise TypeError(f"lossjit: {arg} has dtype {_name(value.dtype)} but hidden has "
+                            f"{_name(hidden.dtype)}; the teacher is stored like the student")
+        if value is not None and value.device != hidden.device:
+            raise RuntimeError(f"lossjit: expected all tensors on one device, but hidden is "
+                               f"on {hidden.device} and {arg} is on {value.device}")
+    if teacher_input.dim() != 2 or teacher_input.shape[0] != hidden.shape[0]:
+        raise ValueError(f"lossjit: teacher_input must have shape [N, T] with N = "
+                         f"{hidden.shape[0]}, got {list(teacher_input.shape)}")
+    if teacher_weight.dim() != 2 or tuple(teacher_weight.shape) != (
+            weight.shape[0], teacher_input.shape[1]):
+        raise ValueError(f"lossjit: teacher_weight must have shape [V, T] = "
+                         f"[{weight.shape[0]}, {teacher_input.shape[1]}], got "
+                         f"{list(teacher_weight.shape)}")
+    if teacher_bias is not None and tuple(teacher_bias.shape) != (weight.shape[0],):
+        raise ValueError(f"lossjit: teacher_bias must have shape [V] = [{weight.shape[0]}], "
+                         f"got {list(teacher_bias.shape)}")
 
 
 def check_reduce_inputs(hidden: Tensor, weight: Tensor, target: Optional[Tensor],
@@ -110,8 +151,9 @@ def check_reduce_inputs(hidden: Tensor, weight: Tensor, target: Optional[Tensor]
 
 def _spec(hidden: Tensor, target: Optional[Tensor], bias: Optional[Tensor],
           class_weights: Optional[Tensor], names: Tuple[str, ...], ignore_index: int,
-          logit_scale: float, softcap: float,
-          targets: Optional[Tensor] = None) -> K.ReduceSpec:
+          logit_scale: float, softcap: float, targets: Optional[Tensor] = None,
+          teacher_input: Optional[Tensor] = None, teacher_bias: Optional[Tensor] = None,
+          teacher_scale: float = 1.0) -> K.ReduceSpec:
     return K.ReduceSpec(K.STORAGE_DTYPES[hidden.dtype], names,
                         K.LABEL_DTYPES[target.dtype] if target is not None else "",
                         bias is not None, class_weights is not None,
@@ -119,7 +161,10 @@ def _spec(hidden: Tensor, target: Optional[Tensor], bias: Optional[Tensor],
                         float(logit_scale), float(softcap),
                         int(target.shape[1]) if target is not None and target.dim() == 2
                         else 0,
-                        K.STORAGE_DTYPES[targets.dtype] if targets is not None else "")
+                        K.STORAGE_DTYPES[targets.dtype] if targets is not None else "",
+                        "" if teacher_input is None else
+                        "bias" if teacher_bias is not None else "true",
+                        float(teacher_scale))
 
 
 def _shape_of(name: str, hidden: Tensor, target: Optional[Tensor]) -> Tuple[int, ...]:
@@ -129,10 +174,12 @@ def _shape_of(name: str, hidden: Tensor, target: Optional[Tensor]) -> Tuple[int,
     return (hidden.shape[0],)
 
 
-def _buffers(hidden, weight, target, bias, class_weights, targets=None):
+def _buffers(hidden, weight, target, bias, class_weights, targets=None, teacher_input=None,
+             teacher_weight=None, teacher_bias=None):
     buffers = {"x": hidden.contiguous(), "w": weight.contiguous()}
     for name, value in (("labels", target), ("bias", bias), ("class_weights", class_weights),
-                        ("targets", targets)):
+                        ("targets", targets), ("teacher_x", teacher_input),
+                        ("teacher_w", teacher_weight), ("teacher_bias", teacher_bias)):
         if value is not None:
             buffers[name] = value.contiguous()
     return buffers
@@ -142,29 +189,41 @@ def _buffers(hidden, weight, target, bias, class_weights, targets=None):
 def vocab_reduce_op(hidden: Tensor, weight: Tensor, target: Optional[Tensor],
                     bias: Optional[Tensor], class_weights: Optional[Tensor], statistics: str,
                     ignore_index: int, logit_scale: float = 1.0, softcap: float = 0.0,
-                    targets: Optional[Tensor] = None) -> List[Tensor]:
+                    targets: Optional[Tensor] = None, teacher_input: Optional[Tensor] = None,
+                    teacher_weight: Optional[Tensor] = None,
+                    teacher_bias: Optional[Tensor] = None,
+                    teacher_scale: float = 1.0) -> List[Tensor]:
     """The row statistics `statistics` of hidden [N, D] and weight [V, D]."""
     names = parse_statistics(statistics)
     check_reduce_inputs(hidden, weight, target, bias, class_weights, names, targets)
+    check_teacher(hidden, weight, names, teacher_input, teacher_weight, teacher_bias)
     check_logit_transforms(logit_scale, softcap)
     n, d = hidden.shape
     v = weight.shape[0]
     kernel = K.reduce_kernel(_spec(hidden, target, bias, class_weights, names, ignore_index,
-                                   logit_scale, softcap, targets), hidden.device)
-    buffers = _buffers(hidden, weight, target, bias, class_weights, targets)
+                                   logit_scale, softcap, targets, teacher_input, teacher_bias,
+                                   teacher_scale), hidden.device)
+    buffers = _buffers(hidden, weight, target, bias, class_weights, targets, teacher_input,
+                       teacher_weight, teacher_bias)
     outputs = [hidden.new_empty(_shape_of(name, hidden, target), dtype=torch.float32)
                for name in names]
     buffers.update(zip(names, outputs))
     # On CPU the labels are range-checked (IndexError) before any kernel runs.
-    kernel.run(hidden.device, n, v, d, buffers)
+    kernel.run(hidden.device, n, v, d, buffers, _teacher_dim(teacher_input))
     return outputs
+
+
+def _teacher_dim(teacher_input: Optional[Tensor]) -> int:
+    return 0 if teacher_input is None else int(teacher_input.shape[1])
 
 
 @vocab_reduce_op.register_fake
 def _(hidden, weight, target, bias, class_weights, statistics, ignore_index, logit_scale=1.0,
-      softcap=0.0, targets=None):
+      softcap=0.0, targets=None, teacher_input=None, teacher_weight=None, teacher_bias=None,
+      teacher_scale=1.0):
     names = parse_statistics(statistics)
     check_reduce_inputs(hidden, weight, target, bias, class_weights, names, targets)
+    check_teacher(hidden, weight, names, teacher_input, teacher_weight, teacher_bias)
     return [hidden.new_empty(_shape_of(name, hidden, target), dtype=torch.float32)
             for name in names]
 
@@ -175,7 +234,11 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
                              saved: List[Tensor], grads: List[Tensor], statistics: str,
                              ignore_index: int, needs_grad_x: bool, needs_grad_w: bool,
                              logit_scale: float = 1.0, softcap: float = 0.0,
-                             targets: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
+                             targets: Optional[Tensor] = None,
+                             teacher_input: Optional[Tensor] = None,
+                             teacher_weight: Optional[Tensor] = None,
+                             teacher_bias: Optional[Tensor] = None,
+                             teacher_scale: float = 1.0) -> Tuple[Tensor, Tensor, Tensor]:
     """(grad_hidden, grad_weight, grad_bias) from `saved` (the forward's
     statistics) and `grads` (the gradient reaching each, [N] float32); a
     gradient not asked for is an empty tensor (so is grad_bias without a
@@ -190,8 +253,13 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
                          f"{len(grads)}")
     flags = K.BackwardFlags(needs_grad_x, needs_grad_w)
     kernel = K.reduce_kernel(_spec(hidden, target, bias, class_weights, names, ignore_index,
-                                   logit_scale, softcap, targets), hidden.device, flags)
+                                   logit_scale, softcap, targets, teacher_input, teacher_bias,
+                                   teacher_scale), hidden.device, flags)
     buffers = _buffers(hidden, weight, target, bias, class_weights, targets)
+    if any(n in ("cross_entropy", "reverse_cross_entropy") for n in names):
+        # (The teacher's lse / logits enter the cross-entropies' adjoints.)
+        buffers.update(_buffers(hidden, weight, None, None, None, None, teacher_input,
+                                teacher_weight, teacher_bias))
     names_run = kernel.names
     for name, value, grad in zip(names, saved, grads):
         # The kernel reads the saved statistics its adjoint rules need (lse,
@@ -209,13 +277,14 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
     grad_x = buffers["grad_x"] if needs_grad_x else empty
     grad_w = buffers["grad_w"] if needs_grad_w else empty
     grad_b = buffers["grad_bias"] if (needs_grad_w and bias is not None) else empty
-    kernel.run(hidden.device, n, v, d, buffers)
+    kernel.run(hidden.device, n, v, d, buffers, _teacher_dim(teacher_input))
     return grad_x, grad_w, grad_b
 
 
 @vocab_reduce_backward_op.register_fake
 def _(hidden, weight, target, bias, class_weights, saved, grads, statistics, ignore_index,
-      needs_grad_x, needs_grad_w, logit_scale=1.0, softcap=0.0, targets=None):
+      needs_grad_x, needs_grad_w, logit_scale=1.0, softcap=0.0, targets=None,
+      teacher_input=None, teacher_weight=None, teacher_bias=None, teacher_scale=1.0):
     grad_x = torch.empty_like(hidden) if needs_grad_x else hidden.new_empty((0,))
     grad_w = torch.empty_like(weight) if needs_grad_w else hidden.new_empty((0,))
     grad_b = torch.empty_like(bias) if (needs_grad_w and bias is not None) \
@@ -231,7 +300,7 @@ def _setup_context(ctx, inputs, output):
     ctx.ignore_index = ignore_index
     ctx.logit_scale = inputs[7] if len(inputs) > 7 else 1.0
     ctx.softcap = inputs[8] if len(inputs) > 8 else 0.0
-    ctx.targets = inputs[9] if len(inputs) > 9 else None
+    ctx.extra = tuple(inputs[9:])  # targets and the teacher, as given
     ctx.num_inputs = len(inputs)
 
 
@@ -246,7 +315,7 @@ def _backward(ctx, grads):
     grad_x, grad_w, grad_b = torch.ops.lossjit.vocab_reduce_backward(
         hidden, weight, target, bias, class_weights, saved, filled, ctx.statistics,
         ctx.ignore_index, bool(needs_x), bool(needs_w or needs_b), ctx.logit_scale,
-        ctx.softcap, ctx.targets)
+        ctx.softcap, *ctx.extra)
     return (grad_x if needs_x else None, grad_w if needs_w else None, None,
             grad_b if (needs_b and bias is not None) else None) + rest
 
@@ -269,7 +338,9 @@ def vocab_reduce(hidden: Tensor, weight: Tensor, statistics: Sequence[str], *,
                  target: Optional[Tensor] = None, bias: Optional[Tensor] = None,
                  class_weights: Optional[Tensor] = None, ignore_index: int = -100,
                  logit_scale: float = 1.0, softcap: float = 0.0,
-                 targets: Optional[Tensor] = None) -> List[Tensor]:
+                 targets: Optional[Tensor] = None, teacher_input: Optional[Tensor] = None,
+                 teacher_weight: Optional[Tensor] = None, teacher_bias: Optional[Tensor] = None,
+                 teacher_scale: float = 1.0) -> List[Tensor]:
     """The statistics of hidden [..., D] (leading dims flattened and restored);
     target [...] or [..., K] (K labels per row: label_logit is [..., K])."""
     lead = hidden.shape[:-1]
@@ -281,7 +352,11 @@ def vocab_reduce(hidden: Tensor, weight: Tensor, statistics: Sequence[str], *,
             target = target.reshape(-1, target.shape[-1]) if per_row else target.reshape(-1)
         if targets is not None:
             targets = targets.reshape(-1, targets.shape[-1])
-    extra = () if targets is None else (targets,)
+        if teacher_input is not None:
+            teacher_input = teacher_input.reshape(-1, teacher_input.shape[-1])
+    extra: tuple = () if targets is None else (targets,)
+    if teacher_input is not None:
+        extra = (targets, teacher_input, teacher_weight, teacher_bias, float(teacher_scale))
     stats = torch.ops.lossjit.vocab_reduce(hidden, weight, target, bias, class_weights,
                                            ",".join(statistics), ignore_index,
                                            float(logit_scale), float(softcap), *extra)

@@ -517,3 +517,93 @@ def linear_topk_distill(hidden: Tensor, weight: Tensor, teacher_indices: Tensor,
     if reduction == "sum":
         return rows.sum()
     return rows.sum() / kept.any(-1).sum()
+
+
+def linear_kl_div(student_hidden: Tensor, student_weight: Tensor, teacher_hidden: Tensor,
+                  teacher_weight: Tensor, *, reverse: bool = False, temperature: float = 1.0,
+                  target: Optional[Tensor] = None, ignore_index: int = -100,
+                  reduction: str = "mean", student_bias: Optional[Tensor] = None,
+                  teacher_bias: Optional[Tensor] = None):
+    """The KL divergence between a teacher head's and the student head's
+    token distributions, without the [tokens, vocabulary] logits of either.
+
+    p = softmax(student_hidden @ student_weight.T / temperature) and
+    q = softmax(teacher_hidden @ teacher_weight.T / temperature) per row
+    (both heads at the same temperature, the Liger/TRL convention); the
+    teacher may have its own hidden size. ``reverse=False`` is the forward
+    KL(q‖p) = Σ q log(q/p) (distillation, Liger/TRL ``beta=0``),
+    ``reverse=True`` the reverse KL(p‖q) (``beta=1``). Each is a difference
+    of two row statistics of one sweep over both heads' logit tiles
+    (cross-entropy and entropy); the teacher is never differentiated (its
+    tensors must not require grad).
+
+    Args:
+        student_hidden: [..., D] float16, bfloat16 or float32.
+        student_weight: [V, D], same dtype and device.
+        teacher_hidden: [..., T], hidden's leading dims, same dtype.
+        teacher_weight: [V, T], same dtype.
+        target: optional [...] labels: rows equal to ignore_index are not
+            counted (their divergence is 0).
+        reduction: 'mean' over counted rows (the per-token mean), 'sum', or
+            'none' (per row, shaped like the leading dims).
+
+    Returns:
+        the divergence (float32).
+    """
+    tensors = (student_hidden, student_weight, teacher_hidden, teacher_weight, target,
+               student_bias, teacher_bias)
+    if has_torch_function_variadic(*tensors):
+        return handle_torch_function(
+            linear_kl_div, tensors, student_hidden, student_weight, teacher_hidden,
+            teacher_weight, reverse=reverse, temperature=temperature, target=target,
+            ignore_index=ignore_index, reduction=reduction, student_bias=student_bias,
+            teacher_bias=teacher_bias)
+    if isinstance(temperature, bool) or not isinstance(
+            temperature, (int, float, torch.SymInt, torch.SymFloat)) or \
+            not 0 < temperature < math.inf:
+        raise ValueError(f"lossjit: temperature must be positive and finite, got "
+                         f"{temperature!r}")
+    if not isinstance(reverse, bool):
+        raise TypeError(f"lossjit: reverse must be a bool, got {type(reverse).__name__}")
+    if reduction not in _ops.REDUCTIONS:
+        raise ValueError(f"lossjit: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    for name, value in (("student_hidden", student_hidden), ("student_weight", student_weight),
+                        ("teacher_hidden", teacher_hidden), ("teacher_weight", teacher_weight)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"lossjit: {name} must be a Tensor, got {type(value).__name__}")
+    for name, value in (("teacher_hidden", teacher_hidden), ("teacher_weight", teacher_weight),
+                        ("teacher_bias", teacher_bias)):
+        if isinstance(value, Tensor) and value.requires_grad and torch.is_grad_enabled():
+            raise RuntimeError(f"lossjit: {name} requires grad, but the teacher is not "
+                               "differentiated; pass it detached (.detach())")
+    lead = student_hidden.shape[:-1]
+    if tuple(teacher_hidden.shape[:-1]) != tuple(lead):
+        raise ValueError(f"lossjit: teacher_hidden must have the leading dims of "
+                         f"student_hidden {list(lead)}, got {list(teacher_hidden.shape)}")
+    rows_like = target if target is not None else \
+        student_hidden.new_empty(lead, dtype=torch.long)
+    _ops.check_inputs(student_hidden, student_weight, rows_like, student_bias, ignore_index,
+                      reduction, ("student_hidden", "student_weight", "target",
+                                  "student_bias"))
+    hidden = student_hidden.reshape(-1, student_hidden.shape[-1])
+    teacher = teacher_hidden.reshape(-1, teacher_hidden.shape[-1])
+    hidden, student_weight, student_bias = _autocast(hidden, student_weight, student_bias)
+    teacher, teacher_weight, teacher_bias = _autocast(teacher, teacher_weight, teacher_bias)
+    statistics = ("lse", "teacher_lse") + (
+        ("entropy", "reverse_cross_entropy") if reverse else ("teacher_entropy",
+                                                               "cross_entropy"))
+    stats = dict(zip(statistics, _reduce.vocab_reduce(
+        hidden, student_weight, statistics, bias=student_bias, logit_scale=1.0 / temperature,
+        teacher_input=teacher, teacher_weight=teacher_weight, teacher_bias=teacher_bias,
+        teacher_scale=1.0 / temperature)))
+    rows = stats["reverse_cross_entropy"] - stats["entropy"] if reverse else \
+        stats["cross_entropy"] - stats["teacher_entropy"]
+    counted = None
+    if target is not None:
+        counted = target.reshape(-1) != ignore_index
+        rows = torch.where(counted, rows, 0.0)
+    if reduction == "none":
+        return rows.view(lead)
+    if reduction == "sum":
+        return rows.sum()
+    return rows.sum() / (counted.sum() if counted is not None else rows.numel())

@@ -451,10 +451,14 @@ std::unique_ptr<Graph> vocabReduceGraph(const std::string &name, const std::stri
                                         double logitScale, double softcap, bool gradient,
                                         const std::string &strategy, bool needsGradX,
                                         bool needsGradW, int64_t workspaceBytes,
-                                        int64_t labelsPerRow, const std::string &targets) {
+                                        int64_t labelsPerRow, const std::string &targets,
+                                        bool teacher, bool teacherBias, double teacherScale) {
   VocabReduceGraphOptions o;
   o.labelsPerRow = labelsPerRow;
   o.targets = targets;
+  o.teacher = teacher;
+  o.teacherBias = teacherBias;
+  o.teacherScale = teacherScale;
   o.name = name;
   o.dtype = dtype;
   o.statistics = statistics;
@@ -569,14 +573,14 @@ py::list planParams(const LaunchPlan &plan) {
 
 void runCpu(const CpuOp &op,
             const std::vector<std::tuple<std::string, uintptr_t, std::string, int64_t>> &buffers,
-            int64_t n, int64_t v, int64_t d, unsigned threads) {
+            int64_t n, int64_t v, int64_t d, unsigned threads, int64_t t) {
   std::map<std::string, HostBuffer> map;
   for (const auto &[name, address, dtype, count] : buffers)
     map[name] = HostBuffer{reinterpret_cast<void *>(address), dtype, count};
   std::string error;
   {
     py::gil_scoped_release nogil;
-    if (llvm::Error err = op.op->run(map, Dims{n, v, d}, threads))
+    if (llvm::Error err = op.op->run(map, Dims{n, v, d, t}, threads))
       error = llvm::toString(std::move(err));
   }
   if (!error.empty())
@@ -609,7 +613,8 @@ void checkLabels(const T *labels, int64_t n, int64_t v, int64_t ignoreIndex) {
 /// 16-bit buffer handed to f32 kernels would be read past its end.
 void launchCpu(const CpuOp &op,
                const std::vector<std::tuple<uintptr_t, int64_t, std::string>> &buffers,
-               int64_t n, int64_t v, int64_t d, unsigned threads, bool checkLabelRange) {
+               int64_t n, int64_t v, int64_t d, unsigned threads, bool checkLabelRange,
+               int64_t t) {
   if (buffers.size() != op.params.size())
     throw py::value_error("CpuOp.launch: expected " + std::to_string(op.params.size()) +
                           " buffers, got " + std::to_string(buffers.size()));
@@ -636,7 +641,7 @@ void launchCpu(const CpuOp &op,
   std::string error;
   {
     py::gil_scoped_release nogil;
-    if (llvm::Error err = op.op->run(map, Dims{n, v, d}, threads))
+    if (llvm::Error err = op.op->run(map, Dims{n, v, d, t}, threads))
       error = llvm::toString(std::move(err));
   }
   if (!error.empty())
@@ -710,7 +715,8 @@ void lossjit::python::bindCompiler(py::module_ &m) {
         py::arg("logit_scale") = 1.0, py::arg("softcap") = 0.0, py::arg("gradient") = false,
         py::arg("strategy") = "auto", py::arg("needs_grad_x") = true,
         py::arg("needs_grad_w") = true, py::arg("workspace_bytes") = int64_t(64) << 20,
-        py::arg("labels_per_row") = 0, py::arg("targets") = "",
+        py::arg("labels_per_row") = 0, py::arg("targets") = "", py::arg("teacher") = false,
+        py::arg("teacher_bias") = false, py::arg("teacher_scale") = 1.0,
         "A loss.vocab_reduce graph (x, w[, labels][, bias][, class_weights]) -> one [N] "
         "f32 tensor per statistic (lse, label_logit, logit_sum, entropy; labels when "
         "label_logit is asked for), or with gradient=True its derived backward, which "
@@ -739,13 +745,14 @@ void lossjit::python::bindCompiler(py::module_ &m) {
                              })
       .def("launch", &launchCpu, py::arg("buffers"), py::arg("n"), py::arg("v"),
            py::arg("d"), py::arg("threads") = 0, py::arg("check_labels") = true,
+           py::arg("t") = 0,
            "The hot path: [(address, elements, dtype)] for every param in "
            "`params` order; each dtype ('f32', 'bf16', 'i64'...) must be the "
            "plan's (TypeError otherwise). With check_labels, every label must "
            "be ignore_index or in [0, V) (IndexError otherwise) before any "
            "kernel runs.")
       .def("run", &runCpu, py::arg("buffers"), py::arg("n"), py::arg("v"),
-           py::arg("d"), py::arg("threads") = 0,
+           py::arg("d"), py::arg("threads") = 0, py::arg("t") = 0,
            "Runs on host buffers [(name, address, dtype, elements)]; the GIL is "
            "released while the kernels run.");
 

@@ -35,6 +35,28 @@ double weightOf(const std::vector<double> &classWeights, int64_t j) {
   return classWeights.empty() ? 1.0 : classWeights[j];
 }
 
+/// The teacher's logits of one row (empty without a teacher).
+std::vector<double> teacherLogits(const LceProblem &p, const TeacherProblem &t, int64_t row) {
+  std::vector<double> u;
+  if (!t.present())
+    return u;
+  for (int64_t j = 0; j < p.v; ++j) {
+    double acc = t.bias.empty() ? 0.0 : t.bias[j];
+    for (int64_t k = 0; k < t.t; ++k)
+      acc += t.x[row * t.t + k] * t.w[j * t.t + k];
+    u.push_back(t.scale * acc);
+  }
+  return u;
+}
+
+/// log Σ exp of a row.
+double logSumExp(const std::vector<double> &z) {
+  double mx = *std::max_element(z.begin(), z.end()), sum = 0;
+  for (double value : z)
+    sum += std::exp(value - mx);
+  return mx + std::log(sum);
+}
+
 int64_t labelOf(const LceProblem &p, int64_t row) {
   return static_cast<int64_t>(elementAsDouble(p.labels, p.labelType, row));
 }
@@ -42,10 +64,12 @@ int64_t labelOf(const LceProblem &p, int64_t row) {
 
 std::map<std::string, std::vector<double>>
 lossjit::referenceVocabReduce(const LceProblem &p, const std::vector<double> &classWeights,
-                              int64_t labelsPerRow, const std::vector<double> &targets) {
+                              int64_t labelsPerRow, const std::vector<double> &targets,
+                              const TeacherProblem &teacher) {
   const int64_t k = labelsPerRow > 0 ? labelsPerRow : 1;
   std::map<std::string, std::vector<double>> out;
-  for (const char *name : {"lse", "logit_sum", "entropy", "target_logit_sum"})
+  for (const char *name : {"lse", "logit_sum", "entropy", "target_logit_sum", "teacher_lse",
+                           "teacher_entropy", "cross_entropy", "reverse_cross_entropy"})
     out[name].assign(p.n, 0.0);
   out["label_logit"].assign(p.n * k, 0.0);
   for (int64_t row = 0; row < p.n; ++row) {
@@ -67,6 +91,20 @@ lossjit::referenceVocabReduce(const LceProblem &p, const std::vector<double> &cl
     out["lse"][row] = lse;
     out["logit_sum"][row] = zsum;
     out["entropy"][row] = entropy;
+    std::vector<double> u = teacherLogits(p, teacher, row);
+    if (!u.empty()) {
+      double lseT = logSumExp(u), entropyT = 0, cross = 0, reverse = 0;
+      for (int64_t j = 0; j < p.v; ++j) {
+        double logq = u[j] - lseT, logp = r.z[j] - lse;
+        entropyT -= std::exp(logq) * logq;
+        cross -= std::exp(logq) * logp;
+        reverse -= std::exp(logp) * logq;
+      }
+      out["teacher_lse"][row] = lseT;
+      out["teacher_entropy"][row] = entropyT;
+      out["cross_entropy"][row] = cross;
+      out["reverse_cross_entropy"][row] = reverse;
+    }
     if (!p.labels)
       continue;
     for (int64_t i = row * k; i < (row + 1) * k; ++i) {
@@ -83,7 +121,8 @@ lossjit::referenceVocabReduce(const LceProblem &p, const std::vector<double> &cl
 LceGradReference
 lossjit::referenceVocabReduceGrad(const LceProblem &p, const std::vector<double> &classWeights,
                                   const std::map<std::string, std::vector<double>> &adjoints,
-                                  int64_t labelsPerRow, const std::vector<double> &targets) {
+                                  int64_t labelsPerRow, const std::vector<double> &targets,
+                                  const TeacherProblem &teacher) {
   const int64_t k = labelsPerRow > 0 ? labelsPerRow : 1;
   auto adjoint = [&](const char *name, int64_t at) {
     auto it = adjoints.find(name);
@@ -94,10 +133,11 @@ lossjit::referenceVocabReduceGrad(const LceProblem &p, const std::vector<double>
   g.gradW.assign(p.v * p.d, 0.0);
   g.gradBias.assign(p.v, 0.0);
   std::map<std::string, std::vector<double>> stats =
-      referenceVocabReduce(p, classWeights, labelsPerRow, targets);
+      referenceVocabReduce(p, classWeights, labelsPerRow, targets, teacher);
   for (int64_t row = 0; row < p.n; ++row) {
     RowLogits r = rowLogits(p, row);
     double lse = stats["lse"][row], entropy = stats["entropy"][row];
+    std::vector<double> u = teacherLogits(p, teacher, row);
     for (int64_t j = 0; j < p.v; ++j) {
       double logp = r.z[j] - lse, prob = std::exp(logp);
       double dz = adjoint("lse", row) * prob +
@@ -106,6 +146,13 @@ lossjit::referenceVocabReduceGrad(const LceProblem &p, const std::vector<double>
       if (!targets.empty())
         dz += adjoint("target_logit_sum", row) * weightOf(classWeights, j) *
               targets[row * p.v + j];
+      if (!u.empty()) {
+        // The teacher is not differentiated: only the cross-entropies reach z.
+        double logq = u[j] - stats["teacher_lse"][row], q = std::exp(logq);
+        dz += adjoint("cross_entropy", row) * (prob - q) -
+              adjoint("reverse_cross_entropy", row) * prob *
+                  (logq + stats["reverse_cross_entropy"][row]);
+      }
       if (p.labels)
         for (int64_t i = row * k; i < (row + 1) * k; ++i)
           if (labelOf(p, i) == j)

@@ -22,22 +22,35 @@
 
 namespace lossjit {
 
+/// A teacher stream for the oracle: u = scale · (x'·w'ᵀ + b'), x' [N, T],
+/// w' [V, T], b' [V] (empty for none), as doubles.
+struct TeacherProblem {
+  std::vector<double> x, w, bias;
+  int64_t t = 0;
+  double scale = 1.0;
+  bool present() const { return t > 0; }
+};
+
 /// Row statistics by name ("lse", "label_logit", "logit_sum", "entropy"),
 /// each [N] (label_logit [N, K] with `labelsPerRow` = K > 0: p.labels then
 /// holds N·K labels). `classWeights` is [V] or empty (weights 1). Uses p's
 /// inputs, labels, ignoreIndex and logit transforms; p.labels may be null
 /// when label_logit is not asked for.
-/// `targets` [N, V] (or empty) are read by target_logit_sum = Σ_j c_j t_j z_j.
+/// `targets` [N, V] (or empty) are read by target_logit_sum = Σ_j c_j t_j z_j;
+/// `teacher` by teacher_lse, teacher_entropy, cross_entropy (−Σ q log p) and
+/// reverse_cross_entropy (−Σ p log q), q the teacher's softmax.
 std::map<std::string, std::vector<double>>
 referenceVocabReduce(const LceProblem &p, const std::vector<double> &classWeights,
-                     int64_t labelsPerRow = 0, const std::vector<double> &targets = {});
+                     int64_t labelsPerRow = 0, const std::vector<double> &targets = {},
+                     const TeacherProblem &teacher = {});
 
 /// dX, dW, db of Σ_i Σ_k adjoints[k][i] · stat_k(i): `adjoints` by
 /// statistic name, each shaped like the statistic (missing names are 0).
 LceGradReference
 referenceVocabReduceGrad(const LceProblem &p, const std::vector<double> &classWeights,
                          const std::map<std::string, std::vector<double>> &adjoints,
-                         int64_t labelsPerRow = 0, const std::vector<double> &targets = {});
+                         int64_t labelsPerRow = 0, const std::vector<double> &targets = {},
+                         const TeacherProblem &teacher = {});
 
 } // namespace lossjit
 

@@ -476,3 +476,61 @@ def test_probability_targets_rules():
         lossjit.linear_cross_entropy(h, w, probs.clone().requires_grad_(True))
     empty = lossjit.linear_cross_entropy(h[:0], w, probs[:0])
     assert torch.isnan(empty)
+
+
+# --- A teacher head: KL divergences -------------------------------------------------
+
+def _teacher_inputs(device, dtype, t=13, seed=6):
+    h, w, y, b = make_inputs(device, dtype, lead=(3, 6), ignored=(2, 11), bias=True,
+                             seed=seed)
+    g = torch.Generator().manual_seed(seed + 10)
+    th = (torch.randn(3, 6, t, generator=g)).to(dtype).to(device)
+    tw = (torch.randn(w.shape[0], t, generator=g) * 2 / t ** 0.5).to(dtype).to(device)
+    tb = (torch.randn(w.shape[0], generator=g) * 0.3).to(dtype).to(device)
+    return h, w, y, b, th, tw, tb
+
+
+def _kl_reference(h, w, b, th, tw, tb, y, reverse, temperature, reduction):
+    logp = torch.log_softmax(F.linear(h.double(), w.double(), b.double()) / temperature, -1)
+    logq = torch.log_softmax(F.linear(th.double(), tw.double(), tb.double()) / temperature, -1)
+    rows = (logp.exp() * (logp - logq)).sum(-1) if reverse else \
+        (logq.exp() * (logq - logp)).sum(-1)
+    counted = y != -100
+    rows = torch.where(counted, rows, 0.0)
+    if reduction == "none":
+        return rows
+    if reduction == "sum":
+        return rows.sum()
+    return rows.sum() / counted.sum()
+
+
+@pytest.mark.parametrize("dtype", STORAGE, ids=str)
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_kl_divergence_to_a_teacher_head_matches_torch(device, dtype, reverse, reduction):
+    h, w, y, b, th, tw, tb = _teacher_inputs(device, dtype)
+    h, w, b = leaves(h, w, b)
+    loss = lossjit.linear_kl_div(h, w, th, tw, reverse=reverse, temperature=1.5, target=y,
+                                 reduction=reduction, student_bias=b, teacher_bias=tb)
+    hr, wr, br = leaves(h, w, b)
+    ref = _kl_reference(hr, wr, br, th, tw, tb, y, reverse, 1.5, reduction)
+    assert loss.shape == ref.shape
+    assert_close(loss, ref, 2e-5)
+    upstream = torch.linspace(0.5, 1.5, loss.numel(), dtype=torch.float64,
+                              device=device).view(loss.shape)
+    tol = {torch.float32: 5e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+    for g, r in zip(grads_of((loss.double() * upstream).sum(), [h, w, b]),
+                    grads_of((ref * upstream).sum(), [hr, wr, br])):
+        assert_close(g, r.to(dtype), tol, atol=tol * max(1.0, float(r.abs().max())))
+
+
+def test_kl_divergence_rules():
+    h, w, y, b, th, tw, tb = _teacher_inputs("cpu", torch.float32)
+    with pytest.raises(RuntimeError, match="teacher_weight requires grad"):
+        lossjit.linear_kl_div(h, w, th, tw.clone().requires_grad_(True))
+    with pytest.raises(ValueError, match="teacher_weight must have shape"):
+        lossjit.linear_kl_div(h, w, th, tw[:, :-1])
+    with pytest.raises(ValueError, match="teacher_hidden must have the leading dims"):
+        lossjit.linear_kl_div(h, w, th[:2], tw)
+    with pytest.raises(ValueError, match="temperature must be positive"):
+        lossjit.linear_kl_div(h, w, th, tw, temperature=-1.0)

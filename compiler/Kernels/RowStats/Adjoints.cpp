@@ -2,6 +2,7 @@
 
 #include "compiler/Kernels/RowStats/Adjoints.h"
 #include "compiler/Kernels/RowStats/LogitMaps.h"
+#include "compiler/Kernels/RowStats/RowRules.h"
 
 using namespace mlir;
 using namespace lossjit;
@@ -28,6 +29,12 @@ void lossjit::declareAdjointInputs(KernelSignature &sig, const LceSpec &spec, Ty
   sig.argIf(spec.hasClassWeights, "class_weights", rowValues);
   if (spec.hasTargets())
     sig.arg("targets", KernelSink::flat(spec.targetsType));
+  if (spec.gradientReadsTeacher()) {
+    sig.arg("teacher_lse", rowValues);
+    sig.argIf(spec.hasStatistic(loss::Statistic::reverse_cross_entropy),
+              "reverse_cross_entropy", rowValues);
+    declareTeacherInputs(sig, spec);
+  }
 }
 
 RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const KernelArgs &a,
@@ -57,6 +64,17 @@ RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const 
       r.gLabels.push_back(e.load(g, atLabel(i)));
   r.gSum = load(adjointName(loss::Statistic::logit_sum));
   r.gTargetSum = load(adjointName(loss::Statistic::target_logit_sum));
+  if (spec.gradientReadsTeacher()) {
+    r.gCross = load(adjointName(loss::Statistic::cross_entropy));
+    r.gReverse = load(adjointName(loss::Statistic::reverse_cross_entropy));
+    r.teacherLse = load("teacher_lse");
+    r.reverseValue = load("reverse_cross_entropy");
+    r.row = row;
+    r.teacherX = a["teacher_x"];
+    r.teacherW = a["teacher_w"];
+    r.teacherBias = a["teacher_bias"];
+    r.teacherDim = a["T"];
+  }
   if (r.gTargetSum) {
     r.targets = a["targets"];
     r.targetBase = e.mul(row, a["V"]);
@@ -68,8 +86,10 @@ RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const 
 
 Value lossjit::emitRowActive(KernelEmitter &e, const LceSpec &spec, const RowAdjoint &row) {
   Value active;
-  SmallVector<Value> adjoints = {row.g,    row.lseGrad,  row.gLse,
-                                 row.gSum, row.gEntropy, row.gTargetSum};
+  // (The teacher statistics' own adjoints reach no gradient: the teacher
+  // is not differentiated.)
+  SmallVector<Value> adjoints = {row.g,          row.lseGrad, row.gLse,   row.gSum,
+                                 row.gEntropy,   row.gTargetSum, row.gCross, row.gReverse};
   llvm::append_range(adjoints, row.gLabels);
   for (Value g : adjoints) {
     if (!g)
@@ -104,6 +124,17 @@ Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoi
     // −ḡ_H · p (log p + H)
     if (row.gEntropy)
       dz = e.subF(dz, e.mulF(e.mulF(row.gEntropy, p), e.addF(logp, row.entropy)));
+    if (row.gCross || row.gReverse) {
+      Value u = emitTeacherLogit(e, spec, row.teacherX, row.teacherW, row.teacherBias,
+                                 row.teacherDim, row.row, col);
+      Value logq = e.subF(u, row.teacherLse);
+      // ḡ_x · (p − q)
+      if (row.gCross)
+        dz = e.fma(row.gCross, e.subF(p, e.exp(logq)), dz);
+      // −ḡ_r · p (log q + X)
+      if (row.gReverse)
+        dz = e.subF(dz, e.mulF(e.mulF(row.gReverse, p), e.addF(logq, row.reverseValue)));
+    }
   }
   // One term per label, in label order (a column repeated among a row's
   // labels gets each of its adjoints).

@@ -7,6 +7,9 @@
 //   label_logit  [j = y]                  (one term per label of the row)
 //   logit_sum    c_j                      (the column's class weight, or 1)
 //   target_logit_sum  c_j t_j             (t: the row's targets)
+//   cross_entropy       p_j − q_j          (q = softmax of the teacher's u)
+//   reverse_cross_entropy  −p_j (log q_j + X)  (X its value)
+//   teacher_lse, teacher_entropy  0        (the teacher is not differentiated)
 //   entropy      −p_j (log p_j + H)
 // then times ∂z/∂raw. Every backward kernel (dZ into a chunk, recomputed
 // tiles, both backends, every matmul strategy) reads a row's values once
@@ -40,6 +43,10 @@ struct RowAdjoint {
   llvm::SmallVector<mlir::Value> gLabels;
   /// target_logit_sum: its adjoint, the targets and the row's first one.
   mlir::Value gTargetSum, targets, targetBase;
+  /// The teacher: the cross-entropies' adjoints, the saved teacher lse and
+  /// reverse cross-entropy, and what its logit at a column is made from.
+  mlir::Value gCross, gReverse, teacherLse, reverseValue;
+  mlir::Value row, teacherX, teacherW, teacherBias, teacherDim;
 };
 
 /// Declares on `sig` the per-row (and per-column) buffers dZ reads:

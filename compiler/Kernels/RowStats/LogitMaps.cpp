@@ -72,3 +72,12 @@ Value lossjit::emitLogitGrad(KernelEmitter &e, const LceSpec &spec, Value raw, V
     dz = e.fma(lseGrad, p, dz);
   return logit.dzdraw ? e.mulF(dz, logit.dzdraw) : dz;
 }
+
+Value lossjit::emitTeacherLogit(KernelEmitter &e, const LceSpec &spec, Value teacherX,
+                                Value teacherW, Value teacherBias, Value t, Value row,
+                                Value col) {
+  Value raw = e.dot(teacherX, e.mul(row, t), teacherW, e.mul(col, t), t);
+  if (teacherBias)
+    raw = e.addF(raw, e.loadF32(teacherBias, col));
+  return spec.teacherScale == 1.0 ? raw : e.mulF(raw, e.f32(spec.teacherScale));
+}

@@ -25,6 +25,13 @@ struct LogitAndSlope {
 /// z = emitLogit(raw) and its derivative, computed together.
 LogitAndSlope emitLogitAndSlope(KernelEmitter &e, const LceSpec &spec, mlir::Value raw);
 
+/// The teacher's logit u = teacherScale · (x'[row]·w'[col] + b'[col]), one
+/// dot product over its hidden size T (buffers teacher_x [N, T], teacher_w
+/// [V, T], teacher_bias [V]): the teacher is read, never differentiated.
+mlir::Value emitTeacherLogit(KernelEmitter &e, const LceSpec &spec, mlir::Value teacherX,
+                             mlir::Value teacherW, mlir::Value teacherBias, mlir::Value t,
+                             mlir::Value row, mlir::Value col);
+
 /// ∂loss/∂raw = g · (exp(z − lse) − [target]) · ∂z/∂raw with z = emitLogit(raw):
 /// ∂z/∂raw = logitScale · (1 − tanh²(u)) with a softcap (u = z_scaled / cap),
 /// logitScale without one. The bias is part of raw, so dbias uses it as is.

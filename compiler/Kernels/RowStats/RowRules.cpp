@@ -82,6 +82,16 @@ void lossjit::declareRowInputs(KernelSignature &sig, const LceSpec &spec) {
             KernelSink::flat(mlir::Float32Type::get(spec.storage.getContext())));
   if (spec.hasTargets())
     sig.arg("targets", KernelSink::flat(spec.targetsType));
+  declareTeacherInputs(sig, spec);
+}
+
+void lossjit::declareTeacherInputs(KernelSignature &sig, const LceSpec &spec) {
+  if (!spec.hasTeacher)
+    return;
+  MemRefType stored = KernelSink::flat(spec.storage);
+  sig.arg("teacher_x", stored).arg("teacher_w", stored);
+  sig.argIf(spec.hasTeacherBias, "teacher_bias", stored);
+  sig.arg("T", mlir::IndexType::get(spec.storage.getContext()));
 }
 
 void lossjit::emitRowOutputs(

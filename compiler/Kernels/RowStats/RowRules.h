@@ -78,6 +78,10 @@ void declareRowOutputs(KernelSignature &sig, const LceSpec &spec, mlir::Type f32
 /// class weights and targets.
 void declareRowInputs(KernelSignature &sig, const LceSpec &spec);
 
+/// Declares the teacher's buffers and its hidden size T (teacher_x,
+/// teacher_w, [teacher_bias], T) when the op has a teacher.
+void declareTeacherInputs(KernelSignature &sig, const LceSpec &spec);
+
 /// Stores `row`'s outputs (declareRowOutputs): `finish(e, what)` gives a
 /// statistic of the finished sweep (lse, entropy, logit_sum) and
 /// `labelRaw(e, label)` the raw logit at a label of the row (called only for

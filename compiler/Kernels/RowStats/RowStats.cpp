@@ -28,6 +28,14 @@ RowStats RowStats::forSpec(const LceSpec &spec) {
     kinds.push_back(StatKind::LogitSum);
   if (spec.hasStatistic(loss::Statistic::target_logit_sum))
     kinds.push_back(StatKind::TargetLogitSum);
+  if (spec.hasStatistic(loss::Statistic::teacher_entropy))
+    kinds.push_back(StatKind::TeacherSoftmaxEntropy);
+  else if (spec.hasStatistic(loss::Statistic::teacher_lse))
+    kinds.push_back(StatKind::TeacherLogSumExp);
+  if (spec.hasStatistic(loss::Statistic::cross_entropy))
+    kinds.push_back(StatKind::CrossEntropyForward);
+  if (spec.hasStatistic(loss::Statistic::reverse_cross_entropy))
+    kinds.push_back(StatKind::CrossEntropyReverse);
   return RowStats(kinds);
 }
 

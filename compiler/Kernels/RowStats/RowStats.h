@@ -39,13 +39,24 @@ enum class StatKind {
   LogitSum,
   /// Σ_j c_j t_j z_j with the row's target t_j (class probabilities): (tsum).
   TargetLogitSum,
+  /// The teacher's lse, and its lse and entropy (the student's kinds on the
+  /// teacher's logits u).
+  TeacherLogSumExp,
+  TeacherSoftmaxEntropy,
+  /// −Σ softmax(a) log softmax(b) with (a, b) = (u, z): cross_entropy, and
+  /// (z, u): reverse_cross_entropy. Fields (max_a, sum_a, max_b, sum_b, d)
+  /// with d = Σ exp(a − max_a)·(b − max_b): the value is log sum_b − d/sum_a.
+  CrossEntropyForward,
+  CrossEntropyReverse,
 };
 
 /// What a statistic may read of one logit besides its value: the column's
-/// class weight and the row's target at that column (null when absent).
+/// class weight, the row's target at that column and the teacher's logit
+/// there (null when absent).
 struct LogitInputs {
   mlir::Value weight;
   mlir::Value target;
+  mlir::Value teacher;
 };
 
 /// One carried f32 value: its name (partial workspaces are "part_<name>")

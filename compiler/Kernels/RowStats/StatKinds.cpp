@@ -37,25 +37,52 @@ Value maxOf(KernelEmitter &e, ArrayRef<Value> values) {
   return m;
 }
 
-/// Online log-sum-exp: (m, s) with lse = m + log s, s = Σ exp(z − m).
+/// The logit a kind reads: the student's z or, for a teacher kind, the
+/// teacher's u.
+Value streamValue(bool teacher, Value z, const LogitInputs &in) {
+  return teacher ? in.teacher : z;
+}
+SmallVector<Value> streamValues(bool teacher, ArrayRef<Value> z, ArrayRef<LogitInputs> in) {
+  if (!teacher)
+    return SmallVector<Value>(z.begin(), z.end());
+  SmallVector<Value> out;
+  for (const LogitInputs &i : in)
+    out.push_back(i.teacher);
+  return out;
+}
+
+/// d of a state with max m and sum s, moved to the max M (keep =
+/// exp(m − M)): keep·(d + (m − M)·s); 0 for an empty state (m = −inf).
+Value shifted(KernelEmitter &e, Value m, Value s, Value d, Value maxAll, Value keep) {
+  Value empty = e.cmpF(arith::CmpFPredicate::OEQ, m, e.negInf());
+  Value moved = e.mulF(keep, e.fma(e.subF(m, maxAll), s, d));
+  return e.select(empty, e.f32(0.0), moved);
+}
+
+/// Online log-sum-exp: (m, s) with lse = m + log s, s = Σ exp(z − m) (of
+/// the teacher's logits for the teacher's kind).
 class LogSumExp : public StatKindRules {
 public:
+  explicit LogSumExp(bool teacher) : teacher(teacher) {}
   llvm::ArrayRef<StatField> fields() const override {
     static const StatField f[] = {{"max", kNegInf}, {"sum", 0.0}};
-    return f;
+    static const StatField t[] = {{"tmax", kNegInf}, {"tsum", 0.0}};
+    return teacher ? llvm::ArrayRef<StatField>(t) : llvm::ArrayRef<StatField>(f);
   }
-  bool provides(loss::Statistic what) const override { return what == loss::Statistic::lse; }
+  bool provides(loss::Statistic what) const override {
+    return what == (teacher ? loss::Statistic::teacher_lse : loss::Statistic::lse);
+  }
   SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z,
-                          const LogitInputs &) const override {
-    return mergeParts(e, state[0], state[1], z, e.f32(1.0));
+                          const LogitInputs &in) const override {
+    return mergeParts(e, state[0], state[1], streamValue(teacher, z, in), e.f32(1.0));
   }
   /// The logits as one partial (m_t, s_t) — their max, then Σ exp(z − m_t)
   /// in order — merged into the state: one exponential per logit and one
   /// rescale per row instead of two exponentials per logit. Invalid logits
   /// count as −inf (they add 0; a tile with none leaves the state as is).
   SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
-                              ArrayRef<Value> valid, ArrayRef<LogitInputs>) const override {
-    SmallVector<Value> masked = maskInvalid(e, z, valid);
+                              ArrayRef<Value> valid, ArrayRef<LogitInputs> in) const override {
+    SmallVector<Value> masked = maskInvalid(e, streamValues(teacher, z, in), valid);
     Value m = maxOf(e, masked);
     Value s = rescale(e, masked.front(), m);
     for (Value value : ArrayRef<Value>(masked).drop_front())
@@ -74,7 +101,8 @@ public:
   /// terms it scales shrink by that factor, so this does not accumulate.)
   llvm::ArrayRef<StatField> wideFields() const override {
     static const StatField f[] = {{"max", kNegInf}, {"sum", 0.0}, {"comp", 0.0}};
-    return f;
+    static const StatField t[] = {{"tmax", kNegInf}, {"tsum", 0.0}, {"tcomp", 0.0}};
+    return teacher ? llvm::ArrayRef<StatField>(t) : llvm::ArrayRef<StatField>(f);
   }
   SmallVector<Value> mergeWide(KernelEmitter &e, ValueRange wide,
                                ValueRange part) const override {
@@ -95,6 +123,7 @@ private:
     Value s = e.addF(e.mulF(sa, rescale(e, ma, m)), e.mulF(sb, rescale(e, mb, m)));
     return {m, s};
   }
+  bool teacher;
 };
 
 /// The softmax and its entropy together: (m, s, d) with s = Σ exp(z − m)
@@ -105,20 +134,24 @@ private:
 /// exp(m − M)·exp(z − m)·((z − m) + (m − M)): d' = exp(m − M)·(d + (m − M)·s).
 class SoftmaxEntropy : public StatKindRules {
 public:
+  explicit SoftmaxEntropy(bool teacher) : teacher(teacher) {}
   llvm::ArrayRef<StatField> fields() const override {
     static const StatField f[] = {{"max", kNegInf}, {"sum", 0.0}, {"dsum", 0.0}};
-    return f;
+    static const StatField t[] = {{"tmax", kNegInf}, {"tsum", 0.0}, {"tdsum", 0.0}};
+    return teacher ? llvm::ArrayRef<StatField>(t) : llvm::ArrayRef<StatField>(f);
   }
   bool provides(loss::Statistic what) const override {
-    return what == loss::Statistic::lse || what == loss::Statistic::entropy;
+    return teacher ? what == loss::Statistic::teacher_lse ||
+                         what == loss::Statistic::teacher_entropy
+                   : what == loss::Statistic::lse || what == loss::Statistic::entropy;
   }
   SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z,
-                          const LogitInputs &) const override {
-    return mergeParts(e, state, {z, e.f32(1.0), e.f32(0.0)});
+                          const LogitInputs &in) const override {
+    return mergeParts(e, state, {streamValue(teacher, z, in), e.f32(1.0), e.f32(0.0)});
   }
   SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
-                              ArrayRef<Value> valid, ArrayRef<LogitInputs>) const override {
-    SmallVector<Value> masked = maskInvalid(e, z, valid);
+                              ArrayRef<Value> valid, ArrayRef<LogitInputs> in) const override {
+    SmallVector<Value> masked = maskInvalid(e, streamValues(teacher, z, in), valid);
     Value m = maxOf(e, masked);
     Value s = e.f32(0.0), d = e.f32(0.0);
     for (Value value : masked) {
@@ -134,7 +167,7 @@ public:
     return mergeParts(e, a, b);
   }
   Value finish(KernelEmitter &e, ValueRange state, loss::Statistic what) const override {
-    if (what == loss::Statistic::lse)
+    if (isLse(what))
       return e.addF(state[0], e.log(state[1]));
     return e.subF(e.log(state[1]), e.divF(state[2], state[1]));
   }
@@ -142,7 +175,9 @@ public:
   llvm::ArrayRef<StatField> wideFields() const override {
     static const StatField f[] = {
         {"max", kNegInf}, {"sum", 0.0}, {"comp", 0.0}, {"dsum", 0.0}, {"dcomp", 0.0}};
-    return f;
+    static const StatField t[] = {
+        {"tmax", kNegInf}, {"tsum", 0.0}, {"tcomp", 0.0}, {"tdsum", 0.0}, {"tdcomp", 0.0}};
+    return teacher ? llvm::ArrayRef<StatField>(t) : llvm::ArrayRef<StatField>(f);
   }
   SmallVector<Value> mergeWide(KernelEmitter &e, ValueRange wide,
                                ValueRange part) const override {
@@ -159,19 +194,16 @@ public:
   }
   Value finishWide(KernelEmitter &e, ValueRange wide, loss::Statistic what) const override {
     Value s = e.addF(wide[1], wide[2]);
-    if (what == loss::Statistic::lse)
+    if (isLse(what))
       return e.addF(wide[0], e.log(s));
     return e.subF(e.log(s), e.divF(e.addF(wide[3], wide[4]), s));
   }
 
 private:
-  /// d of a state with max m and sum s, moved to the max M (keep =
-  /// exp(m − M)); 0 for an empty state (m = −inf).
-  static Value shifted(KernelEmitter &e, Value m, Value s, Value d, Value maxAll, Value keep) {
-    Value empty = e.cmpF(arith::CmpFPredicate::OEQ, m, e.negInf());
-    Value moved = e.mulF(keep, e.fma(e.subF(m, maxAll), s, d));
-    return e.select(empty, e.f32(0.0), moved);
+  static bool isLse(loss::Statistic what) {
+    return what == loss::Statistic::lse || what == loss::Statistic::teacher_lse;
   }
+  bool teacher;
   static SmallVector<Value> mergeParts(KernelEmitter &e, ValueRange a, ValueRange b) {
     Value m = e.maxF(a[0], b[0]);
     Value ra = rescale(e, a[0], m), rb = rescale(e, b[0], m);
@@ -236,17 +268,121 @@ private:
   bool targets;
 };
 
+/// −Σ_j softmax(a)_j log softmax(b)_j of two streams (the student's z and
+/// the teacher's u): (m_a, s_a, m_b, s_b, d) with s_x = Σ exp(x − m_x) and
+/// d = Σ exp(a − m_a)·(b − m_b), so the value is log s_b − d / s_a, free of
+/// the cancellation lse_b − E_a[b] would suffer. When m_a grows to M_a, d
+/// scales by exp(m_a − M_a); when m_b grows to M_b, every (b − m_b) gains
+/// (m_b − M_b): d' = d + s_a·(m_b − M_b).
+class SoftmaxCross : public StatKindRules {
+public:
+  /// (a, b) = (u, z) for the forward cross-entropy, (z, u) for the reverse.
+  explicit SoftmaxCross(bool reverse) : reverse(reverse) {}
+  llvm::ArrayRef<StatField> fields() const override {
+    static const StatField f[] = {{"xf_am", kNegInf}, {"xf_as", 0.0}, {"xf_bm", kNegInf},
+                                  {"xf_bs", 0.0}, {"xf_d", 0.0}};
+    static const StatField r[] = {{"xr_am", kNegInf}, {"xr_as", 0.0}, {"xr_bm", kNegInf},
+                                  {"xr_bs", 0.0}, {"xr_d", 0.0}};
+    return reverse ? llvm::ArrayRef<StatField>(r) : llvm::ArrayRef<StatField>(f);
+  }
+  bool provides(loss::Statistic what) const override {
+    return what == (reverse ? loss::Statistic::reverse_cross_entropy
+                            : loss::Statistic::cross_entropy);
+  }
+  SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z,
+                          const LogitInputs &in) const override {
+    Value a = reverse ? z : in.teacher, b = reverse ? in.teacher : z;
+    return merge(e, state, {a, e.f32(1.0), b, e.f32(1.0), e.f32(0.0)});
+  }
+  SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
+                              ArrayRef<Value> valid, ArrayRef<LogitInputs> in) const override {
+    SmallVector<Value> cur(state.begin(), state.end());
+    for (size_t j = 0; j < z.size(); ++j) {
+      SmallVector<Value> pushed = push(e, cur, z[j], in[j]);
+      for (auto [c, p] : llvm::zip_equal(cur, pushed))
+        c = e.select(valid[j], p, c);
+    }
+    return cur;
+  }
+  SmallVector<Value> merge(KernelEmitter &e, ValueRange x, ValueRange y) const override {
+    Value ma = e.maxF(x[0], y[0]), mb = e.maxF(x[2], y[2]);
+    Value rx = rescale(e, x[0], ma), ry = rescale(e, y[0], ma);
+    Value sa = e.addF(e.mulF(x[1], rx), e.mulF(y[1], ry));
+    Value sb = e.addF(e.mulF(x[3], rescale(e, x[2], mb)), e.mulF(y[3], rescale(e, y[2], mb)));
+    Value d = e.addF(moved(e, x, ma, mb, rx), moved(e, y, ma, mb, ry));
+    return {ma, sa, mb, sb, d};
+  }
+  Value finish(KernelEmitter &e, ValueRange state, loss::Statistic) const override {
+    return e.subF(e.log(state[3]), e.divF(state[4], state[1]));
+  }
+  /// (m_a, s_a, comp_a, m_b, s_b, comp_b, d, comp_d).
+  llvm::ArrayRef<StatField> wideFields() const override {
+    static const StatField f[] = {{"xf_am", kNegInf}, {"xf_as", 0.0}, {"xf_ac", 0.0},
+                                  {"xf_bm", kNegInf}, {"xf_bs", 0.0}, {"xf_bc", 0.0},
+                                  {"xf_d", 0.0},      {"xf_dc", 0.0}};
+    static const StatField r[] = {{"xr_am", kNegInf}, {"xr_as", 0.0}, {"xr_ac", 0.0},
+                                  {"xr_bm", kNegInf}, {"xr_bs", 0.0}, {"xr_bc", 0.0},
+                                  {"xr_d", 0.0},      {"xr_dc", 0.0}};
+    return reverse ? llvm::ArrayRef<StatField>(r) : llvm::ArrayRef<StatField>(f);
+  }
+  SmallVector<Value> mergeWide(KernelEmitter &e, ValueRange w, ValueRange p) const override {
+    Value ma = e.maxF(w[0], p[0]), mb = e.maxF(w[3], p[2]);
+    Value keepA = rescale(e, w[0], ma), keepB = rescale(e, w[3], mb);
+    Value partA = rescale(e, p[0], ma), partB = rescale(e, p[2], mb);
+    auto compensated = [&](Value sum, Value comp, Value keep, Value added) {
+      Value carried = e.mulF(sum, keep);
+      Value total = e.addF(carried, added);
+      return std::pair<Value, Value>{
+          total, e.addF(e.mulF(comp, keep), e.addError(carried, added, total))};
+    };
+    auto [sa, ca] = compensated(w[1], w[2], keepA, e.mulF(p[1], partA));
+    auto [sb, cb] = compensated(w[4], w[5], keepB, e.mulF(p[3], partB));
+    // d of the wide state moved to (ma, mb): its full s_a (sum + comp).
+    Value wideState[] = {w[0], e.addF(w[1], w[2]), w[3], e.addF(w[4], w[5]), w[6]};
+    Value carriedD = moved(e, wideState, ma, mb, keepA);
+    Value addedD = moved(e, p, ma, mb, partA);
+    Value d = e.addF(carriedD, addedD);
+    Value cd = e.addF(e.mulF(w[7], keepA), e.addError(carriedD, addedD, d));
+    return {ma, sa, ca, mb, sb, cb, d, cd};
+  }
+  Value finishWide(KernelEmitter &e, ValueRange w, loss::Statistic) const override {
+    return e.subF(e.log(e.addF(w[4], w[5])), e.divF(e.addF(w[6], w[7]), e.addF(w[1], w[2])));
+  }
+
+private:
+  /// d of state (m_a, s_a, m_b, s_b, d) moved to the maxima (M_a, M_b)
+  /// (keepA = exp(m_a − M_a)): keepA·(d + s_a·(m_b − M_b)); 0 when empty.
+  static Value moved(KernelEmitter &e, ValueRange x, Value ma, Value mb, Value keepA) {
+    Value emptyA = e.cmpF(arith::CmpFPredicate::OEQ, x[0], e.negInf());
+    Value emptyB = e.cmpF(arith::CmpFPredicate::OEQ, x[2], e.negInf());
+    Value value = e.mulF(keepA, e.fma(x[1], e.subF(x[2], mb), x[4]));
+    return e.select(arith::OrIOp::create(e.builder(), e.location(), emptyA, emptyB),
+                    e.f32(0.0), value);
+  }
+  bool reverse;
+};
+
 /// Adding a statistic: a StatKind value (RowStats.h), its class above, and
 /// its row here.
 const StatKindRules *lookup(StatKind kind) {
-  static const LogSumExp logSumExp;
-  static const SoftmaxEntropy softmaxEntropy;
+  static const LogSumExp logSumExp(/*teacher=*/false), teacherLogSumExp(/*teacher=*/true);
+  static const SoftmaxEntropy softmaxEntropy(/*teacher=*/false),
+      teacherSoftmaxEntropy(/*teacher=*/true);
   static const LogitSum logitSum(/*targets=*/false), targetLogitSum(/*targets=*/true);
+  static const SoftmaxCross crossForward(/*reverse=*/false), crossReverse(/*reverse=*/true);
   switch (kind) {
   case StatKind::LogSumExp:
     return &logSumExp;
   case StatKind::SoftmaxEntropy:
     return &softmaxEntropy;
+  case StatKind::TeacherLogSumExp:
+    return &teacherLogSumExp;
+  case StatKind::TeacherSoftmaxEntropy:
+    return &teacherSoftmaxEntropy;
+  case StatKind::CrossEntropyForward:
+    return &crossForward;
+  case StatKind::CrossEntropyReverse:
+    return &crossReverse;
   case StatKind::LogitSum:
     return &logitSum;
   case StatKind::TargetLogitSum:

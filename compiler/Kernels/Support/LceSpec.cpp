@@ -61,6 +61,9 @@ template <typename OpTy> LceSpec reduceSpec(OpTy op) {
   spec.hasClassWeights = static_cast<bool>(op.getClassWeights());
   if (Value targets = op.getTargets())
     spec.targetsType = cast<RankedTensorType>(targets.getType()).getElementType();
+  spec.hasTeacher = static_cast<bool>(op.getTeacherInput());
+  spec.hasTeacherBias = static_cast<bool>(op.getTeacherBias());
+  spec.teacherScale = op.getTeacherScale().convertToDouble();
   spec.ignoreIndex = op.getIgnoreIndex();
   spec.reduction = loss::Reduction::none;
   spec.logitScale = op.getLogitScale().convertToDouble();
@@ -91,6 +94,12 @@ bool LceSpec::hasStatistic(loss::Statistic kind) const {
   return llvm::is_contained(statistics, kind);
 }
 
+std::vector<std::string> LceSpec::dims() const {
+  if (hasTeacher)
+    return {"N", "V", "D", "T"};
+  return {"N", "V", "D"};
+}
+
 namespace {
 /// The buffers of a vocabulary reduction (LceSpec::planParams).
 std::vector<PlanParam> reduceParams(const LceSpec &spec) {
@@ -112,6 +121,12 @@ std::vector<PlanParam> reduceParams(const LceSpec &spec) {
   if (spec.hasTargets())
     params.push_back(
         {"targets", loss::storageTypeName(spec.targetsType).str(), {"N", "V"}, false});
+  if (spec.hasTeacher) {
+    params.push_back({"teacher_x", dt, {"N", "T"}, false});
+    params.push_back({"teacher_w", dt, {"V", "T"}, false});
+    if (spec.hasTeacherBias)
+      params.push_back({"teacher_bias", dt, {"V"}, false});
+  }
   if (!spec.gradient) {
     for (loss::Statistic kind : spec.statistics)
       params.push_back({loss::stringifyStatistic(kind).str(), "f32", shapeOf(kind), true});
@@ -121,6 +136,10 @@ std::vector<PlanParam> reduceParams(const LceSpec &spec) {
     params.push_back({"lse", "f32", {"N"}, false});
   if (spec.hasStatistic(loss::Statistic::entropy))
     params.push_back({"entropy", "f32", {"N"}, false});
+  if (spec.gradientReadsTeacher())
+    params.push_back({"teacher_lse", "f32", {"N"}, false});
+  if (spec.hasStatistic(loss::Statistic::reverse_cross_entropy))
+    params.push_back({"reverse_cross_entropy", "f32", {"N"}, false});
   for (loss::Statistic kind : spec.statistics)
     params.push_back({"grad_" + loss::stringifyStatistic(kind).str(), "f32", shapeOf(kind), false});
   if (spec.needsGradX)
@@ -198,6 +217,11 @@ std::map<std::string, std::string> LceSpec::planOptions() const {
       options["logit_scale"] = loss::formatF64(logitScale);
     if (softcap != 0.0)
       options["softcap"] = loss::formatF64(softcap);
+    if (hasTeacher) {
+      options["teacher"] = hasTeacherBias ? "bias" : "true";
+      if (teacherScale != 1.0)
+        options["teacher_scale"] = loss::formatF64(teacherScale);
+    }
     if (gradient) {
       options["strategy"] = strategy;
       options["grad_x"] = needsGradX ? "true" : "false";

@@ -49,6 +49,11 @@ struct LceSpec {
   /// target_logit_sum: Σ_j c_j t_j z_j. Null without.
   mlir::Type targetsType;
   bool hasTargets() const { return static_cast<bool>(targetsType); }
+  /// A teacher stream u = teacherScale · (x'·w'ᵀ + b') (x' [N, T], w' [V, T];
+  /// T is a runtime dim), read by the teacher statistics; never differentiated.
+  bool hasTeacher = false;
+  bool hasTeacherBias = false;
+  double teacherScale = 1.0;
   /// K labels per row (labels [N, K], label_logit [N, K]: a top-K gather);
   /// 0 for labels [N].
   int64_t labelsPerRow = 0;
@@ -72,8 +77,17 @@ struct LceSpec {
   /// The backward of a reduction reads lse (the softmax p is in some
   /// adjoint: lse's or entropy's).
   bool gradientReadsLse() const {
-    return hasStatistic(loss::Statistic::lse) || hasStatistic(loss::Statistic::entropy);
+    return hasStatistic(loss::Statistic::lse) || hasStatistic(loss::Statistic::entropy) ||
+           gradientReadsTeacher();
   }
+  /// The backward of a reduction reads the teacher (a cross-entropy's
+  /// adjoint has the teacher's softmax q in it).
+  bool gradientReadsTeacher() const {
+    return hasStatistic(loss::Statistic::cross_entropy) ||
+           hasStatistic(loss::Statistic::reverse_cross_entropy);
+  }
+  /// The runtime dims: N, V, D, and T (the teacher's hidden size) with a teacher.
+  std::vector<std::string> dims() const;
 
   bool storesF32() const { return storage.isF32(); }
   bool needsGradBias() const { return gradient && hasBias && needsGradW; }

@@ -7,6 +7,7 @@ using namespace lossjit;
 void PlanBuilder::begin(const LceSpec &spec, llvm::StringRef tile) {
   // The op family a bundle serves (runtime lookups match on it).
   plan.op = spec.isVocabReduce() ? "vocab_reduce" : "linear_cross_entropy";
+  plan.dims = spec.dims();
   plan.params = spec.planParams();
   plan.options = spec.planOptions();
   plan.tile = tile.str();

@@ -43,6 +43,9 @@ struct Case {
   std::string tile = "block_rows=2,threads=32,splits=3";
   int64_t labelsPerRow = 0; ///< K labels per row (a top-K gather); 0: one.
   std::string targets;      ///< dtype of [N, V] class-probability targets, "" none.
+  int64_t teacherDim = 0;   ///< T: a teacher of hidden size T; 0 none.
+  bool teacherBias = false;
+  double teacherScale = 1.0;
 };
 
 std::string describe(const Case &c) {
@@ -54,7 +57,11 @@ std::string describe(const Case &c) {
          (c.classWeights ? " class_weights" : "") + " scale=" + loss::formatF64(c.scale) +
          " cap=" + loss::formatF64(c.cap) + " " + c.strategy + " tile=" + c.tile +
          (c.labelsPerRow ? " K=" + std::to_string(c.labelsPerRow) : "") +
-         (c.targets.empty() ? "" : " targets " + c.targets);
+         (c.targets.empty() ? "" : " targets " + c.targets) +
+         (c.teacherDim ? " teacher T=" + std::to_string(c.teacherDim) +
+                             (c.teacherBias ? "+bias" : "") +
+                             " scale=" + loss::formatF64(c.teacherScale)
+                       : "");
 }
 
 bool has(const Case &c, const std::string &name) {
@@ -68,6 +75,9 @@ struct Inputs {
   std::vector<double> targets64;   ///< [N, V] targets as the oracle reads them.
   std::vector<float> targets32;    ///< ... stored as f32,
   std::vector<uint16_t> targets16; ///< ... or as the 16-bit storage type.
+  TeacherProblem teacher;               ///< the teacher as the oracle reads it,
+  std::vector<float> teacher32[3];      ///< stored (x', w', b') as f32,
+  std::vector<uint16_t> teacher16[3];   ///< or as the 16-bit storage type.
   std::vector<float> classWeights;
   std::vector<double> classWeights64;
   std::map<std::string, HostBuffer> buffers;
@@ -92,6 +102,9 @@ protected:
     o.strategy = c.strategy;
     o.labelsPerRow = c.labelsPerRow;
     o.targets = c.targets;
+    o.teacher = c.teacherDim > 0;
+    o.teacherBias = c.teacherBias;
+    o.teacherScale = c.teacherScale;
     return o;
   }
 
@@ -151,6 +164,36 @@ protected:
                                       : static_cast<void *>(in.targets16.data());
       in.buffers["targets"] = {data, c.targets, c.n * c.v};
     }
+    if (c.teacherDim) {
+      // The teacher's x' [N, T], w' [V, T] and b' [V], rounded once to storage.
+      std::mt19937 rng(13);
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      in.teacher.t = c.teacherDim;
+      in.teacher.scale = c.teacherScale;
+      const int64_t counts[3] = {c.n * c.teacherDim, c.v * c.teacherDim, c.teacherBias ? c.v : 0};
+      const float scales[3] = {1.0f, 3.0f / std::sqrt(float(c.teacherDim)), 0.5f};
+      std::vector<double> *oracle[3] = {&in.teacher.x, &in.teacher.w, &in.teacher.bias};
+      const char *names[3] = {"teacher_x", "teacher_w", "teacher_bias"};
+      for (int b = 0; b < 3; ++b) {
+        for (int64_t i = 0; i < counts[b]; ++i) {
+          float value = normal(rng) * scales[b];
+          if (c.dtype == "f32") {
+            in.teacher32[b].push_back(value);
+            oracle[b]->push_back(value);
+          } else {
+            in.teacher16[b].push_back(c.dtype == "f16" ? floatToHalf(value)
+                                                       : floatToBfloat16(value));
+            oracle[b]->push_back(c.dtype == "f16" ? halfToFloat(in.teacher16[b].back())
+                                                  : bfloat16ToFloat(in.teacher16[b].back()));
+          }
+        }
+        if (!counts[b])
+          continue;
+        void *data = c.dtype == "f32" ? static_cast<void *>(in.teacher32[b].data())
+                                      : static_cast<void *>(in.teacher16[b].data());
+        in.buffers[names[b]] = {data, c.dtype, counts[b]};
+      }
+    }
     if (c.classWeights) {
       std::mt19937 rng(3);
       std::uniform_real_distribution<float> u(0.1f, 2.0f);
@@ -167,7 +210,7 @@ protected:
     ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
     auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
     ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
-    llvm::Error err = (*op)->run(buffers, {c.n, c.v, c.d});
+    llvm::Error err = (*op)->run(buffers, {c.n, c.v, c.d, c.teacherDim});
     ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
   }
 
@@ -190,7 +233,10 @@ protected:
     std::map<std::string, simt::SimtHostBuffer> simtBuffers;
     for (const auto &[name, b] : buffers)
       simtBuffers[name] = {b.data, simt::elementTypeOf(b.dtype), b.count};
-    llvm::Error err = simt::runPlanOnSimt(**graph, plans->front(), simtBuffers, {c.n, c.v, c.d});
+    std::vector<int64_t> dims = {c.n, c.v, c.d};
+    if (c.teacherDim)
+      dims.push_back(c.teacherDim);
+    llvm::Error err = simt::runPlanOnSimt(**graph, plans->front(), simtBuffers, dims);
     ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
   }
 
@@ -216,7 +262,7 @@ protected:
     makeInputs(c, in);
     auto got = forward(c, in, backend);
     auto want = referenceVocabReduce(in.random.problem, in.classWeights64, c.labelsPerRow,
-                                     in.targets64);
+                                     in.targets64, in.teacher);
     for (const std::string &s : c.statistics)
       for (int64_t i = 0; i < countOf(c, s); ++i) {
         int64_t row = s == "label_logit" && c.labelsPerRow ? i / c.labelsPerRow : i;
@@ -243,9 +289,15 @@ protected:
       for (int64_t i = 0; i < countOf(c, s); ++i)
         adjoints[s].push_back(u(rng));
       adjoints64[s].assign(adjoints[s].begin(), adjoints[s].end());
-      // The backward reads the saved lse and entropy (its adjoints' rules
-      // do); the plan refuses any other buffer.
-      if (s == "lse" || s == "entropy")
+      // The backward reads the saved lse, entropy, teacher lse and reverse
+      // cross-entropy (its adjoints' rules do); the plan refuses any other
+      // buffer.
+      bool teacherAdjoint = std::find(c.statistics.begin(), c.statistics.end(),
+                                      "cross_entropy") != c.statistics.end() ||
+                            std::find(c.statistics.begin(), c.statistics.end(),
+                                      "reverse_cross_entropy") != c.statistics.end();
+      if (s == "lse" || s == "entropy" || s == "reverse_cross_entropy" ||
+          (s == "teacher_lse" && teacherAdjoint))
         buffers[s] = {stats[s].data(), "f32", c.n};
       buffers["grad_" + s] = {adjoints[s].data(), "f32", countOf(c, s)};
     }
@@ -259,8 +311,8 @@ protected:
       runOnCpu(c, true, buffers);
     else
       runOnSimt(c, true, buffers);
-    LceGradReference want = referenceVocabReduceGrad(in.random.problem, in.classWeights64,
-                                                     adjoints64, c.labelsPerRow, in.targets64);
+    LceGradReference want = referenceVocabReduceGrad(
+        in.random.problem, in.classWeights64, adjoints64, c.labelsPerRow, in.targets64, in.teacher);
     // The products are f32 from storage-rounded inputs: one rounding of
     // the result to storage dominates for 16-bit types.
     const double tol = c.dtype == "f32" ? 2e-5 : c.dtype == "f16" ? 2e-3 : 1e-2;
@@ -401,6 +453,39 @@ TEST_F(VocabReduceKernels, ClassProbabilityTargets) {
   recompute.strategy = "recompute";
   checkBackward(recompute, "cpu");
   checkBackward(recompute, "simt");
+}
+
+TEST_F(VocabReduceKernels, TeacherStatistics) {
+  // A teacher stream of its own hidden size (T ≠ D), with a bias and a
+  // temperature: its lse and entropy, and both cross-entropies (forward and
+  // reverse KL's) with their derived gradients, on both backends.
+  for (std::string dtype : {"f32", "bf16"}) {
+    Case c{7, 39, 10, dtype,
+           {"lse", "entropy", "teacher_lse", "teacher_entropy", "cross_entropy",
+            "reverse_cross_entropy"}};
+    c.teacherDim = 13;
+    c.teacherBias = true;
+    c.teacherScale = 1.0 / 1.5;
+    c.scale = 1.0 / 1.5;
+    checkForward(c, "cpu");
+    checkForward(c, "simt");
+    checkBackward(c, "cpu");
+    checkBackward(c, "simt");
+  }
+  // Each cross-entropy alone (its adjoint next to lse and the teacher lse),
+  // recompute and chunked, and with tensor-core logits.
+  for (std::string kind : {"cross_entropy", "reverse_cross_entropy"}) {
+    Case c{6, 33, 8, "f32", {"lse", "teacher_lse", kind}};
+    c.teacherDim = 5;
+    c.strategy = "recompute";
+    checkBackward(c, "cpu");
+    checkBackward(c, "simt");
+  }
+  Case tc{20, 66, 36, "f16", {"lse", "teacher_lse", "cross_entropy"}};
+  tc.teacherDim = 24;
+  tc.tile = "matmul=mma_sync";
+  checkForward(tc, "simt");
+  checkBackward(tc, "simt");
 }
 
 TEST_F(VocabReduceKernels, CrossEntropyIsTheLseAndLabelLogitSpecialCase) {

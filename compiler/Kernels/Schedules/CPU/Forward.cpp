@@ -77,10 +77,14 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
                                                : Value();
                             for (int64_t i = 0; i < br; ++i) {
                               SmallVector<Value> row(s.stats.row(next, i));
-                              LogitInputs in{weight, Value()};
+                              LogitInputs in{weight, Value(), Value()};
                               if (s.spec.hasTargets())
                                 in.target = ve.loadF32(
                                     a["targets"], ve.add(ve.mul(z.rows[i], v), z.cols[j]));
+                              if (s.spec.hasTeacher)
+                                in.teacher = emitTeacherLogit(
+                                    ve, s.spec, a["teacher_x"], a["teacher_w"],
+                                    a["teacher_bias"], a["T"], z.rows[i], z.cols[j]);
                               SmallVector<Value> pushed = s.stats.push(
                                   ve, row, emitLogit(ve, s.spec, z.at(i, j)), in);
                               std::copy(pushed.begin(), pushed.end(), next.begin() + i * width);

@@ -491,7 +491,7 @@ struct Backward : ChunkedBackwardSteps {
     Value n = a["N"], v = a["V"], d = a["D"];
     Value first = e.mul(gpuBlockIdx(e, 0), e.index(bn));
     SmallVector<Value> rows, rowOk;
-    SmallVector<RowAdjoint> adj;
+    SmallVector<RowAdjoint, 2> adj;
     Value lastRow = e.sub(n, e.index(1));
     for (int64_t i = 0; i < bn; ++i) {
       Value r = e.add(first, e.index(i));

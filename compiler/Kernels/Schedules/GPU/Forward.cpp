@@ -31,6 +31,7 @@ void buildPartial(GpuSchedule &s) {
   sig.argIf(s.spec.readsClassWeights(), "class_weights", s.flat(s.f32()));
   if (s.spec.hasTargets())
     sig.arg("targets", s.flat(s.spec.targetsType));
+  declareTeacherInputs(sig, s.spec);
   LaunchShape launch;
   launch.grid = {"cdiv(N," + s.bn() + ")", "S", "1"};
   for (const std::string &field : s.stats.fieldNames()) {
@@ -76,9 +77,12 @@ void buildPartial(GpuSchedule &s) {
             Value raw = bv[j] ? le.addF(z.at(i, j), bv[j]) : z.at(i, j);
             logits.push_back(emitLogit(le, s.spec, raw));
             // (Rows and columns are clamped: the loads stay in bounds.)
-            LogitInputs in{weights.empty() ? Value() : weights[j], Value()};
+            LogitInputs in{weights.empty() ? Value() : weights[j], Value(), Value()};
             if (s.spec.hasTargets())
               in.target = le.loadF32(a["targets"], le.add(le.mul(z.rows[i], v), z.cols[j]));
+            if (s.spec.hasTeacher)
+              in.teacher = emitTeacherLogit(le, s.spec, a["teacher_x"], a["teacher_w"],
+                                            a["teacher_bias"], a["T"], z.rows[i], z.cols[j]);
             inputs.push_back(in);
           }
           // Columns past the split's end take no part (never a zero logit).
