@@ -242,7 +242,7 @@ llvm::Error CpuCompiledOp::run(const std::map<std::string, HostBuffer> &buffers,
       std::map<std::string, int64_t> mine = ranges;
       mine[beginName.str()] = b;
       mine[endName.str()] = e;
-      auto work = [&, mine, &k] {
+      auto work = [&, mine] {
         if (llvm::Error err = call(k, mine)) {
           std::lock_guard<std::mutex> lock(errorsMutex);
           errors.push_back(std::move(err));

@@ -389,6 +389,16 @@ TEST_F(AotCApiTest, ErrorsAreStatusCodesWithMessages) {
   EXPECT_NE(message.find("CUDA_ERROR_INVALID_PTX"), std::string::npos) << message;
   EXPECT_NE(message.find("lce_partial.sm_90a.ptx"), std::string::npos) << message;
   EXPECT_NE(message.find("Unresolved extern function 'oops'"), std::string::npos) << message;
+  // A JIT log filling its whole buffer (4095 bytes): the message keeps its
+  // start and the start of the log, cut to the 4096-byte message buffer.
+  fakecuda::state().jitLog = std::string(4095, 'x');
+  EXPECT_EQ(api.create(nullptr, nullptr), AOT_F16_MEAN_ERROR_CUDA);
+  message = api.lastError();
+  EXPECT_EQ(message.size(), 4095u);
+  EXPECT_EQ(message.rfind("create: loading ", 0), 0u) << message.substr(0, 200);
+  size_t logStart = message.find("\nJIT log:\nx");
+  ASSERT_NE(logStart, std::string::npos) << message.substr(0, 200);
+  EXPECT_EQ(message.find_first_not_of('x', logStart + 10), std::string::npos);
   fakecuda::state().moduleLoadResult = CUDA_SUCCESS;
 
   ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();

@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <dlfcn.h>
 #include <filesystem>
 
 using namespace lossjit;
@@ -214,6 +215,27 @@ TEST(CubinCompiler, NamesTheChoices) {
   auto bad = aot::CubinCompiler::create("nvcc");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.errorMessage().find("auto, nvjitlink or ptxas"), std::string::npos);
+}
+
+// nvJitLink, once opened, stays loaded after its compiler is destroyed: it
+// links its own libstdc++, whose exception pool unloading would leak
+// (LeakSanitizer, in the sanitizer build generating the f16_cubin bundle).
+TEST(CubinCompiler, NvJitLinkStaysLoadedAfterUse) {
+  std::string path;
+  {
+    auto compiler = aot::CubinCompiler::create("nvjitlink");
+    if (!compiler)
+      GTEST_SKIP() << compiler.errorMessage();
+    std::string described = (*compiler)->describe(); // "nvJitLink 13.0 (<path>)"
+    size_t open = described.rfind('('), close = described.rfind(')');
+    ASSERT_NE(open, std::string::npos) << described;
+    ASSERT_NE(close, std::string::npos) << described;
+    path = described.substr(open + 1, close - open - 1);
+  }
+  void *handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  EXPECT_NE(handle, nullptr) << path << " was unloaded";
+  if (handle)
+    ::dlclose(handle);
 }
 
 } // namespace

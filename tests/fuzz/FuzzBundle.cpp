@@ -42,14 +42,23 @@ bool plainName(const std::string &name) {
   return true;
 }
 
+/// The scratch bundle directory, in RAM (/dev/shm) where there is one: every
+/// input writes and removes a few files, and on a disk shared with builds one
+/// unlinkat() stalled past libFuzzer's 1 s timeout (in removeTree, during a
+/// concurrent compiler build; the input itself runs in milliseconds).
+/// Removed at a normal exit.
 const std::string &directory() {
   static const std::string dir = [] {
-    char pattern[] = "/tmp/lossjit-fuzz-bundle-XXXXXX";
-    const char *made = ::mkdtemp(pattern);
-    if (!made)
-      std::abort();
-    return std::string(made);
+    for (const char *base : {"/dev/shm", "/tmp"}) {
+      std::string pattern = std::string(base) + "/lossjit-fuzz-bundle-XXXXXX";
+      if (const char *made = ::mkdtemp(pattern.data()))
+        return std::string(made);
+    }
+    std::abort();
   }();
+  // Registered after `dir` is built, so it runs before `dir` is destroyed.
+  static const bool cleanup = (std::atexit([] { (void)removeTree(dir); }), true);
+  (void)cleanup;
   return dir;
 }
 

@@ -27,7 +27,7 @@
 #include "mlir/Parser/Parser.h"
 
 #include <cstdlib>
-#include <string_view>
+#include <string>
 
 using namespace mlir;
 using namespace lossjit;
@@ -69,7 +69,11 @@ void runUpToKernels(ModuleOp module, std::vector<Stage> stages) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > kMaxInputBytes)
     return 0;
-  std::string_view text(reinterpret_cast<const char *>(data), size);
+  // A NUL-terminated copy, as the tools parse (readGraphInput's
+  // getMemBufferCopy): MLIR's lexer takes the NUL after the buffer for its
+  // end, and libFuzzer's data has none (read past its end, the lexer ran on
+  // into the heap: a heap-buffer-overflow on a 10-byte input).
+  std::string text(reinterpret_cast<const char *>(data), size);
   // What the tools check before MLIR's recursive parser sees a file.
   if (runtime::Error err = runtime::checkNesting(text, runtime::kMaxGraphNesting, "input"))
     return 0;

@@ -55,7 +55,13 @@ public:
         candidates.push_back(root + "/lib64/" + name);
     std::string tried;
     for (const std::string &path : candidates) {
-      void *handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      // RTLD_NODELETE: like NVRTC and libcuda in the runtime, nvJitLink stays
+      // loaded once opened. It carries its own static libstdc++, whose
+      // exception pool (71 KiB, allocated when the library loads) would
+      // otherwise leak at every dlclose, unreachable (LeakSanitizer reported
+      // it in the sanitizer build's `--emit cubin` step), and its static
+      // initializers would run again at every load.
+      void *handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
       if (!handle) {
         tried += (tried.empty() ? "" : ", ") + path;
         continue;
@@ -72,7 +78,7 @@ public:
 
   ~NvJitLinkCompiler() override {
     if (handle)
-      ::dlclose(handle);
+      ::dlclose(handle); // drops the reference only (RTLD_NODELETE)
   }
 
   std::string describe() const override {
