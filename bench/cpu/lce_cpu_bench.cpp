@@ -1,7 +1,7 @@
 //===- lce_cpu_bench.cpp - CPU backend forward+backward time and memory ---===//
 //
 //   lossjit-bench-cpu [N V D] [--dtype f32|f16|bf16] [--strategy chunked|recompute]
-//                     [--repeat K] [--workspace-mib M]
+//                     [--repeat K] [--workspace-mib M] [--threads T]
 //
 // Prints one line per measurement (best of K): compile, forward, backward,
 // and the peak RSS growth of each phase (VmHWM after /proc/self/clear_refs),
@@ -63,6 +63,7 @@ double cpuNow() {
 
 int main(int argc, char **argv) {
   int64_t n = 4096, v = 32000, d = 1024, repeat = 3, workspaceMiB = 256;
+  unsigned threads = 0; // 0: one per hardware thread
   std::string dtype = "f32", strategy = "chunked";
   // Tile knobs for tuning; left at the defaults the JIT sizes the register
   // tile for the target CPU (CpuTileConfig::forVectorRegisters).
@@ -81,6 +82,8 @@ int main(int argc, char **argv) {
       strategy = value();
     else if (a == "--repeat")
       repeat = std::stoll(value());
+    else if (a == "--threads")
+      threads = static_cast<unsigned>(std::stoul(value()));
     else if (a == "--workspace-mib")
       workspaceMiB = std::stoll(value());
     else if (a == "--block-rows")
@@ -148,14 +151,14 @@ int main(int argc, char **argv) {
   for (int64_t r = 0; r < repeat; ++r) {
     int64_t before = peakRss(true);
     double s = now(), c = cpuNow();
-    if (llvm::Error err = (*fwd)->run(fb, {n, v, d}))
+    if (llvm::Error err = (*fwd)->run(fb, {n, v, d}, threads))
       die(llvm::toString(std::move(err)));
     bestF = std::min(bestF, now() - s);
     cpuF = std::min(cpuF, cpuNow() - c);
     peakF = std::max(peakF, peakRss(false) - before);
     before = peakRss(true);
     s = now(), c = cpuNow();
-    if (llvm::Error err = (*bwd)->run(bb, {n, v, d}))
+    if (llvm::Error err = (*bwd)->run(bb, {n, v, d}, threads))
       die(llvm::toString(std::move(err)));
     bestB = std::min(bestB, now() - s);
     cpuB = std::min(cpuB, cpuNow() - c);
@@ -179,7 +182,7 @@ int main(int argc, char **argv) {
   for (int64_t r = 0; r < repeat; ++r) {
     int64_t before = peakRss(true);
     double s = now(), c = cpuNow();
-    if (llvm::Error err = (*fused)->run(fz, {n, v, d}))
+    if (llvm::Error err = (*fused)->run(fz, {n, v, d}, threads))
       die(llvm::toString(std::move(err)));
     bestFused = std::min(bestFused, now() - s);
     cpuFused = std::min(cpuFused, cpuNow() - c);

@@ -67,6 +67,44 @@ public:
                               mlir::Value packed, mlir::Value packedOff, mlir::Value d,
                               mlir::Value out) const;
 
+  /// The register tile and cache blocks of accumulatePacked(): MR = rows
+  /// of A by NR = groups·L columns of B per micro-kernel. The columns go in
+  /// blocks of nc = min(N rounded up to NR, maxCols) and k in blocks of
+  /// kc = blockFloats / nc (within [minK, maxK]), so a packed B block
+  /// stays in L2 while MR-row panels of A, packed once per block, sweep all
+  /// of it. Speed only: no bit depends on any of them.
+  struct PackedShape {
+    int64_t rows = 8, groups = 1;
+    int64_t maxCols = 2048, blockFloats = 256 * 1024, minK = 64, maxK = 512;
+  };
+  /// The stack room of accumulatePacked() for `shape`: one packed A panel
+  /// (MR·maxK), one packed B block and an edge tile (MR·NR), all f32.
+  /// Allocated once, outside the kernel's loops.
+  struct PackBuffers {
+    mlir::Value a, b, edge;
+  };
+  PackBuffers packBuffers(KernelEmitter &e, const PackedShape &shape) const;
+  /// f32 rows of C in memory: element (m, n) at rowStart(m) + n.
+  struct Accumulator {
+    mlir::Value buffer;
+    std::function<mlir::Value(KernelEmitter &, mlir::Value)> rowStart;
+  };
+  /// The packed product of dX = dZ·W and dW = dZᵀ·X:
+  ///   C(m, n) = start(m, n) + Σ_{k ∈ [kBegin, kEnd)} A(m, k)·B(n, k)
+  /// for m ∈ [mBegin, mEnd), n ∈ [0, nEnd), start = C(m, n), or 0 where
+  /// `fresh` (i1). Every element sums its terms in ascending k with one fma
+  /// per term, the order of multiply() and outerTile(), so the blocking
+  /// moves no bit. B is packed per (nc, kc) block and A per MR-row panel,
+  /// k-major and widened to f32; one operand of each must be contiguous
+  /// along its lines or along k (null stride). A register tile of MR
+  /// vector<NR> accumulators loads C once per k block; tiles at the edges
+  /// of M or N run on a zero-padded copy. An empty k range with `fresh`
+  /// zeroes C.
+  void accumulatePacked(KernelEmitter &e, const PackedShape &shape, const PackBuffers &buffers,
+                        const MatrixOperand &a, const MatrixOperand &b, mlir::Value mBegin,
+                        mlir::Value mEnd, mlir::Value nEnd, mlir::Value kBegin, mlir::Value kEnd,
+                        const Accumulator &c, mlir::Value fresh) const;
+
   /// One host thread holds every row: nothing to merge across threads.
   int64_t rowMergeSlots(int64_t) const override { return 0; }
 
@@ -109,6 +147,26 @@ public:
   int64_t vectorWidth() const { return lanes; }
 
 private:
+  /// Packs lines [first, first + count) (count a multiple of `width`) of
+  /// `op` at k ∈ [k0, k0 + kLen) to dest[p·kc·width + (k − k0)·width + j]
+  /// for line first + p·width + j, widened to f32; lines at or past `limit`
+  /// are zeros.
+  void packPanels(KernelEmitter &e, const MatrixOperand &op, mlir::Value first,
+                  mlir::Value count, mlir::Value limit, int64_t width, mlir::Value k0,
+                  mlir::Value kLen, mlir::Value kc, mlir::Value dest) const;
+  /// One MR×NR register tile over packed panels: acc(i, ·) = C[cOff[i] ..
+  /// + NR] (or 0 where `fresh`) + Σ_{k < kLen} Ã[aOff + k·MR + i]·B̃[bOff +
+  /// k·NR ..], stored back to C.
+  void microTile(KernelEmitter &e, const PackedShape &shape, const PackBuffers &buffers,
+                 mlir::Value bOff, mlir::Value kLen, mlir::Value c,
+                 llvm::ArrayRef<mlir::Value> cOff, mlir::Value fresh) const;
+  /// microTile() for a tile that C's rows [m0, mEnd) or columns [n0, nEnd)
+  /// end inside, on a zero-padded copy of its elements (rowStart: the C
+  /// row of each tile row, clamped into C).
+  void edgeTile(KernelEmitter &e, const PackedShape &shape, const PackBuffers &buffers,
+                mlir::Value bOff, mlir::Value kLen, const Accumulator &c,
+                llvm::ArrayRef<mlir::Value> rowStart, mlir::Value m0, mlir::Value mEnd,
+                mlir::Value n0, mlir::Value nEnd, mlir::Value fresh) const;
   /// The accumulators of multiplyPacked, one vector<cols> per row.
   llvm::SmallVector<mlir::Value> packedRows(KernelEmitter &e, const MatrixOperand &a,
                                             const Fragment &f, int64_t cols, mlir::Value packed,

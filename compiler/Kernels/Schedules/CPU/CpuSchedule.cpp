@@ -123,3 +123,17 @@ Value CpuSchedule::panelRows(KernelEmitter &e, Value d, int64_t most, int64_t bu
   Value capped = e.minUI(fit, e.index(most));
   return e.select(e.cmpI(arith::CmpIPredicate::ult, capped, e.index(br)), e.index(br), capped);
 }
+
+CpuVector::PackedShape CpuSchedule::packedShape() const {
+  // Columns in blocks of up to 2048 (all of D for D ≤ 2048: each packed
+  // panel of A serves every column), k in blocks that keep the packed B
+  // block at 1 MiB (256 k steps at D = 1024, at most 512).
+  const int64_t nr = tile.blockCols * tile.vectorWidth;
+  CpuVector::PackedShape shape;
+  shape.rows = tile.blockRows, shape.groups = tile.blockCols;
+  shape.maxCols = (2048 + nr - 1) / nr * nr;
+  shape.blockFloats = 256 * 1024;
+  shape.maxK = 512;
+  shape.minK = std::max<int64_t>(1, std::min(shape.maxK, shape.blockFloats / shape.maxCols));
+  return shape;
+}

@@ -61,6 +61,9 @@ struct CpuSchedule {
   /// g·(exp(z − lse) − [label = col])·∂z/∂raw, row-major.
   llvm::SmallVector<mlir::Value> rowGrads(KernelEmitter &e, const KernelArgs &a,
                                           const Fragment &raw) const;
+  /// The packed products' shape (dX and dW): the config's register tile
+  /// (blockRows × blockCols·vectorWidth), B blocks of 1 MiB.
+  CpuVector::PackedShape packedShape() const;
   /// Rows per panel whose f32 rows of d elements stay within `budgetFloats`
   /// (at least one register block, at most `most`), a multiple of the
   /// register block.
