@@ -28,9 +28,8 @@ Value alignedStack(KernelEmitter &e, int64_t count) {
   OpBuilder &b = e.builder();
   auto fixed = MemRefType::get({count}, b.getF32Type());
   Value buffer = memref::AllocaOp::create(b, e.location(), fixed, b.getI64IntegerAttr(64));
-  return memref::CastOp::create(b, e.location(), MemRefType::get({ShapedType::kDynamic},
-                                                                 b.getF32Type()),
-                                buffer);
+  return memref::CastOp::create(b, e.location(),
+                                MemRefType::get({ShapedType::kDynamic}, b.getF32Type()), buffer);
 }
 
 VectorType f32Vector(KernelEmitter &e, int64_t lanes) {
@@ -65,8 +64,9 @@ Value roundUp(KernelEmitter &e, Value x, int64_t m) {
 CpuVector::PackBuffers CpuVector::packBuffers(KernelEmitter &e, const PackedShape &shape) const {
   const int64_t nr = shape.groups * lanes;
   assert(shape.maxCols % nr == 0 && "column blocks are whole panels");
+  assert(shape.blockRows % shape.rows == 0 && "row blocks are whole panels");
   assert(shape.blockFloats >= shape.maxCols * shape.minK && "room for the smallest k block");
-  return {alignedStack(e, shape.rows * shape.maxK),
+  return {alignedStack(e, shape.blockRows * shape.maxK),
           alignedStack(e, std::max(shape.blockFloats, nr * shape.maxK)),
           alignedStack(e, shape.rows * nr)};
 }
@@ -84,32 +84,31 @@ void CpuVector::packPanels(KernelEmitter &e, const MatrixOperand &op, Value firs
       pe.ifThenElse(
           whole,
           [&](KernelEmitter &we) {
-            we.forLoop(we.index(0), kLen, we.index(1), {},
-                       [&](KernelEmitter &ke, Value k, ValueRange) {
-                         Value v = loadWide(ke, op.buffer, op.offset(ke, line, ke.add(k0, k)),
-                                            width);
-                         storeVector(ke, v, dest, ke.add(base, ke.mul(k, ke.index(width))));
-                         return SmallVector<Value>{};
-                       });
+            we.forLoop(
+                we.index(0), kLen, we.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+                  Value v = loadWide(ke, op.buffer, op.offset(ke, line, ke.add(k0, k)), width);
+                  storeVector(ke, v, dest, ke.add(base, ke.mul(k, ke.index(width))));
+                  return SmallVector<Value>{};
+                });
           },
           [&](KernelEmitter &re) {
             // The last panel: lines past the limit are zeros (reads clamped
             // in bounds).
-            re.forLoop(re.index(0), kLen, re.index(1), {},
-                       [&](KernelEmitter &ke, Value k, ValueRange) {
-                         SmallVector<Value> lanesOf;
-                         for (int64_t j = 0; j < width; ++j) {
-                           Value l = ke.add(line, ke.index(j));
-                           Value x = ke.loadF32(op.buffer,
-                                                op.offset(ke, ke.minUI(l, last), ke.add(k0, k)));
-                           lanesOf.push_back(ke.select(
-                               ke.cmpI(arith::CmpIPredicate::ult, l, limit), x, ke.f32(0.0)));
-                         }
-                         Value v = vector::FromElementsOp::create(
-                             ke.builder(), ke.location(), f32Vector(ke, width), lanesOf);
-                         storeVector(ke, v, dest, ke.add(base, ke.mul(k, ke.index(width))));
-                         return SmallVector<Value>{};
-                       });
+            re.forLoop(
+                re.index(0), kLen, re.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+                  SmallVector<Value> lanesOf;
+                  for (int64_t j = 0; j < width; ++j) {
+                    Value l = ke.add(line, ke.index(j));
+                    Value x =
+                        ke.loadF32(op.buffer, op.offset(ke, ke.minUI(l, last), ke.add(k0, k)));
+                    lanesOf.push_back(
+                        ke.select(ke.cmpI(arith::CmpIPredicate::ult, l, limit), x, ke.f32(0.0)));
+                  }
+                  Value v = vector::FromElementsOp::create(ke.builder(), ke.location(),
+                                                           f32Vector(ke, width), lanesOf);
+                  storeVector(ke, v, dest, ke.add(base, ke.mul(k, ke.index(width))));
+                  return SmallVector<Value>{};
+                });
           });
       return SmallVector<Value>{};
     }
@@ -118,39 +117,38 @@ void CpuVector::packPanels(KernelEmitter &e, const MatrixOperand &op, Value firs
     // transposed into the panel lane by lane.
     const int64_t kChunk = 16;
     Value kMain = pe.mul(pe.divUI(kLen, pe.index(kChunk)), pe.index(kChunk));
-    pe.forLoop(pe.index(0), pe.index(width), pe.index(1), {},
-               [&](KernelEmitter &je, Value j, ValueRange) {
-                 Value l = je.add(line, j);
-                 Value valid = je.cmpI(arith::CmpIPredicate::ult, l, limit);
-                 Value start = op.lineStart(je, je.minUI(l, last));
-                 Value at = je.add(base, j);
-                 je.forLoop(je.index(0), kMain, je.index(kChunk), {},
-                            [&](KernelEmitter &ke, Value k, ValueRange) {
-                              Value v = loadWide(ke, op.buffer,
-                                                 op.alongK(ke, start, ke.add(k0, k)), kChunk);
-                              v = ke.select(valid, v, zeroVector(ke, kChunk));
-                              Value row = ke.add(at, ke.mul(k, ke.index(width)));
-                              for (int64_t t = 0; t < kChunk; ++t)
-                                ke.store(vector::ExtractOp::create(ke.builder(), ke.location(), v,
-                                                                   ArrayRef<int64_t>{t}),
-                                         dest, ke.add(row, ke.index(t * width)));
-                              return SmallVector<Value>{};
-                            });
-                 je.forLoop(kMain, kLen, je.index(1), {},
-                            [&](KernelEmitter &ke, Value k, ValueRange) {
-                              Value x = ke.loadF32(op.buffer, op.alongK(ke, start, ke.add(k0, k)));
-                              ke.store(ke.select(valid, x, ke.f32(0.0)), dest,
-                                       ke.add(at, ke.mul(k, ke.index(width))));
-                              return SmallVector<Value>{};
-                            });
-                 return SmallVector<Value>{};
-               });
+    pe.forLoop(
+        pe.index(0), pe.index(width), pe.index(1), {}, [&](KernelEmitter &je, Value j, ValueRange) {
+          Value l = je.add(line, j);
+          Value valid = je.cmpI(arith::CmpIPredicate::ult, l, limit);
+          Value start = op.lineStart(je, je.minUI(l, last));
+          Value at = je.add(base, j);
+          je.forLoop(je.index(0), kMain, je.index(kChunk), {},
+                     [&](KernelEmitter &ke, Value k, ValueRange) {
+                       Value v =
+                           loadWide(ke, op.buffer, op.alongK(ke, start, ke.add(k0, k)), kChunk);
+                       v = ke.select(valid, v, zeroVector(ke, kChunk));
+                       Value row = ke.add(at, ke.mul(k, ke.index(width)));
+                       for (int64_t t = 0; t < kChunk; ++t)
+                         ke.store(vector::ExtractOp::create(ke.builder(), ke.location(), v,
+                                                            ArrayRef<int64_t>{t}),
+                                  dest, ke.add(row, ke.index(t * width)));
+                       return SmallVector<Value>{};
+                     });
+          je.forLoop(kMain, kLen, je.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+            Value x = ke.loadF32(op.buffer, op.alongK(ke, start, ke.add(k0, k)));
+            ke.store(ke.select(valid, x, ke.f32(0.0)), dest,
+                     ke.add(at, ke.mul(k, ke.index(width))));
+            return SmallVector<Value>{};
+          });
+          return SmallVector<Value>{};
+        });
     return SmallVector<Value>{};
   });
 }
 
 void CpuVector::microTile(KernelEmitter &e, const PackedShape &shape, const PackBuffers &buffers,
-                          Value bOff, Value kLen, Value c, ArrayRef<Value> cOff,
+                          Value aOff, Value bOff, Value kLen, Value c, ArrayRef<Value> cOff,
                           Value fresh) const {
   const int64_t mr = shape.rows, groups = shape.groups, nr = groups * lanes;
   auto vt = f32Vector(e, lanes);
@@ -172,14 +170,14 @@ void CpuVector::microTile(KernelEmitter &e, const PackedShape &shape, const Pack
         for (int64_t g = 0; g < groups; ++g)
           bv.push_back(vector::LoadOp::create(ob, ke.location(), vt, buffers.b,
                                               ValueRange{ke.add(bk, ke.index(g * lanes))}));
-        Value ak = ke.mul(k, ke.index(mr));
+        Value ak = ke.add(aOff, ke.mul(k, ke.index(mr)));
         SmallVector<Value> next;
         for (int64_t i = 0; i < mr; ++i) {
           Value a = ke.load(buffers.a, ke.add(ak, ke.index(i)));
           Value splat = vector::BroadcastOp::create(ob, ke.location(), vt, a);
           for (int64_t g = 0; g < groups; ++g)
-            next.push_back(math::FmaOp::create(ob, ke.location(), splat, bv[g],
-                                               acc[i * groups + g]));
+            next.push_back(
+                math::FmaOp::create(ob, ke.location(), splat, bv[g], acc[i * groups + g]));
         }
         return next;
       });
@@ -193,7 +191,7 @@ void CpuVector::accumulatePacked(KernelEmitter &e, const PackedShape &shape,
                                  const MatrixOperand &b, Value mBegin, Value mEnd, Value nEnd,
                                  Value kBegin, Value kEnd, const Accumulator &c,
                                  Value fresh) const {
-  const int64_t mr = shape.rows, nr = shape.groups * lanes;
+  const int64_t mr = shape.rows, nr = shape.groups * lanes, mc = shape.blockRows;
   // nc: all of N up to maxCols (fewer packs of A; at least one panel, so
   // the loop steps); kc: what fills the B block within [minK, maxK], so
   // wide rows take shorter k blocks.
@@ -201,8 +199,14 @@ void CpuVector::accumulatePacked(KernelEmitter &e, const PackedShape &shape,
   Value nc = e.select(e.cmpI(arith::CmpIPredicate::ult, wide, e.index(nr)), e.index(nr),
                       e.minUI(wide, e.index(shape.maxCols)));
   Value kc = e.minUI(e.divUI(e.index(shape.blockFloats), nc), e.index(shape.maxK));
-  kc = e.select(e.cmpI(arith::CmpIPredicate::ult, kc, e.index(shape.minK)), e.index(shape.minK),
-                kc);
+  kc =
+      e.select(e.cmpI(arith::CmpIPredicate::ult, kc, e.index(shape.minK)), e.index(shape.minK), kc);
+  // Blocks of equal length (at most kc): no short last block.
+  Value kTotal = e.sub(kEnd, kBegin);
+  Value blocks = e.ceilDiv(kTotal, kc);
+  blocks = e.select(e.cmpI(arith::CmpIPredicate::ult, blocks, e.index(1)), e.index(1), blocks);
+  kc = e.ceilDiv(kTotal, blocks);
+  kc = e.select(e.cmpI(arith::CmpIPredicate::ult, kc, e.index(1)), e.index(1), kc);
   // No terms at all: the sums are their start, 0 where fresh.
   e.ifThen(e.andI(fresh, e.cmpI(arith::CmpIPredicate::eq, kBegin, kEnd)), [&](KernelEmitter &ze) {
     ze.forLoop(mBegin, mEnd, ze.index(1), {}, [&](KernelEmitter &re, Value m, ValueRange) {
@@ -221,33 +225,41 @@ void CpuVector::accumulatePacked(KernelEmitter &e, const PackedShape &shape,
       Value kLen = pe.minUI(kc, pe.sub(kEnd, pc));
       Value first = pe.andI(fresh, pe.cmpI(arith::CmpIPredicate::eq, pc, kBegin));
       packPanels(pe, b, jc, nPanels, nEnd, nr, pc, kLen, kc, buffers.b);
-      pe.forLoop(mBegin, mEnd, pe.index(mr), {}, [&](KernelEmitter &ie, Value m0, ValueRange) {
-        packPanels(ie, a, m0, ie.index(mr), mEnd, mr, pc, kLen, kc, buffers.a);
-        Value rowsWhole = ie.cmpI(arith::CmpIPredicate::ule, ie.add(m0, ie.index(mr)), mEnd);
-        SmallVector<Value> rowStart;
-        for (int64_t i = 0; i < mr; ++i)
-          rowStart.push_back(c.rowStart(ie, ie.minUI(ie.add(m0, ie.index(i)), mLast)));
-        // The MR-row panel of A stays in L1 while it sweeps every B panel.
-        ie.forLoop(ie.index(0), nPanels, ie.index(nr), {},
-                   [&](KernelEmitter &te, Value jr, ValueRange) {
-                     Value n0 = te.add(jc, jr), bOff = te.mul(jr, kc);
-                     Value whole = te.andI(
-                         rowsWhole,
-                         te.cmpI(arith::CmpIPredicate::ule, te.add(n0, te.index(nr)), nEnd));
-                     te.ifThenElse(
-                         whole,
-                         [&](KernelEmitter &fe) {
-                           SmallVector<Value> cOff;
-                           for (Value r : rowStart)
-                             cOff.push_back(fe.add(r, n0));
-                           microTile(fe, shape, buffers, bOff, kLen, c.buffer, cOff, first);
-                         },
-                         [&](KernelEmitter &ee) {
-                           edgeTile(ee, shape, buffers, bOff, kLen, c, rowStart, m0, mEnd, n0,
-                                    nEnd, first);
-                         });
-                     return SmallVector<Value>{};
-                   });
+      // A in blocks of mc lines (a strided operand is read in runs of mc
+      // elements), each MR-row panel of the block then sweeping B.
+      pe.forLoop(mBegin, mEnd, pe.index(mc), {}, [&](KernelEmitter &be, Value mb, ValueRange) {
+        Value lines = roundUp(be, be.minUI(be.index(mc), be.sub(mEnd, mb)), mr);
+        packPanels(be, a, mb, lines, mEnd, mr, pc, kLen, kc, buffers.a);
+        be.forLoop(
+            be.index(0), lines, be.index(mr), {}, [&](KernelEmitter &ie, Value ir, ValueRange) {
+              Value m0 = ie.add(mb, ir), aOff = ie.mul(ir, kc);
+              Value rowsWhole = ie.cmpI(arith::CmpIPredicate::ule, ie.add(m0, ie.index(mr)), mEnd);
+              SmallVector<Value> rowStart;
+              for (int64_t i = 0; i < mr; ++i)
+                rowStart.push_back(c.rowStart(ie, ie.minUI(ie.add(m0, ie.index(i)), mLast)));
+              // The MR-row panel of A stays in L1 while it sweeps every B panel.
+              ie.forLoop(
+                  ie.index(0), nPanels, ie.index(nr), {},
+                  [&](KernelEmitter &te, Value jr, ValueRange) {
+                    Value n0 = te.add(jc, jr), bOff = te.mul(jr, kc);
+                    Value whole = te.andI(rowsWhole, te.cmpI(arith::CmpIPredicate::ule,
+                                                             te.add(n0, te.index(nr)), nEnd));
+                    te.ifThenElse(
+                        whole,
+                        [&](KernelEmitter &fe) {
+                          SmallVector<Value> cOff;
+                          for (Value r : rowStart)
+                            cOff.push_back(fe.add(r, n0));
+                          microTile(fe, shape, buffers, aOff, bOff, kLen, c.buffer, cOff, first);
+                        },
+                        [&](KernelEmitter &ee) {
+                          edgeTile(ee, shape, buffers, aOff, bOff, kLen, c, rowStart, m0, mEnd, n0,
+                                   nEnd, first);
+                        });
+                    return SmallVector<Value>{};
+                  });
+              return SmallVector<Value>{};
+            });
         return SmallVector<Value>{};
       });
       return SmallVector<Value>{};
@@ -257,8 +269,9 @@ void CpuVector::accumulatePacked(KernelEmitter &e, const PackedShape &shape,
 }
 
 void CpuVector::edgeTile(KernelEmitter &e, const PackedShape &shape, const PackBuffers &buffers,
-                         Value bOff, Value kLen, const Accumulator &c, ArrayRef<Value> rowStart,
-                         Value m0, Value mEnd, Value n0, Value nEnd, Value fresh) const {
+                         Value aOff, Value bOff, Value kLen, const Accumulator &c,
+                         ArrayRef<Value> rowStart, Value m0, Value mEnd, Value n0, Value nEnd,
+                         Value fresh) const {
   const int64_t mr = shape.rows, nr = shape.groups * lanes;
   // The tile's elements inside C, copied to a zero-padded MR×NR tile, run
   // through the same micro-kernel, and copied back: the padding's sums are
@@ -272,13 +285,14 @@ void CpuVector::edgeTile(KernelEmitter &e, const PackedShape &shape, const PackB
     e.forLoop(e.index(0), e.index(nr), e.index(1), {}, [&](KernelEmitter &le, Value j, ValueRange) {
       Value inside = le.andI(rowValid[i], le.cmpI(arith::CmpIPredicate::ult, j, cols));
       Value x = le.ifElse(
-          inside, [&](KernelEmitter &re) { return re.load(c.buffer, re.add(rowStart[i], re.add(n0, j))); },
+          inside,
+          [&](KernelEmitter &re) { return re.load(c.buffer, re.add(rowStart[i], re.add(n0, j))); },
           [](KernelEmitter &ze) { return ze.f32(0.0); });
       le.store(x, buffers.edge, le.add(at, j));
       return SmallVector<Value>{};
     });
   }
-  microTile(e, shape, buffers, bOff, kLen, buffers.edge, cOff, fresh);
+  microTile(e, shape, buffers, aOff, bOff, kLen, buffers.edge, cOff, fresh);
   for (int64_t i = 0; i < mr; ++i)
     e.ifThen(rowValid[i], [&](KernelEmitter &se) {
       se.forLoop(se.index(0), cols, se.index(1), {}, [&](KernelEmitter &le, Value j, ValueRange) {

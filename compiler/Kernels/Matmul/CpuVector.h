@@ -68,17 +68,19 @@ public:
                               mlir::Value out) const;
 
   /// The register tile and cache blocks of accumulatePacked(): MR = rows
-  /// of A by NR = groups·L columns of B per micro-kernel. The columns go in
-  /// blocks of nc = min(N rounded up to NR, maxCols) and k in blocks of
-  /// kc = blockFloats / nc (within [minK, maxK]), so a packed B block
-  /// stays in L2 while MR-row panels of A, packed once per block, sweep all
-  /// of it. Speed only: no bit depends on any of them.
+  /// of A by NR = groups·L columns of B per micro-kernel. A is packed
+  /// blockRows lines at a time; the columns go in blocks of nc = min(N
+  /// rounded up to NR, maxCols) and k in equal blocks of at most kc =
+  /// blockFloats / nc (within [minK, maxK]), so a packed B block stays in
+  /// L2 while the MR-row panels of A sweep all of it. Speed only: no bit
+  /// depends on any of them.
   struct PackedShape {
     int64_t rows = 8, groups = 1;
+    int64_t blockRows = 64;
     int64_t maxCols = 2048, blockFloats = 256 * 1024, minK = 64, maxK = 512;
   };
-  /// The stack room of accumulatePacked() for `shape`: one packed A panel
-  /// (MR·maxK), one packed B block and an edge tile (MR·NR), all f32.
+  /// The stack room of accumulatePacked() for `shape`: one packed block of
+  /// A (blockRows·maxK), one of B and an edge tile (MR·NR), all f32.
   /// Allocated once, outside the kernel's loops.
   struct PackBuffers {
     mlir::Value a, b, edge;
@@ -158,13 +160,13 @@ private:
   /// + NR] (or 0 where `fresh`) + Σ_{k < kLen} Ã[aOff + k·MR + i]·B̃[bOff +
   /// k·NR ..], stored back to C.
   void microTile(KernelEmitter &e, const PackedShape &shape, const PackBuffers &buffers,
-                 mlir::Value bOff, mlir::Value kLen, mlir::Value c,
+                 mlir::Value aOff, mlir::Value bOff, mlir::Value kLen, mlir::Value c,
                  llvm::ArrayRef<mlir::Value> cOff, mlir::Value fresh) const;
   /// microTile() for a tile that C's rows [m0, mEnd) or columns [n0, nEnd)
   /// end inside, on a zero-padded copy of its elements (rowStart: the C
   /// row of each tile row, clamped into C).
   void edgeTile(KernelEmitter &e, const PackedShape &shape, const PackBuffers &buffers,
-                mlir::Value bOff, mlir::Value kLen, const Accumulator &c,
+                mlir::Value aOff, mlir::Value bOff, mlir::Value kLen, const Accumulator &c,
                 llvm::ArrayRef<mlir::Value> rowStart, mlir::Value m0, mlir::Value mEnd,
                 mlir::Value n0, mlir::Value nEnd, mlir::Value fresh) const;
   /// The accumulators of multiplyPacked, one vector<cols> per row.

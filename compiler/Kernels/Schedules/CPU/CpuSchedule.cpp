@@ -125,12 +125,15 @@ Value CpuSchedule::panelRows(KernelEmitter &e, Value d, int64_t most, int64_t bu
 }
 
 CpuVector::PackedShape CpuSchedule::packedShape() const {
-  // Columns in blocks of up to 2048 (all of D for D ≤ 2048: each packed
-  // panel of A serves every column), k in blocks that keep the packed B
-  // block at 1 MiB (256 k steps at D = 1024, at most 512).
-  const int64_t nr = tile.blockCols * tile.vectorWidth;
+  // A packed in blocks of 64 lines (a strided dZᵀ is read in runs of 64
+  // columns); columns in blocks of up to 2048 (all of D for D ≤ 2048, so
+  // each packed panel of A serves every column); k in blocks that keep
+  // the packed B block at 1 MiB in L2 (256 steps at D = 1024, at most
+  // 512). Measured at 4096×32000×1024 (docs/benchmarks.md).
+  const int64_t mr = tile.blockRows, nr = tile.blockCols * tile.vectorWidth;
   CpuVector::PackedShape shape;
-  shape.rows = tile.blockRows, shape.groups = tile.blockCols;
+  shape.rows = mr, shape.groups = tile.blockCols;
+  shape.blockRows = (64 + mr - 1) / mr * mr;
   shape.maxCols = (2048 + nr - 1) / nr * nr;
   shape.blockFloats = 256 * 1024;
   shape.maxK = 512;

@@ -62,7 +62,7 @@ struct CpuSchedule {
   llvm::SmallVector<mlir::Value> rowGrads(KernelEmitter &e, const KernelArgs &a,
                                           const Fragment &raw) const;
   /// The packed products' shape (dX and dW): the config's register tile
-  /// (blockRows × blockCols·vectorWidth), B blocks of 1 MiB.
+  /// (blockRows × blockCols·vectorWidth) and the cache blocks around it.
   CpuVector::PackedShape packedShape() const;
   /// Rows per panel whose f32 rows of d elements stay within `budgetFloats`
   /// (at least one register block, at most `most`), a multiple of the
