@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace lossjit;
@@ -53,6 +54,25 @@ Value loadWide(KernelEmitter &e, Value mem, Value off, int64_t lanes) {
 
 void storeVector(KernelEmitter &e, Value v, Value mem, Value off) {
   vector::StoreOp::create(e.builder(), e.location(), v, mem, ValueRange{off});
+}
+
+/// The elementwise interleave of equally long vectors v_0 … v_{n−1} (n a
+/// power of 2): out[t·n + i] = v_i[t]. Zipping v_i with v_{i+n/2} halves
+/// the count and keeps the order, so log2(n) rounds of two-input shuffles.
+Value interleave(KernelEmitter &e, SmallVector<Value> vs) {
+  while (vs.size() > 1) {
+    const size_t half = vs.size() / 2;
+    const int64_t len = cast<VectorType>(vs[0].getType()).getNumElements();
+    SmallVector<int64_t> zip;
+    for (int64_t t = 0; t < len; ++t)
+      zip.append({t, len + t});
+    SmallVector<Value> next;
+    for (size_t i = 0; i < half; ++i)
+      next.push_back(
+          vector::ShuffleOp::create(e.builder(), e.location(), vs[i], vs[i + half], zip));
+    vs = std::move(next);
+  }
+  return vs.front();
 }
 
 /// ⌈x / m⌉·m.
@@ -113,10 +133,42 @@ void CpuVector::packPanels(KernelEmitter &e, const MatrixOperand &op, Value firs
       return SmallVector<Value>{};
     }
     assert(!op.kStride && "a packed operand is contiguous along its lines or along k");
-    // Contiguous along k (dX's dZ): each line read in vectors of kChunk and
-    // transposed into the panel lane by lane.
+    // Contiguous along k (dX's dZ): each line read in vectors of kChunk.
     const int64_t kChunk = 16;
     Value kMain = pe.mul(pe.divUI(kLen, pe.index(kChunk)), pe.index(kChunk));
+    if (llvm::isPowerOf2_64(width) && width <= 16) {
+      // All lines at once: kChunk steps of the panel are the interleave of
+      // the lines' vectors, formed by log2(width) rounds of zips (vector
+      // shuffles) and stored as one vector.
+      SmallVector<Value> valid, start;
+      for (int64_t j = 0; j < width; ++j) {
+        Value l = pe.add(line, pe.index(j));
+        valid.push_back(pe.cmpI(arith::CmpIPredicate::ult, l, limit));
+        start.push_back(op.lineStart(pe, pe.minUI(l, last)));
+      }
+      pe.forLoop(pe.index(0), kMain, pe.index(kChunk), {},
+                 [&](KernelEmitter &ke, Value k, ValueRange) {
+                   SmallVector<Value> lines;
+                   for (int64_t j = 0; j < width; ++j) {
+                     Value v = loadWide(ke, op.buffer, op.alongK(ke, start[j], ke.add(k0, k)),
+                                        kChunk);
+                     lines.push_back(ke.select(valid[j], v, zeroVector(ke, kChunk)));
+                   }
+                   storeVector(ke, interleave(ke, lines), dest,
+                               ke.add(base, ke.mul(k, ke.index(width))));
+                   return SmallVector<Value>{};
+                 });
+      pe.forLoop(kMain, kLen, pe.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+        for (int64_t j = 0; j < width; ++j) {
+          Value x = ke.loadF32(op.buffer, op.alongK(ke, start[j], ke.add(k0, k)));
+          ke.store(ke.select(valid[j], x, ke.f32(0.0)), dest,
+                   ke.add(base, ke.add(ke.mul(k, ke.index(width)), ke.index(j))));
+        }
+        return SmallVector<Value>{};
+      });
+      return SmallVector<Value>{};
+    }
+    // Other widths: each line's vectors stored lane by lane.
     pe.forLoop(
         pe.index(0), pe.index(width), pe.index(1), {}, [&](KernelEmitter &je, Value j, ValueRange) {
           Value l = je.add(line, j);

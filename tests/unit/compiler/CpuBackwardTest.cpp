@@ -499,14 +499,17 @@ TEST_F(CpuBackward, PackedBlocksKeepTheOrderOfEverySum) {
 TEST_F(CpuBackward, RowsWiderThan8192) {
   // D = 8200: the logits no longer fit the packed W tile (64 columns × D
   // f32 on the stack) and the packed products take five column blocks with
-  // k blocks of 128. Right against fp64, the same bits as recompute.
-  for (std::string dtype : {"f32", "bf16"}) {
-    GradCase recompute{11, 45, 8200, dtype, "recompute", "sum", true, 0.1};
-    GradCase chunked = recompute;
-    chunked.strategy = dtype == "f32" ? "chunked" : "auto";
-    Grads want = checkCase(recompute), got = checkCase(chunked);
-    EXPECT_EQ(got.x, want.x) << dtype << " grad_x";
-    EXPECT_EQ(got.w, want.w) << dtype << " grad_w";
-    EXPECT_EQ(got.b, want.b) << dtype << " grad_bias";
-  }
+  // k blocks of 128; 16-bit x is widened 24 rows per panel. D = 40000: six
+  // widened rows per panel, fewer than a register block. Right against
+  // fp64, the same bits as recompute.
+  for (int64_t d : {8200, 40000})
+    for (std::string dtype : {"f32", "bf16"}) {
+      GradCase recompute{11, 45, d, dtype, "recompute", "sum", true, 0.1};
+      GradCase chunked = recompute;
+      chunked.strategy = dtype == "f32" ? "chunked" : "auto";
+      Grads want = checkCase(recompute), got = checkCase(chunked);
+      EXPECT_EQ(got.x, want.x) << dtype << " grad_x";
+      EXPECT_EQ(got.w, want.w) << dtype << " grad_w";
+      EXPECT_EQ(got.b, want.b) << dtype << " grad_bias";
+    }
 }

@@ -246,11 +246,12 @@ struct Backward : ChunkedBackwardSteps {
     // Like the forward: panels of rows sweep the vocabulary tile by tile so
     // each W tile is read once per panel. Every dZ element is computed by
     // the same operations whatever the tiling.
-    const int64_t panel = br * s.tile.panelBlocks, vtile = s.tile.vocabTile;
+    const int64_t vtile = s.tile.vocabTile;
     CpuSchedule::LogitPack pack = s.logitPack(e, a["D"]);
     e.forLoop(
-        a["row_begin"], rowEnd, e.index(panel), {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
-          Value panelEnd = pe.minUI(pe.add(pb, pe.index(panel)), rowEnd);
+        a["row_begin"], rowEnd, pack.panelRows, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
+          Value panelEnd = pe.minUI(pe.add(pb, pack.panelRows), rowEnd);
+          s.widenRows(pe, a, pack, pb, panelEnd);
           pe.forLoop(
               pe.index(0), v, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
                 Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
@@ -258,7 +259,7 @@ struct Backward : ChunkedBackwardSteps {
                 te.forLoop(
                     pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
                       s.forLogitTiles(
-                          re, a, pack, rb, panelEnd, vt, vtEnd, {},
+                          re, a, pack, pb, rb, panelEnd, vt, vtEnd, {},
                           [&](KernelEmitter &ve, Fragment &z, ValueRange) {
                             SmallVector<Value> dz =
                                 storeRaw ? SmallVector<Value>(z.values) : rowGrads(ve, a, z);

@@ -56,8 +56,40 @@ Fragment CpuSchedule::logits(KernelEmitter &e, const KernelArgs &a, const BlockT
 CpuSchedule::LogitPack CpuSchedule::logitPack(KernelEmitter &e, Value d) const {
   Value floats = e.mul(e.index(tile.vocabTile), d);
   Value enabled = e.cmpI(arith::CmpIPredicate::ule, floats, e.index(kMaxPackFloats));
-  return {stackF32(e, e.select(enabled, floats, e.index(1))), enabled,
-          stackF32(e, e.index(tile.blockRows * tile.blockCols * tile.vectorWidth))};
+  LogitPack pack{stackF32(e, e.select(enabled, floats, e.index(1))), enabled,
+                 stackF32(e, e.index(tile.blockRows * tile.blockCols * tile.vectorWidth)),
+                 Value(), e.index(tile.blockRows * tile.panelBlocks)};
+  if (storage().isF32())
+    return pack;
+  // As many whole register blocks as fit (a single row when not even one
+  // block does).
+  const int64_t br = tile.blockRows;
+  Value fit = e.divUI(e.index(kWideRowFloats), d);
+  Value blocks = e.mul(e.divUI(fit, e.index(br)), e.index(br));
+  Value rows = e.select(e.cmpI(arith::CmpIPredicate::ult, fit, e.index(br)), fit, blocks);
+  rows = e.select(e.cmpI(arith::CmpIPredicate::ult, rows, e.index(1)), e.index(1), rows);
+  pack.panelRows = e.minUI(rows, pack.panelRows);
+  pack.rows = stackF32(e, e.mul(pack.panelRows, d));
+  return pack;
+}
+
+void CpuSchedule::widenRows(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack,
+                            Value pb, Value pe) const {
+  if (!pack.rows)
+    return;
+  Value d = a["D"];
+  // The panel's rows are contiguous in x and in the copy.
+  Value count = e.mul(e.sub(pe, pb), d), from = e.mul(pb, d);
+  const int64_t lanes = 16;
+  Value main = e.mul(e.divUI(count, e.index(lanes)), e.index(lanes));
+  e.forLoop(e.index(0), main, e.index(lanes), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+    matmul.storeGroup(ke, matmul.loadGroup(ke, a["x"], ke.add(from, k), lanes), pack.rows, k);
+    return SmallVector<Value>{};
+  });
+  e.forLoop(main, count, e.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+    ke.store(ke.loadF32(a["x"], ke.add(from, k)), pack.rows, k);
+    return SmallVector<Value>{};
+  });
 }
 
 void CpuSchedule::packLogits(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack,
@@ -67,11 +99,12 @@ void CpuSchedule::packLogits(KernelEmitter &e, const KernelArgs &a, const LogitP
 }
 
 SmallVector<Value> CpuSchedule::forLogitTiles(
-    KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, Value rb, Value rowLimit,
-    Value vt, Value vtEnd, ValueRange iters,
+    KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, Value pb, Value rb,
+    Value rowLimit, Value vt, Value vtEnd, ValueRange iters,
     const std::function<SmallVector<Value>(KernelEmitter &, Fragment &, ValueRange)> &body) const {
   Value d = a["D"];
-  MatrixOperand xs{a["x"], d};
+  // x's rows: in place, or the panel's widened copy (row r at (r − pb)·D).
+  MatrixOperand xs = pack.rows ? MatrixOperand{pack.rows, d, Value(), pb} : MatrixOperand{a["x"], d};
   return matmul.forPackedColumns(
       e, vt, vtEnd, d, tile.blockCols, pack.enabled, iters,
       [&](KernelEmitter &ve, Value c0, int64_t cols, Value packedOff, ValueRange it) {

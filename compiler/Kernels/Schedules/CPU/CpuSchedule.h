@@ -38,23 +38,37 @@ struct CpuSchedule {
     mlir::Value buffer, enabled;
     /// The register tile's accumulators, spilled for the epilogue.
     mlir::Value tile;
+    /// 16-bit storage: the panel's rows of x widened to f32 once
+    /// (panelRows·D on the stack), so the micro-kernel broadcasts f32 from
+    /// memory instead of widening x per broadcast (a vector-port op next to
+    /// every fma pair). Null for f32 storage, which reads x in place.
+    mlir::Value rows;
+    /// Rows per panel: blockRows·panelBlocks, and for 16-bit storage at
+    /// most what kWideRowFloats holds (at least one row).
+    mlir::Value panelRows;
   };
   static constexpr int64_t kMaxPackFloats = 512 * 1024;
+  static constexpr int64_t kWideRowFloats = 256 * 1024;
   LogitPack logitPack(KernelEmitter &e, mlir::Value d) const;
   /// Packs W's columns [vt, vtEnd) (a kernel with "w" and D) for
   /// forLogitTiles().
   void packLogits(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, mlir::Value vt,
                   mlir::Value vtEnd) const;
+  /// Widens x's rows [pb, pe) (a panel) into pack.rows; nothing for f32.
+  void widenRows(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, mlir::Value pb,
+                 mlir::Value pe) const;
   /// The raw logits x·w + b of rows [rb, rb + blockRows) (clamped below
-  /// rowLimit) at the packed columns [vt, vtEnd): register tiles of
-  /// blockRows × blockCols·vectorWidth columns, then of vectorWidth, then
-  /// single columns, in ascending order; body(e, raw, iters) → iters, once
-  /// per column (a one-column fragment: the epilogue is a loop over the
-  /// tile's columns, not unrolled over them). Every logit is summed in
-  /// ascending k with one fma per term, whatever tile it falls in.
+  /// rowLimit) of the panel that starts at row pb, at the packed columns
+  /// [vt, vtEnd): register tiles of blockRows × blockCols·vectorWidth
+  /// columns, then of vectorWidth, then single columns, in ascending
+  /// order; body(e, raw, iters) → iters, once per column (a one-column
+  /// fragment: the epilogue is a loop over the tile's columns, not
+  /// unrolled over them). Every logit is summed in ascending k with one
+  /// fma per term, whatever tile it falls in.
   llvm::SmallVector<mlir::Value>
-  forLogitTiles(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, mlir::Value rb,
-                mlir::Value rowLimit, mlir::Value vt, mlir::Value vtEnd, mlir::ValueRange iters,
+  forLogitTiles(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, mlir::Value pb,
+                mlir::Value rb, mlir::Value rowLimit, mlir::Value vt, mlir::Value vtEnd,
+                mlir::ValueRange iters,
                 const std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, Fragment &,
                                                                    mlir::ValueRange)> &body) const;
   /// dZ of the fragment's rows and columns from their raw logits:

@@ -50,8 +50,7 @@ struct VocabChunked {
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     KernelArgs a = s.sink.begin(sig, perChunk("rows"));
-    const int64_t br = s.tile.blockRows, panel = br * s.tile.panelBlocks;
-    const int64_t vtile = s.tile.vocabTile;
+    const int64_t br = s.tile.blockRows, vtile = s.tile.vocabTile;
     KernelEmitter e = emitter();
     Value cb = a["chunk_begin"], ce = a["chunk_end"], rowEnd = a["row_end"];
     Value width = e.sub(ce, cb);
@@ -59,15 +58,16 @@ struct VocabChunked {
     // Panels of rows sweep the chunk tile by tile (each W tile packed once
     // per panel).
     e.forLoop(
-        a["row_begin"], rowEnd, e.index(panel), {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
-          Value panelEnd = pe.minUI(pe.add(pb, pe.index(panel)), rowEnd);
+        a["row_begin"], rowEnd, pack.panelRows, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
+          Value panelEnd = pe.minUI(pe.add(pb, pack.panelRows), rowEnd);
+          s.widenRows(pe, a, pack, pb, panelEnd);
           pe.forLoop(cb, ce, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
             Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), ce);
             s.packLogits(te, a, pack, vt, vtEnd);
             te.forLoop(
                 pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
                   s.forLogitTiles(
-                      re, a, pack, rb, panelEnd, vt, vtEnd, {},
+                      re, a, pack, pb, rb, panelEnd, vt, vtEnd, {},
                       [&](KernelEmitter &ve, Fragment &z, ValueRange) {
                         SmallVector<Value> dz = s.rowGrads(ve, a, z);
                         // Clamped duplicates rewrite their row's own value.
