@@ -133,68 +133,60 @@ void CpuVector::packPanels(KernelEmitter &e, const MatrixOperand &op, Value firs
       return SmallVector<Value>{};
     }
     assert(!op.kStride && "a packed operand is contiguous along its lines or along k");
-    // Contiguous along k (dX's dZ): each line read in vectors of kChunk.
-    const int64_t kChunk = 16;
-    Value kMain = pe.mul(pe.divUI(kLen, pe.index(kChunk)), pe.index(kChunk));
-    if (llvm::isPowerOf2_64(width) && width <= 16) {
-      // All lines at once: kChunk steps of the panel are the interleave of
-      // the lines' vectors, formed by log2(width) rounds of zips (vector
-      // shuffles) and stored as one vector.
-      SmallVector<Value> valid, start;
-      for (int64_t j = 0; j < width; ++j) {
-        Value l = pe.add(line, pe.index(j));
-        valid.push_back(pe.cmpI(arith::CmpIPredicate::ult, l, limit));
-        start.push_back(op.lineStart(pe, pe.minUI(l, last)));
-      }
-      pe.forLoop(pe.index(0), kMain, pe.index(kChunk), {},
-                 [&](KernelEmitter &ke, Value k, ValueRange) {
-                   SmallVector<Value> lines;
-                   for (int64_t j = 0; j < width; ++j) {
-                     Value v = loadWide(ke, op.buffer, op.alongK(ke, start[j], ke.add(k0, k)),
-                                        kChunk);
-                     lines.push_back(ke.select(valid[j], v, zeroVector(ke, kChunk)));
-                   }
-                   storeVector(ke, interleave(ke, lines), dest,
-                               ke.add(base, ke.mul(k, ke.index(width))));
-                   return SmallVector<Value>{};
-                 });
-      pe.forLoop(kMain, kLen, pe.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
-        for (int64_t j = 0; j < width; ++j) {
-          Value x = ke.loadF32(op.buffer, op.alongK(ke, start[j], ke.add(k0, k)));
-          ke.store(ke.select(valid[j], x, ke.f32(0.0)), dest,
-                   ke.add(base, ke.add(ke.mul(k, ke.index(width)), ke.index(j))));
-        }
-        return SmallVector<Value>{};
-      });
-      return SmallVector<Value>{};
+    // Contiguous along k (dX's dZ): transposed through vector shuffles.
+    SmallVector<Value> valid, start;
+    for (int64_t j = 0; j < width; ++j) {
+      Value l = pe.add(line, pe.index(j));
+      valid.push_back(pe.cmpI(arith::CmpIPredicate::ult, l, limit));
+      start.push_back(op.lineStart(pe, pe.minUI(l, last)));
     }
-    // Other widths: each line's vectors stored lane by lane.
-    pe.forLoop(
-        pe.index(0), pe.index(width), pe.index(1), {}, [&](KernelEmitter &je, Value j, ValueRange) {
-          Value l = je.add(line, j);
-          Value valid = je.cmpI(arith::CmpIPredicate::ult, l, limit);
-          Value start = op.lineStart(je, je.minUI(l, last));
-          Value at = je.add(base, j);
-          je.forLoop(je.index(0), kMain, je.index(kChunk), {},
-                     [&](KernelEmitter &ke, Value k, ValueRange) {
-                       Value v =
-                           loadWide(ke, op.buffer, op.alongK(ke, start, ke.add(k0, k)), kChunk);
-                       v = ke.select(valid, v, zeroVector(ke, kChunk));
-                       Value row = ke.add(at, ke.mul(k, ke.index(width)));
-                       for (int64_t t = 0; t < kChunk; ++t)
-                         ke.store(vector::ExtractOp::create(ke.builder(), ke.location(), v,
-                                                            ArrayRef<int64_t>{t}),
-                                  dest, ke.add(row, ke.index(t * width)));
-                       return SmallVector<Value>{};
-                     });
-          je.forLoop(kMain, kLen, je.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
-            Value x = ke.loadF32(op.buffer, op.alongK(ke, start, ke.add(k0, k)));
-            ke.store(ke.select(valid, x, ke.f32(0.0)), dest,
-                     ke.add(at, ke.mul(k, ke.index(width))));
-            return SmallVector<Value>{};
-          });
-          return SmallVector<Value>{};
-        });
+    packLinesKMajor(
+        pe, op.buffer, width,
+        [&](KernelEmitter &ke, int64_t j, Value k) { return op.alongK(ke, start[j], ke.add(k0, k)); },
+        valid, kLen, dest, base);
+    return SmallVector<Value>{};
+  });
+}
+
+void CpuVector::packLinesKMajor(
+    KernelEmitter &e, Value mem, int64_t width,
+    const std::function<Value(KernelEmitter &, int64_t, Value)> &at, ArrayRef<Value> valid,
+    Value kLen, Value dest, Value base) const {
+  const int64_t kChunk = 16;
+  int64_t group = 1;
+  while (group < 16 && width % (group * 2) == 0)
+    group *= 2;
+  Value kMain = e.mul(e.divUI(kLen, e.index(kChunk)), e.index(kChunk));
+  e.forLoop(e.index(0), kMain, e.index(kChunk), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+    Value row = ke.add(base, ke.mul(k, ke.index(width)));
+    for (int64_t j0 = 0; j0 < width; j0 += group) {
+      SmallVector<Value> lines;
+      for (int64_t j = j0; j < j0 + group; ++j) {
+        Value v = loadWide(ke, mem, at(ke, j, k), kChunk);
+        lines.push_back(valid.empty() ? v : ke.select(valid[j], v, zeroVector(ke, kChunk)));
+      }
+      // Element t·group + i of the interleave is line j0 + i at k + t.
+      Value v = interleave(ke, lines);
+      if (group == width) {
+        storeVector(ke, v, dest, row);
+        continue;
+      }
+      for (int64_t t = 0; t < kChunk; ++t) {
+        Value piece = vector::ExtractStridedSliceOp::create(
+            ke.builder(), ke.location(), v, ArrayRef<int64_t>{t * group},
+            ArrayRef<int64_t>{group}, ArrayRef<int64_t>{1});
+        storeVector(ke, piece, dest, ke.add(row, ke.index(t * width + j0)));
+      }
+    }
+    return SmallVector<Value>{};
+  });
+  e.forLoop(kMain, kLen, e.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+    for (int64_t j = 0; j < width; ++j) {
+      Value x = ke.loadF32(mem, at(ke, j, k));
+      if (!valid.empty())
+        x = ke.select(valid[j], x, ke.f32(0.0));
+      ke.store(x, dest, ke.add(base, ke.add(ke.mul(k, ke.index(width)), ke.index(j))));
+    }
     return SmallVector<Value>{};
   });
 }

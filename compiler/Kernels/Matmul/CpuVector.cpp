@@ -94,49 +94,19 @@ void CpuVector::packColumns(KernelEmitter &e, const MatrixOperand &b, Value lo, 
                             int64_t groups, Value enabled, Value packed) const {
   assert(!b.kStride && "packed operands are contiguous in k");
   auto [wideEnd, narrowEnd] = packedEnds(e, lo, hi, groups * lanes, lanes, enabled);
-  Type elem = elementOf(b.buffer);
   auto blocks = [&](Value from, Value to, int64_t width) {
     e.forLoop(from, to, e.index(width), {}, [&](KernelEmitter &be, Value c0, ValueRange) {
       Value base = be.mul(be.sub(c0, lo), d);
       SmallVector<Value> lines;
       for (int64_t j = 0; j < width; ++j)
         lines.push_back(b.lineStart(be, be.add(c0, be.index(j))));
-      // Chunks of kChunk along k: one contiguous vector load per column
-      // (each line read once, not once per k: the columns are D apart and
-      // would fight over the same L1 sets), its lanes stored k-major.
-      const int64_t kChunk = 16;
-      Value kMain = be.mul(be.divUI(d, be.index(kChunk)), be.index(kChunk));
-      be.forLoop(
-          be.index(0), kMain, be.index(kChunk), {}, [&](KernelEmitter &ke, Value k0, ValueRange) {
-            Value row0 = ke.add(base, ke.mul(k0, ke.index(width)));
-            ke.forLoop(ke.index(0), ke.index(width), ke.index(1), {},
-                       [&](KernelEmitter &je, Value j, ValueRange) {
-                         Value line = b.lineStart(je, je.add(c0, j));
-                         Value v = loadVecF32(je, b.buffer, b.alongK(je, line, k0), kChunk);
-                         Value at = je.add(row0, j);
-                         for (int64_t t = 0; t < kChunk; ++t) {
-                           Value x = vector::ExtractOp::create(je.builder(), je.location(), v,
-                                                               ArrayRef<int64_t>{t});
-                           je.store(x, packed, je.add(at, je.index(t * width)));
-                         }
-                         return SmallVector<Value>{};
-                       });
-            return SmallVector<Value>{};
-          });
-      be.forLoop(kMain, d, be.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
-        OpBuilder &ob = ke.builder();
-        SmallVector<Value> column;
-        for (Value line : lines)
-          column.push_back(ke.load(b.buffer, b.alongK(ke, line, k)));
-        Value v = vector::FromElementsOp::create(ob, ke.location(),
-                                                 VectorType::get({width}, elem), column);
-        if (!elem.isF32())
-          v = arith::ExtFOp::create(ob, ke.location(),
-                                    VectorType::get({width}, ob.getF32Type()), v);
-        vector::StoreOp::create(ob, ke.location(), v, packed,
-                                ValueRange{ke.add(base, ke.mul(k, ke.index(width)))});
-        return SmallVector<Value>{};
-      });
+      // Each line read once in vectors along k, not once per k (the
+      // columns are D apart and would fight over the same L1 sets), and
+      // transposed through vector shuffles.
+      packLinesKMajor(
+          be, b.buffer, width,
+          [&](KernelEmitter &ke, int64_t j, Value k) { return b.alongK(ke, lines[j], k); }, {}, d,
+          packed, base);
       return SmallVector<Value>{};
     });
   };

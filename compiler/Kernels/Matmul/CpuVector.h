@@ -143,6 +143,18 @@ public:
   /// The zero of a group of `lanes`.
   mlir::Value zeroGroup(KernelEmitter &e, int64_t lanes) const;
 
+  /// Packs `width` lines that are contiguous along k, k-major:
+  /// dest[base + k·width + j] = line j at k (widened to f32; 0 where
+  /// valid[j] is false, an empty `valid` meaning all) for k ∈ [0, kLen),
+  /// where `at`(e, j, k) is the offset of line j's element k in `mem`.
+  /// Chunks of 16 k steps: groups of lines (the largest power of two
+  /// dividing width, at most 16) are read one vector<16> each and
+  /// interleaved with vector shuffles, then stored a k step at a time.
+  void packLinesKMajor(KernelEmitter &e, mlir::Value mem, int64_t width,
+                       const std::function<mlir::Value(KernelEmitter &, int64_t, mlir::Value)> &at,
+                       llvm::ArrayRef<mlir::Value> valid, mlir::Value kLen, mlir::Value dest,
+                       mlir::Value base) const;
+
   /// ⌊d/L⌋·L: where the vector part of a row of d elements ends.
   mlir::Value mainExtent(KernelEmitter &e, mlir::Value d) const;
 

@@ -20,7 +20,9 @@
 // GPU:         gpu.module @chunked_f32_lce_bwd_dx
 // GPU:         gpu.module @chunked_f32_lce_bwd_dw
 // GPU-NOT:     gpu.module
+// The host sets the threads' packing scratch aside from the budget.
 // CPU-LABEL: module attributes {loss.launch_plans = {chunked_f32 = {
+// CPU-SAME:    derived = {{\[\[}}"C", "max(1,min(N,(WB-N*4-min(4194304,WB/16))/(V*4)))"]]
 // CPU-SAME:    name = "lce_bwd_dz", parallel = "rows", per_chunk = true
 // CPU-SAME:    name = "lce_bwd_dx_chunk", parallel = "rows", per_chunk = true
 // CPU-SAME:    name = "lce_bwd_dw_chunk", parallel = "vocab", per_chunk = true
@@ -64,7 +66,7 @@ func.func @chunked_f32(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi6
 // f32 dW accumulator): dZ of every row per chunk, dW rounded per chunk.
 // CPU-LABEL: loss.launch_plans = {weights_only = {
 // CPU-SAME:    chunk = "C", chunk_dim = "V"
-// CPU-SAME:    derived = {{\[\["C", "max\(1,min\(V,\(WB-\(N\*4\)\)/\(\(N\+D\)\*4\)\)\)"\]\]}}
+// CPU-SAME:    derived = {{\[\["C", "max\(1,min\(V,\(WB-\(N\*4\+min\(4194304,WB/16\)\)\)/\(\(N\+D\)\*4\)\)\)"\]\]}}
 // CPU-SAME:    name = "lce_bwd_scale", parallel = "none", per_chunk = false
 // CPU-SAME:    name = "lce_bwd_dz_v", parallel = "rows", per_chunk = true
 // CPU-SAME:    {args = ["dz", "x", "dw_acc", "grad_w", "grad_bias", "col_begin", "col_end", "chunk_begin", "chunk_end", "N", "D"], {{.*}}name = "lce_bwd_dw_v", parallel = "vocab", per_chunk = true

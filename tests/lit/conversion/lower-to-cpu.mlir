@@ -29,7 +29,8 @@
 // 256 Ki floats: vector<16> loads and extf), so the micro-kernel never
 // widens per broadcast. Each tile of W is packed once per panel into a
 // stack buffer (64·D f32): k-major blocks of 8 columns, read in chunks of
-// 16 along k (vector<16> f16 loads widened to f32); inside, register blocks
+// 16 along k (vector<16> f16 loads widened to f32) and transposed by
+// rounds of vector shuffles (zips); inside, register blocks
 // of block-rows rows run the outer-product micro-kernel: per k one
 // vector<8> of packed W, each row's f32 x broadcast, one fma per row; then
 // the columns left over as scalar dots in the same (ascending k, one fma
@@ -44,7 +45,7 @@
 // CHECK:             scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{c64.*}} {
 // CHECK:               vector.load %{{.*}} : memref<?xf16>, vector<16xf16>
 // CHECK-NEXT:          arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
-// CHECK:               vector.from_elements {{.*}} : vector<8xf16>
+// CHECK:               vector.shuffle %{{.*}}, %{{.*}} [0, 16, 1, 17, {{.*}}] : vector<16xf32>, vector<16xf32>
 // CHECK:               scf.for %{{.*}} = %arg{{[0-9]+}} to %{{[0-9]+}} step %{{c4(_[0-9]+)?}} {
 // CHECK:             scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
 // CHECK:             %[[WP:.*]] = vector.load %{{.*}} : memref<?xf32>, vector<8xf32>
@@ -105,7 +106,7 @@ func.func @f32_sum_bias(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi
 // CHECK-SAME:    workspaces = []
 // CHECK:       module @bf16_none_kernels {
 // CHECK:         func.func @lce_rows(%{{.*}}: memref<?xbf16>,
-// CHECK:           arith.extf %{{.*}} : vector<8xbf16> to vector<8xf32>
+// CHECK:           arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
 // CHECK-NOT:     func.func @lce_reduce
 func.func @bf16_none(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) -> tensor<?xf32> {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {reduction = #loss<reduction none>, storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64> -> tensor<?xf32>, tensor<?xf32>

@@ -35,6 +35,11 @@ std::string describe(const GradCase &c) {
          " ignored=" + std::to_string(c.ignored) + " ws=" + std::to_string(c.workspaceBytes);
 }
 
+/// A workspace budget that leaves `bytes` for the chunks after the host's
+/// scratch reserve (WB/16 of small budgets, CpuSchedule::kScratchReserve),
+/// so a test can size its chunks exactly.
+int64_t budgetFor(int64_t bytes) { return bytes * 16 / 15 + 16; }
+
 /// Storage bytes of one element.
 int64_t bytesOf(const std::string &dtype) { return dtype == "f32" ? 4 : 2; }
 
@@ -268,7 +273,7 @@ TEST_F(CpuBackward, ChunksStrategiesAndThreadsAgree) {
   // one-chunk result within rounding, and each must be bitwise stable.
   GradCase one{40, 130, 24, "f32", "chunked", "mean", true, 0.1};
   GradCase many = one;
-  many.workspaceBytes = 130 * 4 * 3 + 40 * 4; // C = 3 rows per chunk
+  many.workspaceBytes = budgetFor(130 * 4 * 3 + 40 * 4); // C = 3 rows per chunk
   GradCase recompute = one;
   recompute.strategy = "recompute";
   RandomLceOptions o;
@@ -305,10 +310,10 @@ TEST_F(CpuBackward, VocabularyChunksGiveTheRowChunksBits) {
   for (std::string dtype : {"bf16", "f16"})
     for (std::string reduction : {"mean", "none"}) {
       GradCase rows{37, 149, 29, dtype, "chunked", reduction, true, 0.15};
-      rows.workspaceBytes = 149 * 4 * 5 + 37 * 4; // 5 rows per chunk
+      rows.workspaceBytes = budgetFor(149 * 4 * 5 + 37 * 4); // 5 rows per chunk
       GradCase vocab = rows;
       vocab.strategy = "auto";
-      vocab.workspaceBytes = 37 * 4 + 37 * 29 * 4 + 11 * (37 + 29) * 4; // 11 columns
+      vocab.workspaceBytes = budgetFor(37 * 4 + 37 * 29 * 4 + 11 * (37 + 29) * 4); // 11 columns
       SCOPED_TRACE(describe(vocab));
       RandomLceOptions o;
       o.n = rows.n, o.v = rows.v, o.d = rows.d, o.dtype = dtype, o.bias = true;
@@ -389,7 +394,7 @@ TEST_F(CpuBackward, FusedForwardBackwardInOnePass) {
   for (std::string dtype : {"f32", "f16", "bf16"})
     for (std::string reduction : {"mean", "sum"}) {
       GradCase c{23, 67, 11, dtype, "chunked", reduction, true, 0.2};
-      c.workspaceBytes = 23 * 4 + 5 * 67 * 4; // C = 5 rows per chunk
+      c.workspaceBytes = budgetFor(23 * 4 + 5 * 67 * 4); // C = 5 rows per chunk
       SCOPED_TRACE(describe(c));
       RandomLceOptions o;
       o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = dtype, o.reduction = reduction;
@@ -468,10 +473,10 @@ TEST_F(CpuBackward, PackedBlocksKeepTheOrderOfEverySum) {
     GradCase recompute{83, 613, 2100, dtype, "recompute", "mean", true, 0.1};
     GradCase rows = recompute;
     rows.strategy = "chunked";
-    rows.workspaceBytes = 613 * 4 * 29 + 83 * 4; // 29 rows per chunk
+    rows.workspaceBytes = budgetFor(613 * 4 * 29 + 83 * 4); // 29 rows per chunk
     GradCase vocab = recompute;
     vocab.strategy = "auto";
-    vocab.workspaceBytes = 83 * 4 + 83 * 2100 * 4 + 257 * (83 + 2100) * 4; // 257 columns
+    vocab.workspaceBytes = budgetFor(83 * 4 + 83 * 2100 * 4 + 257 * (83 + 2100) * 4); // 257 columns
     SCOPED_TRACE(dtype);
     RandomLceInputs in;
     inputsFor(recompute, in);

@@ -27,6 +27,7 @@ struct Backward : ChunkedBackwardSteps {
   CpuSchedule &s;
   ChunkedAccumulators acc;
 
+  std::string budgetReserve() const override { return CpuSchedule::kScratchReserve; }
   void scale() override { buildScale(); }
   /// No kernel: the host always runs a first chunk (empty when N = 0, see
   /// CpuCompiledOp::run), where lce_bwd_dw_chunk zeroes the sums itself.

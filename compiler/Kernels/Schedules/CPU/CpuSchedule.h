@@ -78,6 +78,11 @@ struct CpuSchedule {
   /// The packed products' shape (dX and dW): the config's register tile
   /// (blockRows × blockCols·vectorWidth) and the cache blocks around it.
   CpuVector::PackedShape packedShape() const;
+  /// The part of the workspace budget WB the host kernels' stack scratch
+  /// takes (packed operand blocks, widened x panels: 1–2.5 MiB per
+  /// thread): WB/16, at most 4 MiB — two threads' worth at the default
+  /// 64 MiB. A formula over WB for the chunk sizes.
+  static constexpr const char *kScratchReserve = "min(4194304,WB/16)";
   /// Rows per panel whose f32 rows of d elements stay within `budgetFloats`
   /// (at least one register block, at most `most`), a multiple of the
   /// register block.

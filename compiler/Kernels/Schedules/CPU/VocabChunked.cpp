@@ -211,9 +211,11 @@ struct VocabChunked {
 llvm::Error lossjit::buildCpuVocabChunkedBackward(CpuSchedule &s, PlanBuilder &plan) {
   const LceSpec &spec = s.spec;
   VocabChunked v{s};
-  // Budget: grow and (fused) loss_rows and target_raw [N]; 16-bit storage an
-  // N×D f32 dX accumulator; per chunk column dZ [N] and (16-bit) a dW row [D].
+  // Budget: the threads' scratch; grow and (fused) loss_rows and target_raw
+  // [N]; 16-bit storage an N×D f32 dX accumulator; per chunk column dZ [N]
+  // and (16-bit) a dW row [D].
   std::string fixed = spec.fusedForward ? "N*12" : "N*4";
+  fixed += "+" + std::string(CpuSchedule::kScratchReserve);
   std::string dxAcc = spec.storesF32() || !spec.needsGradX ? "grad_x" : "dx_acc";
   std::string dwAcc = spec.storesF32() || !spec.needsGradW ? "grad_w" : "dw_acc";
   if (dxAcc == "dx_acc")
