@@ -208,7 +208,9 @@ def main():
         results[dtype] = rows
         sections.append(f"{title}\n\n{table(rows)}")
         if a.plot_prefix:
-            plot(rows, f"{a.plot_prefix}-{SHORT.get(dtype, dtype)}.png", title)
+            loads = [x for r in rows if "load" in r for x in r["load"]]
+            shown = f"{title}, load {min(loads):.1f}–{max(loads):.1f}" if loads else title
+            plot(rows, f"{a.plot_prefix}-{SHORT.get(dtype, dtype)}.png", shown)
     text = "\n\n".join(sections)
     print("\n" + text)
     if a.markdown:
