@@ -163,16 +163,6 @@ SmallVector<Value> CpuVector::packedRows(KernelEmitter &e, const MatrixOperand &
   });
 }
 
-Fragment CpuVector::multiplyPacked(KernelEmitter &e, const MatrixOperand &a, const BlockTile &tile,
-                                   Value packed, Value packedOff, Value d) const {
-  Fragment f = layout(e, tile);
-  for (Value row : packedRows(e, a, f, tile.cols, packed, packedOff, d))
-    for (int64_t j = 0; j < tile.cols; ++j)
-      f.values.push_back(
-          vector::ExtractOp::create(e.builder(), e.location(), row, ArrayRef<int64_t>{j}));
-  return f;
-}
-
 Fragment CpuVector::multiplyPackedInto(KernelEmitter &e, const MatrixOperand &a,
                                        const BlockTile &tile, Value packed, Value packedOff,
                                        Value d, Value out) const {
@@ -182,51 +172,6 @@ Fragment CpuVector::multiplyPackedInto(KernelEmitter &e, const MatrixOperand &a,
     vector::StoreOp::create(e.builder(), e.location(), rows[i], out,
                             ValueRange{e.index(static_cast<int64_t>(i) * tile.cols)});
   return f;
-}
-
-SmallVector<Value>
-CpuVector::outerTile(KernelEmitter &e, int64_t rows, int64_t groups, int64_t groupLanes,
-                     Value kBegin, Value kEnd, ValueRange init,
-                     const std::function<Value(KernelEmitter &, int64_t, Value)> &scalar,
-                     const std::function<Value(KernelEmitter &, int64_t, Value)> &vec) const {
-  auto groupType = VectorType::get({groupLanes}, e.builder().getF32Type());
-  return e.forLoop(kBegin, kEnd, e.index(1), init, [&](KernelEmitter &ke, Value k, ValueRange it) {
-    SmallVector<Value> b;
-    for (int64_t g = 0; g < groups; ++g)
-      b.push_back(vec(ke, g, k));
-    SmallVector<Value> next(rows * groups);
-    for (int64_t i = 0; i < rows; ++i) {
-      Value a = scalar(ke, i, k);
-      if (groupLanes > 1)
-        a = vector::BroadcastOp::create(ke.builder(), ke.location(), groupType, a);
-      for (int64_t g = 0; g < groups; ++g)
-        next[i * groups + g] =
-            math::FmaOp::create(ke.builder(), ke.location(), a, b[g], it[i * groups + g]);
-    }
-    return next;
-  });
-}
-
-void CpuVector::forColumnGroups(
-    KernelEmitter &e, Value d, int64_t groups,
-    const std::function<void(KernelEmitter &, Value, int64_t, int64_t)> &body) const {
-  auto blocks = [&](Value lo, Value hi, int64_t step, int64_t n, int64_t width) {
-    e.forLoop(lo, hi, e.index(step), {}, [&](KernelEmitter &be, Value c0, ValueRange) {
-      body(be, c0, n, width);
-      return SmallVector<Value>{};
-    });
-  };
-  // ⌊d / step⌋·step: where blocks of `step` columns end.
-  auto end = [&](Value lo, int64_t step) {
-    return e.add(lo, e.mul(e.divUI(e.sub(d, lo), e.index(step)), e.index(step)));
-  };
-  Value zero = e.index(0);
-  Value wideEnd = groups > 1 ? end(zero, groups * lanes) : zero;
-  if (groups > 1)
-    blocks(zero, wideEnd, groups * lanes, groups, lanes);
-  Value vectorEnd = end(wideEnd, lanes);
-  blocks(wideEnd, vectorEnd, lanes, 1, lanes);
-  blocks(vectorEnd, d, 1, 1, 1);
 }
 
 Value CpuVector::loadGroup(KernelEmitter &e, Value mem, Value off, int64_t groupLanes) const {

@@ -6,9 +6,10 @@
 // kernels. The logits X·Wᵀ run a packed micro-kernel: a vocabulary tile of W
 // is packed (widened to f32) k-major in blocks of NR = groups·L columns, so
 // each k step loads one vector<NR> of W and broadcasts MR rows of x into MR
-// vector accumulators. dX and dW are register tiles of the same shape
-// (outerTile). Since no sum is split into lanes, the bits depend neither on
-// L nor on the register tile, nor on the target CPU.
+// vector accumulators. dX and dW run a packed GEMM loop nest around a
+// register tile of the same shape (accumulatePacked, CpuPackedProduct.cpp).
+// Since no sum is split into lanes, the bits depend neither on L nor on the
+// register tile or the cache blocks, nor on the target CPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,16 +54,13 @@ public:
       const std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, mlir::Value, int64_t,
                                                          mlir::Value, mlir::ValueRange)> &body)
       const;
-  /// multiply() of `tile` (tile.cols columns of a packed block at
-  /// `packedOff`) over k ∈ [0, d): MR = tile.rows accumulators of
-  /// vector<cols>, x broadcast, one fma per term in ascending k — the same
-  /// bits as multiply().
-  Fragment multiplyPacked(KernelEmitter &e, const MatrixOperand &a, const BlockTile &tile,
-                          mlir::Value packed, mlir::Value packedOff, mlir::Value d) const;
-  /// multiplyPacked() with row i's accumulator vector stored at
-  /// out[i·cols] (an f32 buffer) instead of extracted: for epilogues that
-  /// loop over the tile's columns rather than unroll them. The fragment
-  /// has the tile's lines and no values.
+  /// The packed micro-kernel over k ∈ [0, d): tile.rows accumulators of
+  /// vector<tile.cols> (tile.cols columns of a packed block at
+  /// `packedOff`), x broadcast, one fma per term in ascending k — the same
+  /// bits as multiply() — with row i's accumulators stored at out[i·cols]
+  /// (an f32 buffer): for epilogues that loop over the tile's columns
+  /// rather than unroll them. The fragment has the tile's lines and no
+  /// values.
   Fragment multiplyPackedInto(KernelEmitter &e, const MatrixOperand &a, const BlockTile &tile,
                               mlir::Value packed, mlir::Value packedOff, mlir::Value d,
                               mlir::Value out) const;
@@ -95,7 +93,7 @@ public:
   ///   C(m, n) = start(m, n) + Σ_{k ∈ [kBegin, kEnd)} A(m, k)·B(n, k)
   /// for m ∈ [mBegin, mEnd), n ∈ [0, nEnd), start = C(m, n), or 0 where
   /// `fresh` (i1). Every element sums its terms in ascending k with one fma
-  /// per term, the order of multiply() and outerTile(), so the blocking
+  /// per term, the order of multiply() and rankOneUpdate(), so the blocking
   /// moves no bit. B is packed per (nc, kc) block and A per MR-row panel,
   /// k-major and widened to f32; one operand of each must be contiguous
   /// along its lines or along k (null stride). A register tile of MR
@@ -116,25 +114,6 @@ public:
   void rankOneUpdate(KernelEmitter &e, mlir::Value acc, llvm::ArrayRef<mlir::Value> accOff,
                      llvm::ArrayRef<mlir::Value> scale, mlir::Value src, mlir::Value srcOff,
                      mlir::Value d, mlir::Value dMain) const;
-
-  /// The outer-product register tile of dX = dZ·W and dW = dZᵀ·X:
-  ///   acc(i, g) = init(i, g) + Σ_{k ∈ [kBegin, kEnd)} scalar(i, k) · vec(g, k)
-  /// for `rows` rows and `groups` column groups of `groupLanes` columns
-  /// (vector<groupLanes x f32>, or f32 for 1 lane), each element summing its
-  /// terms in ascending k with one fma (the order rankOneUpdate gives), the
-  /// accumulators in registers. Results row-major over (i, g).
-  llvm::SmallVector<mlir::Value>
-  outerTile(KernelEmitter &e, int64_t rows, int64_t groups, int64_t groupLanes, mlir::Value kBegin,
-            mlir::Value kEnd, mlir::ValueRange init,
-            const std::function<mlir::Value(KernelEmitter &, int64_t, mlir::Value)> &scalar,
-            const std::function<mlir::Value(KernelEmitter &, int64_t, mlir::Value)> &vec) const;
-
-  /// Columns [0, d) in blocks for outerTile: `groups` vectors of L at a
-  /// time, then single vectors, then single columns:
-  /// body(e, firstColumn, groupsInBlock, lanesPerGroup).
-  void forColumnGroups(
-      KernelEmitter &e, mlir::Value d, int64_t groups,
-      const std::function<void(KernelEmitter &, mlir::Value, int64_t, int64_t)> &body) const;
 
   /// A vector<lanes> (or f32 for 1 lane) of `mem` at `off`, widened to f32.
   mlir::Value loadGroup(KernelEmitter &e, mlir::Value mem, mlir::Value off, int64_t lanes) const;
@@ -181,7 +160,7 @@ private:
                 mlir::Value aOff, mlir::Value bOff, mlir::Value kLen, const Accumulator &c,
                 llvm::ArrayRef<mlir::Value> rowStart, mlir::Value m0, mlir::Value mEnd,
                 mlir::Value n0, mlir::Value nEnd, mlir::Value fresh) const;
-  /// The accumulators of multiplyPacked, one vector<cols> per row.
+  /// The accumulators of multiplyPackedInto, one vector<cols> per row.
   llvm::SmallVector<mlir::Value> packedRows(KernelEmitter &e, const MatrixOperand &a,
                                             const Fragment &f, int64_t cols, mlir::Value packed,
                                             mlir::Value packedOff, mlir::Value d) const;

@@ -15,6 +15,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace lossjit;
 
@@ -122,17 +124,18 @@ struct Backward : ChunkedBackwardSteps {
     CpuVector::PackBuffers buffers = s.matmul.packBuffers(e, shape);
     MatrixOperand dz{a["dz"], v, Value(), a["chunk_begin"]};
     MatrixOperand wt{a["w"], Value(), d};
-    Value yes = arith::ConstantIntOp::create(e.builder(), e.location(), e.builder().getI1Type(), 1);
+    Value fresh = s.always(e);
     if (st().isF32()) {
       s.matmul.accumulatePacked(e, shape, buffers, dz, wt, a["row_begin"], rowEnd, d, e.index(0),
                                 v, {a["grad_x"], [&](KernelEmitter &le, Value m) {
                                       return le.mul(m, d);
                                     }},
-                                yes);
+                                fresh);
       s.sink.end();
       return;
     }
-    Value panel = s.panelRows(e, d, 1 << 20, 256 * 1024);
+    // Panels of up to 1 MiB of f32 rows, as many rows as fit.
+    Value panel = s.panelRows(e, d, std::numeric_limits<int32_t>::max(), 256 * 1024);
     Value accRows = stackF32(e, e.mul(panel, d));
     e.forLoop(a["row_begin"], rowEnd, panel, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
       Value panelEnd = pe.minUI(pe.add(pb, panel), rowEnd);
@@ -140,7 +143,7 @@ struct Backward : ChunkedBackwardSteps {
                                 {accRows, [&](KernelEmitter &le, Value m) {
                                    return le.mul(le.sub(m, pb), d);
                                  }},
-                                yes);
+                                fresh);
       pe.forLoop(pb, panelEnd, pe.index(1), {}, [&](KernelEmitter &se, Value row, ValueRange) {
         emitCopyRow(se, accRows, se.mul(se.sub(row, pb), d), a["grad_x"], se.mul(row, d), d);
         return SmallVector<Value>{};
@@ -149,7 +152,6 @@ struct Backward : ChunkedBackwardSteps {
     });
     s.sink.end();
   }
-
 
   /// Vocab-parallel: dW (and db) of vocab rows [col_begin, col_end),
   /// recomputing the logits; rows are summed in order 0..N-1.

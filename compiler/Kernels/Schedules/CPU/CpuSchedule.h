@@ -24,6 +24,8 @@ struct CpuSchedule {
   mlir::Type f32() const { return sink.builder().getF32Type(); }
   mlir::Type index() const { return sink.builder().getIndexType(); }
   mlir::MemRefType flat(mlir::Type t) const { return KernelSink::flat(t); }
+  /// The i1 constant true.
+  mlir::Value always(KernelEmitter &e) const;
 
   /// x, w, [bias], labels, lse, grow: what recomputing dZ reads.
   void dzInputs(KernelSignature &sig) const;
@@ -101,14 +103,6 @@ void buildCpuRowsKernel(CpuSchedule &s);
 /// The vocabulary-chunked backward (and, with a forward first, the fused
 /// forward+backward) and its plan; `plan` has begun.
 llvm::Error buildCpuVocabChunkedBackward(CpuSchedule &s, PlanBuilder &plan);
-
-/// Columns [lo, hi) in blocks of `cols` (the register tile's width), then
-/// the remainder one column at a time, in ascending order, threading
-/// `iters` through: body(e, firstColumn, columnsInBlock, iters) → iters.
-llvm::SmallVector<mlir::Value> forColumnBlocks(
-    KernelEmitter &e, mlir::Value lo, mlir::Value hi, int64_t cols, mlir::ValueRange iters,
-    const std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, mlir::Value, int64_t,
-                                                       mlir::ValueRange)> &body);
 
 /// lce_rows (+ lce_reduce), and the forward plan.
 void buildCpuForward(CpuSchedule &s);

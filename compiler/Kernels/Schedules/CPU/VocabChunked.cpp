@@ -165,9 +165,8 @@ struct VocabChunked {
     // A = dZᵀ (the chunk's columns contiguous, k = every row), B = Xᵀ.
     MatrixOperand dzT{a["dz"], Value(), width, cb, Value()};
     MatrixOperand xT{a["x"], Value(), d};
-    Value yes = arith::ConstantIntOp::create(e.builder(), e.location(), e.builder().getI1Type(), 1);
     s.matmul.accumulatePacked(e, shape, buffers, dzT, xT, a["col_begin"], colEnd, d, e.index(0),
-                              n, {acc, accRow}, yes);
+                              n, {acc, accRow}, s.always(e));
     // One rounding per element, and db in row order, per column.
     e.forLoop(a["col_begin"], colEnd, e.index(1), {}, [&](KernelEmitter &ce2, Value j, ValueRange) {
       if (Value out = a["grad_w"])
