@@ -142,16 +142,17 @@ void CpuVector::packPanels(KernelEmitter &e, const MatrixOperand &op, Value firs
     }
     packLinesKMajor(
         pe, op.buffer, width,
-        [&](KernelEmitter &ke, int64_t j, Value k) { return op.alongK(ke, start[j], ke.add(k0, k)); },
+        [&](KernelEmitter &ke, int64_t j, Value k) {
+          return op.alongK(ke, start[j], ke.add(k0, k));
+        },
         valid, kLen, dest, base);
     return SmallVector<Value>{};
   });
 }
 
-void CpuVector::packLinesKMajor(
-    KernelEmitter &e, Value mem, int64_t width,
-    const std::function<Value(KernelEmitter &, int64_t, Value)> &at, ArrayRef<Value> valid,
-    Value kLen, Value dest, Value base) const {
+void CpuVector::packLinesKMajor(KernelEmitter &e, Value mem, int64_t width,
+                                const std::function<Value(KernelEmitter &, int64_t, Value)> &at,
+                                ArrayRef<Value> valid, Value kLen, Value dest, Value base) const {
   const int64_t kChunk = 16;
   int64_t group = 1;
   while (group < 16 && width % (group * 2) == 0)
@@ -173,8 +174,8 @@ void CpuVector::packLinesKMajor(
       }
       for (int64_t t = 0; t < kChunk; ++t) {
         Value piece = vector::ExtractStridedSliceOp::create(
-            ke.builder(), ke.location(), v, ArrayRef<int64_t>{t * group},
-            ArrayRef<int64_t>{group}, ArrayRef<int64_t>{1});
+            ke.builder(), ke.location(), v, ArrayRef<int64_t>{t * group}, ArrayRef<int64_t>{group},
+            ArrayRef<int64_t>{1});
         storeVector(ke, piece, dest, ke.add(row, ke.index(t * width + j0)));
       }
     }
