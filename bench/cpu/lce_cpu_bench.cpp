@@ -1,7 +1,7 @@
 //===- lce_cpu_bench.cpp - CPU backend forward+backward time and memory ---===//
 //
 //   lossjit-bench-cpu [N V D] [--dtype f32|f16|bf16] [--strategy chunked|recompute]
-//                     [--repeat K] [--workspace-mib M]
+//                     [--repeat K] [--workspace-mib M] [--threads T] [--no-fused]
 //
 // Prints one line per measurement (best of K): compile, forward, backward,
 // and the peak RSS growth of each phase (VmHWM after /proc/self/clear_refs),
@@ -63,6 +63,8 @@ double cpuNow() {
 
 int main(int argc, char **argv) {
   int64_t n = 4096, v = 32000, d = 1024, repeat = 3, workspaceMiB = 256;
+  unsigned threads = 0; // 0: one per hardware thread
+  bool withFused = true;
   std::string dtype = "f32", strategy = "chunked";
   // Tile knobs for tuning; left at the defaults the JIT sizes the register
   // tile for the target CPU (CpuTileConfig::forVectorRegisters).
@@ -81,6 +83,10 @@ int main(int argc, char **argv) {
       strategy = value();
     else if (a == "--repeat")
       repeat = std::stoll(value());
+    else if (a == "--no-fused")
+      withFused = false;
+    else if (a == "--threads")
+      threads = static_cast<unsigned>(std::stoul(value()));
     else if (a == "--workspace-mib")
       workspaceMiB = std::stoll(value());
     else if (a == "--block-rows")
@@ -148,14 +154,14 @@ int main(int argc, char **argv) {
   for (int64_t r = 0; r < repeat; ++r) {
     int64_t before = peakRss(true);
     double s = now(), c = cpuNow();
-    if (llvm::Error err = (*fwd)->run(fb, {n, v, d}))
+    if (llvm::Error err = (*fwd)->run(fb, {n, v, d}, threads))
       die(llvm::toString(std::move(err)));
     bestF = std::min(bestF, now() - s);
     cpuF = std::min(cpuF, cpuNow() - c);
     peakF = std::max(peakF, peakRss(false) - before);
     before = peakRss(true);
     s = now(), c = cpuNow();
-    if (llvm::Error err = (*bwd)->run(bb, {n, v, d}))
+    if (llvm::Error err = (*bwd)->run(bb, {n, v, d}, threads))
       die(llvm::toString(std::move(err)));
     bestB = std::min(bestB, now() - s);
     cpuB = std::min(cpuB, cpuNow() - c);
@@ -176,19 +182,20 @@ int main(int argc, char **argv) {
   fz["grad_w"] = {gw.data(), dtype, v * d};
   double bestFused = 1e30;
   int64_t peakFused = 0;
-  for (int64_t r = 0; r < repeat; ++r) {
+  for (int64_t r = 0; r < (withFused ? repeat : 0); ++r) {
     int64_t before = peakRss(true);
     double s = now(), c = cpuNow();
-    if (llvm::Error err = (*fused)->run(fz, {n, v, d}))
+    if (llvm::Error err = (*fused)->run(fz, {n, v, d}, threads))
       die(llvm::toString(std::move(err)));
     bestFused = std::min(bestFused, now() - s);
     cpuFused = std::min(cpuFused, cpuNow() - c);
     peakFused = std::max(peakFused, peakRss(false) - before);
   }
-  printf("lossjit-cpu N=%lld V=%lld D=%lld %s fused forward+backward: %.3f s, extra peak "
-         "RSS %.1f MiB\n",
-         (long long)n, (long long)v, (long long)d, dtype.c_str(), bestFused,
-         peakFused / 1048576.0);
+  if (withFused)
+    printf("lossjit-cpu N=%lld V=%lld D=%lld %s fused forward+backward: %.3f s, extra peak "
+           "RSS %.1f MiB\n",
+           (long long)n, (long long)v, (long long)d, dtype.c_str(), bestFused,
+           peakFused / 1048576.0);
   printf("lossjit-cpu N=%lld V=%lld D=%lld %s %s: compile %.3f s, forward %.3f s, "
          "backward %.3f s, fwd+bwd %.3f s, extra peak RSS fwd %.1f MiB bwd %.1f MiB, "
          "loss %.6f\n",

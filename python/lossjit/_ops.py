@@ -331,18 +331,32 @@ def _(hidden, weight, target, bias, ignore_index, reduction, needs_grad_x, needs
     return loss, lse, grad_x, grad_w, grad_b
 
 
+# Elements of a 16-bit gradient rescaled at a time by _scaled(): a 4 MiB
+# float32 temporary instead of a gradient-sized one (V·D·4 bytes for grad_w).
+_SCALE_BLOCK = 1 << 20
+
+
 def _scaled(grad: Tensor, grad_loss: Tensor) -> Tensor:
     """grad_loss (a 0-d float32 tensor) × a stored gradient, in float32 and
     rounded once to the gradient's dtype. For grad_loss = 1 on the CPU (what
     loss.backward() passes) the stored gradient is returned as it is: the
     same bits, without a gradient-sized copy (on a GPU reading the value
-    would synchronize, so the product is always formed there)."""
+    would synchronize, so the product is always formed there). A 16-bit
+    gradient is rescaled _SCALE_BLOCK elements at a time, so no float32 copy
+    of it exists (under torch.compile the expression is fused instead)."""
     if (type(grad_loss) is torch.Tensor and grad_loss.device.type == "cpu"
             and not torch.compiler.is_compiling() and float(grad_loss) == 1.0):
         return grad
     if grad.dtype == torch.float32:
         return grad * grad_loss
-    return (grad.float() * grad_loss).to(grad.dtype)
+    if torch.compiler.is_compiling():
+        return (grad.float() * grad_loss).to(grad.dtype)
+    out = torch.empty(grad.shape, dtype=grad.dtype, device=grad.device)
+    src, dst = grad.reshape(-1), out.view(-1)
+    for i in range(0, src.numel(), _SCALE_BLOCK):
+        block = slice(i, i + _SCALE_BLOCK)
+        dst[block] = (src[block].float() * grad_loss).to(grad.dtype)
+    return out
 
 
 class FusedLinearCrossEntropy(torch.autograd.Function):

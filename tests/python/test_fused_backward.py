@@ -95,6 +95,23 @@ def test_grad_output_scales(reduction, dtype):
         torch.testing.assert_close(got.double(), exact, rtol=rtol, atol=atol)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_rescaling_a_16bit_gradient_keeps_no_float32_copy(monkeypatch, dtype):
+    # The stored 16-bit gradients are rescaled in blocks (no gradient-sized
+    # float32 temporary beside them); the bits are those of the one-shot
+    # float32 product rounded once. Blocks of 7 elements: several, the last
+    # one partial.
+    from lossjit import _ops
+    monkeypatch.setattr(_ops, "_SCALE_BLOCK", 7)
+    g = torch.Generator().manual_seed(5)
+    grad = (torch.randn(5, 9, generator=g) * 3).to(dtype)
+    scale = torch.tensor(-0.37)
+    got = _ops._scaled(grad, scale)
+    want = (grad.float() * scale).to(dtype)
+    assert got.dtype == dtype and got.shape == grad.shape
+    assert torch.equal(got, want)
+
+
 def test_reduction_none_falls_back():
     inputs = make_inputs("cpu", torch.float32, bias=True)
     grad_output = torch.linspace(-1, 2, inputs[2].numel())

@@ -94,49 +94,19 @@ void CpuVector::packColumns(KernelEmitter &e, const MatrixOperand &b, Value lo, 
                             int64_t groups, Value enabled, Value packed) const {
   assert(!b.kStride && "packed operands are contiguous in k");
   auto [wideEnd, narrowEnd] = packedEnds(e, lo, hi, groups * lanes, lanes, enabled);
-  Type elem = elementOf(b.buffer);
   auto blocks = [&](Value from, Value to, int64_t width) {
     e.forLoop(from, to, e.index(width), {}, [&](KernelEmitter &be, Value c0, ValueRange) {
       Value base = be.mul(be.sub(c0, lo), d);
       SmallVector<Value> lines;
       for (int64_t j = 0; j < width; ++j)
         lines.push_back(b.lineStart(be, be.add(c0, be.index(j))));
-      // Chunks of kChunk along k: one contiguous vector load per column
-      // (each line read once, not once per k: the columns are D apart and
-      // would fight over the same L1 sets), its lanes stored k-major.
-      const int64_t kChunk = 16;
-      Value kMain = be.mul(be.divUI(d, be.index(kChunk)), be.index(kChunk));
-      be.forLoop(
-          be.index(0), kMain, be.index(kChunk), {}, [&](KernelEmitter &ke, Value k0, ValueRange) {
-            Value row0 = ke.add(base, ke.mul(k0, ke.index(width)));
-            ke.forLoop(ke.index(0), ke.index(width), ke.index(1), {},
-                       [&](KernelEmitter &je, Value j, ValueRange) {
-                         Value line = b.lineStart(je, je.add(c0, j));
-                         Value v = loadVecF32(je, b.buffer, b.alongK(je, line, k0), kChunk);
-                         Value at = je.add(row0, j);
-                         for (int64_t t = 0; t < kChunk; ++t) {
-                           Value x = vector::ExtractOp::create(je.builder(), je.location(), v,
-                                                               ArrayRef<int64_t>{t});
-                           je.store(x, packed, je.add(at, je.index(t * width)));
-                         }
-                         return SmallVector<Value>{};
-                       });
-            return SmallVector<Value>{};
-          });
-      be.forLoop(kMain, d, be.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
-        OpBuilder &ob = ke.builder();
-        SmallVector<Value> column;
-        for (Value line : lines)
-          column.push_back(ke.load(b.buffer, b.alongK(ke, line, k)));
-        Value v = vector::FromElementsOp::create(ob, ke.location(),
-                                                 VectorType::get({width}, elem), column);
-        if (!elem.isF32())
-          v = arith::ExtFOp::create(ob, ke.location(),
-                                    VectorType::get({width}, ob.getF32Type()), v);
-        vector::StoreOp::create(ob, ke.location(), v, packed,
-                                ValueRange{ke.add(base, ke.mul(k, ke.index(width)))});
-        return SmallVector<Value>{};
-      });
+      // Each line read once in vectors along k, not once per k (the
+      // columns are D apart and would fight over the same L1 sets), and
+      // transposed through vector shuffles.
+      packLinesKMajor(
+          be, b.buffer, width,
+          [&](KernelEmitter &ke, int64_t j, Value k) { return b.alongK(ke, lines[j], k); }, {}, d,
+          packed, base);
       return SmallVector<Value>{};
     });
   };
@@ -193,16 +163,6 @@ SmallVector<Value> CpuVector::packedRows(KernelEmitter &e, const MatrixOperand &
   });
 }
 
-Fragment CpuVector::multiplyPacked(KernelEmitter &e, const MatrixOperand &a, const BlockTile &tile,
-                                   Value packed, Value packedOff, Value d) const {
-  Fragment f = layout(e, tile);
-  for (Value row : packedRows(e, a, f, tile.cols, packed, packedOff, d))
-    for (int64_t j = 0; j < tile.cols; ++j)
-      f.values.push_back(
-          vector::ExtractOp::create(e.builder(), e.location(), row, ArrayRef<int64_t>{j}));
-  return f;
-}
-
 Fragment CpuVector::multiplyPackedInto(KernelEmitter &e, const MatrixOperand &a,
                                        const BlockTile &tile, Value packed, Value packedOff,
                                        Value d, Value out) const {
@@ -212,51 +172,6 @@ Fragment CpuVector::multiplyPackedInto(KernelEmitter &e, const MatrixOperand &a,
     vector::StoreOp::create(e.builder(), e.location(), rows[i], out,
                             ValueRange{e.index(static_cast<int64_t>(i) * tile.cols)});
   return f;
-}
-
-SmallVector<Value>
-CpuVector::outerTile(KernelEmitter &e, int64_t rows, int64_t groups, int64_t groupLanes,
-                     Value kBegin, Value kEnd, ValueRange init,
-                     const std::function<Value(KernelEmitter &, int64_t, Value)> &scalar,
-                     const std::function<Value(KernelEmitter &, int64_t, Value)> &vec) const {
-  auto groupType = VectorType::get({groupLanes}, e.builder().getF32Type());
-  return e.forLoop(kBegin, kEnd, e.index(1), init, [&](KernelEmitter &ke, Value k, ValueRange it) {
-    SmallVector<Value> b;
-    for (int64_t g = 0; g < groups; ++g)
-      b.push_back(vec(ke, g, k));
-    SmallVector<Value> next(rows * groups);
-    for (int64_t i = 0; i < rows; ++i) {
-      Value a = scalar(ke, i, k);
-      if (groupLanes > 1)
-        a = vector::BroadcastOp::create(ke.builder(), ke.location(), groupType, a);
-      for (int64_t g = 0; g < groups; ++g)
-        next[i * groups + g] =
-            math::FmaOp::create(ke.builder(), ke.location(), a, b[g], it[i * groups + g]);
-    }
-    return next;
-  });
-}
-
-void CpuVector::forColumnGroups(
-    KernelEmitter &e, Value d, int64_t groups,
-    const std::function<void(KernelEmitter &, Value, int64_t, int64_t)> &body) const {
-  auto blocks = [&](Value lo, Value hi, int64_t step, int64_t n, int64_t width) {
-    e.forLoop(lo, hi, e.index(step), {}, [&](KernelEmitter &be, Value c0, ValueRange) {
-      body(be, c0, n, width);
-      return SmallVector<Value>{};
-    });
-  };
-  // ⌊d / step⌋·step: where blocks of `step` columns end.
-  auto end = [&](Value lo, int64_t step) {
-    return e.add(lo, e.mul(e.divUI(e.sub(d, lo), e.index(step)), e.index(step)));
-  };
-  Value zero = e.index(0);
-  Value wideEnd = groups > 1 ? end(zero, groups * lanes) : zero;
-  if (groups > 1)
-    blocks(zero, wideEnd, groups * lanes, groups, lanes);
-  Value vectorEnd = end(wideEnd, lanes);
-  blocks(wideEnd, vectorEnd, lanes, 1, lanes);
-  blocks(vectorEnd, d, 1, 1, 1);
 }
 
 Value CpuVector::loadGroup(KernelEmitter &e, Value mem, Value off, int64_t groupLanes) const {

@@ -23,6 +23,9 @@ public:
   /// The element type (a storage type name) the gradient products read dZ
   /// in: f32, or f16/bf16 for tensor-core products.
   virtual std::string productDzType() const { return "f32"; }
+  /// Bytes of the budget (a formula over WB) set aside for what is not a
+  /// workspace, e.g. the host threads' packing scratch; empty for none.
+  virtual std::string budgetReserve() const { return ""; }
   /// lce_bwd_scale: counted rows and g_r of every row.
   virtual void scale() = 0;
   /// Before the chunks: the dW (and db) sums of `acc` start at zero, so

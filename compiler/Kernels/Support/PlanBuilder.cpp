@@ -26,13 +26,15 @@ void PlanBuilder::workspace(llvm::StringRef name, llvm::StringRef dtype, llvm::S
   plan.workspaces.push_back({name.str(), dtype.str(), count.str()});
 }
 
-ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec, llvm::StringRef productDzType) {
+ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec, llvm::StringRef productDzType,
+                                         llvm::StringRef reserve) {
   constant("WB", spec.workspaceBytes);
   // Bytes per dZ element of a chunk: f32 dZ; or 16-bit dZ for tensor-core
   // products, next to the fused op's f32 raw logits.
   const bool dz16 = productDzType != "f32";
   const int64_t perElement = !dz16 ? 4 : spec.fusedForward ? 6 : 2;
-  plan.derived = {{"C", "max(1,min(N,(WB-N*4)/(V*" + std::to_string(perElement) + ")))"}};
+  std::string left = reserve.empty() ? "WB-N*4" : ("WB-N*4-" + reserve).str();
+  plan.derived = {{"C", "max(1,min(N,(" + left + ")/(V*" + std::to_string(perElement) + ")))"}};
   plan.chunkSymbol = "C";
   if (!dz16 || spec.fusedForward)
     workspace("dz", "f32", "C*V");

@@ -39,8 +39,10 @@ public:
   /// workspace and, for 16-bit storage, the f32 accumulators. With a
   /// `productDzType` other than f32 (tensor-core products) dZ is stored in
   /// that type — in "dzs" next to the fused op's f32 raw logits "dz" — with
-  /// its power-of-two scale in "gscale".
-  ChunkedAccumulators chunked(const LceSpec &spec, llvm::StringRef productDzType = "f32");
+  /// its power-of-two scale in "gscale". `reserve` (a formula over WB) is
+  /// taken off the budget before the chunk is sized.
+  ChunkedAccumulators chunked(const LceSpec &spec, llvm::StringRef productDzType = "f32",
+                              llvm::StringRef reserve = "");
 
   /// Chunks over the vocabulary (host schedules): the budget constant WB,
   /// the chunk width C = `columnsFormula` (over N, V, D, WB) and the dZ

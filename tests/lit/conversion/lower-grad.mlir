@@ -20,10 +20,35 @@
 // GPU:         gpu.module @chunked_f32_lce_bwd_dx
 // GPU:         gpu.module @chunked_f32_lce_bwd_dw
 // GPU-NOT:     gpu.module
+// The host sets the threads' packing scratch aside from the budget.
 // CPU-LABEL: module attributes {loss.launch_plans = {chunked_f32 = {
+// CPU-SAME:    derived = {{\[\[}}"C", "max(1,min(N,(WB-N*4-min(4194304,WB/16))/(V*4)))"]]
 // CPU-SAME:    name = "lce_bwd_dz", parallel = "rows", per_chunk = true
 // CPU-SAME:    name = "lce_bwd_dx_chunk", parallel = "rows", per_chunk = true
 // CPU-SAME:    name = "lce_bwd_dw_chunk", parallel = "vocab", per_chunk = true
+// dX = dZ·W and dW = dZᵀ·X are packed products (CpuVector::accumulatePacked):
+// 64-byte aligned stack blocks for packed A (64 lines × 512 k), packed B
+// (1 MiB) and the edge tile (MR × NR); B packed one vector<NR> per k step;
+// the register tile carries MR vector<NR> accumulators through the k loop,
+// per k one vector of packed B, MR broadcasts of packed A, one fma each.
+// CPU:         func.func @lce_bwd_dx_chunk(
+// CPU-NEXT:      memref.alloca() {alignment = 64 : i64} : memref<32768xf32>
+// CPU:           memref.alloca() {alignment = 64 : i64} : memref<262144xf32>
+// CPU:           memref.alloca() {alignment = 64 : i64} : memref<64xf32>
+// CPU:           vector.load %{{.*}} : memref<?xf32>, vector<8xf32>
+// CPU:           vector.store %{{.*}} : memref<?xf32>, vector<8xf32>
+// CPU:           scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// CPU:             %[[DXB:.*]] = vector.load %{{.*}} : memref<?xf32>, vector<8xf32>
+// CPU:             %[[DXA:.*]] = memref.load %{{.*}} : memref<?xf32>
+// CPU-NEXT:        %[[DXS:.*]] = vector.broadcast %[[DXA]] : f32 to vector<8xf32>
+// CPU-NEXT:        math.fma %[[DXS]], %[[DXB]], %{{.*}} : vector<8xf32>
+// CPU:         func.func @lce_bwd_dw_chunk(
+// CPU-NEXT:      memref.alloca() {alignment = 64 : i64} : memref<32768xf32>
+// CPU:           scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// CPU:             %[[DWB:.*]] = vector.load %{{.*}} : memref<?xf32>, vector<8xf32>
+// CPU:             %[[DWA:.*]] = memref.load %{{.*}} : memref<?xf32>
+// CPU-NEXT:        %[[DWS:.*]] = vector.broadcast %[[DWA]] : f32 to vector<8xf32>
+// CPU-NEXT:        math.fma %[[DWS]], %[[DWB]], %{{.*}} : vector<8xf32>
 func.func @chunked_f32(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
   %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = f32, compute = f32, workspace_bytes = 1048576 : i64} : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?xf32>, tensor<?x?xf32>
   return %dw, %dx : tensor<?x?xf32>, tensor<?x?xf32>
@@ -41,7 +66,7 @@ func.func @chunked_f32(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi6
 // f32 dW accumulator): dZ of every row per chunk, dW rounded per chunk.
 // CPU-LABEL: loss.launch_plans = {weights_only = {
 // CPU-SAME:    chunk = "C", chunk_dim = "V"
-// CPU-SAME:    derived = {{\[\["C", "max\(1,min\(V,\(WB-\(N\*4\)\)/\(\(N\+D\)\*4\)\)\)"\]\]}}
+// CPU-SAME:    derived = {{\[\["C", "max\(1,min\(V,\(WB-\(N\*4\+min\(4194304,WB/16\)\)\)/\(\(N\+D\)\*4\)\)\)"\]\]}}
 // CPU-SAME:    name = "lce_bwd_scale", parallel = "none", per_chunk = false
 // CPU-SAME:    name = "lce_bwd_dz_v", parallel = "rows", per_chunk = true
 // CPU-SAME:    {args = ["dz", "x", "dw_acc", "grad_w", "grad_bias", "col_begin", "col_end", "chunk_begin", "chunk_end", "N", "D"], {{.*}}name = "lce_bwd_dw_v", parallel = "vocab", per_chunk = true

@@ -24,24 +24,32 @@
 // CHECK-NEXT:    func.func @lce_rows(%{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index) {
 // Rows go in panels of block-rows·16 = 64 whose running (max, sum, Neumaier
 // compensation) live in a 3·64 stack array while the vocabulary is swept in
-// tiles; each tile's local (max, sum) merges into it compensated. Each tile
-// of W is packed once per panel into a stack buffer (64·D f32): k-major
-// blocks of 8 columns, read in chunks of 16 along k (vector<16> f16 loads
-// widened to f32); inside, register blocks of block-rows rows run the
-// outer-product micro-kernel: per k one vector<8> of packed W, each row's x
-// widened and broadcast, one fma per row; then the columns left over as
-// scalar dots in the same (ascending k, one fma per term) order.
+// tiles; each tile's local (max, sum) merges into it compensated. f16 rows
+// of x are widened to f32 once per panel (into a stack copy of at most
+// 256 Ki floats: vector<16> loads and extf), so the micro-kernel never
+// widens per broadcast. Each tile of W is packed once per panel into a
+// stack buffer (64·D f32): k-major blocks of 8 columns, read in chunks of
+// 16 along k (vector<16> f16 loads widened to f32) and transposed by
+// rounds of vector shuffles (zips); inside, register blocks
+// of block-rows rows run the outer-product micro-kernel: per k one
+// vector<8> of packed W, each row's f32 x broadcast, one fma per row; then
+// the columns left over as scalar dots in the same (ascending k, one fma
+// per term) order.
+// CHECK:           memref.alloca(%{{.*}}) : memref<?xf32>
 // CHECK:           memref.alloca(%{{.*}}) : memref<?xf32>
 // CHECK:           memref.alloca() : memref<192xf32>
-// CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{c64.*}} {
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{[0-9]+}} {
+// CHECK:             vector.load %{{.*}} : memref<?xf16>, vector<16xf16>
+// CHECK-NEXT:        arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
+// CHECK-NEXT:        vector.store %{{.*}} : memref<?xf32>, vector<16xf32>
 // CHECK:             scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{c64.*}} {
 // CHECK:               vector.load %{{.*}} : memref<?xf16>, vector<16xf16>
 // CHECK-NEXT:          arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
-// CHECK:               vector.from_elements {{.*}} : vector<8xf16>
+// CHECK:               vector.shuffle %{{.*}}, %{{.*}} [0, 16, 1, 17, {{.*}}] : vector<16xf32>, vector<16xf32>
 // CHECK:               scf.for %{{.*}} = %arg{{[0-9]+}} to %{{[0-9]+}} step %{{c4(_[0-9]+)?}} {
 // CHECK:             scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
 // CHECK:             %[[WP:.*]] = vector.load %{{.*}} : memref<?xf32>, vector<8xf32>
-// CHECK:             %[[XF:.*]] = arith.extf %{{.*}} : f16 to f32
+// CHECK:             %[[XF:.*]] = memref.load %{{.*}} : memref<?xf32>
 // CHECK-NEXT:        %[[XB:.*]] = vector.broadcast %[[XF]] : f32 to vector<8xf32>
 // CHECK-NEXT:        math.fma %[[XB]], %[[WP]], %{{.*}} : vector<8xf32>
 // CHECK-NOT:         vector.reduction
@@ -98,7 +106,7 @@ func.func @f32_sum_bias(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi
 // CHECK-SAME:    workspaces = []
 // CHECK:       module @bf16_none_kernels {
 // CHECK:         func.func @lce_rows(%{{.*}}: memref<?xbf16>,
-// CHECK:           arith.extf %{{.*}} : vector<8xbf16> to vector<8xf32>
+// CHECK:           arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
 // CHECK-NOT:     func.func @lce_reduce
 func.func @bf16_none(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) -> tensor<?xf32> {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {reduction = #loss<reduction none>, storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64> -> tensor<?xf32>, tensor<?xf32>

@@ -68,7 +68,7 @@ func.func @lce(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> t
 // CHECK-SAME:    options = {bias = "true", dtype = "bf16", ignore_index = "-100", label_type = "i32", {{[^}]*}}reduction = "none"}
 // CHECK-NEXT:    module @head_kernels {
 // CHECK-NEXT:      llvm.func @lce_rows(
-// CHECK:             llvm.bitcast %{{.*}} : vector<8xbf16> to vector<8xi16>
+// CHECK:             llvm.bitcast %{{.*}} : vector<16xbf16> to vector<16xi16>
 // CHECK:             llvm.return
 // CHECK-NEXT:      }
 // CHECK-NEXT:    }

@@ -35,6 +35,11 @@ std::string describe(const GradCase &c) {
          " ignored=" + std::to_string(c.ignored) + " ws=" + std::to_string(c.workspaceBytes);
 }
 
+/// A workspace budget that leaves `bytes` for the chunks after the host's
+/// scratch reserve (WB/16 of small budgets, CpuSchedule::kScratchReserve),
+/// so a test can size its chunks exactly.
+int64_t budgetFor(int64_t bytes) { return bytes * 16 / 15 + 16; }
+
 /// Storage bytes of one element.
 int64_t bytesOf(const std::string &dtype) { return dtype == "f32" ? 4 : 2; }
 
@@ -268,7 +273,7 @@ TEST_F(CpuBackward, ChunksStrategiesAndThreadsAgree) {
   // one-chunk result within rounding, and each must be bitwise stable.
   GradCase one{40, 130, 24, "f32", "chunked", "mean", true, 0.1};
   GradCase many = one;
-  many.workspaceBytes = 130 * 4 * 3 + 40 * 4; // C = 3 rows per chunk
+  many.workspaceBytes = budgetFor(130 * 4 * 3 + 40 * 4); // C = 3 rows per chunk
   GradCase recompute = one;
   recompute.strategy = "recompute";
   RandomLceOptions o;
@@ -305,10 +310,10 @@ TEST_F(CpuBackward, VocabularyChunksGiveTheRowChunksBits) {
   for (std::string dtype : {"bf16", "f16"})
     for (std::string reduction : {"mean", "none"}) {
       GradCase rows{37, 149, 29, dtype, "chunked", reduction, true, 0.15};
-      rows.workspaceBytes = 149 * 4 * 5 + 37 * 4; // 5 rows per chunk
+      rows.workspaceBytes = budgetFor(149 * 4 * 5 + 37 * 4); // 5 rows per chunk
       GradCase vocab = rows;
       vocab.strategy = "auto";
-      vocab.workspaceBytes = 37 * 4 + 37 * 29 * 4 + 11 * (37 + 29) * 4; // 11 columns
+      vocab.workspaceBytes = budgetFor(37 * 4 + 37 * 29 * 4 + 11 * (37 + 29) * 4); // 11 columns
       SCOPED_TRACE(describe(vocab));
       RandomLceOptions o;
       o.n = rows.n, o.v = rows.v, o.d = rows.d, o.dtype = dtype, o.bias = true;
@@ -407,7 +412,7 @@ TEST_F(CpuBackward, FusedForwardBackwardInOnePass) {
   for (std::string dtype : {"f32", "f16", "bf16"})
     for (std::string reduction : {"mean", "sum"}) {
       GradCase c{23, 67, 11, dtype, "chunked", reduction, true, 0.2};
-      c.workspaceBytes = 23 * 4 + 5 * 67 * 4; // C = 5 rows per chunk
+      c.workspaceBytes = budgetFor(23 * 4 + 5 * 67 * 4); // C = 5 rows per chunk
       SCOPED_TRACE(describe(c));
       RandomLceOptions o;
       o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = dtype, o.reduction = reduction;
@@ -471,4 +476,63 @@ TEST_F(CpuBackward, FusedForwardBackwardRejectsNone) {
   EXPECT_EQ(llvm::toString(graph.takeError()),
             "the fused forward+backward needs reduction mean or sum (with none every "
             "row has its own loss gradient)");
+}
+
+TEST_F(CpuBackward, PackedBlocksKeepTheOrderOfEverySum) {
+  // The packed dX and dW (CpuVector::accumulatePacked) block k, the
+  // columns and the rows of A, and run the tiles at the edges of M and N on
+  // a padded copy; none of it may move a bit. The recompute schedule sums
+  // the same terms in the same order without any blocking (one rank-one
+  // update per vocabulary column or row), so every schedule must give its
+  // bits. Shapes: D = 2100 takes two column blocks (2048 + 52) and k blocks
+  // of 128; V = 613 and N = 83 leave partial register tiles, row blocks and
+  // k blocks everywhere; several row and vocabulary chunks.
+  for (std::string dtype : {"f32", "bf16"}) {
+    GradCase recompute{83, 613, 2100, dtype, "recompute", "mean", true, 0.1};
+    GradCase rows = recompute;
+    rows.strategy = "chunked";
+    rows.workspaceBytes = budgetFor(613 * 4 * 29 + 83 * 4); // 29 rows per chunk
+    GradCase vocab = recompute;
+    vocab.strategy = "auto";
+    vocab.workspaceBytes = budgetFor(83 * 4 + 83 * 2100 * 4 + 257 * (83 + 2100) * 4); // 257 columns
+    SCOPED_TRACE(dtype);
+    RandomLceInputs in;
+    inputsFor(recompute, in);
+    std::vector<float> g = gradLossFor(recompute);
+    Grads want = run(recompute, in.problem, g, 2);
+    LceGradReference ref =
+        referenceLinearCrossEntropyGrad(in.problem, std::vector<double>(g.begin(), g.end()));
+    double tol = dtype == "f32" ? 1e-4 : 1e-2;
+    EXPECT_LE(relativeL2Error(want.x.data(), dtype, ref.gradX), tol);
+    EXPECT_LE(relativeL2Error(want.w.data(), dtype, ref.gradW), tol);
+    for (const GradCase &c : {rows, vocab}) {
+      if (c.strategy == "auto" && dtype == "f32")
+        continue; // f32 storage chunks the rows with strategy auto too
+      SCOPED_TRACE(describe(c));
+      for (unsigned threads : {1u, 2u}) {
+        Grads got = run(c, in.problem, g, threads);
+        EXPECT_EQ(got.x, want.x) << "grad_x, " << threads << " threads";
+        EXPECT_EQ(got.w, want.w) << "grad_w, " << threads << " threads";
+        EXPECT_EQ(got.b, want.b) << "grad_bias, " << threads << " threads";
+      }
+    }
+  }
+}
+
+TEST_F(CpuBackward, RowsWiderThan8192) {
+  // D = 8200: the logits no longer fit the packed W tile (64 columns × D
+  // f32 on the stack) and the packed products take five column blocks with
+  // k blocks of 128; 16-bit x is widened 24 rows per panel. D = 40000: six
+  // widened rows per panel, fewer than a register block. Right against
+  // fp64, the same bits as recompute.
+  for (int64_t d : {8200, 40000})
+    for (std::string dtype : {"f32", "bf16"}) {
+      GradCase recompute{11, 45, d, dtype, "recompute", "sum", true, 0.1};
+      GradCase chunked = recompute;
+      chunked.strategy = dtype == "f32" ? "chunked" : "auto";
+      Grads want = checkCase(recompute), got = checkCase(chunked);
+      EXPECT_EQ(got.x, want.x) << dtype << " grad_x";
+      EXPECT_EQ(got.w, want.w) << dtype << " grad_w";
+      EXPECT_EQ(got.b, want.b) << dtype << " grad_bias";
+    }
 }

@@ -16,6 +16,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace lossjit;
 
@@ -28,6 +30,7 @@ struct Backward : ChunkedBackwardSteps {
   CpuSchedule &s;
   ChunkedAccumulators acc;
 
+  std::string budgetReserve() const override { return CpuSchedule::kScratchReserve; }
   void scale() override { buildScale(); }
   /// No kernel: the host always runs a first chunk (empty when N = 0, see
   /// CpuCompiledOp::run), where lce_bwd_dw_chunk zeroes the sums itself.
@@ -106,62 +109,42 @@ struct Backward : ChunkedBackwardSteps {
     });
   }
 
-  /// Rows-parallel (per chunk): dX rows = dZ rows · W. A panel of rows
-  /// keeps its f32 dX on the stack while the vocabulary is swept tile by
-  /// tile, so each W tile is read once per panel; within a tile a register
-  /// tile of rows × column groups sums its terms over j in order (the same
-  /// fma sequence per element as one row at a time).
+  /// Rows-parallel (per chunk): dX rows = dZ rows · W as a packed product
+  /// (CpuVector::accumulatePacked), every element summed over j ascending.
+  /// f32 storage sums in grad_x itself; 16-bit storage in f32 panels of
+  /// rows on the stack, rounded once into grad_x.
   void buildDxChunk() {
     KernelSignature sig("lce_bwd_dx_chunk");
     sig.arg("dz", flat(s.f32())).arg("w", flat(st())).arg("grad_x", flat(st()));
     sig.arg("row_begin", s.index()).arg("row_end", s.index()).arg("chunk_begin", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     KernelArgs a = s.sink.begin(sig, rows(/*perChunk=*/true));
-    const int64_t br = s.tile.blockRows, groups = s.tile.blockCols, vtile = s.tile.vocabTile;
     KernelEmitter e = emitter();
-    Value d = a["D"], v = a["V"], cb = a["chunk_begin"], rowEnd = a["row_end"];
-    Value panel = s.panelRows(e, d, br * s.tile.panelBlocks);
+    Value d = a["D"], v = a["V"], rowEnd = a["row_end"];
+    CpuVector::PackedShape shape = s.packedShape();
+    CpuVector::PackBuffers buffers = s.matmul.packBuffers(e, shape);
+    MatrixOperand dz{a["dz"], v, Value(), a["chunk_begin"]};
+    MatrixOperand wt{a["w"], Value(), d};
+    Value fresh = s.always(e);
+    if (st().isF32()) {
+      s.matmul.accumulatePacked(e, shape, buffers, dz, wt, a["row_begin"], rowEnd, d, e.index(0),
+                                v, {a["grad_x"], [&](KernelEmitter &le, Value m) {
+                                      return le.mul(m, d);
+                                    }},
+                                fresh);
+      s.sink.end();
+      return;
+    }
+    // Panels of up to 1 MiB of f32 rows, as many rows as fit.
+    Value panel = s.panelRows(e, d, std::numeric_limits<int32_t>::max(), 256 * 1024);
     Value accRows = stackF32(e, e.mul(panel, d));
     e.forLoop(a["row_begin"], rowEnd, panel, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
       Value panelEnd = pe.minUI(pe.add(pb, panel), rowEnd);
-      emitZeroRow(pe, accRows, pe.index(0), pe.mul(pe.sub(panelEnd, pb), d));
-      pe.forLoop(pe.index(0), v, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
-        Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
-        te.forLoop(pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
-          // Rows past the panel are clamped onto its last row: they compute
-          // and store that row's values again.
-          Fragment owned = s.matmul.layout(re, {rb, br, panelEnd, vt, 1, Value()});
-          SmallVector<Value> dzOff, accOff;
-          for (Value row : owned.rows) {
-            dzOff.push_back(re.mul(re.sub(row, cb), v));
-            accOff.push_back(re.mul(re.sub(row, pb), d));
-          }
-          s.matmul.forColumnGroups(
-              re, d, groups, [&](KernelEmitter &ge, Value c0, int64_t n, int64_t lanes) {
-                auto at = [&](KernelEmitter &le, int64_t i, int64_t g) {
-                  return le.add(accOff[i], le.add(c0, le.index(g * lanes)));
-                };
-                SmallVector<Value> init;
-                for (int64_t i = 0; i < br; ++i)
-                  for (int64_t g = 0; g < n; ++g)
-                    init.push_back(s.matmul.loadGroup(ge, accRows, at(ge, i, g), lanes));
-                SmallVector<Value> sums = s.matmul.outerTile(
-                    ge, br, n, lanes, vt, vtEnd, init,
-                    [&](KernelEmitter &ke, int64_t i, Value j) {
-                      return ke.load(a["dz"], ke.add(dzOff[i], j));
-                    },
-                    [&](KernelEmitter &ke, int64_t g, Value j) {
-                      return s.matmul.loadGroup(
-                          ke, a["w"], ke.add(ke.mul(j, d), ke.add(c0, ke.index(g * lanes))), lanes);
-                    });
-                for (int64_t i = 0; i < br; ++i)
-                  for (int64_t g = 0; g < n; ++g)
-                    s.matmul.storeGroup(ge, sums[i * n + g], accRows, at(ge, i, g));
-              });
-          return SmallVector<Value>{};
-        });
-        return SmallVector<Value>{};
-      });
+      s.matmul.accumulatePacked(pe, shape, buffers, dz, wt, pb, panelEnd, d, pe.index(0), v,
+                                {accRows, [&](KernelEmitter &le, Value m) {
+                                   return le.mul(le.sub(m, pb), d);
+                                 }},
+                                fresh);
       pe.forLoop(pb, panelEnd, pe.index(1), {}, [&](KernelEmitter &se, Value row, ValueRange) {
         emitCopyRow(se, accRows, se.mul(se.sub(row, pb), d), a["grad_x"], se.mul(row, d), d);
         return SmallVector<Value>{};
@@ -259,11 +242,12 @@ struct Backward : ChunkedBackwardSteps {
     // Like the forward: panels of rows sweep the vocabulary tile by tile so
     // each W tile is read once per panel. Every dZ element is computed by
     // the same operations whatever the tiling.
-    const int64_t panel = br * s.tile.panelBlocks, vtile = s.tile.vocabTile;
+    const int64_t vtile = s.tile.vocabTile;
     CpuSchedule::LogitPack pack = s.logitPack(e, a["D"]);
     e.forLoop(
-        a["row_begin"], rowEnd, e.index(panel), {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
-          Value panelEnd = pe.minUI(pe.add(pb, pe.index(panel)), rowEnd);
+        a["row_begin"], rowEnd, pack.panelRows, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
+          Value panelEnd = pe.minUI(pe.add(pb, pack.panelRows), rowEnd);
+          s.widenRows(pe, a, pack, pb, panelEnd);
           pe.forLoop(
               pe.index(0), v, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
                 Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
@@ -271,7 +255,7 @@ struct Backward : ChunkedBackwardSteps {
                 te.forLoop(
                     pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
                       s.forLogitTiles(
-                          re, a, pack, rb, panelEnd, vt, vtEnd, {},
+                          re, a, pack, pb, rb, panelEnd, vt, vtEnd, {},
                           [&](KernelEmitter &ve, Fragment &z, ValueRange) {
                             SmallVector<Value> dz =
                                 storeRaw ? SmallVector<Value>(z.values) : rowGrads(ve, a, z);
@@ -340,11 +324,8 @@ struct Backward : ChunkedBackwardSteps {
   }
 
   /// Vocab-parallel (per chunk): dW_acc[j] (+)= Σ_{r in chunk} dZ[r, j]·x_r
-  /// in row order, starting from 0 at the first chunk; db likewise. A block
-  /// of BR vocabulary rows packs its dZ columns for a run of chunk rows
-  /// (contiguous broadcasts), then a register tile of BR rows × column
-  /// groups of dW sums over those rows in order, carried through dw_acc
-  /// (f32, exact) from run to run.
+  /// in row order, starting from 0 at the first chunk, as a packed product
+  /// (CpuVector::accumulatePacked); db likewise.
   void buildDwChunk() {
     KernelSignature sig("lce_bwd_dw_chunk");
     sig.arg("dz", flat(s.f32())).arg("x", flat(st())).arg("dw_acc", flat(s.f32()), acc.dw);
@@ -353,95 +334,49 @@ struct Backward : ChunkedBackwardSteps {
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     KernelArgs a = s.sink.begin(sig, vocab(/*perChunk=*/true));
-    const int64_t br = s.tile.blockRows, groups = s.tile.blockCols;
-    const int64_t run = 256; // chunk rows packed at a time
     KernelEmitter e = emitter();
     Value d = a["D"], v = a["V"], cb = a["chunk_begin"], ce = a["chunk_end"];
-    Value dwAcc = a["dw_acc"], dbAcc = a["db_acc"], colEnd = a["col_end"];
-    Value packed = stackF32(e, e.index(run * br));
+    CpuVector::PackedShape shape = s.packedShape();
+    CpuVector::PackBuffers buffers = s.matmul.packBuffers(e, shape);
     Value firstChunk = e.cmpI(arith::CmpIPredicate::eq, cb, e.index(0));
-    e.forLoop(
-        a["col_begin"], colEnd, e.index(br), {}, [&](KernelEmitter &be, Value j0, ValueRange) {
-          // Vocabulary rows past the range are clamped onto its last one.
-          Fragment owned = s.matmul.layout(be, {j0, br, colEnd, be.index(0), 1, Value()});
-          // No rows at all (N = 0): the run loop below never starts, so the
-          // first chunk zeroes the accumulators itself.
-          be.ifThen(be.andI(firstChunk, be.cmpI(arith::CmpIPredicate::eq, cb, ce)),
-                    [&](KernelEmitter &ze) {
-                      s.matmul.forColumnGroups(
-                          ze, d, groups,
-                          [&](KernelEmitter &ge, Value c0, int64_t n, int64_t lanes) {
-                            for (int64_t i = 0; i < br; ++i)
-                              for (int64_t g = 0; g < n; ++g)
-                                s.matmul.storeGroup(
-                                    ge, s.matmul.zeroGroup(ge, lanes), dwAcc,
-                                    ge.add(ge.mul(owned.rows[i], d),
-                                           ge.add(c0, ge.index(g * lanes))));
-                          });
-                      if (dbAcc)
-                        for (int64_t i = 0; i < br; ++i)
-                          ze.store(ze.f32(0.0), dbAcc, owned.rows[i]);
-                    });
-          be.forLoop(cb, ce, be.index(run), {}, [&](KernelEmitter &re, Value rs, ValueRange) {
-            Value runEnd = re.minUI(re.add(rs, re.index(run)), ce);
-            re.forLoop(rs, runEnd, re.index(1), {}, [&](KernelEmitter &pe, Value r, ValueRange) {
-              Value dzRow = pe.mul(pe.sub(r, cb), v);
-              Value slot = pe.mul(pe.sub(r, rs), pe.index(br));
-              for (int64_t i = 0; i < br; ++i)
-                pe.store(pe.load(a["dz"], pe.add(dzRow, owned.rows[i])), packed,
-                         pe.add(slot, pe.index(i)));
-              return SmallVector<Value>{};
-            });
-            Value fresh = re.andI(firstChunk, re.cmpI(arith::CmpIPredicate::eq, rs, cb));
-            auto dzAt = [&](KernelEmitter &ke, int64_t i, Value r) {
-              return ke.load(packed, ke.add(ke.mul(ke.sub(r, rs), ke.index(br)), ke.index(i)));
-            };
-            s.matmul.forColumnGroups(
-                re, d, groups, [&](KernelEmitter &ge, Value c0, int64_t n, int64_t lanes) {
-                  auto at = [&](KernelEmitter &le, int64_t i, int64_t g) {
-                    return le.add(le.mul(owned.rows[i], d), le.add(c0, le.index(g * lanes)));
-                  };
-                  SmallVector<Value> init;
-                  for (int64_t i = 0; i < br; ++i)
-                    for (int64_t g = 0; g < n; ++g)
-                      init.push_back(ge.ifElse(
-                          fresh, [&](KernelEmitter &z) { return s.matmul.zeroGroup(z, lanes); },
-                          [&](KernelEmitter &l) {
-                            return s.matmul.loadGroup(l, dwAcc, at(l, i, g), lanes);
-                          }));
-                  SmallVector<Value> sums = s.matmul.outerTile(
-                      ge, br, n, lanes, rs, runEnd, init, dzAt,
-                      [&](KernelEmitter &ke, int64_t g, Value r) {
-                        return s.matmul.loadGroup(
-                            ke, a["x"], ke.add(ke.mul(r, d), ke.add(c0, ke.index(g * lanes))),
-                            lanes);
-                      });
-                  for (int64_t i = 0; i < br; ++i)
-                    for (int64_t g = 0; g < n; ++g)
-                      s.matmul.storeGroup(ge, sums[i * n + g], dwAcc, at(ge, i, g));
-                });
-            if (dbAcc) {
-              // Every start is read before any sum is stored: a clamped
-              // duplicate of the last vocabulary row must see the same start.
-              SmallVector<Value> starts, sums;
-              for (int64_t i = 0; i < br; ++i)
-                starts.push_back(re.ifElse(
-                    fresh, [](KernelEmitter &z) { return z.f32(0.0); },
-                    [&](KernelEmitter &l) { return l.load(dbAcc, owned.rows[i]); }));
-              for (int64_t i = 0; i < br; ++i)
-                sums.push_back(re.forLoop(rs, runEnd, re.index(1), {starts[i]},
-                                          [&](KernelEmitter &ke, Value r, ValueRange it) {
-                                            return SmallVector<Value>{
-                                                ke.addF(it[0], dzAt(ke, i, r))};
-                                          })[0]);
-              for (int64_t i = 0; i < br; ++i)
-                re.store(sums[i], dbAcc, owned.rows[i]);
-            }
-            return SmallVector<Value>{};
-          });
-          return SmallVector<Value>{};
-        });
+    // A = dZᵀ (vocabulary lines contiguous, k = the chunk's rows), B = Xᵀ.
+    MatrixOperand dzT{a["dz"], Value(), v, Value(), cb};
+    MatrixOperand xT{a["x"], Value(), d};
+    s.matmul.accumulatePacked(e, shape, buffers, dzT, xT, a["col_begin"], a["col_end"], d, cb, ce,
+                              {a["dw_acc"], [&](KernelEmitter &le, Value j) {
+                                 return le.mul(j, d);
+                               }},
+                              firstChunk);
+    if (Value dbAcc = a["db_acc"])
+      emitColumnSums(e, a["dz"], v, cb, ce, a["col_begin"], a["col_end"], dbAcc, firstChunk);
     s.sink.end();
+  }
+
+  /// sums[j] = (fresh ? 0 : sums[j]) + Σ_{r ∈ [rowBegin, rowEnd)} m[(r −
+  /// rowBegin)·stride + j] in row order, for j ∈ [colBegin, colEnd):
+  /// vectors of columns, then single columns (each column its own chain).
+  void emitColumnSums(KernelEmitter &e, Value m, Value stride, Value rowBegin, Value rowEnd,
+                      Value colBegin, Value colEnd, Value sums, Value fresh) {
+    const int64_t lanes = s.tile.vectorWidth;
+    Value vecEnd = e.add(colBegin, e.mul(e.divUI(e.sub(colEnd, colBegin), e.index(lanes)),
+                                         e.index(lanes)));
+    auto columns = [&](Value lo, Value hi, int64_t width) {
+      e.forLoop(lo, hi, e.index(width), {}, [&](KernelEmitter &je, Value j, ValueRange) {
+        Value start = je.ifElse(
+            fresh, [&](KernelEmitter &z) { return s.matmul.zeroGroup(z, width); },
+            [&](KernelEmitter &l) { return s.matmul.loadGroup(l, sums, j, width); });
+        Value sum = je.forLoop(rowBegin, rowEnd, je.index(1), {start},
+                               [&](KernelEmitter &ke, Value r, ValueRange it) {
+                                 Value at = ke.add(ke.mul(ke.sub(r, rowBegin), stride), j);
+                                 return SmallVector<Value>{
+                                     ke.addF(it[0], s.matmul.loadGroup(ke, m, at, width))};
+                               })[0];
+        s.matmul.storeGroup(je, sum, sums, j);
+        return SmallVector<Value>{};
+      });
+    };
+    columns(colBegin, vecEnd, lanes);
+    columns(vecEnd, colEnd, 1);
   }
 
   /// Vocab-parallel: one rounding of the f32 accumulators to storage.

@@ -8,19 +8,8 @@
 using namespace mlir;
 using namespace lossjit;
 
-SmallVector<Value> lossjit::forColumnBlocks(
-    KernelEmitter &e, Value lo, Value hi, int64_t cols, ValueRange iters,
-    const std::function<SmallVector<Value>(KernelEmitter &, Value, int64_t, ValueRange)> &body) {
-  SmallVector<Value> carried(iters.begin(), iters.end());
-  Value main = lo;
-  if (cols > 1) {
-    main = e.add(lo, e.mul(e.divUI(e.sub(hi, lo), e.index(cols)), e.index(cols)));
-    carried = e.forLoop(
-        lo, main, e.index(cols), carried,
-        [&](KernelEmitter &be, Value c0, ValueRange it) { return body(be, c0, cols, it); });
-  }
-  return e.forLoop(main, hi, e.index(1), carried,
-                   [&](KernelEmitter &be, Value c, ValueRange it) { return body(be, c, 1, it); });
+Value CpuSchedule::always(KernelEmitter &e) const {
+  return arith::ConstantIntOp::create(e.builder(), e.location(), e.builder().getI1Type(), 1);
 }
 
 Value lossjit::stackF32(KernelEmitter &e, Value count) {
@@ -55,8 +44,40 @@ Fragment CpuSchedule::logits(KernelEmitter &e, const KernelArgs &a, const BlockT
 CpuSchedule::LogitPack CpuSchedule::logitPack(KernelEmitter &e, Value d) const {
   Value floats = e.mul(e.index(tile.vocabTile), d);
   Value enabled = e.cmpI(arith::CmpIPredicate::ule, floats, e.index(kMaxPackFloats));
-  return {stackF32(e, e.select(enabled, floats, e.index(1))), enabled,
-          stackF32(e, e.index(tile.blockRows * tile.blockCols * tile.vectorWidth))};
+  LogitPack pack{stackF32(e, e.select(enabled, floats, e.index(1))), enabled,
+                 stackF32(e, e.index(tile.blockRows * tile.blockCols * tile.vectorWidth)),
+                 Value(), e.index(tile.blockRows * tile.panelBlocks)};
+  if (storage().isF32())
+    return pack;
+  // As many whole register blocks as fit (a single row when not even one
+  // block does).
+  const int64_t br = tile.blockRows;
+  Value fit = e.divUI(e.index(kWideRowFloats), d);
+  Value blocks = e.mul(e.divUI(fit, e.index(br)), e.index(br));
+  Value rows = e.select(e.cmpI(arith::CmpIPredicate::ult, fit, e.index(br)), fit, blocks);
+  rows = e.select(e.cmpI(arith::CmpIPredicate::ult, rows, e.index(1)), e.index(1), rows);
+  pack.panelRows = e.minUI(rows, pack.panelRows);
+  pack.rows = stackF32(e, e.mul(pack.panelRows, d));
+  return pack;
+}
+
+void CpuSchedule::widenRows(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack,
+                            Value pb, Value pe) const {
+  if (!pack.rows)
+    return;
+  Value d = a["D"];
+  // The panel's rows are contiguous in x and in the copy.
+  Value count = e.mul(e.sub(pe, pb), d), from = e.mul(pb, d);
+  const int64_t lanes = 16;
+  Value main = e.mul(e.divUI(count, e.index(lanes)), e.index(lanes));
+  e.forLoop(e.index(0), main, e.index(lanes), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+    matmul.storeGroup(ke, matmul.loadGroup(ke, a["x"], ke.add(from, k), lanes), pack.rows, k);
+    return SmallVector<Value>{};
+  });
+  e.forLoop(main, count, e.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
+    ke.store(ke.loadF32(a["x"], ke.add(from, k)), pack.rows, k);
+    return SmallVector<Value>{};
+  });
 }
 
 void CpuSchedule::packLogits(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack,
@@ -66,11 +87,12 @@ void CpuSchedule::packLogits(KernelEmitter &e, const KernelArgs &a, const LogitP
 }
 
 SmallVector<Value> CpuSchedule::forLogitTiles(
-    KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, Value rb, Value rowLimit,
-    Value vt, Value vtEnd, ValueRange iters,
+    KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, Value pb, Value rb,
+    Value rowLimit, Value vt, Value vtEnd, ValueRange iters,
     const std::function<SmallVector<Value>(KernelEmitter &, Fragment &, ValueRange)> &body) const {
   Value d = a["D"];
-  MatrixOperand xs{a["x"], d};
+  // x's rows: in place, or the panel's widened copy (row r at (r − pb)·D).
+  MatrixOperand xs = pack.rows ? MatrixOperand{pack.rows, d, Value(), pb} : MatrixOperand{a["x"], d};
   return matmul.forPackedColumns(
       e, vt, vtEnd, d, tile.blockCols, pack.enabled, iters,
       [&](KernelEmitter &ve, Value c0, int64_t cols, Value packedOff, ValueRange it) {
@@ -118,4 +140,21 @@ Value CpuSchedule::panelRows(KernelEmitter &e, Value d, int64_t most, int64_t bu
   Value fit = e.mul(e.divUI(e.divUI(e.index(budgetFloats), d), e.index(br)), e.index(br));
   Value capped = e.minUI(fit, e.index(most));
   return e.select(e.cmpI(arith::CmpIPredicate::ult, capped, e.index(br)), e.index(br), capped);
+}
+
+CpuVector::PackedShape CpuSchedule::packedShape() const {
+  // A packed in blocks of 64 lines (a strided dZᵀ is read in runs of 64
+  // columns); columns in blocks of up to 2048 (all of D for D ≤ 2048, so
+  // each packed panel of A serves every column); k in blocks that keep
+  // the packed B block at 1 MiB in L2 (256 steps at D = 1024, at most
+  // 512). Measured at 4096×32000×1024 (docs/benchmarks.md).
+  const int64_t mr = tile.blockRows, nr = tile.blockCols * tile.vectorWidth;
+  CpuVector::PackedShape shape;
+  shape.rows = mr, shape.groups = tile.blockCols;
+  shape.blockRows = (64 + mr - 1) / mr * mr;
+  shape.maxCols = (2048 + nr - 1) / nr * nr;
+  shape.blockFloats = 256 * 1024;
+  shape.maxK = 512;
+  shape.minK = std::max<int64_t>(1, std::min(shape.maxK, shape.blockFloats / shape.maxCols));
+  return shape;
 }

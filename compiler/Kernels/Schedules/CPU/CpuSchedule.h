@@ -24,6 +24,8 @@ struct CpuSchedule {
   mlir::Type f32() const { return sink.builder().getF32Type(); }
   mlir::Type index() const { return sink.builder().getIndexType(); }
   mlir::MemRefType flat(mlir::Type t) const { return KernelSink::flat(t); }
+  /// The i1 constant true.
+  mlir::Value always(KernelEmitter &e) const;
 
   /// x, w, [bias] and the per-row adjoint inputs (declareAdjointInputs):
   /// what recomputing dZ reads.
@@ -39,29 +41,51 @@ struct CpuSchedule {
     mlir::Value buffer, enabled;
     /// The register tile's accumulators, spilled for the epilogue.
     mlir::Value tile;
+    /// 16-bit storage: the panel's rows of x widened to f32 once
+    /// (panelRows·D on the stack), so the micro-kernel broadcasts f32 from
+    /// memory instead of widening x per broadcast (a vector-port op next to
+    /// every fma pair). Null for f32 storage, which reads x in place.
+    mlir::Value rows;
+    /// Rows per panel: blockRows·panelBlocks, and for 16-bit storage at
+    /// most what kWideRowFloats holds (at least one row).
+    mlir::Value panelRows;
   };
   static constexpr int64_t kMaxPackFloats = 512 * 1024;
+  static constexpr int64_t kWideRowFloats = 256 * 1024;
   LogitPack logitPack(KernelEmitter &e, mlir::Value d) const;
   /// Packs W's columns [vt, vtEnd) (a kernel with "w" and D) for
   /// forLogitTiles().
   void packLogits(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, mlir::Value vt,
                   mlir::Value vtEnd) const;
+  /// Widens x's rows [pb, pe) (a panel) into pack.rows; nothing for f32.
+  void widenRows(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, mlir::Value pb,
+                 mlir::Value pe) const;
   /// The raw logits x·w + b of rows [rb, rb + blockRows) (clamped below
-  /// rowLimit) at the packed columns [vt, vtEnd): register tiles of
-  /// blockRows × blockCols·vectorWidth columns, then of vectorWidth, then
-  /// single columns, in ascending order; body(e, raw, iters) → iters, once
-  /// per column (a one-column fragment: the epilogue is a loop over the
-  /// tile's columns, not unrolled over them). Every logit is summed in
-  /// ascending k with one fma per term, whatever tile it falls in.
+  /// rowLimit) of the panel that starts at row pb, at the packed columns
+  /// [vt, vtEnd): register tiles of blockRows × blockCols·vectorWidth
+  /// columns, then of vectorWidth, then single columns, in ascending
+  /// order; body(e, raw, iters) → iters, once per column (a one-column
+  /// fragment: the epilogue is a loop over the tile's columns, not
+  /// unrolled over them). Every logit is summed in ascending k with one
+  /// fma per term, whatever tile it falls in.
   llvm::SmallVector<mlir::Value>
-  forLogitTiles(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, mlir::Value rb,
-                mlir::Value rowLimit, mlir::Value vt, mlir::Value vtEnd, mlir::ValueRange iters,
+  forLogitTiles(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, mlir::Value pb,
+                mlir::Value rb, mlir::Value rowLimit, mlir::Value vt, mlir::Value vtEnd,
+                mlir::ValueRange iters,
                 const std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, Fragment &,
                                                                    mlir::ValueRange)> &body) const;
   /// dZ of the fragment's rows and columns from their raw logits
   /// (emitRawGrad: the statistics' adjoints times ∂z/∂raw), row-major.
   llvm::SmallVector<mlir::Value> rowGrads(KernelEmitter &e, const KernelArgs &a,
                                           const Fragment &raw) const;
+  /// The packed products' shape (dX and dW): the config's register tile
+  /// (blockRows × blockCols·vectorWidth) and the cache blocks around it.
+  CpuVector::PackedShape packedShape() const;
+  /// The part of the workspace budget WB the host kernels' stack scratch
+  /// takes (packed operand blocks, widened x panels: 1–2.5 MiB per
+  /// thread): WB/16, at most 4 MiB — two threads' worth at the default
+  /// 64 MiB. A formula over WB for the chunk sizes.
+  static constexpr const char *kScratchReserve = "min(4194304,WB/16)";
   /// Rows per panel whose f32 rows of d elements stay within `budgetFloats`
   /// (at least one register block, at most `most`), a multiple of the
   /// register block.
@@ -80,14 +104,6 @@ void buildCpuRowsKernel(CpuSchedule &s);
 /// The vocabulary-chunked backward (and, with a forward first, the fused
 /// forward+backward) and its plan; `plan` has begun.
 llvm::Error buildCpuVocabChunkedBackward(CpuSchedule &s, PlanBuilder &plan);
-
-/// Columns [lo, hi) in blocks of `cols` (the register tile's width), then
-/// the remainder one column at a time, in ascending order, threading
-/// `iters` through: body(e, firstColumn, columnsInBlock, iters) → iters.
-llvm::SmallVector<mlir::Value> forColumnBlocks(
-    KernelEmitter &e, mlir::Value lo, mlir::Value hi, int64_t cols, mlir::ValueRange iters,
-    const std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, mlir::Value, int64_t,
-                                                       mlir::ValueRange)> &body);
 
 /// lce_rows (+ lce_reduce), and the forward plan.
 void buildCpuForward(CpuSchedule &s);

@@ -42,9 +42,12 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
   auto fieldAt = [&](KernelEmitter &le, Value slot, unsigned f) {
     return le.add(slot, le.index(f));
   };
+  // Panels of at most `panel` rows (fewer for 16-bit storage: its rows are
+  // widened to f32 once per panel).
   e.forLoop(
-      a["row_begin"], rowEnd, e.index(panel), {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
-        Value panelEnd = pe.minUI(pe.add(pb, pe.index(panel)), rowEnd);
+      a["row_begin"], rowEnd, pack.panelRows, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
+        Value panelEnd = pe.minUI(pe.add(pb, pack.panelRows), rowEnd);
+        s.widenRows(pe, a, pack, pb, panelEnd);
         pe.forLoop(pe.index(0), pe.index(wideWidth * panel), pe.index(wideWidth), {},
                    [&](KernelEmitter &ie, Value slot, ValueRange) {
                      SmallVector<Value> empty = s.stats.identityWide(ie);
@@ -68,7 +71,7 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
                     // A register tile of rows × columns at a time; each row
                     // still takes its columns in ascending order.
                     SmallVector<Value> st = s.forLogitTiles(
-                        re, a, pack, rb, panelEnd, vt, vtEnd, init,
+                        re, a, pack, pb, rb, panelEnd, vt, vtEnd, init,
                         [&](KernelEmitter &ve, Fragment &z, ValueRange it) {
                           SmallVector<Value> next(it.begin(), it.end());
                           for (size_t j = 0; j < z.cols.size(); ++j) {

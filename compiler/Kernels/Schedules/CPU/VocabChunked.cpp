@@ -50,8 +50,7 @@ struct VocabChunked {
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     KernelArgs a = s.sink.begin(sig, perChunk("rows"));
-    const int64_t br = s.tile.blockRows, panel = br * s.tile.panelBlocks;
-    const int64_t vtile = s.tile.vocabTile;
+    const int64_t br = s.tile.blockRows, vtile = s.tile.vocabTile;
     KernelEmitter e = emitter();
     Value cb = a["chunk_begin"], ce = a["chunk_end"], rowEnd = a["row_end"];
     Value width = e.sub(ce, cb);
@@ -59,15 +58,16 @@ struct VocabChunked {
     // Panels of rows sweep the chunk tile by tile (each W tile packed once
     // per panel).
     e.forLoop(
-        a["row_begin"], rowEnd, e.index(panel), {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
-          Value panelEnd = pe.minUI(pe.add(pb, pe.index(panel)), rowEnd);
+        a["row_begin"], rowEnd, pack.panelRows, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
+          Value panelEnd = pe.minUI(pe.add(pb, pack.panelRows), rowEnd);
+          s.widenRows(pe, a, pack, pb, panelEnd);
           pe.forLoop(cb, ce, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
             Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), ce);
             s.packLogits(te, a, pack, vt, vtEnd);
             te.forLoop(
                 pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
                   s.forLogitTiles(
-                      re, a, pack, rb, panelEnd, vt, vtEnd, {},
+                      re, a, pack, pb, rb, panelEnd, vt, vtEnd, {},
                       [&](KernelEmitter &ve, Fragment &z, ValueRange) {
                         SmallVector<Value> dz = s.rowGrads(ve, a, z);
                         // Clamped duplicates rewrite their row's own value.
@@ -104,10 +104,10 @@ struct VocabChunked {
     }
   }
 
-  /// lce_bwd_dx_v (rows, per chunk): dX_acc rows (+)= dZ rows · W[chunk]; a
-  /// panel of rows keeps its accumulator rows hot while the chunk is swept
-  /// tile by tile, a register tile sums over j in order. After the last
-  /// chunk, 16-bit storage rounds the accumulator into grad_x.
+  /// lce_bwd_dx_v (rows, per chunk): dX_acc rows (+)= dZ rows · W[chunk] as
+  /// a packed product (CpuVector::accumulatePacked, j ascending across the
+  /// chunks). After the last chunk, 16-bit storage rounds the accumulator
+  /// into grad_x.
   void buildDx(llvm::StringRef accName) {
     KernelSignature sig("lce_bwd_dx_v");
     sig.arg("dz", flat(s.f32())).arg("w", flat(st()));
@@ -116,74 +116,33 @@ struct VocabChunked {
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     KernelArgs a = s.sink.begin(sig, perChunk("rows"));
-    const int64_t br = s.tile.blockRows, groups = s.tile.blockCols, vtile = s.tile.vocabTile;
     KernelEmitter e = emitter();
-    Value d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"], rowEnd = a["row_end"];
-    Value acc = a["dx_acc"], width = e.sub(ce, cb);
-    Value firstChunk = e.cmpI(arith::CmpIPredicate::eq, cb, e.index(0));
-    // Up to 1 MiB of accumulator rows per panel (they stay in L2).
-    Value panel = s.panelRows(e, d, br * s.tile.panelBlocks * 4, 256 * 1024);
-    e.forLoop(a["row_begin"], rowEnd, panel, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
-      Value panelEnd = pe.minUI(pe.add(pb, panel), rowEnd);
-      pe.forLoop(cb, ce, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
-        Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), ce);
-        Value fresh = te.andI(firstChunk, te.cmpI(arith::CmpIPredicate::eq, vt, cb));
-        te.forLoop(pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
-          Fragment owned = s.matmul.layout(re, {rb, br, panelEnd, vt, 1, Value()});
-          SmallVector<Value> dzOff, accOff;
-          for (Value row : owned.rows) {
-            dzOff.push_back(re.sub(re.mul(row, width), cb));
-            accOff.push_back(re.mul(row, d));
-          }
-          s.matmul.forColumnGroups(
-              re, d, groups, [&](KernelEmitter &ge, Value c0, int64_t n, int64_t lanes) {
-                auto at = [&](KernelEmitter &le, int64_t i, int64_t g) {
-                  return le.add(accOff[i], le.add(c0, le.index(g * lanes)));
-                };
-                SmallVector<Value> init;
-                for (int64_t i = 0; i < br; ++i)
-                  for (int64_t g = 0; g < n; ++g)
-                    init.push_back(ge.ifElse(
-                        fresh, [&](KernelEmitter &z) { return s.matmul.zeroGroup(z, lanes); },
-                        [&](KernelEmitter &l) {
-                          return s.matmul.loadGroup(l, acc, at(l, i, g), lanes);
-                        }));
-                SmallVector<Value> sums = s.matmul.outerTile(
-                    ge, br, n, lanes, vt, vtEnd, init,
-                    [&](KernelEmitter &ke, int64_t i, Value j) {
-                      return ke.load(a["dz"], ke.add(dzOff[i], j));
-                    },
-                    [&](KernelEmitter &ke, int64_t g, Value j) {
-                      return s.matmul.loadGroup(
-                          ke, a["w"], ke.add(ke.mul(j, d), ke.add(c0, ke.index(g * lanes))), lanes);
-                    });
-                for (int64_t i = 0; i < br; ++i)
-                  for (int64_t g = 0; g < n; ++g)
-                    s.matmul.storeGroup(ge, sums[i * n + g], acc, at(ge, i, g));
-              });
-          return SmallVector<Value>{};
-        });
-        return SmallVector<Value>{};
+    Value d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
+    Value acc = a["dx_acc"];
+    CpuVector::PackedShape shape = s.packedShape();
+    CpuVector::PackBuffers buffers = s.matmul.packBuffers(e, shape);
+    // A = dZ (rows of the chunk's width, k = the chunk's columns), B = Wᵀ.
+    MatrixOperand dz{a["dz"], e.sub(ce, cb), Value(), Value(), cb};
+    MatrixOperand wt{a["w"], Value(), d};
+    s.matmul.accumulatePacked(
+        e, shape, buffers, dz, wt, a["row_begin"], a["row_end"], d, cb, ce,
+        {acc, [&](KernelEmitter &le, Value m) { return le.mul(m, d); }},
+        e.cmpI(arith::CmpIPredicate::eq, cb, e.index(0)));
+    if (Value out = a["grad_x"])
+      e.ifThen(e.cmpI(arith::CmpIPredicate::eq, ce, a["V"]), [&](KernelEmitter &le) {
+        le.forLoop(a["row_begin"], a["row_end"], le.index(1), {},
+                   [&](KernelEmitter &se, Value row, ValueRange) {
+                     emitCopyRow(se, acc, se.mul(row, d), out, se.mul(row, d), d);
+                     return SmallVector<Value>{};
+                   });
       });
-      if (Value out = a["grad_x"]) {
-        Value lastChunk = pe.cmpI(arith::CmpIPredicate::eq, ce, a["V"]);
-        pe.ifThen(lastChunk, [&](KernelEmitter &le) {
-          le.forLoop(pb, panelEnd, le.index(1), {}, [&](KernelEmitter &se, Value row, ValueRange) {
-            emitCopyRow(se, acc, se.mul(row, d), out, se.mul(row, d), d);
-            return SmallVector<Value>{};
-          });
-        });
-      }
-      return SmallVector<Value>{};
-    });
     s.sink.end();
   }
 
   /// lce_bwd_dw_v (vocab, per chunk): dW rows of [col_begin, col_end) ⊂
-  /// chunk = Σ over all N rows of dZ[r, j]·X[r], in row order, in runs of
-  /// rows that every block of the thread's columns reuses; the sums live in
-  /// `dw_acc` (the chunk's f32 rows, or grad_w itself for f32) and are
-  /// rounded into grad_w after the last run. db likewise.
+  /// chunk = Σ over all N rows of dZ[r, j]·X[r], in row order, as a packed
+  /// product; the sums live in `dw_acc` (the chunk's f32 rows, or grad_w
+  /// itself for f32) and are rounded into grad_w. db likewise.
   void buildDw(llvm::StringRef accName) {
     KernelSignature sig("lce_bwd_dw_v");
     sig.arg("dz", flat(s.f32())).arg("x", flat(st()));
@@ -193,55 +152,21 @@ struct VocabChunked {
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("N", s.index()).arg("D", s.index());
     KernelArgs a = s.sink.begin(sig, perChunk("vocab"));
-    const int64_t br = s.tile.blockRows, groups = s.tile.blockCols;
-    const int64_t run = 256; // rows of X a run keeps in L2 for every block
     KernelEmitter e = emitter();
     Value d = a["D"], n = a["N"], cb = a["chunk_begin"], ce = a["chunk_end"];
     Value colEnd = a["col_end"], acc = a["dw_acc"], width = e.sub(ce, cb);
     // The accumulator row of column j: the chunk's own rows, or grad_w's.
-    Value separate = accName != "grad_w" ? e.index(1) : Value();
+    const bool separate = accName != "grad_w";
     auto accRow = [&](KernelEmitter &le, Value j) {
       return le.mul(separate ? le.sub(j, cb) : j, d);
     };
-    e.forLoop(e.index(0), n, e.index(run), {}, [&](KernelEmitter &re, Value rs, ValueRange) {
-      Value runEnd = re.minUI(re.add(rs, re.index(run)), n);
-      Value fresh = re.cmpI(arith::CmpIPredicate::eq, rs, re.index(0));
-      re.forLoop(
-          a["col_begin"], colEnd, re.index(br), {}, [&](KernelEmitter &be, Value j0, ValueRange) {
-            // Columns past the range are clamped onto its last one.
-            Fragment owned = s.matmul.layout(be, {j0, br, colEnd, be.index(0), 1, Value()});
-            s.matmul.forColumnGroups(
-                be, d, groups, [&](KernelEmitter &ge, Value c0, int64_t nG, int64_t lanes) {
-                  auto at = [&](KernelEmitter &le, int64_t i, int64_t g) {
-                    return le.add(accRow(le, owned.rows[i]), le.add(c0, le.index(g * lanes)));
-                  };
-                  SmallVector<Value> init;
-                  for (int64_t i = 0; i < br; ++i)
-                    for (int64_t g = 0; g < nG; ++g)
-                      init.push_back(ge.ifElse(
-                          fresh, [&](KernelEmitter &z) { return s.matmul.zeroGroup(z, lanes); },
-                          [&](KernelEmitter &l) {
-                            return s.matmul.loadGroup(l, acc, at(l, i, g), lanes);
-                          }));
-                  SmallVector<Value> sums = s.matmul.outerTile(
-                      ge, br, nG, lanes, rs, runEnd, init,
-                      [&](KernelEmitter &ke, int64_t i, Value r) {
-                        return ke.load(a["dz"],
-                                       ke.add(ke.mul(r, width), ke.sub(owned.rows[i], cb)));
-                      },
-                      [&](KernelEmitter &ke, int64_t g, Value r) {
-                        return s.matmul.loadGroup(
-                            ke, a["x"], ke.add(ke.mul(r, d), ke.add(c0, ke.index(g * lanes))),
-                            lanes);
-                      });
-                  for (int64_t i = 0; i < br; ++i)
-                    for (int64_t g = 0; g < nG; ++g)
-                      s.matmul.storeGroup(ge, sums[i * nG + g], acc, at(ge, i, g));
-                });
-            return SmallVector<Value>{};
-          });
-      return SmallVector<Value>{};
-    });
+    CpuVector::PackedShape shape = s.packedShape();
+    CpuVector::PackBuffers buffers = s.matmul.packBuffers(e, shape);
+    // A = dZᵀ (the chunk's columns contiguous, k = every row), B = Xᵀ.
+    MatrixOperand dzT{a["dz"], Value(), width, cb, Value()};
+    MatrixOperand xT{a["x"], Value(), d};
+    s.matmul.accumulatePacked(e, shape, buffers, dzT, xT, a["col_begin"], colEnd, d, e.index(0),
+                              n, {acc, accRow}, s.always(e));
     // One rounding per element, and db in row order, per column.
     e.forLoop(a["col_begin"], colEnd, e.index(1), {}, [&](KernelEmitter &ce2, Value j, ValueRange) {
       if (Value out = a["grad_w"])
@@ -285,9 +210,11 @@ struct VocabChunked {
 llvm::Error lossjit::buildCpuVocabChunkedBackward(CpuSchedule &s, PlanBuilder &plan) {
   const LceSpec &spec = s.spec;
   VocabChunked v{s};
-  // Budget: grow and (fused) loss_rows and target_raw [N]; 16-bit storage an
-  // N×D f32 dX accumulator; per chunk column dZ [N] and (16-bit) a dW row [D].
+  // Budget: the threads' scratch; grow and (fused) loss_rows and target_raw
+  // [N]; 16-bit storage an N×D f32 dX accumulator; per chunk column dZ [N]
+  // and (16-bit) a dW row [D].
   std::string fixed = spec.fusedForward ? "N*12" : "N*4";
+  fixed += "+" + std::string(CpuSchedule::kScratchReserve);
   std::string dxAcc = spec.storesF32() || !spec.needsGradX ? "grad_x" : "dx_acc";
   std::string dwAcc = spec.storesF32() || !spec.needsGradW ? "grad_w" : "dw_acc";
   if (dxAcc == "dx_acc")
