@@ -73,3 +73,66 @@ func.func @grad(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %lse: tensor<?xf32>,
   }
   return %g#0, %g#1 : tensor<?x?xbf16>, tensor<?x?xbf16>
 }
+
+// -----
+
+// The teacher stream: its operands and its hidden size T (a dimension of
+// its own) reach the kernels; the teacher's kinds carry their own fields
+// (tmax, tsum, tdsum) and the cross kind its pair of softmax states.
+// CPU-LABEL: loss.launch_plans = {kl = {
+// CPU-SAME:    dims = ["N", "V", "D", "T"], entry = "kl", entry_args = ["x", "w", "teacher_x", "teacher_w"], entry_results = ["lse", "teacher_lse", "teacher_entropy", "cross_entropy"]
+// CPU-SAME:    kernels = [{args = ["x", "w", "teacher_x", "teacher_w", "T", "lse", "teacher_lse", "teacher_entropy", "cross_entropy", "row_begin", "row_end", "V", "D"]
+// CPU-SAME:    teacher = "true", teacher_scale = "0.5"
+// CPU-SAME:    {dtype = "bf16", name = "teacher_x", output = false, shape = ["N", "T"]}, {dtype = "bf16", name = "teacher_w", output = false, shape = ["V", "T"]}
+// GPU-LABEL: loss.launch_plans = {kl = {
+// GPU-SAME:    kernels = [{args = ["x", "w", "teacher_x", "teacher_w", "T", "part_max", "part_sum", "part_tmax", "part_tsum", "part_tdsum", "part_xf_am", "part_xf_as", "part_xf_bm", "part_xf_bs", "part_xf_d", "N", "V", "D"]
+// GPU-SAME:    name = "lce_partial"
+// GPU-SAME:    name = "lce_combine"
+// CONFIG-LABEL: func.func @kl
+func.func @kl(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %tx: tensor<?x?xbf16>, %tw: tensor<?x?xbf16>)
+    -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %r:4 = loss.vocab_reduce %x, %w teacher(%tx, %tw : tensor<?x?xbf16>, tensor<?x?xbf16>)
+      {storage = bf16, compute = f32, teacher_scale = 0.5}
+      : tensor<?x?xbf16>, tensor<?x?xbf16> -> tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat teacher_lse %u : tensor<?x?xf32> -> tensor<?xf32>
+    %2 = loss.stat teacher_entropy %u : tensor<?x?xf32> -> tensor<?xf32>
+    %3 = loss.stat cross_entropy %u, %z : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2, %3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+  }
+  return %r#0, %r#1, %r#2, %r#3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
+// -----
+
+// The derived backward of a distillation loss recomputes the teacher's
+// logits from its operands (T reaches both kernels) and reads the saved
+// teacher_lse; the saved cross_entropy is not read ("").
+// CPU-LABEL: loss.launch_plans = {kl_grad = {
+// CPU-SAME:    entry_args = ["x", "w", "teacher_x", "teacher_w", "lse", "teacher_lse", "", "grad_lse", "grad_teacher_lse", "grad_cross_entropy"]
+// CPU-SAME:    kernels = [{args = ["x", "w", "lse", "grad_lse", "grad_teacher_lse", "grad_cross_entropy", "teacher_lse", "teacher_x", "teacher_w", "T", "grad_x", "row_begin", "row_end", "V", "D"]
+// CPU-SAME:    name = "lce_bwd_dx"
+// CPU-SAME:    {args = ["x", "w", "lse", "grad_lse", "grad_teacher_lse", "grad_cross_entropy", "teacher_lse", "teacher_x", "teacher_w", "T", "grad_w", "col_begin", "col_end", "N", "D"]
+// CPU-SAME:    name = "lce_bwd_dw"
+// GPU-LABEL: loss.launch_plans = {kl_grad = {
+// GPU-SAME:    name = "lce_bwd_dx_rc"
+// GPU-SAME:    {args = ["x", "w", "lse", "grad_lse", "grad_teacher_lse", "grad_cross_entropy", "teacher_lse", "teacher_x", "teacher_w", "T", "grad_w", "dw_acc", "N", "V", "D"]
+// GPU-SAME:    name = "lce_bwd_dw_rc"
+// CONFIG-LABEL: func.func @kl_grad
+func.func @kl_grad(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %tx: tensor<?x?xf16>, %tw: tensor<?x?xf16>,
+    %lse: tensor<?xf32>, %tlse: tensor<?xf32>, %ce: tensor<?xf32>,
+    %g0: tensor<?xf32>, %g1: tensor<?xf32>, %g2: tensor<?xf32>) -> (tensor<?x?xf16>, tensor<?x?xf16>) {
+  %gx, %gw = loss.vocab_reduce_grad %x, %w teacher(%tx, %tw : tensor<?x?xf16>, tensor<?x?xf16>)
+      saved(%lse, %tlse, %ce : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      adjoints(%g0, %g1, %g2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      {storage = f16, compute = f32, needs_input = true, strategy = "recompute"}
+      : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?x?xf16>, tensor<?x?xf16> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat teacher_lse %u : tensor<?x?xf32> -> tensor<?xf32>
+    %2 = loss.stat cross_entropy %u, %z : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+  }
+  return %gx, %gw : tensor<?x?xf16>, tensor<?x?xf16>
+}

@@ -250,3 +250,117 @@ func.func @targets_in_bf16_with_f16_storage(%x: tensor<?x?xf16>, %w: tensor<?x?x
   }
   return
 }
+
+// -----
+
+func.func @teacher_without_reader(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %tx: tensor<?x?xf16>,
+    %tw: tensor<?x?xf16>) {
+  // expected-error @+1 {{has a teacher but no statistic reads it}}
+  %r = loss.vocab_reduce %x, %w teacher(%tx, %tw : tensor<?x?xf16>, tensor<?x?xf16>)
+      {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0 : tensor<?xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @teacher_stored_otherwise(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %tx: tensor<?x?xbf16>,
+    %tw: tensor<?x?xbf16>) {
+  // expected-error @+1 {{the teacher must be stored like the student ('f16'), got 'bf16'}}
+  %r = loss.vocab_reduce %x, %w teacher(%tx, %tw : tensor<?x?xbf16>, tensor<?x?xbf16>)
+      {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    %0 = loss.stat teacher_lse %u : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0 : tensor<?xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @teacher_vocabulary_differs(%x: tensor<4x8xf32>, %w: tensor<10x8xf32>,
+    %tx: tensor<4x6xf32>, %tw: tensor<12x6xf32>) {
+  // expected-error @+1 {{vocabulary size V of the teacher differs}}
+  %r = loss.vocab_reduce %x, %w teacher(%tx, %tw : tensor<4x6xf32>, tensor<12x6xf32>)
+      {storage = f32, compute = f32} : tensor<4x8xf32>, tensor<10x8xf32> -> tensor<4xf32> {
+  ^bb0(%z: tensor<4x10xf32>, %u: tensor<4x10xf32>):
+    %0 = loss.stat teacher_lse %u : tensor<4x10xf32> -> tensor<4xf32>
+    loss.yield %0 : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @teacher_scale_zero(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %tx: tensor<?x?xf32>,
+    %tw: tensor<?x?xf32>) {
+  // expected-error @+1 {{teacher_scale must be finite and nonzero, got 0}}
+  %r = loss.vocab_reduce %x, %w teacher(%tx, %tw : tensor<?x?xf32>, tensor<?x?xf32>)
+      {storage = f32, compute = f32, teacher_scale = 0.0}
+      : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    %0 = loss.stat teacher_lse %u : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0 : tensor<?xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @teacher_region_takes_one_argument(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>,
+    %tx: tensor<?x?xf32>, %tw: tensor<?x?xf32>) {
+  // expected-error @+1 {{region must take 2 arguments, the logits and the teacher's logits [N, V] (f32), got 1}}
+  %r = loss.vocab_reduce %x, %w teacher(%tx, %tw : tensor<?x?xf32>, tensor<?x?xf32>)
+      {storage = f32, compute = f32} : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0 : tensor<?xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @teacher_kind_without_teacher(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>) {
+  %r = loss.vocab_reduce %x, %w {storage = f32, compute = f32}
+      : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>):
+    // expected-error @+1 {{'teacher_lse' reads the teacher's logits: the region's arguments in that order (the op has no teacher)}}
+    %0 = loss.stat teacher_lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0 : tensor<?xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @cross_entropy_streams_swapped(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>,
+    %tx: tensor<?x?xf32>, %tw: tensor<?x?xf32>) {
+  %r = loss.vocab_reduce %x, %w teacher(%tx, %tw : tensor<?x?xf32>, tensor<?x?xf32>)
+      {storage = f32, compute = f32} : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    // expected-error @+1 {{'cross_entropy' reads the teacher's logits, the logits: the region's arguments in that order}}
+    %0 = loss.stat cross_entropy %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0 : tensor<?xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @cross_entropy_adjoint_needs_both_lse(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>,
+    %tx: tensor<?x?xf32>, %tw: tensor<?x?xf32>, %s: tensor<?xf32>, %g: tensor<?xf32>) {
+  // expected-error @+1 {{the adjoint of cross_entropy reads lse and teacher_lse: yield both as well}}
+  %gw = loss.vocab_reduce_grad %x, %w teacher(%tx, %tw : tensor<?x?xf32>, tensor<?x?xf32>)
+      saved(%s : tensor<?xf32>) adjoints(%g : tensor<?xf32>)
+      {storage = f32, compute = f32, needs_input = false, strategy = "recompute"}
+      : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?x?xf32> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    %0 = loss.stat cross_entropy %u, %z : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0 : tensor<?xf32>
+  }
+  return
+}

@@ -85,3 +85,28 @@ func.func @probability_targets(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %t: t
   }
   return %r#0, %r#1 : tensor<?xf32>, tensor<?xf32>
 }
+
+// The teacher stream: its own hidden size D' (here 48 against the student's
+// ?), its bias, a teacher_scale; the region takes the teacher's logits as a
+// second argument and the cross kinds read both streams in their order.
+// CHECK-LABEL: func.func @teacher_statistics
+// CHECK: loss.vocab_reduce %arg0, %arg1 teacher(%arg2, %arg3 bias %arg4 : tensor<?x48xf16>, tensor<?x48xf16>, tensor<?xf16>) {compute = f32, storage = f16, teacher_scale = 5.000000e-01 : f64}
+// CHECK-NEXT: ^bb0(%[[Z:.*]]: tensor<?x?xf32>, %[[U:.*]]: tensor<?x?xf32>):
+// CHECK: loss.stat teacher_lse %[[U]]
+// CHECK: loss.stat cross_entropy %[[U]], %[[Z]]
+// CHECK: loss.stat reverse_cross_entropy %[[Z]], %[[U]]
+func.func @teacher_statistics(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %tx: tensor<?x48xf16>,
+    %tw: tensor<?x48xf16>, %tb: tensor<?xf16>)
+    -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %r:4 = loss.vocab_reduce %x, %w teacher(%tx, %tw bias %tb : tensor<?x48xf16>, tensor<?x48xf16>, tensor<?xf16>)
+      {storage = f16, compute = f32, teacher_scale = 0.5}
+      : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat teacher_lse %u : tensor<?x?xf32> -> tensor<?xf32>
+    %2 = loss.stat cross_entropy %u, %z : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    %3 = loss.stat reverse_cross_entropy %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2, %3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+  }
+  return %r#0, %r#1, %r#2, %r#3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+}
