@@ -28,6 +28,8 @@
 #include "aot_f16_mean.h"
 #include "aot_f16_mma.h"
 #include "aot_f32_none.h"
+#include "aot_kl_f16.h"
+#include "aot_logprob_bf16.h"
 #include "aot_static.h"
 #include "synth.h"
 #ifdef LOSSJIT_TEST_CUBIN
@@ -132,8 +134,13 @@ CApi staticForward() {
   return LOSSJIT_BIND_CAPI(aot_static, AOT_DIR_static, LOSSJIT_FORWARD_ONLY);
 }
 
+// The log-prob preset (lse, label_logit, entropy and the derived backward).
+CApi logProbBf16() {
+  return LOSSJIT_BIND_CAPI(aot_logprob_bf16, AOT_DIR_logprob_bf16, LOSSJIT_WITH_BACKWARD);
+}
+
 std::vector<CApi> realApis() {
-  return {f16Mean(), bf16SumBias(), f32None(), f16Mma(), bf16MmaWarp()};
+  return {f16Mean(), bf16SumBias(), f32None(), f16Mma(), bf16MmaWarp(), logProbBf16()};
 }
 
 /// The bundle directory the index lists for (op, arch).
@@ -736,3 +743,60 @@ TEST_F(AotCApiTest, TensorCoreForwardFollowsItsTile) {
     }
   }
 }
+
+namespace {
+TEST_F(AotCApiTest, DistillationPresetLaunchesMatchTheRuntimeLauncher) {
+  // The KL preset has a fourth dim, the teacher's hidden size T: the typed
+  // entry points take it after D, and the launches (the teacher's operands,
+  // T in the kernels' parameters) equal the runtime launcher's.
+  for (auto [major, minor] : {std::pair{8, 0}, std::pair{9, 0}}) {
+    SCOPED_TRACE("sm_" + std::to_string(major) + std::to_string(minor));
+    fakecuda::reset();
+    fakecuda::state().major = major;
+    fakecuda::state().minor = minor;
+    aot_kl_f16_handle *handle = nullptr;
+    ASSERT_EQ(aot_kl_f16_create(nullptr, &handle), AOT_KL_F16_SUCCESS) << aot_kl_f16_last_error();
+    std::string arch = baseArch(aot_kl_f16_handle_arch(handle));
+    for (const std::vector<int64_t> &dims : std::vector<std::vector<int64_t>>{
+             {7, 1000, 64, 48}, {130, 8191, 96, 200}, {0, 32000, 128, 64}, {4096, 32000, 1024, 2048}}) {
+      SCOPED_TRACE("N=" + std::to_string(dims[0]) + " T=" + std::to_string(dims[3]));
+      for (const char *role : {"forward", "backward"}) {
+        SCOPED_TRACE(role);
+        auto bundle = runtime::readBundleDirectory(bundleDir(AOT_DIR_kl_f16, role, arch));
+        ASSERT_TRUE(bundle) << bundle.errorMessage();
+        EXPECT_TRUE(std::any_of(bundle->params.begin(), bundle->params.end(),
+                                [](const runtime::BundleParam &p) { return p.name == "teacher_w"; }));
+        std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
+        const bool forward = std::string(role) == "forward";
+        size_t bytes = forward ? aot_kl_f16_forward_workspace_bytes(dims[0], dims[1], dims[2], dims[3])
+                               : aot_kl_f16_backward_workspace_bytes(dims[0], dims[1], dims[2], dims[3]);
+        ASSERT_NE(bytes, static_cast<size_t>(-1));
+        const CUdeviceptr base = 0x5000000000ull;
+        fakecuda::state().launches.clear();
+        auto status = forward ? aot_kl_f16_forward_v(handle, testStream(), buffers.data(),
+                                                     int(buffers.size()), dims.data(),
+                                                     int(dims.size()), base, bytes)
+                              : aot_kl_f16_backward_v(handle, testStream(), buffers.data(),
+                                                      int(buffers.size()), dims.data(),
+                                                      int(dims.size()), base, bytes);
+        ASSERT_EQ(status, AOT_KL_F16_SUCCESS) << aot_kl_f16_last_error();
+        std::vector<fakecuda::Launch> mine = fakecuda::state().launches;
+        runtime::Error error = runtime::Error::success();
+        std::vector<fakecuda::Launch> theirs = runtimeLaunches(*bundle, buffers, dims, base, &error);
+        ASSERT_FALSE(error) << error.message();
+        EXPECT_EQ(mine, theirs);
+        if (dims[0] > 0)
+          EXPECT_FALSE(mine.empty());
+      }
+      // Three dims are refused with a message (T is not optional).
+      std::vector<CUdeviceptr> buffers = fakeBuffers(7);
+      const int64_t three[] = {7, 1000, 64};
+      EXPECT_NE(aot_kl_f16_forward_v(handle, testStream(), buffers.data(), int(buffers.size()),
+                                     three, 3, 0, 0),
+                AOT_KL_F16_SUCCESS);
+      EXPECT_NE(std::string(aot_kl_f16_last_error()), "");
+    }
+    EXPECT_EQ(aot_kl_f16_destroy(handle), AOT_KL_F16_SUCCESS);
+  }
+}
+} // namespace

@@ -3,6 +3,8 @@
 //   lossjit-aot --preset linear-cross-entropy --dtype f16 --arch sm_80,sm_90 -o DIR
 //   lossjit-aot GRAPH.mlir --arch sm_90 -o DIR [--tile threads=256,splits=16]
 //   lossjit-aot --preset linear-cross-entropy --dtype bf16 --tile matmul=mma_sync -o DIR
+//   lossjit-aot --preset linear-log-prob --dtype bf16 -o DIR       (RL: log-prob + entropy)
+//   lossjit-aot --preset linear-kl [--reverse] --dtype bf16 -o DIR  (distillation)
 //   lossjit-aot --check DIR
 //
 // DIR receives:
@@ -15,11 +17,21 @@
 //   <name>.h, <name>.c the kernels embedded plus a C API over the CUDA driver
 //       API (tools/lossjit-aot/CApiEmitter.h).
 // The preset emits the forward op and, unless --no-gradients, the backward op
-// (when the compiler can build it).
+// (when the compiler can build it). The family presets emit the row
+// statistics of a loss.vocab_reduce (the engine writes the [N]-shaped rest)
+// and its derived backward, which takes one adjoint per statistic:
+//   linear-log-prob: lse, label_logit, entropy (--no-entropy: the first two);
+//       log p(y) = label_logit − lse.
+//   linear-kl: lse, teacher_lse, teacher_entropy, cross_entropy, with
+//       KL(q‖p) = cross_entropy − teacher_entropy; --reverse: lse, entropy,
+//       teacher_lse, reverse_cross_entropy, with KL(p‖q) =
+//       reverse_cross_entropy − entropy. The teacher (x' [N, T], w' [V, T],
+//       --teacher-bias) shares the student's --logit-scale (1/temperature).
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Builder/GraphBuilder.h"
+#include "compiler/Builder/VocabReduceGraph.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/BundleBuilder.h"
 #include "runtime/FileUtil.h"
@@ -55,7 +67,19 @@ static cl::opt<std::string> checkDir("check",
                                      cl::desc("validate an existing output directory "
                                               "(index, bundles, PTX ABI) and exit"),
                                      cl::value_desc("DIR"), cl::init(""), cl::cat(aotCategory));
-static cl::opt<std::string> preset("preset", cl::desc("built-in graph: linear-cross-entropy"), cl::cat(aotCategory));
+static cl::opt<std::string> preset("preset",
+                                   cl::desc("built-in graph: linear-cross-entropy, "
+                                            "linear-log-prob or linear-kl"),
+                                   cl::cat(aotCategory));
+static cl::opt<bool> noEntropy("no-entropy",
+                               cl::desc("preset linear-log-prob: without the entropy"),
+                               cl::init(false), cl::cat(aotCategory));
+static cl::opt<bool> reverseKl("reverse",
+                               cl::desc("preset linear-kl: the reverse KL(student‖teacher)"),
+                               cl::init(false), cl::cat(aotCategory));
+static cl::opt<bool> teacherBias("teacher-bias",
+                                 cl::desc("preset linear-kl: the teacher head has a bias"),
+                                 cl::init(false), cl::cat(aotCategory));
 static cl::opt<std::string> dtype("dtype", cl::desc("preset storage: f16|bf16|f32"),
                                   cl::init("f16"), cl::cat(aotCategory));
 static cl::opt<std::string> labelType("label-type", cl::desc("preset labels: i32|i64"),
@@ -184,6 +208,75 @@ struct GraphJob {
   std::string name = "forward"; ///< stage-dump folder and messages.
 };
 
+const char *const kPresets = "linear-cross-entropy, linear-log-prob or linear-kl";
+
+/// The options one preset reads besides the common ones (dtype, arch, tile,
+/// gradients): a family preset refuses the cross-entropy's reduction and
+/// fused op, and each refuses the other's flags, so nothing given is
+/// silently ignored.
+std::string presetOptionError() {
+  auto given = [](const cl::Option &o) { return o.getNumOccurrences() > 0; };
+  const bool crossEntropy = preset == "linear-cross-entropy";
+  if (!crossEntropy && (given(reduction) || given(fused)))
+    return "--" + std::string(given(reduction) ? "reduction" : "fused") +
+           " applies to --preset linear-cross-entropy only (the " + preset +
+           " preset returns per-row statistics; the engine reduces them)";
+  if (preset != "linear-log-prob" && given(noEntropy))
+    return "--no-entropy applies to --preset linear-log-prob only";
+  if (preset != "linear-kl" && (given(reverseKl) || given(teacherBias)))
+    return "--" + std::string(given(reverseKl) ? "reverse" : "teacher-bias") +
+           " applies to --preset linear-kl only";
+  if (preset == "linear-kl" && (given(labelType) || given(ignoreIndex) || given(bias)))
+    return "--preset linear-kl reads no labels and no student bias (the engine masks "
+           "rows): drop --label-type, --ignore-index and --bias";
+  return {};
+}
+
+/// The statistics of a family preset, in result order.
+std::vector<std::string> familyStatistics() {
+  if (preset == "linear-log-prob") {
+    std::vector<std::string> stats = {"lse", "label_logit"};
+    if (!noEntropy)
+      stats.push_back("entropy");
+    return stats;
+  }
+  if (reverseKl)
+    return {"lse", "entropy", "teacher_lse", "reverse_cross_entropy"};
+  return {"lse", "teacher_lse", "teacher_entropy", "cross_entropy"};
+}
+
+/// The forward and (unless --no-gradients) backward graphs of a family preset.
+llvm::Error buildFamilyJobs(MLIRContext &context, std::vector<GraphJob> &jobs) {
+  for (bool gradient : {false, true}) {
+    if (gradient && noGradients)
+      break;
+    VocabReduceGraphOptions o;
+    o.name = preset == "linear-kl" ? "linear_kl" : "linear_log_prob";
+    if (gradient)
+      o.name += "_grad";
+    o.dtype = dtype;
+    o.statistics = familyStatistics();
+    o.labelType = labelType;
+    o.ignoreIndex = ignoreIndex;
+    o.bias = bias;
+    o.logitScale = logitScale;
+    o.softcap = softcap;
+    o.teacher = preset == "linear-kl";
+    o.teacherBias = teacherBias;
+    o.teacherScale = logitScale;
+    o.gradient = gradient;
+    o.strategy = strategy;
+    o.needsGradX = !noGradX;
+    o.needsGradW = !noGradW;
+    auto built = buildVocabReduceGraph(context, o);
+    if (!built)
+      return llvm::createStringError(std::string(gradient ? "backward" : "forward") +
+                                     " graph: " + llvm::toString(built.takeError()));
+    jobs.push_back({std::move(*built), gradient, gradient ? "backward" : "forward"});
+  }
+  return llvm::Error::success();
+}
+
 std::string joinArgs(int argc, char **argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) {
@@ -212,9 +305,13 @@ int runMain(int argc, char **argv) {
   if (outputDir.empty())
     return fail("-o DIR is required");
   if (graphFile.empty() == preset.empty())
-    return fail("give exactly one of GRAPH.mlir or --preset linear-cross-entropy");
-  if (!preset.empty() && preset != "linear-cross-entropy")
-    return fail("--preset must be 'linear-cross-entropy', got '" + preset + "'");
+    return fail(std::string("give exactly one of GRAPH.mlir or --preset ") + kPresets);
+  if (!preset.empty() && preset != "linear-cross-entropy" && preset != "linear-log-prob" &&
+      preset != "linear-kl")
+    return fail(std::string("--preset must be ") + kPresets + ", got '" + preset + "'");
+  if (!preset.empty())
+    if (std::string error = presetOptionError(); !error.empty())
+      return fail(error);
   {
     aot::AotOutput probe;
     probe.prefix = namePrefix;
@@ -270,6 +367,9 @@ int runMain(int argc, char **argv) {
     if (!graph)
       return fail("cannot parse graph '" + graphFile + "'");
     jobs.push_back({std::move(graph), false});
+  } else if (preset != "linear-cross-entropy") {
+    if (llvm::Error err = buildFamilyJobs(context, jobs))
+      return fail("--preset " + preset + ": " + llvm::toString(std::move(err)));
   } else {
     for (bool gradient : {false, true}) {
       if (gradient && noGradients)
