@@ -126,7 +126,7 @@ Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoi
       dz = e.subF(dz, e.mulF(e.mulF(row.gEntropy, p), e.addF(logp, row.entropy)));
     if (row.gCross || row.gReverse) {
       Value u = emitTeacherLogit(e, spec, row.teacherX, row.teacherW, row.teacherBias,
-                                 row.teacherDim, row.row, col);
+                                 row.teacherDim, row.row, col, row.teacherDot);
       Value logq = e.subF(u, row.teacherLse);
       // ḡ_x · (p − q)
       if (row.gCross)

@@ -23,6 +23,7 @@
 #ifndef LOSSJIT_COMPILER_KERNELS_ROWSTATS_ADJOINTS_H
 #define LOSSJIT_COMPILER_KERNELS_ROWSTATS_ADJOINTS_H
 
+#include "compiler/Kernels/RowStats/LogitMaps.h"
 #include "compiler/Kernels/Support/KernelEmitter.h"
 #include "compiler/Kernels/Support/KernelSignature.h"
 #include "compiler/Kernels/Support/LceSpec.h"
@@ -47,6 +48,8 @@ struct RowAdjoint {
   /// reverse cross-entropy, and what its logit at a column is made from.
   mlir::Value gCross, gReverse, teacherLse, reverseValue;
   mlir::Value row, teacherX, teacherW, teacherBias, teacherDim;
+  /// How the teacher's logit is formed (empty: the scalar chain).
+  DotProduct teacherDot;
 };
 
 /// Declares on `sig` the per-row (and per-column) buffers dZ reads:

@@ -75,8 +75,10 @@ Value lossjit::emitLogitGrad(KernelEmitter &e, const LceSpec &spec, Value raw, V
 
 Value lossjit::emitTeacherLogit(KernelEmitter &e, const LceSpec &spec, Value teacherX,
                                 Value teacherW, Value teacherBias, Value t, Value row,
-                                Value col) {
-  Value raw = e.dot(teacherX, e.mul(row, t), teacherW, e.mul(col, t), t);
+                                Value col, const DotProduct &dot) {
+  Value xOff = e.mul(row, t), wOff = e.mul(col, t);
+  Value raw = dot ? dot(e, teacherX, xOff, teacherW, wOff, t)
+                  : e.dot(teacherX, xOff, teacherW, wOff, t);
   if (teacherBias)
     raw = e.addF(raw, e.loadF32(teacherBias, col));
   return spec.teacherScale == 1.0 ? raw : e.mulF(raw, e.f32(spec.teacherScale));

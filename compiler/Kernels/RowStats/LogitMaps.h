@@ -12,6 +12,8 @@
 #include "compiler/Kernels/Support/KernelEmitter.h"
 #include "compiler/Kernels/Support/LceSpec.h"
 
+#include <functional>
+
 namespace lossjit {
 
 /// The logit the softmax sees, from the raw x·w (+ b).
@@ -25,12 +27,19 @@ struct LogitAndSlope {
 /// z = emitLogit(raw) and its derivative, computed together.
 LogitAndSlope emitLogitAndSlope(KernelEmitter &e, const LceSpec &spec, mlir::Value raw);
 
+/// How a backend forms one dot product x[xOff, xOff + n)·w[wOff, wOff + n)
+/// of two buffers of the storage type (f32 result). Empty: KernelEmitter::dot,
+/// one FMA chain in ascending k (the GPU kernels' order).
+using DotProduct = std::function<mlir::Value(KernelEmitter &, mlir::Value x, mlir::Value xOff,
+                                             mlir::Value w, mlir::Value wOff, mlir::Value n)>;
+
 /// The teacher's logit u = teacherScale · (x'[row]·w'[col] + b'[col]), one
 /// dot product over its hidden size T (buffers teacher_x [N, T], teacher_w
-/// [V, T], teacher_bias [V]): the teacher is read, never differentiated.
+/// [V, T], teacher_bias [V]) formed by `dot`: the teacher is read, never
+/// differentiated.
 mlir::Value emitTeacherLogit(KernelEmitter &e, const LceSpec &spec, mlir::Value teacherX,
                              mlir::Value teacherW, mlir::Value teacherBias, mlir::Value t,
-                             mlir::Value row, mlir::Value col);
+                             mlir::Value row, mlir::Value col, const DotProduct &dot = {});
 
 /// ∂loss/∂raw = g · (exp(z − lse) − [target]) · ∂z/∂raw with z = emitLogit(raw):
 /// ∂z/∂raw = logitScale · (1 − tanh²(u)) with a softcap (u = z_scaled / cap),

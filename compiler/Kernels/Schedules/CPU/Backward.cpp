@@ -186,6 +186,7 @@ struct Backward : ChunkedBackwardSteps {
               ce.index(0), a["N"], ce.index(1), dbInit,
               [&](KernelEmitter &re, Value row, ValueRange it) {
                 RowAdjoint adj = loadRowAdjoint(re, s.spec, a, row);
+                adj.teacherDot = s.teacherDot();
                 // Rows whose adjoints are all 0 (ignored rows) add nothing:
                 // skip their dot products.
                 Value active = emitRowActive(re, s.spec, adj);

@@ -4,6 +4,7 @@
 #include "compiler/Kernels/RowStats/Adjoints.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 using namespace lossjit;
@@ -122,6 +123,44 @@ SmallVector<Value> CpuSchedule::forLogitTiles(
       });
 }
 
+DotProduct CpuSchedule::teacherDot() const {
+  constexpr int64_t kLanes = 16, kChains = 4, kStep = kLanes * kChains;
+  const CpuVector &vec = matmul;
+  return [&vec](KernelEmitter &e, Value x, Value xOff, Value w, Value wOff, Value n) -> Value {
+    // Independent FMA chains: one chain is bound by the FMA latency.
+    Value main = e.mul(e.divUI(n, e.index(kStep)), e.index(kStep));
+    SmallVector<Value> zero(kChains, vec.zeroGroup(e, kLanes));
+    SmallVector<Value> acc = e.forLoop(
+        e.index(0), main, e.index(kStep), zero, [&](KernelEmitter &ke, Value k, ValueRange it) {
+          SmallVector<Value> next;
+          for (int64_t c = 0; c < kChains; ++c) {
+            Value at = ke.add(k, ke.index(c * kLanes));
+            next.push_back(ke.fma(vec.loadGroup(ke, x, ke.add(xOff, at), kLanes),
+                                  vec.loadGroup(ke, w, ke.add(wOff, at), kLanes), it[c]));
+          }
+          return next;
+        });
+    // A fixed tree: the chains pairwise, then the lanes pairwise.
+    Value sum = e.addF(e.addF(acc[0], acc[1]), e.addF(acc[2], acc[3]));
+    SmallVector<Value> lanes;
+    for (int64_t l = 0; l < kLanes; ++l)
+      lanes.push_back(vector::ExtractOp::create(e.builder(), e.location(), sum,
+                                                ArrayRef<int64_t>{l}));
+    while (lanes.size() > 1) {
+      SmallVector<Value> half;
+      for (size_t l = 0; l < lanes.size(); l += 2)
+        half.push_back(e.addF(lanes[l], lanes[l + 1]));
+      lanes = std::move(half);
+    }
+    return e.forLoop(main, n, e.index(1), {lanes.front()},
+                     [&](KernelEmitter &ke, Value k, ValueRange it) {
+                       Value xv = ke.loadF32(x, ke.add(xOff, k));
+                       Value wv = ke.loadF32(w, ke.add(wOff, k));
+                       return SmallVector<Value>{ke.fma(xv, wv, it[0])};
+                     })[0];
+  };
+}
+
 SmallVector<Value> CpuSchedule::rowGrads(KernelEmitter &e, const KernelArgs &a,
                                          const Fragment &raw) const {
   SmallVector<Value> dz(raw.values.size()), weights;
@@ -129,6 +168,7 @@ SmallVector<Value> CpuSchedule::rowGrads(KernelEmitter &e, const KernelArgs &a,
     weights.push_back(loadColumnWeight(e, spec, a, col));
   for (size_t i = 0; i < raw.rows.size(); ++i) {
     RowAdjoint row = loadRowAdjoint(e, spec, a, raw.rows[i]);
+    row.teacherDot = teacherDot();
     for (size_t j = 0; j < raw.cols.size(); ++j)
       dz[i * raw.cols.size() + j] = emitRawGrad(e, spec, row, raw.at(i, j), raw.cols[j], weights[j]);
   }

@@ -4,6 +4,7 @@
 #define LOSSJIT_COMPILER_KERNELS_SCHEDULES_CPU_CPUSCHEDULE_H
 
 #include "compiler/Kernels/Matmul/CpuVector.h"
+#include "compiler/Kernels/RowStats/LogitMaps.h"
 #include "compiler/Kernels/RowStats/RowStats.h"
 #include "compiler/Kernels/Support/KernelSignature.h"
 #include "compiler/Kernels/Support/LceSpec.h"
@@ -76,6 +77,11 @@ struct CpuSchedule {
                                                                    mlir::ValueRange)> &body) const;
   /// dZ of the fragment's rows and columns from their raw logits
   /// (emitRawGrad: the statistics' adjoints times ∂z/∂raw), row-major.
+  /// The host's dot product for the teacher's logits (LogitMaps.h): 4
+  /// accumulators of 16 lanes over k in steps of 64, summed in a fixed tree,
+  /// then the rest of k in order. The lanes are fixed (not the target's
+  /// vector width), so every target CPU gives the same bits.
+  DotProduct teacherDot() const;
   llvm::SmallVector<mlir::Value> rowGrads(KernelEmitter &e, const KernelArgs &a,
                                           const Fragment &raw) const;
   /// The packed products' shape (dX and dW): the config's register tile

@@ -87,7 +87,8 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
                               if (s.spec.hasTeacher)
                                 in.teacher = emitTeacherLogit(
                                     ve, s.spec, a["teacher_x"], a["teacher_w"],
-                                    a["teacher_bias"], a["T"], z.rows[i], z.cols[j]);
+                                    a["teacher_bias"], a["T"], z.rows[i], z.cols[j],
+                                    s.teacherDot());
                               SmallVector<Value> pushed = s.stats.push(
                                   ve, row, emitLogit(ve, s.spec, z.at(i, j)), in);
                               std::copy(pushed.begin(), pushed.end(), next.begin() + i * width);
