@@ -256,8 +256,11 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
                                    logit_scale, softcap, targets, teacher_input, teacher_bias,
                                    teacher_scale), hidden.device, flags)
     buffers = _buffers(hidden, weight, target, bias, class_weights, targets)
-    if any(n in ("cross_entropy", "reverse_cross_entropy") for n in names):
-        # (The teacher's lse / logits enter the cross-entropies' adjoints.)
+    if teacher_input is not None:
+        # (The teacher's lse / logits enter the cross-entropies' adjoints; a
+        # plan with a teacher binds its operands even when only the
+        # teacher's own statistics, whose adjoints are 0, sit next to the
+        # student's.)
         buffers.update(_buffers(hidden, weight, None, None, None, None, teacher_input,
                                 teacher_weight, teacher_bias))
     names_run = kernel.names
