@@ -276,10 +276,12 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
         buffers["grad_w"] = torch.empty_like(buffers["w"])
     if "grad_bias" in names_run:
         buffers["grad_bias"] = torch.empty_like(buffers["bias"])
-    empty = hidden.new_empty((0,))
-    grad_x = buffers["grad_x"] if needs_grad_x else empty
-    grad_w = buffers["grad_w"] if needs_grad_w else empty
-    grad_b = buffers["grad_bias"] if (needs_grad_w and bias is not None) else empty
+    # (One empty tensor per missing gradient: a custom op's returns may not
+    # alias each other, which torch checks under a dispatch mode.)
+    grad_x = buffers["grad_x"] if needs_grad_x else hidden.new_empty((0,))
+    grad_w = buffers["grad_w"] if needs_grad_w else hidden.new_empty((0,))
+    grad_b = buffers["grad_bias"] if (needs_grad_w and bias is not None) \
+        else hidden.new_empty((0,))
     kernel.run(hidden.device, n, v, d, buffers, _teacher_dim(teacher_input))
     return grad_x, grad_w, grad_b
 
