@@ -77,6 +77,9 @@ class ReducePart:
     rows: Dict[int, Tensor] = field(default_factory=dict)  # row atoms' tensors
     lead: Tuple[int, ...] = ()
     teacher: Optional["Teacher"] = None  # a second head, never differentiated
+    #: The function cut the logits' gradient (torch.no_grad(), .detach()):
+    #: the sweep runs on detached operands, as eager would.
+    detached: bool = False
 
     @property
     def w_value(self) -> Tensor:
@@ -134,7 +137,7 @@ class ReducePart:
             statistics=tuple(stats), weighted=weighted,
             ignore_index=self.ignore_index if self.ignore_index is not None else _NO_LABEL,
             logit_scale=self.logit_scale, softcap=self.softcap, storage=x_dtype,
-            exits=[(new_slot(e.out), e) for e in self.exits],
+            exits=[(new_slot(e.out), e) for e in self.exits], detached=self.detached,
             teacher_x=ref(teacher.x).slot if teacher is not None else None,
             teacher_w=ref(teacher.w_value).slot if teacher is not None else None,
             teacher_w_transposed=teacher is not None and teacher.w is not teacher.w_value,
@@ -195,6 +198,7 @@ class ReduceStep:
     teacher_bias: Optional[int] = None
     teacher_scale: float = 1.0
     teacher_detached: bool = True
+    detached: bool = False
 
     def _teacher(self, slots: List[Any]) -> Dict[str, Any]:
         """The teacher operands for the kernel (detached: never differentiated)."""
@@ -217,6 +221,9 @@ class ReduceStep:
     def run(self, slots: List[Any]) -> None:
         x, w, bias = linear_operands(slots, self.x, self.w, self.bias, self.storage,
                                      self.w_transposed)
+        if self.detached:
+            x, w = x.detach(), w.detach()
+            bias = bias.detach() if bias is not None else None
         x = x.reshape(-1, x.shape[-1])
         labels = None
         if self.labels is not None:
@@ -237,6 +244,9 @@ class ReduceStep:
             targets=targets if "target_logit_sum" in self.statistics else None,
             **self._teacher(slots))
         stats = dict(zip(self.statistics, values))
+        for name in ("teacher_lse", "teacher_entropy"):  # the teacher's own: no gradient
+            if name in stats:
+                stats[name] = stats[name].detach()
         like = stats["lse"] if "lse" in stats else next(iter(stats.values()))
         per_label = self.labels_per_row > 1
         caches: Dict[bool, Dict[Any, Tensor]] = {False: {}, True: {}}
@@ -520,6 +530,7 @@ class _Tracer:
         part = ReducePart(self.a, {linear.index} | {c.index for _, c in chain}, x, w, bias,
                           linear, scale, cap, vocab, lead=tuple(logits.shape[:-1]))
         self.part = part
+        part.detached = self._cut(student, [x, w, bias])
         self.sym[id(logits)] = Sym.logits()
         if teacher_stream is not None:
             part.teacher = self._teacher(teacher_stream, student)
@@ -646,9 +657,21 @@ class _Tracer:
             raise self.error(
                 f"lossjit.jit: the teacher head's hidden states (of {where}) are {x.dtype} "
                 f"but the student's are {s_x.dtype}; one sweep stores both heads alike")
-        operands = [x, getattr(w, "m", w)] + ([bias] if isinstance(bias, Tensor) else [])
-        detached = any(t.requires_grad for t in operands)
-        return Teacher(x, w, bias, scale, linear, detached)
+        return Teacher(x, w, bias, scale, linear, self._cut(stream, [x, w, bias]))
+
+    @staticmethod
+    def _cut(stream, operands) -> bool:
+        """Whether the function itself cuts the gradient of a stream's logits:
+        the linear layer or a map after it runs under torch.no_grad(), a
+        .detach() in the map chain, or operands that require grad giving
+        logits that do not."""
+        linear, chain, logits = stream
+        if not linear.grad_enabled or any(kind == "detach" or not call.grad_enabled
+                                          for (kind, _), call in chain):
+            return True
+        values = [getattr(t, "m", t) for t in operands]
+        return not logits.requires_grad and any(
+            isinstance(t, Tensor) and t.requires_grad for t in values)
 
     def _poison(self, call) -> None:
         for t in call.tensors_out():

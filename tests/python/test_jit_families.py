@@ -541,6 +541,51 @@ def test_teacher_detached_in_the_function_gets_no_gradient():
     torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-6)
 
 
+def test_teacher_cut_by_no_grad_is_known_from_the_trace():
+    """torch.no_grad() inside the function is seen even when the first call's
+    teacher needs no grad: a later teacher that requires grad is detached,
+    as eager does, not refused."""
+    h, w, b, th, tw, tb, y = _teacher_inputs("cpu", torch.float32)
+    fused = lossjit.jit(ce_plus_distillation)
+    first = fused(h.clone().requires_grad_(True), w, b, th, tw, tb, y)
+    tw_grad = tw.clone().requires_grad_(True)
+    hf = h.clone().requires_grad_(True)
+    second = fused(hf, w, b, th, tw_grad, tb, y)
+    second.backward()
+    assert torch.equal(first, second)
+    assert hf.grad is not None and tw_grad.grad is None
+    assert fused.specializations == 1
+
+
+def test_detached_student_logits_get_no_gradient():
+    """.detach() on the (single) student's logits: no gradient reaches the
+    hidden states, as in eager (the sweep runs on detached operands)."""
+    h, w, y, _ = _inputs("cpu", torch.float32)
+
+    def detached_entropy(h, w, y):
+        logp = F.log_softmax(F.linear(h, w).detach(), -1)
+        return F.linear(h, w).logsumexp(-1).mean(), -(logp.exp() * logp).sum(-1).mean()
+
+    def entropy_only(h, w, y):
+        logp = F.log_softmax(F.linear(h, w).detach(), -1)
+        return -(logp.exp() * logp).sum(-1).mean()
+
+    hf = h.clone().requires_grad_(True)
+    got = lossjit.jit(entropy_only)(hf, w, y)
+    want = entropy_only(hf, w, y)
+    assert not got.requires_grad and not want.requires_grad
+    torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-5)
+    # Two heads over the same operands, one detached: the detached one is
+    # the teacher (no gradient through it).
+    got = lossjit.jit(detached_entropy)(hf, w, y)
+    want = detached_entropy(hf, w, y)
+    for g, r in zip(got, want):
+        torch.testing.assert_close(g, r, rtol=2e-5, atol=2e-5)
+    assert not got[1].requires_grad
+    torch.testing.assert_close(torch.autograd.grad(got[0], [hf])[0],
+                               torch.autograd.grad(want[0], [hf])[0], rtol=5e-5, atol=5e-6)
+
+
 def test_teacher_that_requires_grad_later_is_an_error():
     """Traced with a frozen teacher, then called with one that requires grad
     (eager would differentiate it): a clear error, not a silent detach."""
