@@ -12,6 +12,20 @@ losses over the same logits (CE + z-loss + an entropy bonus + a log-prob
 objective) share the one sweep. An op on the logits the algebra cannot
 express is a JitError naming it and its line: the logits would have to be
 materialized.
+
+A second linear layer whose logits reach softmax-type ops is a teacher head
+when its logits need no grad (its operands do not require grad, or the
+function computes it under torch.no_grad() or .detach()es it) while the
+student's do: same vocabulary and rows, its own hidden size T, a bias and
+Python-number scales (its temperature: the kernel's teacher_scale; a
+teacher soft-cap is an error). Its logits u, softmax q and log-softmax
+u − teacher_lse are symbolic like the student's, F.kl_div and torch.log of
+a softmax are understood, and the sums reduce to the teacher statistics of
+the same sweep (teacher_lse, teacher_entropy, cross_entropy,
+reverse_cross_entropy): forward KL Σ q (log q − log p) is exactly
+cross_entropy − teacher_entropy. The teacher's operands reach the kernel
+detached. Two heads that both need grad, or neither (two teachers), are
+JitErrors naming both linear layers.
 """
 
 from __future__ import annotations
@@ -1095,6 +1109,11 @@ SUPPORTED_STATS = """lossjit.jit fuses, over the vocabulary of one linear layer'
     class indices or class probabilities [N, V], and F.nll_loss(logp, y, ...)
   - products with one dense [N, V] tensor (class probabilities) summed over the
     vocabulary, e.g. -(probs * F.log_softmax(z, -1)).sum(-1)
+  - a teacher head u (a second linear layer whose logits need no grad: no_grad,
+    .detach() or frozen operands; own hidden size, bias and temperature, no
+    soft-cap): its softmax q, log-softmax and logsumexp, forward and reverse KL by
+    hand or F.kl_div(logp, logq, log_target=True), torch.log of a softmax, and
+    F.cross_entropy(z, q); products q·z, q·u, p·u (not p·q, q·q or u·z)
 Any torch ops on [N]-shaped values (masks, normalizers, per-sequence sums) run eagerly,
-and every loss over the same logits shares one sweep. Not supported yet: a second
-(teacher) head, max/argmax/sort over V."""
+and every loss over the same logits shares one sweep. Not supported yet: the
+generalized JSD, max/argmax/sort over V."""
