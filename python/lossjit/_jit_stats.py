@@ -353,6 +353,14 @@ class ReduceStep:
         return value.sum() / weight.sum()
 
 
+def _teacher_only(s: Sym) -> bool:
+    """Whether a symbolic value depends on the teacher head alone (so
+    .detach() of it changes nothing: the teacher gets no gradient)."""
+    teacher_atoms = {("stat", "teacher_lse"), ("stat", "teacher_entropy")}
+    return set(s.parts) <= {"1", "u", "q", "qu"} and all(
+        atom in teacher_atoms for coef in s.parts.values() for atom in coef.atoms())
+
+
 def _safe_labels(labels: Tensor, ignore_index: int) -> Tensor:
     """Labels with ignored rows pointed at class 0 (their values are masked)."""
     return torch.where(labels == ignore_index, torch.zeros_like(labels), labels)
@@ -853,7 +861,14 @@ class _Tracer:
         if f in _KL_DIV:
             return self._kl_div(call, poisoned)
         if f in _DETACH:
-            self.sym[id(call.out)] = self.sym[id(src)]
+            if poisoned:
+                return self._poison(call)
+            s = self.sym[id(src)]
+            if not _teacher_only(s):
+                raise _Unsupported(call, "detaches a value computed from the student's logits "
+                                         "(the sweep cannot stop the gradient of a part of "
+                                         "its statistics; detach the [N] result instead)")
+            self.sym[id(call.out)] = s  # the teacher is never differentiated anyway
             return
         if f in _CAST_METHODS or f in _TO:
             rest = list(call.args[1:]) + [v for k, v in call.kwargs.items() if k == "dtype"]

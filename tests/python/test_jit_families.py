@@ -628,6 +628,13 @@ def _teacher_gather(h, w, th, tw, y):
         logq.gather(-1, y.clamp(min=0)[:, None]).mean()
 
 
+def _detached_student_softmax(h, w, th, tw, y):
+    # p.detach() would stop the gradient of one part of the statistics.
+    logp = F.log_softmax(F.linear(h, w), -1)
+    logq = F.log_softmax(F.linear(th, tw), -1).detach()  # fine: the teacher alone
+    return (logp.exp().detach() * (logp - logq)).sum(-1).mean()
+
+
 def _q_squared(h, w, th, tw, y):
     q = F.softmax(F.linear(th, tw), -1)
     return (q * q * F.log_softmax(F.linear(h, w), -1)).sum(-1).mean()
@@ -646,8 +653,11 @@ def _q_squared(h, w, th, tw, y):
      r"torch\.tanh at test_jit_families\.py:\d+ soft-caps the teacher head's logits"),
     (_teacher_logit_sum, (True, False), r"Tensor\.sum at .* sums the teacher logits"),
     (_teacher_gather, (True, False), r"Tensor\.gather at .* gathers .*teacher"),
+    (_detached_student_softmax, (True, False),
+     r"Tensor\.detach at test_jit_families\.py:\d+ detaches a value computed from the "
+     r"student's logits"),
 ], ids=["two-grad-heads", "two-teachers", "p-times-q", "q-times-q", "teacher-softcap",
-        "teacher-logit-sum", "teacher-gather"])
+        "teacher-logit-sum", "teacher-gather", "detached-student-softmax"])
 def test_unsupported_teacher_forms_name_the_op(body, grads, pattern):
     h, w, _, th, tw, _, y = _teacher_inputs("cpu", torch.float32)
     if grads[0]:
