@@ -9,7 +9,14 @@ functions, with [N]-shaped coefficients:
   ``cz``  c_j z_j      ``t``  t_j (a dense [N, V] tensor: class probabilities)
   ``tz``  t_j z_j
 
-so ``log_softmax(z) = z − lse·1`` and ``softmax(z)·log_softmax(z) = pz − lse·p``.
+and, with a teacher head (logits u, never differentiated, q = softmax(u)):
+
+  ``u``   u_j            ``q``  q_j              ``qz``  q_j z_j
+  ``qu``  q_j u_j        ``pu`` p_j u_j
+
+so ``log_softmax(z) = z − lse·1``, ``softmax(z)·log_softmax(z) = pz − lse·p``,
+``log_softmax(u) = u − Lt·1`` (Lt = teacher_lse) and the forward KL
+``q·(log q − log p) = qu − Lt·q − qz + lse·q``.
 A reduction over the vocabulary maps each basis to row statistics of one
 kernel sweep (``loss.vocab_reduce``):
 
@@ -24,7 +31,19 @@ kernel sweep (``loss.vocab_reduce``):
   cz           logit_sum (c)     c_y · label_logit
   t            Σ t               t_y
   tz           target_logit_sum  t_y · label_logit
+  u            (none: an error)  (none: an error)
+  q            1                 (none: an error)
+  qz           lse − cross_entropy            (none)
+  qu           teacher_lse − teacher_entropy  (none)
+  pu           teacher_lse − reverse_cross_entropy  (none)
   ===========  ================  =========================
+
+(cross_entropy X = −Σ q log p, teacher_entropy Ht = −Σ q log q,
+reverse_cross_entropy R = −Σ p log q, all from the one sweep over both
+heads' logit tiles; the forward KL Σ q log(q/p) reduces to X − Ht and the
+reverse KL Σ p log(p/q) to R − entropy, exactly.) Any other product of
+teacher and student columns (p·q, q·q, u·z, a [V] or [N, V] tensor times a
+teacher column) has no statistic and is an AlgebraError naming both.
 
 Coefficients and reductions are polynomials (:class:`Poly`) over atoms —
 the statistics, [N]-shaped tensors the function computes eagerly, and a few
@@ -46,6 +65,11 @@ from torch import Tensor
 #: ("p_label",), ("csum",), ("c_label",).
 Atom = Tuple[Any, ...]
 Monomial = Tuple[Atom, ...]
+
+
+#: The statistics that read the teacher stream (see lossjit._reduce).
+TEACHER_STATISTICS = ("teacher_lse", "teacher_entropy", "cross_entropy",
+                      "reverse_cross_entropy")
 
 
 class AlgebraError(ValueError):
@@ -129,12 +153,15 @@ class Poly:
         return total
 
 
-BASES = ("1", "z", "p", "pz", "c", "cz", "t", "tz")
+BASES = ("1", "z", "p", "pz", "c", "cz", "t", "tz", "u", "q", "qz", "qu", "pu")
 #: basis × basis for the products the algebra can reduce (absent: cannot).
 _PRODUCT = {
     ("1", "1"): "1", ("1", "z"): "z", ("1", "p"): "p", ("1", "pz"): "pz",
     ("1", "c"): "c", ("1", "cz"): "cz", ("z", "p"): "pz", ("z", "c"): "cz",
     ("1", "t"): "t", ("1", "tz"): "tz", ("z", "t"): "tz",
+    # The teacher stream: u its logits, q = softmax(u).
+    ("1", "u"): "u", ("1", "q"): "q", ("1", "qz"): "qz", ("1", "qu"): "qu",
+    ("1", "pu"): "pu", ("z", "q"): "qz", ("u", "q"): "qu", ("u", "p"): "pu",
 }
 _PRODUCT.update({(b, a): c for (a, b), c in list(_PRODUCT.items())})
 
@@ -183,19 +210,42 @@ class Sym:
                 out = out + Sym({b: c1 * c2})
         return out
 
-    def is_log_softmax(self) -> bool:
-        """Whether this is z − lse (so exp() of it is p)."""
-        want = {"z": Poly.const(1.0), "1": -Poly.atom(("stat", "lse"))}
+    def _is(self, want: Dict[str, Poly]) -> bool:
         return set(self.parts) == set(want) and all(
             self.parts[b].terms == want[b].terms for b in want)
 
+    def is_log_softmax(self) -> bool:
+        """Whether this is z − lse (so exp() of it is p)."""
+        return self._is({"z": Poly.const(1.0), "1": -Poly.atom(("stat", "lse"))})
+
+    def is_teacher_log_softmax(self) -> bool:
+        """Whether this is u − Lt (so exp() of it is q)."""
+        return self._is({"u": Poly.const(1.0), "1": -Poly.atom(("stat", "teacher_lse"))})
+
     def is_logits(self) -> bool:
-        return set(self.parts) == {"z"} and self.parts["z"].constant() == 1.0
+        return self._is({"z": Poly.const(1.0)})
+
+    def is_teacher_logits(self) -> bool:
+        return self._is({"u": Poly.const(1.0)})
+
+    def is_basis(self, name: str) -> bool:
+        """Whether this is exactly one column function (e.g. "p": softmax)."""
+        return self._is({name: Poly.const(1.0)})
+
+
+def log_softmax_of(teacher: bool) -> Sym:
+    """log_softmax of the student (z − lse) or the teacher (u − Lt) logits."""
+    if teacher:
+        return Sym({"u": Poly.const(1.0), "1": -Poly.atom(("stat", "teacher_lse"))})
+    return Sym({"z": Poly.const(1.0), "1": -Poly.atom(("stat", "lse"))})
 
 
 _DESCRIBE = {"1": "a constant", "z": "the logits", "p": "the softmax",
              "pz": "softmax·logits", "c": "a [V] tensor", "cz": "[V] tensor·logits",
-             "t": "an [N, V] tensor", "tz": "[N, V] tensor·logits"}
+             "t": "an [N, V] tensor", "tz": "[N, V] tensor·logits",
+             "u": "the teacher logits", "q": "the teacher softmax",
+             "qz": "teacher softmax·logits", "qu": "teacher softmax·teacher logits",
+             "pu": "softmax·teacher logits"}
 
 
 def reduce_sum(sym: Sym, vocab: int) -> Poly:
@@ -209,9 +259,17 @@ def reduce_sum(sym: Sym, vocab: int) -> Poly:
         "cz": Poly.atom(("stat", "logit_sum_c")),
         "t": Poly.atom(("tsum",)),
         "tz": Poly.atom(("stat", "target_logit_sum")),
+        "q": Poly.const(1.0),
+        "qz": Poly.atom(("stat", "lse")) - Poly.atom(("stat", "cross_entropy")),
+        "qu": Poly.atom(("stat", "teacher_lse")) - Poly.atom(("stat", "teacher_entropy")),
+        "pu": Poly.atom(("stat", "teacher_lse")) - Poly.atom(("stat",
+                                                              "reverse_cross_entropy")),
     }
     out = Poly()
     for b, coef in sym.parts.items():
+        if b not in rules:
+            raise AlgebraError(f"sums {_DESCRIBE[b]} over the vocabulary (no statistic of one "
+                               "sweep gives that sum)")
         out = out + coef * rules[b]
     return out
 
@@ -226,6 +284,9 @@ def reduce_gather(sym: Sym) -> Poly:
              "t": ty, "tz": ty * zy}
     out = Poly()
     for b, coef in sym.parts.items():
+        if b not in rules:
+            raise AlgebraError(f"gathers {_DESCRIBE[b]} at the labels (the sweep reads the "
+                               "teacher only through its statistics over the vocabulary)")
         out = out + coef * rules[b]
     return out
 
@@ -256,5 +317,12 @@ def statistics_of(polys: Iterable[Poly]) -> Tuple[List[str], bool]:
                            "weights of a [V] tensor; one sweep carries one of them")
     if "entropy" in names:
         names.add("lse")
-    order = ["lse", "label_logit", "logit_sum", "entropy", "target_logit_sum"]
+    if names & set(TEACHER_STATISTICS):
+        # The cross-entropies' gradients read both lse values; lse keeps a
+        # student statistic in every sweep.
+        names.add("lse")
+        if names & {"cross_entropy", "reverse_cross_entropy"}:
+            names.add("teacher_lse")
+    order = ["lse", "label_logit", "logit_sum", "entropy", "target_logit_sum"] + \
+        list(TEACHER_STATISTICS)
     return [n for n in order if n in names], weighted

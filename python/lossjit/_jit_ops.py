@@ -100,3 +100,6 @@ def linear_operands(slots: List[Any], x: int, w: int, bias: Optional[int],
         xv, wv = xv.to(storage), wv.to(storage)
         bv = bv.to(storage) if bv is not None else None
     return xv, (wv.t() if transposed else wv), bv
+_LOG = _torch_attrs("log") | _tensor_attrs("log")
+_KL_DIV = {F.kl_div}
+_DETACH = _torch_attrs("detach") | _tensor_attrs("detach")

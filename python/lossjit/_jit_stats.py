@@ -12,6 +12,20 @@ losses over the same logits (CE + z-loss + an entropy bonus + a log-prob
 objective) share the one sweep. An op on the logits the algebra cannot
 express is a JitError naming it and its line: the logits would have to be
 materialized.
+
+A second linear layer whose logits reach softmax-type ops is a teacher head
+when its logits need no grad (its operands do not require grad, or the
+function computes it under torch.no_grad() or .detach()es it) while the
+student's do: same vocabulary and rows, its own hidden size T, a bias and
+Python-number scales (its temperature: the kernel's teacher_scale; a
+teacher soft-cap is an error). Its logits u, softmax q and log-softmax
+u − teacher_lse are symbolic like the student's, F.kl_div and torch.log of
+a softmax are understood, and the sums reduce to the teacher statistics of
+the same sweep (teacher_lse, teacher_entropy, cross_entropy,
+reverse_cross_entropy): forward KL Σ q (log q − log p) is exactly
+cross_entropy − teacher_entropy. The teacher's operands reach the kernel
+detached. Two heads that both need grad, or neither (two teachers), are
+JitErrors naming both linear layers.
 """
 
 from __future__ import annotations
@@ -24,11 +38,12 @@ import torch
 from torch import Tensor
 
 from . import _reduce
-from ._algebra import AlgebraError, Poly, Sym, reduce_gather, reduce_sum, statistics_of
-from ._jit_ops import (_ADD, _CAST_METHODS, _CE, _DIV, _EXP, _GATHER, _GETITEM, _LINEAR,
-                       _LOG_SOFTMAX, _LOGSUMEXP, _MATMUL, _MEAN, _MUL, _NEG, _NLL, _RSUB,
-                       _SOFTMAX, _SQUEEZE, _SUB, _SUM, _TANH, _TO, _VIEW, _DIALECT_DTYPES,
-                       linear_operands)
+from ._algebra import (TEACHER_STATISTICS, AlgebraError, Poly, Sym, log_softmax_of,
+                       reduce_gather, reduce_sum, statistics_of)
+from ._jit_ops import (_ADD, _CAST_METHODS, _CE, _DETACH, _DIV, _EXP, _GATHER, _GETITEM,
+                       _KL_DIV, _LINEAR, _LOG, _LOG_SOFTMAX, _LOGSUMEXP, _MATMUL, _MEAN, _MUL,
+                       _NEG, _NLL, _RSUB, _SOFTMAX, _SQUEEZE, _SUB, _SUM, _TANH, _TO, _VIEW,
+                       _DIALECT_DTYPES, linear_operands)
 
 #: Ops that need the vocabulary softmax: a linear whose (mapped) output
 #: reaches one of them is the logit stream.
@@ -42,7 +57,8 @@ class Exit:
 
     out: Tensor
     rows: Poly
-    kind: str = "plain"  # "plain", "nll", "ce" or "ce_prob" (probability targets)
+    kind: str = "plain"  # "plain", "nll", "ce", "ce_prob" (probability targets) or
+    # "rowsum" (the rows summed, over `divisor`: F.kl_div's sum, batchmean, mean)
     smooth: Optional[Poly] = None
     label_smoothing: float = 0.0
     ignore_index: int = -100
@@ -50,6 +66,7 @@ class Exit:
     weighted: bool = False  # nll/ce: the [V] column is the class weights
     vocab: int = 0  # ce with label smoothing: ε / V
     per_label: bool = False  # a gather of K labels per row: [..., K] values
+    divisor: float = 1.0  # rowsum: what the sum of the rows is divided by
 
 
 @dataclass
@@ -73,6 +90,10 @@ class ReducePart:
     targets: Optional[Tensor] = None  # the one dense [lead..., V] tensor (probabilities)
     rows: Dict[int, Tensor] = field(default_factory=dict)  # row atoms' tensors
     lead: Tuple[int, ...] = ()
+    teacher: Optional["Teacher"] = None  # a second head, never differentiated
+    #: The function cut the logits' gradient (torch.no_grad(), .detach()):
+    #: the sweep runs on detached operands, as eager would.
+    detached: bool = False
 
     @property
     def w_value(self) -> Tensor:
@@ -81,7 +102,10 @@ class ReducePart:
     @property
     def inputs(self) -> List[Tensor]:
         out = [self.x, self.w_value]
-        for t in (self.bias, self.labels, self.column, self.targets):
+        if self.teacher is not None:
+            out += [self.teacher.x, self.teacher.w_value]
+        for t in (self.bias, self.labels, self.column, self.targets,
+                  self.teacher.bias if self.teacher is not None else None):
             if isinstance(t, Tensor):
                 out.append(t)
         out.extend(self.rows.values())
@@ -104,6 +128,10 @@ class ReducePart:
             raise AlgebraError("internal: label_logit without labels")
         if weighted and self.column is None:
             raise AlgebraError("internal: a weighted logit_sum without a [V] tensor")
+        reads_teacher = any(n in TEACHER_STATISTICS for n in stats)
+        if reads_teacher and self.teacher is None:
+            raise AlgebraError("internal: a teacher statistic without a teacher head")
+        teacher = self.teacher if reads_teacher else None
         x_dtype = self.x.dtype
         device = self.x.device
         if device.type in ("cpu", "cuda") and torch.is_autocast_enabled(device.type):
@@ -123,7 +151,33 @@ class ReducePart:
             statistics=tuple(stats), weighted=weighted,
             ignore_index=self.ignore_index if self.ignore_index is not None else _NO_LABEL,
             logit_scale=self.logit_scale, softcap=self.softcap, storage=x_dtype,
-            exits=[(new_slot(e.out), e) for e in self.exits])
+            exits=[(new_slot(e.out), e) for e in self.exits], detached=self.detached,
+            teacher_x=ref(teacher.x).slot if teacher is not None else None,
+            teacher_w=ref(teacher.w_value).slot if teacher is not None else None,
+            teacher_w_transposed=teacher is not None and teacher.w is not teacher.w_value,
+            teacher_bias=ref(teacher.bias).slot if teacher is not None
+            and isinstance(teacher.bias, Tensor) else None,
+            teacher_scale=teacher.scale if teacher is not None else 1.0,
+            teacher_detached=teacher.detached if teacher is not None else True)
+
+
+@dataclass
+class Teacher:
+    """The teacher head: u = scale·(x @ w.T + bias), q = softmax(u)."""
+
+    x: Tensor
+    w: Any  # a [V, T] tensor or jit._Transposed
+    bias: Optional[Tensor]
+    scale: float
+    linear_call: Any
+    #: Whether the function itself cut the gradient (torch.no_grad() or
+    #: .detach() while an operand required grad); if not, an operand that
+    #: requires grad at run time is an error (eager would differentiate it).
+    detached: bool
+
+    @property
+    def w_value(self) -> Tensor:
+        return getattr(self.w, "m", self.w)
 
 
 #: The kernel's ignore_index when only plain gathers read the labels.
@@ -152,10 +206,38 @@ class ReduceStep:
     labels_per_row: int = 1
     targets: Optional[int] = None
     graph_id: str = ""
+    teacher_x: Optional[int] = None
+    teacher_w: Optional[int] = None
+    teacher_w_transposed: bool = False
+    teacher_bias: Optional[int] = None
+    teacher_scale: float = 1.0
+    teacher_detached: bool = True
+    detached: bool = False
+
+    def _teacher(self, slots: List[Any]) -> Dict[str, Any]:
+        """The teacher operands for the kernel (detached: never differentiated)."""
+        if self.teacher_x is None:
+            return {}
+        tx, tw, tb = linear_operands(slots, self.teacher_x, self.teacher_w, self.teacher_bias,
+                                     self.storage, self.teacher_w_transposed)
+        if not self.teacher_detached and torch.is_grad_enabled():
+            for name, t in (("hidden states", tx), ("weight", tw), ("bias", tb)):
+                if t is not None and t.requires_grad:
+                    raise RuntimeError(
+                        f"lossjit.jit: the teacher head's {name} require grad, but the fused "
+                        "teacher is never differentiated (the trace saw it without grad); "
+                        "detach it or compute the teacher's logits under torch.no_grad()")
+        return {"teacher_input": tx.detach().reshape(-1, tx.shape[-1]),
+                "teacher_weight": tw.detach(),
+                "teacher_bias": tb.detach() if tb is not None else None,
+                "teacher_scale": self.teacher_scale}
 
     def run(self, slots: List[Any]) -> None:
         x, w, bias = linear_operands(slots, self.x, self.w, self.bias, self.storage,
                                      self.w_transposed)
+        if self.detached:
+            x, w = x.detach(), w.detach()
+            bias = bias.detach() if bias is not None else None
         x = x.reshape(-1, x.shape[-1])
         labels = None
         if self.labels is not None:
@@ -173,8 +255,12 @@ class ReduceStep:
             x, w, self.statistics, target=labels if "label_logit" in self.statistics else None,
             bias=bias, class_weights=column if self.weighted else None,
             ignore_index=self.ignore_index, logit_scale=self.logit_scale, softcap=self.softcap,
-            targets=targets if "target_logit_sum" in self.statistics else None)
+            targets=targets if "target_logit_sum" in self.statistics else None,
+            **self._teacher(slots))
         stats = dict(zip(self.statistics, values))
+        for name in ("teacher_lse", "teacher_entropy"):  # the teacher's own: no gradient
+            if name in stats:
+                stats[name] = stats[name].detach()
         like = stats["lse"] if "lse" in stats else next(iter(stats.values()))
         per_label = self.labels_per_row > 1
         caches: Dict[bool, Dict[Any, Tensor]] = {False: {}, True: {}}
@@ -229,6 +315,10 @@ class ReduceStep:
                 # (A polynomial without a per-label atom is [N, 1]: broadcast.)
                 out = rows.expand_as(shape_like).reshape(exit_.out.shape) if per_label and \
                     exit_.per_label else rows.reshape(exit_.out.shape)
+            elif exit_.kind == "rowsum":
+                out = rows.sum()
+                if exit_.divisor != 1.0:
+                    out = out / exit_.divisor
             else:
                 out = self._loss(exit_, rows, env, like, labels, column)
             slots[slot] = out if out.dtype == exit_.out.dtype else out.to(exit_.out.dtype)
@@ -261,6 +351,14 @@ class ReduceStep:
         if e.reduction == "sum":
             return value.sum()
         return value.sum() / weight.sum()
+
+
+def _teacher_only(s: Sym) -> bool:
+    """Whether a symbolic value depends on the teacher head alone (so
+    .detach() of it changes nothing: the teacher gets no gradient)."""
+    teacher_atoms = {("stat", "teacher_lse"), ("stat", "teacher_entropy")}
+    return set(s.parts) <= {"1", "u", "q", "qu"} and all(
+        atom in teacher_atoms for coef in s.parts.values() for atom in coef.atoms())
 
 
 def _safe_labels(labels: Tensor, ignore_index: int) -> Tensor:
@@ -373,6 +471,8 @@ class _Tracer:
             return ("cast", dtype)
         if u.func in _NEG:
             return ("scale", (-1.0, 1.0))
+        if u.func in _DETACH and len(u.args) == 1 and not u.kwargs:
+            return ("detach", None)
         if (u.func in _MUL or u.func in _DIV) and len(u.args) == 2 and not u.kwargs:
             a0, a1 = u.args
             other = a1 if a0 is t else a0
@@ -444,32 +544,21 @@ class _Tracer:
         found = self.streams()
         if not found:
             return None
-        if len(found) > 1:
-            raise self.error(
-                "lossjit.jit: one logit stream per function: softmax-type ops reach the "
-                "outputs of " + ", ".join(c.where() for c, _, _ in found) +
-                " (a second, teacher head is not supported yet)")
-        linear, chain, logits = found[0]
+        student, teacher_stream = self._student_and_teacher(found)
+        linear, chain, logits = student
         bias, scale, cap = self._fold(linear, chain)
-        if linear.func in _LINEAR:
-            names = ("input", "weight", "bias")
-            bound = dict(zip(names, linear.args))
-            bound.update(linear.kwargs)
-            x, w = bound["input"], bound["weight"]
-        else:
-            x, m = linear.args[0], linear.args[1]
-            w = self.a._untranspose(m)
-            if w is None:
-                raise self.error(f"lossjit.jit: {linear.where()} multiplies by something "
-                                 "other than a 2-d [D, V] weight")
-        if x.dim() < 2:
-            raise self.error(f"lossjit.jit: {linear.where()}: hidden must be [..., D] with "
-                             "at least one leading dim")
+        x, w = self._operands(linear)
         vocab = logits.shape[-1]
         part = ReducePart(self.a, {linear.index} | {c.index for _, c in chain}, x, w, bias,
                           linear, scale, cap, vocab, lead=tuple(logits.shape[:-1]))
         self.part = part
+        part.detached = self._cut(student, [x, w, bias])
         self.sym[id(logits)] = Sym.logits()
+        if teacher_stream is not None:
+            part.teacher = self._teacher(teacher_stream, student)
+            t_linear, t_chain, t_logits = teacher_stream
+            part.region |= {t_linear.index} | {c.index for _, c in t_chain}
+            self.sym[id(t_logits)] = Sym.basis("u")
         unsupported: List[_Unsupported] = []
         for call in self.a.rec.calls:
             if call.index in part.region:
@@ -516,6 +605,95 @@ class _Tracer:
         except AlgebraError as error:
             raise self.error(f"lossjit.jit: the function {error}.\n{SUPPORTED_STATS}")
         return part
+
+    def _operands(self, linear) -> Tuple[Tensor, Any]:
+        """(hidden, weight [V, D] or its transposed view) of a linear layer."""
+        if linear.func in _LINEAR:
+            names = ("input", "weight", "bias")
+            bound = dict(zip(names, linear.args))
+            bound.update(linear.kwargs)
+            x, w = bound["input"], bound["weight"]
+        else:
+            x, m = linear.args[0], linear.args[1]
+            w = self.a._untranspose(m)
+            if w is None:
+                raise self.error(f"lossjit.jit: {linear.where()} multiplies by something "
+                                 "other than a 2-d [D, V] weight")
+        if x.dim() < 2:
+            raise self.error(f"lossjit.jit: {linear.where()}: hidden must be [..., D] with "
+                             "at least one leading dim")
+        return x, w
+
+    def _student_and_teacher(self, found):
+        """The student stream and the teacher stream (or None) of the linear
+        layers whose logits reach softmax-type ops: at most two, and with two,
+        exactly one of them needs grad (the student); the other (its logits
+        computed without grad: its operands do not require grad, or the
+        function detached them) is the teacher."""
+        sites = ", ".join(c.where() for c, _, _ in found)
+        if len(found) == 1:
+            return found[0], None
+        if len(found) > 2:
+            raise self.error(
+                "lossjit.jit: one logit stream per function (and at most one teacher head): "
+                f"softmax-type ops reach the outputs of {len(found)} linear layers, " + sites)
+        grads = [stream for stream in found if stream[2].requires_grad]
+        if len(grads) == 2:
+            raise self.error(
+                "lossjit.jit: one logit stream per function: softmax-type ops reach the "
+                f"outputs of {sites}, and both require grad; a second head is fused only as "
+                "a teacher, which is never differentiated (compute it under torch.no_grad() "
+                "or .detach() it, or pass its weight without requires_grad)")
+        if not grads:
+            raise self.error(
+                "lossjit.jit: one logit stream per function (and at most one teacher head): "
+                f"softmax-type ops reach the outputs of {sites}, and neither requires grad, "
+                "so both would be teachers; the student head's hidden states or weight must "
+                "require grad when the function is first called")
+        student = grads[0]
+        teacher = found[1] if student is found[0] else found[0]
+        return student, teacher
+
+    def _teacher(self, stream, student) -> "Teacher":
+        linear, chain, logits = stream
+        where = linear.where()
+        for (kind, _), call in chain:
+            if kind == "tanh":
+                raise self.error(
+                    f"lossjit.jit: {call.where()} soft-caps the teacher head's logits (of "
+                    f"{where}); the sweep scales the teacher's logits (a temperature) but "
+                    "soft-caps only the student's")
+        bias, scale, cap = self._fold(linear, chain)
+        x, w = self._operands(linear)
+        s_logits = student[2]
+        if logits.shape[-1] != s_logits.shape[-1] or \
+                tuple(logits.shape[:-1]) != tuple(s_logits.shape[:-1]):
+            raise self.error(
+                f"lossjit.jit: the teacher head's logits (of {where}) have shape "
+                f"{list(logits.shape)} but the student's (of {student[0].where()}) "
+                f"{list(s_logits.shape)}; the heads share the vocabulary and the rows")
+        device = x.device
+        autocast = device.type in ("cpu", "cuda") and torch.is_autocast_enabled(device.type)
+        s_x = self._operands(student[0])[0]
+        if not autocast and x.dtype != s_x.dtype:
+            raise self.error(
+                f"lossjit.jit: the teacher head's hidden states (of {where}) are {x.dtype} "
+                f"but the student's are {s_x.dtype}; one sweep stores both heads alike")
+        return Teacher(x, w, bias, scale, linear, self._cut(stream, [x, w, bias]))
+
+    @staticmethod
+    def _cut(stream, operands) -> bool:
+        """Whether the function itself cuts the gradient of a stream's logits:
+        the linear layer or a map after it runs under torch.no_grad(), a
+        .detach() in the map chain, or operands that require grad giving
+        logits that do not."""
+        linear, chain, logits = stream
+        if not linear.grad_enabled or any(kind == "detach" or not call.grad_enabled
+                                          for (kind, _), call in chain):
+            return True
+        values = [getattr(t, "m", t) for t in operands]
+        return not logits.requires_grad and any(
+            isinstance(t, Tensor) and t.requires_grad for t in values)
 
     def _poison(self, call) -> None:
         for t in call.tensors_out():
@@ -640,13 +818,13 @@ class _Tracer:
                                          "last dim)")
             if poisoned:
                 return self._poison(call)
-            if not s.is_logits():
+            teacher = s.is_teacher_logits()
+            if not s.is_logits() and not teacher:
                 raise AlgebraError("takes the softmax of something other than the logits "
                                    "(scale or soft-cap the logits once, before any other "
                                    "use)")
-            self.sym[id(call.out)] = (Sym({"z": Poly.const(1.0),
-                                           "1": -Poly.atom(("stat", "lse"))})
-                                      if f in _LOG_SOFTMAX else Sym.basis("p"))
+            self.sym[id(call.out)] = (log_softmax_of(teacher) if f in _LOG_SOFTMAX
+                                      else Sym.basis("q" if teacher else "p"))
             return
         if f in _LOGSUMEXP:
             dim = _arg(call, 1, "dim")
@@ -654,17 +832,43 @@ class _Tracer:
                 raise _Unsupported(call, f"works over dim {dim!r}, not the vocabulary")
             if poisoned:
                 return self._poison(call)
-            if not self.sym[id(src)].is_logits():
+            s = self.sym[id(src)]
+            if s.is_teacher_logits():
+                return self._exit(call, Poly.atom(("stat", "teacher_lse")))
+            if not s.is_logits():
                 raise AlgebraError("takes the logsumexp of something other than the logits")
             return self._exit(call, Poly.atom(("stat", "lse")))
         if f in _EXP:
             if poisoned:
                 return self._poison(call)
             s = self.sym[id(src)]
+            if s.is_teacher_log_softmax():
+                self.sym[id(call.out)] = Sym.basis("q")
+                return
             if not s.is_log_softmax():
                 raise AlgebraError("exponentiates something other than the log-softmax of "
                                    "the logits")
             self.sym[id(call.out)] = Sym.basis("p")
+            return
+        if f in _LOG:
+            if poisoned:
+                return self._poison(call)
+            s = self.sym[id(src)]
+            if not (s.is_basis("p") or s.is_basis("q")):
+                raise AlgebraError("takes the log of something other than a softmax")
+            self.sym[id(call.out)] = log_softmax_of(s.is_basis("q"))
+            return
+        if f in _KL_DIV:
+            return self._kl_div(call, poisoned)
+        if f in _DETACH:
+            if poisoned:
+                return self._poison(call)
+            s = self.sym[id(src)]
+            if not _teacher_only(s):
+                raise _Unsupported(call, "detaches a value computed from the student's logits "
+                                         "(the sweep cannot stop the gradient of a part of "
+                                         "its statistics; detach the [N] result instead)")
+            self.sym[id(call.out)] = s  # the teacher is never differentiated anyway
             return
         if f in _CAST_METHODS or f in _TO:
             rest = list(call.args[1:]) + [v for k, v in call.kwargs.items() if k == "dtype"]
@@ -746,6 +950,50 @@ class _Tracer:
                 out = sa + sb.times(Poly.const(alpha))
         self.sym[id(call.out)] = out
 
+    def _kl_div(self, call, poisoned: bool) -> None:
+        """F.kl_div(input, target, reduction=, log_target=) as PyTorch defines
+        it: pointwise target·(log target − input) (exp(target)·(target −
+        input) with log_target), both over the vocabulary of the logits."""
+        names = ("input", "target", "size_average", "reduce", "reduction", "log_target")
+        bound = dict(zip(names, call.args))
+        bound.update(call.kwargs)
+        src, target = bound["input"], bound["target"]
+        if bound.get("size_average") is not None or bound.get("reduce") is not None:
+            raise _Unsupported(call, "uses the deprecated size_average/reduce (use reduction=)")
+        if not (isinstance(target, Tensor) and id(target) in self.sym) or \
+                not (isinstance(src, Tensor) and id(src) in self.sym):
+            raise AlgebraError("takes a divergence against a tensor that is not a softmax of "
+                               "the student or teacher logits")
+        if poisoned:
+            return self._poison(call)
+        inp, tgt = self.sym[id(src)], self.sym[id(target)]
+        if bound.get("log_target", False):
+            if tgt.is_log_softmax() or tgt.is_teacher_log_softmax():
+                prob = Sym.basis("q" if tgt.is_teacher_log_softmax() else "p")
+            else:
+                raise AlgebraError("takes a log-target that is not the log-softmax of the "
+                                   "student or teacher logits")
+            pointwise = prob * (tgt - inp)
+        else:
+            if not (tgt.is_basis("p") or tgt.is_basis("q")):
+                raise AlgebraError("takes a target that is not the softmax of the student or "
+                                   "teacher logits")
+            pointwise = tgt * (log_softmax_of(tgt.is_basis("q")) - inp)
+        reduction = str(bound.get("reduction", "mean"))
+        if reduction == "none":
+            self.sym[id(call.out)] = pointwise
+            return
+        rows = reduce_sum(pointwise, self.part.vocab)
+        if reduction == "batchmean":
+            divisor = float(src.shape[0]) if src.dim() > 0 else 1.0
+        elif reduction == "mean":
+            divisor = float(math.prod(self.part.lead) * self.part.vocab)
+        elif reduction == "sum":
+            divisor = 1.0
+        else:
+            raise _Unsupported(call, f"has reduction={reduction!r}")
+        return self._exit(call, rows, kind="rowsum", divisor=divisor)
+
     def _gather(self, call, poisoned: bool) -> None:
         f = call.func
         src = call.args[0]
@@ -783,6 +1031,20 @@ class _Tracer:
         if not self.sym[id(src)].is_logits():
             raise AlgebraError("takes the cross-entropy of something other than the logits")
         weight = bound.get("weight")
+        smoothing = float(bound.get("label_smoothing", 0.0) or 0.0)
+        if id(target) in self.sym:  # the teacher's softmax (soft targets from a head)
+            if weight is not None:
+                raise AlgebraError("weights the classes of the teacher's probabilities (no "
+                                   "statistic of one sweep gives Σ c q log p)")
+            rows = -reduce_sum(self.sym[id(target)] * log_softmax_of(False), self.part.vocab)
+            smooth = None
+            if smoothing > 0.0:
+                smooth = Poly.atom(("stat", "lse")).scale(float(self.part.vocab)) - \
+                    Poly.atom(("stat", "logit_sum"))
+            return self._exit(call, rows, kind="ce_prob", smooth=smooth,
+                              label_smoothing=smoothing,
+                              reduction=str(bound.get("reduction", "mean")),
+                              vocab=self.part.vocab)
         if weight is not None and self._operand(weight)[0] != "column":
             raise AlgebraError("takes class weights that are not a [V] tensor")
         if self.part.targets is not None and self.part.targets is not target:
@@ -862,6 +1124,11 @@ SUPPORTED_STATS = """lossjit.jit fuses, over the vocabulary of one linear layer'
     class indices or class probabilities [N, V], and F.nll_loss(logp, y, ...)
   - products with one dense [N, V] tensor (class probabilities) summed over the
     vocabulary, e.g. -(probs * F.log_softmax(z, -1)).sum(-1)
+  - a teacher head u (a second linear layer whose logits need no grad: no_grad,
+    .detach() or frozen operands; own hidden size, bias and temperature, no
+    soft-cap): its softmax q, log-softmax and logsumexp, forward and reverse KL by
+    hand or F.kl_div(logp, logq, log_target=True), torch.log of a softmax, and
+    F.cross_entropy(z, q); products q·z, q·u, p·u (not p·q, q·q or u·z)
 Any torch ops on [N]-shaped values (masks, normalizers, per-sequence sums) run eagerly,
-and every loss over the same logits shares one sweep. Not supported yet: a second
-(teacher) head, max/argmax/sort over V."""
+and every loss over the same logits shares one sweep. Not supported yet: the
+generalized JSD, max/argmax/sort over V."""

@@ -256,8 +256,11 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
                                    logit_scale, softcap, targets, teacher_input, teacher_bias,
                                    teacher_scale), hidden.device, flags)
     buffers = _buffers(hidden, weight, target, bias, class_weights, targets)
-    if any(n in ("cross_entropy", "reverse_cross_entropy") for n in names):
-        # (The teacher's lse / logits enter the cross-entropies' adjoints.)
+    if teacher_input is not None:
+        # (The teacher's lse / logits enter the cross-entropies' adjoints; a
+        # plan with a teacher binds its operands even when only the
+        # teacher's own statistics, whose adjoints are 0, sit next to the
+        # student's.)
         buffers.update(_buffers(hidden, weight, None, None, None, None, teacher_input,
                                 teacher_weight, teacher_bias))
     names_run = kernel.names
@@ -273,10 +276,12 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
         buffers["grad_w"] = torch.empty_like(buffers["w"])
     if "grad_bias" in names_run:
         buffers["grad_bias"] = torch.empty_like(buffers["bias"])
-    empty = hidden.new_empty((0,))
-    grad_x = buffers["grad_x"] if needs_grad_x else empty
-    grad_w = buffers["grad_w"] if needs_grad_w else empty
-    grad_b = buffers["grad_bias"] if (needs_grad_w and bias is not None) else empty
+    # (One empty tensor per missing gradient: a custom op's returns may not
+    # alias each other, which torch checks under a dispatch mode.)
+    grad_x = buffers["grad_x"] if needs_grad_x else hidden.new_empty((0,))
+    grad_w = buffers["grad_w"] if needs_grad_w else hidden.new_empty((0,))
+    grad_b = buffers["grad_bias"] if (needs_grad_w and bias is not None) \
+        else hidden.new_empty((0,))
     kernel.run(hidden.device, n, v, d, buffers, _teacher_dim(teacher_input))
     return grad_x, grad_w, grad_b
 

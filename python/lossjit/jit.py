@@ -102,6 +102,7 @@ class _Call:
     kwargs: dict
     out: Any
     loc: str
+    grad_enabled: bool = True  # torch.is_grad_enabled() when the call ran
 
     @property
     def name(self) -> str:
@@ -136,7 +137,8 @@ class _Recorder(TorchFunctionMode):
         # A call that returns its own input (.float() on a float32 tensor) is
         # a no-op here and on replay alike: not recorded.
         if outs and not all(id(t) in ins for t in outs):
-            call = _Call(len(self.calls), func, args, kwargs, out, _user_location())
+            call = _Call(len(self.calls), func, args, kwargs, out, _user_location(),
+                         torch.is_grad_enabled())
             name = getattr(func, "__name__", "")
             if name.endswith("_") and not name.endswith("__"):
                 raise JitError(f"lossjit.jit: in-place op {call.where()} is not supported "

@@ -318,3 +318,364 @@ def test_squared_softmax_is_an_algebra_error_naming_the_product():
 
     with pytest.raises(lossjit.JitError, match="multiplies the softmax by the softmax"):
         lossjit.jit(sq)(h, w, y)
+
+
+# --- A teacher head: distillation written in plain torch -----------------------------
+#
+# Two linear layers reach softmax-type ops: the student (its operands need
+# grad) and a teacher (never differentiated) with its own hidden size. The
+# KL forms reduce to the teacher statistics of the same sweep
+# (cross_entropy, teacher_entropy, reverse_cross_entropy, teacher_lse).
+
+TEACHER_DIM = 12  # the teacher's hidden size; the student's is 20
+
+
+def forward_kl_div(hidden, weight, bias, t_hidden, t_weight, t_bias, target):
+    s = F.linear(hidden, weight, bias)
+    t = F.linear(t_hidden, t_weight, t_bias)
+    return F.kl_div(F.log_softmax(s, -1), F.log_softmax(t, -1), log_target=True,
+                    reduction="batchmean")
+
+
+def forward_kl_by_hand(hidden, weight, bias, t_hidden, t_weight, t_bias, target, T=2.0):
+    logp = F.log_softmax(F.linear(hidden, weight, bias) / T, -1)
+    q = F.softmax(F.linear(t_hidden, t_weight, t_bias) / T, -1)
+    return (q * (torch.log(q) - logp)).sum(-1).mean()
+
+
+def reverse_kl(hidden, weight, bias, t_hidden, t_weight, t_bias, target):
+    s = F.linear(hidden, weight, bias)
+    p, logp = F.softmax(s, -1), F.log_softmax(s, -1)
+    logq = F.log_softmax(F.linear(t_hidden, t_weight, t_bias), -1)
+    return (p * (logp - logq)).sum(-1).mean()
+
+
+def ce_plus_distillation(hidden, weight, bias, t_hidden, t_weight, t_bias, target, T=2.0,
+                         alpha=0.5):
+    # Hinton-style: CE and the KL at temperature T (both heads / T), × T².
+    s = F.linear(hidden, weight, bias) / T
+    with torch.no_grad():
+        t = F.linear(t_hidden, t_weight, t_bias) / T
+    ce = F.cross_entropy(s, target)
+    kl = F.kl_div(F.log_softmax(s, -1), F.log_softmax(t, -1), log_target=True,
+                  reduction="batchmean")
+    return ce + alpha * T * T * kl
+
+
+def masked_kl_matmul_teacher(hidden, weight, bias, t_hidden, t_weight, t_bias, target):
+    # The teacher as x @ W.T + b, rows whose label is ignore_index dropped by
+    # boolean indexing on the per-row divergence.
+    logq = F.log_softmax(t_hidden @ t_weight.T + t_bias, -1)
+    logp = F.log_softmax(F.linear(hidden, weight, bias), -1)
+    rows = (logq.exp() * (logq - logp)).sum(-1)
+    return rows[target != -100].mean()
+
+
+def soft_targets_from_teacher(hidden, weight, bias, t_hidden, t_weight, t_bias, target):
+    # F.cross_entropy with the teacher's probabilities as targets, smoothed,
+    # next to a z-loss on the student.
+    s = F.linear(hidden, weight, bias)
+    q = F.softmax(F.linear(t_hidden, t_weight, t_bias).detach(), -1)
+    return F.cross_entropy(s, q, label_smoothing=0.1) + \
+        1e-3 * torch.logsumexp(s, -1).square().mean()
+
+
+def forward_and_reverse_metrics(hidden, weight, bias, t_hidden, t_weight, t_bias, target):
+    # Both divergences, the student entropy and the teacher's lse from one sweep.
+    s = F.linear(hidden, weight, bias).float()
+    t = F.linear(t_hidden, t_weight, t_bias).float()
+    logp, logq = F.log_softmax(s, -1), F.log_softmax(t, -1)
+    fwd = F.kl_div(logp, logq, log_target=True, reduction="none").sum(-1)
+    rev = F.kl_div(logq, logp, log_target=True, reduction="sum")
+    entropy = -(logp.exp() * logp).sum(-1)
+    return fwd.mean() + 0.25 * rev / fwd.numel() - 0.01 * entropy.mean(), \
+        torch.logsumexp(t, -1).mean()
+
+
+TEACHER_LOSSES = [forward_kl_div, forward_kl_by_hand, reverse_kl, ce_plus_distillation,
+                  masked_kl_matmul_teacher, soft_targets_from_teacher,
+                  forward_and_reverse_metrics]
+
+
+def _teacher_inputs(device, dtype, seed=0, bias=True):
+    h, w, y, _ = _inputs(device, dtype, seed=seed)
+    g = torch.Generator().manual_seed(seed + 7)
+    th = (torch.randn(h.shape[0], TEACHER_DIM, generator=g) * 2.0).to(dtype).to(device)
+    tw = (torch.randn(w.shape[0], TEACHER_DIM, generator=g) / TEACHER_DIM ** 0.5) \
+        .to(dtype).to(device)
+    b = (torch.randn(w.shape[0], generator=g) * 0.5).to(dtype).to(device) if bias else None
+    tb = (torch.randn(w.shape[0], generator=g) * 0.5).to(dtype).to(device)
+    return h, w, b, th, tw, tb, y
+
+
+def _check_teacher_against_float64(device, loss_fn, dtype, bias=True):
+    h, w, b, th, tw, tb, y = _teacher_inputs(device, dtype, bias=bias)
+    fused = lossjit.jit(loss_fn)
+    leaves = [h.clone().requires_grad_(True), w.clone().requires_grad_(True)] + (
+        [b.clone().requires_grad_(True)] if bias else [])
+    got = _outputs(fused(*leaves[:2], leaves[2] if bias else None, th, tw, tb, y))
+    ref_leaves = [t.double().requires_grad_(True) for t in (h, w) + ((b,) if bias else ())]
+    want = _outputs(loss_fn(*ref_leaves[:2], ref_leaves[2] if bias else None, th.double(),
+                            tw.double(), tb.double(), y))
+    assert len(got) == len(want)
+    for g, r in zip(got, want):
+        torch.testing.assert_close(g.double(), r.double(), rtol=2e-5, atol=2e-5)
+    grads = torch.autograd.grad(got[0], leaves)
+    ref = torch.autograd.grad(want[0], ref_leaves)
+    tol = 5e-5 if dtype == torch.float32 else 1.6e-2
+    for g, r in zip(grads, ref):
+        assert g.dtype == dtype
+        torch.testing.assert_close(g.double(), r.to(dtype).double(), rtol=tol,
+                                   atol=tol * float(r.abs().max()))
+
+
+@pytest.mark.parametrize("loss_fn", TEACHER_LOSSES, ids=[f.__name__ for f in TEACHER_LOSSES])
+def test_teacher_losses_fuse_and_match_eager(device, loss_fn):
+    _check_teacher_against_float64(device, loss_fn, torch.float32)
+
+
+def test_teacher_without_student_bias(device):
+    _check_teacher_against_float64(device, reverse_kl, torch.float32, bias=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_teacher_16_bit_storage_keeps_float32_statistics(device, dtype):
+    _check_teacher_against_float64(device, forward_and_reverse_metrics, dtype)
+
+
+def _count_ops(fn):
+    """(aot ops named vocab_reduce / vocab_reduce_backward that ran, [N, V]
+    values formed) while `fn` runs."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ops, formed = [], []
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            name = str(func)
+            if "vocab_reduce" in name:
+                ops.append(name)
+            for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                if isinstance(t, torch.Tensor) and t.dim() >= 1 and t.shape[-1] == 41 \
+                        and t.numel() > 41:
+                    formed.append(name)
+            return out
+
+    with Watch():
+        fn()
+    return ops, formed
+
+
+@pytest.mark.parametrize("loss_fn", TEACHER_LOSSES, ids=[f.__name__ for f in TEACHER_LOSSES])
+def test_teacher_losses_run_one_sweep_and_never_form_either_heads_logits(loss_fn):
+    h, w, b, th, tw, tb, y = _teacher_inputs("cpu", torch.float32)
+    hf = h.clone().requires_grad_(True)
+    fused = lossjit.jit(loss_fn)
+
+    def step():
+        loss = _outputs(fused(hf, w, b, th, tw, tb, y))[0]
+        torch.autograd.grad(loss, [hf])
+
+    step()  # trace and compile the forward and backward
+    before = _kernels.cache_info()["vocab_reduce"]
+    ops, formed = _count_ops(step)
+    assert ops == ["lossjit.vocab_reduce.default", "lossjit.vocab_reduce_backward.default"]
+    assert formed == [], f"[N, V] values were formed by {formed}"
+    assert _kernels.cache_info()["vocab_reduce"] == before
+
+
+def test_the_op_count_sees_an_eager_kl():
+    """The check above can fail: eager KL forms [N, V] values and runs no sweep."""
+    h, w, b, th, tw, tb, y = _teacher_inputs("cpu", torch.float32)
+    ops, formed = _count_ops(lambda: forward_kl_div(h, w, b, th, tw, tb, y))
+    assert ops == [] and any("mm" in f for f in formed)
+
+
+def test_teacher_losses_bitwise_repeats():
+    h, w, b, th, tw, tb, y = _teacher_inputs("cpu", torch.bfloat16)
+    fused = lossjit.jit(ce_plus_distillation)
+    runs = []
+    for _ in range(3):
+        leaves = [t.clone().requires_grad_(True) for t in (h, w, b)]
+        loss = fused(*leaves, th, tw, tb, y)
+        runs.append((loss.detach(),) + torch.autograd.grad(loss, leaves))
+    for run in runs[1:]:
+        for a, c in zip(runs[0], run):
+            assert torch.equal(a, c)
+    assert fused.specializations == 1
+
+
+def test_teacher_under_autocast_matches_bf16_inputs():
+    """Under CPU autocast both heads run in bfloat16, as F.linear would: the
+    same statistics as bfloat16 inputs, with eager autocast's float32 result."""
+    h, w, b, th, tw, tb, y = _teacher_inputs("cpu", torch.float32)
+    fused = lossjit.jit(forward_kl_div)
+    hf = h.clone().requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = fused(hf, w, b, th, tw, tb, y)
+        eager = forward_kl_div(h, w, b, th, tw, tb, y)
+    assert got.dtype == eager.dtype == torch.float32
+    (grad,) = torch.autograd.grad(got, [hf])
+    bf = [t.bfloat16() for t in (h, w, b, th, tw, tb)]
+    exact = forward_kl_div(*[t.double() for t in bf], y)
+    torch.testing.assert_close(got.double(), exact, rtol=2e-5, atol=2e-5)
+    hb = bf[0].clone().requires_grad_(True)
+    want = lossjit.jit(forward_kl_div)(hb, *bf[1:], y)
+    (want_grad,) = torch.autograd.grad(want, [hb])
+    assert torch.equal(got.bfloat16(), want)
+    assert grad.dtype == torch.float32
+    assert torch.equal(grad, want_grad.float())
+
+
+def test_teacher_detached_in_the_function_gets_no_gradient():
+    """A teacher whose operands require grad is fused when the function
+    cuts its gradient (torch.no_grad()); eager gives it no gradient either."""
+    h, w, b, th, tw, tb, y = _teacher_inputs("cpu", torch.float32)
+    tw = tw.clone().requires_grad_(True)
+    hf = h.clone().requires_grad_(True)
+    loss = lossjit.jit(ce_plus_distillation)(hf, w, b, th, tw, tb, y)
+    loss.backward()
+    assert hf.grad is not None and tw.grad is None
+    want = ce_plus_distillation(h, w, b, th, tw, tb, y)
+    torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-6)
+
+
+def test_teacher_cut_by_no_grad_is_known_from_the_trace():
+    """torch.no_grad() inside the function is seen even when the first call's
+    teacher needs no grad: a later teacher that requires grad is detached,
+    as eager does, not refused."""
+    h, w, b, th, tw, tb, y = _teacher_inputs("cpu", torch.float32)
+    fused = lossjit.jit(ce_plus_distillation)
+    first = fused(h.clone().requires_grad_(True), w, b, th, tw, tb, y)
+    tw_grad = tw.clone().requires_grad_(True)
+    hf = h.clone().requires_grad_(True)
+    second = fused(hf, w, b, th, tw_grad, tb, y)
+    second.backward()
+    assert torch.equal(first, second)
+    assert hf.grad is not None and tw_grad.grad is None
+    assert fused.specializations == 1
+
+
+def test_detached_student_logits_get_no_gradient():
+    """.detach() on the (single) student's logits: no gradient reaches the
+    hidden states, as in eager (the sweep runs on detached operands)."""
+    h, w, y, _ = _inputs("cpu", torch.float32)
+
+    def detached_entropy(h, w, y):
+        logp = F.log_softmax(F.linear(h, w).detach(), -1)
+        return F.linear(h, w).logsumexp(-1).mean(), -(logp.exp() * logp).sum(-1).mean()
+
+    def entropy_only(h, w, y):
+        logp = F.log_softmax(F.linear(h, w).detach(), -1)
+        return -(logp.exp() * logp).sum(-1).mean()
+
+    hf = h.clone().requires_grad_(True)
+    got = lossjit.jit(entropy_only)(hf, w, y)
+    want = entropy_only(hf, w, y)
+    assert not got.requires_grad and not want.requires_grad
+    torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-5)
+    # Two heads over the same operands, one detached: the detached one is
+    # the teacher (no gradient through it).
+    got = lossjit.jit(detached_entropy)(hf, w, y)
+    want = detached_entropy(hf, w, y)
+    for g, r in zip(got, want):
+        torch.testing.assert_close(g, r, rtol=2e-5, atol=2e-5)
+    assert not got[1].requires_grad
+    torch.testing.assert_close(torch.autograd.grad(got[0], [hf])[0],
+                               torch.autograd.grad(want[0], [hf])[0], rtol=5e-5, atol=5e-6)
+
+
+def test_teacher_that_requires_grad_later_is_an_error():
+    """Traced with a frozen teacher, then called with one that requires grad
+    (eager would differentiate it): a clear error, not a silent detach."""
+    h, w, b, th, tw, tb, y = _teacher_inputs("cpu", torch.float32)
+    fused = lossjit.jit(reverse_kl)
+    hf = h.clone().requires_grad_(True)
+    fused(hf, w, b, th, tw, tb, y)
+    with pytest.raises(RuntimeError, match="teacher head's weight require grad"):
+        fused(hf, w, b, th, tw.clone().requires_grad_(True), tb, y)
+    with torch.no_grad():  # no gradient anywhere: fine
+        fused(hf, w, b, th, tw.clone().requires_grad_(True), tb, y)
+
+
+def _two_grad_heads(h, w, th, tw, y):
+    return F.kl_div(F.log_softmax(F.linear(h, w), -1), F.log_softmax(F.linear(th, tw), -1),
+                    log_target=True, reduction="batchmean")
+
+
+def _p_times_q(h, w, th, tw, y):
+    p = F.softmax(F.linear(h, w), -1)
+    q = F.softmax(F.linear(th, tw), -1)
+    return (p * q).sum(-1).mean()
+
+
+def _teacher_softcap(h, w, th, tw, y):
+    t = 30.0 * torch.tanh(F.linear(th, tw) / 30.0)
+    return F.kl_div(F.log_softmax(F.linear(h, w), -1), F.log_softmax(t, -1),
+                    log_target=True, reduction="batchmean")
+
+
+def _teacher_logit_sum(h, w, th, tw, y):
+    t = F.linear(th, tw)
+    return (F.log_softmax(F.linear(h, w), -1) * F.softmax(t, -1)).sum(-1).mean() + \
+        t.sum(-1).mean()
+
+
+def _teacher_gather(h, w, th, tw, y):
+    logq = F.log_softmax(F.linear(th, tw), -1)
+    return F.log_softmax(F.linear(h, w), -1).sum(-1).mean() + \
+        logq.gather(-1, y.clamp(min=0)[:, None]).mean()
+
+
+def _detached_student_softmax(h, w, th, tw, y):
+    # p.detach() would stop the gradient of one part of the statistics.
+    logp = F.log_softmax(F.linear(h, w), -1)
+    logq = F.log_softmax(F.linear(th, tw), -1).detach()  # fine: the teacher alone
+    return (logp.exp().detach() * (logp - logq)).sum(-1).mean()
+
+
+def _q_squared(h, w, th, tw, y):
+    q = F.softmax(F.linear(th, tw), -1)
+    return (q * q * F.log_softmax(F.linear(h, w), -1)).sum(-1).mean()
+
+
+@pytest.mark.parametrize("body,grads,pattern", [
+    (_two_grad_heads, (True, True),
+     r"one logit stream.*F\.linear at test_jit_families\.py:\d+, F\.linear at "
+     r"test_jit_families\.py:\d+, and both require grad"),
+    (_two_grad_heads, (False, False), r"F\.linear at .*F\.linear at .*neither requires grad"),
+    (_p_times_q, (True, False),
+     r"Tensor\.mul at test_jit_families\.py:\d+ multiplies the softmax by the teacher "
+     r"softmax"),
+    (_q_squared, (True, False), r"multiplies the teacher softmax by the teacher softmax"),
+    (_teacher_softcap, (True, False),
+     r"torch\.tanh at test_jit_families\.py:\d+ soft-caps the teacher head's logits"),
+    (_teacher_logit_sum, (True, False), r"Tensor\.sum at .* sums the teacher logits"),
+    (_teacher_gather, (True, False), r"Tensor\.gather at .* gathers .*teacher"),
+    (_detached_student_softmax, (True, False),
+     r"Tensor\.detach at test_jit_families\.py:\d+ detaches a value computed from the "
+     r"student's logits"),
+], ids=["two-grad-heads", "two-teachers", "p-times-q", "q-times-q", "teacher-softcap",
+        "teacher-logit-sum", "teacher-gather", "detached-student-softmax"])
+def test_unsupported_teacher_forms_name_the_op(body, grads, pattern):
+    h, w, _, th, tw, _, y = _teacher_inputs("cpu", torch.float32)
+    if grads[0]:
+        h = h.clone().requires_grad_(True)
+    if grads[1]:
+        th = th.clone().requires_grad_(True)
+    with pytest.raises(lossjit.JitError, match=pattern):
+        lossjit.jit(body)(h, w, th, tw, y)
+
+
+def test_teacher_with_another_vocabulary_is_an_error():
+    h, w, _, th, tw, _, y = _teacher_inputs("cpu", torch.float32)
+
+    def two_vocabularies(h, w, th, tw, y):
+        return F.log_softmax(F.linear(h, w), -1).sum(-1).mean() + \
+            torch.logsumexp(F.linear(th, tw), -1).mean()
+
+    with pytest.raises(lossjit.JitError, match=r"teacher head's logits \(of F\.linear at "
+                       r"test_jit_families\.py:\d+\) have shape \[18, 40\].*share the "
+                       "vocabulary"):
+        lossjit.jit(two_vocabularies)(h.requires_grad_(True), w, th, tw[:-1], y)
