@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 using namespace lossjit;
 
@@ -34,6 +35,28 @@ std::vector<CpuTarget> targets() {
     if (std::string(spec) != "x86-64-v4" || featuresMissingOnHost(spec).empty())
       out.push_back(cantFail(CpuTarget::resolve(spec)));
   return out;
+}
+
+/// Runs `run` for every target and expects the same bytes as the first's,
+/// which it returns.
+std::vector<std::vector<char>>
+sameBitsOnEveryTarget(const std::function<std::vector<std::vector<char>>(const CpuTarget &)> &run) {
+  std::vector<CpuTarget> all = targets();
+  std::vector<std::vector<char>> first;
+  for (const CpuTarget &target : all) {
+    SCOPED_TRACE(target.cpu);
+    std::vector<std::vector<char>> got = run(target);
+    EXPECT_FALSE(got.empty());
+    if (first.empty()) {
+      first = got;
+      continue;
+    }
+    EXPECT_EQ(got.size(), first.size());
+    for (size_t i = 0; i < std::min(got.size(), first.size()); ++i)
+      EXPECT_TRUE(got[i] == first[i])
+          << "output " << i << " differs between " << all.front().cpu << " and " << target.cpu;
+  }
+  return first;
 }
 
 /// One kernel family of the CPU backend.
@@ -137,23 +160,9 @@ TEST_P(CpuTargetBits, EveryFamilyGivesTheSameBitsOnEveryTarget) {
   o.ignoredFraction = 0.2, o.logitScale = 4.0;
   RandomLceInputs in;
   makeRandomLceInputs(o, in);
-  std::vector<CpuTarget> all = targets();
   for (const Family &family : families()) {
     SCOPED_TRACE(family.name);
-    std::vector<std::vector<char>> first;
-    for (const CpuTarget &target : all) {
-      SCOPED_TRACE(target.cpu);
-      std::vector<std::vector<char>> got = run(family, target, in);
-      ASSERT_FALSE(got.empty());
-      if (first.empty()) {
-        first = got;
-        continue;
-      }
-      ASSERT_EQ(got.size(), first.size());
-      for (size_t i = 0; i < got.size(); ++i)
-        EXPECT_TRUE(got[i] == first[i])
-            << "output " << i << " differs between " << all.front().cpu << " and " << target.cpu;
-    }
+    sameBitsOnEveryTarget([&](const CpuTarget &target) { return run(family, target, in); });
   }
 }
 
@@ -253,23 +262,10 @@ TEST_P(CpuTargetBits, TeacherStatisticsAndGradientsGiveTheSameBitsOnEveryTarget)
     EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
     return outputs;
   };
-  std::vector<CpuTarget> all = targets();
   for (bool gradient : {false, true}) {
     SCOPED_TRACE(gradient ? "backward" : "forward");
-    std::vector<std::vector<char>> first;
-    for (const CpuTarget &target : all) {
-      SCOPED_TRACE(target.cpu);
-      std::vector<std::vector<char>> got = runOn(target, gradient);
-      ASSERT_FALSE(got.empty());
-      if (first.empty()) {
-        first = got;
-        continue;
-      }
-      ASSERT_EQ(got.size(), first.size());
-      for (size_t i = 0; i < got.size(); ++i)
-        EXPECT_TRUE(got[i] == first[i])
-            << "output " << i << " differs between " << all.front().cpu << " and " << target.cpu;
-    }
+    std::vector<std::vector<char>> first = sameBitsOnEveryTarget(
+        [&](const CpuTarget &target) { return runOn(target, gradient); });
     if (!gradient) {
       ASSERT_EQ(first.size(), stats.size());
       for (const std::vector<char> &bytes : first) {
