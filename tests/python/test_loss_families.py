@@ -433,6 +433,17 @@ def _probabilities(n, v, dtype, device, seed=4):
     return torch.softmax(torch.randn(n, v, generator=g) * 2, -1).to(dtype).to(device)
 
 
+def _assert_gradients_match(loss, ref, leaves_, ref_leaves, dtype, device):
+    """The gradients of Σ upstream·loss (a non-uniform upstream) against
+    the fp64 reference's, at the storage type's tolerance."""
+    upstream = torch.linspace(0.5, 1.5, loss.numel(), dtype=torch.float64,
+                              device=device).view(loss.shape)
+    tol = {torch.float32: 5e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+    for g, r in zip(grads_of((loss.double() * upstream).sum(), leaves_),
+                    grads_of((ref * upstream).sum(), ref_leaves)):
+        assert_close(g, r.to(dtype), tol, atol=tol * max(1.0, float(r.abs().max())))
+
+
 @pytest.mark.parametrize("dtype", STORAGE, ids=str)
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("smoothing,weighted", [(0.0, False), (0.0, True), (0.2, False),
@@ -450,12 +461,7 @@ def test_probability_targets_match_torch(device, dtype, reduction, smoothing, we
                           label_smoothing=smoothing, reduction=reduction)
     assert loss.shape == ref.shape
     assert_close(loss, ref, 2e-5)
-    upstream = torch.linspace(0.5, 1.5, loss.numel(), dtype=torch.float64,
-                              device=device).view(loss.shape)
-    tol = {torch.float32: 5e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
-    for g, r in zip(grads_of((loss.double() * upstream).sum(), [h, w, b]),
-                    grads_of((ref * upstream).sum(), [hr, wr, br])):
-        assert_close(g, r.to(dtype), tol, atol=tol * max(1.0, float(r.abs().max())))
+    _assert_gradients_match(loss, ref, [h, w, b], [hr, wr, br], dtype, device)
 
 
 def test_probability_targets_in_float32_with_16_bit_inputs_and_3d(device):
@@ -516,12 +522,7 @@ def test_kl_divergence_to_a_teacher_head_matches_torch(device, dtype, reverse, r
     ref = _kl_reference(hr, wr, br, th, tw, tb, y, reverse, 1.5, reduction)
     assert loss.shape == ref.shape
     assert_close(loss, ref, 2e-5)
-    upstream = torch.linspace(0.5, 1.5, loss.numel(), dtype=torch.float64,
-                              device=device).view(loss.shape)
-    tol = {torch.float32: 5e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
-    for g, r in zip(grads_of((loss.double() * upstream).sum(), [h, w, b]),
-                    grads_of((ref * upstream).sum(), [hr, wr, br])):
-        assert_close(g, r.to(dtype), tol, atol=tol * max(1.0, float(r.abs().max())))
+    _assert_gradients_match(loss, ref, [h, w, b], [hr, wr, br], dtype, device)
 
 
 def test_kl_divergence_rules():

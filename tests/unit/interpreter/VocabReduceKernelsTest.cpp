@@ -275,6 +275,14 @@ protected:
       }
   }
 
+  /// Forward and derived backward of `c` on the host and on the GPU kernels.
+  void checkBothBackends(const Case &c) {
+    checkForward(c, "cpu");
+    checkForward(c, "simt");
+    checkBackward(c, "cpu");
+    checkBackward(c, "simt");
+  }
+
   void checkBackward(const Case &c, const std::string &backend) {
     SCOPED_TRACE(backend + " " + describe(c));
     Inputs in;
@@ -420,10 +428,7 @@ TEST_F(VocabReduceKernels, SeveralLabelsPerRow) {
     Case c{9, 43, 11, dtype, {"lse", "label_logit"}};
     c.labelsPerRow = 5;
     c.cap = 20.0;
-    checkForward(c, "cpu");
-    checkForward(c, "simt");
-    checkBackward(c, "cpu");
-    checkBackward(c, "simt");
+    checkBothBackends(c);
   }
   Case recompute{7, 37, 8, "f32", {"lse", "label_logit", "entropy"}};
   recompute.labelsPerRow = 3;
@@ -443,10 +448,7 @@ TEST_F(VocabReduceKernels, ClassProbabilityTargets) {
     c.classWeights = true;
     c.bias = true;
     c.cap = 15.0;
-    checkForward(c, "cpu");
-    checkForward(c, "simt");
-    checkBackward(c, "cpu");
-    checkBackward(c, "simt");
+    checkBothBackends(c);
   }
   Case recompute{6, 37, 8, "f32", {"lse", "target_logit_sum"}};
   recompute.targets = "f32";
@@ -467,10 +469,7 @@ TEST_F(VocabReduceKernels, TeacherStatistics) {
     c.teacherBias = true;
     c.teacherScale = 1.0 / 1.5;
     c.scale = 1.0 / 1.5;
-    checkForward(c, "cpu");
-    checkForward(c, "simt");
-    checkBackward(c, "cpu");
-    checkBackward(c, "simt");
+    checkBothBackends(c);
   }
   // Each cross-entropy alone (its adjoint next to lse and the teacher lse),
   // recompute and chunked, and with tensor-core logits.
