@@ -649,7 +649,8 @@ class _Tracer:
                 "lossjit.jit: one logit stream per function (and at most one teacher head): "
                 f"softmax-type ops reach the outputs of {sites}, and neither requires grad, "
                 "so both would be teachers; the student head's hidden states or weight must "
-                "require grad when the function is first called")
+                "require grad when the function is first called (grad mode around the call "
+                "does not matter)")
         student = grads[0]
         teacher = found[1] if student is found[0] else found[0]
         return student, teacher

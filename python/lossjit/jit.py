@@ -810,7 +810,12 @@ class JittedLoss:
             args, kwargs = pytree.tree_unflatten(fake_leaves, spec)
         rec = _Recorder()
         try:
-            with mode, rec:
+            # Traced with grad enabled whatever the caller's mode: what the
+            # trace records as cut (torch.no_grad() or .detach() inside the
+            # function) is then the function's own doing, so a first call
+            # under torch.no_grad() (a validation pass) does not make the
+            # program drop the gradients of later training calls.
+            with torch.enable_grad(), mode, rec:
                 out = self.fn(*args, **kwargs)
         except JitError:
             raise

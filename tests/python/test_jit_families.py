@@ -679,3 +679,53 @@ def test_teacher_with_another_vocabulary_is_an_error():
                        r"test_jit_families\.py:\d+\) have shape \[18, 40\].*share the "
                        "vocabulary"):
         lossjit.jit(two_vocabularies)(h.requires_grad_(True), w, th, tw[:-1], y)
+
+
+def test_validation_call_under_no_grad_first_then_training():
+    # A validation pass often runs first, under torch.no_grad(): no logits
+    # require grad, so the student is the head whose own parameters do
+    # (grad mode does not change them); the program then trains as well.
+    h, w, b, th, tw, tb, y = _teacher_inputs("cpu", torch.float32)
+    w = w.clone().requires_grad_(True)
+    fused = lossjit.jit(forward_kl_div)
+    with torch.no_grad():
+        got = fused(h, w, b, th, tw, tb, y)
+        want = forward_kl_div(h.double(), w.double(), b.double(), th.double(), tw.double(),
+                              tb.double(), y)
+    torch.testing.assert_close(got.double(), want, rtol=2e-5, atol=2e-5)
+    assert not got.requires_grad
+    loss = fused(h, w, b, th, tw, tb, y)
+    (grad,) = torch.autograd.grad(loss, [w])
+    wr = w.detach().double().requires_grad_(True)
+    (ref,) = torch.autograd.grad(
+        forward_kl_div(h.double(), wr, b.double(), th.double(), tw.double(), tb.double(), y),
+        [wr])
+    torch.testing.assert_close(grad.double(), ref, rtol=5e-5, atol=5e-5 * float(ref.abs().max()))
+
+
+def test_validation_with_two_frozen_heads_is_still_an_error():
+    # Neither head's logits nor operands require grad: which one is the
+    # student is not known, and the error says so.
+    h, w, b, th, tw, tb, y = _teacher_inputs("cpu", torch.float32)
+    with pytest.raises(lossjit.JitError, match="neither requires grad"):
+        lossjit.jit(forward_kl_div)(h, w, b, th, tw, tb, y)
+
+
+def test_first_call_under_no_grad_keeps_the_gradients_of_training_calls():
+    # The trace runs with grad enabled whatever the caller's mode: a program
+    # first built under torch.no_grad() (a validation pass) must not treat
+    # the student's logits as cut by the function (no gradient, silently).
+    def entropy_regularized(x, w, y):
+        logp = F.log_softmax(F.linear(x, w), -1)
+        return F.nll_loss(logp, y) + 0.1 * (logp.exp() * logp).sum(-1).mean()
+
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randn(6, 8, generator=g), torch.randint(0, 20, (6,), generator=g)
+    w = torch.randn(20, 8, generator=g).requires_grad_(True)
+    fused = lossjit.jit(entropy_regularized)
+    with torch.no_grad():
+        assert not fused(x, w, y).requires_grad
+    (grad,) = torch.autograd.grad(fused(x, w, y), [w])
+    wr = w.detach().double().requires_grad_(True)
+    (ref,) = torch.autograd.grad(entropy_regularized(x.double(), wr, y), [wr])
+    torch.testing.assert_close(grad.double(), ref, rtol=5e-5, atol=5e-5 * float(ref.abs().max()))
