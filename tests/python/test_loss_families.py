@@ -535,3 +535,15 @@ def test_kl_divergence_rules():
         lossjit.linear_kl_div(h, w, th[:2], tw)
     with pytest.raises(ValueError, match="temperature must be positive"):
         lossjit.linear_kl_div(h, w, th, tw, temperature=-1.0)
+
+
+def test_kl_divergence_with_a_teacher_too_wide_to_pack():
+    # T = 2100: 64 vocabulary columns of w' exceed the host's teacher pack
+    # (128 Ki floats), so its logits take the unpacked tile product.
+    h, w, y, b, th, tw, tb = _teacher_inputs("cpu", torch.float32, t=2100)
+    h, w, b = leaves(h, w, b)
+    loss = lossjit.linear_kl_div(h, w, th, tw, target=y, student_bias=b, teacher_bias=tb)
+    hr, wr, br = leaves(h, w, b)
+    ref = _kl_reference(hr, wr, br, th, tw, tb, y, False, 1.0, "mean")
+    assert_close(loss, ref, 2e-5)
+    _assert_gradients_match(loss, ref, [h, w, b], [hr, wr, br], torch.float32, "cpu")

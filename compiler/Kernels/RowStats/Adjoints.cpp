@@ -125,8 +125,10 @@ Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoi
     if (row.gEntropy)
       dz = e.subF(dz, e.mulF(e.mulF(row.gEntropy, p), e.addF(logp, row.entropy)));
     if (row.gCross || row.gReverse) {
-      Value u = emitTeacherLogit(e, spec, row.teacherX, row.teacherW, row.teacherBias,
-                                 row.teacherDim, row.row, col, row.teacherDot);
+      Value u = row.teacherAt ? row.teacherAt(e, col)
+                              : emitTeacherLogit(e, spec, row.teacherX, row.teacherW,
+                                                 row.teacherBias, row.teacherDim, row.row, col,
+                                                 row.teacherDot);
       Value logq = e.subF(u, row.teacherLse);
       // ḡ_x · (p − q)
       if (row.gCross)

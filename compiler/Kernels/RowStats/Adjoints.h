@@ -48,8 +48,10 @@ struct RowAdjoint {
   /// reverse cross-entropy, and what its logit at a column is made from.
   mlir::Value gCross, gReverse, teacherLse, reverseValue;
   mlir::Value row, teacherX, teacherW, teacherBias, teacherDim;
-  /// How the teacher's logit is formed (empty: the scalar chain).
+  /// How the teacher's logit is formed (empty: the scalar chain), or, when
+  /// set, the logit itself at a column (a kernel that formed it already).
   DotProduct teacherDot;
+  std::function<mlir::Value(KernelEmitter &, mlir::Value col)> teacherAt;
 };
 
 /// Declares on `sig` the per-row (and per-column) buffers dZ reads:

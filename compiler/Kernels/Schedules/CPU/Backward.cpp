@@ -245,6 +245,9 @@ struct Backward : ChunkedBackwardSteps {
     // the same operations whatever the tiling.
     const int64_t vtile = s.tile.vocabTile;
     CpuSchedule::LogitPack pack = s.logitPack(e, a["D"]);
+    std::optional<CpuSchedule::TeacherTile> teacher;
+    if (!storeRaw && s.spec.gradientReadsTeacher())
+      teacher = s.teacherTile(e, a);
     e.forLoop(
         a["row_begin"], rowEnd, pack.panelRows, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
           Value panelEnd = pe.minUI(pe.add(pb, pack.panelRows), rowEnd);
@@ -253,13 +256,19 @@ struct Backward : ChunkedBackwardSteps {
               pe.index(0), v, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
                 Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
                 s.packLogits(te, a, pack, vt, vtEnd);
+                if (teacher)
+                  s.packTeacher(te, a, *teacher, vt, vtEnd);
                 te.forLoop(
                     pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
+                      if (teacher)
+                        s.formTeacherTile(re, a, *teacher, pb, rb, panelEnd, vt, vtEnd);
                       s.forLogitTiles(
                           re, a, pack, pb, rb, panelEnd, vt, vtEnd, {},
                           [&](KernelEmitter &ve, Fragment &z, ValueRange) {
                             SmallVector<Value> dz =
-                                storeRaw ? SmallVector<Value>(z.values) : rowGrads(ve, a, z);
+                                storeRaw ? SmallVector<Value>(z.values)
+                                         : s.rowGrads(ve, a, z, teacher ? &*teacher : nullptr,
+                                                      vt);
                             // Clamped duplicates rewrite their row's own value.
                             for (int64_t i = 0; i < br; ++i)
                               for (size_t j = 0; j < z.cols.size(); ++j)

@@ -25,8 +25,8 @@ void CpuSchedule::dzInputs(KernelSignature &sig) const {
 }
 
 namespace {
-void addBias(KernelEmitter &e, const KernelArgs &a, Fragment &z) {
-  if (Value bias = a["bias"])
+void addBias(KernelEmitter &e, const KernelArgs &a, Fragment &z, const char *name = "bias") {
+  if (Value bias = a[name])
     for (size_t j = 0; j < z.cols.size(); ++j) {
       Value bv = e.loadF32(bias, z.cols[j]);
       for (size_t i = 0; i < z.rows.size(); ++i)
@@ -62,6 +62,46 @@ CpuSchedule::LogitPack CpuSchedule::logitPack(KernelEmitter &e, Value d) const {
   return pack;
 }
 
+CpuSchedule::TeacherTile CpuSchedule::teacherTile(KernelEmitter &e, const KernelArgs &a) const {
+  Value t = a["T"];
+  Value floats = e.mul(e.index(tile.vocabTile), t);
+  Value enabled = e.cmpI(arith::CmpIPredicate::ule, floats, e.index(kMaxTeacherPackFloats));
+  LogitPack pack{stackF32(e, e.select(enabled, floats, e.index(1))), enabled,
+                 stackF32(e, e.index(tile.blockRows * tile.blockCols * tile.vectorWidth)),
+                 Value(), Value()};
+  return {pack, stackF32(e, e.index(tile.blockRows * tile.vocabTile))};
+}
+
+void CpuSchedule::packTeacher(KernelEmitter &e, const KernelArgs &a, const TeacherTile &t,
+                              Value vt, Value vtEnd) const {
+  packLogits(e, a, t.pack, vt, vtEnd, kTeacher);
+}
+
+void CpuSchedule::formTeacherTile(KernelEmitter &e, const KernelArgs &a, const TeacherTile &t,
+                                  Value pb, Value rb, Value rowLimit, Value vt,
+                                  Value vtEnd) const {
+  forLogitTiles(
+      e, a, t.pack, pb, rb, rowLimit, vt, vtEnd, {},
+      [&](KernelEmitter &ve, Fragment &u, ValueRange) {
+        for (size_t j = 0; j < u.cols.size(); ++j)
+          for (size_t i = 0; i < u.rows.size(); ++i) {
+            Value raw = u.at(i, j);
+            Value scaled =
+                spec.teacherScale == 1.0 ? raw : ve.mulF(raw, ve.f32(spec.teacherScale));
+            ve.store(scaled, t.values,
+                     ve.add(ve.index(static_cast<int64_t>(i) * tile.vocabTile),
+                            ve.sub(u.cols[j], vt)));
+          }
+        return SmallVector<Value>{};
+      },
+      kTeacher);
+}
+
+Value CpuSchedule::teacherLogitAt(KernelEmitter &e, const TeacherTile &t, int64_t i, Value col,
+                                  Value vt) const {
+  return e.load(t.values, e.add(e.index(i * tile.vocabTile), e.sub(col, vt)));
+}
+
 void CpuSchedule::widenRows(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack,
                             Value pb, Value pe) const {
   if (!pack.rows)
@@ -82,25 +122,28 @@ void CpuSchedule::widenRows(KernelEmitter &e, const KernelArgs &a, const LogitPa
 }
 
 void CpuSchedule::packLogits(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack,
-                             Value vt, Value vtEnd) const {
-  Value d = a["D"];
-  matmul.packColumns(e, {a["w"], d}, vt, vtEnd, d, tile.blockCols, pack.enabled, pack.buffer);
+                             Value vt, Value vtEnd, const LogitStream &stream) const {
+  Value d = a[stream.dim];
+  matmul.packColumns(e, {a[stream.w], d}, vt, vtEnd, d, tile.blockCols, pack.enabled,
+                     pack.buffer);
 }
 
 SmallVector<Value> CpuSchedule::forLogitTiles(
     KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, Value pb, Value rb,
     Value rowLimit, Value vt, Value vtEnd, ValueRange iters,
-    const std::function<SmallVector<Value>(KernelEmitter &, Fragment &, ValueRange)> &body) const {
-  Value d = a["D"];
+    const std::function<SmallVector<Value>(KernelEmitter &, Fragment &, ValueRange)> &body,
+    const LogitStream &stream) const {
+  Value d = a[stream.dim];
   // x's rows: in place, or the panel's widened copy (row r at (r − pb)·D).
-  MatrixOperand xs = pack.rows ? MatrixOperand{pack.rows, d, Value(), pb} : MatrixOperand{a["x"], d};
+  MatrixOperand xs =
+      pack.rows ? MatrixOperand{pack.rows, d, Value(), pb} : MatrixOperand{a[stream.x], d};
   return matmul.forPackedColumns(
       e, vt, vtEnd, d, tile.blockCols, pack.enabled, iters,
       [&](KernelEmitter &ve, Value c0, int64_t cols, Value packedOff, ValueRange it) {
         BlockTile t{rb, tile.blockRows, rowLimit, c0, cols, Value()};
         if (!packedOff) {
-          Fragment z = matmul.multiply(ve, xs, {a["w"], d}, t, ve.index(0), d);
-          addBias(ve, a, z);
+          Fragment z = matmul.multiply(ve, xs, {a[stream.w], d}, t, ve.index(0), d);
+          addBias(ve, a, z, stream.bias);
           return body(ve, z, it);
         }
         Fragment lines =
@@ -117,7 +160,7 @@ SmallVector<Value> CpuSchedule::forLogitTiles(
               for (size_t i = 0; i < lines.rows.size(); ++i)
                 z.values.push_back(je.load(
                     pack.tile, je.add(je.index(static_cast<int64_t>(i) * cols), j)));
-              addBias(je, a, z);
+              addBias(je, a, z, stream.bias);
               return body(je, z, jt);
             });
       });
@@ -162,13 +205,18 @@ DotProduct CpuSchedule::teacherDot() const {
 }
 
 SmallVector<Value> CpuSchedule::rowGrads(KernelEmitter &e, const KernelArgs &a,
-                                         const Fragment &raw) const {
+                                         const Fragment &raw, const TeacherTile *teacher,
+                                         Value vt) const {
   SmallVector<Value> dz(raw.values.size()), weights;
   for (Value col : raw.cols)
     weights.push_back(loadColumnWeight(e, spec, a, col));
   for (size_t i = 0; i < raw.rows.size(); ++i) {
     RowAdjoint row = loadRowAdjoint(e, spec, a, raw.rows[i]);
     row.teacherDot = teacherDot();
+    if (teacher)
+      row.teacherAt = [this, teacher, i, vt](KernelEmitter &te, Value col) {
+        return teacherLogitAt(te, *teacher, static_cast<int64_t>(i), col, vt);
+      };
     for (size_t j = 0; j < raw.cols.size(); ++j)
       dz[i * raw.cols.size() + j] = emitRawGrad(e, spec, row, raw.at(i, j), raw.cols[j], weights[j]);
   }

@@ -10,6 +10,8 @@
 #include "compiler/Kernels/Support/LceSpec.h"
 #include "compiler/Kernels/Support/PlanBuilder.h"
 
+#include <optional>
+
 namespace lossjit {
 
 /// What every host kernel builder of one variant reads.
@@ -54,10 +56,17 @@ struct CpuSchedule {
   static constexpr int64_t kMaxPackFloats = 512 * 1024;
   static constexpr int64_t kWideRowFloats = 256 * 1024;
   LogitPack logitPack(KernelEmitter &e, mlir::Value d) const;
-  /// Packs W's columns [vt, vtEnd) (a kernel with "w" and D) for
-  /// forLogitTiles().
+  /// The kernel arguments of one logit product: the student's x·wᵀ + b over
+  /// D, or the teacher's x'·w'ᵀ + b' over its own hidden size T.
+  struct LogitStream {
+    const char *x, *w, *bias, *dim;
+  };
+  static constexpr LogitStream kStudent{"x", "w", "bias", "D"};
+  static constexpr LogitStream kTeacher{"teacher_x", "teacher_w", "teacher_bias", "T"};
+  /// Packs W's columns [vt, vtEnd) (a kernel with "w" and D, or the
+  /// stream's) for forLogitTiles().
   void packLogits(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, mlir::Value vt,
-                  mlir::Value vtEnd) const;
+                  mlir::Value vtEnd, const LogitStream &stream = kStudent) const;
   /// Widens x's rows [pb, pe) (a panel) into pack.rows; nothing for f32.
   void widenRows(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, mlir::Value pb,
                  mlir::Value pe) const;
@@ -74,16 +83,49 @@ struct CpuSchedule {
                 mlir::Value rb, mlir::Value rowLimit, mlir::Value vt, mlir::Value vtEnd,
                 mlir::ValueRange iters,
                 const std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, Fragment &,
-                                                                   mlir::ValueRange)> &body) const;
-  /// dZ of the fragment's rows and columns from their raw logits
-  /// (emitRawGrad: the statistics' adjoints times ∂z/∂raw), row-major.
-  /// The host's dot product for the teacher's logits (LogitMaps.h): 4
+                                                                   mlir::ValueRange)> &body,
+                const LogitStream &stream = kStudent) const;
+
+  /// The teacher's logits next to the student's: the same packed product
+  /// (every u summed in ascending k with one fma per term, the GPU kernels'
+  /// order) formed per row block and vocabulary tile into `values`
+  /// (blockRows × vocabTile: row i, column c at i·vocabTile + (c − vt)),
+  /// where the student's sweep reads them. x' is read in place (no widened
+  /// panel); W' is packed per tile up to kMaxTeacherPackFloats.
+  struct TeacherTile {
+    LogitPack pack;
+    mlir::Value values;
+  };
+  static constexpr int64_t kMaxTeacherPackFloats = 128 * 1024;
+  /// A kernel with the teacher's arguments (declareTeacherInputs).
+  TeacherTile teacherTile(KernelEmitter &e, const KernelArgs &a) const;
+  /// Packs W' for the vocabulary tile [vt, vtEnd).
+  void packTeacher(KernelEmitter &e, const KernelArgs &a, const TeacherTile &t, mlir::Value vt,
+                   mlir::Value vtEnd) const;
+  /// Forms u of rows [rb, rb + blockRows) (clamped below rowLimit) at
+  /// [vt, vtEnd) into t.values.
+  void formTeacherTile(KernelEmitter &e, const KernelArgs &a, const TeacherTile &t,
+                       mlir::Value pb, mlir::Value rb, mlir::Value rowLimit, mlir::Value vt,
+                       mlir::Value vtEnd) const;
+  /// u of the block's row i at column `col` of the tile that starts at vt.
+  mlir::Value teacherLogitAt(KernelEmitter &e, const TeacherTile &t, int64_t i, mlir::Value col,
+                             mlir::Value vt) const;
+
+  /// The host's dot product for the teacher's logits where no
+  /// TeacherTile is formed (LogitMaps.h; the recompute kernels): 4
   /// accumulators of 16 lanes over k in steps of 64, summed in a fixed tree,
   /// then the rest of k in order. The lanes are fixed (not the target's
   /// vector width), so every target CPU gives the same bits.
   DotProduct teacherDot() const;
+  /// dZ of the fragment's rows and columns from their raw logits
+  /// (emitRawGrad: the statistics' adjoints times ∂z/∂raw), row-major.
+  /// (`teacher`: the teacher's logits of the fragment's row block at the
+  /// vocabulary tile from vt, formed by formTeacherTile; null: each u is a
+  /// teacherDot.)
   llvm::SmallVector<mlir::Value> rowGrads(KernelEmitter &e, const KernelArgs &a,
-                                          const Fragment &raw) const;
+                                          const Fragment &raw,
+                                          const TeacherTile *teacher = nullptr,
+                                          mlir::Value vt = {}) const;
   /// The packed products' shape (dX and dW): the config's register tile
   /// (blockRows × blockCols·vectorWidth) and the cache blocks around it.
   CpuVector::PackedShape packedShape() const;

@@ -34,6 +34,9 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
   KernelEmitter e(s.sink.builder(), s.sink.location());
   Value v = a["V"], d = a["D"], rowEnd = a["row_end"], bias = a["bias"];
   CpuSchedule::LogitPack pack = s.logitPack(e, d);
+  std::optional<CpuSchedule::TeacherTile> teacher;
+  if (s.spec.hasTeacher)
+    teacher = s.teacherTile(e, a);
   // Each row's carried (wide) statistics while the panel sweeps the
   // vocabulary.
   const int64_t wideWidth = s.stats.wideWidth();
@@ -59,6 +62,8 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
             pe.index(0), v, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
               Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
               s.packLogits(te, a, pack, vt, vtEnd);
+              if (teacher)
+                s.packTeacher(te, a, *teacher, vt, vtEnd);
               te.forLoop(
                   pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
                     // Rows past the panel are clamped onto its last row and its state
@@ -68,6 +73,8 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
                     for (int64_t i = 0; i < br; ++i)
                       slots.push_back(re.mul(re.sub(rows.rows[i], pb), re.index(wideWidth)));
                     SmallVector<Value> init = s.stats.identity(re, br);
+                    if (teacher)
+                      s.formTeacherTile(re, a, *teacher, pb, rb, panelEnd, vt, vtEnd);
                     // A register tile of rows × columns at a time; each row
                     // still takes its columns in ascending order.
                     SmallVector<Value> st = s.forLogitTiles(
@@ -84,11 +91,8 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
                               if (s.spec.hasTargets())
                                 in.target = ve.loadF32(
                                     a["targets"], ve.add(ve.mul(z.rows[i], v), z.cols[j]));
-                              if (s.spec.hasTeacher)
-                                in.teacher = emitTeacherLogit(
-                                    ve, s.spec, a["teacher_x"], a["teacher_w"],
-                                    a["teacher_bias"], a["T"], z.rows[i], z.cols[j],
-                                    s.teacherDot());
+                              if (teacher)
+                                in.teacher = s.teacherLogitAt(ve, *teacher, i, z.cols[j], vt);
                               SmallVector<Value> pushed = s.stats.push(
                                   ve, row, emitLogit(ve, s.spec, z.at(i, j)), in);
                               std::copy(pushed.begin(), pushed.end(), next.begin() + i * width);

@@ -55,6 +55,9 @@ struct VocabChunked {
     Value cb = a["chunk_begin"], ce = a["chunk_end"], rowEnd = a["row_end"];
     Value width = e.sub(ce, cb);
     CpuSchedule::LogitPack pack = s.logitPack(e, a["D"]);
+    std::optional<CpuSchedule::TeacherTile> teacher;
+    if (s.spec.gradientReadsTeacher())
+      teacher = s.teacherTile(e, a);
     // Panels of rows sweep the chunk tile by tile (each W tile packed once
     // per panel).
     e.forLoop(
@@ -64,12 +67,17 @@ struct VocabChunked {
           pe.forLoop(cb, ce, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
             Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), ce);
             s.packLogits(te, a, pack, vt, vtEnd);
+            if (teacher)
+              s.packTeacher(te, a, *teacher, vt, vtEnd);
             te.forLoop(
                 pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
+                  if (teacher)
+                    s.formTeacherTile(re, a, *teacher, pb, rb, panelEnd, vt, vtEnd);
                   s.forLogitTiles(
                       re, a, pack, pb, rb, panelEnd, vt, vtEnd, {},
                       [&](KernelEmitter &ve, Fragment &z, ValueRange) {
-                        SmallVector<Value> dz = s.rowGrads(ve, a, z);
+                        SmallVector<Value> dz =
+                            s.rowGrads(ve, a, z, teacher ? &*teacher : nullptr, vt);
                         // Clamped duplicates rewrite their row's own value.
                         for (int64_t i = 0; i < br; ++i)
                           for (size_t j = 0; j < z.cols.size(); ++j)
