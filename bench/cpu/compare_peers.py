@@ -37,24 +37,13 @@ import json
 import os
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from side_by_side import best_of, head_inputs  # noqa: E402  (bench/side_by_side.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VARIANTS = ["torch-eager", "torch-native", "torch-compile", "lossjit", "lossjit-fused"]
 SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
-
-
-def hwm():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def reset_hwm():
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
 
 
 def run_variant(name, n, v, d, dtype_name, repeat, threads):
@@ -62,15 +51,8 @@ def run_variant(name, n, v, d, dtype_name, repeat, threads):
     import torch.nn.functional as F
 
     torch.set_num_threads(threads)
-    dtype = getattr(torch, dtype_name)
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(n, d, generator=g).to(dtype).requires_grad_()
-    w = (torch.randn(v, d, generator=g) * (4.0 / d ** 0.5)).to(dtype).requires_grad_()
-    y = torch.randint(0, v, (n,), generator=g)
-    # Gradient buffers exist before the timed call, as in a training step
-    # that reuses them.
-    x.grad = torch.zeros_like(x)
-    w.grad = torch.zeros_like(w)
+    x, w, y = head_inputs(torch, n, v, d, dtype_name, g)
 
     if name == "torch-eager":
         def step():
@@ -106,15 +88,7 @@ def run_variant(name, n, v, d, dtype_name, repeat, threads):
         loss.backward()
         return loss
 
-    call()  # warm-up: compilation, caches, allocator
-    best, peak = float("inf"), 0
-    for _ in range(repeat):
-        reset_hwm()
-        before = hwm()
-        start = time.perf_counter()
-        loss = call()
-        best = min(best, time.perf_counter() - start)
-        peak = max(peak, hwm() - before)
+    best, peak, loss = best_of(call, repeat)
     grads = (n + v) * d * x.element_size()
     return {"variant": name, "seconds": best, "extra_peak_mib": peak / 2 ** 20,
             "gradients_mib": grads / 2 ** 20, "loss": float(loss),

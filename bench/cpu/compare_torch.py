@@ -13,6 +13,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from side_by_side import hwm  # noqa: E402  (bench/side_by_side.py)
+
 
 def torch_side(n, v, d, repeat):
     import torch
@@ -37,14 +40,6 @@ def torch_side(n, v, d, repeat):
         peak = max(peak, hwm() - before)
     print(f"torch-eager N={n} V={v} D={d} f32: fwd+bwd {best:.3f} s, extra peak RSS "
           f"{peak / 2**20:.1f} MiB, loss {loss.item():.6f}, threads {torch.get_num_threads()}")
-
-
-def hwm():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def main():

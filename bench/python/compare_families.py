@@ -29,7 +29,9 @@ import json
 import os
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from side_by_side import best_of, head_inputs  # noqa: E402  (bench/side_by_side.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAMILIES = ["ce-smooth-weights", "logprob-entropy", "z-loss", "topk-kd", "kl"]
@@ -37,19 +39,6 @@ FAMILIES = ["ce-smooth-weights", "logprob-entropy", "z-loss", "topk-kd", "kl"]
 JIT_UNSUPPORTED = set()
 VARIANTS = ["eager", "native", "lossjit", "lossjit-jit"]
 TOP_K = 32
-
-
-def hwm():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def reset_hwm():
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
 
 
 def losses(F, torch, lossjit, v):
@@ -119,9 +108,7 @@ def run_variant(family, variant, n, v, d, dtype_name, repeat, threads):
     torch.set_num_threads(threads)
     dtype = getattr(torch, dtype_name)
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(n, d, generator=g).to(dtype).requires_grad_()
-    w = (torch.randn(v, d, generator=g) * (4.0 / d ** 0.5)).to(dtype).requires_grad_()
-    y = torch.randint(0, v, (n,), generator=g)
+    x, w, y = head_inputs(torch, n, v, d, dtype_name, g)
     extra = {"cw": torch.rand(v, generator=g) + 0.5,
              "adv": torch.randn(n, generator=g),
              "idx": torch.randint(0, v, (n, TOP_K), generator=g)}
@@ -129,8 +116,6 @@ def run_variant(family, variant, n, v, d, dtype_name, repeat, threads):
     if family == "kl":  # the teacher head: inputs, never differentiated
         extra["tx"] = torch.randn(n, d, generator=g).to(dtype)
         extra["tw"] = (torch.randn(v, d, generator=g) * (4.0 / d ** 0.5)).to(dtype)
-    x.grad = torch.zeros_like(x)
-    w.grad = torch.zeros_like(w)
     eager, fused, native = losses(F, torch, lossjit, v)[family]
     if variant == "eager":
         fn = eager
@@ -150,16 +135,7 @@ def run_variant(family, variant, n, v, d, dtype_name, repeat, threads):
         loss.backward()
         return loss
 
-    step()  # warm-up: compilation, caches
-    best, peak = float("inf"), 0
-    base = None
-    for _ in range(repeat):
-        reset_hwm()
-        base = hwm()
-        start = time.perf_counter()
-        step()
-        best = min(best, time.perf_counter() - start)
-        peak = max(peak, hwm() - base)
+    best, peak, _ = best_of(step, repeat)
     return {"seconds": best, "extra_peak_bytes": peak}
 
 

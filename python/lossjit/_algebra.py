@@ -248,6 +248,17 @@ _DESCRIBE = {"1": "a constant", "z": "the logits", "p": "the softmax",
              "pu": "softmax·teacher logits"}
 
 
+def _apply(sym: Sym, rules: Dict[str, Poly], unsupported: str) -> Poly:
+    """Σ_b coef_b · rules[b]; a basis without a rule is an AlgebraError
+    (`unsupported` with the basis described at {})."""
+    out = Poly()
+    for b, coef in sym.parts.items():
+        if b not in rules:
+            raise AlgebraError(unsupported.format(_DESCRIBE[b]))
+        out = out + coef * rules[b]
+    return out
+
+
 def reduce_sum(sym: Sym, vocab: int) -> Poly:
     """Σ_j over the vocabulary."""
     rules = {
@@ -265,13 +276,8 @@ def reduce_sum(sym: Sym, vocab: int) -> Poly:
         "pu": Poly.atom(("stat", "teacher_lse")) - Poly.atom(("stat",
                                                               "reverse_cross_entropy")),
     }
-    out = Poly()
-    for b, coef in sym.parts.items():
-        if b not in rules:
-            raise AlgebraError(f"sums {_DESCRIBE[b]} over the vocabulary (no statistic of one "
-                               "sweep gives that sum)")
-        out = out + coef * rules[b]
-    return out
+    return _apply(sym, rules, "sums {} over the vocabulary (no statistic of one sweep gives "
+                              "that sum)")
 
 
 def reduce_gather(sym: Sym) -> Poly:
@@ -282,13 +288,8 @@ def reduce_gather(sym: Sym) -> Poly:
     rules = {"1": Poly.const(1.0), "z": zy, "p": py, "pz": py * zy,
              "c": Poly.atom(("c_label",)), "cz": Poly.atom(("c_label",)) * zy,
              "t": ty, "tz": ty * zy}
-    out = Poly()
-    for b, coef in sym.parts.items():
-        if b not in rules:
-            raise AlgebraError(f"gathers {_DESCRIBE[b]} at the labels (the sweep reads the "
-                               "teacher only through its statistics over the vocabulary)")
-        out = out + coef * rules[b]
-    return out
+    return _apply(sym, rules, "gathers {} at the labels (the sweep reads the teacher only "
+                              "through its statistics over the vocabulary)")
 
 
 def statistics_of(polys: Iterable[Poly]) -> Tuple[List[str], bool]:

@@ -279,6 +279,10 @@ protected:
   void checkBothBackends(const Case &c) {
     checkForward(c, "cpu");
     checkForward(c, "simt");
+    checkBackwardOnBothBackends(c);
+  }
+  /// The derived backward of `c` on the host and on the GPU kernels.
+  void checkBackwardOnBothBackends(const Case &c) {
     checkBackward(c, "cpu");
     checkBackward(c, "simt");
   }
@@ -416,8 +420,7 @@ TEST_F(VocabReduceKernels, EachAdjointAlone) {
   for (std::vector<std::string> stats :
        {std::vector<std::string>{"lse"}, {"label_logit"}, {"logit_sum"}, {"lse", "entropy"}}) {
     Case c{6, 33, 8, "f32", stats};
-    checkBackward(c, "cpu");
-    checkBackward(c, "simt");
+    checkBackwardOnBothBackends(c);
   }
 }
 
@@ -433,8 +436,7 @@ TEST_F(VocabReduceKernels, SeveralLabelsPerRow) {
   Case recompute{7, 37, 8, "f32", {"lse", "label_logit", "entropy"}};
   recompute.labelsPerRow = 3;
   recompute.strategy = "recompute";
-  checkBackward(recompute, "cpu");
-  checkBackward(recompute, "simt");
+  checkBackwardOnBothBackends(recompute);
 }
 
 TEST_F(VocabReduceKernels, ClassProbabilityTargets) {
@@ -453,8 +455,7 @@ TEST_F(VocabReduceKernels, ClassProbabilityTargets) {
   Case recompute{6, 37, 8, "f32", {"lse", "target_logit_sum"}};
   recompute.targets = "f32";
   recompute.strategy = "recompute";
-  checkBackward(recompute, "cpu");
-  checkBackward(recompute, "simt");
+  checkBackwardOnBothBackends(recompute);
 }
 
 TEST_F(VocabReduceKernels, TeacherStatistics) {
@@ -477,8 +478,7 @@ TEST_F(VocabReduceKernels, TeacherStatistics) {
     Case c{6, 33, 8, "f32", {"lse", "teacher_lse", kind}};
     c.teacherDim = 5;
     c.strategy = "recompute";
-    checkBackward(c, "cpu");
-    checkBackward(c, "simt");
+    checkBackwardOnBothBackends(c);
   }
   Case tc{20, 66, 36, "f16", {"lse", "teacher_lse", "cross_entropy"}};
   tc.teacherDim = 24;
