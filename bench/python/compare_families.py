@@ -8,11 +8,14 @@ one run (a benchmark, never a test):
              z-loss             cross-entropy + 1e-4·lse²
              topk-kd            KL to a teacher's stored top-32 log-probs
              kl                 forward KL to a teacher head (its own [V, D] weight)
+             jsd                generalized JSD (β = 0.5) to a teacher head, written as
+                                TRL's GKD trainer writes it
   variants   eager              the loss written in plain torch (materialized logits)
              native             torch's F.linear_cross_entropy with
                                 LinearCrossEntropyOptions (ce-smooth-weights only)
              lossjit            the lossjit function (linear_cross_entropy,
-                                linear_log_prob, linear_topk_distill, linear_kl_div)
+                                linear_log_prob, linear_topk_distill, linear_kl_div,
+                                linear_jsd)
              lossjit-jit        the eager form under @lossjit.jit, unedited
 
 Every (family, variant) runs in its own process: one warm-up call, then the
@@ -34,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from side_by_side import best_of, head_inputs  # noqa: E402  (bench/side_by_side.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FAMILIES = ["ce-smooth-weights", "logprob-entropy", "z-loss", "topk-kd", "kl"]
+FAMILIES = ["ce-smooth-weights", "logprob-entropy", "z-loss", "topk-kd", "kl", "jsd"]
 #: Families the decorator cannot trace yet (no row for them, not a failure).
 JIT_UNSUPPORTED = set()
 VARIANTS = ["eager", "native", "lossjit", "lossjit-jit"]
@@ -89,11 +92,30 @@ def losses(F, torch, lossjit, v):
     def kl_lossjit(x, w, y, e):
         return lossjit.linear_kl_div(x, w, e["tx"], e["tw"])
 
+    def jsd_eager(x, w, y, e, beta=0.5):
+        # TRL's GKDTrainer.generalized_jsd_loss, reduction "batchmean".
+        student_log_probs = F.log_softmax(F.linear(x, w).float(), dim=-1)
+        teacher_log_probs = F.log_softmax(F.linear(e["tx"], e["tw"]).float(), dim=-1)
+        beta = torch.tensor(beta, dtype=student_log_probs.dtype)
+        mixture_log_probs = torch.logsumexp(
+            torch.stack([student_log_probs + torch.log(1 - beta),
+                         teacher_log_probs + torch.log(beta)]), dim=0)
+        kl_teacher = F.kl_div(mixture_log_probs, teacher_log_probs, reduction="none",
+                              log_target=True)
+        kl_student = F.kl_div(mixture_log_probs, student_log_probs, reduction="none",
+                              log_target=True)
+        jsd = beta * kl_teacher + (1 - beta) * kl_student
+        return jsd.sum() / jsd.size(0)
+
+    def jsd_lossjit(x, w, y, e):
+        return lossjit.linear_jsd(x, w, e["tx"], e["tw"], beta=0.5)
+
     return {"ce-smooth-weights": (ce_eager, ce_lossjit, ce_native),
             "logprob-entropy": (lp_eager, lp_lossjit, None),
             "z-loss": (z_eager, z_lossjit, None),
             "topk-kd": (kd_eager, kd_lossjit, None),
-            "kl": (kl_eager, kl_lossjit, None)}
+            "kl": (kl_eager, kl_lossjit, None),
+            "jsd": (jsd_eager, jsd_lossjit, None)}
 
 
 def run_variant(family, variant, n, v, d, dtype_name, repeat, threads):
@@ -113,7 +135,7 @@ def run_variant(family, variant, n, v, d, dtype_name, repeat, threads):
              "adv": torch.randn(n, generator=g),
              "idx": torch.randint(0, v, (n, TOP_K), generator=g)}
     extra["tlogp"] = torch.log_softmax(torch.randn(n, TOP_K, generator=g), -1) - 1.0
-    if family == "kl":  # the teacher head: inputs, never differentiated
+    if family in ("kl", "jsd"):  # the teacher head: inputs, never differentiated
         extra["tx"] = torch.randn(n, d, generator=g).to(dtype)
         extra["tw"] = (torch.randn(v, d, generator=g) * (4.0 / d ** 0.5)).to(dtype)
     eager, fused, native = losses(F, torch, lossjit, v)[family]

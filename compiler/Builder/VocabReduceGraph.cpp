@@ -59,13 +59,21 @@ llvm::Error checkOptions(const VocabReduceGraphOptions &o,
   const bool teacherStats = llvm::any_of(kinds, [](loss::Statistic kind) {
     return kind == loss::Statistic::teacher_lse || kind == loss::Statistic::teacher_entropy ||
            kind == loss::Statistic::cross_entropy ||
-           kind == loss::Statistic::reverse_cross_entropy;
+           kind == loss::Statistic::reverse_cross_entropy || kind == loss::Statistic::jsd ||
+           kind == loss::Statistic::mixture_kl;
   });
   if (teacherStats != o.teacher)
     return llvm::createStringError(
         "the teacher statistics (teacher_lse, teacher_entropy, cross_entropy, "
-        "reverse_cross_entropy) read the teacher, and only they do: give a teacher exactly "
-        "when one of them is asked for");
+        "reverse_cross_entropy, jsd, mixture_kl) read the teacher, and only they do: give a "
+        "teacher exactly when one of them is asked for");
+  const bool mixture = llvm::is_contained(kinds, loss::Statistic::jsd) ||
+                       llvm::is_contained(kinds, loss::Statistic::mixture_kl);
+  if (mixture && !(o.jsdBeta > 0 && o.jsdBeta < 1))
+    return llvm::createStringError("jsd beta must be in (0, 1) (0 and 1 mean the KL "
+                                   "divergences), got " + loss::formatF64(o.jsdBeta));
+  if (!mixture && o.jsdBeta != 0.5)
+    return llvm::createStringError("jsd beta is read by jsd and mixture_kl only; ask for one");
   if (o.teacherBias && !o.teacher)
     return llvm::createStringError("a teacher bias needs a teacher");
   if (!std::isfinite(o.teacherScale) || o.teacherScale == 0)
@@ -93,6 +101,12 @@ llvm::Error checkOptions(const VocabReduceGraphOptions &o,
          !llvm::is_contained(kinds, loss::Statistic::teacher_lse)))
       return llvm::createStringError("the gradient of " + loss::stringifyStatistic(cross).str() +
                                      " reads lse and teacher_lse: ask for both as well");
+  if (llvm::is_contained(kinds, loss::Statistic::jsd) &&
+      (!llvm::is_contained(kinds, loss::Statistic::lse) ||
+       !llvm::is_contained(kinds, loss::Statistic::teacher_lse) ||
+       !llvm::is_contained(kinds, loss::Statistic::mixture_kl)))
+    return llvm::createStringError(
+        "the gradient of jsd reads lse, teacher_lse and mixture_kl: ask for all three as well");
   return llvm::Error::success();
 }
 
@@ -114,6 +128,8 @@ SmallVector<Value> streamsOf(Block *block, loss::Statistic kind) {
   case loss::Statistic::cross_entropy:
     return {block->getArgument(1), block->getArgument(0)};
   case loss::Statistic::reverse_cross_entropy:
+  case loss::Statistic::jsd:
+  case loss::Statistic::mixture_kl:
     return {block->getArgument(0), block->getArgument(1)};
   default:
     return {block->getArgument(0)};
@@ -217,7 +233,8 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
         teacherB, rest.take_front(kinds.size()), rest.drop_front(kinds.size()),
         b.getI64IntegerAttr(o.ignoreIndex), TypeAttr::get(*storage), TypeAttr::get(f32),
         b.getF64FloatAttr(o.logitScale), b.getF64FloatAttr(o.softcap),
-        b.getF64FloatAttr(o.teacherScale), b.getStringAttr(o.strategy), b.getBoolAttr(o.needsGradX), b.getBoolAttr(o.needsGradW),
+        b.getF64FloatAttr(o.teacherScale), b.getF64FloatAttr(o.jsdBeta),
+        b.getStringAttr(o.strategy), b.getBoolAttr(o.needsGradX), b.getBoolAttr(o.needsGradW),
         b.getI64IntegerAttr(o.workspaceBytes));
     buildRegion(b, loc, grad.getBody(), kinds, o.labelsPerRow, o.teacher);
     op = grad;
@@ -226,7 +243,7 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
         b, loc, results, x, w, biasArg, labelsArg, weightsArg, targetsArg, teacherX, teacherW,
         teacherB, b.getI64IntegerAttr(o.ignoreIndex), TypeAttr::get(*storage),
         TypeAttr::get(f32), b.getF64FloatAttr(o.logitScale), b.getF64FloatAttr(o.softcap),
-        b.getF64FloatAttr(o.teacherScale));
+        b.getF64FloatAttr(o.teacherScale), b.getF64FloatAttr(o.jsdBeta));
     buildRegion(b, loc, fwd.getBody(), kinds, o.labelsPerRow, o.teacher);
     op = fwd;
   }

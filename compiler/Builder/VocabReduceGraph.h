@@ -44,6 +44,8 @@ struct VocabReduceGraphOptions {
   bool teacher = false;
   bool teacherBias = false;
   double teacherScale = 1.0;
+  /// β of the mixture M = β·q + (1 − β)·p that jsd and mixture_kl read.
+  double jsdBeta = 0.5;
 
   /// Build the backward instead: `@name(x, w[, labels][, bias][, class_weights][, targets],
   /// saved..., adjoints...) -> (grad_x?, grad_w?, grad_bias?)`, one saved

@@ -161,17 +161,14 @@ std::vector<std::string> lossjit::argumentRoles(const FusedFunction &f) {
              {reduceGrad.getTeacherInput(), "teacher_x"},
              {reduceGrad.getTeacherWeight(), "teacher_w"},
              {reduceGrad.getTeacherBias(), "teacher_bias"}};
-    // The saved statistics the gradient reads (lse, entropy) keep their
+    // The saved statistics the gradient reads (lse, entropy, ...) keep their
     // names; the adjoints are grad_<statistic>. A saved statistic the
     // gradient does not read has no role.
     LceSpec spec = LceSpec::fromOp(reduceGrad);
     for (auto [kind, saved, adjoint] :
          llvm::zip(spec.statistics, reduceGrad.getSaved(), reduceGrad.getAdjoints())) {
       std::string name = loss::stringifyStatistic(kind).str();
-      if ((kind == loss::Statistic::lse && spec.gradientReadsLse()) ||
-          kind == loss::Statistic::entropy ||
-          (kind == loss::Statistic::teacher_lse && spec.gradientReadsTeacher()) ||
-          kind == loss::Statistic::reverse_cross_entropy)
+      if (spec.gradientReadsSaved(kind))
         roles.push_back({saved, name});
       roles.push_back({adjoint, "grad_" + name});
     }

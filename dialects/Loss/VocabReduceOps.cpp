@@ -118,7 +118,7 @@ LogicalResult verifyRowValues(Operation *op, ValueRange values, ArrayRef<Statist
 /// readers their operand.
 LogicalResult verifyReduceRegion(Operation *op, Region &body, Value input, Value weight,
                                  Value labels, Value classWeights, Value targets,
-                                 bool teacher) {
+                                 bool teacher, double jsdBeta) {
   Block &block = body.front();
   const unsigned streams = teacher ? 2 : 1;
   if (block.getNumArguments() != streams)
@@ -170,8 +170,20 @@ LogicalResult verifyReduceRegion(Operation *op, Region &body, Value input, Value
                                 "statistic reads them";
   if (teacher && !kinds.contains(Statistic::teacher_lse) &&
       !kinds.contains(Statistic::teacher_entropy) && !kinds.contains(Statistic::cross_entropy) &&
-      !kinds.contains(Statistic::reverse_cross_entropy))
+      !kinds.contains(Statistic::reverse_cross_entropy) && !kinds.contains(Statistic::jsd) &&
+      !kinds.contains(Statistic::mixture_kl))
     return op->emitOpError() << "has a teacher but no statistic reads it";
+  // By TRL's convention β = 0 and β = 1 mean the KL divergences
+  // (cross_entropy − teacher_entropy and reverse_cross_entropy − entropy;
+  // the mixture's formula itself is 0 there): the mixture is strictly inside.
+  const bool mixture = kinds.contains(Statistic::jsd) || kinds.contains(Statistic::mixture_kl);
+  if (mixture && !(jsdBeta > 0 && jsdBeta < 1))
+    return op->emitOpError() << "jsd_beta must be in (0, 1) (β = 0 and β = 1 mean the KL "
+                                "divergences: use cross_entropy or reverse_cross_entropy), got "
+                             << formatF64(jsdBeta);
+  if (!mixture && jsdBeta != 0.5)
+    return op->emitOpError() << "sets jsd_beta (" << formatF64(jsdBeta)
+                             << ") but no jsd or mixture_kl statistic reads it";
   if (kinds.contains(Statistic::target_logit_sum) != static_cast<bool>(targets))
     return op->emitOpError() << (targets ? "has targets but no target_logit_sum statistic "
                                            "reads them"
@@ -204,6 +216,8 @@ static ArrayRef<unsigned> streamsOf(Statistic kind) {
   case Statistic::cross_entropy:
     return forward;
   case Statistic::reverse_cross_entropy:
+  case Statistic::jsd:
+  case Statistic::mixture_kl:
     return reverse;
   default:
     return student;
@@ -268,7 +282,8 @@ LogicalResult VocabReduceOp::verify() {
 
 LogicalResult VocabReduceOp::verifyRegions() {
   if (failed(verifyReduceRegion(*this, getBody(), getInput(), getWeight(), getLabels(),
-                                getClassWeights(), getTargets(), hasTeacher())))
+                                getClassWeights(), getTargets(), hasTeacher(),
+                                getJsdBeta().convertToDouble())))
     return failure();
   Operation *yield = getBody().front().getTerminator();
   if (yield->getNumOperands() != getNumResults())
@@ -322,7 +337,8 @@ LogicalResult VocabReduceGradOp::verify() {
 
 LogicalResult VocabReduceGradOp::verifyRegions() {
   if (failed(verifyReduceRegion(*this, getBody(), getInput(), getWeight(), getLabels(),
-                                getClassWeights(), getTargets(), hasTeacher())))
+                                getClassWeights(), getTargets(), hasTeacher(),
+                                getJsdBeta().convertToDouble())))
     return failure();
   SmallVector<Statistic> kinds = getStatisticKinds();
   if (getSaved().size() != kinds.size())
@@ -340,5 +356,11 @@ LogicalResult VocabReduceGradOp::verifyRegions() {
                                              !llvm::is_contained(kinds, Statistic::teacher_lse)))
       return emitOpError() << "the adjoint of " << stringifyStatistic(cross)
                            << " reads lse and teacher_lse: yield both as well";
+  if (llvm::is_contained(kinds, Statistic::jsd) &&
+      (!llvm::is_contained(kinds, Statistic::lse) ||
+       !llvm::is_contained(kinds, Statistic::teacher_lse) ||
+       !llvm::is_contained(kinds, Statistic::mixture_kl)))
+    return emitOpError() << "the adjoint of jsd reads lse, teacher_lse and mixture_kl: yield "
+                            "all three as well";
   return success();
 }

@@ -26,11 +26,14 @@ def Loss_StatTeacherLse : I32EnumAttrCase<"teacher_lse", 5>;
 def Loss_StatTeacherEntropy : I32EnumAttrCase<"teacher_entropy", 6>;
 def Loss_StatCrossEntropy : I32EnumAttrCase<"cross_entropy", 7>;
 def Loss_StatReverseCrossEntropy : I32EnumAttrCase<"reverse_cross_entropy", 8>;
+def Loss_StatJsd : I32EnumAttrCase<"jsd", 9>;
+def Loss_StatMixtureKl : I32EnumAttrCase<"mixture_kl", 10>;
 def Loss_Statistic : I32EnumAttr<"Statistic",
     "a per-row statistic of the logits over the vocabulary",
     [Loss_StatLse, Loss_StatLabelLogit, Loss_StatLogitSum, Loss_StatEntropy,
      Loss_StatTargetLogitSum, Loss_StatTeacherLse, Loss_StatTeacherEntropy,
-     Loss_StatCrossEntropy, Loss_StatReverseCrossEntropy]> {
+     Loss_StatCrossEntropy, Loss_StatReverseCrossEntropy, Loss_StatJsd,
+     Loss_StatMixtureKl]> {
   let cppNamespace = "::lossjit::loss";
   let genSpecializedAttr = 0;
 }
@@ -58,6 +61,18 @@ def Loss_StatOp : Loss_Op<"stat", [Pure,
         (forward KL(q‖p) = cross_entropy − teacher_entropy).
       - `reverse_cross_entropy` of (z, u): −Σ_j p_j log q_j, whose adjoint is
         −p_j (log q_j + X), X its value (reverse KL(p‖q) = it − entropy).
+    With the mixture M = β·q + (1 − β)·p (β the op's `jsd_beta`, 0 < β < 1),
+    two dependent sums, which read the finished lse of both streams and so
+    take a second sweep over the vocabulary (the lowering adds it):
+      - `jsd` of (z, u): β·KL(q‖M) + (1 − β)·KL(p‖M)
+        = Σ_j [β q_j log q_j + (1 − β) p_j log p_j − M_j log M_j] (the
+        generalized Jensen-Shannon divergence of TRL's GKD and Liger); its
+        adjoint is (1 − β)·p_j (log(p_j / M_j) − K), K = KL(p‖M).
+      - `mixture_kl` of (z, u): K = Σ_j p_j log(p_j / M_j), the row value
+        jsd's adjoint reads. It is saved, not differentiated: its own
+        gradient would need Σ p²/M, whose gradient needs another sum, and
+        so on; a non-zero adjoint of it makes the row's gradient NaN
+        rather than silently wrong.
     Sums are carried in a fixed order with compensation, so their error does
     not grow with V.
   }];
@@ -109,7 +124,8 @@ def Loss_VocabReduceOp : Loss_VocabReduceBase<"vocab_reduce"> {
     [N, D'] with `teacher_weight` [V, D'] and an optional `teacher_bias`, in
     the storage type) adds a second stream u = teacher_scale · (x'·w'ᵀ + b'),
     the region's second argument, which the teacher statistics read; it is
-    never differentiated.
+    never differentiated. `jsd_beta` is the mixture weight of `jsd` and
+    `mixture_kl` (0 < β < 1; the default 0.5 when neither is yielded).
 
     ```mlir
     %lse, %zy, %zs = loss.vocab_reduce %x, %w labels %y : tensor<?xi64>
@@ -138,7 +154,8 @@ def Loss_VocabReduceOp : Loss_VocabReduceBase<"vocab_reduce"> {
                        TypeAttr:$storage, TypeAttr:$compute,
                        DefaultValuedAttr<F64Attr, "1.0">:$logit_scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$softcap,
-                       DefaultValuedAttr<F64Attr, "1.0">:$teacher_scale);
+                       DefaultValuedAttr<F64Attr, "1.0">:$teacher_scale,
+                       DefaultValuedAttr<F64Attr, "0.5">:$jsd_beta);
   let results = (outs Variadic<Loss_F32Tensor>:$statistics);
   let assemblyFormat = [{
     $input `,` $weight (`bias` $bias^ `:` type($bias))? (`labels` $labels^ `:` type($labels))?
@@ -164,7 +181,8 @@ def Loss_VocabReduceGradOp : Loss_VocabReduceBase<"vocab_reduce_grad"> {
     returns, in this order, `grad_input` (if `needs_input`), `grad_weight` (if
     `needs_weight`) and `grad_bias` (with a bias and `needs_weight`), each in
     the storage type, accumulated in f32 and rounded once. The region must
-    yield `lse` when it yields `entropy` (that adjoint reads it).
+    yield `lse` when it yields `entropy` (that adjoint reads it), and `lse`,
+    `teacher_lse` and `mixture_kl` when it yields `jsd`.
     `strategy` and `workspace_bytes` as for `loss.linear_cross_entropy_grad`.
   }];
   let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,
@@ -180,6 +198,7 @@ def Loss_VocabReduceGradOp : Loss_VocabReduceBase<"vocab_reduce_grad"> {
                        DefaultValuedAttr<F64Attr, "1.0">:$logit_scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$softcap,
                        DefaultValuedAttr<F64Attr, "1.0">:$teacher_scale,
+                       DefaultValuedAttr<F64Attr, "0.5">:$jsd_beta,
                        DefaultValuedAttr<StrAttr, "\"auto\"">:$strategy,
                        DefaultValuedAttr<BoolAttr, "true">:$needs_input,
                        DefaultValuedAttr<BoolAttr, "true">:$needs_weight,

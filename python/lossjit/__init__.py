@@ -15,7 +15,7 @@ from . import _ops  # noqa: F401  (registers the torch.library ops)
 from . import _reduce  # noqa: F401  (the vocabulary-reduction ops)
 from . import distributed  # noqa: F401  (lossjit.distributed: losses over a process group)
 from ._kernels import cache_info, clear_cache, describe_build
-from .functional import (linear_cross_entropy, linear_kl_div, linear_log_prob,
+from .functional import (linear_cross_entropy, linear_jsd, linear_kl_div, linear_log_prob,
                          linear_topk_distill)
 from .jit import JitError, JittedLoss, jit
 from .nn import LinearCrossEntropyLoss
@@ -27,6 +27,7 @@ __all__ = [
     "linear_log_prob",
     "linear_topk_distill",
     "linear_kl_div",
+    "linear_jsd",
     "LinearCrossEntropyLoss",
     "jit",
     "distributed",

@@ -69,7 +69,14 @@ Monomial = Tuple[Atom, ...]
 
 #: The statistics that read the teacher stream (see lossjit._reduce).
 TEACHER_STATISTICS = ("teacher_lse", "teacher_entropy", "cross_entropy",
-                      "reverse_cross_entropy")
+                      "reverse_cross_entropy", "mixture_kl", "jsd")
+
+#: How close the two coefficients of a mixture's sums must be to β : 1 − β
+#: (relatively) to be the generalized JSD: float32 rounding of the weights.
+_MIXTURE_RTOL = 1e-6
+#: How close a mixture's two weights must sum to 1: weights computed in
+#: float32 (TRL's tensor beta) are off by its rounding.
+MIXTURE_SUM_TOLERANCE = 1e-6
 
 
 class AlgebraError(ValueError):
@@ -166,6 +173,44 @@ _PRODUCT = {
 _PRODUCT.update({(b, a): c for (a, b), c in list(_PRODUCT.items())})
 
 
+def mixture_basis(beta: float) -> str:
+    """The column function log M_j of the mixture M = β q + (1 − β) p: a
+    basis of its own per β (its products with p and q are "pm:β", "qm:β")."""
+    return f"m:{beta!r}"
+
+
+def mixture_beta(basis: str) -> Optional[float]:
+    """β of a mixture basis ("m:β", "pm:β", "qm:β"), else None."""
+    head, _, beta = basis.partition(":")
+    return float(beta) if beta and head in ("m", "pm", "qm") else None
+
+
+def _product(b1: str, b2: str) -> Optional[str]:
+    known = _PRODUCT.get((b1, b2))
+    if known is not None:
+        return known
+    for a, b in ((b1, b2), (b2, b1)):
+        beta = mixture_beta(b)
+        if beta is None:
+            continue
+        head = b.partition(":")[0]
+        if a == "1":
+            return b
+        if head == "m" and a in ("p", "q"):
+            return f"{a}m:{beta!r}"
+    return None
+
+
+def describe(basis: str) -> str:
+    beta = mixture_beta(basis)
+    if beta is None:
+        return _DESCRIBE[basis]
+    head = basis.partition(":")[0]
+    what = f"log of the mixture {beta!r}·q + {1 - beta!r}·p"
+    return {"m": f"the {what}", "pm": f"the softmax times the {what}",
+            "qm": f"the teacher softmax times the {what}"}[head]
+
+
 @dataclass
 class Sym:
     """A symbolic [..., V] value: Σ_b coef_b · basis_b."""
@@ -202,10 +247,10 @@ class Sym:
         out = Sym()
         for b1, c1 in self.parts.items():
             for b2, c2 in other.parts.items():
-                b = _PRODUCT.get((b1, b2))
+                b = _product(b1, b2)
                 if b is None:
                     raise AlgebraError(
-                        f"multiplies {_DESCRIBE[b1]} by {_DESCRIBE[b2]} over the vocabulary "
+                        f"multiplies {describe(b1)} by {describe(b2)} over the vocabulary "
                         "(no statistic of one sweep gives their sum)")
                 out = out + Sym({b: c1 * c2})
         return out
@@ -232,6 +277,30 @@ class Sym:
         """Whether this is exactly one column function (e.g. "p": softmax)."""
         return self._is({name: Poly.const(1.0)})
 
+    def mixture_weight(self, tolerance: float = MIXTURE_SUM_TOLERANCE) -> Optional[float]:
+        """β when this is the mixture β·q + (1 − β)·p of the two softmaxes
+        (numbers, 0 < β < 1, the weights summing to 1 within `tolerance`),
+        else None."""
+        if set(self.parts) != {"p", "q"}:
+            return None
+        beta, rest = self.parts["q"].constant(), self.parts["p"].constant()
+        if beta is None or rest is None or not (0.0 < beta < 1.0 and 0.0 < rest < 1.0):
+            return None
+        if abs(beta + rest - 1.0) > tolerance:
+            return None
+        return beta / (beta + rest)
+
+    def shifted_log_softmax(self) -> Optional[Tuple[bool, float]]:
+        """(teacher, c) when this is a log-softmax plus a number c."""
+        for teacher in (False, True):
+            base = log_softmax_of(teacher)
+            rest = self - base
+            if set(rest.parts) <= {"1"}:
+                c = rest.parts["1"].constant() if rest.parts else 0.0
+                if c is not None:
+                    return teacher, c
+        return None
+
 
 def log_softmax_of(teacher: bool) -> Sym:
     """log_softmax of the student (z − lse) or the teacher (u − Lt) logits."""
@@ -254,13 +323,52 @@ def _apply(sym: Sym, rules: Dict[str, Poly], unsupported: str) -> Poly:
     out = Poly()
     for b, coef in sym.parts.items():
         if b not in rules:
-            raise AlgebraError(unsupported.format(_DESCRIBE[b]))
+            raise AlgebraError(unsupported.format(describe(b)))
         out = out + coef * rules[b]
     return out
 
 
-def reduce_sum(sym: Sym, vocab: int) -> Poly:
-    """Σ_j over the vocabulary."""
+def _close(a: Poly, b: Poly, rtol: float) -> bool:
+    if set(a.terms) != set(b.terms):
+        return False
+    return all(abs(a.terms[m] - b.terms[m]) <= rtol * max(abs(a.terms[m]), abs(b.terms[m]))
+               for m in a.terms)
+
+
+def _reduce_mixture(sym: Sym, rtol: float) -> Tuple[Sym, Poly]:
+    """The mixture's part of Σ_j: Σ p log M and Σ q log M have no gradient
+    of their own (mixture_kl is saved, not differentiated), but
+    β Σ q log M + (1 − β) Σ p log M = −jsd − β·teacher_entropy −
+    (1 − β)·entropy has one. So the sum of c·(β·qm + (1 − β)·pm) is that
+    polynomial times c, and any other mixture term an AlgebraError. Returns
+    the rest of `sym` and the mixture's polynomial."""
+    rest = Sym({b: c for b, c in sym.parts.items() if mixture_beta(b) is None})
+    mixture = {b: c for b, c in sym.parts.items() if mixture_beta(b) is not None}
+    if not mixture:
+        return rest, Poly()
+    betas = {mixture_beta(b) for b in mixture}
+    if len(betas) != 1:
+        raise AlgebraError("sums over mixtures of two different weights (one sweep has one "
+                           "jsd_beta)")
+    beta = betas.pop()
+    qm, pm = mixture.get(f"qm:{beta!r}"), mixture.get(f"pm:{beta!r}")
+    if set(mixture) - {f"qm:{beta!r}", f"pm:{beta!r}"} or qm is None or pm is None or \
+            not _close(qm.scale((1.0 - beta) / beta), pm, rtol):
+        raise AlgebraError(
+            f"sums the log of the mixture M = {beta!r}·q + {1 - beta!r}·p otherwise than in "
+            f"{beta!r}·KL(q‖M) + {1 - beta!r}·KL(p‖M) (the generalized JSD): only that "
+            "combination has a gradient lossjit derives (KL(p‖M) or KL(q‖M) alone needs "
+            "another dependent sum); combine the two before the sum over the vocabulary")
+    jsd = -Poly.atom(("stat", "jsd")) - Poly.atom(("stat", "teacher_entropy")).scale(beta) - \
+        Poly.atom(("stat", "entropy")).scale(1.0 - beta)
+    # c·(β·qm + (1 − β)·pm): c = the two coefficients' sum.
+    return rest, (qm + pm) * jsd
+
+
+def reduce_sum(sym: Sym, vocab: int, mixture_rtol: float = _MIXTURE_RTOL) -> Poly:
+    """Σ_j over the vocabulary (`mixture_rtol`: how close a mixture's two
+    coefficients must be to β : 1 − β)."""
+    sym, mixture = _reduce_mixture(sym, mixture_rtol)
     rules = {
         "1": Poly.const(float(vocab)),
         "z": Poly.atom(("stat", "logit_sum")),
@@ -276,8 +384,8 @@ def reduce_sum(sym: Sym, vocab: int) -> Poly:
         "pu": Poly.atom(("stat", "teacher_lse")) - Poly.atom(("stat",
                                                               "reverse_cross_entropy")),
     }
-    return _apply(sym, rules, "sums {} over the vocabulary (no statistic of one sweep gives "
-                              "that sum)")
+    return mixture + _apply(sym, rules, "sums {} over the vocabulary (no statistic of one "
+                                        "sweep gives that sum)")
 
 
 def reduce_gather(sym: Sym) -> Poly:
@@ -322,8 +430,10 @@ def statistics_of(polys: Iterable[Poly]) -> Tuple[List[str], bool]:
         # The cross-entropies' gradients read both lse values; lse keeps a
         # student statistic in every sweep.
         names.add("lse")
-        if names & {"cross_entropy", "reverse_cross_entropy"}:
+        if names & {"cross_entropy", "reverse_cross_entropy", "jsd"}:
             names.add("teacher_lse")
+        if "jsd" in names:
+            names.add("mixture_kl")  # jsd's gradient reads it
     order = ["lse", "label_logit", "logit_sum", "entropy", "target_logit_sum"] + \
         list(TEACHER_STATISTICS)
     return [n for n in order if n in names], weighted

@@ -102,4 +102,5 @@ def linear_operands(slots: List[Any], x: int, w: int, bias: Optional[int],
     return xv, (wv.t() if transposed else wv), bv
 _LOG = _torch_attrs("log") | _tensor_attrs("log")
 _KL_DIV = {F.kl_div}
+_STACK = _torch_attrs("stack")
 _DETACH = _torch_attrs("detach") | _tensor_attrs("detach")

@@ -36,13 +36,15 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import FakeTensor
 
 from . import _reduce
-from ._algebra import (TEACHER_STATISTICS, AlgebraError, Poly, Sym, log_softmax_of,
-                       reduce_gather, reduce_sum, statistics_of)
+from ._algebra import (MIXTURE_SUM_TOLERANCE, TEACHER_STATISTICS, AlgebraError, Poly, Sym,
+                       log_softmax_of, mixture_basis, reduce_gather, reduce_sum, statistics_of)
 from ._jit_ops import (_ADD, _CAST_METHODS, _CE, _DETACH, _DIV, _EXP, _GATHER, _GETITEM,
                        _KL_DIV, _LINEAR, _LOG, _LOG_SOFTMAX, _LOGSUMEXP, _MATMUL, _MEAN, _MUL,
-                       _NEG, _NLL, _RSUB, _SOFTMAX, _SQUEEZE, _SUB, _SUM, _TANH, _TO, _VIEW,
+                       _NEG, _NLL, _RSUB, _SOFTMAX, _SQUEEZE, _STACK, _SUB, _SUM, _TANH, _TO,
+                       _VIEW,
                        _DIALECT_DTYPES, linear_operands)
 
 #: Ops that need the vocabulary softmax: a linear whose (mapped) output
@@ -94,6 +96,8 @@ class ReducePart:
     #: The function cut the logits' gradient (torch.no_grad(), .detach()):
     #: the sweep runs on detached operands, as eager would.
     detached: bool = False
+    #: β of the mixture β·q + (1 − β)·p whose log the function takes (jsd).
+    jsd_beta: Optional[float] = None
 
     @property
     def w_value(self) -> Tensor:
@@ -158,7 +162,8 @@ class ReducePart:
             teacher_bias=ref(teacher.bias).slot if teacher is not None
             and isinstance(teacher.bias, Tensor) else None,
             teacher_scale=teacher.scale if teacher is not None else 1.0,
-            teacher_detached=teacher.detached if teacher is not None else True)
+            teacher_detached=teacher.detached if teacher is not None else True,
+            jsd_beta=self.jsd_beta if "jsd" in stats else 0.5)
 
 
 @dataclass
@@ -213,6 +218,7 @@ class ReduceStep:
     teacher_scale: float = 1.0
     teacher_detached: bool = True
     detached: bool = False
+    jsd_beta: float = 0.5
 
     def _teacher(self, slots: List[Any]) -> Dict[str, Any]:
         """The teacher operands for the kernel (detached: never differentiated)."""
@@ -230,7 +236,7 @@ class ReduceStep:
         return {"teacher_input": tx.detach().reshape(-1, tx.shape[-1]),
                 "teacher_weight": tw.detach(),
                 "teacher_bias": tb.detach() if tb is not None else None,
-                "teacher_scale": self.teacher_scale}
+                "teacher_scale": self.teacher_scale, "jsd_beta": self.jsd_beta}
 
     def run(self, slots: List[Any]) -> None:
         x, w, bias = linear_operands(slots, self.x, self.w, self.bias, self.storage,
@@ -418,6 +424,10 @@ class _Tracer:
         self.sym: Dict[int, Sym] = {}
         self.rowpoly: Dict[int, Tuple[Poly, Tuple[int, ...]]] = {}
         self.poison: set = set()
+        #: torch.stack outputs of symbolic values: the values, in order.
+        self.stacks: Dict[int, List[Sym]] = {}
+        #: The largest machine epsilon among the constants folded so far.
+        self.constant_eps = 0.0
         self.algebra_errors: List[Tuple[Any, str]] = []
 
     # -- the stream ------------------------------------------------------------
@@ -731,6 +741,9 @@ class _Tracer:
             poly, _ = self.rowpoly[id(value)]
             if shape in (lead + (1,), ()) or all(s == 1 for s in shape):
                 return "coef", poly
+        constant = self._constant(value)
+        if constant is not None:
+            return "coef", Poly.const(constant)
         if value.numel() == 1:
             self.part.rows[id(value)] = value
             return "coef", Poly.atom(("row", id(value)))
@@ -752,6 +765,56 @@ class _Tracer:
         raise AlgebraError(
             f"combines the logits with a tensor of shape {list(shape)} (an [N, 1] row "
             f"value, a [V] column or a number is what one sweep can fold in)")
+
+    def _constant(self, value: Tensor) -> Optional[float]:
+        """The value of a one-element tensor the function makes from numbers
+        alone (torch.tensor(beta), torch.log(1 - that), ...): a number of the
+        trace, which is specialized on the Python values it was called with.
+        A tensor argument, closure tensor or anything computed from one is
+        not a constant (its value may change between calls), nor is what the
+        fake trace cannot know (torch.rand(()), an empty tensor)."""
+        if value.numel() != 1 or value.requires_grad or not value.is_floating_point():
+            return None
+        seen: set = set()
+        stack = [value]
+        while stack:
+            t = stack.pop()
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            producer = self.a.producer(t)
+            if producer is None or t.numel() != 1:
+                return None
+            stack.extend(producer.tensors_in())
+        # The trace runs on fake tensors: a value is known only where the fake
+        # mode propagated a constant (never for random or uninitialized ones).
+        known = getattr(value, "constant", None) if isinstance(value, FakeTensor) else value
+        if known is None:
+            return None
+        self.constant_eps = max(self.constant_eps, torch.finfo(value.dtype).eps)
+        return float(known.reshape(()).item())
+
+    def _mixture_tolerance(self) -> float:
+        """How close a mixture's weights must sum to 1 (and its two sums'
+        coefficients be β : 1 − β): float32 weights are off by their
+        rounding, those made in a 16-bit dtype (TRL's beta tensor takes the
+        logits' dtype) by its much larger one."""
+        return max(MIXTURE_SUM_TOLERANCE, 4.0 * self.constant_eps)
+
+    def _reduce_sum(self, sym: Sym) -> Poly:
+        return reduce_sum(sym, self.part.vocab, self._mixture_tolerance())
+
+    def _set_jsd_beta(self, beta: float) -> float:
+        """Records the mixture weight β, the same for every mixture of the
+        function (within the weights' rounding); returns the one recorded."""
+        known = self.part.jsd_beta
+        if known is not None:
+            if abs(known - beta) > self._mixture_tolerance():
+                raise AlgebraError(f"takes the log of a mixture with weight {beta!r} next to "
+                                   f"one with {known!r} (one sweep has one jsd_beta)")
+            return known
+        self.part.jsd_beta = beta
+        return beta
 
     def _as_sym(self, kind: str, value: Any) -> Sym:
         if kind == "sym" or kind == "column":
@@ -809,6 +872,20 @@ class _Tracer:
         f = call.func
         src = call.args[0] if call.args else None
         poisoned = any(id(t) in self.poison for t in call.tensors_in())
+        if any(id(t) in self.stacks for t in call.tensors_in()):
+            return self._stacked(call, poisoned)
+        if f in _STACK:
+            values = _arg(call, 0, "tensors")
+            dim = _arg(call, 1, "dim", 0)
+            if dim != 0 or not isinstance(values, (list, tuple)) or \
+                    not all(isinstance(t, Tensor) and id(t) in self.sym for t in values):
+                raise _Unsupported(call, "stacks the logits otherwise than along a new first "
+                                         "dim of symbolic [N, V] values")
+            if poisoned:
+                return self._poison(call)
+            self.stacks[id(call.out)] = [self.sym[id(t)] for t in values]
+            self.sym[id(call.out)] = Sym()  # (only the stack's logsumexp reads it)
+            return
         if f in _LOG_SOFTMAX or f in _SOFTMAX:
             s = self.sym[id(src)]
             dim = _arg(call, 1, "dim")
@@ -855,8 +932,14 @@ class _Tracer:
             if poisoned:
                 return self._poison(call)
             s = self.sym[id(src)]
+            beta = s.mixture_weight(self._mixture_tolerance())
+            if beta is not None:  # log M, M = β·q + (1 − β)·p
+                beta = self._set_jsd_beta(beta)
+                self.sym[id(call.out)] = Sym.basis(mixture_basis(beta))
+                return
             if not (s.is_basis("p") or s.is_basis("q")):
-                raise AlgebraError("takes the log of something other than a softmax")
+                raise AlgebraError("takes the log of something other than a softmax or the "
+                                   "mixture β·softmax(teacher) + (1 − β)·softmax(student)")
             self.sym[id(call.out)] = log_softmax_of(s.is_basis("q"))
             return
         if f in _KL_DIV:
@@ -891,12 +974,20 @@ class _Tracer:
             return self._arith(call, poisoned)
         if f in _SUM or f in _MEAN:
             dim = _arg(call, 1, "dim")
+            if dim is None and len(call.args) <= 1 and set(call.kwargs) <= {"dtype"}:
+                # Over every element: the rows' sums over the vocabulary, summed
+                # (TRL's jsd.sum() / jsd.size(0)); a mean over N·V elements.
+                if poisoned:
+                    return self._poison(call)
+                poly = self._reduce_sum(self.sym[id(src)])
+                divisor = float(src.numel()) if f in _MEAN else 1.0
+                return self._exit(call, poly, kind="rowsum", divisor=divisor)
             if dim is None or not _is_last_dim(dim, src.dim()):
                 raise _Unsupported(call, f"reduces over dim {dim!r}, not only the vocabulary "
                                          "(reduce over the last dim first)")
             if poisoned:
                 return self._poison(call)
-            poly = reduce_sum(self.sym[id(src)], self.part.vocab)
+            poly = self._reduce_sum(self.sym[id(src)])
             if f in _MEAN:
                 poly = poly.scale(1.0 / self.part.vocab)
             return self._exit(call, poly)
@@ -909,6 +1000,37 @@ class _Tracer:
                                      "lossjit sweeps one logit stream, so apply the scales "
                                      "and the tanh before any other use of the logits")
         raise _Unsupported(call, "uses the [N, V] logits")
+
+    def _stacked(self, call, poisoned: bool) -> None:
+        """torch.logsumexp(torch.stack([log p + a, log q + b]), dim=0): the log
+        of the mixture e^a·p + e^b·q when e^a + e^b = 1 (TRL's GKD writes
+        the generalized JSD's mixture so)."""
+        src = call.args[0] if call.args else None
+        dim = _arg(call, 1, "dim")
+        if call.func not in _LOGSUMEXP or id(src) not in self.stacks or \
+                not (dim == 0 or dim == [0] or dim == (0,)) or _arg(call, 2, "keepdim", False):
+            raise _Unsupported(call, "uses a stack of the logits otherwise than in "
+                                     "torch.logsumexp over the stacked dim (dim=0)")
+        if poisoned:
+            return self._poison(call)
+        weights = {False: 0.0, True: 0.0}
+        for s in self.stacks[id(src)]:
+            shifted = s.shifted_log_softmax()
+            if shifted is None:
+                raise AlgebraError("takes the logsumexp of a stack of something other than "
+                                   "the log-softmaxes of the two heads plus numbers")
+            teacher, c = shifted
+            weights[teacher] += math.exp(c)
+        beta, rest = weights[True], weights[False]
+        # (Weights made in float32, as TRL's tensor beta is, sum to 1 within
+        # its rounding: β is their normalized ratio.)
+        if not (0.0 < beta < 1.0 and 0.0 < rest < 1.0 and
+                abs(beta + rest - 1.0) <= self._mixture_tolerance()):
+            raise AlgebraError(f"takes the log of the mixture {beta!r}·q + {rest!r}·p, whose "
+                               "weights are not positive with sum 1 (within the rounding of "
+                               "the dtype they were computed in)")
+        beta = self._set_jsd_beta(beta / (beta + rest))
+        self.sym[id(call.out)] = Sym.basis(mixture_basis(beta))
 
     def _arith(self, call, poisoned: bool) -> None:
         f = call.func
@@ -984,7 +1106,7 @@ class _Tracer:
         if reduction == "none":
             self.sym[id(call.out)] = pointwise
             return
-        rows = reduce_sum(pointwise, self.part.vocab)
+        rows = self._reduce_sum(pointwise)
         if reduction == "batchmean":
             divisor = float(src.shape[0]) if src.dim() > 0 else 1.0
         elif reduction == "mean":
@@ -1037,7 +1159,7 @@ class _Tracer:
             if weight is not None:
                 raise AlgebraError("weights the classes of the teacher's probabilities (no "
                                    "statistic of one sweep gives Σ c q log p)")
-            rows = -reduce_sum(self.sym[id(target)] * log_softmax_of(False), self.part.vocab)
+            rows = -self._reduce_sum(self.sym[id(target)] * log_softmax_of(False))
             smooth = None
             if smoothing > 0.0:
                 smooth = Poly.atom(("stat", "lse")).scale(float(self.part.vocab)) - \
@@ -1130,6 +1252,9 @@ SUPPORTED_STATS = """lossjit.jit fuses, over the vocabulary of one linear layer'
     soft-cap): its softmax q, log-softmax and logsumexp, forward and reverse KL by
     hand or F.kl_div(logp, logq, log_target=True), torch.log of a softmax, and
     F.cross_entropy(z, q); products q·z, q·u, p·u (not p·q, q·q or u·z)
+  - the generalized JSD: the log of the mixture M = β·q + (1 − β)·p (torch.log of it,
+    or torch.logsumexp(torch.stack([logp + log(1 − β), logq + log β]), 0) as TRL
+    writes it) in β·KL(q‖M) + (1 − β)·KL(p‖M) summed over the vocabulary
 Any torch ops on [N]-shaped values (masks, normalizers, per-sequence sums) run eagerly,
-and every loss over the same logits shares one sweep. Not supported yet: the
-generalized JSD, max/argmax/sort over V."""
+and every loss over the same logits shares one sweep. Not supported yet:
+max/argmax/sort over V."""

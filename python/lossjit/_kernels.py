@@ -348,6 +348,7 @@ class ReduceSpec(NamedTuple):
     targets: str = ""  # dtype of the [N, V] targets ("f32" or dtype); "" for none
     teacher: str = ""  # "" none, "true" a teacher stream, "bias" one with a bias
     teacher_scale: float = 1.0
+    jsd_beta: float = 0.5  # β of jsd / mixture_kl's mixture
 
     def options(self) -> Dict[str, str]:
         options = {"dtype": self.dtype, "statistics": ",".join(self.statistics),
@@ -367,6 +368,8 @@ class ReduceSpec(NamedTuple):
             options["teacher"] = self.teacher
             if self.teacher_scale != 1.0:
                 options["teacher_scale"] = option_text(self.teacher_scale)
+            if "jsd" in self.statistics or "mixture_kl" in self.statistics:
+                options["jsd_beta"] = option_text(self.jsd_beta)
         return options
 
     def graph(self, **gradient: Any) -> Any:
@@ -377,7 +380,7 @@ class ReduceSpec(NamedTuple):
             logit_scale=self.logit_scale, softcap=self.softcap,
             labels_per_row=self.labels_per_row, targets=self.targets,
             teacher=bool(self.teacher), teacher_bias=self.teacher == "bias",
-            teacher_scale=self.teacher_scale, **gradient)
+            teacher_scale=self.teacher_scale, jsd_beta=self.jsd_beta, **gradient)
 
 
 _reduce_ops: Dict[Tuple[Any, ...], Any] = {}

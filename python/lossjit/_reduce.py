@@ -16,7 +16,11 @@ class_weights[V]?, statistics, ignore_index, logit_scale=1.0, softcap=0.0)
 - with a teacher (``teacher_input`` [N, T], ``teacher_weight`` [V, T],
   ``teacher_bias``, ``teacher_scale``: logits u, q = softmax(u), never
   differentiated): ``teacher_lse``, ``teacher_entropy``, ``cross_entropy``
-  −Σ q log p and ``reverse_cross_entropy`` −Σ p log q
+  −Σ q log p and ``reverse_cross_entropy`` −Σ p log q; with the mixture
+  M = β q + (1 − β) p (``jsd_beta`` = β, 0 < β < 1) ``jsd`` = β KL(q‖M) +
+  (1 − β) KL(p‖M) and ``mixture_kl`` = KL(p‖M), which a second sweep forms
+  from the finished lse of both heads; ``mixture_kl`` is what jsd's gradient
+  reads and is not differentiable itself
 
 Everything after the statistics (masks, normalizers, per-sequence sums) is
 plain torch in the public functions, whose autograd hands
@@ -36,10 +40,21 @@ from . import _kernels as K
 from ._ops import DOUBLE_BACKWARD_MESSAGE, check_logit_transforms, register_autocast
 
 STATISTICS = ("lse", "label_logit", "logit_sum", "entropy", "target_logit_sum", "teacher_lse",
-              "teacher_entropy", "cross_entropy", "reverse_cross_entropy")
+              "teacher_entropy", "cross_entropy", "reverse_cross_entropy", "jsd", "mixture_kl")
 #: The statistics that read a teacher stream.
 TEACHER_STATISTICS = ("teacher_lse", "teacher_entropy", "cross_entropy",
-                      "reverse_cross_entropy")
+                      "reverse_cross_entropy", "jsd", "mixture_kl")
+#: The dependent sums over the mixture β q + (1 − β) p (they read jsd_beta).
+MIXTURE_STATISTICS = ("jsd", "mixture_kl")
+
+
+def check_jsd_beta(names: Sequence[str], jsd_beta: float) -> None:
+    mixture = any(n in MIXTURE_STATISTICS for n in names)
+    if mixture and not 0.0 < jsd_beta < 1.0:
+        raise ValueError(f"lossjit: jsd_beta must be in (0, 1) (0 and 1 mean the KL "
+                         f"divergences), got {jsd_beta!r}")
+    if not mixture and jsd_beta != 0.5:
+        raise ValueError("lossjit: jsd_beta is read by jsd and mixture_kl only")
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -153,7 +168,7 @@ def _spec(hidden: Tensor, target: Optional[Tensor], bias: Optional[Tensor],
           class_weights: Optional[Tensor], names: Tuple[str, ...], ignore_index: int,
           logit_scale: float, softcap: float, targets: Optional[Tensor] = None,
           teacher_input: Optional[Tensor] = None, teacher_bias: Optional[Tensor] = None,
-          teacher_scale: float = 1.0) -> K.ReduceSpec:
+          teacher_scale: float = 1.0, jsd_beta: float = 0.5) -> K.ReduceSpec:
     return K.ReduceSpec(K.STORAGE_DTYPES[hidden.dtype], names,
                         K.LABEL_DTYPES[target.dtype] if target is not None else "",
                         bias is not None, class_weights is not None,
@@ -164,7 +179,7 @@ def _spec(hidden: Tensor, target: Optional[Tensor], bias: Optional[Tensor],
                         K.STORAGE_DTYPES[targets.dtype] if targets is not None else "",
                         "" if teacher_input is None else
                         "bias" if teacher_bias is not None else "true",
-                        float(teacher_scale))
+                        float(teacher_scale), float(jsd_beta))
 
 
 def _shape_of(name: str, hidden: Tensor, target: Optional[Tensor]) -> Tuple[int, ...]:
@@ -192,17 +207,18 @@ def vocab_reduce_op(hidden: Tensor, weight: Tensor, target: Optional[Tensor],
                     targets: Optional[Tensor] = None, teacher_input: Optional[Tensor] = None,
                     teacher_weight: Optional[Tensor] = None,
                     teacher_bias: Optional[Tensor] = None,
-                    teacher_scale: float = 1.0) -> List[Tensor]:
+                    teacher_scale: float = 1.0, jsd_beta: float = 0.5) -> List[Tensor]:
     """The row statistics `statistics` of hidden [N, D] and weight [V, D]."""
     names = parse_statistics(statistics)
     check_reduce_inputs(hidden, weight, target, bias, class_weights, names, targets)
     check_teacher(hidden, weight, names, teacher_input, teacher_weight, teacher_bias)
+    check_jsd_beta(names, jsd_beta)
     check_logit_transforms(logit_scale, softcap)
     n, d = hidden.shape
     v = weight.shape[0]
     kernel = K.reduce_kernel(_spec(hidden, target, bias, class_weights, names, ignore_index,
                                    logit_scale, softcap, targets, teacher_input, teacher_bias,
-                                   teacher_scale), hidden.device)
+                                   teacher_scale, jsd_beta), hidden.device)
     buffers = _buffers(hidden, weight, target, bias, class_weights, targets, teacher_input,
                        teacher_weight, teacher_bias)
     outputs = [hidden.new_empty(_shape_of(name, hidden, target), dtype=torch.float32)
@@ -220,10 +236,11 @@ def _teacher_dim(teacher_input: Optional[Tensor]) -> int:
 @vocab_reduce_op.register_fake
 def _(hidden, weight, target, bias, class_weights, statistics, ignore_index, logit_scale=1.0,
       softcap=0.0, targets=None, teacher_input=None, teacher_weight=None, teacher_bias=None,
-      teacher_scale=1.0):
+      teacher_scale=1.0, jsd_beta=0.5):
     names = parse_statistics(statistics)
     check_reduce_inputs(hidden, weight, target, bias, class_weights, names, targets)
     check_teacher(hidden, weight, names, teacher_input, teacher_weight, teacher_bias)
+    check_jsd_beta(names, jsd_beta)
     return [hidden.new_empty(_shape_of(name, hidden, target), dtype=torch.float32)
             for name in names]
 
@@ -238,7 +255,8 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
                              teacher_input: Optional[Tensor] = None,
                              teacher_weight: Optional[Tensor] = None,
                              teacher_bias: Optional[Tensor] = None,
-                             teacher_scale: float = 1.0) -> Tuple[Tensor, Tensor, Tensor]:
+                             teacher_scale: float = 1.0,
+                             jsd_beta: float = 0.5) -> Tuple[Tensor, Tensor, Tensor]:
     """(grad_hidden, grad_weight, grad_bias) from `saved` (the forward's
     statistics) and `grads` (the gradient reaching each, [N] float32); a
     gradient not asked for is an empty tensor (so is grad_bias without a
@@ -251,10 +269,11 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
         raise ValueError(f"lossjit::vocab_reduce_backward: one saved statistic and one "
                          f"gradient per statistic ({len(names)}), got {len(saved)} and "
                          f"{len(grads)}")
+    check_jsd_beta(names, jsd_beta)
     flags = K.BackwardFlags(needs_grad_x, needs_grad_w)
     kernel = K.reduce_kernel(_spec(hidden, target, bias, class_weights, names, ignore_index,
                                    logit_scale, softcap, targets, teacher_input, teacher_bias,
-                                   teacher_scale), hidden.device, flags)
+                                   teacher_scale, jsd_beta), hidden.device, flags)
     buffers = _buffers(hidden, weight, target, bias, class_weights, targets)
     if teacher_input is not None:
         # (The teacher's lse / logits enter the cross-entropies' adjoints; a
@@ -289,7 +308,8 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
 @vocab_reduce_backward_op.register_fake
 def _(hidden, weight, target, bias, class_weights, saved, grads, statistics, ignore_index,
       needs_grad_x, needs_grad_w, logit_scale=1.0, softcap=0.0, targets=None,
-      teacher_input=None, teacher_weight=None, teacher_bias=None, teacher_scale=1.0):
+      teacher_input=None, teacher_weight=None, teacher_bias=None, teacher_scale=1.0,
+      jsd_beta=0.5):
     grad_x = torch.empty_like(hidden) if needs_grad_x else hidden.new_empty((0,))
     grad_w = torch.empty_like(weight) if needs_grad_w else hidden.new_empty((0,))
     grad_b = torch.empty_like(bias) if (needs_grad_w and bias is not None) \
@@ -315,6 +335,13 @@ def _backward(ctx, grads):
     rest = (None,) * (ctx.num_inputs - 4)
     if all(g is None for g in grads) or not (needs_x or needs_w or needs_b):
         return (None, None, None, None) + rest
+    # mixture_kl is what jsd's adjoint reads, not a differentiable value
+    # (its gradient would need yet another dependent sum): say so rather
+    # than drop the gradient (the kernel would poison the rows with NaN).
+    for name, g in zip(parse_statistics(ctx.statistics), grads):
+        if name == "mixture_kl" and g is not None and bool((g != 0).any()):
+            raise RuntimeError("lossjit: the statistic mixture_kl is not differentiable (it is "
+                               "saved for jsd's gradient); detach it before using it in a loss")
     # A statistic nobody used has no gradient: its adjoint is 0.
     filled = [torch.zeros_like(s) if g is None else g for g, s in zip(grads, saved)]
     grad_x, grad_w, grad_b = torch.ops.lossjit.vocab_reduce_backward(
@@ -345,7 +372,7 @@ def vocab_reduce(hidden: Tensor, weight: Tensor, statistics: Sequence[str], *,
                  logit_scale: float = 1.0, softcap: float = 0.0,
                  targets: Optional[Tensor] = None, teacher_input: Optional[Tensor] = None,
                  teacher_weight: Optional[Tensor] = None, teacher_bias: Optional[Tensor] = None,
-                 teacher_scale: float = 1.0) -> List[Tensor]:
+                 teacher_scale: float = 1.0, jsd_beta: float = 0.5) -> List[Tensor]:
     """The statistics of hidden [..., D] (leading dims flattened and restored);
     target [...] or [..., K] (K labels per row: label_logit is [..., K])."""
     lead = hidden.shape[:-1]
@@ -360,8 +387,9 @@ def vocab_reduce(hidden: Tensor, weight: Tensor, statistics: Sequence[str], *,
         if teacher_input is not None:
             teacher_input = teacher_input.reshape(-1, teacher_input.shape[-1])
     extra: tuple = () if targets is None else (targets,)
-    if teacher_input is not None:
-        extra = (targets, teacher_input, teacher_weight, teacher_bias, float(teacher_scale))
+    if teacher_input is not None or jsd_beta != 0.5:
+        extra = (targets, teacher_input, teacher_weight, teacher_bias, float(teacher_scale),
+                 float(jsd_beta))
     stats = torch.ops.lossjit.vocab_reduce(hidden, weight, target, bias, class_weights,
                                            ",".join(statistics), ignore_index,
                                            float(logit_scale), float(softcap), *extra)

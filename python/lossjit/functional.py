@@ -558,13 +558,74 @@ def linear_kl_div(student_hidden: Tensor, student_weight: Tensor, teacher_hidden
             teacher_weight, reverse=reverse, temperature=temperature, target=target,
             ignore_index=ignore_index, reduction=reduction, student_bias=student_bias,
             teacher_bias=teacher_bias)
+    if not isinstance(reverse, bool):
+        raise TypeError(f"lossjit: reverse must be a bool, got {type(reverse).__name__}")
+    return _teacher_divergence(student_hidden, student_weight, teacher_hidden, teacher_weight,
+                               1.0 if reverse else 0.0, temperature, target, ignore_index,
+                               reduction, student_bias, teacher_bias)
+
+
+def linear_jsd(student_hidden: Tensor, student_weight: Tensor, teacher_hidden: Tensor,
+               teacher_weight: Tensor, *, beta: float = 0.5, temperature: float = 1.0,
+               target: Optional[Tensor] = None, ignore_index: int = -100,
+               reduction: str = "mean", student_bias: Optional[Tensor] = None,
+               teacher_bias: Optional[Tensor] = None):
+    """The generalized Jensen-Shannon divergence between a teacher head's and
+    the student head's token distributions (TRL's GKD and Liger's fused
+    linear JSD convention), without the [tokens, vocabulary] logits of
+    either.
+
+    With p the student's and q the teacher's softmax at ``temperature`` and
+    the mixture M = beta·q + (1 − beta)·p, the row divergence is
+    beta·KL(q‖M) + (1 − beta)·KL(p‖M), summed over the vocabulary.
+    ``beta=0`` is the forward KL(q‖p) and ``beta=1`` the reverse KL(p‖q)
+    (as in TRL and Liger, and as :func:`linear_kl_div`); in between the
+    kernel sweeps both heads twice: once for their log-sum-exps, once for
+    the sums over M, which need the finished ones. The gradient is derived
+    from the statistics (one sweep, as for every loss); the teacher is never
+    differentiated (its tensors must not require grad).
+
+    Args:
+        student_hidden: [..., D] float16, bfloat16 or float32.
+        student_weight: [V, D], same dtype and device.
+        teacher_hidden: [..., T], hidden's leading dims, same dtype.
+        teacher_weight: [V, T], same dtype.
+        beta: the mixture weight in [0, 1].
+        target: optional [...] labels: rows equal to ignore_index are not
+            counted (their divergence is 0).
+        reduction: 'mean' over counted rows (the per-token mean), 'sum', or
+            'none' (per row, shaped like the leading dims).
+
+    Returns:
+        the divergence (float32).
+    """
+    tensors = (student_hidden, student_weight, teacher_hidden, teacher_weight, target,
+               student_bias, teacher_bias)
+    if has_torch_function_variadic(*tensors):
+        return handle_torch_function(
+            linear_jsd, tensors, student_hidden, student_weight, teacher_hidden,
+            teacher_weight, beta=beta, temperature=temperature, target=target,
+            ignore_index=ignore_index, reduction=reduction, student_bias=student_bias,
+            teacher_bias=teacher_bias)
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 <= beta <= 1.0:
+        raise ValueError(f"lossjit: beta must be a number in [0, 1], got {beta!r}")
+    return _teacher_divergence(student_hidden, student_weight, teacher_hidden, teacher_weight,
+                               float(beta), temperature, target, ignore_index, reduction,
+                               student_bias, teacher_bias)
+
+
+def _teacher_divergence(student_hidden: Tensor, student_weight: Tensor, teacher_hidden: Tensor,
+                        teacher_weight: Tensor, beta: float, temperature: float,
+                        target: Optional[Tensor], ignore_index: int, reduction: str,
+                        student_bias: Optional[Tensor], teacher_bias: Optional[Tensor]):
+    """β = 0: KL(q‖p) = cross_entropy − teacher_entropy; β = 1: KL(p‖q) =
+    reverse_cross_entropy − entropy; else the jsd statistic. Then the row
+    mask and the reduction."""
     if isinstance(temperature, bool) or not isinstance(
             temperature, (int, float, torch.SymInt, torch.SymFloat)) or \
             not 0 < temperature < math.inf:
         raise ValueError(f"lossjit: temperature must be positive and finite, got "
                          f"{temperature!r}")
-    if not isinstance(reverse, bool):
-        raise TypeError(f"lossjit: reverse must be a bool, got {type(reverse).__name__}")
     if reduction not in _ops.REDUCTIONS:
         raise ValueError(f"lossjit: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     for name, value in (("student_hidden", student_hidden), ("student_weight", student_weight),
@@ -589,15 +650,22 @@ def linear_kl_div(student_hidden: Tensor, student_weight: Tensor, teacher_hidden
     teacher = teacher_hidden.reshape(-1, teacher_hidden.shape[-1])
     hidden, student_weight, student_bias = _autocast(hidden, student_weight, student_bias)
     teacher, teacher_weight, teacher_bias = _autocast(teacher, teacher_weight, teacher_bias)
-    statistics = ("lse", "teacher_lse") + (
-        ("entropy", "reverse_cross_entropy") if reverse else ("teacher_entropy",
-                                                               "cross_entropy"))
+    if beta == 0.0:
+        statistics = ("lse", "teacher_lse", "teacher_entropy", "cross_entropy")
+    elif beta == 1.0:
+        statistics = ("lse", "teacher_lse", "entropy", "reverse_cross_entropy")
+    else:
+        statistics = ("lse", "teacher_lse", "mixture_kl", "jsd")
     stats = dict(zip(statistics, _reduce.vocab_reduce(
         hidden, student_weight, statistics, bias=student_bias, logit_scale=1.0 / temperature,
         teacher_input=teacher, teacher_weight=teacher_weight, teacher_bias=teacher_bias,
-        teacher_scale=1.0 / temperature)))
-    rows = stats["reverse_cross_entropy"] - stats["entropy"] if reverse else \
-        stats["cross_entropy"] - stats["teacher_entropy"]
+        teacher_scale=1.0 / temperature, jsd_beta=beta if 0.0 < beta < 1.0 else 0.5)))
+    if beta == 0.0:
+        rows = stats["cross_entropy"] - stats["teacher_entropy"]
+    elif beta == 1.0:
+        rows = stats["reverse_cross_entropy"] - stats["entropy"]
+    else:
+        rows = stats["jsd"]
     counted = None
     if target is not None:
         counted = target.reshape(-1) != ignore_index

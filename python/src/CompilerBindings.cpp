@@ -452,8 +452,10 @@ std::unique_ptr<Graph> vocabReduceGraph(const std::string &name, const std::stri
                                         const std::string &strategy, bool needsGradX,
                                         bool needsGradW, int64_t workspaceBytes,
                                         int64_t labelsPerRow, const std::string &targets,
-                                        bool teacher, bool teacherBias, double teacherScale) {
+                                        bool teacher, bool teacherBias, double teacherScale,
+                                        double jsdBeta) {
   VocabReduceGraphOptions o;
+  o.jsdBeta = jsdBeta;
   o.labelsPerRow = labelsPerRow;
   o.targets = targets;
   o.teacher = teacher;
@@ -717,6 +719,7 @@ void lossjit::python::bindCompiler(py::module_ &m) {
         py::arg("needs_grad_w") = true, py::arg("workspace_bytes") = int64_t(64) << 20,
         py::arg("labels_per_row") = 0, py::arg("targets") = "", py::arg("teacher") = false,
         py::arg("teacher_bias") = false, py::arg("teacher_scale") = 1.0,
+        py::arg("jsd_beta") = 0.5,
         "A loss.vocab_reduce graph (x, w[, labels][, bias][, class_weights]) -> one [N] "
         "f32 tensor per statistic (lse, label_logit, logit_sum, entropy; labels when "
         "label_logit is asked for), or with gradient=True its derived backward, which "

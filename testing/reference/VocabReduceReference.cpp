@@ -69,7 +69,8 @@ lossjit::referenceVocabReduce(const LceProblem &p, const std::vector<double> &cl
   const int64_t k = labelsPerRow > 0 ? labelsPerRow : 1;
   std::map<std::string, std::vector<double>> out;
   for (const char *name : {"lse", "logit_sum", "entropy", "target_logit_sum", "teacher_lse",
-                           "teacher_entropy", "cross_entropy", "reverse_cross_entropy"})
+                           "teacher_entropy", "cross_entropy", "reverse_cross_entropy", "jsd",
+                           "mixture_kl"})
     out[name].assign(p.n, 0.0);
   out["label_logit"].assign(p.n * k, 0.0);
   for (int64_t row = 0; row < p.n; ++row) {
@@ -104,6 +105,18 @@ lossjit::referenceVocabReduce(const LceProblem &p, const std::vector<double> &cl
       out["teacher_entropy"][row] = entropyT;
       out["cross_entropy"][row] = cross;
       out["reverse_cross_entropy"][row] = reverse;
+      // The definitions: KL(q‖M) and KL(p‖M) over the mixture.
+      double klTeacher = 0, klStudent = 0;
+      for (int64_t j = 0; j < p.v; ++j) {
+        double q = std::exp(u[j] - lseT), prob = std::exp(r.z[j] - lse);
+        double mix = teacher.beta * q + (1 - teacher.beta) * prob;
+        if (q > 0)
+          klTeacher += q * std::log(q / mix);
+        if (prob > 0)
+          klStudent += prob * std::log(prob / mix);
+      }
+      out["jsd"][row] = teacher.beta * klTeacher + (1 - teacher.beta) * klStudent;
+      out["mixture_kl"][row] = klStudent;
     }
     if (!p.labels)
       continue;
@@ -152,6 +165,11 @@ lossjit::referenceVocabReduceGrad(const LceProblem &p, const std::vector<double>
         dz += adjoint("cross_entropy", row) * (prob - q) -
               adjoint("reverse_cross_entropy", row) * prob *
                   (logq + stats["reverse_cross_entropy"][row]);
+        // ∂jsd/∂z_j = (1 − β) p_j (log(p_j / M_j) − KL(p‖M)).
+        double mix = teacher.beta * q + (1 - teacher.beta) * prob;
+        if (prob > 0)
+          dz += adjoint("jsd", row) * (1 - teacher.beta) * prob *
+                (std::log(prob / mix) - stats["mixture_kl"][row]);
       }
       if (p.labels)
         for (int64_t i = row * k; i < (row + 1) * k; ++i)

@@ -28,6 +28,8 @@ struct TeacherProblem {
   std::vector<double> x, w, bias;
   int64_t t = 0;
   double scale = 1.0;
+  /// β of the mixture M = β q + (1 − β) p (jsd, mixture_kl).
+  double beta = 0.5;
   bool present() const { return t > 0; }
 };
 
@@ -38,7 +40,8 @@ struct TeacherProblem {
 /// when label_logit is not asked for.
 /// `targets` [N, V] (or empty) are read by target_logit_sum = Σ_j c_j t_j z_j;
 /// `teacher` by teacher_lse, teacher_entropy, cross_entropy (−Σ q log p) and
-/// reverse_cross_entropy (−Σ p log q), q the teacher's softmax.
+/// reverse_cross_entropy (−Σ p log q), q the teacher's softmax, and jsd
+/// (β KL(q‖M) + (1 − β) KL(p‖M)) and mixture_kl (KL(p‖M)), M = β q + (1 − β) p.
 std::map<std::string, std::vector<double>>
 referenceVocabReduce(const LceProblem &p, const std::vector<double> &classWeights,
                      int64_t labelsPerRow = 0, const std::vector<double> &targets = {},

@@ -288,7 +288,7 @@ def test_plain_cross_entropy_still_uses_its_own_op():
     (lambda h, w, y: (F.softmax(F.linear(h, w), -1) ** 2).sum(-1).mean(), "Tensor.pow"),
     (lambda h, w, y: (F.softmax(F.linear(h, w), -1) * F.softmax(F.linear(h, w), -1))
      .sum(-1).mean(), "one logit stream"),
-    (lambda h, w, y: F.log_softmax(F.linear(h, w), -1).sum(), "not only the vocabulary"),
+    (lambda h, w, y: F.log_softmax(F.linear(h, w), -1).sum(0).mean(), "not only the vocabulary"),
     (lambda h, w, y: F.softmax(F.linear(h, w), -1).sum(-1).mean()
      + torch.logsumexp(F.linear(h, w * 2), -1).mean(), "one logit stream"),
 ])
@@ -392,9 +392,43 @@ def forward_and_reverse_metrics(hidden, weight, bias, t_hidden, t_weight, t_bias
         torch.logsumexp(t, -1).mean()
 
 
+def trl_generalized_jsd(hidden, weight, bias, t_hidden, t_weight, t_bias, target, beta=0.5,
+                        temperature=1.0):
+    # TRL's GKDTrainer.generalized_jsd_loss as TRL writes it (a tensor beta,
+    # the mixture's log by logsumexp over a stack), reduction "batchmean".
+    student_logits = F.linear(hidden, weight, bias) / temperature
+    teacher_logits = F.linear(t_hidden, t_weight, t_bias) / temperature
+    student_log_probs = F.log_softmax(student_logits, dim=-1)
+    teacher_log_probs = F.log_softmax(teacher_logits, dim=-1)
+    beta = torch.tensor(beta, dtype=student_log_probs.dtype)
+    mixture_log_probs = torch.logsumexp(
+        torch.stack([student_log_probs + torch.log(1 - beta),
+                     teacher_log_probs + torch.log(beta)]), dim=0)
+    kl_teacher = F.kl_div(mixture_log_probs, teacher_log_probs, reduction="none",
+                          log_target=True)
+    kl_student = F.kl_div(mixture_log_probs, student_log_probs, reduction="none",
+                          log_target=True)
+    jsd = beta * kl_teacher + (1 - beta) * kl_student
+    return jsd.sum() / jsd.size(0)
+
+
+def jsd_by_hand_with_ce(hidden, weight, bias, t_hidden, t_weight, t_bias, target, beta=0.3,
+                        T=1.5):
+    # The mixture written out, a temperature, ignored rows masked, and the
+    # student's CE in the same sweep.
+    s = F.linear(hidden, weight, bias) / T
+    p, logp = F.softmax(s, -1), F.log_softmax(s, -1)
+    logq = F.log_softmax(F.linear(t_hidden, t_weight, t_bias) / T, -1)
+    q = logq.exp()
+    log_m = torch.log(beta * q + (1 - beta) * p)
+    rows = (beta * q * (logq - log_m) + (1 - beta) * p * (logp - log_m)).sum(-1)
+    keep = (target != -100).float()
+    return F.cross_entropy(s, target) + (rows * keep).sum() / keep.sum()
+
+
 TEACHER_LOSSES = [forward_kl_div, forward_kl_by_hand, reverse_kl, ce_plus_distillation,
                   masked_kl_matmul_teacher, soft_targets_from_teacher,
-                  forward_and_reverse_metrics]
+                  forward_and_reverse_metrics, trl_generalized_jsd, jsd_by_hand_with_ce]
 
 
 def _teacher_inputs(device, dtype, seed=0, bias=True):
@@ -408,7 +442,7 @@ def _teacher_inputs(device, dtype, seed=0, bias=True):
     return h, w, b, th, tw, tb, y
 
 
-def _check_teacher_against_float64(device, loss_fn, dtype, bias=True):
+def _check_teacher_against_float64(device, loss_fn, dtype, bias=True, out_rtol=2e-5):
     h, w, b, th, tw, tb, y = _teacher_inputs(device, dtype, bias=bias)
     fused = lossjit.jit(loss_fn)
     leaves = [h.clone().requires_grad_(True), w.clone().requires_grad_(True)] + (
@@ -419,7 +453,7 @@ def _check_teacher_against_float64(device, loss_fn, dtype, bias=True):
                             tw.double(), tb.double(), y))
     assert len(got) == len(want)
     for g, r in zip(got, want):
-        torch.testing.assert_close(g.double(), r.double(), rtol=2e-5, atol=2e-5)
+        torch.testing.assert_close(g.double(), r.double(), rtol=out_rtol, atol=out_rtol)
     grads = torch.autograd.grad(got[0], leaves)
     ref = torch.autograd.grad(want[0], ref_leaves)
     tol = 5e-5 if dtype == torch.float32 else 1.6e-2
@@ -441,6 +475,30 @@ def test_teacher_without_student_bias(device):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_teacher_16_bit_storage_keeps_float32_statistics(device, dtype):
     _check_teacher_against_float64(device, forward_and_reverse_metrics, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_trl_jsd_with_its_beta_in_a_16_bit_dtype(device, dtype):
+    # TRL makes beta in the logits' dtype: log(0.5) in bf16 is −0.69140625,
+    # so the mixture's weights sum to 1.0017; they are that dtype's β = 0.5.
+    # (The loss keeps TRL's dtype: one rounding to it at the end.)
+    _check_teacher_against_float64(device, trl_generalized_jsd, dtype,
+                                   out_rtol=float(torch.finfo(dtype).eps))
+
+
+def test_scalar_tensors_the_trace_cannot_know_stay_row_values():
+    # torch.rand(()) and torch.zeros(()) have no constant in the fake trace:
+    # they are values of the run (replayed), not numbers of the trace.
+    def loss_fn(h, w, y):
+        s = F.linear(h, w)
+        noise = torch.rand(())
+        return F.cross_entropy(s, y) * (1 + 0 * noise) + torch.zeros(()) * \
+            torch.logsumexp(s, -1).mean()
+
+    h, w, y, _ = _inputs("cpu", torch.float32)
+    torch.manual_seed(0)
+    got = lossjit.jit(loss_fn)(h, w, y)
+    torch.testing.assert_close(got, loss_fn(h, w, y), rtol=2e-5, atol=2e-5)
 
 
 def _count_ops(fn):
@@ -666,6 +724,35 @@ def test_unsupported_teacher_forms_name_the_op(body, grads, pattern):
         th = th.clone().requires_grad_(True)
     with pytest.raises(lossjit.JitError, match=pattern):
         lossjit.jit(body)(h, w, th, tw, y)
+
+
+def _jsd_halves_summed_apart(h, w, th, tw, y):
+    logp = F.log_softmax(F.linear(h, w), -1)
+    logq = F.log_softmax(F.linear(th, tw), -1)
+    log_m = torch.log(0.5 * logp.exp() + 0.5 * logq.exp())
+    return (logp.exp() * (logp - log_m)).sum(-1).mean()
+
+
+def _jsd_two_weights(h, w, th, tw, y):
+    p, q = F.softmax(F.linear(h, w), -1), F.softmax(F.linear(th, tw), -1)
+    log_m, log_m2 = torch.log(0.5 * p + 0.5 * q), torch.log(0.25 * p + 0.75 * q)
+    return (p * log_m + q * log_m2).sum(-1).mean()
+
+
+def _mixture_not_normalized(h, w, th, tw, y):
+    p, q = F.softmax(F.linear(h, w), -1), F.softmax(F.linear(th, tw), -1)
+    return (p * torch.log(0.5 * p + 0.6 * q)).sum(-1).mean()
+
+
+@pytest.mark.parametrize("body,pattern", [
+    (_jsd_halves_summed_apart, r"otherwise than in .*generalized JSD"),
+    (_jsd_two_weights, r"with weight 0.75 next to one with 0.5 \(one sweep has one jsd_beta\)"),
+    (_mixture_not_normalized, "log of something other than a softmax or the mixture"),
+], ids=["kl_to_mixture_alone", "two_betas", "weights_not_summing_to_one"])
+def test_unsupported_mixture_forms_name_the_op(body, pattern):
+    h, w, _, th, tw, _, y = _teacher_inputs("cpu", torch.float32)
+    with pytest.raises(lossjit.JitError, match=pattern):
+        lossjit.jit(body)(h.clone().requires_grad_(True), w, th, tw, y)
 
 
 def test_teacher_with_another_vocabulary_is_an_error():

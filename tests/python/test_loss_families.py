@@ -547,3 +547,164 @@ def test_kl_divergence_with_a_teacher_too_wide_to_pack():
     ref = _kl_reference(hr, wr, br, th, tw, tb, y, False, 1.0, "mean")
     assert_close(loss, ref, 2e-5)
     _assert_gradients_match(loss, ref, [h, w, b], [hr, wr, br], torch.float32, "cpu")
+
+
+# --- A teacher head: the generalized Jensen-Shannon divergence --------------------
+
+def _trl_generalized_jsd(student_logits, teacher_logits, beta):
+    """TRL's GKDTrainer.generalized_jsd_loss per row (reduction 'none',
+    summed over the vocabulary): the oracle, written as TRL writes it."""
+    student_log_probs = F.log_softmax(student_logits, dim=-1)
+    teacher_log_probs = F.log_softmax(teacher_logits, dim=-1)
+    if beta == 0:
+        jsd = F.kl_div(student_log_probs, teacher_log_probs, reduction="none", log_target=True)
+    elif beta == 1:
+        jsd = F.kl_div(teacher_log_probs, student_log_probs, reduction="none", log_target=True)
+    else:
+        beta_ = torch.tensor(beta, dtype=student_log_probs.dtype)
+        mixture_log_probs = torch.logsumexp(
+            torch.stack([student_log_probs + torch.log(1 - beta_),
+                         teacher_log_probs + torch.log(beta_)]), dim=0)
+        kl_teacher = F.kl_div(mixture_log_probs, teacher_log_probs, reduction="none",
+                              log_target=True)
+        kl_student = F.kl_div(mixture_log_probs, student_log_probs, reduction="none",
+                              log_target=True)
+        jsd = beta_ * kl_teacher + (1 - beta_) * kl_student
+    return jsd.sum(-1)
+
+
+def _jsd_reference(h, w, b, th, tw, tb, y, beta, temperature, reduction):
+    rows = _trl_generalized_jsd(F.linear(h.double(), w.double(), b.double()) / temperature,
+                                F.linear(th.double(), tw.double(), tb.double()) / temperature,
+                                beta)
+    counted = y != -100
+    rows = torch.where(counted, rows, 0.0)
+    if reduction == "none":
+        return rows
+    if reduction == "sum":
+        return rows.sum()
+    return rows.sum() / counted.sum()
+
+
+@pytest.mark.parametrize("dtype", STORAGE, ids=str)
+@pytest.mark.parametrize("beta", [0.5, 0.1, 0.9])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_generalized_jsd_matches_trl(device, dtype, beta, reduction):
+    h, w, y, b, th, tw, tb = _teacher_inputs(device, dtype)
+    h, w, b = leaves(h, w, b)
+    loss = lossjit.linear_jsd(h, w, th, tw, beta=beta, temperature=1.5, target=y,
+                              reduction=reduction, student_bias=b, teacher_bias=tb)
+    hr, wr, br = leaves(h, w, b)
+    ref = _jsd_reference(hr, wr, br, th, tw, tb, y, beta, 1.5, reduction)
+    assert loss.shape == ref.shape
+    assert_close(loss, ref, 2e-5)
+    _assert_gradients_match(loss, ref, [h, w, b], [hr, wr, br], dtype, device)
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+def test_jsd_at_the_ends_is_the_kl_divergence(device, beta):
+    # β = 0 is KL(teacher‖student), β = 1 KL(student‖teacher), as in TRL.
+    h, w, y, b, th, tw, tb = _teacher_inputs(device, torch.float32)
+    loss = lossjit.linear_jsd(h, w, th, tw, beta=beta, target=y, student_bias=b,
+                              teacher_bias=tb)
+    kl = lossjit.linear_kl_div(h, w, th, tw, reverse=beta == 1.0, target=y, student_bias=b,
+                               teacher_bias=tb)
+    assert torch.equal(loss, kl)
+    ref = _jsd_reference(h, w, b, th, tw, tb, y, beta, 1.0, "mean")
+    assert_close(loss, ref, 2e-5)
+
+
+def test_jsd_of_identical_heads_is_zero_and_its_gradient_too():
+    h, w, y, b, _, _, _ = _teacher_inputs("cpu", torch.float32)
+    hh, ww = leaves(h, w)
+    loss = lossjit.linear_jsd(hh, ww, h, w, beta=0.3, reduction="sum")
+    gh, gw = torch.autograd.grad(loss, [hh, ww])
+    assert abs(float(loss.detach())) < 1e-5
+    assert float(gh.abs().max()) < 1e-5 and float(gw.abs().max()) < 1e-5
+
+
+def test_jsd_with_a_long_vocabulary_and_teacher_of_its_own_size():
+    # V = 1500 spans several host vocabulary tiles in both sweeps.
+    h, w, y, _ = make_inputs("cpu", torch.bfloat16, n=9, v=1500, d=16, seed=8)
+    g = torch.Generator().manual_seed(9)
+    th = torch.randn(9, 40, generator=g).to(torch.bfloat16)
+    tw = (torch.randn(1500, 40, generator=g) * 0.3).to(torch.bfloat16)
+    h, w = leaves(h, w)
+    loss = lossjit.linear_jsd(h, w, th, tw, beta=0.25, temperature=0.7, reduction="none")
+    hr, wr = leaves(h, w)
+    ref = _trl_generalized_jsd(F.linear(hr.double(), wr.double()) / 0.7,
+                               F.linear(th.double(), tw.double()) / 0.7, 0.25)
+    assert_close(loss, ref, 2e-5)
+    _assert_gradients_match(loss, ref, [h, w], [hr, wr], torch.bfloat16, "cpu")
+
+
+def test_jsd_bitwise_repeats(device):
+    h, w, y, b, th, tw, tb = _teacher_inputs(device, torch.bfloat16)
+    runs = []
+    for _ in range(3):
+        hh, ww = leaves(h, w)
+        loss = lossjit.linear_jsd(hh, ww, th, tw, beta=0.4, target=y)
+        runs.append((loss.detach(),) + tuple(torch.autograd.grad(loss, [hh, ww])))
+    for run in runs[1:]:
+        for a, b_ in zip(runs[0], run):
+            assert torch.equal(a, b_)
+
+
+def test_jsd_rules():
+    h, w, y, b, th, tw, tb = _teacher_inputs("cpu", torch.float32)
+    for beta in (-0.1, 1.5, float("nan"), True, "half"):
+        with pytest.raises(ValueError, match="beta must be a number in"):
+            lossjit.linear_jsd(h, w, th, tw, beta=beta)
+    with pytest.raises(RuntimeError, match="teacher_hidden requires grad"):
+        lossjit.linear_jsd(h, w, th.clone().requires_grad_(True), tw)
+    with pytest.raises(ValueError, match="temperature must be positive"):
+        lossjit.linear_jsd(h, w, th, tw, temperature=0.0)
+    # The statistics: jsd_beta is checked where it is read, and mixture_kl
+    # (jsd's saved row value) refuses a gradient instead of dropping it.
+    flat_h, flat_th = h.reshape(-1, h.shape[-1]), th.reshape(-1, th.shape[-1])
+    with pytest.raises(ValueError, match=r"jsd_beta must be in \(0, 1\)"):
+        lossjit._reduce.vocab_reduce(flat_h, w, ("jsd",), teacher_input=flat_th,
+                                     teacher_weight=tw, jsd_beta=1.0)
+    with pytest.raises(ValueError, match="jsd_beta is read by jsd and mixture_kl only"):
+        lossjit._reduce.vocab_reduce(flat_h, w, ("lse",), jsd_beta=0.3)
+    hh = flat_h.clone().requires_grad_(True)
+    lse, tlse, kl, jsd = lossjit._reduce.vocab_reduce(
+        hh, w, ("lse", "teacher_lse", "mixture_kl", "jsd"), teacher_input=flat_th,
+        teacher_weight=tw)
+    with pytest.raises(RuntimeError, match="mixture_kl is not differentiable"):
+        (jsd + kl).sum().backward()
+
+
+def test_jsd_redispatches_once_and_its_op_passes_opcheck():
+    from torch.overrides import TorchFunctionMode
+
+    seen = []
+
+    class Log(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in (lossjit.linear_jsd, lossjit.linear_kl_div):
+                seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    h, w, y, b, th, tw, tb = _teacher_inputs("cpu", torch.float32)
+    plain = lossjit.linear_jsd(h, w, th, tw, beta=0.3, target=y)
+    plain_kl = lossjit.linear_kl_div(h, w, th, tw, target=y)
+    with Log():
+        logged = lossjit.linear_jsd(h, w, th, tw, beta=0.3, target=y)
+        logged_kl = lossjit.linear_kl_div(h, w, th, tw, target=y)
+    assert seen == [lossjit.linear_jsd, lossjit.linear_kl_div]
+    assert torch.equal(plain, logged) and torch.equal(plain_kl, logged_kl)
+    # (opcheck's autograd test would send a random gradient to mixture_kl,
+    # which refuses one: the forward op is checked without grad, the
+    # backward op with mixture_kl's adjoint 0.)
+    flat_h, flat_th = h.reshape(-1, h.shape[-1]), th.reshape(-1, th.shape[-1])
+    names = "lse,teacher_lse,mixture_kl,jsd"
+    args = (flat_h, w, None, None, None, names, -100, 1.0, 0.0, None, flat_th, tw, None, 1.0,
+            0.3)
+    torch.library.opcheck(torch.ops.lossjit.vocab_reduce.default, args)
+    saved = list(torch.ops.lossjit.vocab_reduce(*args))
+    grads = [torch.rand_like(s) for s in saved]
+    grads[2] = torch.zeros_like(saved[2])
+    args = (flat_h, w, None, None, None, saved, grads, names, -100, True, True, 1.0, 0.0, None,
+            flat_th, tw, None, 1.0, 0.3)
+    torch.library.opcheck(torch.ops.lossjit.vocab_reduce_backward.default, args)

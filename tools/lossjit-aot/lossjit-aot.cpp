@@ -5,6 +5,7 @@
 //   lossjit-aot --preset linear-cross-entropy --dtype bf16 --tile matmul=mma_sync -o DIR
 //   lossjit-aot --preset linear-log-prob --dtype bf16 -o DIR       (RL: log-prob + entropy)
 //   lossjit-aot --preset linear-kl [--reverse] --dtype bf16 -o DIR  (distillation)
+//   lossjit-aot --preset linear-kl --jsd-beta 0.5 --dtype bf16 -o DIR (generalized JSD)
 //   lossjit-aot --check DIR
 //
 // DIR receives:
@@ -25,8 +26,12 @@
 //   linear-kl: lse, teacher_lse, teacher_entropy, cross_entropy, with
 //       KL(q‖p) = cross_entropy − teacher_entropy; --reverse: lse, entropy,
 //       teacher_lse, reverse_cross_entropy, with KL(p‖q) =
-//       reverse_cross_entropy − entropy. The teacher (x' [N, T], w' [V, T],
-//       --teacher-bias) shares the student's --logit-scale (1/temperature).
+//       reverse_cross_entropy − entropy; --jsd-beta β (0 < β < 1): lse,
+//       teacher_lse, mixture_kl, jsd, the generalized JSD β KL(q‖M) +
+//       (1 − β) KL(p‖M), M = β q + (1 − β) p, is jsd (mixture_kl is what its
+//       gradient reads; pass it 0 as an adjoint). The teacher (x' [N, T],
+//       w' [V, T], --teacher-bias) shares the student's --logit-scale
+//       (1/temperature).
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,6 +82,10 @@ static cl::opt<bool> noEntropy("no-entropy",
 static cl::opt<bool> reverseKl("reverse",
                                cl::desc("preset linear-kl: the reverse KL(student‖teacher)"),
                                cl::init(false), cl::cat(aotCategory));
+static cl::opt<double> jsdBeta("jsd-beta",
+                               cl::desc("preset linear-kl: the generalized JSD with this "
+                                        "mixture weight in (0, 1) instead of a KL"),
+                               cl::init(0.5), cl::cat(aotCategory));
 static cl::opt<bool> teacherBias("teacher-bias",
                                  cl::desc("preset linear-kl: the teacher head has a bias"),
                                  cl::init(false), cl::cat(aotCategory));
@@ -223,9 +232,12 @@ std::string presetOptionError() {
            " preset returns per-row statistics; the engine reduces them)";
   if (preset != "linear-log-prob" && given(noEntropy))
     return "--no-entropy applies to --preset linear-log-prob only";
-  if (preset != "linear-kl" && (given(reverseKl) || given(teacherBias)))
-    return "--" + std::string(given(reverseKl) ? "reverse" : "teacher-bias") +
+  if (preset != "linear-kl" && (given(reverseKl) || given(teacherBias) || given(jsdBeta)))
+    return "--" +
+           std::string(given(reverseKl) ? "reverse" : given(jsdBeta) ? "jsd-beta" : "teacher-bias") +
            " applies to --preset linear-kl only";
+  if (given(reverseKl) && given(jsdBeta))
+    return "--reverse and --jsd-beta exclude each other (by TRL's convention the reverse KL is β = 1)";
   if (preset == "linear-kl" && (given(labelType) || given(ignoreIndex) || given(bias)))
     return "--preset linear-kl reads no labels and no student bias (the engine masks "
            "rows): drop --label-type, --ignore-index and --bias";
@@ -242,6 +254,8 @@ std::vector<std::string> familyStatistics() {
   }
   if (reverseKl)
     return {"lse", "entropy", "teacher_lse", "reverse_cross_entropy"};
+  if (jsdBeta.getNumOccurrences() > 0)
+    return {"lse", "teacher_lse", "mixture_kl", "jsd"};
   return {"lse", "teacher_lse", "teacher_entropy", "cross_entropy"};
 }
 
@@ -264,6 +278,8 @@ llvm::Error buildFamilyJobs(MLIRContext &context, std::vector<GraphJob> &jobs) {
     o.teacher = preset == "linear-kl";
     o.teacherBias = teacherBias;
     o.teacherScale = logitScale;
+    if (jsdBeta.getNumOccurrences() > 0)
+      o.jsdBeta = jsdBeta;
     o.gradient = gradient;
     o.strategy = strategy;
     o.needsGradX = !noGradX;

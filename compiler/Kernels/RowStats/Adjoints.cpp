@@ -4,6 +4,8 @@
 #include "compiler/Kernels/RowStats/LogitMaps.h"
 #include "compiler/Kernels/RowStats/RowRules.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace lossjit;
 
@@ -33,6 +35,7 @@ void lossjit::declareAdjointInputs(KernelSignature &sig, const LceSpec &spec, Ty
     sig.arg("teacher_lse", rowValues);
     sig.argIf(spec.hasStatistic(loss::Statistic::reverse_cross_entropy),
               "reverse_cross_entropy", rowValues);
+    sig.argIf(spec.hasStatistic(loss::Statistic::jsd), "mixture_kl", rowValues);
     declareTeacherInputs(sig, spec);
   }
 }
@@ -69,6 +72,8 @@ RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const 
     r.gReverse = load(adjointName(loss::Statistic::reverse_cross_entropy));
     r.teacherLse = load("teacher_lse");
     r.reverseValue = load("reverse_cross_entropy");
+    r.gJsd = load(adjointName(loss::Statistic::jsd));
+    r.mixtureKl = load("mixture_kl");
     r.row = row;
     r.teacherX = a["teacher_x"];
     r.teacherW = a["teacher_w"];
@@ -79,6 +84,7 @@ RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const 
     r.targets = a["targets"];
     r.targetBase = e.mul(row, a["V"]);
   }
+  r.gMixtureKl = load(adjointName(loss::Statistic::mixture_kl));
   r.gEntropy = load(adjointName(loss::Statistic::entropy));
   r.entropy = load("entropy");
   return r;
@@ -88,8 +94,9 @@ Value lossjit::emitRowActive(KernelEmitter &e, const LceSpec &spec, const RowAdj
   Value active;
   // (The teacher statistics' own adjoints reach no gradient: the teacher
   // is not differentiated.)
-  SmallVector<Value> adjoints = {row.g,          row.lseGrad, row.gLse,   row.gSum,
-                                 row.gEntropy,   row.gTargetSum, row.gCross, row.gReverse};
+  SmallVector<Value> adjoints = {row.g,          row.lseGrad,    row.gLse,   row.gSum,
+                                 row.gEntropy,   row.gTargetSum, row.gCross, row.gReverse,
+                                 row.gJsd,       row.gMixtureKl};
   llvm::append_range(adjoints, row.gLabels);
   for (Value g : adjoints) {
     if (!g)
@@ -124,7 +131,7 @@ Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoi
     // −ḡ_H · p (log p + H)
     if (row.gEntropy)
       dz = e.subF(dz, e.mulF(e.mulF(row.gEntropy, p), e.addF(logp, row.entropy)));
-    if (row.gCross || row.gReverse) {
+    if (row.gCross || row.gReverse || row.gJsd) {
       Value u = row.teacherAt ? row.teacherAt(e, col)
                               : emitTeacherLogit(e, spec, row.teacherX, row.teacherW,
                                                  row.teacherBias, row.teacherDim, row.row, col,
@@ -136,8 +143,27 @@ Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoi
       // −ḡ_r · p (log q + X)
       if (row.gReverse)
         dz = e.subF(dz, e.mulF(e.mulF(row.gReverse, p), e.addF(logq, row.reverseValue)));
+      // ḡ_J · (1 − β) p (log p − log M − K); a column with p = 0 (a −inf
+      // logit, or M = 0) adds 0.
+      if (row.gJsd) {
+        Value beta = e.f32(spec.jsdBeta), zero = e.f32(0.0);
+        Value mix = e.fma(beta, e.subF(e.exp(logq), p), p);
+        Value counts = arith::AndIOp::create(e.builder(), e.location(),
+                                             e.cmpF(arith::CmpFPredicate::OGT, mix, zero),
+                                             e.cmpF(arith::CmpFPredicate::OGT, p, zero));
+        Value logMix = e.log(e.select(counts, mix, e.f32(1.0)));
+        Value factor = e.mulF(row.gJsd, e.f32(1.0 - spec.jsdBeta));
+        Value term = e.mulF(e.mulF(factor, p), e.subF(e.subF(logp, logMix), row.mixtureKl));
+        dz = e.addF(dz, e.select(counts, term, zero));
+      }
     }
   }
+  // mixture_kl is saved for jsd's rule, not differentiated (its gradient
+  // would need Σ p²/M, and that one's another sum): a non-zero adjoint
+  // makes the row's gradient NaN instead of silently dropping it.
+  if (row.gMixtureKl)
+    dz = e.addF(dz, e.select(e.cmpF(arith::CmpFPredicate::UNE, row.gMixtureKl, e.f32(0.0)),
+                             e.f32(std::numeric_limits<double>::quiet_NaN()), e.f32(0.0)));
   // One term per label, in label order (a column repeated among a row's
   // labels gets each of its adjoints).
   for (auto [label, g] : llvm::zip_equal(row.labels, row.gLabels))

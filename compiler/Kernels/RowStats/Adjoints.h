@@ -11,6 +11,10 @@
 //   reverse_cross_entropy  −p_j (log q_j + X)  (X its value)
 //   teacher_lse, teacher_entropy  0        (the teacher is not differentiated)
 //   entropy      −p_j (log p_j + H)
+//   jsd          (1 − β) p_j (log p_j − log M_j − K)  (M = β q + (1 − β) p,
+//                K = KL(p‖M), the saved mixture_kl)
+//   mixture_kl   saved, not differentiated: a non-zero adjoint poisons the
+//                row with NaN
 // then times ∂z/∂raw. Every backward kernel (dZ into a chunk, recomputed
 // tiles, both backends, every matmul strategy) reads a row's values once
 // (loadRowAdjoint) and forms each element with emitRawGrad, so a new
@@ -47,6 +51,8 @@ struct RowAdjoint {
   /// The teacher: the cross-entropies' adjoints, the saved teacher lse and
   /// reverse cross-entropy, and what its logit at a column is made from.
   mlir::Value gCross, gReverse, teacherLse, reverseValue;
+  /// jsd: its adjoint and the saved K = mixture_kl; mixture_kl's adjoint.
+  mlir::Value gJsd, mixtureKl, gMixtureKl;
   mlir::Value row, teacherX, teacherW, teacherBias, teacherDim;
   /// How the teacher's logit is formed (empty: the scalar chain), or, when
   /// set, the logit itself at a column (a kernel that formed it already).

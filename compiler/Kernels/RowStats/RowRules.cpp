@@ -97,7 +97,8 @@ void lossjit::declareTeacherInputs(KernelSignature &sig, const LceSpec &spec) {
 void lossjit::emitRowOutputs(
     KernelEmitter &e, const LceSpec &spec, const KernelArgs &a, Value row, Value v,
     const std::function<Value(KernelEmitter &, loss::Statistic)> &finish,
-    const std::function<Value(KernelEmitter &, Value)> &labelRaw) {
+    const std::function<Value(KernelEmitter &, Value)> &labelRaw,
+    const std::function<bool(loss::Statistic)> &writes) {
   if (!spec.isVocabReduce()) {
     Value lse = finish(e, loss::Statistic::lse);
     e.store(lse, a["lse"], row);
@@ -108,6 +109,8 @@ void lossjit::emitRowOutputs(
     return;
   }
   for (loss::Statistic kind : spec.statistics) {
+    if (writes && !writes(kind))
+      continue;
     Value out = a[loss::stringifyStatistic(kind)];
     if (kind != loss::Statistic::label_logit) {
       e.store(finish(e, kind), out, row);

@@ -88,10 +88,14 @@ void declareTeacherInputs(KernelSignature &sig, const LceSpec &spec);
 /// a counted label in range): the cross-entropy ops' lse and row loss under
 /// the row rule, or a reduction's statistics (label_logit under the row
 /// rule, one per label of labels [N, K]: 0 when ignored, NaN out of range).
+/// `writes`, when given, picks which of a reduction's statistics this
+/// kernel stores (the GPU's dependent sweep stores its own in a later
+/// kernel).
 void emitRowOutputs(
     KernelEmitter &e, const LceSpec &spec, const KernelArgs &a, mlir::Value row, mlir::Value v,
     const std::function<mlir::Value(KernelEmitter &, loss::Statistic)> &finish,
-    const std::function<mlir::Value(KernelEmitter &, mlir::Value label)> &labelRaw);
+    const std::function<mlir::Value(KernelEmitter &, mlir::Value label)> &labelRaw,
+    const std::function<bool(loss::Statistic)> &writes = {});
 
 /// A row's statistics from its materialized raw logits raw[base + j],
 /// j < v, in vocabulary order, tile by tile into a compensated state: lse into lseOut[row] and the row loss into

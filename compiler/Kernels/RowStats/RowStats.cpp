@@ -28,15 +28,26 @@ RowStats RowStats::forSpec(const LceSpec &spec) {
     kinds.push_back(StatKind::LogitSum);
   if (spec.hasStatistic(loss::Statistic::target_logit_sum))
     kinds.push_back(StatKind::TargetLogitSum);
+  // (The dependent sweep reads the teacher's finished lse, yielded or not.)
   if (spec.hasStatistic(loss::Statistic::teacher_entropy))
     kinds.push_back(StatKind::TeacherSoftmaxEntropy);
-  else if (spec.hasStatistic(loss::Statistic::teacher_lse))
+  else if (spec.hasStatistic(loss::Statistic::teacher_lse) || spec.hasMixtureStatistics())
     kinds.push_back(StatKind::TeacherLogSumExp);
   if (spec.hasStatistic(loss::Statistic::cross_entropy))
     kinds.push_back(StatKind::CrossEntropyForward);
   if (spec.hasStatistic(loss::Statistic::reverse_cross_entropy))
     kinds.push_back(StatKind::CrossEntropyReverse);
   return RowStats(kinds);
+}
+
+RowStats RowStats::dependentForSpec(const LceSpec &spec) {
+  if (!spec.isVocabReduce() || !spec.hasMixtureStatistics())
+    return RowStats(llvm::ArrayRef<StatKind>{});
+  return RowStats(llvm::ArrayRef<StatKind>{StatKind::MixtureSums});
+}
+
+bool RowStats::isDependent(loss::Statistic what) {
+  return what == loss::Statistic::jsd || what == loss::Statistic::mixture_kl;
 }
 
 SmallVector<Value> RowStats::identity(KernelEmitter &e, unsigned rows) const {

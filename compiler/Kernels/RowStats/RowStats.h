@@ -48,15 +48,22 @@ enum class StatKind {
   /// with d = Σ exp(a − max_a)·(b − max_b): the value is log sum_b − d/sum_a.
   CrossEntropyForward,
   CrossEntropyReverse,
+  /// The dependent sums of the mixture M = β·q + (1 − β)·p, which read the
+  /// finished lse of both streams (LogitInputs::lse, teacherLse) and so
+  /// take a second sweep: jsd = Σ β q log(q/M) + (1 − β) p log(p/M) and
+  /// mixture_kl = Σ p log(p/M). Fields (jsum, ksum).
+  MixtureSums,
 };
 
 /// What a statistic may read of one logit besides its value: the column's
 /// class weight, the row's target at that column and the teacher's logit
-/// there (null when absent).
+/// there (null when absent); in a dependent sweep also the row's finished
+/// lse of both streams and the mixture weight β.
 struct LogitInputs {
   mlir::Value weight;
   mlir::Value target;
   mlir::Value teacher;
+  mlir::Value lse, teacherLse, beta;
 };
 
 /// One carried f32 value: its name (partial workspaces are "part_<name>")
@@ -114,6 +121,12 @@ public:
   /// vocabulary reduction the softmax (with its entropy when asked for) and
   /// the logit sum when asked for.
   static RowStats forSpec(const LceSpec &spec);
+  /// What the dependent second sweep of `spec` carries (MixtureSums), or
+  /// nothing when the op yields no dependent sum (then no second sweep).
+  static RowStats dependentForSpec(const LceSpec &spec);
+  /// Whether statistic `what` comes from the dependent sweep.
+  static bool isDependent(loss::Statistic what);
+  bool empty() const { return kinds.empty(); }
 
   /// Carried values per row.
   unsigned width() const { return static_cast<unsigned>(names.size()); }

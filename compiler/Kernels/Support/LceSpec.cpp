@@ -64,6 +64,7 @@ template <typename OpTy> LceSpec reduceSpec(OpTy op) {
   spec.hasTeacher = static_cast<bool>(op.getTeacherInput());
   spec.hasTeacherBias = static_cast<bool>(op.getTeacherBias());
   spec.teacherScale = op.getTeacherScale().convertToDouble();
+  spec.jsdBeta = op.getJsdBeta().convertToDouble();
   spec.ignoreIndex = op.getIgnoreIndex();
   spec.reduction = loss::Reduction::none;
   spec.logitScale = op.getLogitScale().convertToDouble();
@@ -132,14 +133,11 @@ std::vector<PlanParam> reduceParams(const LceSpec &spec) {
       params.push_back({loss::stringifyStatistic(kind).str(), "f32", shapeOf(kind), true});
     return params;
   }
-  if (spec.gradientReadsLse())
-    params.push_back({"lse", "f32", {"N"}, false});
-  if (spec.hasStatistic(loss::Statistic::entropy))
-    params.push_back({"entropy", "f32", {"N"}, false});
-  if (spec.gradientReadsTeacher())
-    params.push_back({"teacher_lse", "f32", {"N"}, false});
-  if (spec.hasStatistic(loss::Statistic::reverse_cross_entropy))
-    params.push_back({"reverse_cross_entropy", "f32", {"N"}, false});
+  for (loss::Statistic kind :
+       {loss::Statistic::lse, loss::Statistic::entropy, loss::Statistic::teacher_lse,
+        loss::Statistic::reverse_cross_entropy, loss::Statistic::mixture_kl})
+    if (spec.gradientReadsSaved(kind))
+      params.push_back({loss::stringifyStatistic(kind).str(), "f32", {"N"}, false});
   for (loss::Statistic kind : spec.statistics)
     params.push_back({"grad_" + loss::stringifyStatistic(kind).str(), "f32", shapeOf(kind), false});
   if (spec.needsGradX)
@@ -221,6 +219,8 @@ std::map<std::string, std::string> LceSpec::planOptions() const {
       options["teacher"] = hasTeacherBias ? "bias" : "true";
       if (teacherScale != 1.0)
         options["teacher_scale"] = loss::formatF64(teacherScale);
+      if (hasMixtureStatistics())
+        options["jsd_beta"] = loss::formatF64(jsdBeta);
     }
     if (gradient) {
       options["strategy"] = strategy;

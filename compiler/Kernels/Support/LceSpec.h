@@ -54,6 +54,8 @@ struct LceSpec {
   bool hasTeacher = false;
   bool hasTeacherBias = false;
   double teacherScale = 1.0;
+  /// β of the mixture M = β·q + (1 − β)·p of jsd and mixture_kl.
+  double jsdBeta = 0.5;
   /// K labels per row (labels [N, K], label_logit [N, K]: a top-K gather);
   /// 0 for labels [N].
   int64_t labelsPerRow = 0;
@@ -84,7 +86,32 @@ struct LceSpec {
   /// adjoint has the teacher's softmax q in it).
   bool gradientReadsTeacher() const {
     return hasStatistic(loss::Statistic::cross_entropy) ||
-           hasStatistic(loss::Statistic::reverse_cross_entropy);
+           hasStatistic(loss::Statistic::reverse_cross_entropy) ||
+           hasStatistic(loss::Statistic::jsd);
+  }
+  /// The backward of a reduction reads the saved statistic `kind` (an
+  /// adjoint rule has it in: lse, entropy, teacher_lse, reverse
+  /// cross-entropy, mixture_kl), so its plan and entry take it by name.
+  bool gradientReadsSaved(loss::Statistic kind) const {
+    switch (kind) {
+    case loss::Statistic::lse:
+      return gradientReadsLse();
+    case loss::Statistic::teacher_lse:
+      return gradientReadsTeacher();
+    case loss::Statistic::mixture_kl:
+      return hasStatistic(loss::Statistic::jsd);
+    case loss::Statistic::entropy:
+    case loss::Statistic::reverse_cross_entropy:
+      return hasStatistic(kind);
+    default:
+      return false;
+    }
+  }
+  /// The reduction yields a dependent sum of the mixture (jsd, mixture_kl):
+  /// the forward sweeps the vocabulary a second time with both streams'
+  /// finished lse.
+  bool hasMixtureStatistics() const {
+    return hasStatistic(loss::Statistic::jsd) || hasStatistic(loss::Statistic::mixture_kl);
   }
   /// The runtime dims: N, V, D, and T (the teacher's hidden size) with a teacher.
   std::vector<std::string> dims() const;

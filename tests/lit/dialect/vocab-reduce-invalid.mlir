@@ -364,3 +364,63 @@ func.func @cross_entropy_adjoint_needs_both_lse(%x: tensor<?x?xf32>, %w: tensor<
   }
   return
 }
+
+// -----
+
+func.func @jsd_beta_at_an_end(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %tx: tensor<?x?xf32>,
+    %tw: tensor<?x?xf32>) {
+  // expected-error @+1 {{jsd_beta must be in (0, 1) (β = 0 and β = 1 mean the KL divergences: use cross_entropy or reverse_cross_entropy), got 1}}
+  %r = loss.vocab_reduce %x, %w teacher(%tx, %tw : tensor<?x?xf32>, tensor<?x?xf32>)
+      {storage = f32, compute = f32, jsd_beta = 1.0} : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    %0 = loss.stat jsd %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0 : tensor<?xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @jsd_beta_without_a_reader(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>) {
+  // expected-error @+1 {{sets jsd_beta (0.25) but no jsd or mixture_kl statistic reads it}}
+  %r = loss.vocab_reduce %x, %w {storage = f32, compute = f32, jsd_beta = 0.25}
+      : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0 : tensor<?xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @jsd_streams_swapped(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %tx: tensor<?x?xf32>,
+    %tw: tensor<?x?xf32>) {
+  %r = loss.vocab_reduce %x, %w teacher(%tx, %tw : tensor<?x?xf32>, tensor<?x?xf32>)
+      {storage = f32, compute = f32} : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    // expected-error @+1 {{'jsd' reads the logits, the teacher's logits: the region's arguments in that order}}
+    %0 = loss.stat jsd %u, %z : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0 : tensor<?xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @jsd_gradient_without_mixture_kl(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>,
+    %tx: tensor<?x?xf32>, %tw: tensor<?x?xf32>, %s0: tensor<?xf32>, %s1: tensor<?xf32>,
+    %s2: tensor<?xf32>, %g0: tensor<?xf32>, %g1: tensor<?xf32>, %g2: tensor<?xf32>) {
+  // expected-error @+1 {{the adjoint of jsd reads lse, teacher_lse and mixture_kl: yield all three as well}}
+  %gx, %gw = loss.vocab_reduce_grad %x, %w teacher(%tx, %tw : tensor<?x?xf32>, tensor<?x?xf32>)
+      saved(%s0, %s1, %s2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      adjoints(%g0, %g1, %g2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      {storage = f32, compute = f32} : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?x?xf32>, tensor<?x?xf32> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat teacher_lse %u : tensor<?x?xf32> -> tensor<?xf32>
+    %2 = loss.stat jsd %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+  }
+  return
+}

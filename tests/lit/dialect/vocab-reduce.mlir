@@ -110,3 +110,45 @@ func.func @teacher_statistics(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %tx: ten
   }
   return %r#0, %r#1, %r#2, %r#3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
 }
+
+// The generalized JSD's two dependent sums read both streams (z, u) and
+// the op's jsd_beta; the derived backward takes the saved mixture_kl.
+// CHECK-LABEL: func.func @jsd_statistics
+// CHECK: loss.vocab_reduce %arg0, %arg1 teacher(%arg2, %arg3 : tensor<?x?xbf16>, tensor<?x?xbf16>) {compute = f32, jsd_beta = 2.500000e-01 : f64, storage = bf16}
+// CHECK-NEXT: ^bb0(%[[Z:.*]]: tensor<?x?xf32>, %[[U:.*]]: tensor<?x?xf32>):
+// CHECK: loss.stat mixture_kl %[[Z]], %[[U]]
+// CHECK: loss.stat jsd %[[Z]], %[[U]]
+func.func @jsd_statistics(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %tx: tensor<?x?xbf16>,
+    %tw: tensor<?x?xbf16>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %r:2 = loss.vocab_reduce %x, %w teacher(%tx, %tw : tensor<?x?xbf16>, tensor<?x?xbf16>)
+      {storage = bf16, compute = f32, jsd_beta = 0.25}
+      : tensor<?x?xbf16>, tensor<?x?xbf16> -> tensor<?xf32>, tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    %0 = loss.stat mixture_kl %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat jsd %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1 : tensor<?xf32>, tensor<?xf32>
+  }
+  return %r#0, %r#1 : tensor<?xf32>, tensor<?xf32>
+}
+
+// CHECK-LABEL: func.func @jsd_gradient
+// CHECK: loss.vocab_reduce_grad %arg0, %arg1 teacher(%arg2, %arg3 : tensor<?x?xf32>, tensor<?x?xf32>) saved(
+// CHECK-SAME: jsd_beta = 0.69999999999999996 : f64
+func.func @jsd_gradient(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %tx: tensor<?x?xf32>,
+    %tw: tensor<?x?xf32>, %s0: tensor<?xf32>, %s1: tensor<?xf32>, %s2: tensor<?xf32>,
+    %s3: tensor<?xf32>, %g0: tensor<?xf32>, %g1: tensor<?xf32>, %g2: tensor<?xf32>,
+    %g3: tensor<?xf32>) -> tensor<?x?xf32> {
+  %gx = loss.vocab_reduce_grad %x, %w teacher(%tx, %tw : tensor<?x?xf32>, tensor<?x?xf32>)
+      saved(%s0, %s1, %s2, %s3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      adjoints(%g0, %g1, %g2, %g3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      {storage = f32, compute = f32, jsd_beta = 0.7, needs_weight = false}
+      : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?x?xf32> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat teacher_lse %u : tensor<?x?xf32> -> tensor<?xf32>
+    %2 = loss.stat mixture_kl %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    %3 = loss.stat jsd %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2, %3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+  }
+  return %gx : tensor<?x?xf32>
+}

@@ -13,6 +13,13 @@
 // RUN: FileCheck %s --check-prefix=KLINDEX < %t/kl/manifest.json
 // RUN: lossjit-aot --preset linear-kl --reverse --dtype bf16 --no-gradients --arch sm_80 -o %t/rkl --quiet
 // RUN: FileCheck %s --check-prefix=REVERSE < %t/rkl/lce.h
+// RUN: lossjit-aot --preset linear-kl --jsd-beta 0.25 --dtype bf16 --arch sm_80 -o %t/jsd --quiet
+// RUN: lossjit-aot --check %t/jsd | FileCheck %s --check-prefix=OK
+// RUN: FileCheck %s --check-prefix=JSD < %t/jsd/lce.h
+// RUN: FileCheck %s --check-prefix=JSDINDEX < %t/jsd/manifest.json
+// RUN: not lossjit-aot --preset linear-kl --jsd-beta 1 -o %t/e8 2>&1 | FileCheck %s --check-prefix=JSDEND
+// RUN: not lossjit-aot --preset linear-kl --jsd-beta 0.5 --reverse -o %t/e9 2>&1 | FileCheck %s --check-prefix=JSDREVERSE
+// RUN: not lossjit-aot --preset linear-log-prob --jsd-beta 0.5 -o %t/e10 2>&1 | FileCheck %s --check-prefix=JSDFLAG
 // RUN: not lossjit-aot --preset linear-log-prob --reduction sum -o %t/e1 2>&1 | FileCheck %s --check-prefix=REDUCTION
 // RUN: not lossjit-aot --preset linear-kl --fused -o %t/e2 2>&1 | FileCheck %s --check-prefix=FUSED
 // RUN: not lossjit-aot --preset linear-cross-entropy --reverse -o %t/e3 2>&1 | FileCheck %s --check-prefix=REVERSEFLAG
@@ -66,6 +73,26 @@
 // REVERSE-NEXT:    CUdeviceptr entropy,
 // REVERSE-NEXT:    CUdeviceptr teacher_lse,
 // REVERSE-NEXT:    CUdeviceptr reverse_cross_entropy,
+
+// JSD-LABEL: lce_status lce_forward(lce_handle *handle, CUstream stream,
+// JSD:         CUdeviceptr teacher_w,
+// JSD-NEXT:    CUdeviceptr lse,
+// JSD-NEXT:    CUdeviceptr teacher_lse,
+// JSD-NEXT:    CUdeviceptr mixture_kl,
+// JSD-NEXT:    CUdeviceptr jsd,
+// JSD-NEXT:    int64_t N, int64_t V, int64_t D, int64_t T,
+// JSD-LABEL: lce_status lce_backward(
+// JSD:         CUdeviceptr mixture_kl,
+// JSD:         CUdeviceptr grad_mixture_kl,
+// JSD-NEXT:    CUdeviceptr grad_jsd,
+// JSD-NEXT:    CUdeviceptr grad_x,
+
+// JSDINDEX: "jsd_beta": "0.25"
+// JSDINDEX: "statistics": "lse,teacher_lse,mixture_kl,jsd"
+
+// JSDEND: lossjit-aot: error: --preset linear-kl: forward graph: jsd beta must be in (0, 1) (0 and 1 mean the KL divergences), got 1
+// JSDREVERSE: lossjit-aot: error: --reverse and --jsd-beta exclude each other (by TRL's convention the reverse KL is β = 1)
+// JSDFLAG: lossjit-aot: error: --jsd-beta applies to --preset linear-kl only
 
 // REDUCTION: lossjit-aot: error: --reduction applies to --preset linear-cross-entropy only (the linear-log-prob preset returns per-row statistics; the engine reduces them)
 // FUSED: lossjit-aot: error: --fused applies to --preset linear-cross-entropy only

@@ -202,7 +202,8 @@ TEST_P(CpuTargetBits, EveryRegisterTileGivesTheSameBits) {
 /// The teacher's logits are dot products over its own hidden size T, which
 /// the host forms with 16-lane accumulators in a fixed tree (not the
 /// target's vector width): distillation statistics and their derived
-/// gradients are the same bits on every target, and right.
+/// gradients are the same bits on every target, and right; so are the
+/// generalized JSD's dependent sums (a second sweep) and their gradient.
 TEST_P(CpuTargetBits, TeacherStatisticsAndGradientsGiveTheSameBitsOnEveryTarget) {
   const std::string dtype = GetParam();
   RandomLceOptions o;
@@ -213,71 +214,76 @@ TEST_P(CpuTargetBits, TeacherStatisticsAndGradientsGiveTheSameBitsOnEveryTarget)
   o.d = 150, o.seed = 7, o.logitScale = 3.0;
   makeRandomLceInputs(o, teacher);
   const LceProblem &p = student.problem, &t = teacher.problem;
-  const std::vector<std::string> stats = {"lse", "teacher_lse", "teacher_entropy",
-                                          "cross_entropy"};
-  // The forward's statistics, then (from the first target's statistics) the
-  // gradients of 0.75·cross_entropy − 0.3·teacher_entropy.
-  std::vector<std::vector<float>> saved;
-  std::vector<float> adjoint(p.n, 0.75f), zero(p.n, 0.0f), other(p.n, -0.3f);
-  auto runOn = [&](const CpuTarget &target, bool gradient) {
-    VocabReduceGraphOptions g;
-    g.dtype = dtype, g.statistics = stats, g.teacher = true, g.teacherScale = 0.5;
-    g.gradient = gradient, g.strategy = "chunked";
-    g.workspaceBytes = p.n * 4 + 5 * p.v * 4; // several chunks
-    auto graph = buildVocabReduceGraph(*context, g);
-    EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-    auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{}, target);
-    EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
-    std::map<std::string, HostBuffer> buffers = {
-        {"x", {const_cast<void *>(p.x), dtype, p.n * p.d}},
-        {"w", {const_cast<void *>(p.w), dtype, p.v * p.d}},
-        {"teacher_x", {const_cast<void *>(t.x), dtype, t.n * t.d}},
-        {"teacher_w", {const_cast<void *>(t.w), dtype, t.v * t.d}}};
-    auto reads = [&](const std::string &name) {
-      for (const PlanParam &param : (*op)->plan().params)
-        if (param.name == name)
-          return true;
-      return false;
-    };
-    for (size_t k = 0; gradient && k < stats.size(); ++k) {
-      if (reads(stats[k])) // the saved statistics the adjoints read
-        buffers[stats[k]] = {saved[k].data(), "f32", p.n};
-      float *g = stats[k] == "cross_entropy"     ? adjoint.data()
-                 : stats[k] == "teacher_entropy" ? other.data()
-                                                 : zero.data();
-      buffers["grad_" + stats[k]] = {g, "f32", p.n};
-    }
-    std::vector<std::vector<char>> outputs;
-    outputs.reserve((*op)->plan().params.size());
-    for (const PlanParam &param : (*op)->plan().params) {
-      if (!param.isOutput)
-        continue;
-      int64_t count = 1;
-      for (const std::string &dim : param.shape)
-        count *= dim == "N" ? p.n : dim == "V" ? p.v : dim == "D" ? p.d : t.d;
-      outputs.emplace_back(count * dtypeBytes(param.dtype), 0x55);
-      buffers[param.name] = {outputs.back().data(), param.dtype, count};
-    }
-    llvm::Error err = (*op)->run(buffers, {p.n, p.v, p.d, t.d});
-    EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-    return outputs;
-  };
-  for (bool gradient : {false, true}) {
-    SCOPED_TRACE(gradient ? "backward" : "forward");
-    std::vector<std::vector<char>> first = sameBitsOnEveryTarget(
-        [&](const CpuTarget &target) { return runOn(target, gradient); });
-    if (!gradient) {
-      ASSERT_EQ(first.size(), stats.size());
-      for (const std::vector<char> &bytes : first) {
-        const float *f = reinterpret_cast<const float *>(bytes.data());
-        saved.emplace_back(f, f + p.n);
+  // The KL statistics, and the JSD's dependent sums (a second sweep).
+  for (const std::vector<std::string> &stats :
+       {std::vector<std::string>{"lse", "teacher_lse", "teacher_entropy", "cross_entropy"},
+        std::vector<std::string>{"lse", "teacher_lse", "mixture_kl", "jsd"}}) {
+    SCOPED_TRACE(stats.back());
+    // The forward's statistics, then (from the first target's statistics) the
+    // gradients of 0.75·cross_entropy − 0.3·teacher_entropy (or 0.75·jsd).
+    std::vector<std::vector<float>> saved;
+    std::vector<float> adjoint(p.n, 0.75f), zero(p.n, 0.0f), other(p.n, -0.3f);
+    auto runOn = [&](const CpuTarget &target, bool gradient) {
+      VocabReduceGraphOptions g;
+      g.dtype = dtype, g.statistics = stats, g.teacher = true, g.teacherScale = 0.5;
+      g.jsdBeta = stats.back() == "jsd" ? 0.3 : 0.5;
+      g.gradient = gradient, g.strategy = "chunked";
+      g.workspaceBytes = p.n * 4 + 5 * p.v * 4; // several chunks
+      auto graph = buildVocabReduceGraph(*context, g);
+      EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+      auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{}, target);
+      EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
+      std::map<std::string, HostBuffer> buffers = {
+          {"x", {const_cast<void *>(p.x), dtype, p.n * p.d}},
+          {"w", {const_cast<void *>(p.w), dtype, p.v * p.d}},
+          {"teacher_x", {const_cast<void *>(t.x), dtype, t.n * t.d}},
+          {"teacher_w", {const_cast<void *>(t.w), dtype, t.v * t.d}}};
+      auto reads = [&](const std::string &name) {
+        for (const PlanParam &param : (*op)->plan().params)
+          if (param.name == name)
+            return true;
+        return false;
+      };
+      for (size_t k = 0; gradient && k < stats.size(); ++k) {
+        if (reads(stats[k])) // the saved statistics the adjoints read
+          buffers[stats[k]] = {saved[k].data(), "f32", p.n};
+        float *g = stats[k] == "cross_entropy" || stats[k] == "jsd" ? adjoint.data()
+                   : stats[k] == "teacher_entropy"                  ? other.data()
+                                                                    : zero.data();
+        buffers["grad_" + stats[k]] = {g, "f32", p.n};
       }
-      // teacher_lse against fp64: u = 0.5 · x'·w'ᵀ (the inputs as stored).
-      LceProblem scaled = t;
-      scaled.logitScale = 0.5;
-      LceReference ref = referenceLinearCrossEntropy(scaled);
-      for (int64_t i = 0; i < p.n; ++i)
-        EXPECT_NEAR(saved[1][i], ref.lse[i], 1e-4 * std::fabs(ref.lse[i]) + 1e-5) << "row " << i;
+      std::vector<std::vector<char>> outputs;
+      outputs.reserve((*op)->plan().params.size());
+      for (const PlanParam &param : (*op)->plan().params) {
+        if (!param.isOutput)
+          continue;
+        int64_t count = 1;
+        for (const std::string &dim : param.shape)
+          count *= dim == "N" ? p.n : dim == "V" ? p.v : dim == "D" ? p.d : t.d;
+        outputs.emplace_back(count * dtypeBytes(param.dtype), 0x55);
+        buffers[param.name] = {outputs.back().data(), param.dtype, count};
+      }
+      llvm::Error err = (*op)->run(buffers, {p.n, p.v, p.d, t.d});
+      EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+      return outputs;
+    };
+    for (bool gradient : {false, true}) {
+      SCOPED_TRACE(gradient ? "backward" : "forward");
+      std::vector<std::vector<char>> first = sameBitsOnEveryTarget(
+          [&](const CpuTarget &target) { return runOn(target, gradient); });
+      if (!gradient) {
+        ASSERT_EQ(first.size(), stats.size());
+        for (const std::vector<char> &bytes : first) {
+          const float *f = reinterpret_cast<const float *>(bytes.data());
+          saved.emplace_back(f, f + p.n);
+        }
+        // teacher_lse against fp64: u = 0.5 · x'·w'ᵀ (the inputs as stored).
+        LceProblem scaled = t;
+        scaled.logitScale = 0.5;
+        LceReference ref = referenceLinearCrossEntropy(scaled);
+        for (int64_t i = 0; i < p.n; ++i)
+          EXPECT_NEAR(saved[1][i], ref.lse[i], 1e-4 * std::fabs(ref.lse[i]) + 1e-5) << "row " << i;
+      }
     }
   }
 }

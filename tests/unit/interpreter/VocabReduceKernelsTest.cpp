@@ -46,6 +46,7 @@ struct Case {
   int64_t teacherDim = 0;   ///< T: a teacher of hidden size T; 0 none.
   bool teacherBias = false;
   double teacherScale = 1.0;
+  double jsdBeta = 0.5; ///< β of jsd / mixture_kl.
 };
 
 std::string describe(const Case &c) {
@@ -105,6 +106,7 @@ protected:
     o.teacher = c.teacherDim > 0;
     o.teacherBias = c.teacherBias;
     o.teacherScale = c.teacherScale;
+    o.jsdBeta = c.jsdBeta;
     return o;
   }
 
@@ -170,6 +172,7 @@ protected:
       std::normal_distribution<float> normal(0.0f, 1.0f);
       in.teacher.t = c.teacherDim;
       in.teacher.scale = c.teacherScale;
+      in.teacher.beta = c.jsdBeta;
       const int64_t counts[3] = {c.n * c.teacherDim, c.v * c.teacherDim, c.teacherBias ? c.v : 0};
       const float scales[3] = {1.0f, 3.0f / std::sqrt(float(c.teacherDim)), 0.5f};
       std::vector<double> *oracle[3] = {&in.teacher.x, &in.teacher.w, &in.teacher.bias};
@@ -298,18 +301,19 @@ protected:
     std::uniform_real_distribution<float> u(-1.5f, 1.5f);
     auto buffers = in.buffers;
     for (const std::string &s : c.statistics) {
+      // mixture_kl is saved for jsd's rule, not differentiated: adjoint 0.
       for (int64_t i = 0; i < countOf(c, s); ++i)
-        adjoints[s].push_back(u(rng));
+        adjoints[s].push_back(s == "mixture_kl" ? 0.0f : u(rng));
       adjoints64[s].assign(adjoints[s].begin(), adjoints[s].end());
       // The backward reads the saved lse, entropy, teacher lse and reverse
       // cross-entropy (its adjoints' rules do); the plan refuses any other
       // buffer.
-      bool teacherAdjoint = std::find(c.statistics.begin(), c.statistics.end(),
-                                      "cross_entropy") != c.statistics.end() ||
-                            std::find(c.statistics.begin(), c.statistics.end(),
-                                      "reverse_cross_entropy") != c.statistics.end();
+      auto has = [&](const char *name) {
+        return std::find(c.statistics.begin(), c.statistics.end(), name) != c.statistics.end();
+      };
+      bool teacherAdjoint = has("cross_entropy") || has("reverse_cross_entropy") || has("jsd");
       if (s == "lse" || s == "entropy" || s == "reverse_cross_entropy" ||
-          (s == "teacher_lse" && teacherAdjoint))
+          (s == "teacher_lse" && teacherAdjoint) || (s == "mixture_kl" && has("jsd")))
         buffers[s] = {stats[s].data(), "f32", c.n};
       buffers["grad_" + s] = {adjoints[s].data(), "f32", countOf(c, s)};
     }
@@ -487,6 +491,73 @@ TEST_F(VocabReduceKernels, TeacherStatistics) {
   checkBackward(tc, "simt");
 }
 
+TEST_F(VocabReduceKernels, GeneralizedJsdTakesADependentSweep) {
+  // jsd and mixture_kl read both streams' finished lse: a second sweep on
+  // both backends, and the derived gradient reads the saved mixture_kl.
+  for (std::string dtype : {"f32", "bf16"})
+    for (double beta : {0.5, 0.2}) {
+      Case c{7, 39, 10, dtype, {"lse", "teacher_lse", "mixture_kl", "jsd"}};
+      c.teacherDim = 13;
+      c.teacherBias = true;
+      c.bias = true;
+      c.teacherScale = 1.0 / 1.5;
+      c.scale = 1.0 / 1.5;
+      c.jsdBeta = beta;
+      checkBothBackends(c);
+    }
+  // jsd alone (the lse pair is carried, not yielded); a row longer than a
+  // host vocabulary tile and spread over the GPU's splits; the recompute
+  // backward; tensor-core logits.
+  Case alone{5, 300, 9, "f32", {"jsd"}};
+  alone.teacherDim = 6;
+  alone.jsdBeta = 0.7;
+  checkForward(alone, "cpu");
+  checkForward(alone, "simt");
+  Case recompute{6, 33, 8, "f32", {"lse", "teacher_lse", "mixture_kl", "jsd"}};
+  recompute.teacherDim = 5;
+  recompute.strategy = "recompute";
+  checkBackwardOnBothBackends(recompute);
+  Case tc{20, 66, 36, "f16", {"lse", "teacher_lse", "mixture_kl", "jsd"}};
+  tc.teacherDim = 24;
+  tc.tile = "matmul=mma_sync";
+  checkForward(tc, "simt");
+  checkBackward(tc, "simt");
+}
+
+TEST_F(VocabReduceKernels, MixtureKlIsNotDifferentiated) {
+  // A non-zero adjoint of mixture_kl poisons its row's gradient with NaN
+  // (its true gradient would need another dependent sum): never a
+  // silently wrong gradient.
+  Case c{4, 21, 6, "f32", {"lse", "teacher_lse", "mixture_kl", "jsd"}};
+  c.teacherDim = 5;
+  for (std::string backend : {"cpu", "simt"}) {
+    SCOPED_TRACE(backend);
+    Inputs in;
+    makeInputs(c, in);
+    auto stats = forward(c, in, "cpu");
+    auto buffers = in.buffers;
+    std::map<std::string, std::vector<float>> adjoints;
+    for (const std::string &s : c.statistics) {
+      adjoints[s].assign(c.n, s == "jsd" ? 1.0f : 0.0f);
+      buffers["grad_" + s] = {adjoints[s].data(), "f32", c.n};
+      if (s != "jsd")
+        buffers[s] = {stats[s].data(), "f32", c.n};
+    }
+    adjoints["mixture_kl"][2] = 0.5f;
+    std::vector<float> gx(c.n * c.d), gw(c.v * c.d);
+    buffers["grad_x"] = {gx.data(), "f32", c.n * c.d};
+    buffers["grad_w"] = {gw.data(), "f32", c.v * c.d};
+    if (backend == "cpu")
+      runOnCpu(c, true, buffers);
+    else
+      runOnSimt(c, true, buffers);
+    for (int64_t i = 0; i < c.n; ++i)
+      for (int64_t k = 0; k < c.d; ++k)
+        EXPECT_EQ(std::isnan(gx[i * c.d + k]), i == 2) << "grad_x row " << i;
+    EXPECT_TRUE(std::isnan(gw[0]));
+  }
+}
+
 TEST_F(VocabReduceKernels, CrossEntropyIsTheLseAndLabelLogitSpecialCase) {
   // The cross-entropy op's lse and row loss are the bits of the reduction
   // {lse, label_logit} and lse − label_logit: one statistic kind, one
@@ -541,4 +612,20 @@ TEST_F(VocabReduceKernels, BuilderRejectsBadOptions) {
   auto weights = buildVocabReduceGraph(*context, o);
   ASSERT_FALSE(static_cast<bool>(weights));
   EXPECT_NE(llvm::toString(weights.takeError()).find("read by logit_sum and target_logit_sum only"), std::string::npos);
+  o.classWeights = false;
+  o.teacher = true;
+  o.statistics = {"jsd"};
+  o.jsdBeta = 1.0;
+  auto edge = buildVocabReduceGraph(*context, o);
+  ASSERT_FALSE(static_cast<bool>(edge));
+  EXPECT_NE(llvm::toString(edge.takeError()).find("jsd beta must be in (0, 1)"),
+            std::string::npos);
+  o.jsdBeta = 0.5;
+  o.statistics = {"lse", "teacher_lse", "jsd"};
+  o.gradient = true;
+  auto noKl = buildVocabReduceGraph(*context, o);
+  ASSERT_FALSE(static_cast<bool>(noKl));
+  EXPECT_NE(llvm::toString(noKl.takeError()).find("gradient of jsd reads lse, teacher_lse and "
+                                                  "mixture_kl"),
+            std::string::npos);
 }

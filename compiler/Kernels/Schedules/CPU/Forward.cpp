@@ -29,7 +29,7 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
   sig.arg("row_begin", s.index()).arg("row_end", s.index());
   sig.arg("V", s.index()).arg("D", s.index());
   KernelArgs a = s.sink.begin(sig, {{"1", "1", "1"}, "rows"});
-  const int64_t br = s.tile.blockRows, width = s.stats.width();
+  const int64_t br = s.tile.blockRows;
   const int64_t panel = br * s.tile.panelBlocks, vtile = s.tile.vocabTile;
   KernelEmitter e(s.sink.builder(), s.sink.location());
   Value v = a["V"], d = a["D"], rowEnd = a["row_end"], bias = a["bias"];
@@ -38,12 +38,116 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
   if (s.spec.hasTeacher)
     teacher = s.teacherTile(e, a);
   // Each row's carried (wide) statistics while the panel sweeps the
-  // vocabulary.
-  const int64_t wideWidth = s.stats.wideWidth();
-  Value state = memref::AllocaOp::create(e.builder(), e.location(),
-                                         MemRefType::get({wideWidth * panel}, s.f32()));
+  // vocabulary; with a dependent sum (jsd, mixture_kl) a second sweep
+  // carries it, reading each row's finished lse of both streams.
+  RowStats dependent = RowStats::dependentForSpec(s.spec);
+  auto wideBuffer = [&](const RowStats &stats) {
+    return memref::AllocaOp::create(e.builder(), e.location(),
+                                    MemRefType::get({stats.wideWidth() * panel}, s.f32()))
+        .getResult();
+  };
+  auto rowBuffer = [&]() {
+    return memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({panel}, s.f32()))
+        .getResult();
+  };
+  Value state = wideBuffer(s.stats);
+  Value dependentState, rowLse, rowTeacherLse;
+  if (!dependent.empty()) {
+    dependentState = wideBuffer(dependent);
+    rowLse = rowBuffer();
+    rowTeacherLse = rowBuffer();
+  }
   auto fieldAt = [&](KernelEmitter &le, Value slot, unsigned f) {
     return le.add(slot, le.index(f));
+  };
+  /// One row's wide state (of `stats` in `buffer`) at panel offset `at`.
+  auto loadWide = [&](KernelEmitter &le, const RowStats &stats, Value buffer, Value at) {
+    Value slot = le.mul(at, le.index(stats.wideWidth()));
+    SmallVector<Value> fields;
+    for (unsigned f = 0; f < stats.wideWidth(); ++f)
+      fields.push_back(le.load(buffer, fieldAt(le, slot, f)));
+    return fields;
+  };
+  // The panel's rows [pb, panelEnd) sweep the vocabulary once into `stats`'
+  // wide states in `buffer`; `dependentSweep` adds each row's finished lse
+  // pair to the logit's inputs.
+  auto sweep = [&](KernelEmitter &pe, const RowStats &stats, Value buffer, Value pb,
+                   Value panelEnd, bool dependentSweep) {
+    const int64_t width = stats.width(), wideWidth = stats.wideWidth();
+    pe.forLoop(pe.index(0), pe.index(wideWidth * panel), pe.index(wideWidth), {},
+               [&](KernelEmitter &ie, Value slot, ValueRange) {
+                 SmallVector<Value> empty = stats.identityWide(ie);
+                 for (unsigned f = 0; f < wideWidth; ++f)
+                   ie.store(empty[f], buffer, fieldAt(ie, slot, f));
+                 return SmallVector<Value>{};
+               });
+    pe.forLoop(pe.index(0), v, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
+      Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
+      s.packLogits(te, a, pack, vt, vtEnd);
+      if (teacher)
+        s.packTeacher(te, a, *teacher, vt, vtEnd);
+      te.forLoop(pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
+        // Rows past the panel are clamped onto its last row and its state
+        // slot, and compute that row's values again.
+        Fragment rows = s.matmul.layout(re, {rb, br, panelEnd, vt, 1, Value()});
+        SmallVector<Value> slots, lse, teacherLse;
+        for (int64_t i = 0; i < br; ++i) {
+          Value at = re.sub(rows.rows[i], pb);
+          slots.push_back(re.mul(at, re.index(wideWidth)));
+          if (dependentSweep) {
+            lse.push_back(re.load(rowLse, at));
+            teacherLse.push_back(re.load(rowTeacherLse, at));
+          }
+        }
+        Value beta = dependentSweep ? re.f32(s.spec.jsdBeta) : Value();
+        SmallVector<Value> init = stats.identity(re, br);
+        if (teacher)
+          s.formTeacherTile(re, a, *teacher, pb, rb, panelEnd, vt, vtEnd);
+        // A register tile of rows × columns at a time; each row still
+        // takes its columns in ascending order.
+        SmallVector<Value> st = s.forLogitTiles(
+            re, a, pack, pb, rb, panelEnd, vt, vtEnd, init,
+            [&](KernelEmitter &ve, Fragment &z, ValueRange it) {
+              SmallVector<Value> next(it.begin(), it.end());
+              for (size_t j = 0; j < z.cols.size(); ++j) {
+                Value weight = !dependentSweep && s.spec.readsClassWeights()
+                                   ? ve.loadF32(a["class_weights"], z.cols[j])
+                                   : Value();
+                for (int64_t i = 0; i < br; ++i) {
+                  SmallVector<Value> row(stats.row(next, i));
+                  LogitInputs in{weight, Value(), Value()};
+                  if (!dependentSweep && s.spec.hasTargets())
+                    in.target =
+                        ve.loadF32(a["targets"], ve.add(ve.mul(z.rows[i], v), z.cols[j]));
+                  if (teacher)
+                    in.teacher = s.teacherLogitAt(ve, *teacher, i, z.cols[j], vt);
+                  if (dependentSweep) {
+                    in.lse = lse[i];
+                    in.teacherLse = teacherLse[i];
+                    in.beta = beta;
+                  }
+                  SmallVector<Value> pushed =
+                      stats.push(ve, row, emitLogit(ve, s.spec, z.at(i, j)), in);
+                  std::copy(pushed.begin(), pushed.end(), next.begin() + i * width);
+                }
+              }
+              return next;
+            });
+        // Every wide state is read before any is stored: a clamped
+        // duplicate row must merge into the same start.
+        SmallVector<SmallVector<Value>> wide(br);
+        for (int64_t i = 0; i < br; ++i)
+          for (unsigned f = 0; f < wideWidth; ++f)
+            wide[i].push_back(re.load(buffer, fieldAt(re, slots[i], f)));
+        for (int64_t i = 0; i < br; ++i) {
+          SmallVector<Value> merged = stats.mergeWide(re, wide[i], stats.row(st, i));
+          for (unsigned f = 0; f < wideWidth; ++f)
+            re.store(merged[f], buffer, fieldAt(re, slots[i], f));
+        }
+        return SmallVector<Value>{};
+      });
+      return SmallVector<Value>{};
+    });
   };
   // Panels of at most `panel` rows (fewer for 16-bit storage: its rows are
   // widened to f32 once per panel).
@@ -51,80 +155,30 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
       a["row_begin"], rowEnd, pack.panelRows, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
         Value panelEnd = pe.minUI(pe.add(pb, pack.panelRows), rowEnd);
         s.widenRows(pe, a, pack, pb, panelEnd);
-        pe.forLoop(pe.index(0), pe.index(wideWidth * panel), pe.index(wideWidth), {},
-                   [&](KernelEmitter &ie, Value slot, ValueRange) {
-                     SmallVector<Value> empty = s.stats.identityWide(ie);
-                     for (unsigned f = 0; f < wideWidth; ++f)
-                       ie.store(empty[f], state, fieldAt(ie, slot, f));
-                     return SmallVector<Value>{};
-                   });
-        pe.forLoop(
-            pe.index(0), v, pe.index(vtile), {}, [&](KernelEmitter &te, Value vt, ValueRange) {
-              Value vtEnd = te.minUI(te.add(vt, te.index(vtile)), v);
-              s.packLogits(te, a, pack, vt, vtEnd);
-              if (teacher)
-                s.packTeacher(te, a, *teacher, vt, vtEnd);
-              te.forLoop(
-                  pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
-                    // Rows past the panel are clamped onto its last row and its state
-                    // slot, and compute that row's values again.
-                    Fragment rows = s.matmul.layout(re, {rb, br, panelEnd, vt, 1, Value()});
-                    SmallVector<Value> slots;
-                    for (int64_t i = 0; i < br; ++i)
-                      slots.push_back(re.mul(re.sub(rows.rows[i], pb), re.index(wideWidth)));
-                    SmallVector<Value> init = s.stats.identity(re, br);
-                    if (teacher)
-                      s.formTeacherTile(re, a, *teacher, pb, rb, panelEnd, vt, vtEnd);
-                    // A register tile of rows × columns at a time; each row
-                    // still takes its columns in ascending order.
-                    SmallVector<Value> st = s.forLogitTiles(
-                        re, a, pack, pb, rb, panelEnd, vt, vtEnd, init,
-                        [&](KernelEmitter &ve, Fragment &z, ValueRange it) {
-                          SmallVector<Value> next(it.begin(), it.end());
-                          for (size_t j = 0; j < z.cols.size(); ++j) {
-                            Value weight = s.spec.readsClassWeights()
-                                               ? ve.loadF32(a["class_weights"], z.cols[j])
-                                               : Value();
-                            for (int64_t i = 0; i < br; ++i) {
-                              SmallVector<Value> row(s.stats.row(next, i));
-                              LogitInputs in{weight, Value(), Value()};
-                              if (s.spec.hasTargets())
-                                in.target = ve.loadF32(
-                                    a["targets"], ve.add(ve.mul(z.rows[i], v), z.cols[j]));
-                              if (teacher)
-                                in.teacher = s.teacherLogitAt(ve, *teacher, i, z.cols[j], vt);
-                              SmallVector<Value> pushed = s.stats.push(
-                                  ve, row, emitLogit(ve, s.spec, z.at(i, j)), in);
-                              std::copy(pushed.begin(), pushed.end(), next.begin() + i * width);
-                            }
-                          }
-                          return next;
-                        });
-                    // Every wide state is read before any is stored: a
-                    // clamped duplicate row must merge into the same start.
-                    SmallVector<SmallVector<Value>> wide(br);
-                    for (int64_t i = 0; i < br; ++i)
-                      for (unsigned f = 0; f < wideWidth; ++f)
-                        wide[i].push_back(re.load(state, fieldAt(re, slots[i], f)));
-                    for (int64_t i = 0; i < br; ++i) {
-                      SmallVector<Value> merged =
-                          s.stats.mergeWide(re, wide[i], s.stats.row(st, i));
-                      for (unsigned f = 0; f < wideWidth; ++f)
-                        re.store(merged[f], state, fieldAt(re, slots[i], f));
-                    }
-                    return SmallVector<Value>{};
-                  });
-              return SmallVector<Value>{};
-            });
+        sweep(pe, s.stats, state, pb, panelEnd, /*dependentSweep=*/false);
+        if (!dependent.empty()) {
+          pe.forLoop(pb, panelEnd, pe.index(1), {}, [&](KernelEmitter &fe, Value row, ValueRange) {
+            Value at = fe.sub(row, pb);
+            SmallVector<Value> fields = loadWide(fe, s.stats, state, at);
+            fe.store(s.stats.finishWide(fe, fields, loss::Statistic::lse), rowLse, at);
+            fe.store(s.stats.finishWide(fe, fields, loss::Statistic::teacher_lse), rowTeacherLse,
+                     at);
+            return SmallVector<Value>{};
+          });
+          sweep(pe, dependent, dependentState, pb, panelEnd, /*dependentSweep=*/true);
+        }
         pe.forLoop(pb, panelEnd, pe.index(1), {}, [&](KernelEmitter &se, Value row, ValueRange) {
-          Value slot = se.mul(se.sub(row, pb), se.index(wideWidth));
-          SmallVector<Value> fields;
-          for (unsigned f = 0; f < wideWidth; ++f)
-            fields.push_back(se.load(state, fieldAt(se, slot, f)));
+          Value at = se.sub(row, pb);
+          SmallVector<Value> fields = loadWide(se, s.stats, state, at);
+          SmallVector<Value> dependentFields;
+          if (!dependent.empty())
+            dependentFields = loadWide(se, dependent, dependentState, at);
           emitRowOutputs(
               se, s.spec, a, row, v,
               [&](KernelEmitter &fe, loss::Statistic what) {
-                return s.stats.finishWide(fe, fields, what);
+                return RowStats::isDependent(what)
+                           ? dependent.finishWide(fe, dependentFields, what)
+                           : s.stats.finishWide(fe, fields, what);
               },
               [&](KernelEmitter &te, Value label) {
                 Value z = te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);

@@ -23,18 +23,22 @@ namespace {
 /// whose products the matmul strategy forms; each thread folds the logits
 /// of its fragment into its rows' states, then the block merges them
 /// (RowStats::mergeFragmentRows) and writes part_<field> at [split, row].
-void buildPartial(GpuSchedule &s) {
+/// The dependent sweep (lce_partial_dep, `stats` the dependent sums) reads
+/// each row's finished lse pair from row_lse and row_teacher_lse.
+void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
   const int64_t bn = s.tile.blockRows, cols = s.tile.tileCols();
-  KernelSignature sig("lce_partial");
+  KernelSignature sig(dependent ? "lce_partial_dep" : "lce_partial");
   sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
   sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
-  sig.argIf(s.spec.readsClassWeights(), "class_weights", s.flat(s.f32()));
-  if (s.spec.hasTargets())
+  sig.argIf(!dependent && s.spec.readsClassWeights(), "class_weights", s.flat(s.f32()));
+  if (!dependent && s.spec.hasTargets())
     sig.arg("targets", s.flat(s.spec.targetsType));
   declareTeacherInputs(sig, s.spec);
+  if (dependent)
+    sig.arg("row_lse", s.flat(s.f32())).arg("row_teacher_lse", s.flat(s.f32()));
   LaunchShape launch;
   launch.grid = {"cdiv(N," + s.bn() + ")", "S", "1"};
-  for (const std::string &field : s.stats.fieldNames()) {
+  for (const std::string &field : stats.fieldNames()) {
     sig.arg("part_" + field, s.flat(s.f32()));
     launch.workgroup.push_back(s.shared(s.matmul.rowMergeSlots(bn), s.f32()));
   }
@@ -42,9 +46,9 @@ void buildPartial(GpuSchedule &s) {
   sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
   KernelArgs a = s.sink.begin(sig, launch);
   SmallVector<Value> shared, partials, scratch = s.staged(a, launch);
-  for (unsigned f = 0; f < s.stats.width(); ++f) {
+  for (unsigned f = 0; f < stats.width(); ++f) {
     shared.push_back(a.workgroup(f));
-    partials.push_back(a["part_" + s.stats.fieldNames()[f]]);
+    partials.push_back(a["part_" + stats.fieldNames()[f]]);
   }
 
   KernelEmitter e(s.sink.builder(), s.sink.location());
@@ -58,15 +62,24 @@ void buildPartial(GpuSchedule &s) {
   // Which rows this thread's fragments hold, and how the block shares them.
   Fragment shape = s.matmul.layout(e, {rowBase, bn, n, colBegin, cols, colEnd});
   const unsigned rows = static_cast<unsigned>(shape.rows.size());
+  // The dependent sweep's finished lse pair of each fragment row (rows are
+  // clamped: the loads stay in bounds).
+  SmallVector<Value> rowLse, rowTeacherLse;
+  if (dependent)
+    for (Value r : shape.rows) {
+      rowLse.push_back(e.load(a["row_lse"], r));
+      rowTeacherLse.push_back(e.load(a["row_teacher_lse"], r));
+    }
+  Value beta = dependent ? e.f32(s.spec.jsdBeta) : Value();
   SmallVector<Value> state = e.forLoop(
-      colBegin, colEnd, e.index(cols), s.stats.identity(e, rows),
+      colBegin, colEnd, e.index(cols), stats.identity(e, rows),
       [&](KernelEmitter &le, Value c0, ValueRange it) {
         Fragment z = s.matmul.multiply(le, xs, ws, {rowBase, bn, n, c0, cols, colEnd},
                                        le.index(0), d, {}, scratch);
         SmallVector<Value> bv, weights;
         for (Value col : z.cols) {
           bv.push_back(bias ? le.loadF32(bias, col) : Value());
-          if (s.spec.readsClassWeights())
+          if (!dependent && s.spec.readsClassWeights())
             weights.push_back(le.loadF32(a["class_weights"], col));
         }
         SmallVector<Value> next;
@@ -78,49 +91,60 @@ void buildPartial(GpuSchedule &s) {
             logits.push_back(emitLogit(le, s.spec, raw));
             // (Rows and columns are clamped: the loads stay in bounds.)
             LogitInputs in{weights.empty() ? Value() : weights[j], Value(), Value()};
-            if (s.spec.hasTargets())
+            if (!dependent && s.spec.hasTargets())
               in.target = le.loadF32(a["targets"], le.add(le.mul(z.rows[i], v), z.cols[j]));
             if (s.spec.hasTeacher)
               in.teacher = emitTeacherLogit(le, s.spec, a["teacher_x"], a["teacher_w"],
                                             a["teacher_bias"], a["T"], z.rows[i], z.cols[j]);
+            if (dependent) {
+              in.lse = rowLse[i];
+              in.teacherLse = rowTeacherLse[i];
+              in.beta = beta;
+            }
             inputs.push_back(in);
           }
           // Columns past the split's end take no part (never a zero logit).
           llvm::append_range(
-              next, s.stats.pushMany(le, s.stats.row(it, i), logits, z.colValid, inputs));
+              next, stats.pushMany(le, stats.row(it, i), logits, z.colValid, inputs));
         }
         return next;
       });
   // Rows past N are never written.
-  s.stats.mergeFragmentRows(e, shape.sharing, shared, state, bn,
-                            [&](KernelEmitter &we, Value tileRow, ValueRange merged) {
-                              Value row = we.add(rowBase, tileRow);
-                              we.ifThen(we.cmpI(arith::CmpIPredicate::ult, row, n),
-                                        [&](KernelEmitter &se) {
-                                          s.stats.store(se, merged, partials,
-                                                        se.add(se.mul(split, n), row));
-                                        });
-                            });
+  stats.mergeFragmentRows(e, shape.sharing, shared, state, bn,
+                          [&](KernelEmitter &we, Value tileRow, ValueRange merged) {
+                            Value row = we.add(rowBase, tileRow);
+                            we.ifThen(we.cmpI(arith::CmpIPredicate::ult, row, n),
+                                      [&](KernelEmitter &se) {
+                                        stats.store(se, merged, partials,
+                                                    se.add(se.mul(split, n), row));
+                                      });
+                          });
   s.sink.end();
 }
 
 /// lce_combine, grid cdiv(N, T): per row, the splits' partials merged in
-/// split order → lse and the row loss (its target logit recomputed).
-void buildCombine(GpuSchedule &s) {
-  KernelSignature sig("lce_combine");
+/// split order → lse and the row loss (its target logit recomputed), or a
+/// reduction's statistics. With a dependent sweep it also writes the lse
+/// pair that sweep reads (row_lse, row_teacher_lse) and leaves the
+/// dependent sums to lce_combine_dep, which merges their partials.
+void buildCombine(GpuSchedule &s, const RowStats &stats, bool dependent) {
+  const bool feedsDependent = !dependent && s.spec.hasMixtureStatistics();
+  KernelSignature sig(dependent ? "lce_combine_dep" : "lce_combine");
   sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
   sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
   if (s.spec.hasLabels)
     sig.arg("labels", s.flat(s.spec.labelType));
-  for (const std::string &field : s.stats.fieldNames())
+  for (const std::string &field : stats.fieldNames())
     sig.arg("part_" + field, s.flat(s.f32()));
   declareRowOutputs(sig, s.spec, s.f32());
+  if (feedsDependent)
+    sig.arg("row_lse", s.flat(s.f32())).arg("row_teacher_lse", s.flat(s.f32()));
   sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index()).arg("S", s.index());
   LaunchShape launch;
   launch.grid = {"cdiv(N," + s.threads() + ")", "1", "1"};
   KernelArgs a = s.sink.begin(sig, launch);
   SmallVector<Value> partials;
-  for (const std::string &field : s.stats.fieldNames())
+  for (const std::string &field : stats.fieldNames())
     partials.push_back(a["part_" + field]);
 
   KernelEmitter e(s.sink.builder(), s.sink.location());
@@ -128,17 +152,23 @@ void buildCombine(GpuSchedule &s) {
   Value row = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.tile.threads)), gpuThreadIdx(e));
   e.ifThen(e.cmpI(arith::CmpIPredicate::ult, row, n), [&](KernelEmitter &re) {
     SmallVector<Value> state = re.forLoop(
-        re.index(0), a["S"], re.index(1), s.stats.identity(re),
+        re.index(0), a["S"], re.index(1), stats.identity(re),
         [&](KernelEmitter &le, Value split, ValueRange it) {
-          return s.stats.merge(le, it, s.stats.load(le, partials, le.add(le.mul(split, n), row)));
+          return stats.merge(le, it, stats.load(le, partials, le.add(le.mul(split, n), row)));
         });
+    if (feedsDependent) {
+      re.store(stats.finish(re, state, loss::Statistic::lse), a["row_lse"], row);
+      re.store(stats.finish(re, state, loss::Statistic::teacher_lse), a["row_teacher_lse"],
+               row);
+    }
     emitRowOutputs(
         re, s.spec, a, row, v,
-        [&](KernelEmitter &fe, loss::Statistic what) { return s.stats.finish(fe, state, what); },
+        [&](KernelEmitter &fe, loss::Statistic what) { return stats.finish(fe, state, what); },
         [&](KernelEmitter &te, Value label) {
           Value z = te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);
           return a["bias"] ? te.addF(z, te.loadF32(a["bias"], label)) : z;
-        });
+        },
+        [&](loss::Statistic what) { return RowStats::isDependent(what) == dependent; });
   });
   s.sink.end();
 }
@@ -184,11 +214,24 @@ void lossjit::buildGpuForward(GpuSchedule &s) {
   plan.constant("S", s.tile.splits);
   for (const std::string &field : s.stats.fieldNames())
     plan.workspace("part_" + field, "f32", "S*N");
+  // A dependent sum (jsd, mixture_kl) takes a second sweep: its partials,
+  // and the finished lse pair it reads.
+  RowStats dependent = RowStats::dependentForSpec(s.spec);
+  for (const std::string &field : dependent.fieldNames())
+    plan.workspace("part_" + field, "f32", "S*N");
+  if (!dependent.empty()) {
+    plan.workspace("row_lse", "f32", "N");
+    plan.workspace("row_teacher_lse", "f32", "N");
+  }
   const bool reduces = !s.spec.isVocabReduce() && s.spec.reduction != loss::Reduction::none;
   if (reduces)
     plan.workspace("loss_rows", "f32", "N");
-  buildPartial(s);
-  buildCombine(s);
+  buildPartial(s, s.stats, /*dependent=*/false);
+  buildCombine(s, s.stats, /*dependent=*/false);
+  if (!dependent.empty()) {
+    buildPartial(s, dependent, /*dependent=*/true);
+    buildCombine(s, dependent, /*dependent=*/true);
+  }
   if (reduces)
     buildGpuReduceKernel(s);
 }
