@@ -67,6 +67,26 @@ struct SelectLoweringConfigPass
       signalPassFailure();
   }
 
+  /// A vocabulary reduction's forward with a teacher stream, whose partial
+  /// kernel forms each teacher logit by its own dot over T (no tiled
+  /// teacher product yet) next to a second softmax state per row (and the
+  /// cross kinds' two more).
+  static bool forwardWithTeacher(loss::FusedOpInterface op) {
+    auto reduce = dyn_cast<loss::VocabReduceOp>(op.getOperation());
+    return reduce && reduce.hasTeacher();
+  }
+  /// Its default tile: SIMT with 2 rows per thread. The tensor-core tile
+  /// spilled (ptxas, sm_80, bf16: 432 bytes in the KL's lce_partial) and
+  /// would feed its epilogue's teacher dots from global memory all the
+  /// same; SIMT with 4 rows spilled too (72 bytes for the JSD's); 2 rows
+  /// hold the KL's partial in 53 registers. A config or options given
+  /// still override it.
+  static TileConfig teacherTile() {
+    TileConfig tile;
+    tile.blockRows = 2;
+    return tile;
+  }
+
   /// `current` replaced by `option` when the option was given (-1: unset).
   static void override(int64_t &current, int64_t option) {
     if (option != -1)
@@ -81,6 +101,8 @@ struct SelectLoweringConfigPass
     loss::Schedule schedule = defaultSchedule(op, /*host=*/false);
     if (automatic)
       tile = TileConfig::defaultFor(chip, op.getStorage(), schedule);
+    if (forwardWithTeacher(op))
+      tile = teacherTile();
     if (auto given = dyn_cast_or_null<loss::GpuConfigAttr>(loss::getLoweringConfig(op))) {
       tile = TileConfig::fromAttr(given);
       schedule = given.getSchedule();

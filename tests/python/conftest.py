@@ -114,3 +114,29 @@ def tolerance(dtype):
     that are rounded once to the storage dtype."""
     return {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3),
             torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]
+
+
+def trl_generalized_jsd_terms(student_logits, teacher_logits, beta):
+    """The [..., V] terms of TRL's GKDTrainer.generalized_jsd_loss, written as
+    TRL writes it (a tensor beta in the logits' dtype, the mixture's log by
+    logsumexp over a stack): the oracle of the JSD tests, and a loss the
+    decorator must fuse unedited."""
+    import torch.nn.functional as F
+
+    student_log_probs = F.log_softmax(student_logits, dim=-1)
+    teacher_log_probs = F.log_softmax(teacher_logits, dim=-1)
+    if beta == 0:
+        return F.kl_div(student_log_probs, teacher_log_probs, reduction="none",
+                        log_target=True)
+    if beta == 1:
+        return F.kl_div(teacher_log_probs, student_log_probs, reduction="none",
+                        log_target=True)
+    beta = torch.tensor(beta, dtype=student_log_probs.dtype)
+    mixture_log_probs = torch.logsumexp(
+        torch.stack([student_log_probs + torch.log(1 - beta),
+                     teacher_log_probs + torch.log(beta)]), dim=0)
+    kl_teacher = F.kl_div(mixture_log_probs, teacher_log_probs, reduction="none",
+                          log_target=True)
+    kl_student = F.kl_div(mixture_log_probs, student_log_probs, reduction="none",
+                          log_target=True)
+    return beta * kl_teacher + (1 - beta) * kl_student

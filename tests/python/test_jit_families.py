@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import lossjit
 from lossjit import _kernels
-from conftest import make_inputs
+from conftest import make_inputs, trl_generalized_jsd_terms
 
 # --- The losses, as users write them -------------------------------------------------
 
@@ -394,21 +394,11 @@ def forward_and_reverse_metrics(hidden, weight, bias, t_hidden, t_weight, t_bias
 
 def trl_generalized_jsd(hidden, weight, bias, t_hidden, t_weight, t_bias, target, beta=0.5,
                         temperature=1.0):
-    # TRL's GKDTrainer.generalized_jsd_loss as TRL writes it (a tensor beta,
-    # the mixture's log by logsumexp over a stack), reduction "batchmean".
+    # TRL's GKDTrainer.generalized_jsd_loss as TRL writes it (conftest),
+    # reduction "batchmean".
     student_logits = F.linear(hidden, weight, bias) / temperature
     teacher_logits = F.linear(t_hidden, t_weight, t_bias) / temperature
-    student_log_probs = F.log_softmax(student_logits, dim=-1)
-    teacher_log_probs = F.log_softmax(teacher_logits, dim=-1)
-    beta = torch.tensor(beta, dtype=student_log_probs.dtype)
-    mixture_log_probs = torch.logsumexp(
-        torch.stack([student_log_probs + torch.log(1 - beta),
-                     teacher_log_probs + torch.log(beta)]), dim=0)
-    kl_teacher = F.kl_div(mixture_log_probs, teacher_log_probs, reduction="none",
-                          log_target=True)
-    kl_student = F.kl_div(mixture_log_probs, student_log_probs, reduction="none",
-                          log_target=True)
-    jsd = beta * kl_teacher + (1 - beta) * kl_student
+    jsd = trl_generalized_jsd_terms(student_logits, teacher_logits, beta)
     return jsd.sum() / jsd.size(0)
 
 

@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 import lossjit
-from conftest import REDUCTIONS, STORAGE, make_inputs, transform_logits
+from conftest import (REDUCTIONS, STORAGE, make_inputs, transform_logits,
+                      trl_generalized_jsd_terms)
 
 #: Tolerances against float64 by storage type: the inputs are rounded to the
 #: storage type once (the reference sees the same values), so only float32
@@ -501,6 +502,11 @@ def _kl_reference(h, w, b, th, tw, tb, y, reverse, temperature, reduction):
     logq = torch.log_softmax(F.linear(th.double(), tw.double(), tb.double()) / temperature, -1)
     rows = (logp.exp() * (logp - logq)).sum(-1) if reverse else \
         (logq.exp() * (logq - logp)).sum(-1)
+    return _counted_rows_reduced(rows, y, reduction)
+
+
+def _counted_rows_reduced(rows, y, reduction):
+    """Rows labelled ignore_index zeroed; 'mean' over the counted rows."""
     counted = y != -100
     rows = torch.where(counted, rows, 0.0)
     if reduction == "none":
@@ -514,12 +520,22 @@ def _kl_reference(h, w, b, th, tw, tb, y, reverse, temperature, reduction):
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_kl_divergence_to_a_teacher_head_matches_torch(device, dtype, reverse, reduction):
+    _check_teacher_family(
+        device, dtype,
+        lambda *a: lossjit.linear_kl_div(*a[:4], reverse=reverse, temperature=1.5, target=a[7],
+                                         reduction=reduction, student_bias=a[4],
+                                         teacher_bias=a[5]),
+        lambda *a: _kl_reference(*a, reverse, 1.5, reduction))
+
+
+def _check_teacher_family(device, dtype, fused, reference):
+    """fused(h, w, th, tw, b, tb, _, y) against reference(h, w, b, th, tw,
+    tb, y) in fp64: values and gradients."""
     h, w, y, b, th, tw, tb = _teacher_inputs(device, dtype)
     h, w, b = leaves(h, w, b)
-    loss = lossjit.linear_kl_div(h, w, th, tw, reverse=reverse, temperature=1.5, target=y,
-                                 reduction=reduction, student_bias=b, teacher_bias=tb)
+    loss = fused(h, w, th, tw, b, tb, None, y)
     hr, wr, br = leaves(h, w, b)
-    ref = _kl_reference(hr, wr, br, th, tw, tb, y, reverse, 1.5, reduction)
+    ref = reference(hr, wr, br, th, tw, tb, y)
     assert loss.shape == ref.shape
     assert_close(loss, ref, 2e-5)
     _assert_gradients_match(loss, ref, [h, w, b], [hr, wr, br], dtype, device)
@@ -551,54 +567,23 @@ def test_kl_divergence_with_a_teacher_too_wide_to_pack():
 
 # --- A teacher head: the generalized Jensen-Shannon divergence --------------------
 
-def _trl_generalized_jsd(student_logits, teacher_logits, beta):
-    """TRL's GKDTrainer.generalized_jsd_loss per row (reduction 'none',
-    summed over the vocabulary): the oracle, written as TRL writes it."""
-    student_log_probs = F.log_softmax(student_logits, dim=-1)
-    teacher_log_probs = F.log_softmax(teacher_logits, dim=-1)
-    if beta == 0:
-        jsd = F.kl_div(student_log_probs, teacher_log_probs, reduction="none", log_target=True)
-    elif beta == 1:
-        jsd = F.kl_div(teacher_log_probs, student_log_probs, reduction="none", log_target=True)
-    else:
-        beta_ = torch.tensor(beta, dtype=student_log_probs.dtype)
-        mixture_log_probs = torch.logsumexp(
-            torch.stack([student_log_probs + torch.log(1 - beta_),
-                         teacher_log_probs + torch.log(beta_)]), dim=0)
-        kl_teacher = F.kl_div(mixture_log_probs, teacher_log_probs, reduction="none",
-                              log_target=True)
-        kl_student = F.kl_div(mixture_log_probs, student_log_probs, reduction="none",
-                              log_target=True)
-        jsd = beta_ * kl_teacher + (1 - beta_) * kl_student
-    return jsd.sum(-1)
-
-
 def _jsd_reference(h, w, b, th, tw, tb, y, beta, temperature, reduction):
-    rows = _trl_generalized_jsd(F.linear(h.double(), w.double(), b.double()) / temperature,
-                                F.linear(th.double(), tw.double(), tb.double()) / temperature,
-                                beta)
-    counted = y != -100
-    rows = torch.where(counted, rows, 0.0)
-    if reduction == "none":
-        return rows
-    if reduction == "sum":
-        return rows.sum()
-    return rows.sum() / counted.sum()
+    student = F.linear(h.double(), w.double(), b.double()) / temperature
+    teacher = F.linear(th.double(), tw.double(), tb.double()) / temperature
+    rows = trl_generalized_jsd_terms(student, teacher, beta).sum(-1)
+    return _counted_rows_reduced(rows, y, reduction)
 
 
 @pytest.mark.parametrize("dtype", STORAGE, ids=str)
 @pytest.mark.parametrize("beta", [0.5, 0.1, 0.9])
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_generalized_jsd_matches_trl(device, dtype, beta, reduction):
-    h, w, y, b, th, tw, tb = _teacher_inputs(device, dtype)
-    h, w, b = leaves(h, w, b)
-    loss = lossjit.linear_jsd(h, w, th, tw, beta=beta, temperature=1.5, target=y,
-                              reduction=reduction, student_bias=b, teacher_bias=tb)
-    hr, wr, br = leaves(h, w, b)
-    ref = _jsd_reference(hr, wr, br, th, tw, tb, y, beta, 1.5, reduction)
-    assert loss.shape == ref.shape
-    assert_close(loss, ref, 2e-5)
-    _assert_gradients_match(loss, ref, [h, w, b], [hr, wr, br], dtype, device)
+    _check_teacher_family(
+        device, dtype,
+        lambda *a: lossjit.linear_jsd(*a[:4], beta=beta, temperature=1.5, target=a[7],
+                                      reduction=reduction, student_bias=a[4],
+                                      teacher_bias=a[5]),
+        lambda *a: _jsd_reference(*a, beta, 1.5, reduction))
 
 
 @pytest.mark.parametrize("beta", [0.0, 1.0])
@@ -632,8 +617,8 @@ def test_jsd_with_a_long_vocabulary_and_teacher_of_its_own_size():
     h, w = leaves(h, w)
     loss = lossjit.linear_jsd(h, w, th, tw, beta=0.25, temperature=0.7, reduction="none")
     hr, wr = leaves(h, w)
-    ref = _trl_generalized_jsd(F.linear(hr.double(), wr.double()) / 0.7,
-                               F.linear(th.double(), tw.double()) / 0.7, 0.25)
+    ref = trl_generalized_jsd_terms(F.linear(hr.double(), wr.double()) / 0.7,
+                                    F.linear(th.double(), tw.double()) / 0.7, 0.25).sum(-1)
     assert_close(loss, ref, 2e-5)
     _assert_gradients_match(loss, ref, [h, w], [hr, wr], torch.bfloat16, "cpu")
 

@@ -37,6 +37,20 @@ Value maxOf(KernelEmitter &e, ArrayRef<Value> values) {
   return m;
 }
 
+/// The valid logits pushed one by one, in order (a kind without a cheaper
+/// partial state for a tile).
+SmallVector<Value> pushEachInOrder(const StatKindRules &rules, KernelEmitter &e,
+                                   ValueRange state, ArrayRef<Value> z, ArrayRef<Value> valid,
+                                   ArrayRef<LogitInputs> in) {
+  SmallVector<Value> cur(state.begin(), state.end());
+  for (size_t j = 0; j < z.size(); ++j) {
+    SmallVector<Value> pushed = rules.push(e, cur, z[j], in[j]);
+    for (auto [c, p] : llvm::zip_equal(cur, pushed))
+      c = e.select(valid[j], p, c);
+  }
+  return cur;
+}
+
 /// The logit a kind reads: the student's z or, for a teacher kind, the
 /// teacher's u.
 Value streamValue(bool teacher, Value z, const LogitInputs &in) {
@@ -296,13 +310,7 @@ public:
   }
   SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
                               ArrayRef<Value> valid, ArrayRef<LogitInputs> in) const override {
-    SmallVector<Value> cur(state.begin(), state.end());
-    for (size_t j = 0; j < z.size(); ++j) {
-      SmallVector<Value> pushed = push(e, cur, z[j], in[j]);
-      for (auto [c, p] : llvm::zip_equal(cur, pushed))
-        c = e.select(valid[j], p, c);
-    }
-    return cur;
+    return pushEachInOrder(*this, e, state, z, valid, in);
   }
   SmallVector<Value> merge(KernelEmitter &e, ValueRange x, ValueRange y) const override {
     Value ma = e.maxF(x[0], y[0]), mb = e.maxF(x[2], y[2]);
@@ -400,13 +408,7 @@ public:
   }
   SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
                               ArrayRef<Value> valid, ArrayRef<LogitInputs> in) const override {
-    SmallVector<Value> cur(state.begin(), state.end());
-    for (size_t j = 0; j < z.size(); ++j) {
-      SmallVector<Value> pushed = push(e, cur, z[j], in[j]);
-      for (auto [c, p] : llvm::zip_equal(cur, pushed))
-        c = e.select(valid[j], p, c);
-    }
-    return cur;
+    return pushEachInOrder(*this, e, state, z, valid, in);
   }
   SmallVector<Value> merge(KernelEmitter &e, ValueRange a, ValueRange b) const override {
     return {e.addF(a[0], b[0]), e.addF(a[1], b[1])};
