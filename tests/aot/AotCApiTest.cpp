@@ -28,6 +28,7 @@
 #include "aot_f16_mean.h"
 #include "aot_f16_mma.h"
 #include "aot_f32_none.h"
+#include "aot_jsd_bf16.h"
 #include "aot_kl_f16.h"
 #include "aot_logprob_bf16.h"
 #include "aot_static.h"
@@ -745,58 +746,88 @@ TEST_F(AotCApiTest, TensorCoreForwardFollowsItsTile) {
 }
 
 namespace {
-TEST_F(AotCApiTest, DistillationPresetLaunchesMatchTheRuntimeLauncher) {
-  // The KL preset has a fourth dim, the teacher's hidden size T: the typed
-  // entry points take it after D, and the launches (the teacher's operands,
-  // T in the kernels' parameters) equal the runtime launcher's.
+/// The C API of a distillation preset (four dims: T after D), by prefix.
+#define DISTILLATION_API(TYPE, NAME, SUCCESS)                                               \
+  struct TYPE {                                                                             \
+    using Handle = NAME##_handle;                                                           \
+    static constexpr auto create = NAME##_create;                                           \
+    static constexpr auto destroy = NAME##_destroy;                                         \
+    static constexpr auto handleArch = NAME##_handle_arch;                                  \
+    static constexpr auto lastError = NAME##_last_error;                                    \
+    static constexpr auto forwardBytes = NAME##_forward_workspace_bytes;                    \
+    static constexpr auto backwardBytes = NAME##_backward_workspace_bytes;                  \
+    static constexpr auto forward = NAME##_forward_v;                                       \
+    static constexpr auto backward = NAME##_backward_v;                                     \
+    static constexpr int success = SUCCESS;                                                 \
+  }
+
+/// The launches of a distillation preset's typed entry points (the
+/// teacher's operands, T in the kernels' parameters, every workspace of
+/// the plan) equal the runtime launcher's on sm_80 and sm_90, for empty,
+/// awkward and large shapes; three dims are refused with a message.
+template <typename Api> void checkDistillationLaunches(const char *dir) {
   for (auto [major, minor] : {std::pair{8, 0}, std::pair{9, 0}}) {
     SCOPED_TRACE("sm_" + std::to_string(major) + std::to_string(minor));
     fakecuda::reset();
     fakecuda::state().major = major;
     fakecuda::state().minor = minor;
-    aot_kl_f16_handle *handle = nullptr;
-    ASSERT_EQ(aot_kl_f16_create(nullptr, &handle), AOT_KL_F16_SUCCESS) << aot_kl_f16_last_error();
-    std::string arch = baseArch(aot_kl_f16_handle_arch(handle));
+    typename Api::Handle *handle = nullptr;
+    ASSERT_EQ(Api::create(nullptr, &handle), Api::success) << Api::lastError();
+    std::string arch = baseArch(Api::handleArch(handle));
     for (const std::vector<int64_t> &dims : std::vector<std::vector<int64_t>>{
              {7, 1000, 64, 48}, {130, 8191, 96, 200}, {0, 32000, 128, 64}, {4096, 32000, 1024, 2048}}) {
       SCOPED_TRACE("N=" + std::to_string(dims[0]) + " T=" + std::to_string(dims[3]));
       for (const char *role : {"forward", "backward"}) {
         SCOPED_TRACE(role);
-        auto bundle = runtime::readBundleDirectory(bundleDir(AOT_DIR_kl_f16, role, arch));
+        auto bundle = runtime::readBundleDirectory(bundleDir(dir, role, arch));
         ASSERT_TRUE(bundle) << bundle.errorMessage();
         EXPECT_TRUE(std::any_of(bundle->params.begin(), bundle->params.end(),
                                 [](const runtime::BundleParam &p) { return p.name == "teacher_w"; }));
         std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
         const bool forward = std::string(role) == "forward";
-        size_t bytes = forward ? aot_kl_f16_forward_workspace_bytes(dims[0], dims[1], dims[2], dims[3])
-                               : aot_kl_f16_backward_workspace_bytes(dims[0], dims[1], dims[2], dims[3]);
+        size_t bytes = forward ? Api::forwardBytes(dims[0], dims[1], dims[2], dims[3])
+                               : Api::backwardBytes(dims[0], dims[1], dims[2], dims[3]);
         ASSERT_NE(bytes, static_cast<size_t>(-1));
         const CUdeviceptr base = 0x5000000000ull;
         fakecuda::state().launches.clear();
-        auto status = forward ? aot_kl_f16_forward_v(handle, testStream(), buffers.data(),
-                                                     int(buffers.size()), dims.data(),
-                                                     int(dims.size()), base, bytes)
-                              : aot_kl_f16_backward_v(handle, testStream(), buffers.data(),
-                                                      int(buffers.size()), dims.data(),
-                                                      int(dims.size()), base, bytes);
-        ASSERT_EQ(status, AOT_KL_F16_SUCCESS) << aot_kl_f16_last_error();
+        auto status = (forward ? Api::forward : Api::backward)(
+            handle, testStream(), buffers.data(), int(buffers.size()), dims.data(),
+            int(dims.size()), base, bytes);
+        ASSERT_EQ(status, Api::success) << Api::lastError();
         std::vector<fakecuda::Launch> mine = fakecuda::state().launches;
         runtime::Error error = runtime::Error::success();
         std::vector<fakecuda::Launch> theirs = runtimeLaunches(*bundle, buffers, dims, base, &error);
         ASSERT_FALSE(error) << error.message();
         EXPECT_EQ(mine, theirs);
-        if (dims[0] > 0)
+        if (dims[0] > 0) {
           EXPECT_FALSE(mine.empty());
+        }
       }
       // Three dims are refused with a message (T is not optional).
       std::vector<CUdeviceptr> buffers = fakeBuffers(7);
       const int64_t three[] = {7, 1000, 64};
-      EXPECT_NE(aot_kl_f16_forward_v(handle, testStream(), buffers.data(), int(buffers.size()),
-                                     three, 3, 0, 0),
-                AOT_KL_F16_SUCCESS);
-      EXPECT_NE(std::string(aot_kl_f16_last_error()), "");
+      EXPECT_NE(Api::forward(handle, testStream(), buffers.data(), int(buffers.size()), three, 3,
+                             0, 0),
+                Api::success);
+      EXPECT_NE(std::string(Api::lastError()), "");
     }
-    EXPECT_EQ(aot_kl_f16_destroy(handle), AOT_KL_F16_SUCCESS);
+    EXPECT_EQ(Api::destroy(handle), Api::success);
   }
+}
+
+DISTILLATION_API(KlApi, aot_kl_f16, AOT_KL_F16_SUCCESS);
+DISTILLATION_API(JsdApi, aot_jsd_bf16, AOT_JSD_BF16_SUCCESS);
+
+TEST_F(AotCApiTest, DistillationPresetLaunchesMatchTheRuntimeLauncher) {
+  checkDistillationLaunches<KlApi>(AOT_DIR_kl_f16);
+}
+
+TEST_F(AotCApiTest, JsdPresetLaunchesItsSecondSweepLikeTheRuntimeLauncher) {
+  // Four forward kernels (the mixture's partials and combine after the
+  // lse pair) and their workspaces, laid out as the runtime lays them out.
+  checkDistillationLaunches<JsdApi>(AOT_DIR_jsd_bf16);
+  auto bundle = runtime::readBundleDirectory(bundleDir(AOT_DIR_jsd_bf16, "forward", "sm_80"));
+  ASSERT_TRUE(bundle) << bundle.errorMessage();
+  EXPECT_EQ(bundle->kernels.size(), 4u);
 }
 } // namespace
