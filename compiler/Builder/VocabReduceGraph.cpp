@@ -60,20 +60,23 @@ llvm::Error checkOptions(const VocabReduceGraphOptions &o,
     return kind == loss::Statistic::teacher_lse || kind == loss::Statistic::teacher_entropy ||
            kind == loss::Statistic::cross_entropy ||
            kind == loss::Statistic::reverse_cross_entropy || kind == loss::Statistic::jsd ||
-           kind == loss::Statistic::mixture_kl;
+           kind == loss::Statistic::mixture_kl || kind == loss::Statistic::mixture_p2;
   });
   if (teacherStats != o.teacher)
     return llvm::createStringError(
         "the teacher statistics (teacher_lse, teacher_entropy, cross_entropy, "
-        "reverse_cross_entropy, jsd, mixture_kl) read the teacher, and only they do: give a "
+        "reverse_cross_entropy, jsd, mixture_kl, mixture_p2) read the teacher, and only they "
+        "do: give a "
         "teacher exactly when one of them is asked for");
   const bool mixture = llvm::is_contained(kinds, loss::Statistic::jsd) ||
-                       llvm::is_contained(kinds, loss::Statistic::mixture_kl);
+                       llvm::is_contained(kinds, loss::Statistic::mixture_kl) ||
+                       llvm::is_contained(kinds, loss::Statistic::mixture_p2);
   if (mixture && !(o.jsdBeta > 0 && o.jsdBeta < 1))
     return llvm::createStringError("jsd beta must be in (0, 1) (0 and 1 mean the KL "
                                    "divergences), got " + loss::formatF64(o.jsdBeta));
   if (!mixture && o.jsdBeta != 0.5)
-    return llvm::createStringError("jsd beta is read by jsd and mixture_kl only; ask for one");
+    return llvm::createStringError(
+        "jsd beta is read by jsd, mixture_kl and mixture_p2 only; ask for one");
   if (o.teacherBias && !o.teacher)
     return llvm::createStringError("a teacher bias needs a teacher");
   if (!std::isfinite(o.teacherScale) || o.teacherScale == 0)
@@ -107,6 +110,12 @@ llvm::Error checkOptions(const VocabReduceGraphOptions &o,
        !llvm::is_contained(kinds, loss::Statistic::mixture_kl)))
     return llvm::createStringError(
         "the gradient of jsd reads lse, teacher_lse and mixture_kl: ask for all three as well");
+  if (llvm::is_contained(kinds, loss::Statistic::mixture_kl) &&
+      (!llvm::is_contained(kinds, loss::Statistic::lse) ||
+       !llvm::is_contained(kinds, loss::Statistic::teacher_lse) ||
+       !llvm::is_contained(kinds, loss::Statistic::mixture_p2)))
+    return llvm::createStringError("the gradient of mixture_kl reads lse, teacher_lse and "
+                                   "mixture_p2: ask for all three as well");
   return llvm::Error::success();
 }
 
@@ -130,6 +139,7 @@ SmallVector<Value> streamsOf(Block *block, loss::Statistic kind) {
   case loss::Statistic::reverse_cross_entropy:
   case loss::Statistic::jsd:
   case loss::Statistic::mixture_kl:
+  case loss::Statistic::mixture_p2:
     return {block->getArgument(0), block->getArgument(1)};
   default:
     return {block->getArgument(0)};

@@ -171,19 +171,20 @@ LogicalResult verifyReduceRegion(Operation *op, Region &body, Value input, Value
   if (teacher && !kinds.contains(Statistic::teacher_lse) &&
       !kinds.contains(Statistic::teacher_entropy) && !kinds.contains(Statistic::cross_entropy) &&
       !kinds.contains(Statistic::reverse_cross_entropy) && !kinds.contains(Statistic::jsd) &&
-      !kinds.contains(Statistic::mixture_kl))
+      !kinds.contains(Statistic::mixture_kl) && !kinds.contains(Statistic::mixture_p2))
     return op->emitOpError() << "has a teacher but no statistic reads it";
   // By TRL's convention β = 0 and β = 1 mean the KL divergences
   // (cross_entropy − teacher_entropy and reverse_cross_entropy − entropy;
   // the mixture's formula itself is 0 there): the mixture is strictly inside.
-  const bool mixture = kinds.contains(Statistic::jsd) || kinds.contains(Statistic::mixture_kl);
+  const bool mixture = kinds.contains(Statistic::jsd) || kinds.contains(Statistic::mixture_kl) ||
+                       kinds.contains(Statistic::mixture_p2);
   if (mixture && !(jsdBeta > 0 && jsdBeta < 1))
     return op->emitOpError() << "jsd_beta must be in (0, 1) (β = 0 and β = 1 mean the KL "
                                 "divergences: use cross_entropy or reverse_cross_entropy), got "
                              << formatF64(jsdBeta);
   if (!mixture && jsdBeta != 0.5)
     return op->emitOpError() << "sets jsd_beta (" << formatF64(jsdBeta)
-                             << ") but no jsd or mixture_kl statistic reads it";
+                             << ") but no jsd, mixture_kl or mixture_p2 statistic reads it";
   if (kinds.contains(Statistic::target_logit_sum) != static_cast<bool>(targets))
     return op->emitOpError() << (targets ? "has targets but no target_logit_sum statistic "
                                            "reads them"
@@ -218,6 +219,7 @@ static ArrayRef<unsigned> streamsOf(Statistic kind) {
   case Statistic::reverse_cross_entropy:
   case Statistic::jsd:
   case Statistic::mixture_kl:
+  case Statistic::mixture_p2:
     return reverse;
   default:
     return student;
@@ -362,5 +364,11 @@ LogicalResult VocabReduceGradOp::verifyRegions() {
        !llvm::is_contained(kinds, Statistic::mixture_kl)))
     return emitOpError() << "the adjoint of jsd reads lse, teacher_lse and mixture_kl: yield "
                             "all three as well";
+  if (llvm::is_contained(kinds, Statistic::mixture_kl) &&
+      (!llvm::is_contained(kinds, Statistic::lse) ||
+       !llvm::is_contained(kinds, Statistic::teacher_lse) ||
+       !llvm::is_contained(kinds, Statistic::mixture_p2)))
+    return emitOpError() << "the adjoint of mixture_kl reads lse, teacher_lse and mixture_p2: "
+                            "yield all three as well";
   return success();
 }

@@ -28,12 +28,13 @@ def Loss_StatCrossEntropy : I32EnumAttrCase<"cross_entropy", 7>;
 def Loss_StatReverseCrossEntropy : I32EnumAttrCase<"reverse_cross_entropy", 8>;
 def Loss_StatJsd : I32EnumAttrCase<"jsd", 9>;
 def Loss_StatMixtureKl : I32EnumAttrCase<"mixture_kl", 10>;
+def Loss_StatMixtureP2 : I32EnumAttrCase<"mixture_p2", 11>;
 def Loss_Statistic : I32EnumAttr<"Statistic",
     "a per-row statistic of the logits over the vocabulary",
     [Loss_StatLse, Loss_StatLabelLogit, Loss_StatLogitSum, Loss_StatEntropy,
      Loss_StatTargetLogitSum, Loss_StatTeacherLse, Loss_StatTeacherEntropy,
      Loss_StatCrossEntropy, Loss_StatReverseCrossEntropy, Loss_StatJsd,
-     Loss_StatMixtureKl]> {
+     Loss_StatMixtureKl, Loss_StatMixtureP2]> {
   let cppNamespace = "::lossjit::loss";
   let genSpecializedAttr = 0;
 }
@@ -68,11 +69,13 @@ def Loss_StatOp : Loss_Op<"stat", [Pure,
         = Σ_j [β q_j log q_j + (1 − β) p_j log p_j − M_j log M_j] (the
         generalized Jensen-Shannon divergence of TRL's GKD and Liger); its
         adjoint is (1 − β)·p_j (log(p_j / M_j) − K), K = KL(p‖M).
-      - `mixture_kl` of (z, u): K = Σ_j p_j log(p_j / M_j), the row value
-        jsd's adjoint reads. It is saved, not differentiated: its own
-        gradient would need Σ p²/M, whose gradient needs another sum, and
-        so on; a non-zero adjoint of it makes the row's gradient NaN
-        rather than silently wrong.
+      - `mixture_kl` of (z, u): K = Σ_j p_j log(p_j / M_j) (jsd's adjoint
+        reads it); its adjoint is
+        p_j (log(p_j / M_j) − (1 − β) p_j / M_j − K + (1 − β) S).
+      - `mixture_p2` of (z, u): S = Σ_j p_j² / M_j, the row value
+        mixture_kl's adjoint reads. It is saved, not differentiated (its
+        own gradient would need Σ p³/M², and so on): a non-zero adjoint of
+        it makes the row's gradient NaN rather than silently wrong.
     Sums are carried in a fixed order with compensation, so their error does
     not grow with V.
   }];
@@ -124,8 +127,9 @@ def Loss_VocabReduceOp : Loss_VocabReduceBase<"vocab_reduce"> {
     [N, D'] with `teacher_weight` [V, D'] and an optional `teacher_bias`, in
     the storage type) adds a second stream u = teacher_scale · (x'·w'ᵀ + b'),
     the region's second argument, which the teacher statistics read; it is
-    never differentiated. `jsd_beta` is the mixture weight of `jsd` and
-    `mixture_kl` (0 < β < 1; the default 0.5 when neither is yielded).
+    never differentiated. `jsd_beta` is the mixture weight of `jsd`,
+    `mixture_kl` and `mixture_p2` (0 < β < 1; the default 0.5 when none is
+    yielded).
 
     ```mlir
     %lse, %zy, %zs = loss.vocab_reduce %x, %w labels %y : tensor<?xi64>
@@ -181,8 +185,9 @@ def Loss_VocabReduceGradOp : Loss_VocabReduceBase<"vocab_reduce_grad"> {
     returns, in this order, `grad_input` (if `needs_input`), `grad_weight` (if
     `needs_weight`) and `grad_bias` (with a bias and `needs_weight`), each in
     the storage type, accumulated in f32 and rounded once. The region must
-    yield `lse` when it yields `entropy` (that adjoint reads it), and `lse`,
-    `teacher_lse` and `mixture_kl` when it yields `jsd`.
+    yield `lse` when it yields `entropy` (that adjoint reads it), `lse`,
+    `teacher_lse` and `mixture_kl` when it yields `jsd`, and `lse`,
+    `teacher_lse` and `mixture_p2` when it yields `mixture_kl`.
     `strategy` and `workspace_bytes` as for `loss.linear_cross_entropy_grad`.
   }];
   let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,

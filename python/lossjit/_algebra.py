@@ -43,7 +43,11 @@ reverse_cross_entropy R = −Σ p log q, all from the one sweep over both
 heads' logit tiles; the forward KL Σ q log(q/p) reduces to X − Ht and the
 reverse KL Σ p log(p/q) to R − entropy, exactly.) Any other product of
 teacher and student columns (p·q, q·q, u·z, a [V] or [N, V] tensor times a
-teacher column) has no statistic and is an AlgebraError naming both.
+teacher column) has no statistic and is an AlgebraError naming both. The
+log of the mixture M = β q + (1 − β) p is one more column, ``m:β``, whose
+products ``pm:β`` and ``qm:β`` sum to −entropy − mixture_kl and
+(−β·teacher_entropy + (1 − β)·mixture_kl − jsd)/β (the dependent sums of a
+second sweep).
 
 Coefficients and reductions are polynomials (:class:`Poly`) over atoms —
 the statistics, [N]-shaped tensors the function computes eagerly, and a few
@@ -69,7 +73,7 @@ Monomial = Tuple[Atom, ...]
 
 #: The statistics that read the teacher stream (see lossjit._reduce).
 TEACHER_STATISTICS = ("teacher_lse", "teacher_entropy", "cross_entropy",
-                      "reverse_cross_entropy", "mixture_kl", "jsd")
+                      "reverse_cross_entropy", "mixture_kl", "mixture_p2", "jsd")
 
 #: How close the two coefficients of a mixture's sums must be to β : 1 − β
 #: (relatively) to be the generalized JSD: float32 rounding of the weights.
@@ -336,12 +340,14 @@ def _close(a: Poly, b: Poly, rtol: float) -> bool:
 
 
 def _reduce_mixture(sym: Sym, rtol: float) -> Tuple[Sym, Poly]:
-    """The mixture's part of Σ_j: Σ p log M and Σ q log M have no gradient
-    of their own (mixture_kl is saved, not differentiated), but
-    β Σ q log M + (1 − β) Σ p log M = −jsd − β·teacher_entropy −
-    (1 − β)·entropy has one. So the sum of c·(β·qm + (1 − β)·pm) is that
-    polynomial times c, and any other mixture term an AlgebraError. Returns
-    the rest of `sym` and the mixture's polynomial."""
+    """The mixture's part of Σ_j, from the statistics of the dependent
+    sweep: Σ p log M = −entropy − mixture_kl and Σ q log M =
+    (−β·teacher_entropy + (1 − β)·mixture_kl − jsd) / β (mixture_kl =
+    KL(p‖M), jsd = β KL(q‖M) + (1 − β) KL(p‖M)). The β-mixture of the two,
+    c·(β Σ q log M + (1 − β) Σ p log M), is c·(−jsd − β·teacher_entropy −
+    (1 − β)·entropy) exactly (mixture_kl cancels: it is not formed from
+    rounded coefficients). Returns the rest of `sym` and the mixture's
+    polynomial."""
     rest = Sym({b: c for b, c in sym.parts.items() if mixture_beta(b) is None})
     mixture = {b: c for b, c in sym.parts.items() if mixture_beta(b) is not None}
     if not mixture:
@@ -351,18 +357,21 @@ def _reduce_mixture(sym: Sym, rtol: float) -> Tuple[Sym, Poly]:
         raise AlgebraError("sums over mixtures of two different weights (one sweep has one "
                            "jsd_beta)")
     beta = betas.pop()
-    qm, pm = mixture.get(f"qm:{beta!r}"), mixture.get(f"pm:{beta!r}")
-    if set(mixture) - {f"qm:{beta!r}", f"pm:{beta!r}"} or qm is None or pm is None or \
-            not _close(qm.scale((1.0 - beta) / beta), pm, rtol):
-        raise AlgebraError(
-            f"sums the log of the mixture M = {beta!r}·q + {1 - beta!r}·p otherwise than in "
-            f"{beta!r}·KL(q‖M) + {1 - beta!r}·KL(p‖M) (the generalized JSD): only that "
-            "combination has a gradient lossjit derives (KL(p‖M) or KL(q‖M) alone needs "
-            "another dependent sum); combine the two before the sum over the vocabulary")
-    jsd = -Poly.atom(("stat", "jsd")) - Poly.atom(("stat", "teacher_entropy")).scale(beta) - \
-        Poly.atom(("stat", "entropy")).scale(1.0 - beta)
-    # c·(β·qm + (1 − β)·pm): c = the two coefficients' sum.
-    return rest, (qm + pm) * jsd
+    if set(mixture) - {f"qm:{beta!r}", f"pm:{beta!r}"}:
+        raise AlgebraError(f"sums the log of the mixture M = {beta!r}·q + {1 - beta!r}·p by "
+                           "itself (no statistic of the sweeps gives Σ log M)")
+    qm, pm = mixture.get(f"qm:{beta!r}", Poly()), mixture.get(f"pm:{beta!r}", Poly())
+    stat = lambda name: Poly.atom(("stat", name))  # noqa: E731
+    if not qm.is_zero() and not pm.is_zero() and \
+            _close(qm.scale((1.0 - beta) / beta), pm, rtol):
+        # c·(β·qm + (1 − β)·pm): c = the two coefficients' sum.
+        jsd = -stat("jsd") - stat("teacher_entropy").scale(beta) - \
+            stat("entropy").scale(1.0 - beta)
+        return rest, (qm + pm) * jsd
+    p_log_m = -stat("entropy") - stat("mixture_kl")
+    q_log_m = (stat("mixture_kl").scale(1.0 - beta) - stat("teacher_entropy").scale(beta) -
+               stat("jsd")).scale(1.0 / beta)
+    return rest, qm * q_log_m + pm * p_log_m
 
 
 def reduce_sum(sym: Sym, vocab: int, mixture_rtol: float = _MIXTURE_RTOL) -> Poly:
@@ -434,6 +443,8 @@ def statistics_of(polys: Iterable[Poly]) -> Tuple[List[str], bool]:
             names.add("teacher_lse")
         if "jsd" in names:
             names.add("mixture_kl")  # jsd's gradient reads it
+        if "mixture_kl" in names:
+            names |= {"teacher_lse", "mixture_p2"}  # mixture_kl's reads them
     order = ["lse", "label_logit", "logit_sum", "entropy", "target_logit_sum"] + \
         list(TEACHER_STATISTICS)
     return [n for n in order if n in names], weighted

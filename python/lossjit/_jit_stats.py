@@ -163,7 +163,8 @@ class ReducePart:
             and isinstance(teacher.bias, Tensor) else None,
             teacher_scale=teacher.scale if teacher is not None else 1.0,
             teacher_detached=teacher.detached if teacher is not None else True,
-            jsd_beta=self.jsd_beta if "jsd" in stats else 0.5)
+            jsd_beta=self.jsd_beta if set(stats) & {"jsd", "mixture_kl", "mixture_p2"}
+            else 0.5)
 
 
 @dataclass
@@ -1254,7 +1255,8 @@ SUPPORTED_STATS = """lossjit.jit fuses, over the vocabulary of one linear layer'
     F.cross_entropy(z, q); products q·z, q·u, p·u (not p·q, q·q or u·z)
   - the generalized JSD: the log of the mixture M = β·q + (1 − β)·p (torch.log of it,
     or torch.logsumexp(torch.stack([logp + log(1 − β), logq + log β]), 0) as TRL
-    writes it) in β·KL(q‖M) + (1 − β)·KL(p‖M) summed over the vocabulary
+    writes it) times p or q summed over the vocabulary: β·KL(q‖M) + (1 − β)·KL(p‖M),
+    or either KL to the mixture alone
 Any torch ops on [N]-shaped values (masks, normalizers, per-sequence sums) run eagerly,
 and every loss over the same logits shares one sweep. Not supported yet:
 max/argmax/sort over V."""

@@ -18,9 +18,10 @@ class_weights[V]?, statistics, ignore_index, logit_scale=1.0, softcap=0.0)
   differentiated): ``teacher_lse``, ``teacher_entropy``, ``cross_entropy``
   −Σ q log p and ``reverse_cross_entropy`` −Σ p log q; with the mixture
   M = β q + (1 − β) p (``jsd_beta`` = β, 0 < β < 1) ``jsd`` = β KL(q‖M) +
-  (1 − β) KL(p‖M) and ``mixture_kl`` = KL(p‖M), which a second sweep forms
-  from the finished lse of both heads; ``mixture_kl`` is what jsd's gradient
-  reads and is not differentiable itself
+  (1 − β) KL(p‖M), ``mixture_kl`` = KL(p‖M) and ``mixture_p2`` = Σ p²/M,
+  which a second sweep forms from the finished lse of both heads;
+  ``mixture_p2`` is what mixture_kl's gradient reads and is not
+  differentiable itself
 
 Everything after the statistics (masks, normalizers, per-sequence sums) is
 plain torch in the public functions, whose autograd hands
@@ -40,12 +41,13 @@ from . import _kernels as K
 from ._ops import DOUBLE_BACKWARD_MESSAGE, check_logit_transforms, register_autocast
 
 STATISTICS = ("lse", "label_logit", "logit_sum", "entropy", "target_logit_sum", "teacher_lse",
-              "teacher_entropy", "cross_entropy", "reverse_cross_entropy", "jsd", "mixture_kl")
+              "teacher_entropy", "cross_entropy", "reverse_cross_entropy", "jsd", "mixture_kl",
+              "mixture_p2")
 #: The statistics that read a teacher stream.
 TEACHER_STATISTICS = ("teacher_lse", "teacher_entropy", "cross_entropy",
-                      "reverse_cross_entropy", "jsd", "mixture_kl")
+                      "reverse_cross_entropy", "jsd", "mixture_kl", "mixture_p2")
 #: The dependent sums over the mixture β q + (1 − β) p (they read jsd_beta).
-MIXTURE_STATISTICS = ("jsd", "mixture_kl")
+MIXTURE_STATISTICS = ("jsd", "mixture_kl", "mixture_p2")
 
 
 def check_jsd_beta(names: Sequence[str], jsd_beta: float) -> None:
@@ -54,7 +56,7 @@ def check_jsd_beta(names: Sequence[str], jsd_beta: float) -> None:
         raise ValueError(f"lossjit: jsd_beta must be in (0, 1) (0 and 1 mean the KL "
                          f"divergences), got {jsd_beta!r}")
     if not mixture and jsd_beta != 0.5:
-        raise ValueError("lossjit: jsd_beta is read by jsd and mixture_kl only")
+        raise ValueError("lossjit: jsd_beta is read by jsd, mixture_kl and mixture_p2 only")
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -335,13 +337,14 @@ def _backward(ctx, grads):
     rest = (None,) * (ctx.num_inputs - 4)
     if all(g is None for g in grads) or not (needs_x or needs_w or needs_b):
         return (None, None, None, None) + rest
-    # mixture_kl is what jsd's adjoint reads, not a differentiable value
-    # (its gradient would need yet another dependent sum): say so rather
-    # than drop the gradient (the kernel would poison the rows with NaN).
+    # mixture_p2 is what mixture_kl's adjoint reads, not a differentiable
+    # value (its gradient would need yet another dependent sum): say so
+    # rather than drop the gradient (the kernel would poison the rows).
     for name, g in zip(parse_statistics(ctx.statistics), grads):
-        if name == "mixture_kl" and g is not None and bool((g != 0).any()):
-            raise RuntimeError("lossjit: the statistic mixture_kl is not differentiable (it is "
-                               "saved for jsd's gradient); detach it before using it in a loss")
+        if name == "mixture_p2" and g is not None and bool((g != 0).any()):
+            raise RuntimeError("lossjit: the statistic mixture_p2 is not differentiable (it is "
+                               "saved for mixture_kl's gradient); detach it before using it "
+                               "in a loss")
     # A statistic nobody used has no gradient: its adjoint is 0.
     filled = [torch.zeros_like(s) if g is None else g for g, s in zip(grads, saved)]
     grad_x, grad_w, grad_b = torch.ops.lossjit.vocab_reduce_backward(

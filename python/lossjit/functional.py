@@ -655,7 +655,8 @@ def _teacher_divergence(student_hidden: Tensor, student_weight: Tensor, teacher_
     elif beta == 1.0:
         statistics = ("lse", "teacher_lse", "entropy", "reverse_cross_entropy")
     else:
-        statistics = ("lse", "teacher_lse", "mixture_kl", "jsd")
+        # (jsd's gradient reads mixture_kl, whose own reads mixture_p2.)
+        statistics = ("lse", "teacher_lse", "mixture_kl", "mixture_p2", "jsd")
     stats = dict(zip(statistics, _reduce.vocab_reduce(
         hidden, student_weight, statistics, bias=student_bias, logit_scale=1.0 / temperature,
         teacher_input=teacher, teacher_weight=teacher_weight, teacher_bias=teacher_bias,

@@ -70,7 +70,7 @@ lossjit::referenceVocabReduce(const LceProblem &p, const std::vector<double> &cl
   std::map<std::string, std::vector<double>> out;
   for (const char *name : {"lse", "logit_sum", "entropy", "target_logit_sum", "teacher_lse",
                            "teacher_entropy", "cross_entropy", "reverse_cross_entropy", "jsd",
-                           "mixture_kl"})
+                           "mixture_kl", "mixture_p2"})
     out[name].assign(p.n, 0.0);
   out["label_logit"].assign(p.n * k, 0.0);
   for (int64_t row = 0; row < p.n; ++row) {
@@ -106,17 +106,20 @@ lossjit::referenceVocabReduce(const LceProblem &p, const std::vector<double> &cl
       out["cross_entropy"][row] = cross;
       out["reverse_cross_entropy"][row] = reverse;
       // The definitions: KL(q‖M) and KL(p‖M) over the mixture.
-      double klTeacher = 0, klStudent = 0;
+      double klTeacher = 0, klStudent = 0, square = 0;
       for (int64_t j = 0; j < p.v; ++j) {
         double q = std::exp(u[j] - lseT), prob = std::exp(r.z[j] - lse);
         double mix = teacher.beta * q + (1 - teacher.beta) * prob;
         if (q > 0)
           klTeacher += q * std::log(q / mix);
-        if (prob > 0)
+        if (prob > 0) {
           klStudent += prob * std::log(prob / mix);
+          square += prob * prob / mix;
+        }
       }
       out["jsd"][row] = teacher.beta * klTeacher + (1 - teacher.beta) * klStudent;
       out["mixture_kl"][row] = klStudent;
+      out["mixture_p2"][row] = square;
     }
     if (!p.labels)
       continue;
@@ -165,11 +168,15 @@ lossjit::referenceVocabReduceGrad(const LceProblem &p, const std::vector<double>
         dz += adjoint("cross_entropy", row) * (prob - q) -
               adjoint("reverse_cross_entropy", row) * prob *
                   (logq + stats["reverse_cross_entropy"][row]);
-        // ∂jsd/∂z_j = (1 − β) p_j (log(p_j / M_j) − KL(p‖M)).
+        // ∂jsd/∂z_j = (1 − β) p_j (log(p_j / M_j) − KL(p‖M)); ∂KL(p‖M)/∂z_j
+        // = p_j (log(p_j / M_j) − (1 − β) p_j / M_j − KL(p‖M) + (1 − β) Σ p²/M).
         double mix = teacher.beta * q + (1 - teacher.beta) * prob;
+        double kl = stats["mixture_kl"][row], square = stats["mixture_p2"][row];
         if (prob > 0)
-          dz += adjoint("jsd", row) * (1 - teacher.beta) * prob *
-                (std::log(prob / mix) - stats["mixture_kl"][row]);
+          dz += adjoint("jsd", row) * (1 - teacher.beta) * prob * (std::log(prob / mix) - kl) +
+                adjoint("mixture_kl", row) * prob *
+                    (std::log(prob / mix) - (1 - teacher.beta) * prob / mix - kl +
+                     (1 - teacher.beta) * square);
       }
       if (p.labels)
         for (int64_t i = row * k; i < (row + 1) * k; ++i)

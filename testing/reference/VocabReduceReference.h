@@ -41,7 +41,8 @@ struct TeacherProblem {
 /// `targets` [N, V] (or empty) are read by target_logit_sum = Σ_j c_j t_j z_j;
 /// `teacher` by teacher_lse, teacher_entropy, cross_entropy (−Σ q log p) and
 /// reverse_cross_entropy (−Σ p log q), q the teacher's softmax, and jsd
-/// (β KL(q‖M) + (1 − β) KL(p‖M)) and mixture_kl (KL(p‖M)), M = β q + (1 − β) p.
+/// (β KL(q‖M) + (1 − β) KL(p‖M)), mixture_kl (KL(p‖M)) and mixture_p2
+/// (Σ p²/M), M = β q + (1 − β) p.
 std::map<std::string, std::vector<double>>
 referenceVocabReduce(const LceProblem &p, const std::vector<double> &classWeights,
                      int64_t labelsPerRow = 0, const std::vector<double> &targets = {},

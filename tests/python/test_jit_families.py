@@ -416,9 +416,31 @@ def jsd_by_hand_with_ce(hidden, weight, bias, t_hidden, t_weight, t_bias, target
     return F.cross_entropy(s, target) + (rows * keep).sum() / keep.sum()
 
 
+def jsd_from_two_batchmean_kls(hidden, weight, bias, t_hidden, t_weight, t_bias, target,
+                               beta=0.4):
+    # Each KL to the mixture reduced by F.kl_div on its own, combined as
+    # [N]-free numbers; the student's KL(p‖M) also returned as a metric.
+    logp = F.log_softmax(F.linear(hidden, weight, bias), -1)
+    logq = F.log_softmax(F.linear(t_hidden, t_weight, t_bias), -1)
+    log_m = torch.log(beta * logq.exp() + (1 - beta) * logp.exp())
+    kl_t = F.kl_div(log_m, logq, reduction="batchmean", log_target=True)
+    kl_s = F.kl_div(log_m, logp, reduction="batchmean", log_target=True)
+    return beta * kl_t + (1 - beta) * kl_s, kl_s
+
+
+def student_kl_to_the_mixture(hidden, weight, bias, t_hidden, t_weight, t_bias, target):
+    # KL(p‖M) alone (a skew divergence), per row, masked.
+    s = F.linear(hidden, weight, bias)
+    p, logp = F.softmax(s, -1), F.log_softmax(s, -1)
+    q = F.softmax(F.linear(t_hidden, t_weight, t_bias), -1)
+    rows = (p * (logp - torch.log(0.7 * q + 0.3 * p))).sum(-1)
+    return rows[target != -100].mean()
+
+
 TEACHER_LOSSES = [forward_kl_div, forward_kl_by_hand, reverse_kl, ce_plus_distillation,
                   masked_kl_matmul_teacher, soft_targets_from_teacher,
-                  forward_and_reverse_metrics, trl_generalized_jsd, jsd_by_hand_with_ce]
+                  forward_and_reverse_metrics, trl_generalized_jsd, jsd_by_hand_with_ce,
+                  jsd_from_two_batchmean_kls, student_kl_to_the_mixture]
 
 
 def _teacher_inputs(device, dtype, seed=0, bias=True):
@@ -716,11 +738,9 @@ def test_unsupported_teacher_forms_name_the_op(body, grads, pattern):
         lossjit.jit(body)(h, w, th, tw, y)
 
 
-def _jsd_halves_summed_apart(h, w, th, tw, y):
-    logp = F.log_softmax(F.linear(h, w), -1)
-    logq = F.log_softmax(F.linear(th, tw), -1)
-    log_m = torch.log(0.5 * logp.exp() + 0.5 * logq.exp())
-    return (logp.exp() * (logp - log_m)).sum(-1).mean()
+def _log_mixture_summed_alone(h, w, th, tw, y):
+    p, q = F.softmax(F.linear(h, w), -1), F.softmax(F.linear(th, tw), -1)
+    return torch.log(0.5 * p + 0.5 * q).sum(-1).mean()
 
 
 def _jsd_two_weights(h, w, th, tw, y):
@@ -735,10 +755,10 @@ def _mixture_not_normalized(h, w, th, tw, y):
 
 
 @pytest.mark.parametrize("body,pattern", [
-    (_jsd_halves_summed_apart, r"otherwise than in .*generalized JSD"),
+    (_log_mixture_summed_alone, r"sums the log of the mixture .* by itself"),
     (_jsd_two_weights, r"with weight 0.75 next to one with 0.5 \(one sweep has one jsd_beta\)"),
     (_mixture_not_normalized, "log of something other than a softmax or the mixture"),
-], ids=["kl_to_mixture_alone", "two_betas", "weights_not_summing_to_one"])
+], ids=["log_mixture_alone", "two_betas", "weights_not_summing_to_one"])
 def test_unsupported_mixture_forms_name_the_op(body, pattern):
     h, w, _, th, tw, _, y = _teacher_inputs("cpu", torch.float32)
     with pytest.raises(lossjit.JitError, match=pattern):

@@ -644,20 +644,48 @@ def test_jsd_rules():
         lossjit.linear_jsd(h, w, th.clone().requires_grad_(True), tw)
     with pytest.raises(ValueError, match="temperature must be positive"):
         lossjit.linear_jsd(h, w, th, tw, temperature=0.0)
-    # The statistics: jsd_beta is checked where it is read, and mixture_kl
-    # (jsd's saved row value) refuses a gradient instead of dropping it.
+    # The statistics: jsd_beta is checked where it is read, and mixture_p2
+    # (mixture_kl's saved row value) refuses a gradient instead of dropping it.
     flat_h, flat_th = h.reshape(-1, h.shape[-1]), th.reshape(-1, th.shape[-1])
     with pytest.raises(ValueError, match=r"jsd_beta must be in \(0, 1\)"):
         lossjit._reduce.vocab_reduce(flat_h, w, ("jsd",), teacher_input=flat_th,
                                      teacher_weight=tw, jsd_beta=1.0)
-    with pytest.raises(ValueError, match="jsd_beta is read by jsd and mixture_kl only"):
+    with pytest.raises(ValueError, match="jsd_beta is read by jsd, mixture_kl and mixture_p2 only"):
         lossjit._reduce.vocab_reduce(flat_h, w, ("lse",), jsd_beta=0.3)
     hh = flat_h.clone().requires_grad_(True)
-    lse, tlse, kl, jsd = lossjit._reduce.vocab_reduce(
-        hh, w, ("lse", "teacher_lse", "mixture_kl", "jsd"), teacher_input=flat_th,
+    lse, tlse, kl, p2, jsd = lossjit._reduce.vocab_reduce(
+        hh, w, ("lse", "teacher_lse", "mixture_kl", "mixture_p2", "jsd"), teacher_input=flat_th,
         teacher_weight=tw)
-    with pytest.raises(RuntimeError, match="mixture_kl is not differentiable"):
-        (jsd + kl).sum().backward()
+    with pytest.raises(RuntimeError, match="mixture_p2 is not differentiable"):
+        (jsd + p2).sum().backward()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_mixture_statistics_and_their_gradients_match_torch(device, dtype):
+    # KL(p‖M) and Σ p²/M as the op returns them, and the gradient of
+    # a·KL(p‖M) + b·jsd (mixture_kl's adjoint reads the saved Σ p²/M).
+    h, w, y, b, th, tw, tb = _teacher_inputs(device, dtype)
+    h, w, th = h.reshape(-1, h.shape[-1]), w, th.reshape(-1, th.shape[-1])
+    beta = 0.35
+    hh, ww = leaves(h, w)
+    names = ("lse", "teacher_lse", "mixture_kl", "mixture_p2", "jsd")
+    stats = dict(zip(names, lossjit._reduce.vocab_reduce(
+        hh, ww, names, teacher_input=th, teacher_weight=tw, jsd_beta=beta)))
+    hr, wr = leaves(h, w)
+    logp = torch.log_softmax(F.linear(hr.double(), wr.double()), -1)
+    logq = torch.log_softmax(F.linear(th.double(), tw.double()), -1)
+    p, q = logp.exp(), logq.exp()
+    m = beta * q + (1 - beta) * p
+    ref = {"mixture_kl": (p * (logp - m.log())).sum(-1), "mixture_p2": (p * p / m).sum(-1),
+           "jsd": trl_generalized_jsd_terms(logp, logq, beta).sum(-1)}
+    for name, want in ref.items():
+        assert_close(stats[name], want, 2e-5)
+    a = torch.linspace(0.5, 1.5, h.shape[0], dtype=torch.float64, device=device)
+    loss = (a * stats["mixture_kl"].double()).sum() - 0.7 * stats["jsd"].double().sum()
+    want = (a * ref["mixture_kl"]).sum() - 0.7 * ref["jsd"].sum()
+    tol = {torch.float32: 5e-5, torch.bfloat16: 1.6e-2}[dtype]
+    for g, r in zip(grads_of(loss, [hh, ww]), grads_of(want, [hr, wr])):
+        assert_close(g, r.to(dtype), tol, atol=tol * max(1.0, float(r.abs().max())))
 
 
 def test_jsd_redispatches_once_and_its_op_passes_opcheck():
@@ -679,17 +707,17 @@ def test_jsd_redispatches_once_and_its_op_passes_opcheck():
         logged_kl = lossjit.linear_kl_div(h, w, th, tw, target=y)
     assert seen == [lossjit.linear_jsd, lossjit.linear_kl_div]
     assert torch.equal(plain, logged) and torch.equal(plain_kl, logged_kl)
-    # (opcheck's autograd test would send a random gradient to mixture_kl,
+    # (opcheck's autograd test would send a random gradient to mixture_p2,
     # which refuses one: the forward op is checked without grad, the
     # backward op with mixture_kl's adjoint 0.)
     flat_h, flat_th = h.reshape(-1, h.shape[-1]), th.reshape(-1, th.shape[-1])
-    names = "lse,teacher_lse,mixture_kl,jsd"
+    names = "lse,teacher_lse,mixture_kl,mixture_p2,jsd"
     args = (flat_h, w, None, None, None, names, -100, 1.0, 0.0, None, flat_th, tw, None, 1.0,
             0.3)
     torch.library.opcheck(torch.ops.lossjit.vocab_reduce.default, args)
     saved = list(torch.ops.lossjit.vocab_reduce(*args))
     grads = [torch.rand_like(s) for s in saved]
-    grads[2] = torch.zeros_like(saved[2])
+    grads[3] = torch.zeros_like(saved[3])
     args = (flat_h, w, None, None, None, saved, grads, names, -100, True, True, 1.0, 0.0, None,
             flat_th, tw, None, 1.0, 0.3)
     torch.library.opcheck(torch.ops.lossjit.vocab_reduce_backward.default, args)

@@ -27,9 +27,10 @@
 //       KL(q‖p) = cross_entropy − teacher_entropy; --reverse: lse, entropy,
 //       teacher_lse, reverse_cross_entropy, with KL(p‖q) =
 //       reverse_cross_entropy − entropy; --jsd-beta β (0 < β < 1): lse,
-//       teacher_lse, mixture_kl, jsd, the generalized JSD β KL(q‖M) +
-//       (1 − β) KL(p‖M), M = β q + (1 − β) p, is jsd (mixture_kl is what its
-//       gradient reads; pass it 0 as an adjoint). The teacher (x' [N, T],
+//       teacher_lse, mixture_kl, mixture_p2, jsd: the generalized JSD
+//       β KL(q‖M) + (1 − β) KL(p‖M), M = β q + (1 − β) p, is jsd, KL(p‖M)
+//       is mixture_kl (both differentiable; mixture_p2 = Σ p²/M is what
+//       mixture_kl's gradient reads: pass it 0 as an adjoint). The teacher (x' [N, T],
 //       w' [V, T], --teacher-bias) shares the student's --logit-scale
 //       (1/temperature).
 //
@@ -255,7 +256,7 @@ std::vector<std::string> familyStatistics() {
   if (reverseKl)
     return {"lse", "entropy", "teacher_lse", "reverse_cross_entropy"};
   if (jsdBeta.getNumOccurrences() > 0)
-    return {"lse", "teacher_lse", "mixture_kl", "jsd"};
+    return {"lse", "teacher_lse", "mixture_kl", "mixture_p2", "jsd"};
   return {"lse", "teacher_lse", "teacher_entropy", "cross_entropy"};
 }
 

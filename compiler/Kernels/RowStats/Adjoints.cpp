@@ -13,6 +13,30 @@ namespace {
 std::string adjointName(loss::Statistic kind) {
   return "grad_" + loss::stringifyStatistic(kind).str();
 }
+/// dz plus the mixture's terms at one logit (p, log p; the teacher's
+/// log q): with M = β q + (1 − β) p, r = log p − log M,
+///   ḡ_J · (1 − β) p (r − K) + ḡ_K · p (r − (1 − β) p/M − K + (1 − β) S);
+/// a column with p = 0 (a −inf logit, or M = 0) adds 0.
+Value emitMixtureGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoint &row, Value p,
+                      Value logp, Value logq, Value dz) {
+  const double beta = spec.jsdBeta;
+  Value zero = e.f32(0.0);
+  Value mix = e.fma(e.f32(beta), e.subF(e.exp(logq), p), p);
+  Value counts = arith::AndIOp::create(e.builder(), e.location(),
+                                       e.cmpF(arith::CmpFPredicate::OGT, mix, zero),
+                                       e.cmpF(arith::CmpFPredicate::OGT, p, zero));
+  Value safeMix = e.select(counts, mix, e.f32(1.0));
+  Value ratio = e.subF(e.subF(logp, e.log(safeMix)), row.mixtureKl); // r − K
+  Value sum = zero;
+  if (row.gJsd)
+    sum = e.mulF(e.mulF(row.gJsd, e.f32(1.0 - beta)), ratio);
+  if (row.gMixtureKl) {
+    // r − K − (1 − β)(p/M − S)
+    Value shift = e.mulF(e.f32(1.0 - beta), e.subF(e.divF(p, safeMix), row.mixtureP2));
+    sum = e.fma(row.gMixtureKl, e.subF(ratio, shift), sum);
+  }
+  return e.addF(dz, e.select(counts, e.mulF(p, sum), zero));
+}
 } // namespace
 
 void lossjit::declareAdjointInputs(KernelSignature &sig, const LceSpec &spec, Type f32) {
@@ -35,7 +59,8 @@ void lossjit::declareAdjointInputs(KernelSignature &sig, const LceSpec &spec, Ty
     sig.arg("teacher_lse", rowValues);
     sig.argIf(spec.hasStatistic(loss::Statistic::reverse_cross_entropy),
               "reverse_cross_entropy", rowValues);
-    sig.argIf(spec.hasStatistic(loss::Statistic::jsd), "mixture_kl", rowValues);
+    for (loss::Statistic saved : {loss::Statistic::mixture_kl, loss::Statistic::mixture_p2})
+      sig.argIf(spec.gradientReadsSaved(saved), loss::stringifyStatistic(saved), rowValues);
     declareTeacherInputs(sig, spec);
   }
 }
@@ -73,7 +98,9 @@ RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const 
     r.teacherLse = load("teacher_lse");
     r.reverseValue = load("reverse_cross_entropy");
     r.gJsd = load(adjointName(loss::Statistic::jsd));
+    r.gMixtureKl = load(adjointName(loss::Statistic::mixture_kl));
     r.mixtureKl = load("mixture_kl");
+    r.mixtureP2 = load("mixture_p2");
     r.row = row;
     r.teacherX = a["teacher_x"];
     r.teacherW = a["teacher_w"];
@@ -84,7 +111,7 @@ RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const 
     r.targets = a["targets"];
     r.targetBase = e.mul(row, a["V"]);
   }
-  r.gMixtureKl = load(adjointName(loss::Statistic::mixture_kl));
+  r.gMixtureP2 = load(adjointName(loss::Statistic::mixture_p2));
   r.gEntropy = load(adjointName(loss::Statistic::entropy));
   r.entropy = load("entropy");
   return r;
@@ -96,7 +123,7 @@ Value lossjit::emitRowActive(KernelEmitter &e, const LceSpec &spec, const RowAdj
   // is not differentiated.)
   SmallVector<Value> adjoints = {row.g,          row.lseGrad,    row.gLse,   row.gSum,
                                  row.gEntropy,   row.gTargetSum, row.gCross, row.gReverse,
-                                 row.gJsd,       row.gMixtureKl};
+                                 row.gJsd,       row.gMixtureKl, row.gMixtureP2};
   llvm::append_range(adjoints, row.gLabels);
   for (Value g : adjoints) {
     if (!g)
@@ -131,7 +158,7 @@ Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoi
     // −ḡ_H · p (log p + H)
     if (row.gEntropy)
       dz = e.subF(dz, e.mulF(e.mulF(row.gEntropy, p), e.addF(logp, row.entropy)));
-    if (row.gCross || row.gReverse || row.gJsd) {
+    if (row.gCross || row.gReverse || row.gJsd || row.gMixtureKl) {
       Value u = row.teacherAt ? row.teacherAt(e, col)
                               : emitTeacherLogit(e, spec, row.teacherX, row.teacherW,
                                                  row.teacherBias, row.teacherDim, row.row, col,
@@ -143,26 +170,15 @@ Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoi
       // −ḡ_r · p (log q + X)
       if (row.gReverse)
         dz = e.subF(dz, e.mulF(e.mulF(row.gReverse, p), e.addF(logq, row.reverseValue)));
-      // ḡ_J · (1 − β) p (log p − log M − K); a column with p = 0 (a −inf
-      // logit, or M = 0) adds 0.
-      if (row.gJsd) {
-        Value beta = e.f32(spec.jsdBeta), zero = e.f32(0.0);
-        Value mix = e.fma(beta, e.subF(e.exp(logq), p), p);
-        Value counts = arith::AndIOp::create(e.builder(), e.location(),
-                                             e.cmpF(arith::CmpFPredicate::OGT, mix, zero),
-                                             e.cmpF(arith::CmpFPredicate::OGT, p, zero));
-        Value logMix = e.log(e.select(counts, mix, e.f32(1.0)));
-        Value factor = e.mulF(row.gJsd, e.f32(1.0 - spec.jsdBeta));
-        Value term = e.mulF(e.mulF(factor, p), e.subF(e.subF(logp, logMix), row.mixtureKl));
-        dz = e.addF(dz, e.select(counts, term, zero));
-      }
+      if (row.gJsd || row.gMixtureKl)
+        dz = emitMixtureGrad(e, spec, row, p, logp, logq, dz);
     }
   }
-  // mixture_kl is saved for jsd's rule, not differentiated (its gradient
-  // would need Σ p²/M, and that one's another sum): a non-zero adjoint
-  // makes the row's gradient NaN instead of silently dropping it.
-  if (row.gMixtureKl)
-    dz = e.addF(dz, e.select(e.cmpF(arith::CmpFPredicate::UNE, row.gMixtureKl, e.f32(0.0)),
+  // mixture_p2 is saved for mixture_kl's rule, not differentiated (its
+  // gradient would need Σ p³/M², and that one another sum): a non-zero
+  // adjoint makes the row's gradient NaN instead of silently dropping it.
+  if (row.gMixtureP2)
+    dz = e.addF(dz, e.select(e.cmpF(arith::CmpFPredicate::UNE, row.gMixtureP2, e.f32(0.0)),
                              e.f32(std::numeric_limits<double>::quiet_NaN()), e.f32(0.0)));
   // One term per label, in label order (a column repeated among a row's
   // labels gets each of its adjoints).

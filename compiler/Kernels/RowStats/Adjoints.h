@@ -13,7 +13,9 @@
 //   entropy      −p_j (log p_j + H)
 //   jsd          (1 − β) p_j (log p_j − log M_j − K)  (M = β q + (1 − β) p,
 //                K = KL(p‖M), the saved mixture_kl)
-//   mixture_kl   saved, not differentiated: a non-zero adjoint poisons the
+//   mixture_kl   p_j (log p_j − log M_j − (1 − β) p_j / M_j − K + (1 − β) S)
+//                (S = Σ p²/M, the saved mixture_p2)
+//   mixture_p2   saved, not differentiated: a non-zero adjoint poisons the
 //                row with NaN
 // then times ∂z/∂raw. Every backward kernel (dZ into a chunk, recomputed
 // tiles, both backends, every matmul strategy) reads a row's values once
@@ -51,8 +53,9 @@ struct RowAdjoint {
   /// The teacher: the cross-entropies' adjoints, the saved teacher lse and
   /// reverse cross-entropy, and what its logit at a column is made from.
   mlir::Value gCross, gReverse, teacherLse, reverseValue;
-  /// jsd: its adjoint and the saved K = mixture_kl; mixture_kl's adjoint.
-  mlir::Value gJsd, mixtureKl, gMixtureKl;
+  /// jsd's and mixture_kl's adjoints, the saved K = mixture_kl and
+  /// S = mixture_p2, and mixture_p2's adjoint.
+  mlir::Value gJsd, gMixtureKl, mixtureKl, mixtureP2, gMixtureP2;
   mlir::Value row, teacherX, teacherW, teacherBias, teacherDim;
   /// How the teacher's logit is formed (empty: the scalar chain), or, when
   /// set, the logit itself at a column (a kernel that formed it already).

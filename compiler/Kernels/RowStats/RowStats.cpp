@@ -47,7 +47,8 @@ RowStats RowStats::dependentForSpec(const LceSpec &spec) {
 }
 
 bool RowStats::isDependent(loss::Statistic what) {
-  return what == loss::Statistic::jsd || what == loss::Statistic::mixture_kl;
+  return what == loss::Statistic::jsd || what == loss::Statistic::mixture_kl ||
+         what == loss::Statistic::mixture_p2;
 }
 
 SmallVector<Value> RowStats::identity(KernelEmitter &e, unsigned rows) const {

@@ -50,8 +50,9 @@ enum class StatKind {
   CrossEntropyReverse,
   /// The dependent sums of the mixture M = β·q + (1 − β)·p, which read the
   /// finished lse of both streams (LogitInputs::lse, teacherLse) and so
-  /// take a second sweep: jsd = Σ β q log(q/M) + (1 − β) p log(p/M) and
-  /// mixture_kl = Σ p log(p/M). Fields (jsum, ksum).
+  /// take a second sweep: jsd = Σ β q log(q/M) + (1 − β) p log(p/M),
+  /// mixture_kl = Σ p log(p/M) and mixture_p2 = Σ p²/M. Fields (jsum, ksum,
+  /// ssum).
   MixtureSums,
 };
 

@@ -370,23 +370,25 @@ private:
   bool reverse;
 };
 
-/// The mixture's two dependent sums over (z, u) with the finished lse of
-/// both streams: per logit log p = z − lse, log q = u − lse', M = β q +
+/// The mixture's dependent sums over (z, u) with the finished lse of both
+/// streams: per logit log p = z − lse, log q = u − lse', M = β q +
 /// (1 − β) p, and
 ///   jsd term        β q (log q − log M) + (1 − β) p (log p − log M)
 ///   mixture_kl term p (log p − log M)
+///   mixture_p2 term p² / M
 /// (a term whose probability is 0 adds 0; M = 0 only where both are).
 /// Written against log M rather than as Σ p log p − M log M, so rows whose
 /// two distributions agree sum small terms instead of cancelling large
-/// ones. Both are plain sums, compensated across tiles.
+/// ones. Plain sums, compensated across tiles.
 class MixtureSums : public StatKindRules {
 public:
   llvm::ArrayRef<StatField> fields() const override {
-    static const StatField f[] = {{"jsum", 0.0}, {"ksum", 0.0}};
+    static const StatField f[] = {{"jsum", 0.0}, {"ksum", 0.0}, {"ssum", 0.0}};
     return f;
   }
   bool provides(loss::Statistic what) const override {
-    return what == loss::Statistic::jsd || what == loss::Statistic::mixture_kl;
+    return what == loss::Statistic::jsd || what == loss::Statistic::mixture_kl ||
+           what == loss::Statistic::mixture_p2;
   }
   SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z,
                           const LogitInputs &in) const override {
@@ -395,42 +397,56 @@ public:
     Value p = e.exp(logp), q = e.exp(logq);
     Value mix = e.fma(in.beta, e.subF(q, p), p); // β q + (1 − β) p
     Value positive = e.cmpF(arith::CmpFPredicate::OGT, mix, zero);
-    Value logMix = e.log(e.select(positive, mix, e.f32(1.0)));
+    Value safeMix = e.select(positive, mix, e.f32(1.0));
+    Value logMix = e.log(safeMix);
     // A term whose probability is 0 (a −inf logit: log p = −inf) adds 0.
+    auto counts = [&](Value prob) {
+      return arith::AndIOp::create(e.builder(), e.location(), positive,
+                                   e.cmpF(arith::CmpFPredicate::OGT, prob, zero));
+    };
     auto term = [&](Value prob, Value logProb) {
-      Value counts = arith::AndIOp::create(e.builder(), e.location(), positive,
-                                           e.cmpF(arith::CmpFPredicate::OGT, prob, zero));
-      return e.select(counts, e.mulF(prob, e.subF(logProb, logMix)), zero);
+      return e.select(counts(prob), e.mulF(prob, e.subF(logProb, logMix)), zero);
     };
     Value studentTerm = term(p, logp), teacherTerm = term(q, logq);
     Value jsd = e.fma(in.beta, e.subF(teacherTerm, studentTerm), studentTerm);
-    return {e.addF(state[0], jsd), e.addF(state[1], studentTerm)};
+    Value square = e.select(counts(p), e.divF(e.mulF(p, p), safeMix), zero);
+    return {e.addF(state[0], jsd), e.addF(state[1], studentTerm), e.addF(state[2], square)};
   }
   SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
                               ArrayRef<Value> valid, ArrayRef<LogitInputs> in) const override {
     return pushEachInOrder(*this, e, state, z, valid, in);
   }
   SmallVector<Value> merge(KernelEmitter &e, ValueRange a, ValueRange b) const override {
-    return {e.addF(a[0], b[0]), e.addF(a[1], b[1])};
+    return {e.addF(a[0], b[0]), e.addF(a[1], b[1]), e.addF(a[2], b[2])};
   }
   Value finish(KernelEmitter &, ValueRange state, loss::Statistic what) const override {
-    return state[what == loss::Statistic::jsd ? 0 : 1];
+    return state[position(what)];
   }
   llvm::ArrayRef<StatField> wideFields() const override {
-    static const StatField f[] = {{"jsum", 0.0}, {"jcomp", 0.0}, {"ksum", 0.0}, {"kcomp", 0.0}};
+    static const StatField f[] = {{"jsum", 0.0}, {"jcomp", 0.0}, {"ksum", 0.0},
+                                  {"kcomp", 0.0}, {"ssum", 0.0}, {"scomp", 0.0}};
     return f;
   }
   SmallVector<Value> mergeWide(KernelEmitter &e, ValueRange wide,
                                ValueRange part) const override {
-    Value j = e.addF(wide[0], part[0]), k = e.addF(wide[2], part[1]);
-    return {j, e.addF(wide[1], e.addError(wide[0], part[0], j)), k,
-            e.addF(wide[3], e.addError(wide[2], part[1], k))};
+    SmallVector<Value> out;
+    for (unsigned k = 0; k < 3; ++k) {
+      Value sum = e.addF(wide[2 * k], part[k]);
+      out.push_back(sum);
+      out.push_back(e.addF(wide[2 * k + 1], e.addError(wide[2 * k], part[k], sum)));
+    }
+    return out;
   }
   Value finishWide(KernelEmitter &e, ValueRange wide, loss::Statistic what) const override {
-    unsigned at = what == loss::Statistic::jsd ? 0 : 2;
+    unsigned at = 2 * position(what);
     Value finite = e.cmpF(arith::CmpFPredicate::OLT, e.absF(wide[at]),
                           e.f32(std::numeric_limits<double>::infinity()));
     return e.select(finite, e.addF(wide[at], wide[at + 1]), wide[at]);
+  }
+
+private:
+  static unsigned position(loss::Statistic what) {
+    return what == loss::Statistic::jsd ? 0 : what == loss::Statistic::mixture_kl ? 1 : 2;
   }
 };
 

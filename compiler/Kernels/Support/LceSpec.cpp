@@ -135,7 +135,8 @@ std::vector<PlanParam> reduceParams(const LceSpec &spec) {
   }
   for (loss::Statistic kind :
        {loss::Statistic::lse, loss::Statistic::entropy, loss::Statistic::teacher_lse,
-        loss::Statistic::reverse_cross_entropy, loss::Statistic::mixture_kl})
+        loss::Statistic::reverse_cross_entropy, loss::Statistic::mixture_kl,
+        loss::Statistic::mixture_p2})
     if (spec.gradientReadsSaved(kind))
       params.push_back({loss::stringifyStatistic(kind).str(), "f32", {"N"}, false});
   for (loss::Statistic kind : spec.statistics)

@@ -87,11 +87,12 @@ struct LceSpec {
   bool gradientReadsTeacher() const {
     return hasStatistic(loss::Statistic::cross_entropy) ||
            hasStatistic(loss::Statistic::reverse_cross_entropy) ||
-           hasStatistic(loss::Statistic::jsd);
+           hasStatistic(loss::Statistic::jsd) || hasStatistic(loss::Statistic::mixture_kl);
   }
   /// The backward of a reduction reads the saved statistic `kind` (an
   /// adjoint rule has it in: lse, entropy, teacher_lse, reverse
-  /// cross-entropy, mixture_kl), so its plan and entry take it by name.
+  /// cross-entropy, mixture_kl, mixture_p2), so its plan and entry take it
+  /// by name.
   bool gradientReadsSaved(loss::Statistic kind) const {
     switch (kind) {
     case loss::Statistic::lse:
@@ -99,7 +100,9 @@ struct LceSpec {
     case loss::Statistic::teacher_lse:
       return gradientReadsTeacher();
     case loss::Statistic::mixture_kl:
-      return hasStatistic(loss::Statistic::jsd);
+      return hasStatistic(loss::Statistic::jsd) || hasStatistic(kind);
+    case loss::Statistic::mixture_p2:
+      return hasStatistic(loss::Statistic::mixture_kl);
     case loss::Statistic::entropy:
     case loss::Statistic::reverse_cross_entropy:
       return hasStatistic(kind);
@@ -111,7 +114,8 @@ struct LceSpec {
   /// the forward sweeps the vocabulary a second time with both streams'
   /// finished lse.
   bool hasMixtureStatistics() const {
-    return hasStatistic(loss::Statistic::jsd) || hasStatistic(loss::Statistic::mixture_kl);
+    return hasStatistic(loss::Statistic::jsd) || hasStatistic(loss::Statistic::mixture_kl) ||
+           hasStatistic(loss::Statistic::mixture_p2);
   }
   /// The runtime dims: N, V, D, and T (the teacher's hidden size) with a teacher.
   std::vector<std::string> dims() const;

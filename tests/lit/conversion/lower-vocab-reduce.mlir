@@ -143,7 +143,7 @@ func.func @kl_grad(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %tx: tensor<?x?xf16
 // lce_rows sweeps each panel twice (one kernel, the jsd_beta an option);
 // on the GPU lce_combine also writes the lse pair the dependent sweep
 // reads (row_lse, row_teacher_lse) and lce_partial_dep / lce_combine_dep
-// carry the mixture's sums (jsum, ksum) in their own workspaces.
+// carry the mixture's sums (jsum, ksum, ssum) in their own workspaces.
 // CPU-LABEL: loss.launch_plans = {jsd = {
 // CPU-SAME:    entry_results = ["lse", "jsd"]
 // CPU-SAME:    kernels = [{args = ["x", "w", "teacher_x", "teacher_w", "T", "lse", "jsd", "row_begin", "row_end", "V", "D"]
@@ -154,12 +154,12 @@ func.func @kl_grad(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %tx: tensor<?x?xf16
 // GPU-SAME:    name = "lce_partial"
 // GPU-SAME:    {args = ["x", "w", "part_max", "part_sum", "part_tmax", "part_tsum", "lse", "jsd", "row_lse", "row_teacher_lse", "N", "V", "D", "S"]
 // GPU-SAME:    name = "lce_combine"
-// GPU-SAME:    {args = ["x", "w", "teacher_x", "teacher_w", "T", "row_lse", "row_teacher_lse", "part_jsum", "part_ksum", "N", "V", "D"]
+// GPU-SAME:    {args = ["x", "w", "teacher_x", "teacher_w", "T", "row_lse", "row_teacher_lse", "part_jsum", "part_ksum", "part_ssum", "N", "V", "D"]
 // GPU-SAME:    name = "lce_partial_dep"
-// GPU-SAME:    {args = ["x", "w", "part_jsum", "part_ksum", "lse", "jsd", "N", "V", "D", "S"]
+// GPU-SAME:    {args = ["x", "w", "part_jsum", "part_ksum", "part_ssum", "lse", "jsd", "N", "V", "D", "S"]
 // GPU-SAME:    name = "lce_combine_dep"
 // GPU-SAME:    jsd_beta = "0.25"
-// GPU-SAME:    {count = "S*N", dtype = "f32", name = "part_jsum"}, {count = "S*N", dtype = "f32", name = "part_ksum"}, {count = "N", dtype = "f32", name = "row_lse"}, {count = "N", dtype = "f32", name = "row_teacher_lse"}
+// GPU-SAME:    {count = "S*N", dtype = "f32", name = "part_jsum"}, {count = "S*N", dtype = "f32", name = "part_ksum"}, {count = "S*N", dtype = "f32", name = "part_ssum"}, {count = "N", dtype = "f32", name = "row_lse"}, {count = "N", dtype = "f32", name = "row_teacher_lse"}
 // CONFIG-LABEL: func.func @jsd
 func.func @jsd(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %tx: tensor<?x?xf32>, %tw: tensor<?x?xf32>)
     -> (tensor<?xf32>, tensor<?xf32>) {
@@ -176,29 +176,31 @@ func.func @jsd(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %tx: tensor<?x?xf32>, %
 
 // -----
 
-// Its derived backward stays one sweep: it reads the saved mixture_kl (K in
-// jsd's adjoint) next to both lse's, and mixture_kl's own adjoint.
+// Its derived backward stays one sweep: it reads the saved mixture_kl (K,
+// in jsd's adjoint and in its own) and mixture_p2 (S = Σ p²/M, in
+// mixture_kl's) next to both lse's.
 // CPU-LABEL: loss.launch_plans = {jsd_grad = {
-// CPU-SAME:    entry_args = ["x", "w", "teacher_x", "teacher_w", "lse", "teacher_lse", "mixture_kl", "", "grad_lse", "grad_teacher_lse", "grad_mixture_kl", "grad_jsd"]
-// CPU-SAME:    {args = ["x", "w", "lse", "grad_lse", "grad_teacher_lse", "grad_mixture_kl", "grad_jsd", "teacher_lse", "mixture_kl", "teacher_x", "teacher_w", "T", "grad_x", "row_begin", "row_end", "V", "D"]
+// CPU-SAME:    entry_args = ["x", "w", "teacher_x", "teacher_w", "lse", "teacher_lse", "mixture_kl", "mixture_p2", "", "grad_lse", "grad_teacher_lse", "grad_mixture_kl", "grad_mixture_p2", "grad_jsd"]
+// CPU-SAME:    {args = ["x", "w", "lse", "grad_lse", "grad_teacher_lse", "grad_mixture_kl", "grad_mixture_p2", "grad_jsd", "teacher_lse", "mixture_kl", "mixture_p2", "teacher_x", "teacher_w", "T", "grad_x", "row_begin", "row_end", "V", "D"]
 // GPU-LABEL: loss.launch_plans = {jsd_grad = {
-// GPU-SAME:    {args = ["x", "w", "lse", "grad_lse", "grad_teacher_lse", "grad_mixture_kl", "grad_jsd", "teacher_lse", "mixture_kl", "teacher_x", "teacher_w", "T", "grad_x", "N", "V", "D"]
+// GPU-SAME:    {args = ["x", "w", "lse", "grad_lse", "grad_teacher_lse", "grad_mixture_kl", "grad_mixture_p2", "grad_jsd", "teacher_lse", "mixture_kl", "mixture_p2", "teacher_x", "teacher_w", "T", "grad_x", "N", "V", "D"]
 // CONFIG-LABEL: func.func @jsd_grad
 func.func @jsd_grad(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %tx: tensor<?x?xf32>,
     %tw: tensor<?x?xf32>, %s0: tensor<?xf32>, %s1: tensor<?xf32>, %s2: tensor<?xf32>,
-    %s3: tensor<?xf32>, %g0: tensor<?xf32>, %g1: tensor<?xf32>, %g2: tensor<?xf32>,
-    %g3: tensor<?xf32>) -> tensor<?x?xf32> {
+    %s3: tensor<?xf32>, %s4: tensor<?xf32>, %g0: tensor<?xf32>, %g1: tensor<?xf32>,
+    %g2: tensor<?xf32>, %g3: tensor<?xf32>, %g4: tensor<?xf32>) -> tensor<?x?xf32> {
   %gx = loss.vocab_reduce_grad %x, %w teacher(%tx, %tw : tensor<?x?xf32>, tensor<?x?xf32>)
-      saved(%s0, %s1, %s2, %s3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
-      adjoints(%g0, %g1, %g2, %g3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      saved(%s0, %s1, %s2, %s3, %s4 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      adjoints(%g0, %g1, %g2, %g3, %g4 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
       {storage = f32, compute = f32, jsd_beta = 0.25, needs_weight = false, strategy = "recompute"}
       : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?x?xf32> {
   ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
     %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
     %1 = loss.stat teacher_lse %u : tensor<?x?xf32> -> tensor<?xf32>
     %2 = loss.stat mixture_kl %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
-    %3 = loss.stat jsd %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
-    loss.yield %0, %1, %2, %3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+    %3 = loss.stat mixture_p2 %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    %4 = loss.stat jsd %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2, %3, %4 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
   }
   return %gx : tensor<?x?xf32>
 }

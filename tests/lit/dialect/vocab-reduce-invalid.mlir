@@ -382,7 +382,7 @@ func.func @jsd_beta_at_an_end(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %tx: ten
 // -----
 
 func.func @jsd_beta_without_a_reader(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>) {
-  // expected-error @+1 {{sets jsd_beta (0.25) but no jsd or mixture_kl statistic reads it}}
+  // expected-error @+1 {{sets jsd_beta (0.25) but no jsd, mixture_kl or mixture_p2 statistic reads it}}
   %r = loss.vocab_reduce %x, %w {storage = f32, compute = f32, jsd_beta = 0.25}
       : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32> {
   ^bb0(%z: tensor<?x?xf32>):
@@ -420,6 +420,25 @@ func.func @jsd_gradient_without_mixture_kl(%x: tensor<?x?xf32>, %w: tensor<?x?xf
     %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
     %1 = loss.stat teacher_lse %u : tensor<?x?xf32> -> tensor<?xf32>
     %2 = loss.stat jsd %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @mixture_kl_gradient_without_mixture_p2(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>,
+    %tx: tensor<?x?xf32>, %tw: tensor<?x?xf32>, %s0: tensor<?xf32>, %s1: tensor<?xf32>,
+    %s2: tensor<?xf32>, %g0: tensor<?xf32>, %g1: tensor<?xf32>, %g2: tensor<?xf32>) {
+  // expected-error @+1 {{the adjoint of mixture_kl reads lse, teacher_lse and mixture_p2: yield all three as well}}
+  %gx, %gw = loss.vocab_reduce_grad %x, %w teacher(%tx, %tw : tensor<?x?xf32>, tensor<?x?xf32>)
+      saved(%s0, %s1, %s2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      adjoints(%g0, %g1, %g2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      {storage = f32, compute = f32} : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?x?xf32>, tensor<?x?xf32> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat teacher_lse %u : tensor<?x?xf32> -> tensor<?xf32>
+    %2 = loss.stat mixture_kl %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
     loss.yield %0, %1, %2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
   }
   return

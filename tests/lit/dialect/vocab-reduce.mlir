@@ -134,21 +134,23 @@ func.func @jsd_statistics(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %tx: tenso
 // CHECK-LABEL: func.func @jsd_gradient
 // CHECK: loss.vocab_reduce_grad %arg0, %arg1 teacher(%arg2, %arg3 : tensor<?x?xf32>, tensor<?x?xf32>) saved(
 // CHECK-SAME: jsd_beta = 0.69999999999999996 : f64
+// CHECK: loss.stat mixture_p2 %{{.*}}, %{{.*}} : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
 func.func @jsd_gradient(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %tx: tensor<?x?xf32>,
     %tw: tensor<?x?xf32>, %s0: tensor<?xf32>, %s1: tensor<?xf32>, %s2: tensor<?xf32>,
-    %s3: tensor<?xf32>, %g0: tensor<?xf32>, %g1: tensor<?xf32>, %g2: tensor<?xf32>,
-    %g3: tensor<?xf32>) -> tensor<?x?xf32> {
+    %s3: tensor<?xf32>, %s4: tensor<?xf32>, %g0: tensor<?xf32>, %g1: tensor<?xf32>,
+    %g2: tensor<?xf32>, %g3: tensor<?xf32>, %g4: tensor<?xf32>) -> tensor<?x?xf32> {
   %gx = loss.vocab_reduce_grad %x, %w teacher(%tx, %tw : tensor<?x?xf32>, tensor<?x?xf32>)
-      saved(%s0, %s1, %s2, %s3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
-      adjoints(%g0, %g1, %g2, %g3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      saved(%s0, %s1, %s2, %s3, %s4 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      adjoints(%g0, %g1, %g2, %g3, %g4 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
       {storage = f32, compute = f32, jsd_beta = 0.7, needs_weight = false}
       : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?x?xf32> {
   ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
     %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
     %1 = loss.stat teacher_lse %u : tensor<?x?xf32> -> tensor<?xf32>
     %2 = loss.stat mixture_kl %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
-    %3 = loss.stat jsd %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
-    loss.yield %0, %1, %2, %3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+    %3 = loss.stat mixture_p2 %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    %4 = loss.stat jsd %z, %u : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2, %3, %4 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
   }
   return %gx : tensor<?x?xf32>
 }

@@ -79,16 +79,19 @@
 // JSD-NEXT:    CUdeviceptr lse,
 // JSD-NEXT:    CUdeviceptr teacher_lse,
 // JSD-NEXT:    CUdeviceptr mixture_kl,
+// JSD-NEXT:    CUdeviceptr mixture_p2,
 // JSD-NEXT:    CUdeviceptr jsd,
 // JSD-NEXT:    int64_t N, int64_t V, int64_t D, int64_t T,
 // JSD-LABEL: lce_status lce_backward(
 // JSD:         CUdeviceptr mixture_kl,
+// JSD-NEXT:    CUdeviceptr mixture_p2,
 // JSD:         CUdeviceptr grad_mixture_kl,
+// JSD-NEXT:    CUdeviceptr grad_mixture_p2,
 // JSD-NEXT:    CUdeviceptr grad_jsd,
 // JSD-NEXT:    CUdeviceptr grad_x,
 
 // JSDINDEX: "jsd_beta": "0.25"
-// JSDINDEX: "statistics": "lse,teacher_lse,mixture_kl,jsd"
+// JSDINDEX: "statistics": "lse,teacher_lse,mixture_kl,mixture_p2,jsd"
 
 // JSDEND: lossjit-aot: error: --preset linear-kl: forward graph: jsd beta must be in (0, 1) (0 and 1 mean the KL divergences), got 1
 // JSDREVERSE: lossjit-aot: error: --reverse and --jsd-beta exclude each other (by TRL's convention the reverse KL is β = 1)

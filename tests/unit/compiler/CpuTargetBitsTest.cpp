@@ -217,7 +217,7 @@ TEST_P(CpuTargetBits, TeacherStatisticsAndGradientsGiveTheSameBitsOnEveryTarget)
   // The KL statistics, and the JSD's dependent sums (a second sweep).
   for (const std::vector<std::string> &stats :
        {std::vector<std::string>{"lse", "teacher_lse", "teacher_entropy", "cross_entropy"},
-        std::vector<std::string>{"lse", "teacher_lse", "mixture_kl", "jsd"}}) {
+        std::vector<std::string>{"lse", "teacher_lse", "mixture_kl", "mixture_p2", "jsd"}}) {
     SCOPED_TRACE(stats.back());
     // The forward's statistics, then (from the first target's statistics) the
     // gradients of 0.75·cross_entropy − 0.3·teacher_entropy (or 0.75·jsd).

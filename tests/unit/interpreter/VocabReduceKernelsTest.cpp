@@ -301,9 +301,9 @@ protected:
     std::uniform_real_distribution<float> u(-1.5f, 1.5f);
     auto buffers = in.buffers;
     for (const std::string &s : c.statistics) {
-      // mixture_kl is saved for jsd's rule, not differentiated: adjoint 0.
+      // mixture_p2 is saved for mixture_kl's rule, not differentiated: 0.
       for (int64_t i = 0; i < countOf(c, s); ++i)
-        adjoints[s].push_back(s == "mixture_kl" ? 0.0f : u(rng));
+        adjoints[s].push_back(s == "mixture_p2" ? 0.0f : u(rng));
       adjoints64[s].assign(adjoints[s].begin(), adjoints[s].end());
       // The backward reads the saved lse, entropy, teacher lse and reverse
       // cross-entropy (its adjoints' rules do); the plan refuses any other
@@ -311,9 +311,10 @@ protected:
       auto has = [&](const char *name) {
         return std::find(c.statistics.begin(), c.statistics.end(), name) != c.statistics.end();
       };
-      bool teacherAdjoint = has("cross_entropy") || has("reverse_cross_entropy") || has("jsd");
+      bool teacherAdjoint = has("cross_entropy") || has("reverse_cross_entropy") ||
+                            has("jsd") || has("mixture_kl");
       if (s == "lse" || s == "entropy" || s == "reverse_cross_entropy" ||
-          (s == "teacher_lse" && teacherAdjoint) || (s == "mixture_kl" && has("jsd")))
+          (s == "teacher_lse" && teacherAdjoint) || s == "mixture_kl" || s == "mixture_p2")
         buffers[s] = {stats[s].data(), "f32", c.n};
       buffers["grad_" + s] = {adjoints[s].data(), "f32", countOf(c, s)};
     }
@@ -496,7 +497,7 @@ TEST_F(VocabReduceKernels, GeneralizedJsdTakesADependentSweep) {
   // both backends, and the derived gradient reads the saved mixture_kl.
   for (std::string dtype : {"f32", "bf16"})
     for (double beta : {0.5, 0.2}) {
-      Case c{7, 39, 10, dtype, {"lse", "teacher_lse", "mixture_kl", "jsd"}};
+      Case c{7, 39, 10, dtype, {"lse", "teacher_lse", "mixture_kl", "mixture_p2", "jsd"}};
       c.teacherDim = 13;
       c.teacherBias = true;
       c.bias = true;
@@ -513,22 +514,22 @@ TEST_F(VocabReduceKernels, GeneralizedJsdTakesADependentSweep) {
   alone.jsdBeta = 0.7;
   checkForward(alone, "cpu");
   checkForward(alone, "simt");
-  Case recompute{6, 33, 8, "f32", {"lse", "teacher_lse", "mixture_kl", "jsd"}};
+  Case recompute{6, 33, 8, "f32", {"lse", "teacher_lse", "mixture_kl", "mixture_p2", "jsd"}};
   recompute.teacherDim = 5;
   recompute.strategy = "recompute";
   checkBackwardOnBothBackends(recompute);
-  Case tc{20, 66, 36, "f16", {"lse", "teacher_lse", "mixture_kl", "jsd"}};
+  Case tc{20, 66, 36, "f16", {"lse", "teacher_lse", "mixture_kl", "mixture_p2", "jsd"}};
   tc.teacherDim = 24;
   tc.tile = "matmul=mma_sync";
   checkForward(tc, "simt");
   checkBackward(tc, "simt");
 }
 
-TEST_F(VocabReduceKernels, MixtureKlIsNotDifferentiated) {
-  // A non-zero adjoint of mixture_kl poisons its row's gradient with NaN
+TEST_F(VocabReduceKernels, MixtureP2IsNotDifferentiated) {
+  // A non-zero adjoint of mixture_p2 poisons its row's gradient with NaN
   // (its true gradient would need another dependent sum): never a
   // silently wrong gradient.
-  Case c{4, 21, 6, "f32", {"lse", "teacher_lse", "mixture_kl", "jsd"}};
+  Case c{4, 21, 6, "f32", {"lse", "teacher_lse", "mixture_kl", "mixture_p2", "jsd"}};
   c.teacherDim = 5;
   for (std::string backend : {"cpu", "simt"}) {
     SCOPED_TRACE(backend);
@@ -543,7 +544,7 @@ TEST_F(VocabReduceKernels, MixtureKlIsNotDifferentiated) {
       if (s != "jsd")
         buffers[s] = {stats[s].data(), "f32", c.n};
     }
-    adjoints["mixture_kl"][2] = 0.5f;
+    adjoints["mixture_p2"][2] = 0.5f;
     std::vector<float> gx(c.n * c.d), gw(c.v * c.d);
     buffers["grad_x"] = {gx.data(), "f32", c.n * c.d};
     buffers["grad_w"] = {gw.data(), "f32", c.v * c.d};
@@ -624,6 +625,12 @@ TEST_F(VocabReduceKernels, BuilderRejectsBadOptions) {
   o.statistics = {"lse", "teacher_lse", "jsd"};
   o.gradient = true;
   auto noKl = buildVocabReduceGraph(*context, o);
+  o.statistics = {"lse", "teacher_lse", "mixture_kl"};
+  auto noP2 = buildVocabReduceGraph(*context, o);
+  ASSERT_FALSE(static_cast<bool>(noP2));
+  EXPECT_NE(llvm::toString(noP2.takeError()).find("gradient of mixture_kl reads lse, "
+                                                  "teacher_lse and mixture_p2"),
+            std::string::npos);
   ASSERT_FALSE(static_cast<bool>(noKl));
   EXPECT_NE(llvm::toString(noKl.takeError()).find("gradient of jsd reads lse, teacher_lse and "
                                                   "mixture_kl"),
