@@ -66,7 +66,7 @@ void lossjit::declareAdjointInputs(KernelSignature &sig, const LceSpec &spec, Ty
 }
 
 RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const KernelArgs &a,
-                                   Value row) {
+                                   Value row, bool labels) {
   auto load = [&](llvm::StringRef name) {
     Value buffer = a[name];
     return buffer ? e.load(buffer, row) : Value();
@@ -78,16 +78,16 @@ RowAdjoint lossjit::loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const 
   auto atLabel = [&](int64_t i) {
     return k == 1 ? row : e.add(e.mul(row, e.index(k)), e.index(i));
   };
-  if (Value labels = a["labels"])
+  if (Value buffer = a["labels"]; buffer && labels)
     for (int64_t i = 0; i < k; ++i)
-      r.labels.push_back(e.loadLabel(labels, atLabel(i)));
+      r.labels.push_back(e.loadLabel(buffer, atLabel(i)));
   if (!spec.isVocabReduce()) {
     r.g = load("grow");
     r.lseGrad = load("grad_lse");
     return r;
   }
   r.gLse = load(adjointName(loss::Statistic::lse));
-  if (Value g = a[adjointName(loss::Statistic::label_logit)])
+  if (Value g = a[adjointName(loss::Statistic::label_logit)]; g && labels)
     for (int64_t i = 0; i < k; ++i)
       r.gLabels.push_back(e.load(g, atLabel(i)));
   r.gSum = load(adjointName(loss::Statistic::logit_sum));
@@ -184,6 +184,8 @@ Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoi
   // labels gets each of its adjoints).
   for (auto [label, g] : llvm::zip_equal(row.labels, row.gLabels))
     dz = e.addF(dz, e.select(e.cmpI(arith::CmpIPredicate::eq, label, col), g, e.f32(0.0)));
+  if (row.labelAt)
+    dz = e.addF(dz, row.labelAt(e, col));
   if (row.gSum)
     dz = colWeight ? e.fma(row.gSum, colWeight, dz) : e.addF(dz, row.gSum);
   if (row.gTargetSum) {

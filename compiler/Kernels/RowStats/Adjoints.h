@@ -61,6 +61,9 @@ struct RowAdjoint {
   /// set, the logit itself at a column (a kernel that formed it already).
   DotProduct teacherDot;
   std::function<mlir::Value(KernelEmitter &, mlir::Value col)> teacherAt;
+  /// When set, the sum of the label adjoints at a column (a kernel that
+  /// scattered them already), instead of comparing it with each label.
+  std::function<mlir::Value(KernelEmitter &, mlir::Value col)> labelAt;
 };
 
 /// Declares on `sig` the per-row (and per-column) buffers dZ reads:
@@ -69,9 +72,11 @@ struct RowAdjoint {
 /// for a reduction ([targets] too; its kernels declare V).
 void declareAdjointInputs(KernelSignature &sig, const LceSpec &spec, mlir::Type f32);
 
-/// The values of `row` (a kernel with declareAdjointInputs' arguments).
+/// The values of `row` (a kernel with declareAdjointInputs' arguments);
+/// without `labels`, not its labels and their adjoints (the caller sets
+/// labelAt).
 RowAdjoint loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const KernelArgs &a,
-                          mlir::Value row);
+                          mlir::Value row, bool labels = true);
 
 /// Whether the row's gradient can be nonzero (some adjoint is not 0): a
 /// kernel may skip the products of a row where it is false.

@@ -442,6 +442,15 @@ TEST_F(VocabReduceKernels, SeveralLabelsPerRow) {
   recompute.labelsPerRow = 3;
   recompute.strategy = "recompute";
   checkBackwardOnBothBackends(recompute);
+  // Labels spread over several host vocabulary tiles (the chunked dZ
+  // kernels scatter each tile's label adjoints once per row block): the
+  // row-chunked and the vocabulary-chunked schedule.
+  for (std::string strategy : {"chunked", "auto"}) {
+    Case wide{11, 300, 9, "bf16", {"lse", "label_logit"}};
+    wide.labelsPerRow = 7;
+    wide.strategy = strategy;
+    checkBackward(wide, "cpu");
+  }
 }
 
 TEST_F(VocabReduceKernels, ClassProbabilityTargets) {

@@ -248,6 +248,9 @@ struct Backward : ChunkedBackwardSteps {
     std::optional<CpuSchedule::TeacherTile> teacher;
     if (!storeRaw && s.spec.gradientReadsTeacher())
       teacher = s.teacherTile(e, a);
+    std::optional<CpuSchedule::LabelTile> labels;
+    if (!storeRaw)
+      labels = s.labelTile(e);
     e.forLoop(
         a["row_begin"], rowEnd, pack.panelRows, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
           Value panelEnd = pe.minUI(pe.add(pb, pack.panelRows), rowEnd);
@@ -262,13 +265,15 @@ struct Backward : ChunkedBackwardSteps {
                     pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
                       if (teacher)
                         s.formTeacherTile(re, a, *teacher, pb, rb, panelEnd, vt, vtEnd);
+                      if (labels)
+                        s.formLabelTile(re, a, *labels, rb, panelEnd, vt, vtEnd);
                       s.forLogitTiles(
                           re, a, pack, pb, rb, panelEnd, vt, vtEnd, {},
                           [&](KernelEmitter &ve, Fragment &z, ValueRange) {
                             SmallVector<Value> dz =
                                 storeRaw ? SmallVector<Value>(z.values)
                                          : s.rowGrads(ve, a, z, teacher ? &*teacher : nullptr,
-                                                      vt);
+                                                      vt, labels ? &*labels : nullptr);
                             // Clamped duplicates rewrite their row's own value.
                             for (int64_t i = 0; i < br; ++i)
                               for (size_t j = 0; j < z.cols.size(); ++j)

@@ -204,18 +204,57 @@ DotProduct CpuSchedule::teacherDot() const {
   };
 }
 
+std::optional<CpuSchedule::LabelTile> CpuSchedule::labelTile(KernelEmitter &e) const {
+  if (!spec.isVocabReduce() || !spec.gradient || spec.labelsPerRow <= 1)
+    return std::nullopt;
+  return LabelTile{stackF32(e, e.index(tile.blockRows * tile.vocabTile))};
+}
+
+void CpuSchedule::formLabelTile(KernelEmitter &e, const KernelArgs &a, const LabelTile &t,
+                                Value rb, Value rowLimit, Value vt, Value vtEnd) const {
+  const int64_t br = tile.blockRows, k = spec.labelsPerRow;
+  e.forLoop(e.index(0), e.index(br * tile.vocabTile), e.index(1), {},
+            [&](KernelEmitter &ze, Value at, ValueRange) {
+              ze.store(ze.f32(0.0), t.values, at);
+              return SmallVector<Value>{};
+            });
+  Value width = e.sub(vtEnd, vt);
+  Fragment rows = matmul.layout(e, {rb, br, rowLimit, vt, 1, Value()});
+  for (int64_t i = 0; i < br; ++i) {
+    Value first = e.mul(rows.rows[i], e.index(k));
+    e.forLoop(first, e.add(first, e.index(k)), e.index(1), {},
+              [&](KernelEmitter &le, Value at, ValueRange) {
+                // Labels below vt (ignore_index among them) wrap around and
+                // fail the unsigned compare, like those at or past vtEnd.
+                Value offset = le.sub(le.loadLabel(a["labels"], at), vt);
+                le.ifThen(le.cmpI(arith::CmpIPredicate::ult, offset, width),
+                          [&](KernelEmitter &se) {
+                            Value slot = se.add(se.index(i * tile.vocabTile), offset);
+                            Value g = se.load(a["grad_label_logit"], at);
+                            se.store(se.addF(se.load(t.values, slot), g), t.values, slot);
+                          });
+                return SmallVector<Value>{};
+              });
+  }
+}
+
 SmallVector<Value> CpuSchedule::rowGrads(KernelEmitter &e, const KernelArgs &a,
                                          const Fragment &raw, const TeacherTile *teacher,
-                                         Value vt) const {
+                                         Value vt, const LabelTile *labels) const {
   SmallVector<Value> dz(raw.values.size()), weights;
   for (Value col : raw.cols)
     weights.push_back(loadColumnWeight(e, spec, a, col));
   for (size_t i = 0; i < raw.rows.size(); ++i) {
-    RowAdjoint row = loadRowAdjoint(e, spec, a, raw.rows[i]);
+    RowAdjoint row = loadRowAdjoint(e, spec, a, raw.rows[i], /*labels=*/!labels);
     row.teacherDot = teacherDot();
     if (teacher)
       row.teacherAt = [this, teacher, i, vt](KernelEmitter &te, Value col) {
         return teacherLogitAt(te, *teacher, static_cast<int64_t>(i), col, vt);
+      };
+    if (labels)
+      row.labelAt = [this, labels, i, vt](KernelEmitter &le, Value col) {
+        return le.load(labels->values,
+                       le.add(le.index(static_cast<int64_t>(i) * tile.vocabTile), le.sub(col, vt)));
       };
     for (size_t j = 0; j < raw.cols.size(); ++j)
       dz[i * raw.cols.size() + j] = emitRawGrad(e, spec, row, raw.at(i, j), raw.cols[j], weights[j]);

@@ -111,6 +111,23 @@ struct CpuSchedule {
   mlir::Value teacherLogitAt(KernelEmitter &e, const TeacherTile &t, int64_t i, mlir::Value col,
                              mlir::Value vt) const;
 
+  /// The label adjoints of a row block at one vocabulary tile, for labels
+  /// [N, K] (a top-K gather): values[i·vocabTile + (c − vt)] is the sum, in
+  /// label order, of the adjoints of row i's labels equal to column c (0
+  /// where none is). dZ then adds one value per logit instead of comparing
+  /// every logit with the row's K labels. (A column repeated among a row's
+  /// labels gets its adjoints summed first, then added: with K per-logit
+  /// compares they were added to dZ one by one.)
+  struct LabelTile {
+    mlir::Value values;
+  };
+  /// A tile for a reduction's gradient with K > 1 labels per row, else none.
+  std::optional<LabelTile> labelTile(KernelEmitter &e) const;
+  /// Forms the tile of rows [rb, rb + blockRows) (clamped below rowLimit,
+  /// as the logits' fragments are) at [vt, vtEnd).
+  void formLabelTile(KernelEmitter &e, const KernelArgs &a, const LabelTile &t, mlir::Value rb,
+                     mlir::Value rowLimit, mlir::Value vt, mlir::Value vtEnd) const;
+
   /// The host's dot product for the teacher's logits where no
   /// TeacherTile is formed (LogitMaps.h; the recompute kernels): 4
   /// accumulators of 16 lanes over k in steps of 64, summed in a fixed tree,
@@ -122,10 +139,13 @@ struct CpuSchedule {
   /// (`teacher`: the teacher's logits of the fragment's row block at the
   /// vocabulary tile from vt, formed by formTeacherTile; null: each u is a
   /// teacherDot.)
+  /// (`labels`: the row block's label adjoints at that tile, formed by
+  /// formLabelTile; null: each logit is compared with the row's labels.)
   llvm::SmallVector<mlir::Value> rowGrads(KernelEmitter &e, const KernelArgs &a,
                                           const Fragment &raw,
                                           const TeacherTile *teacher = nullptr,
-                                          mlir::Value vt = {}) const;
+                                          mlir::Value vt = {},
+                                          const LabelTile *labels = nullptr) const;
   /// The packed products' shape (dX and dW): the config's register tile
   /// (blockRows × blockCols·vectorWidth) and the cache blocks around it.
   CpuVector::PackedShape packedShape() const;

@@ -58,6 +58,7 @@ struct VocabChunked {
     std::optional<CpuSchedule::TeacherTile> teacher;
     if (s.spec.gradientReadsTeacher())
       teacher = s.teacherTile(e, a);
+    std::optional<CpuSchedule::LabelTile> labels = s.labelTile(e);
     // Panels of rows sweep the chunk tile by tile (each W tile packed once
     // per panel).
     e.forLoop(
@@ -73,11 +74,13 @@ struct VocabChunked {
                 pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
                   if (teacher)
                     s.formTeacherTile(re, a, *teacher, pb, rb, panelEnd, vt, vtEnd);
+                  if (labels)
+                    s.formLabelTile(re, a, *labels, rb, panelEnd, vt, vtEnd);
                   s.forLogitTiles(
                       re, a, pack, pb, rb, panelEnd, vt, vtEnd, {},
                       [&](KernelEmitter &ve, Fragment &z, ValueRange) {
-                        SmallVector<Value> dz =
-                            s.rowGrads(ve, a, z, teacher ? &*teacher : nullptr, vt);
+                        SmallVector<Value> dz = s.rowGrads(
+                            ve, a, z, teacher ? &*teacher : nullptr, vt, labels ? &*labels : nullptr);
                         // Clamped duplicates rewrite their row's own value.
                         for (int64_t i = 0; i < br; ++i)
                           for (size_t j = 0; j < z.cols.size(); ++j)
