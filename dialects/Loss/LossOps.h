@@ -26,6 +26,10 @@ llvm::StringRef storageTypeName(mlir::Type type);
 /// shortest text that reads back to the same value. Diagnostics and manifest
 /// options use it, so Python can form the same option strings.
 std::string formatF64(double value);
+/// The other statistics the adjoint rule of `kind` reads as saved row values
+/// (entropy's reads lse; jsd's lse, teacher_lse and mixture_kl; ...): a
+/// loss.vocab_reduce_grad must yield them too (its verifier says which).
+llvm::ArrayRef<Statistic> adjointReads(Statistic kind);
 } // namespace lossjit::loss
 
 #endif // LOSSJIT_DIALECTS_LOSS_LOSSOPS_H

@@ -350,25 +350,40 @@ LogicalResult VocabReduceGradOp::verifyRegions() {
                              "saved statistic")) ||
       failed(verifyRowValues(*this, getAdjoints(), kinds, getInput(), getLabels(), "adjoint")))
     return failure();
-  if (llvm::is_contained(kinds, Statistic::entropy) &&
-      !llvm::is_contained(kinds, Statistic::lse))
-    return emitOpError() << "the adjoint of entropy reads lse: yield lse as well";
-  for (Statistic cross : {Statistic::cross_entropy, Statistic::reverse_cross_entropy})
-    if (llvm::is_contained(kinds, cross) && (!llvm::is_contained(kinds, Statistic::lse) ||
-                                             !llvm::is_contained(kinds, Statistic::teacher_lse)))
-      return emitOpError() << "the adjoint of " << stringifyStatistic(cross)
-                           << " reads lse and teacher_lse: yield both as well";
-  if (llvm::is_contained(kinds, Statistic::jsd) &&
-      (!llvm::is_contained(kinds, Statistic::lse) ||
-       !llvm::is_contained(kinds, Statistic::teacher_lse) ||
-       !llvm::is_contained(kinds, Statistic::mixture_kl)))
-    return emitOpError() << "the adjoint of jsd reads lse, teacher_lse and mixture_kl: yield "
-                            "all three as well";
-  if (llvm::is_contained(kinds, Statistic::mixture_kl) &&
-      (!llvm::is_contained(kinds, Statistic::lse) ||
-       !llvm::is_contained(kinds, Statistic::teacher_lse) ||
-       !llvm::is_contained(kinds, Statistic::mixture_p2)))
-    return emitOpError() << "the adjoint of mixture_kl reads lse, teacher_lse and mixture_p2: "
-                            "yield all three as well";
+  // The saved values each adjoint rule reads (Adjoints.h) must be yielded.
+  for (Statistic kind : kinds) {
+    ArrayRef<Statistic> reads = adjointReads(kind);
+    if (llvm::all_of(reads, [&](Statistic r) { return llvm::is_contained(kinds, r); }))
+      continue;
+    std::string list;
+    for (auto [i, r] : llvm::enumerate(reads))
+      list += (i == 0 ? "" : i + 1 == reads.size() ? " and " : ", ") +
+              stringifyStatistic(r).str();
+    const char *what[] = {"", "", "both", "all three"};
+    return emitOpError() << "the adjoint of " << stringifyStatistic(kind) << " reads " << list
+                         << ": yield "
+                         << (reads.size() == 1 ? stringifyStatistic(reads[0]) : what[reads.size()])
+                         << " as well";
+  }
   return success();
+}
+
+ArrayRef<Statistic> lossjit::loss::adjointReads(Statistic kind) {
+  static const Statistic lse[] = {Statistic::lse},
+                         pair[] = {Statistic::lse, Statistic::teacher_lse},
+                         jsd[] = {Statistic::lse, Statistic::teacher_lse, Statistic::mixture_kl},
+                         kl[] = {Statistic::lse, Statistic::teacher_lse, Statistic::mixture_p2};
+  switch (kind) {
+  case Statistic::entropy:
+    return lse;
+  case Statistic::cross_entropy:
+  case Statistic::reverse_cross_entropy:
+    return pair;
+  case Statistic::jsd:
+    return jsd;
+  case Statistic::mixture_kl:
+    return kl;
+  default:
+    return {};
+  }
 }
