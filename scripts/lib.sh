@@ -54,12 +54,13 @@ lossjit_build() {
 
 # --- Python part: the _lossjit extension and the pytest suite ---
 # torch, numpy (torch warns "Failed to initialize NumPy" without it),
-# pybind11 and pytest come from PyPI (torch with its CUDA wheels: about
+# pybind11, pytest and expecttest (torch's OpInfo samples, which the float64
+# tests run, import it) come from PyPI (torch with its CUDA wheels: about
 # 1 minute once, nothing when already installed). The extension is built by
 # the same CMake build (-DLOSSJIT_ENABLE_PYTHON=ON); no second C++ build.
 lossjit_python_setup() {
   LOSSJIT_PYTHON="$(command -v python3)"
-  "$LOSSJIT_PYTHON" -c "import torch, numpy, pybind11, pytest" 2>/dev/null && return
+  "$LOSSJIT_PYTHON" -c "import torch, numpy, pybind11, pytest, expecttest" 2>/dev/null && return
   # Debian's own python3 refuses pip installs (PEP 668): use a virtual
   # environment next to the sources instead (git-ignored).
   if "$LOSSJIT_PYTHON" -c 'import os, sys, sysconfig
@@ -67,12 +68,13 @@ sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNA
     local venv="$LOSSJIT_ROOT/.venv"
     [ -x "$venv/bin/python" ] || "$LOSSJIT_PYTHON" -m venv "$venv"
     LOSSJIT_PYTHON="$venv/bin/python"
-    "$LOSSJIT_PYTHON" -c "import torch, numpy, pybind11, pytest" 2>/dev/null && return
+    "$LOSSJIT_PYTHON" -c "import torch, numpy, pybind11, pytest, expecttest" 2>/dev/null &&
+      return
   fi
-  echo "setup: pip install torch numpy pybind11 pytest"
+  echo "setup: pip install torch numpy pybind11 pytest expecttest"
   "$LOSSJIT_PYTHON" -m pip install --quiet --disable-pip-version-check \
-    torch numpy pybind11 pytest 2>&1 | grep -v "Running pip as the 'root' user" || true
-  "$LOSSJIT_PYTHON" -c "import torch, numpy, pybind11, pytest"
+    torch numpy pybind11 pytest expecttest 2>&1 | grep -v "Running pip as the 'root' user" || true
+  "$LOSSJIT_PYTHON" -c "import torch, numpy, pybind11, pytest, expecttest"
 }
 
 # Turns LOSSJIT_ENABLE_PYTHON on in the configured build directory; cmake

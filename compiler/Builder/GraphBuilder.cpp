@@ -18,7 +18,9 @@ llvm::Expected<Type> lossjit::storageTypeNamed(MLIRContext &ctx, llvm::StringRef
     return BFloat16Type::get(&ctx);
   if (dtype == "f32")
     return Float32Type::get(&ctx);
-  return llvm::createStringError("dtype must be f16, bf16 or f32, got '" +
+  if (dtype == "f64")
+    return Float64Type::get(&ctx);
+  return llvm::createStringError("dtype must be f16, bf16, f32 or f64, got '" +
                                  dtype.str() + "'");
 }
 
@@ -30,11 +32,11 @@ OwningOpRef<ModuleOp> buildGradient(OpBuilder &b, OwningOpRef<ModuleOp> &module,
                                     loss::Reduction reduction, Type gradLossType) {
   Location loc = b.getUnknownLoc();
   const int64_t dyn = ShapedType::kDynamic;
-  Type f32 = b.getF32Type();
-  args.push_back(RankedTensorType::get({dyn}, f32)); // lse
-  args.push_back(gradLossType);                      // grad_loss
+  Type compute = loss::computeTypeFor(storage);
+  args.push_back(RankedTensorType::get({dyn}, compute)); // lse
+  args.push_back(gradLossType);                          // grad_loss
   if (options.gradLse)
-    args.push_back(RankedTensorType::get({dyn}, f32)); // grad_lse
+    args.push_back(RankedTensorType::get({dyn}, compute)); // grad_lse
   SmallVector<Type> results;
   if (options.needsGradX)
     results.push_back(RankedTensorType::get({dyn, dyn}, storage));
@@ -55,7 +57,7 @@ OwningOpRef<ModuleOp> buildGradient(OpBuilder &b, OwningOpRef<ModuleOp> &module,
       gradLse,
       b.getI64IntegerAttr(options.ignoreIndex),
       loss::ReductionAttr::get(b.getContext(), reduction), TypeAttr::get(storage),
-      TypeAttr::get(f32), b.getStringAttr(options.strategy),
+      TypeAttr::get(compute), b.getStringAttr(options.strategy),
       b.getBoolAttr(options.needsGradX), b.getBoolAttr(options.needsGradW),
       b.getI64IntegerAttr(options.workspaceBytes), b.getF64FloatAttr(options.logitScale),
       b.getF64FloatAttr(options.softcap));
@@ -69,9 +71,9 @@ OwningOpRef<ModuleOp> buildFusedGradient(OpBuilder &b, OwningOpRef<ModuleOp> &mo
                                          loss::Reduction reduction) {
   Location loc = b.getUnknownLoc();
   const int64_t dyn = ShapedType::kDynamic;
-  Type f32 = b.getF32Type();
-  SmallVector<Type> results = {RankedTensorType::get({}, f32),
-                               RankedTensorType::get({dyn}, f32)};
+  Type compute = loss::computeTypeFor(storage);
+  SmallVector<Type> results = {RankedTensorType::get({}, compute),
+                               RankedTensorType::get({dyn}, compute)};
   SmallVector<Type> grads;
   if (options.needsGradX)
     grads.push_back(RankedTensorType::get({dyn, dyn}, storage));
@@ -89,7 +91,7 @@ OwningOpRef<ModuleOp> buildFusedGradient(OpBuilder &b, OwningOpRef<ModuleOp> &mo
       b, loc, results[0], results[1], grads, entry->getArgument(0), entry->getArgument(1),
       entry->getArgument(2), bias, b.getI64IntegerAttr(options.ignoreIndex),
       loss::ReductionAttr::get(b.getContext(), reduction), TypeAttr::get(storage),
-      TypeAttr::get(f32), b.getBoolAttr(options.needsGradX),
+      TypeAttr::get(compute), b.getBoolAttr(options.needsGradX),
       b.getBoolAttr(options.needsGradW), b.getI64IntegerAttr(options.workspaceBytes),
       b.getF64FloatAttr(options.logitScale), b.getF64FloatAttr(options.softcap));
   func::ReturnOp::create(b, loc, op->getResults());
@@ -148,14 +150,14 @@ lossjit::buildLinearCrossEntropyGraph(MLIRContext &ctx,
   b.setInsertionPointToEnd(module->getBody());
 
   const int64_t dyn = ShapedType::kDynamic;
-  Type f32 = b.getF32Type();
+  Type compute = loss::computeTypeFor(*storage);
   auto matrix = RankedTensorType::get({dyn, dyn}, *storage);
   auto vector = RankedTensorType::get({dyn}, *storage);
   auto labels = RankedTensorType::get(
       {dyn}, b.getIntegerType(options.labelType == "i32" ? 32 : 64));
   auto lossType = *reduction == loss::Reduction::none
-                      ? RankedTensorType::get({dyn}, f32)
-                      : RankedTensorType::get({}, f32);
+                      ? RankedTensorType::get({dyn}, compute)
+                      : RankedTensorType::get({}, compute);
   SmallVector<Type> args = {Type(matrix), Type(matrix), Type(labels)};
   if (options.bias)
     args.push_back(vector);
@@ -170,8 +172,8 @@ lossjit::buildLinearCrossEntropyGraph(MLIRContext &ctx,
   Value bias = options.bias ? entry->getArgument(3) : Value();
   Value logits = loss::LinearOp::create(b, loc, matrix, entry->getArgument(0),
                                         entry->getArgument(1), bias);
-  auto wide = RankedTensorType::get({dyn, dyn}, f32);
-  if (!storage->isF32())
+  auto wide = RankedTensorType::get({dyn, dyn}, compute);
+  if (*storage != compute)
     logits = loss::CastOp::create(b, loc, wide, logits);
   if (options.logitScale != 1.0)
     logits = loss::ScaleOp::create(b, loc, wide, logits,

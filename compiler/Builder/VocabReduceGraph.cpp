@@ -98,13 +98,13 @@ llvm::Error checkOptions(const VocabReduceGraphOptions &o,
   return llvm::Error::success();
 }
 
-/// The type of statistic `kind`: [N] f32, or [N, K] for label_logit of K
-/// labels per row.
-Type statisticType(OpBuilder &b, loss::Statistic kind, int64_t labelsPerRow) {
+/// The type of statistic `kind`: [N] of the compute type, or [N, K] for
+/// label_logit of K labels per row.
+Type statisticType(Type compute, loss::Statistic kind, int64_t labelsPerRow) {
   const int64_t dyn = ShapedType::kDynamic;
   if (kind == loss::Statistic::label_logit && labelsPerRow > 0)
-    return RankedTensorType::get({dyn, labelsPerRow}, b.getF32Type());
-  return RankedTensorType::get({dyn}, b.getF32Type());
+    return RankedTensorType::get({dyn, labelsPerRow}, compute);
+  return RankedTensorType::get({dyn}, compute);
 }
 
 /// The region arguments a statistic reads: z, u, (u, z) or (z, u).
@@ -128,17 +128,16 @@ SmallVector<Value> streamsOf(Block *block, loss::Statistic kind) {
 /// Fills `op`'s region: the logits argument(s), one loss.stat per kind, the
 /// yield.
 void buildRegion(OpBuilder &b, Location loc, Region &body, ArrayRef<loss::Statistic> kinds,
-                 int64_t labelsPerRow, bool teacher) {
+                 int64_t labelsPerRow, bool teacher, Type compute) {
   const int64_t dyn = ShapedType::kDynamic;
-  Type f32 = b.getF32Type();
   OpBuilder::InsertionGuard guard(b);
-  Type logits = RankedTensorType::get({dyn, dyn}, f32);
+  Type logits = RankedTensorType::get({dyn, dyn}, compute);
   SmallVector<Type> args(teacher ? 2 : 1, logits);
   SmallVector<Location> locs(args.size(), loc);
   Block *block = b.createBlock(&body, {}, args, locs);
   SmallVector<Value> stats;
   for (loss::Statistic kind : kinds)
-    stats.push_back(loss::StatOp::create(b, loc, statisticType(b, kind, labelsPerRow),
+    stats.push_back(loss::StatOp::create(b, loc, statisticType(compute, kind, labelsPerRow),
                                          loss::StatisticAttr::get(b.getContext(), kind),
                                          streamsOf(block, kind)));
   loss::YieldOp::create(b, loc, stats);
@@ -161,10 +160,10 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
   const int64_t dyn = ShapedType::kDynamic;
-  Type f32 = b.getF32Type();
+  Type compute = loss::computeTypeFor(*storage);
   auto matrix = RankedTensorType::get({dyn, dyn}, *storage);
   auto vector = RankedTensorType::get({dyn}, *storage);
-  auto row = RankedTensorType::get({dyn}, f32);
+  auto row = RankedTensorType::get({dyn}, compute);
   SmallVector<Type> args = {matrix, matrix};
   Type labelElement = b.getIntegerType(o.labelType == "i32" ? 32 : 64);
   if (labels)
@@ -177,7 +176,7 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
     args.push_back(row);
   if (!o.targets.empty())
     args.push_back(RankedTensorType::get(
-        {dyn, dyn}, o.targets == "f32" ? Type(f32) : *storage));
+        {dyn, dyn}, o.targets == "f32" ? Type(b.getF32Type()) : *storage));
   if (o.teacher) {
     args.push_back(matrix);
     args.push_back(matrix);
@@ -188,7 +187,7 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
   SmallVector<Type> results;
   SmallVector<Type> statTypes;
   for (loss::Statistic kind : kinds)
-    statTypes.push_back(statisticType(b, kind, o.labelsPerRow));
+    statTypes.push_back(statisticType(compute, kind, o.labelsPerRow));
   if (o.gradient) {
     args.append(statTypes.begin(), statTypes.end()); // saved
     args.append(statTypes.begin(), statTypes.end()); // adjoints
@@ -220,20 +219,20 @@ lossjit::buildVocabReduceGraph(MLIRContext &ctx, const VocabReduceGraphOptions &
     auto grad = loss::VocabReduceGradOp::create(
         b, loc, results, x, w, biasArg, labelsArg, weightsArg, targetsArg, teacherX, teacherW,
         teacherB, rest.take_front(kinds.size()), rest.drop_front(kinds.size()),
-        b.getI64IntegerAttr(o.ignoreIndex), TypeAttr::get(*storage), TypeAttr::get(f32),
+        b.getI64IntegerAttr(o.ignoreIndex), TypeAttr::get(*storage), TypeAttr::get(compute),
         b.getF64FloatAttr(o.logitScale), b.getF64FloatAttr(o.softcap),
         b.getF64FloatAttr(o.teacherScale), b.getF64FloatAttr(o.jsdBeta),
         b.getStringAttr(o.strategy), b.getBoolAttr(o.needsGradX), b.getBoolAttr(o.needsGradW),
         b.getI64IntegerAttr(o.workspaceBytes));
-    buildRegion(b, loc, grad.getBody(), kinds, o.labelsPerRow, o.teacher);
+    buildRegion(b, loc, grad.getBody(), kinds, o.labelsPerRow, o.teacher, compute);
     op = grad;
   } else {
     auto fwd = loss::VocabReduceOp::create(
         b, loc, results, x, w, biasArg, labelsArg, weightsArg, targetsArg, teacherX, teacherW,
         teacherB, b.getI64IntegerAttr(o.ignoreIndex), TypeAttr::get(*storage),
-        TypeAttr::get(f32), b.getF64FloatAttr(o.logitScale), b.getF64FloatAttr(o.softcap),
+        TypeAttr::get(compute), b.getF64FloatAttr(o.logitScale), b.getF64FloatAttr(o.softcap),
         b.getF64FloatAttr(o.teacherScale), b.getF64FloatAttr(o.jsdBeta));
-    buildRegion(b, loc, fwd.getBody(), kinds, o.labelsPerRow, o.teacher);
+    buildRegion(b, loc, fwd.getBody(), kinds, o.labelsPerRow, o.teacher, compute);
     op = fwd;
   }
   func::ReturnOp::create(b, loc, op->getResults());

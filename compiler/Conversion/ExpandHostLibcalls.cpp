@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include <array>
 #include <bit>
 #include <cstdint>
 
@@ -37,27 +38,38 @@ Type withElement(Type type, Type element) {
 
 /// Emits element-wise integer/float arithmetic in the shape of one value
 /// (a scalar or a vector), so each expansion reads like its scalar formula.
+/// The float is the shape's element type when it is f64, else f32; the
+/// integers are as wide as it (i64 or i32), for bit manipulation.
 class Arith {
 public:
   Arith(PatternRewriter &rewriter, Location loc, Type shape)
-      : r(rewriter), loc(loc), i32Type(withElement(shape, r.getI32Type())),
-        f32Type(withElement(shape, r.getF32Type())) {}
+      : r(rewriter), loc(loc),
+        width(getElementTypeOrSelf(shape).isF64() ? 64 : 32),
+        intType(withElement(shape, r.getIntegerType(width))),
+        floatType(withElement(shape, width == 64 ? Type(r.getF64Type()) : r.getF32Type())) {}
 
-  Value i32(uint32_t v) { return constant(i32Type, r.getI32IntegerAttr(static_cast<int32_t>(v))); }
-  Value f32(float v) { return constant(f32Type, r.getF32FloatAttr(v)); }
-  /// The f32 whose bits are `bits`.
-  Value f32Bits(uint32_t bits) { return f32(std::bit_cast<float>(bits)); }
+  /// An integer constant of the arithmetic's width (its low bits).
+  Value i(uint64_t v) {
+    return constant(intType, r.getIntegerAttr(getElementTypeOrSelf(intType), APInt(width, v)));
+  }
+  /// A float constant (for f32, `v` must be an f32 value: it is exact).
+  Value f(double v) { return constant(floatType, r.getFloatAttr(getElementTypeOrSelf(floatType), v)); }
+  /// The float whose bits are `bits`.
+  Value fBits(uint64_t bits) {
+    return width == 64 ? f(std::bit_cast<double>(bits))
+                       : f(std::bit_cast<float>(static_cast<uint32_t>(bits)));
+  }
 
-  Value bitsOf(Value f) { return arith::BitcastOp::create(r, loc, i32Type, f); }
-  Value floatOf(Value i) { return arith::BitcastOp::create(r, loc, f32Type, i); }
+  Value bitsOf(Value x) { return arith::BitcastOp::create(r, loc, intType, x); }
+  Value floatOf(Value n) { return arith::BitcastOp::create(r, loc, floatType, n); }
   Value add(Value a, Value b) { return arith::AddIOp::create(r, loc, a, b); }
   Value sub(Value a, Value b) { return arith::SubIOp::create(r, loc, a, b); }
   Value band(Value a, Value b) { return arith::AndIOp::create(r, loc, a, b); }
   Value bor(Value a, Value b) { return arith::OrIOp::create(r, loc, a, b); }
   Value bxor(Value a, Value b) { return arith::XOrIOp::create(r, loc, a, b); }
-  Value shl(Value a, uint32_t n) { return arith::ShLIOp::create(r, loc, a, i32(n)); }
-  Value shrU(Value a, uint32_t n) { return arith::ShRUIOp::create(r, loc, a, i32(n)); }
-  Value shrS(Value a, uint32_t n) { return arith::ShRSIOp::create(r, loc, a, i32(n)); }
+  Value shl(Value a, uint32_t n) { return arith::ShLIOp::create(r, loc, a, i(n)); }
+  Value shrU(Value a, uint32_t n) { return arith::ShRUIOp::create(r, loc, a, i(n)); }
+  Value shrS(Value a, uint32_t n) { return arith::ShRSIOp::create(r, loc, a, i(n)); }
   Value cmpI(arith::CmpIPredicate p, Value a, Value b) {
     return arith::CmpIOp::create(r, loc, p, a, b);
   }
@@ -68,23 +80,20 @@ public:
   Value addF(Value a, Value b) { return arith::AddFOp::create(r, loc, a, b); }
   Value subF(Value a, Value b) { return arith::SubFOp::create(r, loc, a, b); }
   Value mulF(Value a, Value b) { return arith::MulFOp::create(r, loc, a, b); }
+  Value divF(Value a, Value b) { return arith::DivFOp::create(r, loc, a, b); }
   Value fma(Value a, Value b, Value c) { return math::FmaOp::create(r, loc, a, b, c); }
   Value isNaN(Value x) { return cmpF(arith::CmpFPredicate::UNO, x, x); }
-  Value toF32(Value i) { return arith::SIToFPOp::create(r, loc, f32Type, i); }
-  Value toI32(Value f) { return arith::FPToSIOp::create(r, loc, i32Type, f); }
+  Value toFloat(Value n) { return arith::SIToFPOp::create(r, loc, floatType, n); }
+  Value toInt(Value x) { return arith::FPToSIOp::create(r, loc, intType, x); }
   /// Horner's rule with fma, highest coefficient first.
-  Value horner(llvm::ArrayRef<float> highToLow, Value x) {
-    Value p = f32(highToLow.front());
-    for (float c : highToLow.drop_front())
-      p = fma(p, x, f32(c));
-    return p;
-  }
+  Value horner(llvm::ArrayRef<float> highToLow, Value x) { return hornerOf(highToLow, x); }
+  Value horner(llvm::ArrayRef<double> highToLow, Value x) { return hornerOf(highToLow, x); }
 
-  /// Zero-extends 16-bit storage bits to i32.
+  /// Zero-extends 16-bit storage bits to the (32-bit) integer type.
   Value widen16(Value v16) {
     Type i16Type = withElement(v16.getType(), r.getI16Type());
     Value bits = arith::BitcastOp::create(r, loc, i16Type, v16);
-    return arith::ExtUIOp::create(r, loc, i32Type, bits);
+    return arith::ExtUIOp::create(r, loc, intType, bits);
   }
   /// The low 16 bits of `bits` as a value of `type` (f16/bf16 shaped).
   Value narrow16(Value bits, Type type) {
@@ -94,6 +103,12 @@ public:
   }
 
 private:
+  template <typename T> Value hornerOf(llvm::ArrayRef<T> highToLow, Value x) {
+    Value p = f(highToLow.front());
+    for (T c : highToLow.drop_front())
+      p = fma(p, x, f(c));
+    return p;
+  }
   Value constant(Type type, TypedAttr scalar) {
     if (auto vector = dyn_cast<VectorType>(type))
       return arith::ConstantOp::create(r, loc, DenseElementsAttr::get(vector, scalar));
@@ -102,10 +117,76 @@ private:
 
   PatternRewriter &r;
   Location loc;
-  Type i32Type, f32Type;
+  unsigned width;
+  Type intType, floatType;
 };
 
 bool isF32Shaped(Type t) { return getElementTypeOrSelf(t).isF32(); }
+bool isF64Shaped(Type t) { return getElementTypeOrSelf(t).isF64(); }
+
+/// (ln 2)^k / k! for k = 13 … 0: the Taylor series of 2^f = e^{f·ln 2}.
+/// On |f| ≤ 1/2 the first term left out, (ln 2 / 2)^14 / 14!, is 4e-18
+/// of the result: below half an f64 ulp, so Horner's rounding dominates.
+constexpr std::array<double, 14> exp2TaylorF64() {
+  std::array<double, 14> c{};
+  double term = 1.0;
+  for (int k = 0; k < 14; ++k) {
+    c[13 - k] = term;
+    term = term * 0.6931471805599453094 / (k + 1);
+  }
+  return c;
+}
+
+/// 2^x for f64 x, as the f32 expansion: x = n + f, n = round(x), 2^f by
+/// its Taylor series, then 2^n in two exact power-of-two steps.
+Value expandExp2F64(Arith &a, Value x) {
+  using P = arith::CmpFPredicate;
+  // Beyond [-1076, 1025] the result is 0 or inf either way.
+  Value lo = a.f(-1076.0), hi = a.f(1025.0);
+  Value xc = a.select(a.cmpF(P::OLT, x, lo), lo, a.select(a.cmpF(P::OGT, x, hi), hi, x));
+  // Round to nearest (ties to even) by the 1.5·2^52 shifter.
+  Value shifter = a.f(6755399441055744.0);
+  Value n = a.subF(a.addF(xc, shifter), shifter);
+  Value f = a.subF(xc, n); // exact: Sterbenz
+  static constexpr std::array<double, 14> kTaylor = exp2TaylorF64();
+  Value p = a.horner(llvm::ArrayRef<double>(kTaylor), f);
+  Value ni = a.toInt(n);
+  Value n1 = a.shrS(ni, 1);
+  Value n2 = a.sub(ni, n1);
+  auto pow2 = [&](Value k) { return a.floatOf(a.shl(a.add(k, a.i(1023)), 52)); };
+  Value result = a.mulF(a.mulF(p, pow2(n1)), pow2(n2));
+  return a.select(a.isNaN(x), x, result);
+}
+
+/// log2(x) for f64 x: x = 2^e·m, m ∈ [√½, √2), ln m = 2·atanh(s) with
+/// s = (m − 1)/(m + 1), |s| ≤ 0.1716: 2s·Σ_{k ≤ 11} s^{2k}/(2k + 1), the
+/// first term left out below 1e-18 of the sum.
+Value expandLog2F64(Arith &a, Value x) {
+  using P = arith::CmpFPredicate;
+  using I = arith::CmpIPredicate;
+  Value tiny = a.cmpF(P::OLT, x, a.f(0x1p-1022));
+  Value xs = a.select(tiny, a.mulF(x, a.f(0x1p52)), x);
+  Value bits = a.bitsOf(xs);
+  Value e = a.sub(a.shrU(bits, 52), a.select(tiny, a.i(1023 + 52), a.i(1023)));
+  Value m = a.bor(a.band(bits, a.i(0x000FFFFFFFFFFFFFull)), a.i(0x3FF0000000000000ull));
+  Value above = a.cmpI(I::ugt, m, a.i(0x3FF6A09E667F3BCDull)); // > √2
+  m = a.select(above, a.sub(m, a.i(1ull << 52)), m);
+  e = a.select(above, a.add(e, a.i(1)), e);
+  Value mf = a.floatOf(m);
+  Value s = a.divF(a.subF(mf, a.f(1.0)), a.addF(mf, a.f(1.0)));
+  static constexpr std::array<double, 12> kOdd = {
+      1.0 / 23, 1.0 / 21, 1.0 / 19, 1.0 / 17, 1.0 / 15, 1.0 / 13,
+      1.0 / 11, 1.0 / 9,  1.0 / 7,  1.0 / 5,  1.0 / 3,  1.0};
+  Value series = a.horner(llvm::ArrayRef<double>(kOdd), a.mulF(s, s));
+  // log2 m = (2·log2 e)·s·series.
+  Value log2m = a.mulF(a.mulF(s, a.f(2.0 * 1.44269504088896340736)), series);
+  Value result = a.addF(log2m, a.toFloat(e));
+  Value inf = a.fBits(0x7FF0000000000000ull), negInf = a.fBits(0xFFF0000000000000ull);
+  result = a.select(a.cmpF(P::OEQ, x, a.f(0.0)), negInf, result);
+  result = a.select(a.cmpF(P::OEQ, x, inf), inf, result);
+  result = a.select(a.cmpF(P::OLT, x, a.f(0.0)), a.fBits(0x7FF8000000000000ull), result);
+  return a.select(a.isNaN(x), x, result);
+}
 
 /// arith.extf from f16/bf16 to f32.
 struct ExpandExtendToF32 : OpRewritePattern<arith::ExtFOp> {
@@ -125,19 +206,19 @@ struct ExpandExtendToF32 : OpRewritePattern<arith::ExtFOp> {
       return success();
     }
     using P = arith::CmpIPredicate;
-    Value sign = a.shl(a.band(h, a.i32(0x8000)), 16);
-    Value exponent = a.band(h, a.i32(0x7C00));
-    Value mantissa = a.band(h, a.i32(0x03FF));
+    Value sign = a.shl(a.band(h, a.i(0x8000)), 16);
+    Value exponent = a.band(h, a.i(0x7C00));
+    Value mantissa = a.band(h, a.i(0x03FF));
     // Normal: rebias the exponent by 127 − 15 = 112.
-    Value normal = a.add(a.shl(a.band(h, a.i32(0x7FFF)), 13), a.i32(112u << 23));
+    Value normal = a.add(a.shl(a.band(h, a.i(0x7FFF)), 13), a.i(112u << 23));
     // Inf/NaN: all-ones exponent; a NaN comes back quiet, like a hardware
     // conversion (and c10::Half) gives it.
-    Value quiet = a.select(a.cmpI(P::ne, mantissa, a.i32(0)), a.i32(0x00400000), a.i32(0));
-    Value special = a.bor(a.bor(a.i32(0x7F800000), a.shl(mantissa, 13)), quiet);
+    Value quiet = a.select(a.cmpI(P::ne, mantissa, a.i(0)), a.i(0x00400000), a.i(0));
+    Value special = a.bor(a.bor(a.i(0x7F800000), a.shl(mantissa, 13)), quiet);
     // Zero/subnormal: mantissa · 2^-24, exact in f32 (a normal number).
-    Value tiny = a.bitsOf(a.mulF(a.toF32(mantissa), a.f32(0x1p-24f)));
-    Value magnitude = a.select(a.cmpI(P::eq, exponent, a.i32(0)), tiny,
-                               a.select(a.cmpI(P::eq, exponent, a.i32(0x7C00)), special, normal));
+    Value tiny = a.bitsOf(a.mulF(a.toFloat(mantissa), a.f(0x1p-24f)));
+    Value magnitude = a.select(a.cmpI(P::eq, exponent, a.i(0)), tiny,
+                               a.select(a.cmpI(P::eq, exponent, a.i(0x7C00)), special, normal));
     rewriter.replaceOp(op, a.floatOf(a.bor(magnitude, sign)));
     return success();
   }
@@ -166,9 +247,9 @@ struct ExpandTruncateFromF32 : OpRewritePattern<arith::TruncFOp> {
   /// bit, keep the high half; a carry into the exponent rounds up correctly
   /// (to inf at the top); every NaN becomes 0x7FC0.
   static Value truncateToBF16(Arith &a, Value x, Value u) {
-    Value lsb = a.band(a.shrU(u, 16), a.i32(1));
-    Value rounded = a.shrU(a.add(u, a.add(a.i32(0x7FFF), lsb)), 16);
-    return a.select(a.isNaN(x), a.i32(0x7FC0), rounded);
+    Value lsb = a.band(a.shrU(u, 16), a.i(1));
+    Value rounded = a.shrU(a.add(u, a.add(a.i(0x7FFF), lsb)), 16);
+    return a.select(a.isNaN(x), a.i(0x7FC0), rounded);
   }
 
   /// Round to nearest even on the magnitude, sign reattached:
@@ -178,16 +259,16 @@ struct ExpandTruncateFromF32 : OpRewritePattern<arith::TruncFOp> {
   /// and round on the 13 dropped bits.
   static Value truncateToF16(Arith &a, Value u) {
     using P = arith::CmpIPredicate;
-    Value sign = a.band(u, a.i32(0x80000000u));
+    Value sign = a.band(u, a.i(0x80000000u));
     Value mag = a.bxor(u, sign);
-    Value big = a.cmpI(P::uge, mag, a.i32(0x47800000)); // (127 + 16) << 23
-    Value special = a.select(a.cmpI(P::ugt, mag, a.i32(0x7F800000)), a.i32(0x7E00), a.i32(0x7C00));
-    Value small = a.cmpI(P::ult, mag, a.i32(0x38800000)); // (127 - 14) << 23
-    Value aligned = a.addF(a.floatOf(mag), a.f32(0.5f));  // 0.5 = 2^-1: ulp 2^-24
-    Value subnormal = a.sub(a.bitsOf(aligned), a.i32(0x3F000000));
-    Value odd = a.band(a.shrU(mag, 13), a.i32(1));
+    Value big = a.cmpI(P::uge, mag, a.i(0x47800000)); // (127 + 16) << 23
+    Value special = a.select(a.cmpI(P::ugt, mag, a.i(0x7F800000)), a.i(0x7E00), a.i(0x7C00));
+    Value small = a.cmpI(P::ult, mag, a.i(0x38800000)); // (127 - 14) << 23
+    Value aligned = a.addF(a.floatOf(mag), a.f(0.5f));  // 0.5 = 2^-1: ulp 2^-24
+    Value subnormal = a.sub(a.bitsOf(aligned), a.i(0x3F000000));
+    Value odd = a.band(a.shrU(mag, 13), a.i(1));
     // (15 − 127) << 23 rebiases the exponent; 0xFFF + odd rounds half to even.
-    Value normal = a.shrU(a.add(a.add(mag, a.i32(0xC8000FFFu)), odd), 13);
+    Value normal = a.shrU(a.add(a.add(mag, a.i(0xC8000FFFu)), odd), 13);
     Value magnitude = a.select(big, special, a.select(small, subnormal, normal));
     return a.bor(magnitude, a.shrU(sign, 16));
   }
@@ -197,30 +278,35 @@ struct ExpandTruncateFromF32 : OpRewritePattern<arith::TruncFOp> {
 struct ExpandExp2 : OpRewritePattern<math::Exp2Op> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(math::Exp2Op op, PatternRewriter &rewriter) const override {
+    if (isF64Shaped(op.getType())) {
+      Arith a(rewriter, op.getLoc(), op.getType());
+      rewriter.replaceOp(op, expandExp2F64(a, op.getOperand()));
+      return success();
+    }
     if (!isF32Shaped(op.getType()))
-      return rewriter.notifyMatchFailure(op, "only f32 exp2 is expanded");
+      return rewriter.notifyMatchFailure(op, "only f32 and f64 exp2 are expanded");
     Arith a(rewriter, op.getLoc(), op.getType());
     Value x = op.getOperand();
     using P = arith::CmpFPredicate;
     // Clamp to [-151, 129]: beyond it the result is 0 or inf either way, and
     // the power-of-two scaling below stays in range. NaN is restored last.
-    Value lo = a.f32(-151.0f), hi = a.f32(129.0f);
+    Value lo = a.f(-151.0f), hi = a.f(129.0f);
     Value xc = a.select(a.cmpF(P::OLT, x, lo), lo, a.select(a.cmpF(P::OGT, x, hi), hi, x));
     // Round to the nearest integer (ties to even) by the 1.5·2^23 shifter:
     // exact for |x| < 2^22, no roundeven instruction or libcall needed.
-    Value shifter = a.f32(12582912.0f);
+    Value shifter = a.f(12582912.0f);
     Value n = a.subF(a.addF(xc, shifter), shifter);
     Value f = a.subF(xc, n); // exact: Sterbenz
     // Minimax fit of q(f) = (2^f − 1)/f on [−1/2, 1/2], relative error 1.1e-8.
     static constexpr float kQ[] = {1.54035122e-4f, 1.33907353e-3f, 9.61823761e-3f,
                                    5.55035733e-2f, 2.40226492e-1f, 6.93147182e-1f};
-    Value p = a.fma(a.horner(kQ, f), f, a.f32(1.0f));
+    Value p = a.fma(a.horner(kQ, f), f, a.f(1.0f));
     // p·2^n in two exact power-of-two steps (n = n1 + n2, each within the
     // normal exponent range), so a subnormal result is rounded only once.
-    Value ni = a.toI32(n);
+    Value ni = a.toInt(n);
     Value n1 = a.shrS(ni, 1);
     Value n2 = a.sub(ni, n1);
-    auto pow2 = [&](Value k) { return a.floatOf(a.shl(a.add(k, a.i32(127)), 23)); };
+    auto pow2 = [&](Value k) { return a.floatOf(a.shl(a.add(k, a.i(127)), 23)); };
     Value result = a.mulF(a.mulF(p, pow2(n1)), pow2(n2));
     rewriter.replaceOp(op, a.select(a.isNaN(x), x, result));
     return success();
@@ -231,22 +317,27 @@ struct ExpandExp2 : OpRewritePattern<math::Exp2Op> {
 struct ExpandLog2 : OpRewritePattern<math::Log2Op> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(math::Log2Op op, PatternRewriter &rewriter) const override {
+    if (isF64Shaped(op.getType())) {
+      Arith a(rewriter, op.getLoc(), op.getType());
+      rewriter.replaceOp(op, expandLog2F64(a, op.getOperand()));
+      return success();
+    }
     if (!isF32Shaped(op.getType()))
-      return rewriter.notifyMatchFailure(op, "only f32 log2 is expanded");
+      return rewriter.notifyMatchFailure(op, "only f32 and f64 log2 are expanded");
     Arith a(rewriter, op.getLoc(), op.getType());
     Value x = op.getOperand();
     using P = arith::CmpFPredicate;
     using I = arith::CmpIPredicate;
     // Subnormal inputs are scaled by 2^23 into the normal range first.
-    Value tiny = a.cmpF(P::OLT, x, a.f32(0x1p-126f));
-    Value xs = a.select(tiny, a.mulF(x, a.f32(0x1p23f)), x);
+    Value tiny = a.cmpF(P::OLT, x, a.f(0x1p-126f));
+    Value xs = a.select(tiny, a.mulF(x, a.f(0x1p23f)), x);
     Value bits = a.bitsOf(xs);
-    Value e = a.sub(a.shrU(bits, 23), a.select(tiny, a.i32(127 + 23), a.i32(127)));
-    Value m = a.bor(a.band(bits, a.i32(0x007FFFFF)), a.i32(0x3F800000)); // [1, 2)
-    Value above = a.cmpI(I::ugt, m, a.i32(0x3FB504F3));                  // > √2
-    m = a.select(above, a.sub(m, a.i32(1u << 23)), m);                   // halve
-    e = a.select(above, a.add(e, a.i32(1)), e);
-    Value r = a.subF(a.floatOf(m), a.f32(1.0f)); // exact: Sterbenz
+    Value e = a.sub(a.shrU(bits, 23), a.select(tiny, a.i(127 + 23), a.i(127)));
+    Value m = a.bor(a.band(bits, a.i(0x007FFFFF)), a.i(0x3F800000)); // [1, 2)
+    Value above = a.cmpI(I::ugt, m, a.i(0x3FB504F3));                  // > √2
+    m = a.select(above, a.sub(m, a.i(1u << 23)), m);                   // halve
+    e = a.select(above, a.add(e, a.i(1)), e);
+    Value r = a.subF(a.floatOf(m), a.f(1.0f)); // exact: Sterbenz
     // g(r) = log2(1 + r)/r = C0 + r·h(r); minimax fit, relative error 4.1e-9.
     // C0 = log2(e) is split in two so r·C0 keeps its low bits for r → 0.
     static constexpr float kH[] = {-1.09949477e-1f, 1.86174989e-1f,  -1.91062793e-1f,
@@ -254,14 +345,14 @@ struct ExpandLog2 : OpRewritePattern<math::Log2Op> {
                                    -3.60696644e-1f, 4.80898231e-1f,  -7.21347332e-1f};
     constexpr float kC0Hi = 1.44269502e+0f, kC0Lo = 1.92596303e-8f;
     Value s = a.mulF(r, a.horner(kH, r));
-    Value t = a.fma(s, r, a.mulF(r, a.f32(kC0Lo)));
-    Value log2m = a.fma(r, a.f32(kC0Hi), t);
-    Value result = a.addF(log2m, a.toF32(e));
+    Value t = a.fma(s, r, a.mulF(r, a.f(kC0Lo)));
+    Value log2m = a.fma(r, a.f(kC0Hi), t);
+    Value result = a.addF(log2m, a.toFloat(e));
     // log2(±0) = −inf, log2(+inf) = +inf, log2(x < 0) = NaN, NaN stays.
-    Value inf = a.f32Bits(0x7F800000), negInf = a.f32Bits(0xFF800000);
-    result = a.select(a.cmpF(P::OEQ, x, a.f32(0.0f)), negInf, result);
+    Value inf = a.fBits(0x7F800000), negInf = a.fBits(0xFF800000);
+    result = a.select(a.cmpF(P::OEQ, x, a.f(0.0f)), negInf, result);
     result = a.select(a.cmpF(P::OEQ, x, inf), inf, result);
-    result = a.select(a.cmpF(P::OLT, x, a.f32(0.0f)), a.f32Bits(0x7FC00000), result);
+    result = a.select(a.cmpF(P::OLT, x, a.f(0.0f)), a.fBits(0x7FC00000), result);
     rewriter.replaceOp(op, a.select(a.isNaN(x), x, result));
     return success();
   }

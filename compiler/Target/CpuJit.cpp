@@ -28,7 +28,7 @@ int64_t lossjit::dtypeBytes(llvm::StringRef dtype) {
   return llvm::StringSwitch<int64_t>(dtype)
       .Cases({"f16", "bf16"}, 2)
       .Cases({"f32", "i32"}, 4)
-      .Case("i64", 8)
+      .Cases({"f64", "i64"}, 8)
       .Default(0);
 }
 

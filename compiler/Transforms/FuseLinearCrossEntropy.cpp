@@ -125,13 +125,13 @@ struct FuseNllChain : OpRewritePattern<NllOp> {
       return rewriter.notifyMatchFailure(nll, why);
     LinearOp lin = m->linear;
     auto x = cast<RankedTensorType>(lin.getInput().getType());
-    Type f32 = rewriter.getF32Type();
-    auto lseType = RankedTensorType::get({x.getDimSize(0)}, f32);
+    Type compute = computeTypeFor(x.getElementType());
+    auto lseType = RankedTensorType::get({x.getDimSize(0)}, compute);
     auto fused = LinearCrossEntropyOp::create(
         rewriter, nll.getLoc(), nll.getResult().getType(), lseType,
         lin.getInput(), lin.getWeight(), nll.getLabels(), lin.getBias(),
         nll.getIgnoreIndexAttr(), nll.getReductionAttr(),
-        TypeAttr::get(x.getElementType()), TypeAttr::get(f32),
+        TypeAttr::get(x.getElementType()), TypeAttr::get(compute),
         rewriter.getF64FloatAttr(m->logitScale), rewriter.getF64FloatAttr(m->softcap));
     rewriter.replaceOp(nll, fused.getLoss());
     return success();

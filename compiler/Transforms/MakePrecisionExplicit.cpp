@@ -14,18 +14,25 @@ using namespace lossjit;
 using namespace lossjit::loss;
 
 namespace {
-/// `type` with its element type replaced by f32.
-RankedTensorType withF32(Type type) {
+/// `type` with its element type replaced by its compute type (f32, or f64
+/// for f64).
+RankedTensorType withCompute(Type type) {
   auto t = cast<RankedTensorType>(type);
-  return t.clone(Float32Type::get(t.getContext()));
+  return t.clone(computeTypeFor(t.getElementType()));
 }
 
-/// Returns `value` itself when it is f32, else an explicit cast of it to f32.
-Value castToF32(OpBuilder &b, Location loc, Value value) {
-  auto t = cast<RankedTensorType>(value.getType());
-  if (t.getElementType().isF32())
+/// Whether `value`'s elements are already of their compute type.
+bool computesInPlace(Value value) {
+  Type elem = cast<RankedTensorType>(value.getType()).getElementType();
+  return elem == computeTypeFor(elem);
+}
+
+/// Returns `value` itself when it is of its compute type, else an explicit
+/// cast of it to f32.
+Value castToCompute(OpBuilder &b, Location loc, Value value) {
+  if (computesInPlace(value))
     return value;
-  return CastOp::create(b, loc, withF32(t), value);
+  return CastOp::create(b, loc, withCompute(value.getType()), value);
 }
 
 /// Makes a unary softmax-path op (log_softmax, logsumexp, scale, softcap)
@@ -33,14 +40,14 @@ Value castToF32(OpBuilder &b, Location loc, Value value) {
 /// cast so every user sees the same type. Attributes are kept.
 void widenUnary(Operation *op) {
   Value in = op->getOperand(0);
-  if (cast<RankedTensorType>(in.getType()).getElementType().isF32())
+  if (computesInPlace(in))
     return;
   OpBuilder b(op);
-  Value wide = castToF32(b, op->getLoc(), in);
+  Value wide = castToCompute(b, op->getLoc(), in);
   Type oldResultType = op->getResult(0).getType();
   OperationState state(op->getLoc(), op->getName());
   state.addOperands(wide);
-  state.addTypes(withF32(oldResultType));
+  state.addTypes(withCompute(oldResultType));
   state.addAttributes(op->getAttrs());
   Value replacement = b.create(state)->getResult(0);
   if (replacement.getType() != oldResultType)
@@ -49,11 +56,12 @@ void widenUnary(Operation *op) {
   op->erase();
 }
 
-/// NLL-like ops already return f32; only their score operand is widened.
+/// NLL-like ops already return the compute type; only their score operand
+/// is widened.
 template <typename OpTy>
 void widenScores(OpTy op, OpOperand &scores) {
   OpBuilder b(op);
-  scores.set(castToF32(b, op.getLoc(), scores.get()));
+  scores.set(castToCompute(b, op.getLoc(), scores.get()));
 }
 
 struct MakePrecisionExplicitPass

@@ -18,9 +18,9 @@ namespace {
 /// "auto" picks the 6·N·D·V chunked schedule; its chunk size follows the
 /// workspace budget. On the host, 16-bit storage chunks the vocabulary
 /// instead of the rows: the rows would need a V×D f32 dW accumulator
-/// outside any budget (f32 storage accumulates in grad_w itself).
+/// outside any budget (f32 and f64 storage accumulate in grad_w itself).
 loss::Schedule defaultSchedule(loss::FusedOpInterface op, bool host) {
-  const bool wide = !host || op.getStorage().isF32();
+  const bool wide = !host || op.getStorage() == loss::computeTypeFor(op.getStorage());
   switch (op.getKernelPass()) {
   case loss::KernelPass::forward:
     return loss::Schedule::forward;
@@ -68,19 +68,20 @@ struct SelectLoweringConfigPass
   }
 
   /// A vocabulary reduction's forward with a teacher stream, whose partial
-  /// kernel forms each teacher logit by its own dot over T (no tiled
-  /// teacher product yet) next to a second softmax state per row (and the
-  /// cross kinds' two more).
+  /// kernel forms a second logit tile (the teacher's, by the student's tile
+  /// product over T) next to a second softmax state per row (and the cross
+  /// kinds' two more).
   static bool forwardWithTeacher(loss::FusedOpInterface op) {
     auto reduce = dyn_cast<loss::VocabReduceOp>(op.getOperation());
     return reduce && reduce.hasTeacher();
   }
   /// Its default tile: SIMT with 2 rows per thread. The tensor-core tile
-  /// spilled (ptxas, sm_80, bf16: 432 bytes in the KL's lce_partial) and
-  /// would feed its epilogue's teacher dots from global memory all the
-  /// same; SIMT with 4 rows spilled too (72 bytes for the JSD's); 2 rows
-  /// hold the KL's partial in 53 registers. A config or options given
-  /// still override it.
+  /// spills (ptxas, sm_80 and sm_90, bf16: 280 bytes in the KL's
+  /// lce_partial, both tiles' accumulators and the epilogue's states live
+  /// at once); SIMT with 4 rows spilled too (72 bytes for the JSD's); 2
+  /// rows hold the KL's partial in 53 registers. The backward keeps
+  /// matmul=auto (its dZ kernel holds both tiles without spills). A config
+  /// or options given still override it.
   static TileConfig teacherTile() {
     TileConfig tile;
     tile.blockRows = 2;
@@ -97,6 +98,9 @@ struct SelectLoweringConfigPass
   /// gets TileConfig::defaultFor its chip, storage and schedule.
   LogicalResult selectGpu(loss::FusedOpInterface op, std::optional<loss::MatmulKind> kind,
                           bool automatic) {
+    if (op.getStorage().isF64())
+      return op->emitOpError() << "has f64 storage, which computes in f64: only the host "
+                                  "kernels do (target=cpu); the GPU kernels compute in f32";
     TileConfig tile;
     loss::Schedule schedule = defaultSchedule(op, /*host=*/false);
     if (automatic)

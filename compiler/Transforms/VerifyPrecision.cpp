@@ -35,9 +35,11 @@ struct VerifyPrecisionPass
     bool ok = true;
     getOperation()->walk([&](Operation *op) {
       if (auto fused = dyn_cast<LinearCrossEntropyOp>(op)) {
-        if (!fused.getCompute().isF32()) {
+        if (fused.getCompute() != computeTypeFor(fused.getStorage())) {
           op->emitOpError() << "computes in " << fused.getCompute()
-                          << "; the softmax path must compute in f32";
+                          << "; the softmax path of " << fused.getStorage()
+                          << " storage must compute in "
+                          << computeTypeFor(fused.getStorage());
           ok = false;
         }
         return;
@@ -46,10 +48,10 @@ struct VerifyPrecisionPass
       if (!v)
         return;
       Type elem = cast<RankedTensorType>(v.getType()).getElementType();
-      if (elem.isF32())
+      if (elem == computeTypeFor(elem))
         return;
       op->emitOpError() << "computes in " << elem
-                      << "; the softmax path must compute in f32 (run "
+                      << "; the softmax path must compute in f32 (f64 for f64 data; run "
                          "loss-make-precision-explicit first)";
       ok = false;
     });

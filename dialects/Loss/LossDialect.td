@@ -18,9 +18,10 @@ def Loss_Dialect : Dialect {
   let summary = "Loss-head graph ops (linear, log-softmax, NLL) and their fused form";
   let description = [{
     The `loss` dialect describes the cross-entropy head of a language model at
-    graph level. Storage types (f16, bf16, f32) and compute types are kept
-    apart: `loss.cast` is the only op that changes an element type, so a pass
-    can prove that every transcendental and reduction runs in f32.
+    graph level. Storage types (f16, bf16, f32, f64) and compute types are
+    kept apart: `loss.cast` is the only op that changes an element type, so a
+    pass can prove that every transcendental and reduction runs in f32 (in
+    f64 for f64 storage).
   }];
   let cppNamespace = "::lossjit::loss";
   let useDefaultAttributePrinterParser = 1;

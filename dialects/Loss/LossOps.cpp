@@ -17,7 +17,13 @@ using namespace lossjit::loss;
 using namespace lossjit::loss::detail;
 
 bool lossjit::loss::isStorageType(Type type) {
-  return type.isF16() || type.isBF16() || type.isF32();
+  return type.isF16() || type.isBF16() || type.isF32() || type.isF64();
+}
+
+Type lossjit::loss::computeTypeFor(Type storage) {
+  if (storage.isF64())
+    return storage;
+  return Float32Type::get(storage.getContext());
 }
 
 StringRef lossjit::loss::storageTypeName(Type type) {
@@ -27,6 +33,8 @@ StringRef lossjit::loss::storageTypeName(Type type) {
     return "bf16";
   if (type.isF32())
     return "f32";
+  if (type.isF64())
+    return "f64";
   return "unsupported";
 }
 
@@ -212,16 +220,8 @@ LogicalResult LinearCrossEntropyOp::verify() {
                            getReduction())))
     return failure();
   Type storage = getStorage();
-  if (!isStorageType(storage))
-    return emitOpError() << "storage must be f16, bf16 or f32, got " << storage;
-  Type elem = rankedType(getInput()).getElementType();
-  if (elem != storage)
-    return emitOpError() << "storage attribute " << storage
-                         << " differs from the input element type " << elem;
-  if (!getCompute().isF32())
-    return emitOpError() << "compute must be f32 (fp16/bf16 storage never "
-                            "means fp16 math), got "
-                         << getCompute();
+  if (failed(verifyStorageAndCompute(*this, storage, getCompute(), getInput())))
+    return failure();
   if (failed(expectRank(*this, getLse(), 1, "lse ([N] f32)")) ||
       failed(expectDim(*this, rankedType(getLse()).getDimSize(0),
                        rankedType(getInput()).getDimSize(0),
@@ -263,13 +263,8 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
                          "grad_lse length differs from row count N")))
       return failure();
   Type storage = getStorage();
-  if (!isStorageType(storage) || x.getElementType() != storage)
-    return emitOpError() << "storage attribute " << storage
-                         << " must be f16, bf16 or f32 and equal the input "
-                            "element type "
-                         << x.getElementType();
-  if (!getCompute().isF32())
-    return emitOpError() << "compute must be f32, got " << getCompute();
+  if (failed(verifyStorageAndCompute(*this, storage, getCompute(), getInput())))
+    return failure();
   StringRef strategy = getStrategy();
   if (strategy != "auto" && strategy != "chunked" && strategy != "recompute")
     return emitOpError() << "strategy must be auto, chunked or recompute, got '"
@@ -299,13 +294,8 @@ LogicalResult LinearCrossEntropyWithGradOp::verify() {
                             "rescaled after the fact (use "
                             "loss.linear_cross_entropy_grad)";
   Type storage = getStorage();
-  if (!isStorageType(storage) || rankedType(getInput()).getElementType() != storage)
-    return emitOpError() << "storage attribute " << storage
-                         << " must be f16, bf16 or f32 and equal the input "
-                            "element type "
-                         << rankedType(getInput()).getElementType();
-  if (!getCompute().isF32())
-    return emitOpError() << "compute must be f32, got " << getCompute();
+  if (failed(verifyStorageAndCompute(*this, storage, getCompute(), getInput())))
+    return failure();
   if (getWorkspaceBytes() < 1)
     return emitOpError() << "workspace_bytes must be positive, got "
                          << getWorkspaceBytes();

@@ -18,9 +18,15 @@
 #include "dialects/Loss/LossOps.h.inc"
 
 namespace lossjit::loss {
-/// True for the element types a loss tensor may be stored in (f16, bf16, f32).
+/// True for the element types a loss tensor may be stored in (f16, bf16,
+/// f32, f64).
 bool isStorageType(mlir::Type type);
-/// Spells a storage type the way users and manifests do: "f16", "bf16", "f32".
+/// The type the softmax path of `storage` computes in: f32 for f16, bf16
+/// and f32 (16-bit storage never means 16-bit math), f64 for f64 (what
+/// float64 callers — gradcheck, reference runs — ask for).
+mlir::Type computeTypeFor(mlir::Type storage);
+/// Spells a storage type the way users and manifests do: "f16", "bf16",
+/// "f32", "f64".
 llvm::StringRef storageTypeName(mlir::Type type);
 /// Spells a double the way Python's repr() does ("30.0", "0.1", "1e-05"): the
 /// shortest text that reads back to the same value. Diagnostics and manifest

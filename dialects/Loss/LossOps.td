@@ -9,9 +9,10 @@ include "dialects/Loss/FusedOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 /// Storage element types: the only ones a tensor may hold in the loss graph.
-def Loss_StorageFloat : AnyTypeOf<[F16, BF16, F32], "f16, bf16 or f32">;
-def Loss_FloatTensor : RankedTensorOf<[F16, BF16, F32]>;
-def Loss_F32Tensor : RankedTensorOf<[F32]>;
+def Loss_StorageFloat : AnyTypeOf<[F16, BF16, F32, F64], "f16, bf16, f32 or f64">;
+def Loss_FloatTensor : RankedTensorOf<[F16, BF16, F32, F64]>;
+/// Row values and logits in the compute type: f32, or f64 for f64 storage.
+def Loss_ComputeTensor : RankedTensorOf<[F32, F64]>;
 def Loss_LabelTensor : RankedTensorOf<[I32, I64]>;
 
 def Loss_LinearOp : Loss_Op<"linear", [Pure]> {
@@ -94,7 +95,7 @@ def Loss_NllOp : Loss_Op<"nll", [Pure]> {
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
                        DefaultValuedAttr<Loss_ReductionAttr,
                            "::lossjit::loss::Reduction::mean">:$reduction);
-  let results = (outs Loss_F32Tensor:$result);
+  let results = (outs Loss_ComputeTensor:$result);
   let assemblyFormat = [{
     $logp `,` $labels attr-dict `:` type($logp) `,` type($labels) `->` type($result)
   }];
@@ -110,7 +111,7 @@ def Loss_CrossEntropyOp : Loss_Op<"cross_entropy", [Pure]> {
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
                        DefaultValuedAttr<Loss_ReductionAttr,
                            "::lossjit::loss::Reduction::mean">:$reduction);
-  let results = (outs Loss_F32Tensor:$result);
+  let results = (outs Loss_ComputeTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->` type($result)
   }];
@@ -126,9 +127,9 @@ def Loss_LinearCrossEntropyOp : Loss_Op<"linear_cross_entropy", [Pure,
     z = softcap(logit_scale · (x · wᵀ (+ b))), where softcap(u) =
     c · tanh(u / c) for `softcap` = c > 0 and the identity for c = 0 (the
     default; `logit_scale` defaults to 1). Tensors are stored in `storage`
-    (f16, bf16 or f32); every product, exp, log, max and sum runs in
-    `compute` (f32). `lse` is the per-row log-sum-exp in f32, kept for the
-    backward pass.
+    (f16, bf16, f32 or f64); every product, exp, log, max and sum runs in
+    `compute` (f32; f64 for f64 storage). `lse` is the per-row log-sum-exp
+    in `compute`, kept for the backward pass.
   }];
   let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,
                        Loss_LabelTensor:$labels, Optional<Loss_FloatTensor>:$bias,
@@ -138,7 +139,7 @@ def Loss_LinearCrossEntropyOp : Loss_Op<"linear_cross_entropy", [Pure,
                        TypeAttr:$storage, TypeAttr:$compute,
                        DefaultValuedAttr<F64Attr, "1.0">:$logit_scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$softcap);
-  let results = (outs Loss_F32Tensor:$loss, Loss_F32Tensor:$lse);
+  let results = (outs Loss_ComputeTensor:$loss, Loss_ComputeTensor:$lse);
   let assemblyFormat = [{
     $input `,` $weight `,` $labels (`,` $bias^)? attr-dict `:` type($input) `,`
     type($weight) `,` type($labels) (`,` type($bias)^)? `->` type($loss) `,` type($lse)
@@ -169,8 +170,8 @@ def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad",
   }];
   let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,
                        Loss_LabelTensor:$labels, Optional<Loss_FloatTensor>:$bias,
-                       Loss_F32Tensor:$lse, Loss_F32Tensor:$grad_loss,
-                       Optional<Loss_F32Tensor>:$grad_lse,
+                       Loss_ComputeTensor:$lse, Loss_ComputeTensor:$grad_loss,
+                       Optional<Loss_ComputeTensor>:$grad_lse,
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
                        DefaultValuedAttr<Loss_ReductionAttr,
                            "::lossjit::loss::Reduction::mean">:$reduction,
@@ -217,7 +218,7 @@ def Loss_LinearCrossEntropyWithGradOp : Loss_Op<"linear_cross_entropy_with_grad"
                        DefaultValuedAttr<I64Attr, "67108864">:$workspace_bytes,
                        DefaultValuedAttr<F64Attr, "1.0">:$logit_scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$softcap);
-  let results = (outs Loss_F32Tensor:$loss, Loss_F32Tensor:$lse,
+  let results = (outs Loss_ComputeTensor:$loss, Loss_ComputeTensor:$lse,
                       Variadic<Loss_FloatTensor>:$gradients);
   let assemblyFormat = [{
     $input `,` $weight `,` $labels (`,` $bias^)? attr-dict `:` type($input) `,`

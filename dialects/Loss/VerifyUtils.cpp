@@ -77,6 +77,10 @@ LogicalResult verifyNllLike(Operation *op, Value scores, StringRef scoresWhat,
                        "row count N of labels differs")))
     return failure();
   auto r = rankedType(result);
+  Type compute = computeTypeFor(s.getElementType());
+  if (r.getElementType() != compute)
+    return op->emitOpError() << "result must be " << compute << " (the compute type of "
+                             << s.getElementType() << "), got " << r.getElementType();
   if (reduction == Reduction::none) {
     if (failed(expectRank(op, result, 1, "result of reduction = none")))
       return failure();
@@ -145,12 +149,31 @@ LogicalResult verifyStorageAndCompute(Operation *op, Type storage, Type compute,
   Type elem = rankedType(input).getElementType();
   if (!isStorageType(storage) || elem != storage)
     return op->emitOpError() << "storage attribute " << storage
-                             << " must be f16, bf16 or f32 and equal the input element type "
+                             << " must be f16, bf16, f32 or f64 and equal the input element "
+                                "type "
                              << elem;
-  if (!compute.isF32())
-    return op->emitOpError() << "compute must be f32 (fp16/bf16 storage never means fp16 "
-                                "math), got "
+  if (compute != computeTypeFor(storage))
+    return op->emitOpError() << "compute must be " << computeTypeFor(storage) << " for "
+                             << storage
+                             << " storage (fp16/bf16 storage never means fp16 math; f64 "
+                                "storage computes in f64), got "
                              << compute;
+  // Row values (lse, losses, statistics, adjoints, class weights) are of
+  // the compute type: any f32/f64 tensor that is not of the storage type.
+  auto check = [&](Value v, StringRef role, unsigned i) -> LogicalResult {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t || t.getElementType() == storage || t.getElementType() == compute ||
+        !(t.getElementType().isF32() || t.getElementType().isF64()))
+      return success();
+    return op->emitOpError() << role << " #" << i << " is " << t.getElementType()
+                             << ": row values must be of the compute type " << compute;
+  };
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (failed(check(v, "operand", i)))
+      return failure();
+  for (auto [i, v] : llvm::enumerate(op->getResults()))
+    if (failed(check(v, "result", i)))
+      return failure();
   return success();
 }
 

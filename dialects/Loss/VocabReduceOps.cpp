@@ -82,9 +82,9 @@ LogicalResult verifyReduceOperands(Operation *op, Value input, Value weight, Val
       failed(expectDim(op, t.getDimSize(1), v,
                        "targets width differs from vocabulary size V of weight")))
     return failure();
-  if (!t.getElementType().isF32() && t.getElementType() != storage)
-    return op->emitOpError() << "targets must be f32 or the storage type " << storage << ", got "
-                             << t.getElementType();
+  if (t.getElementType() != compute && t.getElementType() != storage)
+    return op->emitOpError() << "targets must be " << compute << " or the storage type "
+                             << storage << ", got " << t.getElementType();
   return success();
 }
 
@@ -112,25 +112,26 @@ LogicalResult verifyRowValues(Operation *op, ValueRange values, ArrayRef<Statist
   return success();
 }
 
-/// The region: one block whose argument is the f32 logits [N, V], holding
+/// The region: one block whose argument is the logits [N, V] in the
+/// compute type, holding
 /// loss.stat ops on it and a loss.yield of each of them exactly once, each
 /// kind at most once; the optional operands must have a reader and the
 /// readers their operand.
 LogicalResult verifyReduceRegion(Operation *op, Region &body, Value input, Value weight,
                                  Value labels, Value classWeights, Value targets,
-                                 bool teacher, double jsdBeta) {
+                                 bool teacher, double jsdBeta, Type compute) {
   Block &block = body.front();
   const unsigned streams = teacher ? 2 : 1;
   if (block.getNumArguments() != streams)
     return op->emitOpError() << "region must take " << streams
                              << (teacher ? " arguments, the logits and the teacher's logits"
                                          : " argument, the logits")
-                             << " [N, V] (f32), got " << block.getNumArguments();
+                             << " [N, V] (" << compute << "), got " << block.getNumArguments();
   for (BlockArgument arg : block.getArguments()) {
     auto logits = dyn_cast<RankedTensorType>(arg.getType());
-    if (!logits || logits.getRank() != 2 || !logits.getElementType().isF32())
-      return op->emitOpError() << "region argument must be the f32 logits tensor [N, V], got "
-                               << arg.getType();
+    if (!logits || logits.getRank() != 2 || logits.getElementType() != compute)
+      return op->emitOpError() << "region argument must be the " << compute
+                               << " logits tensor [N, V], got " << arg.getType();
     if (failed(expectDim(op, logits.getDimSize(0), rankedType(input).getDimSize(0),
                          "row count N of the region's logits differs")) ||
         failed(expectDim(op, logits.getDimSize(1), rankedType(weight).getDimSize(0),
@@ -249,6 +250,10 @@ LogicalResult StatOp::verify() {
   int64_t rank = getKind() == Statistic::label_logit && rankedType(getResult()).getRank() == 2
                      ? 2
                      : 1;
+  Type compute = rankedType(getLogits().front()).getElementType();
+  if (rankedType(getResult()).getElementType() != compute)
+    return emitOpError() << "result must be " << compute << " like the logits, got "
+                         << rankedType(getResult()).getElementType();
   if (failed(expectRank(*this, getResult(), rank, "result ([N] f32)")) ||
       failed(expectDim(*this, rankedType(getResult()).getDimSize(0),
                        rankedType(getLogits().front()).getDimSize(0),
@@ -285,7 +290,7 @@ LogicalResult VocabReduceOp::verify() {
 LogicalResult VocabReduceOp::verifyRegions() {
   if (failed(verifyReduceRegion(*this, getBody(), getInput(), getWeight(), getLabels(),
                                 getClassWeights(), getTargets(), hasTeacher(),
-                                getJsdBeta().convertToDouble())))
+                                getJsdBeta().convertToDouble(), getCompute())))
     return failure();
   Operation *yield = getBody().front().getTerminator();
   if (yield->getNumOperands() != getNumResults())
@@ -340,7 +345,7 @@ LogicalResult VocabReduceGradOp::verify() {
 LogicalResult VocabReduceGradOp::verifyRegions() {
   if (failed(verifyReduceRegion(*this, getBody(), getInput(), getWeight(), getLabels(),
                                 getClassWeights(), getTargets(), hasTeacher(),
-                                getJsdBeta().convertToDouble())))
+                                getJsdBeta().convertToDouble(), getCompute())))
     return failure();
   SmallVector<Statistic> kinds = getStatisticKinds();
   if (getSaved().size() != kinds.size())

@@ -39,7 +39,7 @@ def Loss_Statistic : I32EnumAttr<"Statistic",
   let genSpecializedAttr = 0;
 }
 def Loss_StatisticAttr : EnumAttr<Loss_Dialect, Loss_Statistic, "statistic"> {
-  let assemblyFormat = "$value";
+  let assemblyFormat = "``$value";
 }
 
 def Loss_StatOp : Loss_Op<"stat", [Pure,
@@ -79,8 +79,8 @@ def Loss_StatOp : Loss_Op<"stat", [Pure,
     Sums are carried in a fixed order with compensation, so their error does
     not grow with V.
   }];
-  let arguments = (ins Loss_StatisticAttr:$kind, Variadic<Loss_F32Tensor>:$logits);
-  let results = (outs Loss_F32Tensor:$result);
+  let arguments = (ins Loss_StatisticAttr:$kind, Variadic<Loss_ComputeTensor>:$logits);
+  let results = (outs Loss_ComputeTensor:$result);
   let assemblyFormat = "$kind $logits attr-dict `:` type($logits) `->` type($result)";
   let hasVerifier = 1;
 }
@@ -88,7 +88,7 @@ def Loss_StatOp : Loss_Op<"stat", [Pure,
 def Loss_YieldOp : Loss_Op<"yield", [Pure, Terminator, ReturnLike,
     ParentOneOf<["VocabReduceOp", "VocabReduceGradOp"]>]> {
   let summary = "the statistics a vocabulary reduction returns, in result order";
-  let arguments = (ins Variadic<Loss_F32Tensor>:$statistics);
+  let arguments = (ins Variadic<Loss_ComputeTensor>:$statistics);
   let assemblyFormat = "attr-dict ($statistics^ `:` type($statistics))?";
 }
 
@@ -115,11 +115,12 @@ class Loss_VocabReduceBase<string mnemonic, list<Trait> traits = []>
 def Loss_VocabReduceOp : Loss_VocabReduceBase<"vocab_reduce"> {
   let summary = "per-row statistics of z = maps(x · wᵀ + b) without materialized logits";
   let description = [{
-    The region's block argument stands for the f32 logits [N, V],
+    The region's block argument stands for the logits [N, V] in `compute`,
     z = softcap(logit_scale · (x · wᵀ + b)) (softcap 0: none), computed tile
     by tile from `input` [N, D] and `weight` [V, D] stored in `storage`
-    (every product, exp, log and sum in `compute`, f32) and never stored.
-    The region holds `loss.stat` ops on it and yields their [N] f32 results,
+    (every product, exp, log and sum in `compute`: f32, or f64 for f64
+    storage) and never stored. The region holds `loss.stat` ops on it and
+    yields their [N] results (of `compute`),
     one op result each. `labels` [N] are read by `label_logit` (rows equal
     to `ignore_index` give 0), `class_weights` [V] (f32) by `logit_sum` and
     `target_logit_sum`, `targets` [N, V] (f32 or the storage type: class
@@ -149,7 +150,7 @@ def Loss_VocabReduceOp : Loss_VocabReduceBase<"vocab_reduce"> {
   }];
   let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,
                        Optional<Loss_FloatTensor>:$bias, Optional<Loss_LabelTensor>:$labels,
-                       Optional<Loss_F32Tensor>:$class_weights,
+                       Optional<Loss_ComputeTensor>:$class_weights,
                        Optional<Loss_FloatTensor>:$targets,
                        Optional<Loss_FloatTensor>:$teacher_input,
                        Optional<Loss_FloatTensor>:$teacher_weight,
@@ -160,7 +161,7 @@ def Loss_VocabReduceOp : Loss_VocabReduceBase<"vocab_reduce"> {
                        DefaultValuedAttr<F64Attr, "0.0">:$softcap,
                        DefaultValuedAttr<F64Attr, "1.0">:$teacher_scale,
                        DefaultValuedAttr<F64Attr, "0.5">:$jsd_beta);
-  let results = (outs Variadic<Loss_F32Tensor>:$statistics);
+  let results = (outs Variadic<Loss_ComputeTensor>:$statistics);
   let assemblyFormat = [{
     $input `,` $weight (`bias` $bias^ `:` type($bias))? (`labels` $labels^ `:` type($labels))?
     (`class_weights` $class_weights^ `:` type($class_weights))?
@@ -192,12 +193,12 @@ def Loss_VocabReduceGradOp : Loss_VocabReduceBase<"vocab_reduce_grad"> {
   }];
   let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,
                        Optional<Loss_FloatTensor>:$bias, Optional<Loss_LabelTensor>:$labels,
-                       Optional<Loss_F32Tensor>:$class_weights,
+                       Optional<Loss_ComputeTensor>:$class_weights,
                        Optional<Loss_FloatTensor>:$targets,
                        Optional<Loss_FloatTensor>:$teacher_input,
                        Optional<Loss_FloatTensor>:$teacher_weight,
                        Optional<Loss_FloatTensor>:$teacher_bias,
-                       Variadic<Loss_F32Tensor>:$saved, Variadic<Loss_F32Tensor>:$adjoints,
+                       Variadic<Loss_ComputeTensor>:$saved, Variadic<Loss_ComputeTensor>:$adjoints,
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
                        TypeAttr:$storage, TypeAttr:$compute,
                        DefaultValuedAttr<F64Attr, "1.0">:$logit_scale,

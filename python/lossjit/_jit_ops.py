@@ -47,7 +47,8 @@ _TRANSPOSE_METHODS = _torch_attrs("t", "transpose", "swapaxes", "swapdims") | _t
     "t", "transpose", "swapaxes", "swapdims", "permute")
 _TANH = _torch_attrs("tanh") | _tensor_attrs("tanh") | (
     {F.tanh} if getattr(F, "tanh", None) is not None else set())
-_DIALECT_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
+_DIALECT_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32",
+                   torch.float64: "f64"}
 
 
 def _is_property(func: Any, name: str) -> bool:

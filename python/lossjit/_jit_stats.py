@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 from torch._subclasses.fake_tensor import FakeTensor
 
-from . import _reduce
+from . import _kernels, _reduce
 from ._algebra import (MIXTURE_SUM_TOLERANCE, TEACHER_STATISTICS, AlgebraError, Poly, Sym,
                        log_softmax_of, mixture_basis, reduce_gather, reduce_sum, statistics_of)
 from ._jit_ops import (_ADD, _CAST_METHODS, _CE, _DETACH, _DIV, _EXP, _GATHER, _GETITEM,
@@ -142,7 +142,7 @@ class ReducePart:
             x_dtype = torch.get_autocast_dtype(device.type)
         if x_dtype not in _DIALECT_DTYPES:
             raise AlgebraError(f"the hidden states are {x_dtype}; lossjit stores float16, "
-                               "bfloat16 or float32")
+                               "bfloat16, float32 or float64")
         return ReduceStep(
             x=ref(self.x).slot, w=ref(self.w_value).slot,
             w_transposed=self.w is not self.w_value,
@@ -250,14 +250,15 @@ class ReduceStep:
         if self.labels is not None:
             labels = slots[self.labels].reshape(-1, self.labels_per_row) \
                 if self.labels_per_row > 1 else slots[self.labels].reshape(-1)
-        column = slots[self.column].reshape(-1).to(torch.float32) \
+        compute = _kernels.compute_dtype(x.dtype)
+        column = slots[self.column].reshape(-1).to(compute) \
             if self.column is not None else None
         targets = None
         if self.targets is not None:
             targets = slots[self.targets]
             targets = targets.reshape(-1, targets.shape[-1])
-            if targets.dtype not in (torch.float32, x.dtype):
-                targets = targets.to(torch.float32)
+            if targets.dtype not in (compute, x.dtype):
+                targets = targets.to(compute)
         values = _reduce.vocab_reduce(
             x, w, self.statistics, target=labels if "label_logit" in self.statistics else None,
             bias=bias, class_weights=column if self.weighted else None,
@@ -348,7 +349,7 @@ class ReduceStep:
         if e.weighted:
             weight = torch.where(counted, column[_safe_labels(labels, e.ignore_index)], 0.0)
         else:
-            weight = counted.to(torch.float32)
+            weight = counted.to(rows.dtype)
         value = torch.where(counted, weight * rows, 0.0)
         if e.smooth is not None:
             smooth = torch.where(counted, e.smooth.evaluate(env, like), 0.0)

@@ -50,6 +50,10 @@ def check_inputs(hidden: Tensor, weight: Tensor, target: Tensor,
         raise TypeError(f"lossjit: {bn} must be a Tensor or None, got {type(bias).__name__}")
     if reduction not in REDUCTIONS:
         raise ValueError(f"lossjit: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    if weight.dim() != 2:
+        raise ValueError(f"lossjit: {wn} must have shape [V, D], got {list(weight.shape)}"
+                         + (" (K-dimensional losses, a weight [V, d_1, ..., d_K, D], are not "
+                            "supported)" if weight.dim() > 2 else ""))
     if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
         raise TypeError(f"lossjit: ignore_index must be an int, got {type(ignore_index).__name__}")
     if not -(1 << 63) <= ignore_index < (1 << 63):
@@ -58,8 +62,8 @@ def check_inputs(hidden: Tensor, weight: Tensor, target: Tensor,
     dtype = hidden.dtype
     if dtype not in K.STORAGE_DTYPES:
         raise TypeError(
-            f"lossjit: {xn} has dtype {_name(dtype)}; lossjit stores float16, bfloat16 "
-            "or float32 (all math runs in float32)")
+            f"lossjit: {xn} has dtype {_name(dtype)}; lossjit stores float16, bfloat16, "
+            "float32 (math in float32) or float64 (math in float64, CPU only)")
     if weight.dtype != dtype:
         raise TypeError(
             f"lossjit: {wn} has dtype {_name(weight.dtype)} but {xn} has {_name(dtype)}; "
@@ -80,12 +84,9 @@ def check_inputs(hidden: Tensor, weight: Tensor, target: Tensor,
             raise RuntimeError(
                 f"lossjit: expected all tensors on one device, but {xn} is on {device} "
                 f"and {arg} is on {value.device}")
+    K.check_float64_device(dtype, device, xn)
     if hidden.dim() < 1:
         raise ValueError(f"lossjit: {xn} must have shape [..., D], got a 0-d tensor")
-    if weight.dim() != 2:
-        raise ValueError(f"lossjit: {wn} must have shape [V, D], got {list(weight.shape)}"
-                         + (" (K-dimensional losses, a weight [V, d_1, ..., d_K, D], are not "
-                            "supported)" if weight.dim() > 2 else ""))
     d = hidden.shape[-1]
     if weight.shape[1] != d:
         raise ValueError(
@@ -133,8 +134,8 @@ def linear_cross_entropy_op(hidden: Tensor, weight: Tensor, target: Tensor,
     v = weight.shape[0]
     kernel = K.forward_kernel(hidden.dtype, target.dtype, bias is not None, ignore_index,
                               reduction, graph, device, float(logit_scale), float(softcap))
-    loss = hidden.new_empty((n,) if reduction == "none" else (), dtype=torch.float32)
-    lse = hidden.new_empty((n,), dtype=torch.float32)
+    loss = hidden.new_empty((n,) if reduction == "none" else (), dtype=K.compute_dtype(hidden.dtype))
+    lse = hidden.new_empty((n,), dtype=K.compute_dtype(hidden.dtype))
     buffers = {"x": hidden.contiguous(), "w": weight.contiguous(),
                "labels": target.contiguous(), "loss": loss, "lse": lse}
     if bias is not None:
@@ -154,8 +155,8 @@ def _(hidden, weight, target, bias, ignore_index, reduction, graph, logit_scale=
         raise ValueError(f"lossjit::linear_cross_entropy takes hidden [N, D], got "
                          f"{list(hidden.shape)}")
     n = hidden.shape[0]
-    loss = hidden.new_empty((n,) if reduction == "none" else (), dtype=torch.float32)
-    lse = hidden.new_empty((n,), dtype=torch.float32)
+    loss = hidden.new_empty((n,) if reduction == "none" else (), dtype=K.compute_dtype(hidden.dtype))
+    lse = hidden.new_empty((n,), dtype=K.compute_dtype(hidden.dtype))
     return loss, lse
 
 
@@ -181,9 +182,9 @@ def linear_cross_entropy_backward_op(
                                reduction, flags, device, float(logit_scale), float(softcap))
     buffers = {"x": hidden.contiguous(), "w": weight.contiguous(),
                "labels": target.contiguous(), "lse": lse.contiguous(),
-               "grad_loss": grad_loss.to(torch.float32).contiguous()}
+               "grad_loss": grad_loss.to(K.compute_dtype(hidden.dtype)).contiguous()}
     if grad_lse is not None:
-        buffers["grad_lse"] = grad_lse.to(torch.float32).contiguous()
+        buffers["grad_lse"] = grad_lse.to(K.compute_dtype(hidden.dtype)).contiguous()
     if bias is not None:
         buffers["bias"] = bias.contiguous()
     # The kernel may compute more than asked (prebuilt bundles always make
@@ -238,7 +239,7 @@ def _backward(ctx, grad_loss, grad_lse):
         return (None, None, None, None) + rest
     if grad_loss is None:  # only lse was used
         shape = (hidden.shape[0],) if ctx.reduction == "none" else ()
-        grad_loss = hidden.new_zeros(shape, dtype=torch.float32)
+        grad_loss = hidden.new_zeros(shape, dtype=K.compute_dtype(hidden.dtype))
     extra = () if grad_lse is None else (grad_lse,)
     grad_x, grad_w, grad_b = torch.ops.lossjit.linear_cross_entropy_backward(
         hidden, weight, target, bias, lse, grad_loss, ctx.ignore_index, ctx.reduction,
@@ -284,8 +285,8 @@ def linear_cross_entropy_with_grad_op(
     kernel = K.fused_kernel(hidden.dtype, target.dtype, bias is not None, ignore_index,
                             reduction, K.BackwardFlags(needs_grad_x, needs_grad_w), device,
                             float(logit_scale), float(softcap))
-    loss = hidden.new_empty((), dtype=torch.float32)
-    lse = hidden.new_empty((n,), dtype=torch.float32)
+    loss = hidden.new_empty((), dtype=K.compute_dtype(hidden.dtype))
+    lse = hidden.new_empty((n,), dtype=K.compute_dtype(hidden.dtype))
     buffers = {"x": hidden.contiguous(), "w": weight.contiguous(),
                "labels": target.contiguous(), "loss": loss, "lse": lse}
     if bias is not None:
@@ -322,8 +323,8 @@ def _(hidden, weight, target, bias, ignore_index, reduction, needs_grad_x, needs
     check_inputs(hidden, weight, target, bias, ignore_index, reduction)
     _check_fused(hidden, reduction)
     n = hidden.shape[0]
-    loss = hidden.new_empty((), dtype=torch.float32)
-    lse = hidden.new_empty((n,), dtype=torch.float32)
+    loss = hidden.new_empty((), dtype=K.compute_dtype(hidden.dtype))
+    lse = hidden.new_empty((n,), dtype=K.compute_dtype(hidden.dtype))
     grad_x = torch.empty_like(hidden) if needs_grad_x else hidden.new_empty((0,))
     grad_w = torch.empty_like(weight) if needs_grad_w else hidden.new_empty((0,))
     grad_b = torch.empty_like(bias) if (needs_grad_w and bias is not None) \
@@ -337,9 +338,9 @@ _SCALE_BLOCK = 1 << 20
 
 
 def _scaled(grad: Tensor, grad_loss: Tensor) -> Tensor:
-    """grad_loss (a 0-d float32 tensor) × a stored gradient, in float32 and
-    rounded once to the gradient's dtype. For grad_loss = 1 on the CPU (what
-    loss.backward() passes) the stored gradient is returned as it is: the
+    """grad_loss (a 0-d tensor of the compute dtype) × a stored gradient, in
+    float32 (float64 for float64) and rounded once to the gradient's dtype.
+    For grad_loss = 1 on the CPU (what loss.backward() passes) the stored gradient is returned as it is: the
     same bits, without a gradient-sized copy (on a GPU reading the value
     would synchronize, so the product is always formed there). A 16-bit
     gradient is rescaled _SCALE_BLOCK elements at a time, so no float32 copy
@@ -347,7 +348,7 @@ def _scaled(grad: Tensor, grad_loss: Tensor) -> Tensor:
     if (type(grad_loss) is torch.Tensor and grad_loss.device.type == "cpu"
             and not torch.compiler.is_compiling() and float(grad_loss) == 1.0):
         return grad
-    if grad.dtype == torch.float32:
+    if grad.dtype == grad_loss.dtype:  # float32 or float64: nothing to round
         return grad * grad_loss
     if torch.compiler.is_compiling():
         return (grad.float() * grad_loss).to(grad.dtype)
@@ -389,7 +390,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         if grad_loss is None:
             return (None, None, None, None) + rest
         with torch.no_grad():
-            scale = grad_loss.to(torch.float32)
+            scale = grad_loss.to(K.compute_dtype(hidden.dtype))
             grads = (_scaled(grad_x, scale) if needs_x else None,
                      _scaled(grad_w, scale) if needs_w else None, None,
                      _scaled(grad_b, scale) if (needs_b and ctx.has_bias) else None)
@@ -431,8 +432,9 @@ _autocast_lib = torch.library.Library("lossjit", "IMPL")
 def register_autocast(op_name: str, linear_args: Tuple[int, ...] = (0, 1, 3)) -> None:
     """Autocast kernels (CPU and CUDA) for op lossjit::`op_name`: its
     arguments at `linear_args` (hidden, weight, bias) take the autocast dtype
-    as F.linear's operands would; the results are float32 in any case (the
-    losses and statistics autocast to float32, like F.cross_entropy)."""
+    as F.linear's operands would (float64 stays float64); the results are
+    float32 for the autocast dtypes (the losses and statistics autocast to
+    float32, like F.cross_entropy)."""
 
     def make(device_type: str, key_name: str):
         key = getattr(torch._C.DispatchKey, key_name)

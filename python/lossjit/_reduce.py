@@ -119,7 +119,10 @@ def check_reduce_inputs(hidden: Tensor, weight: Tensor, target: Optional[Tensor]
     dtype = hidden.dtype
     if dtype not in K.STORAGE_DTYPES:
         raise TypeError(f"lossjit: hidden has dtype {_name(dtype)}; lossjit stores float16, "
-                        "bfloat16 or float32 (all math runs in float32)")
+                        "bfloat16, float32 (math in float32) or float64 (math in float64, "
+                        "CPU only)")
+    K.check_float64_device(dtype, hidden.device, "hidden")
+    compute = K.compute_dtype(dtype)
     for arg, value in (("weight", weight), ("bias", bias)):
         if value is not None and value.dtype != dtype:
             raise TypeError(f"lossjit: {arg} has dtype {_name(value.dtype)} but hidden has "
@@ -148,15 +151,15 @@ def check_reduce_inputs(hidden: Tensor, weight: Tensor, target: Optional[Tensor]
         if tuple(targets.shape) != (hidden.shape[0], v):
             raise ValueError(f"lossjit: targets must have shape [N, V] = [{hidden.shape[0]}, "
                              f"{v}], got {list(targets.shape)}")
-        if targets.dtype not in (torch.float32, dtype):
-            raise TypeError(f"lossjit: targets must be float32 or {_name(dtype)} (hidden's "
-                            f"dtype), got {_name(targets.dtype)}")
+        if targets.dtype not in (compute, dtype):
+            raise TypeError(f"lossjit: targets must be {_name(compute)} or {_name(dtype)} "
+                            f"(hidden's dtype), got {_name(targets.dtype)}")
     if class_weights is not None:
         if "logit_sum" not in names and "target_logit_sum" not in names:
             raise ValueError("lossjit: class_weights are read by logit_sum and "
                              "target_logit_sum only")
-        if class_weights.dtype != torch.float32 or tuple(class_weights.shape) != (v,):
-            raise ValueError(f"lossjit: class_weights must be a float32 tensor of shape "
+        if class_weights.dtype != compute or tuple(class_weights.shape) != (v,):
+            raise ValueError(f"lossjit: class_weights must be a {_name(compute)} tensor of shape "
                              f"[V] = [{v}], got {_name(class_weights.dtype)} "
                              f"{list(class_weights.shape)}")
     for arg, value in (("weight", weight), ("target", target), ("bias", bias),
@@ -223,8 +226,8 @@ def vocab_reduce_op(hidden: Tensor, weight: Tensor, target: Optional[Tensor],
                                    teacher_scale, jsd_beta), hidden.device)
     buffers = _buffers(hidden, weight, target, bias, class_weights, targets, teacher_input,
                        teacher_weight, teacher_bias)
-    outputs = [hidden.new_empty(_shape_of(name, hidden, target), dtype=torch.float32)
-               for name in names]
+    outputs = [hidden.new_empty(_shape_of(name, hidden, target),
+                                dtype=K.compute_dtype(hidden.dtype)) for name in names]
     buffers.update(zip(names, outputs))
     # On CPU the labels are range-checked (IndexError) before any kernel runs.
     kernel.run(hidden.device, n, v, d, buffers, _teacher_dim(teacher_input))
@@ -243,8 +246,8 @@ def _(hidden, weight, target, bias, class_weights, statistics, ignore_index, log
     check_reduce_inputs(hidden, weight, target, bias, class_weights, names, targets)
     check_teacher(hidden, weight, names, teacher_input, teacher_weight, teacher_bias)
     check_jsd_beta(names, jsd_beta)
-    return [hidden.new_empty(_shape_of(name, hidden, target), dtype=torch.float32)
-            for name in names]
+    return [hidden.new_empty(_shape_of(name, hidden, target),
+                             dtype=K.compute_dtype(hidden.dtype)) for name in names]
 
 
 @torch.library.custom_op("lossjit::vocab_reduce_backward", mutates_args=())
@@ -290,7 +293,7 @@ def vocab_reduce_backward_op(hidden: Tensor, weight: Tensor, target: Optional[Te
         # entropy) and one adjoint per statistic.
         if name in names_run:
             buffers[name] = value.contiguous()
-        buffers["grad_" + name] = grad.to(torch.float32).contiguous()
+        buffers["grad_" + name] = grad.to(K.compute_dtype(hidden.dtype)).contiguous()
     if "grad_x" in names_run:
         buffers["grad_x"] = torch.empty_like(buffers["x"])
     if "grad_w" in names_run:

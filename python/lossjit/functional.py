@@ -10,7 +10,7 @@ from torch import Tensor
 from torch._subclasses.fake_tensor import is_fake
 from torch.overrides import handle_torch_function, has_torch_function_variadic
 
-from . import _ops, _reduce
+from . import _kernels, _ops, _reduce
 
 
 _LSE_GRAD_MESSAGE = (
@@ -138,6 +138,16 @@ def _check_class_weights(weight: Optional[Tensor], input: Tensor, v: int) -> Non
                            f"{input.device} and weight is on {weight.device}")
 
 
+def _check_options(options) -> None:
+    """None or torch's LinearCrossEntropyOptions (where torch has it)."""
+    if options is None:
+        return
+    expected = getattr(torch.nn, "LinearCrossEntropyOptions", None)
+    if expected is None or not isinstance(options, expected):
+        raise TypeError(f"lossjit: options must be None or a torch.nn.LinearCrossEntropyOptions, "
+                        f"got {type(options).__name__}")
+
+
 def _check_label_smoothing(label_smoothing: float) -> None:
     if isinstance(label_smoothing, bool) or not isinstance(
             label_smoothing, (int, float, torch.SymInt, torch.SymFloat)):
@@ -165,7 +175,8 @@ def _weighted_smoothed(input: Tensor, linear_weight: Tensor, target: Tensor,
     hidden = input.reshape(-1, input.shape[-1])
     labels = target.reshape(-1)
     hidden, linear_weight, linear_bias = _autocast(hidden, linear_weight, linear_bias)
-    class_weights = None if weight is None else weight.detach().to(torch.float32)
+    compute = _kernels.compute_dtype(hidden.dtype)
+    class_weights = None if weight is None else weight.detach().to(compute)
     smooth = label_smoothing > 0
     statistics = ("lse", "label_logit") + (("logit_sum",) if smooth else ())
     stats = _reduce.vocab_reduce(
@@ -175,7 +186,7 @@ def _weighted_smoothed(input: Tensor, linear_weight: Tensor, target: Tensor,
     lse, label_logit = stats[0], stats[1]
     counted = labels != ignore_index
     if class_weights is None:
-        row_weight = counted.to(torch.float32)
+        row_weight = counted.to(compute)
     else:
         safe = torch.where(counted, labels, torch.zeros_like(labels))
         row_weight = torch.where(counted, class_weights[safe], 0.0)
@@ -227,17 +238,18 @@ def _probability_targets(input: Tensor, linear_weight: Tensor, target: Tensor,
     hidden = input.reshape(-1, input.shape[-1])
     probs = target.reshape(-1, v)
     hidden, linear_weight, linear_bias = _autocast(hidden, linear_weight, linear_bias)
-    if probs.dtype not in (torch.float32, hidden.dtype):
-        probs = probs.to(torch.float32)
-    class_weights = None if weight is None else weight.detach().to(torch.float32)
+    compute = _kernels.compute_dtype(hidden.dtype)
+    if probs.dtype not in (compute, hidden.dtype):
+        probs = probs.to(compute)
+    class_weights = None if weight is None else weight.detach().to(compute)
     smooth = label_smoothing > 0
     statistics = ("lse", "target_logit_sum") + (("logit_sum",) if smooth else ())
     stats = _reduce.vocab_reduce(hidden, linear_weight, statistics, bias=linear_bias,
                                  class_weights=class_weights, logit_scale=logit_scale,
                                  softcap=softcap, targets=probs)
     lse, weighted_sum = stats[0], stats[1]
-    mass = probs.float() @ class_weights if class_weights is not None \
-        else probs.float().sum(-1)
+    mass = probs.to(compute) @ class_weights if class_weights is not None \
+        else probs.to(compute).sum(-1)
     rows = lse * mass - weighted_sum
     if smooth:
         total = float(v) if class_weights is None else class_weights.sum()
@@ -259,7 +271,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
                          ignore_index: Optional[int] = -100, label_smoothing: float = 0.0,
                          bias: Optional[Tensor] = None, return_lse: bool = False,
                          logit_scale: float = 1.0, softcap: Optional[float] = None,
-                         fused_backward: bool = False):
+                         fused_backward: bool = False, options=None):
     """Cross-entropy of the linear layer ``input @ linear_weight.T + linear_bias``
     at `target`, without materializing the [tokens, vocabulary] logits: a
     drop-in for ``torch.nn.functional.linear_cross_entropy``.
@@ -268,11 +280,14 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
     linear_bias).float(), target, weight=weight, ignore_index=ignore_index,
     reduction=reduction, label_smoothing=label_smoothing)`` (with the logit
     transforms below applied to those logits) computed in float32 from the
-    stored (float16, bfloat16 or float32) inputs, and bitwise deterministic:
-    reductions run in a fixed order, never with atomics.
+    stored (float16, bfloat16 or float32) inputs — in float64 from float64
+    inputs (CPU only: gradcheck and torch's OpInfo samples run against it) —
+    and bitwise deterministic: reductions run in a fixed order, never with
+    atomics.
 
     Args:
-        input: [..., D] float16, bfloat16 or float32 (CPU or CUDA).
+        input: [..., D] float16, bfloat16 or float32 (CPU or CUDA), or
+            float64 (CPU).
         linear_weight: [V, D], same dtype and device.
         target: [...] (input's leading dims) int64 or int32 class indices, or
             class probabilities [..., V] (floating point, as in PyTorch: no
@@ -286,8 +301,8 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
         ignore_index: rows with this target contribute 0 and are not counted
             (None means -100, as in PyTorch).
         reduction: 'mean' (over counted rows, weighted by the class weights;
-            NaN when none count), 'sum' or 'none' (a float32 loss per row,
-            shaped like target).
+            NaN when none count), 'sum' or 'none' (a loss per row, shaped
+            like target; float32, or float64 for float64 input).
         label_smoothing: ε in [0, 1]: the target mixes with the uniform
             distribution over the V classes, exactly as in PyTorch (with class
             weights, each class's term is weighted by its own weight, and the
@@ -311,15 +326,22 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
             instead of 2 + 6) and keep them until the backward, which only
             scales them by the incoming grad_output. Otherwise the default
             path runs.
+        options: accepted for drop-in compatibility with torch's op: None
+            or a ``torch.nn.LinearCrossEntropyOptions``. Its fields tune
+            torch's own chunked path (chunk sizes, which intermediates stay
+            in the input dtype); lossjit never materializes the logits and
+            always computes in float32 (float64), so none of them changes
+            its result.
 
     Out-of-range targets raise IndexError before any kernel runs on CPU; on
     CUDA (no host sync) such a row's loss is NaN (and so are the gradients it
     reaches); the kernels compare labels with column indices and never read
     outside the inputs. What PyTorch accepts and lossjit does not yet
-    (K-dimensional losses, float64 inputs) is an error saying so.
+    (K-dimensional losses, float64 on CUDA) is an error saying so.
 
     Returns:
-        loss (float32), or (loss, lse) with return_lse=True.
+        loss (float32; float64 for float64 input), or (loss, lse) with
+        return_lse=True.
     """
     # First statement, before touching any attribute of the inputs: a tensor
     # subclass or mode overriding this function gets it exactly once.
@@ -331,6 +353,8 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
             kwargs["bias"] = bias
         if fused_backward:
             kwargs["fused_backward"] = True
+        if options is not None:
+            kwargs["options"] = options
         return handle_torch_function(
             linear_cross_entropy, (input, linear_weight, target, linear_bias, weight, bias),
             input, linear_weight, target, **kwargs)
@@ -347,6 +371,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
     if not isinstance(fused_backward, bool):
         raise TypeError(f"lossjit: fused_backward must be a bool, got "
                         f"{type(fused_backward).__name__}")
+    _check_options(options)
     _check_label_smoothing(label_smoothing)
     if isinstance(linear_weight, Tensor):
         _check_class_weights(weight, input, linear_weight.shape[0] if linear_weight.dim() else 0)

@@ -119,11 +119,13 @@ Type storageType(MLIRContext *ctx, const std::string &dtype) {
     return BFloat16Type::get(ctx);
   if (dtype == "f32")
     return Float32Type::get(ctx);
+  if (dtype == "f64")
+    return Float64Type::get(ctx);
   if (dtype == "i32")
     return IntegerType::get(ctx, 32);
   if (dtype == "i64")
     return IntegerType::get(ctx, 64);
-  throw py::value_error("dtype must be one of f16, bf16, f32, i32, i64; got '" +
+  throw py::value_error("dtype must be one of f16, bf16, f32, f64, i32, i64; got '" +
                         dtype + "'");
 }
 
@@ -134,6 +136,8 @@ std::string typeName(Type t) {
     return "bf16";
   if (t.isF32())
     return "f32";
+  if (t.isF64())
+    return "f64";
   if (t.isInteger(32))
     return "i32";
   if (t.isInteger(64))
@@ -333,9 +337,9 @@ private:
     MLIRContext *ctx = state().context.get();
     loss::Reduction red = parseReduction(reduction);
     Value inV = get(in), labelV = get(labels);
-    Type f32 = Float32Type::get(ctx);
-    Type result = red == loss::Reduction::none ? Type(tensorType(f32, 1))
-                                               : Type(tensorType(f32, 0));
+    Type compute = loss::computeTypeFor(cast_(inV).getElementType());
+    Type result = red == loss::Reduction::none ? Type(tensorType(compute, 1))
+                                               : Type(tensorType(compute, 0));
     return create(loc, [&](OpBuilder &b, Location l) {
       return OpT::create(b, l, result, inV, labelV,
                          b.getI64IntegerAttr(ignoreIndex),

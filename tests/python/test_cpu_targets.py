@@ -4,7 +4,9 @@ choice never changes a bit of the results.
 Each target runs in its own interpreter (the variable is read when a kernel
 compiles), on the same saved inputs; x86-64-v2 has no FMA units and no
 16-bit float conversions, x86-64-v3 no AVX512_BF16 — the host CI once ran on
-hid exactly that difference (a JIT libcall other hosts lack).
+hid exactly that difference (a JIT libcall other hosts lack). float64 runs
+its own exp2/log2 expansions and, without FMA units, the exactly rounded
+fma routine lossjit provides.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def _run_for(target: str | None, inputs_path, out_path):
 @needs_cpu_backend
 def test_every_target_gives_the_same_bits(tmp_path):
     inputs = {}
-    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+    for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
         h, w, y, b = make_inputs("cpu", dtype, n=21, v=45, d=19, bias=True, scale=3.0)
         inputs[str(dtype)] = (h, w, y, b)
     torch.save(inputs, tmp_path / "inputs.pt")

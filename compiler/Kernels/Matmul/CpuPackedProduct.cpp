@@ -23,33 +23,34 @@ using namespace lossjit;
 namespace {
 Type elementOf(Value memref) { return cast<MemRefType>(memref.getType()).getElementType(); }
 
-/// A static f32 stack buffer of `count` floats, 64-byte aligned, seen as
-/// the flat memref<?xf32> every kernel argument is.
+/// A static stack buffer of `count` compute elements, 64-byte aligned,
+/// seen as the flat memref<?xT> every kernel argument is.
 Value alignedStack(KernelEmitter &e, int64_t count) {
   OpBuilder &b = e.builder();
-  auto fixed = MemRefType::get({count}, b.getF32Type());
+  auto fixed = MemRefType::get({count}, e.compute());
   Value buffer = memref::AllocaOp::create(b, e.location(), fixed, b.getI64IntegerAttr(64));
   return memref::CastOp::create(b, e.location(),
-                                MemRefType::get({ShapedType::kDynamic}, b.getF32Type()), buffer);
+                                MemRefType::get({ShapedType::kDynamic}, e.compute()), buffer);
 }
 
-VectorType f32Vector(KernelEmitter &e, int64_t lanes) {
-  return VectorType::get({lanes}, e.builder().getF32Type());
+VectorType computeVector(KernelEmitter &e, int64_t lanes) {
+  return VectorType::get({lanes}, e.compute());
 }
 
 Value zeroVector(KernelEmitter &e, int64_t lanes) {
-  auto type = f32Vector(e, lanes);
+  auto type = computeVector(e, lanes);
   return arith::ConstantOp::create(e.builder(), e.location(),
                                    cast<TypedAttr>(e.builder().getZeroAttr(type)));
 }
 
-/// vector<lanes> of `mem` at `off`, widened to f32.
+/// vector<lanes> of `mem` at `off`, widened to the compute type.
 Value loadWide(KernelEmitter &e, Value mem, Value off, int64_t lanes) {
   OpBuilder &b = e.builder();
   Type elem = elementOf(mem);
   Value raw =
       vector::LoadOp::create(b, e.location(), VectorType::get({lanes}, elem), mem, ValueRange{off});
-  return elem.isF32() ? raw : arith::ExtFOp::create(b, e.location(), f32Vector(e, lanes), raw);
+  return elem == e.compute() ? raw
+                             : arith::ExtFOp::create(b, e.location(), computeVector(e, lanes), raw);
 }
 
 void storeVector(KernelEmitter &e, Value v, Value mem, Value off) {
@@ -120,12 +121,12 @@ void CpuVector::packPanels(KernelEmitter &e, const MatrixOperand &op, Value firs
                   for (int64_t j = 0; j < width; ++j) {
                     Value l = ke.add(line, ke.index(j));
                     Value x =
-                        ke.loadF32(op.buffer, op.offset(ke, ke.minUI(l, last), ke.add(k0, k)));
+                        ke.loadReal(op.buffer, op.offset(ke, ke.minUI(l, last), ke.add(k0, k)));
                     lanesOf.push_back(
-                        ke.select(ke.cmpI(arith::CmpIPredicate::ult, l, limit), x, ke.f32(0.0)));
+                        ke.select(ke.cmpI(arith::CmpIPredicate::ult, l, limit), x, ke.real(0.0)));
                   }
                   Value v = vector::FromElementsOp::create(ke.builder(), ke.location(),
-                                                           f32Vector(ke, width), lanesOf);
+                                                           computeVector(ke, width), lanesOf);
                   storeVector(ke, v, dest, ke.add(base, ke.mul(k, ke.index(width))));
                   return SmallVector<Value>{};
                 });
@@ -183,9 +184,9 @@ void CpuVector::packLinesKMajor(KernelEmitter &e, Value mem, int64_t width,
   });
   e.forLoop(kMain, kLen, e.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
     for (int64_t j = 0; j < width; ++j) {
-      Value x = ke.loadF32(mem, at(ke, j, k));
+      Value x = ke.loadReal(mem, at(ke, j, k));
       if (!valid.empty())
-        x = ke.select(valid[j], x, ke.f32(0.0));
+        x = ke.select(valid[j], x, ke.real(0.0));
       ke.store(x, dest, ke.add(base, ke.add(ke.mul(k, ke.index(width)), ke.index(j))));
     }
     return SmallVector<Value>{};
@@ -196,7 +197,7 @@ void CpuVector::microTile(KernelEmitter &e, const PackedShape &shape, const Pack
                           Value aOff, Value bOff, Value kLen, Value c, ArrayRef<Value> cOff,
                           Value fresh) const {
   const int64_t mr = shape.rows, groups = shape.groups, nr = groups * lanes;
-  auto vt = f32Vector(e, lanes);
+  auto vt = computeVector(e, lanes);
   Value zero = zeroVector(e, lanes);
   SmallVector<Value> init;
   for (int64_t i = 0; i < mr; ++i)
@@ -257,7 +258,7 @@ void CpuVector::accumulatePacked(KernelEmitter &e, const PackedShape &shape,
     ze.forLoop(mBegin, mEnd, ze.index(1), {}, [&](KernelEmitter &re, Value m, ValueRange) {
       Value row = c.rowStart(re, m);
       re.forLoop(re.index(0), nEnd, re.index(1), {}, [&](KernelEmitter &le, Value n, ValueRange) {
-        le.store(le.f32(0.0), c.buffer, le.add(row, n));
+        le.store(le.real(0.0), c.buffer, le.add(row, n));
         return SmallVector<Value>{};
       });
       return SmallVector<Value>{};
@@ -332,7 +333,7 @@ void CpuVector::edgeTile(KernelEmitter &e, const PackedShape &shape, const PackB
       Value x = le.ifElse(
           inside,
           [&](KernelEmitter &re) { return re.load(c.buffer, re.add(rowStart[i], re.add(n0, j))); },
-          [](KernelEmitter &ze) { return ze.f32(0.0); });
+          [](KernelEmitter &ze) { return ze.real(0.0); });
       le.store(x, buffers.edge, le.add(at, j));
       return SmallVector<Value>{};
     });

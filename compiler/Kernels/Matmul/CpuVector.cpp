@@ -12,15 +12,15 @@ using namespace lossjit;
 namespace {
 Type elementOf(Value memref) { return cast<MemRefType>(memref.getType()).getElementType(); }
 
-/// vector<L> load of memref[off] widened to f32.
-Value loadVecF32(KernelEmitter &e, Value mem, Value off, int64_t lanes) {
+/// vector<L> load of memref[off] widened to the compute type.
+Value loadVecReal(KernelEmitter &e, Value mem, Value off, int64_t lanes) {
   OpBuilder &b = e.builder();
   Type elem = elementOf(mem);
   Value raw =
       vector::LoadOp::create(b, e.location(), VectorType::get({lanes}, elem), mem, ValueRange{off});
-  if (elem.isF32())
+  if (elem == e.compute())
     return raw;
-  return arith::ExtFOp::create(b, e.location(), VectorType::get({lanes}, b.getF32Type()), raw);
+  return arith::ExtFOp::create(b, e.location(), VectorType::get({lanes}, e.compute()), raw);
 }
 } // namespace
 
@@ -58,16 +58,16 @@ Fragment CpuVector::multiply(KernelEmitter &e, const MatrixOperand &a, const Mat
   const size_t rows = aOff.size(), cols = bOff.size();
   SmallVector<Value> start(init.begin(), init.end());
   if (start.empty())
-    start.assign(rows * cols, e.f32(0.0));
+    start.assign(rows * cols, e.real(0.0));
   // Every element in ascending k, one fma per term: the order of the
   // packed micro-kernel and of the GPU SIMT kernels.
   f.values = e.forLoop(kBegin, kEnd, e.index(1), start, [&](KernelEmitter &ke, Value k, ValueRange it) {
     SmallVector<Value> bs;
     for (Value off : bOff)
-      bs.push_back(ke.loadF32(b.buffer, b.alongK(ke, off, k)));
+      bs.push_back(ke.loadReal(b.buffer, b.alongK(ke, off, k)));
     SmallVector<Value> next(rows * cols);
     for (size_t i = 0; i < rows; ++i) {
-      Value as = ke.loadF32(a.buffer, a.alongK(ke, aOff[i], k));
+      Value as = ke.loadReal(a.buffer, a.alongK(ke, aOff[i], k));
       for (size_t j = 0; j < cols; ++j)
         next[i * cols + j] = ke.fma(as, bs[j], it[i * cols + j]);
     }
@@ -143,7 +143,7 @@ SmallVector<Value> CpuVector::packedRows(KernelEmitter &e, const MatrixOperand &
   SmallVector<Value> aOff;
   for (Value row : f.rows)
     aOff.push_back(a.lineStart(e, row));
-  auto vt = VectorType::get({width}, e.builder().getF32Type());
+  auto vt = VectorType::get({width}, e.compute());
   Value zero = arith::ConstantOp::create(e.builder(), e.location(),
                                          cast<TypedAttr>(e.builder().getZeroAttr(vt)));
   SmallVector<Value> init(aOff.size(), zero);
@@ -155,7 +155,7 @@ SmallVector<Value> CpuVector::packedRows(KernelEmitter &e, const MatrixOperand &
                                       ValueRange{ke.add(packedOff, ke.mul(k, ke.index(width)))});
     SmallVector<Value> next;
     for (size_t i = 0; i < aOff.size(); ++i) {
-      Value xs = ke.loadF32(a.buffer, a.alongK(ke, aOff[i], k));
+      Value xs = ke.loadReal(a.buffer, a.alongK(ke, aOff[i], k));
       Value xb = vector::BroadcastOp::create(ob, ke.location(), vt, xs);
       next.push_back(math::FmaOp::create(ob, ke.location(), xb, wv, it[i]));
     }
@@ -175,7 +175,7 @@ Fragment CpuVector::multiplyPackedInto(KernelEmitter &e, const MatrixOperand &a,
 }
 
 Value CpuVector::loadGroup(KernelEmitter &e, Value mem, Value off, int64_t groupLanes) const {
-  return groupLanes == 1 ? e.loadF32(mem, off) : loadVecF32(e, mem, off, groupLanes);
+  return groupLanes == 1 ? e.loadReal(mem, off) : loadVecReal(e, mem, off, groupLanes);
 }
 
 void CpuVector::storeGroup(KernelEmitter &e, Value value, Value mem, Value off) const {
@@ -187,8 +187,8 @@ void CpuVector::storeGroup(KernelEmitter &e, Value value, Value mem, Value off) 
 
 Value CpuVector::zeroGroup(KernelEmitter &e, int64_t groupLanes) const {
   if (groupLanes == 1)
-    return e.f32(0.0);
-  auto type = VectorType::get({groupLanes}, e.builder().getF32Type());
+    return e.real(0.0);
+  auto type = VectorType::get({groupLanes}, e.compute());
   return arith::ConstantOp::create(e.builder(), e.location(),
                                    cast<TypedAttr>(e.builder().getZeroAttr(type)));
 }
@@ -197,22 +197,22 @@ void CpuVector::rankOneUpdate(KernelEmitter &e, Value acc, ArrayRef<Value> accOf
                               ArrayRef<Value> scale, Value src, Value srcOff, Value d,
                               Value dMain) const {
   OpBuilder &ob = e.builder();
-  auto f32v = VectorType::get({lanes}, ob.getF32Type());
+  auto vt = VectorType::get({lanes}, e.compute());
   SmallVector<Value> splats;
   for (Value s : scale)
-    splats.push_back(vector::BroadcastOp::create(ob, e.location(), f32v, s));
+    splats.push_back(vector::BroadcastOp::create(ob, e.location(), vt, s));
   e.forLoop(e.index(0), dMain, e.index(lanes), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
-    Value sv = loadVecF32(ke, src, ke.add(srcOff, k), lanes);
+    Value sv = loadVecReal(ke, src, ke.add(srcOff, k), lanes);
     for (size_t i = 0; i < accOff.size(); ++i) {
       Value at = ke.add(accOff[i], k);
-      Value old = vector::LoadOp::create(ke.builder(), ke.location(), f32v, acc, ValueRange{at});
+      Value old = vector::LoadOp::create(ke.builder(), ke.location(), vt, acc, ValueRange{at});
       Value upd = math::FmaOp::create(ke.builder(), ke.location(), splats[i], sv, old);
       vector::StoreOp::create(ke.builder(), ke.location(), upd, acc, ValueRange{at});
     }
     return SmallVector<Value>{};
   });
   e.forLoop(dMain, d, e.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
-    Value sv = ke.loadF32(src, ke.add(srcOff, k));
+    Value sv = ke.loadReal(src, ke.add(srcOff, k));
     for (size_t i = 0; i < accOff.size(); ++i) {
       Value at = ke.add(accOff[i], k);
       ke.store(ke.fma(scale[i], sv, ke.load(acc, at)), acc, at);
@@ -226,7 +226,7 @@ void lossjit::emitCopyRow(KernelEmitter &e, Value src, Value srcOff, Value dst, 
   Type out = elementOf(dst);
   e.forLoop(e.index(0), d, e.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
     Value v = ke.load(src, ke.add(srcOff, k));
-    if (!out.isF32())
+    if (out != v.getType())
       v = arith::TruncFOp::create(ke.builder(), ke.location(), out, v);
     ke.store(v, dst, ke.add(dstOff, k));
     return SmallVector<Value>{};
@@ -235,7 +235,7 @@ void lossjit::emitCopyRow(KernelEmitter &e, Value src, Value srcOff, Value dst, 
 
 void lossjit::emitZeroRow(KernelEmitter &e, Value dst, Value dstOff, Value d) {
   e.forLoop(e.index(0), d, e.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
-    ke.store(ke.f32(0.0), dst, ke.add(dstOff, k));
+    ke.store(ke.real(0.0), dst, ke.add(dstOff, k));
     return SmallVector<Value>{};
   });
 }

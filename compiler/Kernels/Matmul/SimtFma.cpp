@@ -55,13 +55,13 @@ public:
     Value bStart = b.lineStart(e, f.cols.front());
     SmallVector<Value> start(init.begin(), init.end());
     if (start.empty())
-      start.assign(f.rows.size(), e.f32(0.0));
+      start.assign(f.rows.size(), e.real(0.0));
     f.values =
         e.forLoop(kBegin, kEnd, e.index(1), start, [&](KernelEmitter &ke, Value k, ValueRange acc) {
-          Value bv = ke.loadF32(b.buffer, b.alongK(ke, bStart, k));
+          Value bv = ke.loadReal(b.buffer, b.alongK(ke, bStart, k));
           SmallVector<Value> next;
           for (size_t i = 0; i < aStart.size(); ++i)
-            next.push_back(ke.fma(ke.loadF32(a.buffer, a.alongK(ke, aStart[i], k)), bv, acc[i]));
+            next.push_back(ke.fma(ke.loadReal(a.buffer, a.alongK(ke, aStart[i], k)), bv, acc[i]));
           return next;
         });
     return f;

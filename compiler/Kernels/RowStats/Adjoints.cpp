@@ -20,27 +20,27 @@ std::string adjointName(loss::Statistic kind) {
 Value emitMixtureGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoint &row, Value p,
                       Value logp, Value logq, Value dz) {
   const double beta = spec.jsdBeta;
-  Value zero = e.f32(0.0);
-  Value mix = e.fma(e.f32(beta), e.subF(e.exp(logq), p), p);
+  Value zero = e.real(0.0);
+  Value mix = e.fma(e.real(beta), e.subF(e.exp(logq), p), p);
   Value counts = arith::AndIOp::create(e.builder(), e.location(),
                                        e.cmpF(arith::CmpFPredicate::OGT, mix, zero),
                                        e.cmpF(arith::CmpFPredicate::OGT, p, zero));
-  Value safeMix = e.select(counts, mix, e.f32(1.0));
+  Value safeMix = e.select(counts, mix, e.real(1.0));
   Value ratio = e.subF(e.subF(logp, e.log(safeMix)), row.mixtureKl); // r − K
   Value sum = zero;
   if (row.gJsd)
-    sum = e.mulF(e.mulF(row.gJsd, e.f32(1.0 - beta)), ratio);
+    sum = e.mulF(e.mulF(row.gJsd, e.real(1.0 - beta)), ratio);
   if (row.gMixtureKl) {
     // r − K − (1 − β)(p/M − S)
-    Value shift = e.mulF(e.f32(1.0 - beta), e.subF(e.divF(p, safeMix), row.mixtureP2));
+    Value shift = e.mulF(e.real(1.0 - beta), e.subF(e.divF(p, safeMix), row.mixtureP2));
     sum = e.fma(row.gMixtureKl, e.subF(ratio, shift), sum);
   }
   return e.addF(dz, e.select(counts, e.mulF(p, sum), zero));
 }
 } // namespace
 
-void lossjit::declareAdjointInputs(KernelSignature &sig, const LceSpec &spec, Type f32) {
-  MemRefType rowValues = KernelSink::flat(f32);
+void lossjit::declareAdjointInputs(KernelSignature &sig, const LceSpec &spec, Type real) {
+  MemRefType rowValues = KernelSink::flat(real);
   if (!spec.isVocabReduce()) {
     sig.arg("labels", KernelSink::flat(spec.labelType)).arg("lse", rowValues);
     sig.arg("grow", rowValues).argIf(spec.hasGradLse, "grad_lse", rowValues);
@@ -129,7 +129,7 @@ Value lossjit::emitRowActive(KernelEmitter &e, const LceSpec &spec, const RowAdj
     if (!g)
       continue;
     // UNE: a NaN adjoint counts as active (it must reach the gradients).
-    Value nonzero = e.cmpF(arith::CmpFPredicate::UNE, g, e.f32(0.0));
+    Value nonzero = e.cmpF(arith::CmpFPredicate::UNE, g, e.real(0.0));
     active = active ? arith::OrIOp::create(e.builder(), e.location(), active, nonzero) : nonzero;
   }
   // (Every op has an adjoint; a row with none would be active.)
@@ -140,7 +140,7 @@ Value lossjit::loadColumnWeight(KernelEmitter &e, const LceSpec &spec, const Ker
                                 Value col) {
   if (!spec.isVocabReduce() || !spec.hasClassWeights)
     return {};
-  return e.loadF32(a["class_weights"], col);
+  return e.loadReal(a["class_weights"], col);
 }
 
 Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoint &row, Value raw,
@@ -149,7 +149,7 @@ Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoi
     return emitLogitGrad(e, spec, raw, row.lse, row.g,
                          e.cmpI(arith::CmpIPredicate::eq, row.labels.front(), col), row.lseGrad);
   LogitAndSlope logit = emitLogitAndSlope(e, spec, raw);
-  Value dz = e.f32(0.0);
+  Value dz = e.real(0.0);
   if (row.lse) {
     Value logp = e.subF(logit.z, row.lse);
     Value p = e.exp(logp);
@@ -178,18 +178,18 @@ Value lossjit::emitRawGrad(KernelEmitter &e, const LceSpec &spec, const RowAdjoi
   // gradient would need Σ p³/M², and that one another sum): a non-zero
   // adjoint makes the row's gradient NaN instead of silently dropping it.
   if (row.gMixtureP2)
-    dz = e.addF(dz, e.select(e.cmpF(arith::CmpFPredicate::UNE, row.gMixtureP2, e.f32(0.0)),
-                             e.f32(std::numeric_limits<double>::quiet_NaN()), e.f32(0.0)));
+    dz = e.addF(dz, e.select(e.cmpF(arith::CmpFPredicate::UNE, row.gMixtureP2, e.real(0.0)),
+                             e.real(std::numeric_limits<double>::quiet_NaN()), e.real(0.0)));
   // One term per label, in label order (a column repeated among a row's
   // labels gets each of its adjoints).
   for (auto [label, g] : llvm::zip_equal(row.labels, row.gLabels))
-    dz = e.addF(dz, e.select(e.cmpI(arith::CmpIPredicate::eq, label, col), g, e.f32(0.0)));
+    dz = e.addF(dz, e.select(e.cmpI(arith::CmpIPredicate::eq, label, col), g, e.real(0.0)));
   if (row.labelAt)
     dz = e.addF(dz, row.labelAt(e, col));
   if (row.gSum)
     dz = colWeight ? e.fma(row.gSum, colWeight, dz) : e.addF(dz, row.gSum);
   if (row.gTargetSum) {
-    Value t = e.loadF32(row.targets, e.add(row.targetBase, col));
+    Value t = e.loadReal(row.targets, e.add(row.targetBase, col));
     Value factor = colWeight ? e.mulF(colWeight, t) : t;
     dz = e.fma(row.gTargetSum, factor, dz);
   }

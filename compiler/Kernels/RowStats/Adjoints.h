@@ -70,7 +70,7 @@ struct RowAdjoint {
 /// labels, lse, grow, [grad_lse] for the cross-entropy ops; [labels],
 /// [lse], [entropy], grad_<statistic> per statistic and [class_weights]
 /// for a reduction ([targets] too; its kernels declare V).
-void declareAdjointInputs(KernelSignature &sig, const LceSpec &spec, mlir::Type f32);
+void declareAdjointInputs(KernelSignature &sig, const LceSpec &spec, mlir::Type real);
 
 /// The values of `row` (a kernel with declareAdjointInputs' arguments);
 /// without `labels`, not its labels and their adjoints (the caller sets

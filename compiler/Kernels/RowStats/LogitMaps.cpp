@@ -20,27 +20,44 @@ using Logit = LogitAndSlope;
 ///   a + a³·P(a²)
 /// (Cephes' tanhf coefficients; ≤ 0.78 ulp over (0, 0.625] in f32, checked
 /// by scripts/numerics/softcap-tanh.py), whose relative error stays bounded
-/// down to the smallest a. Above, 1 − q is within 1.7 ulp.
-Value emitTanhOfNonNegative(KernelEmitter &e, Value a, Value q) {
+/// down to the smallest a. Above, 1 − q is within 1.7 ulp. In f64 the
+/// small branch is Cephes' tanh rational a + a³·P(a²)/Q(a²) (relative
+/// error ~2.5e-16 there), so f64 data keeps f64 accuracy.
+Value emitSmallTanh(KernelEmitter &e, Value a) {
+  auto horner = [&](llvm::ArrayRef<double> highToLow, Value x) {
+    Value p = e.real(highToLow.front());
+    for (double c : highToLow.drop_front())
+      p = e.addF(e.mulF(p, x), e.real(c));
+    return p;
+  };
+  Value s = e.mulF(a, a);
+  if (e.compute().isF64()) {
+    static constexpr double kP[] = {-9.64399179425052238628e-1, -9.92877231001918586564e1,
+                                    -1.61468768441708447952e3};
+    static constexpr double kQ[] = {1.0, 1.12811678491632931402e2, 2.23548839060100448583e3,
+                                    4.84406305325125486048e3};
+    Value ratio = e.divF(horner(kP, s), horner(kQ, s));
+    return e.addF(e.mulF(e.mulF(ratio, s), a), a);
+  }
   static constexpr double kTanhPoly[] = {-5.70498872745e-3, 2.06390887954e-2,
                                          -5.37397155531e-2, 1.33314422036e-1,
                                          -3.33332819422e-1};
-  Value s = e.mulF(a, a);
-  Value p = e.f32(kTanhPoly[0]);
-  for (double c : llvm::ArrayRef<double>(kTanhPoly).drop_front())
-    p = e.addF(e.mulF(p, s), e.f32(c));
-  Value small = e.addF(e.mulF(e.mulF(p, s), a), a);
-  Value isSmall = e.cmpF(arith::CmpFPredicate::OLT, a, e.f32(0.625));
-  return e.select(isSmall, small, e.subF(e.f32(1.0), q));
+  return e.addF(e.mulF(e.mulF(horner(kTanhPoly, s), s), a), a);
+}
+
+Value emitTanhOfNonNegative(KernelEmitter &e, Value a, Value q) {
+  Value small = emitSmallTanh(e, a);
+  Value isSmall = e.cmpF(arith::CmpFPredicate::OLT, a, e.real(0.625));
+  return e.select(isSmall, small, e.subF(e.real(1.0), q));
 }
 
 Logit emitLogitParts(KernelEmitter &e, const LceSpec &spec, Value raw, bool wantGrad) {
-  Value scale = spec.logitScale == 1.0 ? Value() : e.f32(spec.logitScale);
+  Value scale = spec.logitScale == 1.0 ? Value() : e.real(spec.logitScale);
   Value s = scale ? e.mulF(raw, scale) : raw;
   if (spec.softcap <= 0.0)
     return {s, scale};
-  Value cap = e.f32(spec.softcap);
-  Value zero = e.f32(0.0), one = e.f32(1.0), two = e.f32(2.0);
+  Value cap = e.real(spec.softcap);
+  Value zero = e.real(0.0), one = e.real(1.0), two = e.real(2.0);
   Value u = e.divF(s, cap);
   Value negative = e.cmpF(arith::CmpFPredicate::OLT, u, zero);
   Value a = e.select(negative, e.subF(zero, u), u);
@@ -66,7 +83,7 @@ Value lossjit::emitLogitGrad(KernelEmitter &e, const LceSpec &spec, Value raw, V
                              Value isTarget, Value lseGrad) {
   Logit logit = emitLogitParts(e, spec, raw, /*wantGrad=*/true);
   Value p = e.exp(e.subF(logit.z, lse));
-  Value target = e.select(isTarget, e.f32(1.0), e.f32(0.0));
+  Value target = e.select(isTarget, e.real(1.0), e.real(0.0));
   Value dz = e.mulF(g, e.subF(p, target));
   if (lseGrad)
     dz = e.fma(lseGrad, p, dz);
@@ -79,7 +96,12 @@ Value lossjit::emitTeacherLogit(KernelEmitter &e, const LceSpec &spec, Value tea
   Value xOff = e.mul(row, t), wOff = e.mul(col, t);
   Value raw = dot ? dot(e, teacherX, xOff, teacherW, wOff, t)
                   : e.dot(teacherX, xOff, teacherW, wOff, t);
+  return emitTeacherFromRaw(e, spec, raw, teacherBias, col);
+}
+
+Value lossjit::emitTeacherFromRaw(KernelEmitter &e, const LceSpec &spec, Value raw,
+                                  Value teacherBias, Value col) {
   if (teacherBias)
-    raw = e.addF(raw, e.loadF32(teacherBias, col));
-  return spec.teacherScale == 1.0 ? raw : e.mulF(raw, e.f32(spec.teacherScale));
+    raw = e.addF(raw, e.loadReal(teacherBias, col));
+  return spec.teacherScale == 1.0 ? raw : e.mulF(raw, e.real(spec.teacherScale));
 }

@@ -40,6 +40,10 @@ using DotProduct = std::function<mlir::Value(KernelEmitter &, mlir::Value x, mli
 mlir::Value emitTeacherLogit(KernelEmitter &e, const LceSpec &spec, mlir::Value teacherX,
                              mlir::Value teacherW, mlir::Value teacherBias, mlir::Value t,
                              mlir::Value row, mlir::Value col, const DotProduct &dot = {});
+/// u from its raw product x'[row]·w'[col] (formed by a tile product next to
+/// the student's): + b'[col] (null: none), then × teacherScale.
+mlir::Value emitTeacherFromRaw(KernelEmitter &e, const LceSpec &spec, mlir::Value raw,
+                               mlir::Value teacherBias, mlir::Value col);
 
 /// ∂loss/∂raw = g · (exp(z − lse) − [target]) · ∂z/∂raw with z = emitLogit(raw):
 /// ∂z/∂raw = logitScale · (1 − tanh²(u)) with a softcap (u = z_scaled / cap),

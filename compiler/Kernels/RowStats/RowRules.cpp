@@ -12,7 +12,7 @@ namespace {
 Value isIgnored(KernelEmitter &e, const LceSpec &spec, Value label) {
   return e.cmpI(arith::CmpIPredicate::eq, label, e.index(spec.ignoreIndex));
 }
-Value nan(KernelEmitter &e) { return e.f32(std::numeric_limits<double>::quiet_NaN()); }
+Value nan(KernelEmitter &e) { return e.real(std::numeric_limits<double>::quiet_NaN()); }
 } // namespace
 
 Value lossjit::emitCountedI32(KernelEmitter &e, const LceSpec &spec, Value label) {
@@ -24,10 +24,10 @@ Value lossjit::emitRowRule(KernelEmitter &e, const LceSpec &spec, Value label, V
   if (!lazy) {
     Value inRange = e.cmpI(arith::CmpIPredicate::ult, label, v);
     Value valid = e.select(inRange, value(e), nan(e));
-    return e.select(isIgnored(e, spec, label), e.f32(0.0), valid);
+    return e.select(isIgnored(e, spec, label), e.real(0.0), valid);
   }
   return e.ifElse(
-      isIgnored(e, spec, label), [](KernelEmitter &ie) { return ie.f32(0.0); },
+      isIgnored(e, spec, label), [](KernelEmitter &ie) { return ie.real(0.0); },
       [&](KernelEmitter &ce) {
         return ce.ifElse(ce.cmpI(arith::CmpIPredicate::ult, label, v), value,
                          [](KernelEmitter &ne) { return nan(ne); });
@@ -40,10 +40,10 @@ Value lossjit::emitGradScale(KernelEmitter &e, const LceSpec &spec, Value gradLo
     return {};
   // Without a grad_loss buffer (the fused forward+backward) the gradients
   // are those of grad_loss = 1; the caller rescales them.
-  Value g = gradLoss ? e.load(gradLoss, e.index(0)) : e.f32(1.0);
+  Value g = gradLoss ? e.load(gradLoss, e.index(0)) : e.real(1.0);
   if (spec.reduction == loss::Reduction::sum)
     return g;
-  return e.divF(g, e.i32ToF32(countI32));
+  return e.divF(g, e.i32ToReal(countI32));
 }
 
 Value lossjit::emitRowFactor(KernelEmitter &e, const LceSpec &spec, Value labels, Value gradLoss,
@@ -65,8 +65,8 @@ Value lossjit::emitRowLoss(KernelEmitter &e, const LceSpec &spec, Value label, V
       /*lazy=*/true);
 }
 
-void lossjit::declareRowOutputs(KernelSignature &sig, const LceSpec &spec, Type f32) {
-  MemRefType rows = KernelSink::flat(f32);
+void lossjit::declareRowOutputs(KernelSignature &sig, const LceSpec &spec, Type real) {
+  MemRefType rows = KernelSink::flat(real);
   if (!spec.isVocabReduce()) {
     sig.arg("lse", rows).arg("loss_rows", rows, spec.rowLossBuffer());
     return;
@@ -79,7 +79,7 @@ void lossjit::declareRowInputs(KernelSignature &sig, const LceSpec &spec) {
   if (spec.hasLabels)
     sig.arg("labels", KernelSink::flat(spec.labelType));
   sig.argIf(spec.isVocabReduce() && spec.hasClassWeights, "class_weights",
-            KernelSink::flat(mlir::Float32Type::get(spec.storage.getContext())));
+            KernelSink::flat(spec.compute));
   if (spec.hasTargets())
     sig.arg("targets", KernelSink::flat(spec.targetsType));
   declareTeacherInputs(sig, spec);
@@ -162,7 +162,7 @@ void lossjit::emitRowFromRawLogits(KernelEmitter &e, const LceSpec &spec, const 
 SmallVector<Value> lossjit::emitLaneLossAndCount(KernelEmitter &e, const LceSpec &spec,
                                                  Value labels, Value lossRows, Value first, Value n,
                                                  Value step) {
-  return e.forLoop(first, n, step, {e.f32(0.0), e.f32(0.0), e.i32(0)},
+  return e.forLoop(first, n, step, {e.real(0.0), e.real(0.0), e.i32(0)},
                    [&](KernelEmitter &le, Value r, ValueRange it) {
                      Value counted = emitCountedI32(le, spec, le.loadLabel(labels, r));
                      Value x = le.load(lossRows, r);
@@ -185,9 +185,9 @@ void lossjit::emitMergeLossAndCount(KernelEmitter &e, Value sums, Value comps, V
 Value lossjit::emitReducedLoss(KernelEmitter &e, const LceSpec &spec, Value sum, Value comp,
                                Value countI32) {
   // inf − inf in the compensation would turn an infinite total into NaN.
-  Value finite = e.cmpF(arith::CmpFPredicate::OLT, e.absF(sum), e.f32(std::numeric_limits<double>::infinity()));
+  Value finite = e.cmpF(arith::CmpFPredicate::OLT, e.absF(sum), e.real(std::numeric_limits<double>::infinity()));
   Value total = e.select(finite, e.addF(sum, comp), sum);
   if (spec.reduction == loss::Reduction::mean)
-    return e.divF(total, e.i32ToF32(countI32));
+    return e.divF(total, e.i32ToReal(countI32));
   return total;
 }

@@ -71,7 +71,7 @@ mlir::Value emitReducedLoss(KernelEmitter &e, const LceSpec &spec, mlir::Value s
 /// Declares the buffers the forward's per-row outputs go to: lse and the
 /// row losses (named rowLossBuffer() in the plan) for the cross-entropy
 /// ops, one [N] buffer per statistic (named after it) for a reduction.
-void declareRowOutputs(KernelSignature &sig, const LceSpec &spec, mlir::Type f32);
+void declareRowOutputs(KernelSignature &sig, const LceSpec &spec, mlir::Type real);
 
 /// Declares the per-row and per-column inputs the forward reads besides x,
 /// w and the bias: the labels (when the op has them) and a reduction's

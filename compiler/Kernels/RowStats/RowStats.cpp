@@ -56,7 +56,7 @@ SmallVector<Value> RowStats::identity(KernelEmitter &e, unsigned rows) const {
   for (unsigned r = 0; r < rows; ++r)
     for (StatKind kind : kinds)
       for (const StatField &f : statKindRules(kind).fields())
-        out.push_back(e.f32(f.identity));
+        out.push_back(e.real(f.identity));
   return out;
 }
 
@@ -123,7 +123,7 @@ SmallVector<Value> RowStats::identityWide(KernelEmitter &e) const {
   SmallVector<Value> out;
   for (StatKind kind : kinds)
     for (const StatField &f : statKindRules(kind).wideFields())
-      out.push_back(e.f32(f.identity));
+      out.push_back(e.real(f.identity));
   return out;
 }
 

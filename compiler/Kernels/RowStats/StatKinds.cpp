@@ -19,7 +19,7 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 /// exp(m − M), but 0 when m is −inf (so −inf − −inf never makes a NaN).
 Value rescale(KernelEmitter &e, Value m, Value maxAll) {
   Value isNegInf = e.cmpF(arith::CmpFPredicate::OEQ, m, e.negInf());
-  return e.select(isNegInf, e.f32(0.0), e.exp(e.subF(m, maxAll)));
+  return e.select(isNegInf, e.real(0.0), e.exp(e.subF(m, maxAll)));
 }
 
 /// The logits whose `valid` bit is clear replaced by −inf (they add 0).
@@ -70,7 +70,7 @@ SmallVector<Value> streamValues(bool teacher, ArrayRef<Value> z, ArrayRef<LogitI
 Value shifted(KernelEmitter &e, Value m, Value s, Value d, Value maxAll, Value keep) {
   Value empty = e.cmpF(arith::CmpFPredicate::OEQ, m, e.negInf());
   Value moved = e.mulF(keep, e.fma(e.subF(m, maxAll), s, d));
-  return e.select(empty, e.f32(0.0), moved);
+  return e.select(empty, e.real(0.0), moved);
 }
 
 /// Online log-sum-exp: (m, s) with lse = m + log s, s = Σ exp(z − m) (of
@@ -88,7 +88,7 @@ public:
   }
   SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z,
                           const LogitInputs &in) const override {
-    return mergeParts(e, state[0], state[1], streamValue(teacher, z, in), e.f32(1.0));
+    return mergeParts(e, state[0], state[1], streamValue(teacher, z, in), e.real(1.0));
   }
   /// The logits as one partial (m_t, s_t) — their max, then Σ exp(z − m_t)
   /// in order — merged into the state: one exponential per logit and one
@@ -161,18 +161,18 @@ public:
   }
   SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z,
                           const LogitInputs &in) const override {
-    return mergeParts(e, state, {streamValue(teacher, z, in), e.f32(1.0), e.f32(0.0)});
+    return mergeParts(e, state, {streamValue(teacher, z, in), e.real(1.0), e.real(0.0)});
   }
   SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
                               ArrayRef<Value> valid, ArrayRef<LogitInputs> in) const override {
     SmallVector<Value> masked = maskInvalid(e, streamValues(teacher, z, in), valid);
     Value m = maxOf(e, masked);
-    Value s = e.f32(0.0), d = e.f32(0.0);
+    Value s = e.real(0.0), d = e.real(0.0);
     for (Value value : masked) {
       Value t = rescale(e, value, m);
       s = e.addF(s, t);
       // A masked logit has t = 0 and z − m = −inf: its term is 0, not NaN.
-      d = e.select(e.cmpF(arith::CmpFPredicate::OEQ, t, e.f32(0.0)), d,
+      d = e.select(e.cmpF(arith::CmpFPredicate::OEQ, t, e.real(0.0)), d,
                    e.fma(t, e.subF(value, m), d));
     }
     return mergeParts(e, state, {m, s, d});
@@ -274,7 +274,7 @@ public:
   /// The compensation is dropped once the sum is ±inf or NaN (inf − inf).
   Value finishWide(KernelEmitter &e, ValueRange wide, loss::Statistic) const override {
     Value finite = e.cmpF(arith::CmpFPredicate::OLT, e.absF(wide[0]),
-                          e.f32(std::numeric_limits<double>::infinity()));
+                          e.real(std::numeric_limits<double>::infinity()));
     return e.select(finite, e.addF(wide[0], wide[1]), wide[0]);
   }
 
@@ -306,7 +306,7 @@ public:
   SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z,
                           const LogitInputs &in) const override {
     Value a = reverse ? z : in.teacher, b = reverse ? in.teacher : z;
-    return merge(e, state, {a, e.f32(1.0), b, e.f32(1.0), e.f32(0.0)});
+    return merge(e, state, {a, e.real(1.0), b, e.real(1.0), e.real(0.0)});
   }
   SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
                               ArrayRef<Value> valid, ArrayRef<LogitInputs> in) const override {
@@ -365,7 +365,7 @@ private:
     Value emptyB = e.cmpF(arith::CmpFPredicate::OEQ, x[2], e.negInf());
     Value value = e.mulF(keepA, e.fma(x[1], e.subF(x[2], mb), x[4]));
     return e.select(arith::OrIOp::create(e.builder(), e.location(), emptyA, emptyB),
-                    e.f32(0.0), value);
+                    e.real(0.0), value);
   }
   bool reverse;
 };
@@ -392,12 +392,12 @@ public:
   }
   SmallVector<Value> push(KernelEmitter &e, ValueRange state, Value z,
                           const LogitInputs &in) const override {
-    Value zero = e.f32(0.0);
+    Value zero = e.real(0.0);
     Value logp = e.subF(z, in.lse), logq = e.subF(in.teacher, in.teacherLse);
     Value p = e.exp(logp), q = e.exp(logq);
     Value mix = e.fma(in.beta, e.subF(q, p), p); // β q + (1 − β) p
     Value positive = e.cmpF(arith::CmpFPredicate::OGT, mix, zero);
-    Value safeMix = e.select(positive, mix, e.f32(1.0));
+    Value safeMix = e.select(positive, mix, e.real(1.0));
     Value logMix = e.log(safeMix);
     // A term whose probability is 0 (a −inf logit: log p = −inf) adds 0.
     auto counts = [&](Value prob) {
@@ -440,7 +440,7 @@ public:
   Value finishWide(KernelEmitter &e, ValueRange wide, loss::Statistic what) const override {
     unsigned at = 2 * position(what);
     Value finite = e.cmpF(arith::CmpFPredicate::OLT, e.absF(wide[at]),
-                          e.f32(std::numeric_limits<double>::infinity()));
+                          e.real(std::numeric_limits<double>::infinity()));
     return e.select(finite, e.addF(wide[at], wide[at + 1]), wide[at]);
   }
 

@@ -13,7 +13,7 @@ void lossjit::buildChunkedBackward(ChunkedBackwardSteps &steps, PlanBuilder &pla
   // backward).
   ChunkedAccumulators acc = plan.chunked(spec, steps.productDzType(), steps.budgetReserve());
   if (spec.fusedForward)
-    plan.workspace("loss_rows", "f32", "N");
+    plan.workspace("loss_rows", spec.computeName(), "N");
   // The cross-entropy ops form g_r from grad_loss; a reduction's adjoints
   // are inputs.
   if (!spec.isVocabReduce())

@@ -21,8 +21,8 @@ class ChunkedBackwardSteps {
 public:
   virtual ~ChunkedBackwardSteps() = default;
   /// The element type (a storage type name) the gradient products read dZ
-  /// in: f32, or f16/bf16 for tensor-core products.
-  virtual std::string productDzType() const { return "f32"; }
+  /// in: empty for the compute type, or f16/bf16 for tensor-core products.
+  virtual std::string productDzType() const { return ""; }
   /// Bytes of the budget (a formula over WB) set aside for what is not a
   /// workspace, e.g. the host threads' packing scratch; empty for none.
   virtual std::string budgetReserve() const { return ""; }

@@ -14,13 +14,13 @@ using namespace mlir;
 using namespace lossjit;
 
 Value KernelEmitter::index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-Value KernelEmitter::f32(double v) {
-  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+Value KernelEmitter::real(double v) {
+  return arith::ConstantOp::create(b, loc, b.getFloatAttr(computeType, v));
 }
 Value KernelEmitter::i32(int32_t v) {
   return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
 }
-Value KernelEmitter::negInf() { return f32(-std::numeric_limits<double>::infinity()); }
+Value KernelEmitter::negInf() { return real(-std::numeric_limits<double>::infinity()); }
 
 Value KernelEmitter::add(Value a, Value c) { return arith::AddIOp::create(b, loc, a, c); }
 Value KernelEmitter::sub(Value a, Value c) { return arith::SubIOp::create(b, loc, a, c); }
@@ -40,11 +40,11 @@ Value KernelEmitter::select(Value cond, Value a, Value c) {
 }
 Value KernelEmitter::andI(Value a, Value c) { return arith::AndIOp::create(b, loc, a, c); }
 Value KernelEmitter::addI32(Value a, Value c) { return arith::AddIOp::create(b, loc, a, c); }
-Value KernelEmitter::i32ToF32(Value v) {
-  return arith::SIToFPOp::create(b, loc, b.getF32Type(), v);
+Value KernelEmitter::i32ToReal(Value v) {
+  return arith::SIToFPOp::create(b, loc, computeType, v);
 }
 Value KernelEmitter::toStorage(Value v, Type storage) {
-  if (storage.isF32())
+  if (storage == v.getType())
     return v;
   return arith::TruncFOp::create(b, loc, storage, v);
 }
@@ -73,27 +73,27 @@ Value KernelEmitter::load(Value memref, Value idx) {
 void KernelEmitter::store(Value value, Value memref, Value idx) {
   memref::StoreOp::create(b, loc, value, memref, ValueRange{idx});
 }
-Value KernelEmitter::toF32(Value v) {
-  if (v.getType().isF32())
+Value KernelEmitter::toReal(Value v) {
+  if (v.getType() == computeType)
     return v;
-  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+  return arith::ExtFOp::create(b, loc, computeType, v);
 }
-Value KernelEmitter::loadF32(Value memref, Value idx) { return toF32(load(memref, idx)); }
+Value KernelEmitter::loadReal(Value memref, Value idx) { return toReal(load(memref, idx)); }
 Value KernelEmitter::loadLabel(Value labels, Value idx) {
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), load(labels, idx));
 }
 
 Value KernelEmitter::exp(Value x) {
-  return math::Exp2Op::create(b, loc, mulF(x, f32(std::numbers::log2e)));
+  return math::Exp2Op::create(b, loc, mulF(x, real(std::numbers::log2e)));
 }
 Value KernelEmitter::log(Value x) {
-  return mulF(math::Log2Op::create(b, loc, x), f32(std::numbers::ln2));
+  return mulF(math::Log2Op::create(b, loc, x), real(std::numbers::ln2));
 }
 Value KernelEmitter::dot(Value x, Value xOff, Value w, Value wOff, Value d) {
   auto r =
-      forLoop(index(0), d, index(1), {f32(0.0)}, [&](KernelEmitter &e, Value k, ValueRange it) {
-        Value xv = e.loadF32(x, e.add(xOff, k));
-        Value wv = e.loadF32(w, e.add(wOff, k));
+      forLoop(index(0), d, index(1), {real(0.0)}, [&](KernelEmitter &e, Value k, ValueRange it) {
+        Value xv = e.loadReal(x, e.add(xOff, k));
+        Value wv = e.loadReal(w, e.add(wOff, k));
         return SmallVector<Value>{e.fma(xv, wv, it[0])};
       });
   return r[0];
@@ -103,7 +103,7 @@ SmallVector<Value> KernelEmitter::forLoop(Value lb, Value ub, Value step, ValueR
                                           const LoopBody &body) {
   auto loop = scf::ForOp::create(b, loc, lb, ub, step, iters,
                                  [&](OpBuilder &nb, Location nloc, Value iv, ValueRange args) {
-                                   KernelEmitter inner(nb, nloc);
+                                   KernelEmitter inner = at(nb, nloc);
                                    SmallVector<Value> next = body(inner, iv, args);
                                    scf::YieldOp::create(nb, nloc, next);
                                  });
@@ -112,7 +112,7 @@ SmallVector<Value> KernelEmitter::forLoop(Value lb, Value ub, Value step, ValueR
 
 void KernelEmitter::ifThen(Value cond, const std::function<void(KernelEmitter &)> &then) {
   scf::IfOp::create(b, loc, cond, [&](OpBuilder &nb, Location nloc) {
-    KernelEmitter inner(nb, nloc);
+    KernelEmitter inner = at(nb, nloc);
     then(inner);
     scf::YieldOp::create(nb, nloc);
   });
@@ -123,12 +123,12 @@ void KernelEmitter::ifThenElse(Value cond, const std::function<void(KernelEmitte
   scf::IfOp::create(
       b, loc, cond,
       [&](OpBuilder &nb, Location nloc) {
-        KernelEmitter inner(nb, nloc);
+        KernelEmitter inner = at(nb, nloc);
         then(inner);
         scf::YieldOp::create(nb, nloc);
       },
       [&](OpBuilder &nb, Location nloc) {
-        KernelEmitter inner(nb, nloc);
+        KernelEmitter inner = at(nb, nloc);
         otherwise(inner);
         scf::YieldOp::create(nb, nloc);
       });
@@ -139,11 +139,11 @@ Value KernelEmitter::ifElse(Value cond, const std::function<Value(KernelEmitter 
   auto op = scf::IfOp::create(
       b, loc, cond,
       [&](OpBuilder &nb, Location nloc) {
-        KernelEmitter inner(nb, nloc);
+        KernelEmitter inner = at(nb, nloc);
         scf::YieldOp::create(nb, nloc, then(inner));
       },
       [&](OpBuilder &nb, Location nloc) {
-        KernelEmitter inner(nb, nloc);
+        KernelEmitter inner = at(nb, nloc);
         scf::YieldOp::create(nb, nloc, otherwise(inner));
       });
   return op.getResult(0);

@@ -1,7 +1,8 @@
 //===- KernelEmitter.h - shared IR building blocks of the kernels -*- C++ -*-===//
 //
-// The GPU and CPU kernel builders emit the same numerics: f32 arithmetic on
-// explicitly widened storage values, exp/log as exp2/log2 of pre-scaled
+// The GPU and CPU kernel builders emit the same numerics: arithmetic in the
+// compute type (f32; f64 for f64 storage, host only) on explicitly widened
+// storage values, exp/log as exp2/log2 of pre-scaled
 // arguments (which the GPU path lowers to ex2/lg2.approx, never libdevice,
 // and the host path expands to polynomials). Keeping them in one place
 // keeps the two backends' answers within rounding of each other.
@@ -22,13 +23,23 @@ namespace lossjit {
 /// Thin builder over one insertion point; methods return the new value.
 class KernelEmitter {
 public:
-  KernelEmitter(mlir::OpBuilder &builder, mlir::Location loc) : b(builder), loc(loc) {}
+  /// `compute`: the float type of the arithmetic (f32 for f16/bf16/f32
+  /// storage, f64 for f64 storage); null means f32.
+  KernelEmitter(mlir::OpBuilder &builder, mlir::Location loc, mlir::Type compute = {})
+      : b(builder), loc(loc), computeType(compute ? compute : builder.getF32Type()) {}
 
   mlir::OpBuilder &builder() { return b; }
   mlir::Location location() const { return loc; }
+  /// The float type every exp, log, max, sum and accumulation uses.
+  mlir::Type compute() const { return computeType; }
+  /// An emitter at another insertion point with the same compute type.
+  KernelEmitter at(mlir::OpBuilder &builder, mlir::Location where) const {
+    return KernelEmitter(builder, where, computeType);
+  }
 
   mlir::Value index(int64_t v);
-  mlir::Value f32(double v);
+  /// A constant of the compute type.
+  mlir::Value real(double v);
   mlir::Value i32(int32_t v);
   mlir::Value negInf();
 
@@ -46,9 +57,10 @@ public:
   mlir::Value andI(mlir::Value a, mlir::Value c);
   /// i32 addition (row counts).
   mlir::Value addI32(mlir::Value a, mlir::Value c);
-  /// i32 → f32 (a count as a divisor).
-  mlir::Value i32ToF32(mlir::Value v);
-  /// f32 → `storage` (one rounding, arith.truncf); f32 passes through.
+  /// i32 → the compute type (a count as a divisor).
+  mlir::Value i32ToReal(mlir::Value v);
+  /// compute → `storage` (one rounding, arith.truncf); the compute type
+  /// passes through.
   mlir::Value toStorage(mlir::Value v, mlir::Type storage);
   mlir::Value addF(mlir::Value a, mlir::Value c);
   mlir::Value subF(mlir::Value a, mlir::Value c);
@@ -65,10 +77,11 @@ public:
 
   mlir::Value load(mlir::Value memref, mlir::Value idx);
   void store(mlir::Value value, mlir::Value memref, mlir::Value idx);
-  /// Explicit storage → compute cast (arith.extf); f32 passes through.
-  mlir::Value toF32(mlir::Value v);
-  /// load + toF32: a storage element as an f32 value.
-  mlir::Value loadF32(mlir::Value memref, mlir::Value idx);
+  /// Explicit storage → compute cast (arith.extf); the compute type passes
+  /// through.
+  mlir::Value toReal(mlir::Value v);
+  /// load + toReal: a storage element as a compute value.
+  mlir::Value loadReal(mlir::Value memref, mlir::Value idx);
   /// A label as an index (sign-extended from i32/i64).
   mlir::Value loadLabel(mlir::Value labels, mlir::Value idx);
 
@@ -76,7 +89,7 @@ public:
   mlir::Value exp(mlir::Value x);
   /// ln x as log2(x) · ln 2.
   mlir::Value log(mlir::Value x);
-  /// Sequential f32 dot product Σₖ x[xOff+k]·w[wOff+k] for k < d.
+  /// Sequential dot product (compute type) Σₖ x[xOff+k]·w[wOff+k] for k < d.
   mlir::Value dot(mlir::Value x, mlir::Value xOff, mlir::Value w, mlir::Value wOff, mlir::Value d);
 
   using LoopBody = std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, mlir::Value iv,
@@ -96,6 +109,7 @@ public:
 private:
   mlir::OpBuilder &b;
   mlir::Location loc;
+  mlir::Type computeType;
 };
 
 } // namespace lossjit

@@ -10,6 +10,7 @@ namespace {
 template <typename OpTy> LceSpec commonSpec(OpTy op) {
   LceSpec spec;
   spec.storage = op.getStorage();
+  spec.compute = op.getCompute();
   spec.labelType = cast<RankedTensorType>(op.getLabels().getType()).getElementType();
   spec.hasBias = static_cast<bool>(op.getBias());
   spec.ignoreIndex = op.getIgnoreIndex();
@@ -50,6 +51,7 @@ namespace {
 template <typename OpTy> LceSpec reduceSpec(OpTy op) {
   LceSpec spec;
   spec.storage = op.getStorage();
+  spec.compute = op.getCompute();
   spec.hasLabels = static_cast<bool>(op.getLabels());
   if (spec.hasLabels) {
     auto labels = cast<RankedTensorType>(op.getLabels().getType());
@@ -105,6 +107,7 @@ namespace {
 /// The buffers of a vocabulary reduction (LceSpec::planParams).
 std::vector<PlanParam> reduceParams(const LceSpec &spec) {
   std::string dt = loss::storageTypeName(spec.storage).str();
+  const std::string ct = spec.computeName();
   std::vector<PlanParam> params = {{"x", dt, {"N", "D"}, false}, {"w", dt, {"V", "D"}, false}};
   // Labels [N] or [N, K], and label_logit (and its adjoint) shaped alike.
   std::vector<std::string> labelShape = {"N"};
@@ -118,7 +121,7 @@ std::vector<PlanParam> reduceParams(const LceSpec &spec) {
   if (spec.hasBias)
     params.push_back({"bias", dt, {"V"}, false});
   if (spec.hasClassWeights)
-    params.push_back({"class_weights", "f32", {"V"}, false});
+    params.push_back({"class_weights", ct, {"V"}, false});
   if (spec.hasTargets())
     params.push_back(
         {"targets", loss::storageTypeName(spec.targetsType).str(), {"N", "V"}, false});
@@ -130,7 +133,7 @@ std::vector<PlanParam> reduceParams(const LceSpec &spec) {
   }
   if (!spec.gradient) {
     for (loss::Statistic kind : spec.statistics)
-      params.push_back({loss::stringifyStatistic(kind).str(), "f32", shapeOf(kind), true});
+      params.push_back({loss::stringifyStatistic(kind).str(), ct, shapeOf(kind), true});
     return params;
   }
   for (loss::Statistic kind :
@@ -138,9 +141,9 @@ std::vector<PlanParam> reduceParams(const LceSpec &spec) {
         loss::Statistic::reverse_cross_entropy, loss::Statistic::mixture_kl,
         loss::Statistic::mixture_p2})
     if (spec.gradientReadsSaved(kind))
-      params.push_back({loss::stringifyStatistic(kind).str(), "f32", {"N"}, false});
+      params.push_back({loss::stringifyStatistic(kind).str(), ct, {"N"}, false});
   for (loss::Statistic kind : spec.statistics)
-    params.push_back({"grad_" + loss::stringifyStatistic(kind).str(), "f32", shapeOf(kind), false});
+    params.push_back({"grad_" + loss::stringifyStatistic(kind).str(), ct, shapeOf(kind), false});
   if (spec.needsGradX)
     params.push_back({"grad_x", dt, {"N", "D"}, true});
   if (spec.needsGradW)
@@ -156,6 +159,7 @@ std::vector<PlanParam> LceSpec::planParams() const {
     return reduceParams(*this);
   std::string dt = loss::storageTypeName(storage).str();
   std::string lt = labelTypeName(labelType);
+  const std::string ct = computeName();
   std::vector<PlanParam> params = {
       {"x", dt, {"N", "D"}, false},
       {"w", dt, {"V", "D"}, false},
@@ -168,13 +172,13 @@ std::vector<PlanParam> LceSpec::planParams() const {
     rowShape = {"N"};
   if (fusedForward) {
     // Outputs only: the loss (mean/sum), lse, and the gradients of grad = 1.
-    params.push_back({"loss", "f32", {}, true});
-    params.push_back({"lse", "f32", {"N"}, true});
+    params.push_back({"loss", ct, {}, true});
+    params.push_back({"lse", ct, {"N"}, true});
   } else if (gradient) {
-    params.push_back({"lse", "f32", {"N"}, false});
-    params.push_back({"grad_loss", "f32", rowShape, false});
+    params.push_back({"lse", ct, {"N"}, false});
+    params.push_back({"grad_loss", ct, rowShape, false});
     if (hasGradLse)
-      params.push_back({"grad_lse", "f32", {"N"}, false});
+      params.push_back({"grad_lse", ct, {"N"}, false});
   }
   if (gradient) {
     if (needsGradX)
@@ -188,8 +192,8 @@ std::vector<PlanParam> LceSpec::planParams() const {
   std::vector<std::string> lossShape;
   if (reduction == loss::Reduction::none)
     lossShape = {"N"};
-  params.push_back({"loss", "f32", lossShape, true});
-  params.push_back({"lse", "f32", {"N"}, true});
+  params.push_back({"loss", ct, lossShape, true});
+  params.push_back({"lse", ct, {"N"}, true});
   return params;
 }
 

@@ -13,7 +13,11 @@ namespace lossjit {
 /// The compile-time facts of one fused-op variant. Shapes (N, V, D) are not
 /// here: kernels read them at run time.
 struct LceSpec {
-  mlir::Type storage;   ///< f16, bf16 or f32 element type of x, w, b.
+  mlir::Type storage;   ///< f16, bf16, f32 or f64 element type of x, w, b.
+  /// The arithmetic's type: f32, or f64 for f64 storage (the op's
+  /// `compute`). Row outputs, saved statistics, adjoints and workspaces
+  /// are of this type.
+  mlir::Type compute;
   mlir::Type labelType; ///< i32 or i64.
   bool hasBias = false;
   int64_t ignoreIndex = -100;
@@ -120,7 +124,13 @@ struct LceSpec {
   /// The runtime dims: N, V, D, and T (the teacher's hidden size) with a teacher.
   std::vector<std::string> dims() const;
 
-  bool storesF32() const { return storage.isF32(); }
+  /// Storage is the compute type: gradients accumulate in place, x is read
+  /// without widening.
+  bool storesCompute() const { return storage == compute; }
+  /// The compute type as plans spell it ("f32" or "f64").
+  std::string computeName() const { return compute.isF64() ? "f64" : "f32"; }
+  /// Bytes per compute element (4 or 8).
+  int64_t computeBytes() const { return compute.isF64() ? 8 : 4; }
   bool needsGradBias() const { return gradient && hasBias && needsGradW; }
   bool hasLogitTransform() const { return logitScale != 1.0 || softcap != 0.0; }
 

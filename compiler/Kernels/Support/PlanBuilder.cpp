@@ -29,36 +29,39 @@ void PlanBuilder::workspace(llvm::StringRef name, llvm::StringRef dtype, llvm::S
 ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec, llvm::StringRef productDzType,
                                          llvm::StringRef reserve) {
   constant("WB", spec.workspaceBytes);
-  // Bytes per dZ element of a chunk: f32 dZ; or 16-bit dZ for tensor-core
-  // products, next to the fused op's f32 raw logits.
-  const bool dz16 = productDzType != "f32";
-  const int64_t perElement = !dz16 ? 4 : spec.fusedForward ? 6 : 2;
-  std::string left = reserve.empty() ? "WB-N*4" : ("WB-N*4-" + reserve).str();
+  // Bytes per dZ element of a chunk: compute-type dZ; or 16-bit dZ for
+  // tensor-core products, next to the fused op's f32 raw logits.
+  const std::string ct = spec.computeName();
+  const int64_t computeBytes = spec.computeBytes();
+  const bool dz16 = !productDzType.empty() && productDzType != ct;
+  const int64_t perElement = !dz16 ? computeBytes : spec.fusedForward ? 6 : 2;
+  std::string rows = "WB-N*" + std::to_string(computeBytes);
+  std::string left = reserve.empty() ? rows : rows + "-" + reserve.str();
   plan.derived = {{"C", "max(1,min(N,(" + left + ")/(V*" + std::to_string(perElement) + ")))"}};
   plan.chunkSymbol = "C";
   if (!dz16 || spec.fusedForward)
-    workspace("dz", "f32", "C*V");
+    workspace("dz", ct, "C*V");
   if (dz16) {
     workspace(spec.fusedForward ? "dzs" : "dz", productDzType, "C*V");
     workspace("gscale", "f32", "1");
   }
   ChunkedAccumulators acc;
-  if (!spec.needsGradW || spec.storesF32())
+  if (!spec.needsGradW || spec.storesCompute())
     return acc;
   acc.separate = true;
   acc.dw = "dw_acc";
-  workspace("dw_acc", "f32", "V*D");
+  workspace("dw_acc", ct, "V*D");
   if (spec.needsGradBias()) {
     acc.db = "db_acc";
-    workspace("db_acc", "f32", "V");
+    workspace("db_acc", ct, "V");
   }
   return acc;
 }
 
-void PlanBuilder::vocabChunks(llvm::StringRef columnsFormula, int64_t workspaceBytes) {
-  constant("WB", workspaceBytes);
+void PlanBuilder::vocabChunks(const LceSpec &spec, llvm::StringRef columnsFormula) {
+  constant("WB", spec.workspaceBytes);
   plan.derived = {{"C", columnsFormula.str()}};
   plan.chunkSymbol = "C";
   plan.chunkDim = "V";
-  workspace("dz", "f32", "N*C");
+  workspace("dz", spec.computeName(), "N*C");
 }

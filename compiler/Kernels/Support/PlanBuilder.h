@@ -34,20 +34,21 @@ public:
 
   /// What the chunked schedules need: the budget constant WB, the chunk size
   /// C (the budget bounds only the [C,V] dZ chunk and the row factors; the
-  /// f32 dW accumulator is gradient-sized and kept outside it, or chunks
-  /// would shrink to one row whenever V·D·4 exceeds the budget), the dZ
-  /// workspace and, for 16-bit storage, the f32 accumulators. With a
-  /// `productDzType` other than f32 (tensor-core products) dZ is stored in
-  /// that type — in "dzs" next to the fused op's f32 raw logits "dz" — with
+  /// dW accumulator is gradient-sized and kept outside it, or chunks would
+  /// shrink to one row whenever V·D·4 exceeds the budget), the dZ
+  /// workspace and, for 16-bit storage, the f32 accumulators (all of the
+  /// compute type). With a `productDzType` other than the compute type
+  /// (tensor-core products) dZ is stored in that type — in "dzs" next to
+  /// the fused op's f32 raw logits "dz" — with
   /// its power-of-two scale in "gscale". `reserve` (a formula over WB) is
   /// taken off the budget before the chunk is sized.
-  ChunkedAccumulators chunked(const LceSpec &spec, llvm::StringRef productDzType = "f32",
+  ChunkedAccumulators chunked(const LceSpec &spec, llvm::StringRef productDzType = "",
                               llvm::StringRef reserve = "");
 
   /// Chunks over the vocabulary (host schedules): the budget constant WB,
   /// the chunk width C = `columnsFormula` (over N, V, D, WB) and the dZ
   /// workspace [N × C].
-  void vocabChunks(llvm::StringRef columnsFormula, int64_t workspaceBytes);
+  void vocabChunks(const LceSpec &spec, llvm::StringRef columnsFormula);
 
 private:
   LaunchPlan &plan;

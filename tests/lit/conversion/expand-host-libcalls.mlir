@@ -1,7 +1,7 @@
-// loss-expand-host-libcalls: f16/bf16 ↔ f32 conversions and f32 exp2/log2
-// become integer and f32 arithmetic (+ math.fma), scalar or vector, so the
-// host JIT never emits __truncsfbf2/__extendhfsf2/__truncsfhf2/exp2f/log2f.
-// Other types keep their op.
+// loss-expand-host-libcalls: f16/bf16 ↔ f32 conversions and f32/f64
+// exp2/log2 become integer and float arithmetic (+ math.fma), scalar or
+// vector, so the host JIT never emits __truncsfbf2/__extendhfsf2/
+// __truncsfhf2/exp2f/log2f/exp2/log2. Other types keep their op.
 // RUN: lossjit-opt %s --loss-expand-host-libcalls --split-input-file | FileCheck %s
 // It runs nested in the CPU pipeline's kernel module.
 // RUN: lossjit-opt %s --pass-pipeline="builtin.module(builtin.module(loss-expand-host-libcalls))" \
@@ -117,24 +117,55 @@ func.func @log2_vector(%a: vector<8xf32>) -> vector<8xf32> {
 
 // -----
 
+// f64 exp2: clamp to [-1076, 1025], the 1.5·2^52 shifter, the degree-13
+// Taylor series of 2^f (13 Horner fma), 2^n in two steps on the i64 bits.
+// CHECK-LABEL: func.func @exp2_f64
+// CHECK-DAG:     arith.constant -1.076000e+03 : f64
+// CHECK-DAG:     arith.constant 0x4338000000000000 : f64
+// CHECK-DAG:     arith.constant 1023 : i64
+// CHECK-COUNT-13: math.fma
+// CHECK:         arith.fptosi %{{.*}} : f64 to i64
+// CHECK:         arith.shli %{{.*}} : i64
+// CHECK-NOT:     math.exp2
+func.func @exp2_f64(%a: f64) -> f64 {
+  %r = math.exp2 %a : f64
+  return %r : f64
+}
+
+// -----
+
+// f64 log2: subnormal prescale by 2^52, split at √2 (0x3FF6A09E667F3BCD),
+// s = (m − 1)/(m + 1), the odd series of atanh in s² (11 Horner fma).
+// CHECK-LABEL: func.func @log2_f64_vector
+// CHECK-DAG:     arith.constant dense<4609047870845172685> : vector<4xi64>
+// CHECK-DAG:     arith.constant dense<2.8853900817779268> : vector<4xf64>
+// CHECK:         arith.divf %{{.*}} : vector<4xf64>
+// CHECK-COUNT-11: math.fma
+// CHECK:         arith.sitofp %{{.*}} : vector<4xi64> to vector<4xf64>
+// CHECK-NOT:     math.log2
+func.func @log2_f64_vector(%a: vector<4xf64>) -> vector<4xf64> {
+  %r = math.log2 %a : vector<4xf64>
+  return %r : vector<4xf64>
+}
+
+// -----
+
 // Negative: other types and rounding modes keep their op.
 // CHECK-LABEL: func.func @untouched
-// CHECK:         math.exp2 %{{.*}} : f64
-// CHECK:         math.log2 %{{.*}} : f64
+// CHECK:         math.exp2 %{{.*}} : f16
 // CHECK:         arith.truncf %{{.*}} : f64 to f32
 // CHECK:         arith.extf %{{.*}} : f16 to f64
 // CHECK:         arith.extf %{{.*}} : f32 to f64
 // CHECK:         arith.truncf %{{.*}} downward : f32 to bf16
 // NESTED-LABEL: func.func @untouched
-// NESTED:         math.exp2 %{{.*}} : f64
-func.func @untouched(%a: f64, %h: f16, %s: f32) -> (f64, f64, f32, f64, f64, bf16) {
-  %0 = math.exp2 %a : f64
-  %1 = math.log2 %a : f64
+// NESTED:         math.exp2 %{{.*}} : f16
+func.func @untouched(%a: f64, %h: f16, %s: f32) -> (f16, f32, f64, f64, bf16) {
+  %0 = math.exp2 %h : f16
   %2 = arith.truncf %a : f64 to f32
   %3 = arith.extf %h : f16 to f64
   %4 = arith.extf %s : f32 to f64
   %5 = arith.truncf %s downward : f32 to bf16
-  return %0, %1, %2, %3, %4, %5 : f64, f64, f32, f64, f64, bf16
+  return %0, %2, %3, %4, %5 : f16, f32, f64, f64, bf16
 }
 
 // -----

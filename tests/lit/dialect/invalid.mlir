@@ -94,18 +94,18 @@ func.func @linear_result_cols(%x: tensor<4x?xf16>, %w: tensor<10x?xf16>) {
 
 // -----
 
-// f64 is not a storage type of the loss graph.
-func.func @linear_f64_storage(%x: tensor<?x?xf64>, %w: tensor<?x?xf64>) {
-  // expected-error @+1 {{'loss.linear' op operand #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float values, but got 'tensor<?x?xf64>'}}
-  %z = loss.linear %x, %w : tensor<?x?xf64>, tensor<?x?xf64> -> tensor<?x?xf64>
+// f8 is not a storage type of the loss graph.
+func.func @linear_f8_storage(%x: tensor<?x?xf8E4M3FN>, %w: tensor<?x?xf8E4M3FN>) {
+  // expected-error @+1 {{'loss.linear' op operand #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<?x?xf8E4M3FN>'}}
+  %z = loss.linear %x, %w : tensor<?x?xf8E4M3FN>, tensor<?x?xf8E4M3FN> -> tensor<?x?xf8E4M3FN>
   return
 }
 
 // -----
 
-func.func @cast_f64(%t: tensor<4xf32>) {
-  // expected-error @+1 {{'loss.cast' op result #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float values, but got 'tensor<4xf64>'}}
-  %a = loss.cast %t : tensor<4xf32> to tensor<4xf64>
+func.func @cast_f8(%t: tensor<4xf32>) {
+  // expected-error @+1 {{'loss.cast' op result #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<4xf8E4M3FN>'}}
+  %a = loss.cast %t : tensor<4xf32> to tensor<4xf8E4M3FN>
   return
 }
 
@@ -224,10 +224,18 @@ func.func @nll_mean_vector(%lp: tensor<4x?xf32>, %y: tensor<4xi64>) {
 
 // -----
 
-// The loss is always f32, whatever the storage type.
+// The loss is of the compute type: f32 for 16-bit and f32 data, f64 for f64.
 func.func @nll_result_f16(%lp: tensor<?x?xf16>, %y: tensor<?xi64>) {
-  // expected-error @+1 {{'loss.nll' op result #0 must be ranked tensor of 32-bit float values, but got 'tensor<f16>'}}
+  // expected-error @+1 {{'loss.nll' op result #0 must be ranked tensor of 32-bit float or 64-bit float values, but got 'tensor<f16>'}}
   %l = loss.nll %lp, %y : tensor<?x?xf16>, tensor<?xi64> -> tensor<f16>
+  return
+}
+
+// -----
+
+func.func @nll_result_f64_of_f32(%lp: tensor<?x?xf32>, %y: tensor<?xi64>) {
+  // expected-error @+1 {{'loss.nll' op result must be 'f32' (the compute type of 'f32'), got 'f64'}}
+  %l = loss.nll %lp, %y : tensor<?x?xf32>, tensor<?xi64> -> tensor<f64>
   return
 }
 
@@ -259,7 +267,7 @@ func.func @cross_entropy_none_scalar(%z: tensor<?x?xf16>, %y: tensor<?xi64>) {
 
 // fp16 storage never means fp16 math.
 func.func @fused_compute_f16(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) {
-  // expected-error @+1 {{'loss.linear_cross_entropy' op compute must be f32 (fp16/bf16 storage never means fp16 math), got 'f16'}}
+  // expected-error @+1 {{'loss.linear_cross_entropy' op compute must be 'f32' for 'f16' storage (fp16/bf16 storage never means fp16 math; f64 storage computes in f64), got 'f16'}}
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f16} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return
 }
@@ -267,7 +275,7 @@ func.func @fused_compute_f16(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tenso
 // -----
 
 func.func @fused_compute_bf16(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) {
-  // expected-error @+1 {{compute must be f32 (fp16/bf16 storage never means fp16 math), got 'bf16'}}
+  // expected-error @+1 {{compute must be 'f32' for 'bf16' storage (fp16/bf16 storage never means fp16 math; f64 storage computes in f64), got 'bf16'}}
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = bf16, compute = bf16} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return
 }
@@ -275,7 +283,7 @@ func.func @fused_compute_bf16(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: te
 // -----
 
 func.func @fused_storage_mismatch(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) {
-  // expected-error @+1 {{'loss.linear_cross_entropy' op storage attribute 'bf16' differs from the input element type 'f16'}}
+  // expected-error @+1 {{'loss.linear_cross_entropy' op storage attribute 'bf16' must be f16, bf16, f32 or f64 and equal the input element type 'f16'}}
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = bf16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return
 }
@@ -283,8 +291,26 @@ func.func @fused_storage_mismatch(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: 
 // -----
 
 func.func @fused_storage_f64(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi64>) {
-  // expected-error @+1 {{'loss.linear_cross_entropy' op storage must be f16, bf16 or f32, got 'f64'}}
+  // expected-error @+1 {{'loss.linear_cross_entropy' op storage attribute 'f64' must be f16, bf16, f32 or f64 and equal the input element type 'f32'}}
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f64, compute = f32} : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
+  return
+}
+
+// -----
+
+// f64 storage computes in f64, never in f32.
+func.func @fused_f64_compute_f32(%x: tensor<?x?xf64>, %w: tensor<?x?xf64>, %y: tensor<?xi64>) {
+  // expected-error @+1 {{'loss.linear_cross_entropy' op compute must be 'f64' for 'f64' storage (fp16/bf16 storage never means fp16 math; f64 storage computes in f64), got 'f32'}}
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f64, compute = f32} : tensor<?x?xf64>, tensor<?x?xf64>, tensor<?xi64> -> tensor<f64>, tensor<?xf64>
+  return
+}
+
+// -----
+
+// Row values are of the compute type: an f32 lse of f64 data is refused.
+func.func @fused_f64_lse_f32(%x: tensor<?x?xf64>, %w: tensor<?x?xf64>, %y: tensor<?xi64>) {
+  // expected-error @+1 {{'loss.linear_cross_entropy' op result #1 is 'f32': row values must be of the compute type 'f64'}}
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f64, compute = f64} : tensor<?x?xf64>, tensor<?x?xf64>, tensor<?xi64> -> tensor<f64>, tensor<?xf32>
   return
 }
 
@@ -347,7 +373,7 @@ func.func @fused_none_scalar(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tenso
 // -----
 
 func.func @fused_loss_f16(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) {
-  // expected-error @+1 {{'loss.linear_cross_entropy' op result #0 must be ranked tensor of 32-bit float values, but got 'tensor<f16>'}}
+  // expected-error @+1 {{'loss.linear_cross_entropy' op result #0 must be ranked tensor of 32-bit float or 64-bit float values, but got 'tensor<f16>'}}
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f16>, tensor<?xf32>
   return
 }

@@ -45,7 +45,7 @@ func.func @class_weights_without_sum(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %
 // -----
 
 func.func @class_weights_of_another_type(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %c: tensor<?xf16>) {
-  // expected-error @+1 {{operand #2 must be ranked tensor of 32-bit float values, but got 'tensor<?xf16>'}}
+  // expected-error @+1 {{operand #2 must be ranked tensor of 32-bit float or 64-bit float values, but got 'tensor<?xf16>'}}
   %r = loss.vocab_reduce %x, %w class_weights %c : tensor<?xf16> {storage = f16, compute = f32}
       : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?xf32> {
   ^bb0(%z: tensor<?x?xf32>):
@@ -126,7 +126,7 @@ func.func @result_count(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>) {
 // -----
 
 func.func @region_logits_not_f32(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>) {
-  // expected-error @+1 {{region argument must be the f32 logits tensor [N, V], got 'tensor<?x?xf16>'}}
+  // expected-error @+1 {{region argument must be the 'f32' logits tensor [N, V], got 'tensor<?x?xf16>'}}
   %r = loss.vocab_reduce %x, %w {storage = f16, compute = f32}
       : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?xf32> {
   ^bb0(%z: tensor<?x?xf16>):
@@ -151,7 +151,7 @@ func.func @region_rows_differ(%x: tensor<4x?xf16>, %w: tensor<?x?xf16>) {
 // -----
 
 func.func @f16_compute(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>) {
-  // expected-error @+1 {{compute must be f32 (fp16/bf16 storage never means fp16 math), got 'f16'}}
+  // expected-error @+1 {{compute must be 'f32' for 'f16' storage (fp16/bf16 storage never means fp16 math; f64 storage computes in f64), got 'f16'}}
   %r = loss.vocab_reduce %x, %w {storage = f16, compute = f16}
       : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?xf32> {
   ^bb0(%z: tensor<?x?xf32>):
@@ -241,7 +241,7 @@ func.func @targets_of_another_width(%x: tensor<?x?xf16>, %w: tensor<10x?xf16>, %
 // -----
 
 func.func @targets_in_bf16_with_f16_storage(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %t: tensor<?x?xbf16>) {
-  // expected-error @+1 {{targets must be f32 or the storage type 'f16', got 'bf16'}}
+  // expected-error @+1 {{targets must be 'f32' or the storage type 'f16', got 'bf16'}}
   %r = loss.vocab_reduce %x, %w targets %t : tensor<?x?xbf16> {storage = f16, compute = f32}
       : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?xf32> {
   ^bb0(%z: tensor<?x?xf32>):
@@ -312,7 +312,7 @@ func.func @teacher_scale_zero(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %tx: ten
 
 func.func @teacher_region_takes_one_argument(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>,
     %tx: tensor<?x?xf32>, %tw: tensor<?x?xf32>) {
-  // expected-error @+1 {{region must take 2 arguments, the logits and the teacher's logits [N, V] (f32), got 1}}
+  // expected-error @+1 {{region must take 2 arguments, the logits and the teacher's logits [N, V] ('f32'), got 1}}
   %r = loss.vocab_reduce %x, %w teacher(%tx, %tw : tensor<?x?xf32>, tensor<?x?xf32>)
       {storage = f32, compute = f32} : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32> {
   ^bb0(%z: tensor<?x?xf32>):

@@ -1,8 +1,9 @@
 // The distillation forwards (a teacher head: KL's cross kind, the JSD's
 // second sweep) on their default tile (matmul=auto, as the runtime and
 // lossjit-aot pick it): SIMT with 2 rows per thread, which ptxas takes
-// with zero spills on sm_80 and sm_90 in bf16 (the tensor-core tile spilled
-// 432 bytes in the KL's lce_partial, SIMT with 4 rows 72 in the JSD's).
+// with zero spills on sm_80 and sm_90 in bf16 (the tensor-core tile spills
+// 280 bytes in the KL's lce_partial now that the teacher's logits are a tile
+// product too — 432 with per-logit dots — SIMT with 4 rows 72 in the JSD's).
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t/80 %t/90
 // RUN: lossjit-opt %s --lossjit-gpu-pipeline="chip=sm_80 matmul=auto" -o %t/80.mlir
@@ -15,11 +16,20 @@
 // RUN: %ptxas -v -arch=sm_80 %t/80/jsd_lce_partial.ptx -o %t/c.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
 // RUN: %ptxas -v -arch=sm_80 %t/80/jsd_lce_partial_dep.ptx -o %t/d.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
 // RUN: %ptxas -v -arch=sm_90 %t/90/jsd_lce_partial_dep.ptx -o %t/e.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
+// The KL's backward keeps the tensor-core tile (matmul=auto): its dZ kernel
+// forms the teacher's logits by the same mma.sync tile product as the
+// student's (16 mma.sync per product), without spills.
+// RUN: %ptxas -v -arch=sm_80 %t/80/klg_lce_bwd_dz.ptx -o %t/f.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
+// RUN: %ptxas -v -arch=sm_90 %t/90/klg_lce_bwd_dz.ptx -o %t/g.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
+// RUN: grep -c "mma.sync.aligned" %t/80/klg_lce_bwd_dz.ptx | FileCheck %s --check-prefix=MMA
 
 // TILE-LABEL: loss.launch_plans = {jsd = {
 // TILE-SAME:    tile = "block_rows=2,threads=128,splits=8,matmul=simt,stages=1"
 // TILE-SAME:    kl = {
 // TILE-SAME:    tile = "block_rows=2,threads=128,splits=8,matmul=simt,stages=1"
+// TILE-SAME:    klg = {
+// TILE-SAME:    tile = "block_rows=64,threads=128,splits=8,matmul=mma_sync,stages=3,block_cols=64,block_k=32"
+// MMA: 32
 // SPILLS: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 func.func @kl(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %tx: tensor<?x?xbf16>, %tw: tensor<?x?xbf16>)
@@ -50,4 +60,22 @@ func.func @jsd(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %tx: tensor<?x?xbf16>
     loss.yield %0, %1, %2, %3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
   }
   return %r#0, %r#1, %r#2, %r#3 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
+func.func @klg(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %tx: tensor<?x?xbf16>, %tw: tensor<?x?xbf16>,
+               %s0: tensor<?xf32>, %s1: tensor<?xf32>, %s2: tensor<?xf32>,
+               %g0: tensor<?xf32>, %g1: tensor<?xf32>, %g2: tensor<?xf32>)
+    -> (tensor<?x?xbf16>, tensor<?x?xbf16>) {
+  %gx, %gw = loss.vocab_reduce_grad %x, %w teacher(%tx, %tw : tensor<?x?xbf16>, tensor<?x?xbf16>)
+      saved(%s0, %s1, %s2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      adjoints(%g0, %g1, %g2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+      {storage = bf16, compute = f32, teacher_scale = 0.5}
+      : tensor<?x?xbf16>, tensor<?x?xbf16> -> tensor<?x?xbf16>, tensor<?x?xbf16> {
+  ^bb0(%z: tensor<?x?xf32>, %u: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat teacher_lse %u : tensor<?x?xf32> -> tensor<?xf32>
+    %2 = loss.stat cross_entropy %u, %z : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+  }
+  return %gx, %gw : tensor<?x?xbf16>, tensor<?x?xbf16>
 }

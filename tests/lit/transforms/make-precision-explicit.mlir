@@ -60,6 +60,22 @@ func.func @chain_f32_noop(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?
 
 // -----
 
+// Negative: f64 data computes in f64; nothing is narrowed to f32.
+// CHECK-LABEL: func.func @chain_f64_noop
+// CHECK-NEXT:    loss.linear {{.*}} -> tensor<?x?xf64>
+// CHECK-NEXT:    loss.log_softmax %{{.*}} : tensor<?x?xf64> -> tensor<?x?xf64>
+// CHECK-NEXT:    loss.nll %{{.*}}, %{{.*}} : tensor<?x?xf64>, tensor<?xi64> -> tensor<f64>
+// CHECK-NEXT:    return
+// CHECK-NOT:     loss.cast
+func.func @chain_f64_noop(%x: tensor<?x?xf64>, %w: tensor<?x?xf64>, %y: tensor<?xi64>) -> tensor<f64> {
+  %z = loss.linear %x, %w : tensor<?x?xf64>, tensor<?x?xf64> -> tensor<?x?xf64>
+  %lp = loss.log_softmax %z : tensor<?x?xf64> -> tensor<?x?xf64>
+  %l = loss.nll %lp, %y : tensor<?x?xf64>, tensor<?xi64> -> tensor<f64>
+  return %l : tensor<f64>
+}
+
+// -----
+
 // Negative: casts the user already wrote are kept, none are added.
 // CHECK-LABEL: func.func @already_explicit
 // CHECK-NEXT:    loss.linear

@@ -1,4 +1,4 @@
-// loss-verify-precision: the softmax path must compute in f32.
+// loss-verify-precision: the softmax path must compute in f32 (f64 for f64 data).
 // RUN: lossjit-opt %s --loss-verify-precision --split-input-file --verify-diagnostics | FileCheck %s
 
 // Positive: f32 compute behind explicit casts passes unchanged.
@@ -37,6 +37,20 @@ func.func @linear_f16_passes(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>) -> tensor
 
 // -----
 
+// f64 data computes in f64: the unfused chain and the fused op pass.
+// CHECK-LABEL: func.func @f64_passes
+// CHECK:         loss.log_softmax %{{.*}} : tensor<?x?xf64>
+// CHECK:         loss.linear_cross_entropy {{.*}}compute = f64
+func.func @f64_passes(%x: tensor<?x?xf64>, %w: tensor<?x?xf64>, %y: tensor<?xi64>) -> (tensor<f64>, tensor<f64>) {
+  %z = loss.linear %x, %w : tensor<?x?xf64>, tensor<?x?xf64> -> tensor<?x?xf64>
+  %lp = loss.log_softmax %z : tensor<?x?xf64> -> tensor<?x?xf64>
+  %l = loss.nll %lp, %y : tensor<?x?xf64>, tensor<?xi64> -> tensor<f64>
+  %f, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f64, compute = f64} : tensor<?x?xf64>, tensor<?x?xf64>, tensor<?xi64> -> tensor<f64>, tensor<?xf64>
+  return %l, %f : tensor<f64>, tensor<f64>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @fused_f32_compute_passes
 // CHECK:         loss.linear_cross_entropy {{.*}}compute = f32
 func.func @fused_f32_compute_passes(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) -> tensor<f32> {
@@ -47,7 +61,7 @@ func.func @fused_f32_compute_passes(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, 
 // -----
 
 func.func @log_softmax_f16_rejected(%z: tensor<?x?xf16>) -> tensor<?x?xf16> {
-  // expected-error @+1 {{'loss.log_softmax' op computes in 'f16'; the softmax path must compute in f32 (run loss-make-precision-explicit first)}}
+  // expected-error @+1 {{'loss.log_softmax' op computes in 'f16'; the softmax path must compute in f32 (f64 for f64 data; run loss-make-precision-explicit first)}}
   %lp = loss.log_softmax %z : tensor<?x?xf16> -> tensor<?x?xf16>
   return %lp : tensor<?x?xf16>
 }
@@ -99,7 +113,7 @@ func.func @chain_f16_rejected_twice(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y
 // -----
 
 func.func @scale_f16_rejected(%z: tensor<?x?xf16>) -> tensor<?x?xf16> {
-  // expected-error @+1 {{'loss.scale' op computes in 'f16'; the softmax path must compute in f32 (run loss-make-precision-explicit first)}}
+  // expected-error @+1 {{'loss.scale' op computes in 'f16'; the softmax path must compute in f32 (f64 for f64 data; run loss-make-precision-explicit first)}}
   %s = loss.scale %z {factor = 0.5} : tensor<?x?xf16> -> tensor<?x?xf16>
   return %s : tensor<?x?xf16>
 }

@@ -165,8 +165,8 @@ TEST(GraphBuilder, RejectsBadOptions) {
     EXPECT_EQ(llvm::toString(g.takeError()), message.str());
   };
   LceGraphOptions o;
-  o.dtype = "f64";
-  expectError(o, "dtype must be f16, bf16 or f32, got 'f64'");
+  o.dtype = "f8";
+  expectError(o, "dtype must be f16, bf16, f32 or f64, got 'f8'");
   o = {};
   o.labelType = "f32";
   expectError(o, "label type must be i32 or i64, got 'f32'");

@@ -212,6 +212,8 @@ std::string hostMathSource() {
   return "module { module @k {" +
          elementwise("exp2", "f32", "f32", "math.exp2 %v : vector<8xf32>") +
          elementwise("log2", "f32", "f32", "math.log2 %v : vector<8xf32>") +
+         elementwise("exp2_f64", "f64", "f64", "math.exp2 %v : vector<8xf64>") +
+         elementwise("log2_f64", "f64", "f64", "math.log2 %v : vector<8xf64>") +
          elementwise("to_bf16", "f32", "bf16",
                      "arith.truncf %v : vector<8xf32> to vector<8xbf16>") +
          elementwise("to_f16", "f32", "f16", "arith.truncf %v : vector<8xf32> to vector<8xf16>") +
@@ -416,6 +418,83 @@ TEST_F(HostMath, Exp2AndLog2AreWithinAnUlpOnEveryTarget) {
   }
 }
 
+/// |got − want| in units of the f64 spacing at `want` (want in long
+/// double: 11 more bits than f64 on x86).
+double ulpErrorF64(double got, long double want) {
+  if (double rounded = static_cast<double>(want); std::isinf(rounded) || std::isinf(got))
+    return got == rounded ? 0 : INFINITY;
+  int e = std::ilogb(want == 0 ? 0x1p-1074 : static_cast<double>(want));
+  long double ulp = std::ldexp(1.0L, std::max(e, -1022) - 52);
+  return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / ulp);
+}
+
+TEST_F(HostMath, F64Exp2AndLog2AreWithinAFewUlpOnEveryTarget) {
+  // f64 data computes in f64: its exp2 (Taylor series of degree 13) and
+  // log2 (odd series of atanh) are expanded too, the same bits everywhere.
+  std::mt19937_64 rng(12);
+  std::vector<double> ex, lx;
+  std::uniform_real_distribution<double> range(-1080.0, 1030.0), unit(-1.0, 1.0);
+  for (int i = 0; i < (1 << 17); ++i)
+    ex.push_back(range(rng)), ex.push_back(unit(rng));
+  for (int k = -1074; k <= 1023; ++k)
+    ex.push_back(k);
+  for (double s : {0.0, -0.0, double(INFINITY), double(-INFINITY), double(NAN), 0.5, -1074.5})
+    ex.push_back(s);
+  std::uniform_int_distribution<uint64_t> positive(0, 0x7FEFFFFFFFFFFFFFull);
+  std::uniform_real_distribution<double> nearOne(0.5, 2.0);
+  for (int i = 0; i < (1 << 17); ++i)
+    lx.push_back(std::bit_cast<double>(positive(rng))), lx.push_back(nearOne(rng));
+  for (double s : {0.0, -0.0, 1.0, 2.0, 0.5, -1.0, double(INFINITY), double(-INFINITY),
+                   double(NAN), std::numeric_limits<double>::denorm_min(),
+                   std::numeric_limits<double>::max(), std::nextafter(1.0, 2.0),
+                   std::nextafter(1.0, 0.0)})
+    lx.push_back(s);
+  while (ex.size() % 8)
+    ex.push_back(0.0);
+  while (lx.size() % 8)
+    lx.push_back(1.0);
+  std::vector<double> firstE, firstL;
+  for (const CpuTarget &target : testTargets()) {
+    SCOPED_TRACE(target.cpu);
+    HostFunctions fns(*context, hostMathSource(), target);
+    ASSERT_EQ(fns.error, "");
+    std::vector<double> e(ex.size()), l(lx.size());
+    fns.call("exp2_f64", ex.data(), e.data(), static_cast<int64_t>(ex.size()));
+    fns.call("log2_f64", lx.data(), l.data(), static_cast<int64_t>(lx.size()));
+    double worstE = 0, worstL = 0;
+    for (size_t i = 0; i < ex.size(); ++i) {
+      long double want = std::exp2(static_cast<long double>(ex[i]));
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(e[i]));
+        continue;
+      }
+      worstE = std::max(worstE, ulpErrorF64(e[i], want));
+    }
+    for (int k = -1074; k <= 1023; ++k)
+      EXPECT_EQ(e[std::find(ex.begin(), ex.end(), static_cast<double>(k)) - ex.begin()],
+                std::ldexp(1.0, k))
+          << "exp2 of the integer " << k << " is exact";
+    for (size_t i = 0; i < lx.size(); ++i) {
+      long double want = std::log2(static_cast<long double>(lx[i]));
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(l[i])) << lx[i];
+        continue;
+      }
+      worstL = std::max(worstL, ulpErrorF64(l[i], want));
+    }
+    // Measured on these samples: log2 3.17 ulp (s = (m − 1)/(m + 1) rounds
+    // m + 1 and the quotient; fine for f64 reference runs and gradcheck).
+    EXPECT_LE(worstE, 2.0) << "exp2";
+    EXPECT_LE(worstL, 3.5) << "log2";
+    RecordProperty("exp2_f64_max_ulp_" + target.cpu, std::to_string(worstE));
+    RecordProperty("log2_f64_max_ulp_" + target.cpu, std::to_string(worstL));
+    if (firstE.empty())
+      firstE = e, firstL = l;
+    EXPECT_EQ(0, std::memcmp(e.data(), firstE.data(), e.size() * 8)) << "exp2 bits differ";
+    EXPECT_EQ(0, std::memcmp(l.data(), firstL.data(), l.size() * 8)) << "log2 bits differ";
+  }
+}
+
 TEST_F(HostMath, ObjectsCallingUnprovidedRoutinesAreRejected) {
   // Without the expansion, x86-64-v3 (no AVX512_BF16) needs __truncsfbf2 —
   // the libcall gcc 12's libgcc lacks — and every target needs exp2f: the
@@ -432,9 +511,9 @@ TEST_F(HostMath, ObjectsCallingUnprovidedRoutinesAreRejected) {
 TEST_F(HostMath, KernelObjectsNeedOnlyLossjitsRoutines) {
   // Every kernel family, every storage type, every target: the object's
   // undefined symbols are a subset of cpuRuntimeSymbols(); x86-64-v2 (no
-  // FMA units) is the only one that calls fmaf.
+  // FMA units) is the only one that calls fmaf (and fma for f64).
   for (const CpuTarget &target : testTargets())
-    for (std::string dtype : {"f16", "bf16", "f32"})
+    for (std::string dtype : {"f16", "bf16", "f32", "f64"})
       for (int variant = 0; variant < 3; ++variant) {
         SCOPED_TRACE(target.cpu + " " + dtype + " variant " + std::to_string(variant));
         LceGraphOptions o;

@@ -501,6 +501,25 @@ TEST_F(VocabReduceKernels, TeacherStatistics) {
   checkBackward(tc, "simt");
 }
 
+TEST_F(VocabReduceKernels, TeacherLogitsTakeTheStudentsTileProduct) {
+  // The GPU kernels form the teacher's logits by the student's tile product
+  // over T (GpuSchedule::teacherTile): on tensor cores when the student's
+  // product runs there, through the same operand ring, with a T that is not
+  // a whole number of 16-byte pieces (plain staged loads) and one that is,
+  // a teacher bias and a temperature; the backward's dZ kernel forms them
+  // the same way.
+  for (int64_t teacherDim : {19, 40}) {
+    SCOPED_TRACE(teacherDim);
+    Case tc{20, 70, 36, "bf16", {"lse", "teacher_lse", "teacher_entropy", "cross_entropy"}};
+    tc.teacherDim = teacherDim;
+    tc.teacherBias = true;
+    tc.teacherScale = 0.8;
+    tc.tile = "matmul=mma_sync";
+    checkForward(tc, "simt");
+    checkBackward(tc, "simt");
+  }
+}
+
 TEST_F(VocabReduceKernels, GeneralizedJsdTakesADependentSweep) {
   // jsd and mixture_kl read both streams' finished lse: a second sweep on
   // both backends, and the derived gradient reads the saved mixture_kl.

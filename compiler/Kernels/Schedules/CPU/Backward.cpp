@@ -48,7 +48,7 @@ struct Backward : ChunkedBackwardSteps {
 
   Type st() const { return s.storage(); }
   MemRefType flat(Type t) const { return s.flat(t); }
-  KernelEmitter emitter() { return KernelEmitter(s.sink.builder(), s.sink.location()); }
+  KernelEmitter emitter() { return KernelEmitter(s.sink.builder(), s.sink.location(), s.spec.compute); }
 
   void dzInputs(KernelSignature &sig) { s.dzInputs(sig); }
   SmallVector<Value> rowGrads(KernelEmitter &e, const KernelArgs &a, const Fragment &raw) {
@@ -70,7 +70,7 @@ struct Backward : ChunkedBackwardSteps {
     KernelEmitter e = emitter();
     Value d = a["D"], rowEnd = a["row_end"];
     Value dMain = s.matmul.mainExtent(e, d);
-    Value accRows = stackF32(e, e.mul(e.index(br), d));
+    Value accRows = stackReal(e, e.mul(e.index(br), d));
     e.forLoop(
         a["row_begin"], rowEnd, e.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
           SmallVector<Value> accOff;
@@ -115,7 +115,7 @@ struct Backward : ChunkedBackwardSteps {
   /// rows on the stack, rounded once into grad_x.
   void buildDxChunk() {
     KernelSignature sig("lce_bwd_dx_chunk");
-    sig.arg("dz", flat(s.f32())).arg("w", flat(st())).arg("grad_x", flat(st()));
+    sig.arg("dz", flat(s.compute())).arg("w", flat(st())).arg("grad_x", flat(st()));
     sig.arg("row_begin", s.index()).arg("row_end", s.index()).arg("chunk_begin", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     KernelArgs a = s.sink.begin(sig, rows(/*perChunk=*/true));
@@ -126,7 +126,7 @@ struct Backward : ChunkedBackwardSteps {
     MatrixOperand dz{a["dz"], v, Value(), a["chunk_begin"]};
     MatrixOperand wt{a["w"], Value(), d};
     Value fresh = s.always(e);
-    if (st().isF32()) {
+    if (s.spec.storesCompute()) {
       s.matmul.accumulatePacked(e, shape, buffers, dz, wt, a["row_begin"], rowEnd, d, e.index(0),
                                 v, {a["grad_x"], [&](KernelEmitter &le, Value m) {
                                       return le.mul(m, d);
@@ -137,7 +137,7 @@ struct Backward : ChunkedBackwardSteps {
     }
     // Panels of up to 1 MiB of f32 rows, as many rows as fit.
     Value panel = s.panelRows(e, d, std::numeric_limits<int32_t>::max(), 256 * 1024);
-    Value accRows = stackF32(e, e.mul(panel, d));
+    Value accRows = stackReal(e, e.mul(panel, d));
     e.forLoop(a["row_begin"], rowEnd, panel, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
       Value panelEnd = pe.minUI(pe.add(pb, panel), rowEnd);
       s.matmul.accumulatePacked(pe, shape, buffers, dz, wt, pb, panelEnd, d, pe.index(0), v,
@@ -168,7 +168,7 @@ struct Backward : ChunkedBackwardSteps {
     KernelEmitter e = emitter();
     Value x = a["x"], w = a["w"], bias = a["bias"], d = a["D"], colEnd = a["col_end"];
     Value dMain = s.matmul.mainExtent(e, d);
-    Value accRows = stackF32(e, e.mul(e.index(br), d));
+    Value accRows = stackReal(e, e.mul(e.index(br), d));
     e.forLoop(
         a["col_begin"], colEnd, e.index(br), {}, [&](KernelEmitter &ce, Value cb, ValueRange) {
           // The block's vocab rows are lines of A = W; each token row is B.
@@ -178,9 +178,9 @@ struct Backward : ChunkedBackwardSteps {
             accOff.push_back(ce.mul(ce.index(i), d));
             emitZeroRow(ce, accRows, accOff.back(), d);
             if (bias)
-              bv.push_back(ce.loadF32(bias, owned.rows[i]));
+              bv.push_back(ce.loadReal(bias, owned.rows[i]));
             weights.push_back(loadColumnWeight(ce, s.spec, a, owned.rows[i]));
-            dbInit.push_back(ce.f32(0.0));
+            dbInit.push_back(ce.real(0.0));
           }
           SmallVector<Value> db = ce.forLoop(
               ce.index(0), a["N"], ce.index(1), dbInit,
@@ -196,7 +196,7 @@ struct Backward : ChunkedBackwardSteps {
                 {
                   OpBuilder::InsertionGuard guard(re.builder());
                   re.builder().setInsertionPointToStart(&ifOp.getThenRegion().front());
-                  KernelEmitter te(re.builder(), re.location());
+                  KernelEmitter te = re.at(re.builder(), re.location());
                   Value xOff = te.mul(row, d);
                   Fragment z = s.matmul.multiply(te, {w, d}, {x, d},
                                                  {cb, br, colEnd, row, 1, Value()}, te.index(0), d);
@@ -234,7 +234,7 @@ struct Backward : ChunkedBackwardSteps {
       sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
     else
       dzInputs(sig);
-    sig.arg("dz", flat(s.f32())).arg("row_begin", s.index()).arg("row_end", s.index());
+    sig.arg("dz", flat(s.compute())).arg("row_begin", s.index()).arg("row_end", s.index());
     sig.arg("chunk_begin", s.index()).arg("V", s.index()).arg("D", s.index());
     KernelArgs a = s.sink.begin(sig, rows(/*perChunk=*/true));
     const int64_t br = s.tile.blockRows;
@@ -294,8 +294,8 @@ struct Backward : ChunkedBackwardSteps {
   /// Rows-parallel (per chunk, fused): raw logits → lse and the row loss.
   void buildFusedLse() {
     KernelSignature sig("lce_fused_lse");
-    sig.arg("labels", flat(s.spec.labelType)).arg("dz", flat(s.f32()));
-    sig.arg("lse", flat(s.f32())).arg("loss_rows", flat(s.f32()));
+    sig.arg("labels", flat(s.spec.labelType)).arg("dz", flat(s.compute()));
+    sig.arg("lse", flat(s.compute())).arg("loss_rows", flat(s.compute()));
     sig.arg("row_begin", s.index()).arg("row_end", s.index()).arg("chunk_begin", s.index());
     sig.arg("V", s.index());
     KernelArgs a = s.sink.begin(sig, rows(/*perChunk=*/true));
@@ -313,8 +313,8 @@ struct Backward : ChunkedBackwardSteps {
   /// Rows-parallel (per chunk, fused): raw logits → dZ in place.
   void buildFusedDz() {
     KernelSignature sig("lce_fused_dz");
-    sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.f32()));
-    sig.arg("grow", flat(s.f32())).arg("dz", flat(s.f32()));
+    sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.compute()));
+    sig.arg("grow", flat(s.compute())).arg("dz", flat(s.compute()));
     sig.arg("row_begin", s.index()).arg("row_end", s.index()).arg("chunk_begin", s.index());
     sig.arg("V", s.index());
     KernelArgs a = s.sink.begin(sig, rows(/*perChunk=*/true));
@@ -343,8 +343,8 @@ struct Backward : ChunkedBackwardSteps {
   /// (CpuVector::accumulatePacked); db likewise.
   void buildDwChunk() {
     KernelSignature sig("lce_bwd_dw_chunk");
-    sig.arg("dz", flat(s.f32())).arg("x", flat(st())).arg("dw_acc", flat(s.f32()), acc.dw);
-    sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.f32()), acc.db);
+    sig.arg("dz", flat(s.compute())).arg("x", flat(st())).arg("dw_acc", flat(s.compute()), acc.dw);
+    sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.compute()), acc.db);
     sig.arg("col_begin", s.index()).arg("col_end", s.index());
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
@@ -397,9 +397,9 @@ struct Backward : ChunkedBackwardSteps {
   /// Vocab-parallel: one rounding of the f32 accumulators to storage.
   void buildFinish() {
     KernelSignature sig("lce_bwd_finish");
-    sig.arg("dw_acc", flat(s.f32())).arg("grad_w", flat(st()));
+    sig.arg("dw_acc", flat(s.compute())).arg("grad_w", flat(st()));
     if (s.spec.needsGradBias())
-      sig.arg("db_acc", flat(s.f32())).arg("grad_bias", flat(st()));
+      sig.arg("db_acc", flat(s.compute())).arg("grad_bias", flat(st()));
     sig.arg("col_begin", s.index()).arg("col_end", s.index()).arg("D", s.index());
     KernelArgs a = s.sink.begin(sig, vocab());
     KernelEmitter e = emitter();
@@ -421,10 +421,10 @@ void lossjit::buildCpuScaleKernel(CpuSchedule &s) {
   // The fused forward+backward has no grad_loss: it computes the gradients
   // of grad_loss = 1, which the caller rescales later.
   sig.arg("labels", s.flat(s.spec.labelType));
-  sig.argIf(!s.spec.fusedForward, "grad_loss", s.flat(s.f32()));
-  sig.arg("grow", s.flat(s.f32())).arg("N", s.index()).arg("V", s.index());
+  sig.argIf(!s.spec.fusedForward, "grad_loss", s.flat(s.compute()));
+  sig.arg("grow", s.flat(s.compute())).arg("N", s.index()).arg("V", s.index());
   KernelArgs a = s.sink.begin(sig, {});
-  KernelEmitter e(s.sink.builder(), s.sink.location());
+  KernelEmitter e(s.sink.builder(), s.sink.location(), s.spec.compute);
   Value n = a["N"];
   Value count = e.forLoop(e.index(0), n, e.index(1), {e.i32(0)},
                           [&](KernelEmitter &le, Value r, ValueRange it) {
@@ -450,7 +450,7 @@ llvm::Error lossjit::buildCpuBackward(CpuSchedule &s) {
   // The cross-entropy ops form g_r from grad_loss (lce_bwd_scale); a
   // reduction is handed its adjoints.
   if (!spec.isVocabReduce())
-    plan.workspace("grow", "f32", "N");
+    plan.workspace("grow", s.spec.computeName(), "N");
   if (spec.vocabChunks)
     return buildCpuVocabChunkedBackward(s, plan);
   Backward b(s);

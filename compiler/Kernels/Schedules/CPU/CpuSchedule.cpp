@@ -13,22 +13,22 @@ Value CpuSchedule::always(KernelEmitter &e) const {
   return arith::ConstantIntOp::create(e.builder(), e.location(), e.builder().getI1Type(), 1);
 }
 
-Value lossjit::stackF32(KernelEmitter &e, Value count) {
+Value lossjit::stackReal(KernelEmitter &e, Value count) {
   return memref::AllocaOp::create(e.builder(), e.location(),
-                                  KernelSink::flat(e.builder().getF32Type()), ValueRange{count});
+                                  KernelSink::flat(e.compute()), ValueRange{count});
 }
 
 void CpuSchedule::dzInputs(KernelSignature &sig) const {
   sig.arg("x", flat(storage())).arg("w", flat(storage()));
   sig.argIf(spec.hasBias, "bias", flat(storage()));
-  declareAdjointInputs(sig, spec, f32());
+  declareAdjointInputs(sig, spec, compute());
 }
 
 namespace {
 void addBias(KernelEmitter &e, const KernelArgs &a, Fragment &z, const char *name = "bias") {
   if (Value bias = a[name])
     for (size_t j = 0; j < z.cols.size(); ++j) {
-      Value bv = e.loadF32(bias, z.cols[j]);
+      Value bv = e.loadReal(bias, z.cols[j]);
       for (size_t i = 0; i < z.rows.size(); ++i)
         z.at(i, j) = e.addF(z.at(i, j), bv);
     }
@@ -44,32 +44,32 @@ Fragment CpuSchedule::logits(KernelEmitter &e, const KernelArgs &a, const BlockT
 
 CpuSchedule::LogitPack CpuSchedule::logitPack(KernelEmitter &e, Value d) const {
   Value floats = e.mul(e.index(tile.vocabTile), d);
-  Value enabled = e.cmpI(arith::CmpIPredicate::ule, floats, e.index(kMaxPackFloats));
-  LogitPack pack{stackF32(e, e.select(enabled, floats, e.index(1))), enabled,
-                 stackF32(e, e.index(tile.blockRows * tile.blockCols * tile.vectorWidth)),
+  Value enabled = e.cmpI(arith::CmpIPredicate::ule, floats, e.index(elements(kMaxPackFloats)));
+  LogitPack pack{stackReal(e, e.select(enabled, floats, e.index(1))), enabled,
+                 stackReal(e, e.index(tile.blockRows * tile.blockCols * tile.vectorWidth)),
                  Value(), e.index(tile.blockRows * tile.panelBlocks)};
-  if (storage().isF32())
+  if (spec.storesCompute())
     return pack;
   // As many whole register blocks as fit (a single row when not even one
   // block does).
   const int64_t br = tile.blockRows;
-  Value fit = e.divUI(e.index(kWideRowFloats), d);
+  Value fit = e.divUI(e.index(elements(kWideRowFloats)), d);
   Value blocks = e.mul(e.divUI(fit, e.index(br)), e.index(br));
   Value rows = e.select(e.cmpI(arith::CmpIPredicate::ult, fit, e.index(br)), fit, blocks);
   rows = e.select(e.cmpI(arith::CmpIPredicate::ult, rows, e.index(1)), e.index(1), rows);
   pack.panelRows = e.minUI(rows, pack.panelRows);
-  pack.rows = stackF32(e, e.mul(pack.panelRows, d));
+  pack.rows = stackReal(e, e.mul(pack.panelRows, d));
   return pack;
 }
 
 CpuSchedule::TeacherTile CpuSchedule::teacherTile(KernelEmitter &e, const KernelArgs &a) const {
   Value t = a["T"];
   Value floats = e.mul(e.index(tile.vocabTile), t);
-  Value enabled = e.cmpI(arith::CmpIPredicate::ule, floats, e.index(kMaxTeacherPackFloats));
-  LogitPack pack{stackF32(e, e.select(enabled, floats, e.index(1))), enabled,
-                 stackF32(e, e.index(tile.blockRows * tile.blockCols * tile.vectorWidth)),
+  Value enabled = e.cmpI(arith::CmpIPredicate::ule, floats, e.index(elements(kMaxTeacherPackFloats)));
+  LogitPack pack{stackReal(e, e.select(enabled, floats, e.index(1))), enabled,
+                 stackReal(e, e.index(tile.blockRows * tile.blockCols * tile.vectorWidth)),
                  Value(), Value()};
-  return {pack, stackF32(e, e.index(tile.blockRows * tile.vocabTile))};
+  return {pack, stackReal(e, e.index(tile.blockRows * tile.vocabTile))};
 }
 
 void CpuSchedule::packTeacher(KernelEmitter &e, const KernelArgs &a, const TeacherTile &t,
@@ -87,7 +87,7 @@ void CpuSchedule::formTeacherTile(KernelEmitter &e, const KernelArgs &a, const T
           for (size_t i = 0; i < u.rows.size(); ++i) {
             Value raw = u.at(i, j);
             Value scaled =
-                spec.teacherScale == 1.0 ? raw : ve.mulF(raw, ve.f32(spec.teacherScale));
+                spec.teacherScale == 1.0 ? raw : ve.mulF(raw, ve.real(spec.teacherScale));
             ve.store(scaled, t.values,
                      ve.add(ve.index(static_cast<int64_t>(i) * tile.vocabTile),
                             ve.sub(u.cols[j], vt)));
@@ -116,7 +116,7 @@ void CpuSchedule::widenRows(KernelEmitter &e, const KernelArgs &a, const LogitPa
     return SmallVector<Value>{};
   });
   e.forLoop(main, count, e.index(1), {}, [&](KernelEmitter &ke, Value k, ValueRange) {
-    ke.store(ke.loadF32(a["x"], ke.add(from, k)), pack.rows, k);
+    ke.store(ke.loadReal(a["x"], ke.add(from, k)), pack.rows, k);
     return SmallVector<Value>{};
   });
 }
@@ -197,8 +197,8 @@ DotProduct CpuSchedule::teacherDot() const {
     }
     return e.forLoop(main, n, e.index(1), {lanes.front()},
                      [&](KernelEmitter &ke, Value k, ValueRange it) {
-                       Value xv = ke.loadF32(x, ke.add(xOff, k));
-                       Value wv = ke.loadF32(w, ke.add(wOff, k));
+                       Value xv = ke.loadReal(x, ke.add(xOff, k));
+                       Value wv = ke.loadReal(w, ke.add(wOff, k));
                        return SmallVector<Value>{ke.fma(xv, wv, it[0])};
                      })[0];
   };
@@ -207,7 +207,7 @@ DotProduct CpuSchedule::teacherDot() const {
 std::optional<CpuSchedule::LabelTile> CpuSchedule::labelTile(KernelEmitter &e) const {
   if (!spec.isVocabReduce() || !spec.gradient || spec.labelsPerRow <= 1)
     return std::nullopt;
-  return LabelTile{stackF32(e, e.index(tile.blockRows * tile.vocabTile))};
+  return LabelTile{stackReal(e, e.index(tile.blockRows * tile.vocabTile))};
 }
 
 void CpuSchedule::formLabelTile(KernelEmitter &e, const KernelArgs &a, const LabelTile &t,
@@ -215,7 +215,7 @@ void CpuSchedule::formLabelTile(KernelEmitter &e, const KernelArgs &a, const Lab
   const int64_t br = tile.blockRows, k = spec.labelsPerRow;
   e.forLoop(e.index(0), e.index(br * tile.vocabTile), e.index(1), {},
             [&](KernelEmitter &ze, Value at, ValueRange) {
-              ze.store(ze.f32(0.0), t.values, at);
+              ze.store(ze.real(0.0), t.values, at);
               return SmallVector<Value>{};
             });
   Value width = e.sub(vtEnd, vt);
@@ -264,7 +264,7 @@ SmallVector<Value> CpuSchedule::rowGrads(KernelEmitter &e, const KernelArgs &a,
 
 Value CpuSchedule::panelRows(KernelEmitter &e, Value d, int64_t most, int64_t budgetFloats) const {
   const int64_t br = tile.blockRows;
-  Value fit = e.mul(e.divUI(e.divUI(e.index(budgetFloats), d), e.index(br)), e.index(br));
+  Value fit = e.mul(e.divUI(e.divUI(e.index(elements(budgetFloats)), d), e.index(br)), e.index(br));
   Value capped = e.minUI(fit, e.index(most));
   return e.select(e.cmpI(arith::CmpIPredicate::ult, capped, e.index(br)), e.index(br), capped);
 }
@@ -280,7 +280,7 @@ CpuVector::PackedShape CpuSchedule::packedShape() const {
   shape.rows = mr, shape.groups = tile.blockCols;
   shape.blockRows = (64 + mr - 1) / mr * mr;
   shape.maxCols = (2048 + nr - 1) / nr * nr;
-  shape.blockFloats = 256 * 1024;
+  shape.blockFloats = elements(256 * 1024);
   shape.maxK = 512;
   shape.minK = std::max<int64_t>(1, std::min(shape.maxK, shape.blockFloats / shape.maxCols));
   return shape;

@@ -24,7 +24,10 @@ struct CpuSchedule {
   RowStats stats = RowStats::forSpec(spec);
 
   mlir::Type storage() const { return spec.storage; }
-  mlir::Type f32() const { return sink.builder().getF32Type(); }
+  mlir::Type compute() const { return spec.compute; }
+  /// `floats` f32 elements' worth of compute elements: the stack scratch
+  /// and cache blocks are sized in bytes, so f64 gets half the elements.
+  int64_t elements(int64_t floats) const { return spec.compute.isF64() ? floats / 2 : floats; }
   mlir::Type index() const { return sink.builder().getIndexType(); }
   mlir::MemRefType flat(mlir::Type t) const { return KernelSink::flat(t); }
   /// The i1 constant true.
@@ -162,7 +165,7 @@ struct CpuSchedule {
 };
 
 /// Scratch of `count` f32 on the stack of the calling thread.
-mlir::Value stackF32(KernelEmitter &e, mlir::Value count);
+mlir::Value stackReal(KernelEmitter &e, mlir::Value count);
 
 /// lce_bwd_scale: counted rows and g_r of every row into "grow".
 void buildCpuScaleKernel(CpuSchedule &s);

@@ -25,13 +25,13 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
   sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
   sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
   declareRowInputs(sig, s.spec);
-  declareRowOutputs(sig, s.spec, s.f32());
+  declareRowOutputs(sig, s.spec, s.compute());
   sig.arg("row_begin", s.index()).arg("row_end", s.index());
   sig.arg("V", s.index()).arg("D", s.index());
   KernelArgs a = s.sink.begin(sig, {{"1", "1", "1"}, "rows"});
   const int64_t br = s.tile.blockRows;
   const int64_t panel = br * s.tile.panelBlocks, vtile = s.tile.vocabTile;
-  KernelEmitter e(s.sink.builder(), s.sink.location());
+  KernelEmitter e(s.sink.builder(), s.sink.location(), s.spec.compute);
   Value v = a["V"], d = a["D"], rowEnd = a["row_end"], bias = a["bias"];
   CpuSchedule::LogitPack pack = s.logitPack(e, d);
   std::optional<CpuSchedule::TeacherTile> teacher;
@@ -43,11 +43,11 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
   RowStats dependent = RowStats::dependentForSpec(s.spec);
   auto wideBuffer = [&](const RowStats &stats) {
     return memref::AllocaOp::create(e.builder(), e.location(),
-                                    MemRefType::get({stats.wideWidth() * panel}, s.f32()))
+                                    MemRefType::get({stats.wideWidth() * panel}, s.compute()))
         .getResult();
   };
   auto rowBuffer = [&]() {
-    return memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({panel}, s.f32()))
+    return memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({panel}, s.compute()))
         .getResult();
   };
   Value state = wideBuffer(s.stats);
@@ -99,7 +99,7 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
             teacherLse.push_back(re.load(rowTeacherLse, at));
           }
         }
-        Value beta = dependentSweep ? re.f32(s.spec.jsdBeta) : Value();
+        Value beta = dependentSweep ? re.real(s.spec.jsdBeta) : Value();
         SmallVector<Value> init = stats.identity(re, br);
         if (teacher)
           s.formTeacherTile(re, a, *teacher, pb, rb, panelEnd, vt, vtEnd);
@@ -111,14 +111,14 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
               SmallVector<Value> next(it.begin(), it.end());
               for (size_t j = 0; j < z.cols.size(); ++j) {
                 Value weight = !dependentSweep && s.spec.readsClassWeights()
-                                   ? ve.loadF32(a["class_weights"], z.cols[j])
+                                   ? ve.loadReal(a["class_weights"], z.cols[j])
                                    : Value();
                 for (int64_t i = 0; i < br; ++i) {
                   SmallVector<Value> row(stats.row(next, i));
                   LogitInputs in{weight, Value(), Value()};
                   if (!dependentSweep && s.spec.hasTargets())
                     in.target =
-                        ve.loadF32(a["targets"], ve.add(ve.mul(z.rows[i], v), z.cols[j]));
+                        ve.loadReal(a["targets"], ve.add(ve.mul(z.rows[i], v), z.cols[j]));
                   if (teacher)
                     in.teacher = s.teacherLogitAt(ve, *teacher, i, z.cols[j], vt);
                   if (dependentSweep) {
@@ -182,7 +182,7 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
               },
               [&](KernelEmitter &te, Value label) {
                 Value z = te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);
-                return bias ? te.addF(z, te.loadF32(bias, label)) : z;
+                return bias ? te.addF(z, te.loadReal(bias, label)) : z;
               });
           return SmallVector<Value>{};
         });
@@ -193,16 +193,16 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
 
 void lossjit::buildCpuReduceKernel(CpuSchedule &s) {
   KernelSignature sig("lce_reduce");
-  sig.arg("labels", s.flat(s.spec.labelType)).arg("loss_rows", s.flat(s.f32()));
-  sig.arg("loss", s.flat(s.f32())).arg("N", s.index());
+  sig.arg("labels", s.flat(s.spec.labelType)).arg("loss_rows", s.flat(s.compute()));
+  sig.arg("loss", s.flat(s.compute())).arg("N", s.index());
   KernelArgs a = s.sink.begin(sig, {});
   const int64_t lanes = s.tile.reduceLanes;
-  KernelEmitter e(s.sink.builder(), s.sink.location());
+  KernelEmitter e(s.sink.builder(), s.sink.location(), s.spec.compute);
   Type i32 = e.builder().getI32Type();
   Value sums =
-      memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({lanes}, s.f32()));
+      memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({lanes}, s.compute()));
   Value comps =
-      memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({lanes}, s.f32()));
+      memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({lanes}, s.compute()));
   Value counts = memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({lanes}, i32));
   // Lane t sums rows t, t+L, ... — exactly what GPU thread t does.
   e.forLoop(e.index(0), e.index(lanes), e.index(1), {},
@@ -228,7 +228,7 @@ void lossjit::buildCpuForward(CpuSchedule &s) {
   PlanBuilder plan(s.sink.plan());
   plan.begin(s.spec, s.tile.str());
   if (s.spec.reduction != loss::Reduction::none)
-    plan.workspace("loss_rows", "f32", "N");
+    plan.workspace("loss_rows", s.spec.computeName(), "N");
   buildCpuRowsKernel(s);
   if (s.spec.reduction != loss::Reduction::none)
     buildCpuReduceKernel(s);

@@ -35,7 +35,7 @@ struct VocabChunked {
   CpuSchedule &s;
   Type st() const { return s.storage(); }
   MemRefType flat(Type t) const { return s.flat(t); }
-  KernelEmitter emitter() { return KernelEmitter(s.sink.builder(), s.sink.location()); }
+  KernelEmitter emitter() { return KernelEmitter(s.sink.builder(), s.sink.location(), s.spec.compute); }
   bool fused() const { return s.spec.fusedForward; }
 
   /// lce_bwd_dz_v (rows, per chunk): dZ of rows [row_begin, row_end) for the
@@ -45,7 +45,7 @@ struct VocabChunked {
   void buildDz() {
     KernelSignature sig("lce_bwd_dz_v");
     s.dzInputs(sig);
-    sig.arg("dz", flat(s.f32())).argIf(fused(), "target_raw", flat(s.f32()));
+    sig.arg("dz", flat(s.compute())).argIf(fused(), "target_raw", flat(s.compute()));
     sig.arg("row_begin", s.index()).arg("row_end", s.index());
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
@@ -121,8 +121,8 @@ struct VocabChunked {
   /// into grad_x.
   void buildDx(llvm::StringRef accName) {
     KernelSignature sig("lce_bwd_dx_v");
-    sig.arg("dz", flat(s.f32())).arg("w", flat(st()));
-    sig.arg("dx_acc", flat(s.f32()), accName).argIf(accName != "grad_x", "grad_x", flat(st()));
+    sig.arg("dz", flat(s.compute())).arg("w", flat(st()));
+    sig.arg("dx_acc", flat(s.compute()), accName).argIf(accName != "grad_x", "grad_x", flat(st()));
     sig.arg("row_begin", s.index()).arg("row_end", s.index());
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
@@ -156,8 +156,8 @@ struct VocabChunked {
   /// itself for f32) and are rounded into grad_w. db likewise.
   void buildDw(llvm::StringRef accName) {
     KernelSignature sig("lce_bwd_dw_v");
-    sig.arg("dz", flat(s.f32())).arg("x", flat(st()));
-    sig.arg("dw_acc", flat(s.f32()), accName).argIf(accName != "grad_w", "grad_w", flat(st()));
+    sig.arg("dz", flat(s.compute())).arg("x", flat(st()));
+    sig.arg("dw_acc", flat(s.compute()), accName).argIf(accName != "grad_w", "grad_w", flat(st()));
     sig.argIf(s.spec.needsGradBias(), "grad_bias", flat(st()));
     sig.arg("col_begin", s.index()).arg("col_end", s.index());
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
@@ -183,7 +183,7 @@ struct VocabChunked {
       if (Value out = a["grad_w"])
         emitCopyRow(ce2, acc, accRow(ce2, j), out, ce2.mul(j, d), d);
       if (Value gb = a["grad_bias"]) {
-        Value db = ce2.forLoop(ce2.index(0), n, ce2.index(1), {ce2.f32(0.0)},
+        Value db = ce2.forLoop(ce2.index(0), n, ce2.index(1), {ce2.real(0.0)},
                                [&](KernelEmitter &ke, Value r, ValueRange it) {
                                  Value at = ke.add(ke.mul(r, width), ke.sub(j, cb));
                                  return SmallVector<Value>{ke.addF(it[0], ke.load(a["dz"], at))};
@@ -199,8 +199,8 @@ struct VocabChunked {
   /// target logits, under the row rule.
   void buildFusedLoss() {
     KernelSignature sig("lce_fused_loss");
-    sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.f32()));
-    sig.arg("target_raw", flat(s.f32())).arg("loss_rows", flat(s.f32()));
+    sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.compute()));
+    sig.arg("target_raw", flat(s.compute())).arg("loss_rows", flat(s.compute()));
     sig.arg("row_begin", s.index()).arg("row_end", s.index()).arg("V", s.index());
     KernelArgs a = s.sink.begin(sig, {{"1", "1", "1"}, "rows"});
     KernelEmitter e = emitter();
@@ -223,22 +223,23 @@ llvm::Error lossjit::buildCpuVocabChunkedBackward(CpuSchedule &s, PlanBuilder &p
   VocabChunked v{s};
   // Budget: the threads' scratch; grow and (fused) loss_rows and target_raw
   // [N]; 16-bit storage an N×D f32 dX accumulator; per chunk column dZ [N]
-  // and (16-bit) a dW row [D].
-  std::string fixed = spec.fusedForward ? "N*12" : "N*4";
+  // and (16-bit) a dW row [D]; all of the compute type.
+  const std::string eb = std::to_string(spec.computeBytes());
+  std::string fixed = "N*" + std::to_string(spec.computeBytes() * (spec.fusedForward ? 3 : 1));
   fixed += "+" + std::string(CpuSchedule::kScratchReserve);
-  std::string dxAcc = spec.storesF32() || !spec.needsGradX ? "grad_x" : "dx_acc";
-  std::string dwAcc = spec.storesF32() || !spec.needsGradW ? "grad_w" : "dw_acc";
+  std::string dxAcc = spec.storesCompute() || !spec.needsGradX ? "grad_x" : "dx_acc";
+  std::string dwAcc = spec.storesCompute() || !spec.needsGradW ? "grad_w" : "dw_acc";
   if (dxAcc == "dx_acc")
-    fixed += "+N*D*4";
-  std::string perColumn = dwAcc == "dw_acc" ? "(N+D)*4" : "N*4";
-  plan.vocabChunks("max(1,min(V,(WB-(" + fixed + "))/(" + perColumn + ")))", spec.workspaceBytes);
+    fixed += "+N*D*" + eb;
+  std::string perColumn = dwAcc == "dw_acc" ? "(N+D)*" + eb : "N*" + eb;
+  plan.vocabChunks(spec, "max(1,min(V,(WB-(" + fixed + "))/(" + perColumn + ")))");
   if (dxAcc == "dx_acc")
-    plan.workspace("dx_acc", "f32", "N*D");
+    plan.workspace("dx_acc", spec.computeName(), "N*D");
   if (dwAcc == "dw_acc")
-    plan.workspace("dw_acc", "f32", "C*D");
+    plan.workspace("dw_acc", spec.computeName(), "C*D");
   if (spec.fusedForward) {
-    plan.workspace("loss_rows", "f32", "N");
-    plan.workspace("target_raw", "f32", "N");
+    plan.workspace("loss_rows", spec.computeName(), "N");
+    plan.workspace("target_raw", spec.computeName(), "N");
     buildCpuRowsKernel(s);
   }
   if (!spec.isVocabReduce())

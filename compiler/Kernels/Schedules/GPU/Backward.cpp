@@ -20,6 +20,17 @@ using namespace mlir;
 using namespace lossjit;
 
 namespace {
+/// RowAdjoint::teacherAt for a teacher logit whose raw product a tile
+/// product formed (GpuSchedule::teacherTile): its bias and scale at the
+/// column the adjoint asks for.
+std::function<Value(KernelEmitter &, Value)> teacherFrom(const LceSpec &spec, const KernelArgs &a,
+                                                         Value raw) {
+  Value bias = a["teacher_bias"];
+  return [&spec, bias, raw](KernelEmitter &e, Value col) {
+    return emitTeacherFromRaw(e, spec, raw, bias, col);
+  };
+}
+
 /// i < count.
 Value below(KernelEmitter &e, Value i, Value count) {
   return e.cmpI(arith::CmpIPredicate::ult, i, count);
@@ -126,7 +137,7 @@ struct Backward : ChunkedBackwardSteps {
       in.store(in.addI32(in.load(counts, dst), in.load(counts, src)), counts, dst);
     });
     Value scale = emitGradScale(e, s.spec, a["grad_loss"], e.load(counts, e.index(0)));
-    Value largest = e.forLoop(tid, n, e.index(threads), {e.f32(0.0)},
+    Value largest = e.forLoop(tid, n, e.index(threads), {e.real(0.0)},
                               [&](KernelEmitter &le, Value r, ValueRange it) {
                                 Value g = emitRowFactor(le, s.spec, a["labels"], a["grad_loss"],
                                                         scale, r, a["V"]);
@@ -161,7 +172,7 @@ struct Backward : ChunkedBackwardSteps {
   }
   /// 1 / G (exact: G is a power of two), or null without tensor cores.
   Value inverseGradScale(KernelEmitter &e, const KernelArgs &a) {
-    return s.tensorCoreGradients() ? e.divF(e.f32(1.0), e.load(a["gscale"], e.index(0))) : Value();
+    return s.tensorCoreGradients() ? e.divF(e.real(1.0), e.load(a["gscale"], e.index(0))) : Value();
   }
 
   /// lce_bwd_dz (per chunk): the [BN × T] logit tile of rows of the chunk →
@@ -193,12 +204,15 @@ struct Backward : ChunkedBackwardSteps {
     Value first = e.add(cb, e.mul(gpuBlockIdx(e, 0), e.index(bm)));
     Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(cols));
     Value invG = scaled ? inverseGradScale(e, a) : Value();
-    Fragment z = s.matmul.multiply(e, {a["x"], d}, {a["w"], d},
-                                   {first, bm, a["chunk_end"], c0, cols, v}, e.index(0), d, {},
-                                   scratch);
+    const BlockTile tile{first, bm, a["chunk_end"], c0, cols, v};
+    Fragment z = s.matmul.multiply(e, {a["x"], d}, {a["w"], d}, tile, e.index(0), d, {}, scratch);
+    // The teacher's logits of the same tile, where an adjoint reads them.
+    Fragment u;
+    if (!storeRaw && a["teacher_x"])
+      u = s.teacherTile(e, a, s.matmul, tile, scratch);
     SmallVector<Value> bv, weights;
     for (Value col : z.cols) {
-      bv.push_back(a["bias"] ? e.loadF32(a["bias"], col) : Value());
+      bv.push_back(a["bias"] ? e.loadReal(a["bias"], col) : Value());
       weights.push_back(storeRaw ? Value() : loadColumnWeight(e, s.spec, a, col));
     }
     for (size_t i = 0; i < z.rows.size(); ++i) {
@@ -208,6 +222,8 @@ struct Backward : ChunkedBackwardSteps {
         adj = loadRowAdjoint(e, s.spec, a, row);
       for (size_t j = 0; j < z.cols.size(); ++j) {
         Value col = z.cols[j];
+        if (!u.values.empty())
+          adj.teacherAt = teacherFrom(s.spec, a, u.at(i, j));
         Value raw = bv[j] ? e.addF(z.at(i, j), bv[j]) : z.at(i, j);
         Value dz = storeRaw ? raw : emitRawGrad(e, s.spec, adj, raw, col, weights[j]);
         e.ifThen(e.andI(z.rowValid[i], z.colValid[j]), [&](KernelEmitter &se) {
@@ -281,9 +297,9 @@ struct Backward : ChunkedBackwardSteps {
     KernelEmitter e = emitter();
     Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e));
     e.ifThen(below(e, i, e.mul(a["V"], a["D"])),
-             [&](KernelEmitter &se) { se.store(se.f32(0.0), a["dw_acc"], i); });
+             [&](KernelEmitter &se) { se.store(se.real(0.0), a["dw_acc"], i); });
     if (Value db = a["db_acc"])
-      e.ifThen(below(e, i, a["V"]), [&](KernelEmitter &se) { se.store(se.f32(0.0), db, i); });
+      e.ifThen(below(e, i, a["V"]), [&](KernelEmitter &se) { se.store(se.real(0.0), db, i); });
     s.sink.end();
   }
 
@@ -328,7 +344,7 @@ struct Backward : ChunkedBackwardSteps {
           Value at = e.add(e.mul(owned.rows[i], d), owned.cols[j]);
           init.push_back(e.ifElse(
               owned.colValid[j], [&](KernelEmitter &l) { return l.load(a["dw_acc"], at); },
-              [](KernelEmitter &z) { return z.f32(0.0); }));
+              [](KernelEmitter &z) { return z.real(0.0); }));
         }
     }
     // A = dZᵀ [V × chunk rows], B = Xᵀ [D × rows]: k runs over the chunk's rows.
@@ -355,7 +371,7 @@ struct Backward : ChunkedBackwardSteps {
             Value sum = be.forLoop(cb, ce, be.index(1), {be.load(db, j)},
                                    [&](KernelEmitter &ke, Value r, ValueRange it) {
                                      Value at = ke.add(ke.mul(ke.sub(r, cb), v), j);
-                                     Value term = ke.loadF32(dzBuf, at);
+                                     Value term = ke.loadReal(dzBuf, at);
                                      return SmallVector<Value>{
                                          ke.addF(it[0], g ? ke.mulF(term, g) : term)};
                                    })[0];
@@ -460,7 +476,7 @@ struct Backward : ChunkedBackwardSteps {
         Value mine = te.andI(owned(i), f.colValid[0]);
         init.push_back(te.ifElse(
             mine, [&](KernelEmitter &l) { return l.load(accBuf, at(l, i, f.cols[0])); },
-            [](KernelEmitter &z) { return z.f32(0.0); }));
+            [](KernelEmitter &z) { return z.real(0.0); }));
       }
       Fragment sum = s.simtMatmul.multiply(te, dz, other, tile, k0, te.add(k0, count), init);
       for (int64_t i = 0; i < rows; ++i)
@@ -503,19 +519,24 @@ struct Backward : ChunkedBackwardSteps {
     forThreadColumns(e, tid, threads, d, [&](KernelEmitter &de, Value col) {
       for (int64_t i = 0; i < bn; ++i)
         de.ifThen(rowOk[i],
-                  [&](KernelEmitter &se) { se.store(se.f32(0.0), accBuf, at(se, i, col)); });
+                  [&](KernelEmitter &se) { se.store(se.real(0.0), accBuf, at(se, i, col)); });
     });
     e.forLoop(e.index(0), v, e.index(threads), {}, [&](KernelEmitter &te, Value j0, ValueRange) {
-      Fragment z = s.simtMatmul.multiply(te, {a["x"], d}, {a["w"], d}, {first, bn, n, j0, threads, v},
-                                     te.index(0), d);
+      const BlockTile tile{first, bn, n, j0, threads, v};
+      Fragment z = s.simtMatmul.multiply(te, {a["x"], d}, {a["w"], d}, tile, te.index(0), d);
+      Fragment u;
+      if (a["teacher_x"])
+        u = s.teacherTile(te, a, s.simtMatmul, tile);
       Value col = z.cols[0];
-      Value bv = a["bias"] ? te.loadF32(a["bias"], col) : Value();
+      Value bv = a["bias"] ? te.loadReal(a["bias"], col) : Value();
       Value weight = loadColumnWeight(te, s.spec, a, col);
       for (int64_t i = 0; i < bn; ++i) {
+        if (!u.values.empty())
+          adj[i].teacherAt = teacherFrom(s.spec, a, u.at(i, 0));
         Value raw = bv ? te.addF(z.at(i, 0), bv) : z.at(i, 0);
         Value dz = emitRawGrad(te, s.spec, adj[i], raw, col, weight);
         Value live = te.andI(z.colValid[0], rowOk[i]);
-        te.store(te.select(live, dz, te.f32(0.0)), smem, te.add(te.index(i * threads), tid));
+        te.store(te.select(live, dz, te.real(0.0)), smem, te.add(te.index(i * threads), tid));
       }
       gpuBarrier(te);
       Value count = te.minUI(te.index(threads), te.sub(v, j0));
@@ -563,28 +584,34 @@ struct Backward : ChunkedBackwardSteps {
       Value j = e.add(first, e.index(i));
       jOk.push_back(below(e, j, v));
       js.push_back(e.minUI(j, lastJ));
-      bias.push_back(a["bias"] ? e.loadF32(a["bias"], js.back()) : Value());
+      bias.push_back(a["bias"] ? e.loadReal(a["bias"], js.back()) : Value());
       weights.push_back(loadColumnWeight(e, s.spec, a, js.back()));
     }
     auto at = [&](KernelEmitter &l, int64_t i, Value col) { return l.add(l.mul(js[i], d), col); };
     forThreadColumns(e, tid, threads, d, [&](KernelEmitter &de, Value col) {
       for (int64_t i = 0; i < bn; ++i)
         de.ifThen(jOk[i],
-                  [&](KernelEmitter &se) { se.store(se.f32(0.0), accBuf, at(se, i, col)); });
+                  [&](KernelEmitter &se) { se.store(se.real(0.0), accBuf, at(se, i, col)); });
     });
     Value dbOwner = below(e, tid, e.index(bn));
     Value db =
-        e.forLoop(e.index(0), n, e.index(threads), {e.f32(0.0)},
+        e.forLoop(e.index(0), n, e.index(threads), {e.real(0.0)},
                   [&](KernelEmitter &te, Value r0, ValueRange dbIt) {
                     // The logits of the block's vocab rows (A = W) for token r0 + tid (B = X).
-                    Fragment z = s.simtMatmul.multiply(te, {a["w"], d}, {a["x"], d},
-                                                   {first, bn, v, r0, threads, n}, te.index(0), d);
+                    const BlockTile tile{first, bn, v, r0, threads, n};
+                    Fragment z = s.simtMatmul.multiply(te, {a["w"], d}, {a["x"], d}, tile,
+                                                       te.index(0), d);
+                    Fragment u;
+                    if (a["teacher_x"])
+                      u = s.teacherTile(te, a, s.simtMatmul, tile, {}, /*vocabRows=*/true);
                     Value row = z.cols[0];
                     RowAdjoint adj = loadRowAdjoint(te, s.spec, a, row);
                     for (int64_t i = 0; i < bn; ++i) {
+                      if (!u.values.empty())
+                        adj.teacherAt = teacherFrom(s.spec, a, u.at(i, 0));
                       Value raw = bias[i] ? te.addF(z.at(i, 0), bias[i]) : z.at(i, 0);
                       Value dz = emitRawGrad(te, s.spec, adj, raw, js[i], weights[i]);
-                      te.store(te.select(z.colValid[0], dz, te.f32(0.0)), smem,
+                      te.store(te.select(z.colValid[0], dz, te.real(0.0)), smem,
                                te.add(te.index(i * threads), tid));
                     }
                     gpuBarrier(te);
@@ -642,13 +669,13 @@ llvm::Error lossjit::buildGpuBackward(GpuSchedule &s) {
     // 16-bit storage sums in a gradient-sized f32 accumulator and rounds
     // once at the end; f32 storage sums in place.
     if (spec.needsGradX) {
-      std::string acc = spec.storesF32() ? "grad_x" : "dx_acc";
+      std::string acc = spec.storesCompute() ? "grad_x" : "dx_acc";
       if (acc == "dx_acc")
         plan.workspace("dx_acc", "f32", "N*D");
       b.buildDxRecompute(acc);
     }
     if (spec.needsGradW) {
-      std::string acc = spec.storesF32() ? "grad_w" : "dw_acc";
+      std::string acc = spec.storesCompute() ? "grad_w" : "dw_acc";
       if (acc == "dw_acc")
         plan.workspace("dw_acc", "f32", "V*D");
       b.buildDwRecompute(acc);

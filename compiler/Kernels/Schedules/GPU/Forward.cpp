@@ -70,17 +70,21 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
       rowLse.push_back(e.load(a["row_lse"], r));
       rowTeacherLse.push_back(e.load(a["row_teacher_lse"], r));
     }
-  Value beta = dependent ? e.f32(s.spec.jsdBeta) : Value();
+  Value beta = dependent ? e.real(s.spec.jsdBeta) : Value();
   SmallVector<Value> state = e.forLoop(
       colBegin, colEnd, e.index(cols), stats.identity(e, rows),
       [&](KernelEmitter &le, Value c0, ValueRange it) {
-        Fragment z = s.matmul.multiply(le, xs, ws, {rowBase, bn, n, c0, cols, colEnd},
-                                       le.index(0), d, {}, scratch);
+        const BlockTile tile{rowBase, bn, n, c0, cols, colEnd};
+        Fragment z = s.matmul.multiply(le, xs, ws, tile, le.index(0), d, {}, scratch);
+        // The teacher's logits of the same tile, by the same product.
+        Fragment u;
+        if (s.spec.hasTeacher)
+          u = s.teacherTile(le, a, s.matmul, tile, scratch);
         SmallVector<Value> bv, weights;
         for (Value col : z.cols) {
-          bv.push_back(bias ? le.loadF32(bias, col) : Value());
+          bv.push_back(bias ? le.loadReal(bias, col) : Value());
           if (!dependent && s.spec.readsClassWeights())
-            weights.push_back(le.loadF32(a["class_weights"], col));
+            weights.push_back(le.loadReal(a["class_weights"], col));
         }
         SmallVector<Value> next;
         for (unsigned i = 0; i < rows; ++i) {
@@ -92,10 +96,10 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
             // (Rows and columns are clamped: the loads stay in bounds.)
             LogitInputs in{weights.empty() ? Value() : weights[j], Value(), Value()};
             if (!dependent && s.spec.hasTargets())
-              in.target = le.loadF32(a["targets"], le.add(le.mul(z.rows[i], v), z.cols[j]));
+              in.target = le.loadReal(a["targets"], le.add(le.mul(z.rows[i], v), z.cols[j]));
             if (s.spec.hasTeacher)
-              in.teacher = emitTeacherLogit(le, s.spec, a["teacher_x"], a["teacher_w"],
-                                            a["teacher_bias"], a["T"], z.rows[i], z.cols[j]);
+              in.teacher = emitTeacherFromRaw(le, s.spec, u.at(i, j), a["teacher_bias"],
+                                              z.cols[j]);
             if (dependent) {
               in.lse = rowLse[i];
               in.teacherLse = rowTeacherLse[i];
@@ -166,7 +170,7 @@ void buildCombine(GpuSchedule &s, const RowStats &stats, bool dependent) {
         [&](KernelEmitter &fe, loss::Statistic what) { return stats.finish(fe, state, what); },
         [&](KernelEmitter &te, Value label) {
           Value z = te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);
-          return a["bias"] ? te.addF(z, te.loadF32(a["bias"], label)) : z;
+          return a["bias"] ? te.addF(z, te.loadReal(a["bias"], label)) : z;
         },
         [&](loss::Statistic what) { return RowStats::isDependent(what) == dependent; });
   });
@@ -245,7 +249,7 @@ llvm::Error lossjit::buildGpuSchedule(OpBuilder &builder, Location loc, StringRe
       return llvm::createStringError(
           "matmul mma_sync does not build the recompute backward (its dX/dW kernels recompute "
           "logits in SIMT tiles); use strategy chunked or matmul simt");
-    if (spec.storesF32())
+    if (spec.storesCompute())
       return llvm::createStringError("matmul mma_sync multiplies f16 or bf16 operands; f32 "
                                      "storage stays on matmul simt");
   }

@@ -66,6 +66,19 @@ struct GpuSchedule {
       buffers.push_back(args.workgroup(static_cast<unsigned>(launch.workgroup.size() + i)));
     return buffers;
   }
+  /// The teacher's raw logits x'·w'ᵀ of a logit tile (a kernel with the
+  /// teacher's arguments): `product`'s tile product over T, so u.at(i, j)
+  /// pairs with the student's z.at(i, j) of the same tile, on tensor cores
+  /// when the student's product is (the same operand ring: each product
+  /// waits for the previous one's readers). `vocabRows`: the tile's rows are
+  /// vocabulary entries and its columns tokens (A = W', B = X').
+  Fragment teacherTile(KernelEmitter &e, const KernelArgs &a, const TileMatmul &product,
+                       const BlockTile &tile, llvm::ArrayRef<mlir::Value> scratch = {},
+                       bool vocabRows = false) const {
+    MatrixOperand xs{a["teacher_x"], a["T"]}, ws{a["teacher_w"], a["T"]};
+    return product.multiply(e, vocabRows ? ws : xs, vocabRows ? xs : ws, tile, e.index(0),
+                            a["T"], {}, scratch);
+  }
   std::string bn() const { return std::to_string(tile.blockRows); }
   std::string simtBn() const { return std::to_string(simtTile.blockRows); }
   std::string threads() const { return std::to_string(tile.threads); }
