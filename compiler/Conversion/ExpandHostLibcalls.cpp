@@ -278,13 +278,8 @@ struct ExpandTruncateFromF32 : OpRewritePattern<arith::TruncFOp> {
 struct ExpandExp2 : OpRewritePattern<math::Exp2Op> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(math::Exp2Op op, PatternRewriter &rewriter) const override {
-    if (isF64Shaped(op.getType())) {
-      Arith a(rewriter, op.getLoc(), op.getType());
-      rewriter.replaceOp(op, expandExp2F64(a, op.getOperand()));
-      return success();
-    }
     if (!isF32Shaped(op.getType()))
-      return rewriter.notifyMatchFailure(op, "only f32 and f64 exp2 are expanded");
+      return rewriter.notifyMatchFailure(op, "only f32 exp2 is expanded here (f64: ExpandF64)");
     Arith a(rewriter, op.getLoc(), op.getType());
     Value x = op.getOperand();
     using P = arith::CmpFPredicate;
@@ -317,13 +312,8 @@ struct ExpandExp2 : OpRewritePattern<math::Exp2Op> {
 struct ExpandLog2 : OpRewritePattern<math::Log2Op> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(math::Log2Op op, PatternRewriter &rewriter) const override {
-    if (isF64Shaped(op.getType())) {
-      Arith a(rewriter, op.getLoc(), op.getType());
-      rewriter.replaceOp(op, expandLog2F64(a, op.getOperand()));
-      return success();
-    }
     if (!isF32Shaped(op.getType()))
-      return rewriter.notifyMatchFailure(op, "only f32 and f64 log2 are expanded");
+      return rewriter.notifyMatchFailure(op, "only f32 log2 is expanded here (f64: ExpandF64)");
     Arith a(rewriter, op.getLoc(), op.getType());
     Value x = op.getOperand();
     using P = arith::CmpFPredicate;
@@ -358,6 +348,20 @@ struct ExpandLog2 : OpRewritePattern<math::Log2Op> {
   }
 };
 
+/// f64 exp2 / log2 as arithmetic: on the host (no libm call) and on the GPU
+/// (PTX has no f64 ex2/lg2 and lossjit links no libdevice) alike.
+template <typename MathOp, Value (*expand)(Arith &, Value)>
+struct ExpandF64 : OpRewritePattern<MathOp> {
+  using OpRewritePattern<MathOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(MathOp op, PatternRewriter &rewriter) const override {
+    if (!isF64Shaped(op.getType()))
+      return rewriter.notifyMatchFailure(op, "only f64 is expanded by this pattern");
+    Arith a(rewriter, op.getLoc(), op.getType());
+    rewriter.replaceOp(op, expand(a, op.getOperand()));
+    return success();
+  }
+};
+
 struct ExpandHostLibcallsPass : lossjit::impl::LossExpandHostLibcallsBase<ExpandHostLibcallsPass> {
   using LossExpandHostLibcallsBase::LossExpandHostLibcallsBase;
   void runOnOperation() override {
@@ -373,4 +377,10 @@ void lossjit::populateExpandHostLibcallsPatterns(RewritePatternSet &patterns,
                                                  bool f16ExtendInHardware) {
   patterns.add<ExpandExtendToF32>(patterns.getContext(), f16ExtendInHardware);
   patterns.add<ExpandTruncateFromF32, ExpandExp2, ExpandLog2>(patterns.getContext());
+  populateExpandF64MathPatterns(patterns);
+}
+
+void lossjit::populateExpandF64MathPatterns(RewritePatternSet &patterns) {
+  patterns.add<ExpandF64<math::Exp2Op, expandExp2F64>, ExpandF64<math::Log2Op, expandLog2F64>>(
+      patterns.getContext());
 }

@@ -1,4 +1,4 @@
-//===- MathToNVVMApprox.cpp - exp2/log2 → ex2/lg2.approx.f32 --------------===//
+//===- MathToNVVMApprox.cpp - exp2/log2 → ex2/lg2.approx.f32; f64 expanded ===//
 
 #include "compiler/Conversion/Passes.h"
 
@@ -13,24 +13,27 @@ using namespace mlir;
 using namespace lossjit;
 
 namespace {
-/// Rewrites a scalar f32 math op into a call of an LLVM/NVVM intrinsic.
+/// Rewrites a scalar f32 (or, with an f64 name, f64) math op into a call of
+/// an LLVM/NVVM intrinsic.
 template <typename MathOp>
 struct ToIntrinsic : OpRewritePattern<MathOp> {
-  ToIntrinsic(MLIRContext *ctx, StringRef intrinsic)
-      : OpRewritePattern<MathOp>(ctx), intrinsic(intrinsic) {}
+  ToIntrinsic(MLIRContext *ctx, StringRef f32Intrinsic, StringRef f64Intrinsic = "")
+      : OpRewritePattern<MathOp>(ctx), f32Intrinsic(f32Intrinsic), f64Intrinsic(f64Intrinsic) {}
   LogicalResult matchAndRewrite(MathOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!op.getType().isF32())
+    Type type = op.getType();
+    StringRef intrinsic = type.isF32()                            ? StringRef(f32Intrinsic)
+                          : type.isF64() && !f64Intrinsic.empty() ? StringRef(f64Intrinsic)
+                                                                  : StringRef();
+    if (intrinsic.empty())
       return rewriter.notifyMatchFailure(
-          op, "only scalar f32 has an approx intrinsic; other types keep the "
-              "libdevice path");
+          op, "no intrinsic for this type; other types keep the libdevice path");
     auto call = LLVM::CallIntrinsicOp::create(
-        rewriter, op.getLoc(), op.getType(), rewriter.getStringAttr(intrinsic),
-        op->getOperands());
+        rewriter, op.getLoc(), type, rewriter.getStringAttr(intrinsic), op->getOperands());
     rewriter.replaceOp(op, call.getResults());
     return success();
   }
-  std::string intrinsic;
+  std::string f32Intrinsic, f64Intrinsic;
 };
 
 struct MathToNVVMApproxPass
@@ -51,6 +54,9 @@ void lossjit::populateMathToNVVMApproxPatterns(RewritePatternSet &patterns) {
   patterns.add<ToIntrinsic<math::Log2Op>>(ctx, "llvm.nvvm.lg2.approx.f");
   // convert-gpu-to-nvvm would turn math.fma into libdevice's __nv_fmaf,
   // which only links when CUDA_HOME happens to point at libdevice; the
-  // generic intrinsic becomes fma.rn.f32 directly.
-  patterns.add<ToIntrinsic<math::FmaOp>>(ctx, "llvm.fma.f32");
+  // generic intrinsic becomes fma.rn.f32 (fma.rn.f64) directly.
+  patterns.add<ToIntrinsic<math::FmaOp>>(ctx, "llvm.fma.f32", "llvm.fma.f64");
+  // f64 (f64 storage, SIMT kernels): PTX has no f64 ex2/lg2; the host's
+  // arithmetic expansion, whose fmas the pattern above takes.
+  populateExpandF64MathPatterns(patterns);
 }

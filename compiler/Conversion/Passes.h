@@ -20,13 +20,18 @@ namespace lossjit {
 #define GEN_PASS_DECL
 #include "compiler/Conversion/Passes.h.inc"
 
-/// Adds the patterns expanding f16/bf16 ↔ f32 conversions and f32
+/// Adds the patterns expanding f16/bf16 ↔ f32 conversions and f32/f64
 /// math.exp2/log2 into arithmetic (no compiler-runtime or libm calls);
 /// f16 → f32 widening is left alone when `f16ExtendInHardware`.
 void populateExpandHostLibcallsPatterns(mlir::RewritePatternSet &patterns,
                                         bool f16ExtendInHardware = false);
 
-/// Adds the patterns rewriting f32 math.exp2/log2 into NVVM approx intrinsics.
+/// Adds the patterns expanding f64 math.exp2/log2 into arithmetic (a Taylor
+/// series of 2^f, the odd series of atanh): both backends' f64 path.
+void populateExpandF64MathPatterns(mlir::RewritePatternSet &patterns);
+
+/// Adds the patterns rewriting f32 math.exp2/log2 into NVVM approx
+/// intrinsics, f64 exp2/log2 into arithmetic, and math.fma into llvm.fma.
 void populateMathToNVVMApproxPatterns(mlir::RewritePatternSet &patterns);
 
 #define GEN_PASS_REGISTRATION

@@ -90,7 +90,10 @@ def LossMathToNVVMApprox : Pass<"loss-math-to-nvvm-approx"> {
     calls, which Debian's MLIR cannot link (and which resolve only when
     CUDA_HOME points at a libdevice). The kernels only use exp2/log2 on
     pre-scaled arguments, so the hardware approximations suffice (relative
-    error ≤ 2^-22); fma becomes the exact `llvm.fma.f32`.
+    error ≤ 2^-22); fma becomes the exact `llvm.fma.f32`. f64 (the kernels
+    of f64 storage) has no approx instructions: exp2/log2 expand into the
+    arithmetic loss-expand-host-libcalls uses on the host, and fma becomes
+    `llvm.fma.f64`.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }

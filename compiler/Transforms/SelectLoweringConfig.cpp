@@ -98,9 +98,6 @@ struct SelectLoweringConfigPass
   /// gets TileConfig::defaultFor its chip, storage and schedule.
   LogicalResult selectGpu(loss::FusedOpInterface op, std::optional<loss::MatmulKind> kind,
                           bool automatic) {
-    if (op.getStorage().isF64())
-      return op->emitOpError() << "has f64 storage, which computes in f64: only the host "
-                                  "kernels do (target=cpu); the GPU kernels compute in f32";
     TileConfig tile;
     loss::Schedule schedule = defaultSchedule(op, /*host=*/false);
     if (automatic)

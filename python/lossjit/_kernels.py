@@ -26,17 +26,10 @@ STORAGE_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype the kernels compute in for `dtype` storage, and that of every
     row value they take or give (losses, lse, statistics, their gradients,
-    class weights): float64 for float64 (gradcheck, reference runs; host
-    kernels only), float32 otherwise (16-bit storage never means 16-bit math)."""
+    class weights): float64 for float64 (gradcheck, reference runs),
+    float32 otherwise (16-bit storage never means 16-bit math)."""
     return torch.float64 if dtype == torch.float64 else torch.float32
 
-
-def check_float64_device(dtype: torch.dtype, device: torch.device, what: str) -> None:
-    """float64 computes in float64, which only the host kernels do."""
-    if dtype == torch.float64 and device.type == "cuda":
-        raise TypeError(f"lossjit: {what} is float64 on {device}: float64 runs on the CPU "
-                        "(float64 math); the CUDA kernels compute in float32 from float16, "
-                        "bfloat16 or float32 storage")
 LABEL_DTYPES = {torch.int32: "i32", torch.int64: "i64"}
 _BUFFER_DTYPES = {**STORAGE_DTYPES, **LABEL_DTYPES}
 

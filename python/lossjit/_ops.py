@@ -63,7 +63,7 @@ def check_inputs(hidden: Tensor, weight: Tensor, target: Tensor,
     if dtype not in K.STORAGE_DTYPES:
         raise TypeError(
             f"lossjit: {xn} has dtype {_name(dtype)}; lossjit stores float16, bfloat16, "
-            "float32 (math in float32) or float64 (math in float64, CPU only)")
+            "float32 (math in float32) or float64 (math in float64)")
     if weight.dtype != dtype:
         raise TypeError(
             f"lossjit: {wn} has dtype {_name(weight.dtype)} but {xn} has {_name(dtype)}; "
@@ -84,7 +84,6 @@ def check_inputs(hidden: Tensor, weight: Tensor, target: Tensor,
             raise RuntimeError(
                 f"lossjit: expected all tensors on one device, but {xn} is on {device} "
                 f"and {arg} is on {value.device}")
-    K.check_float64_device(dtype, device, xn)
     if hidden.dim() < 1:
         raise ValueError(f"lossjit: {xn} must have shape [..., D], got a 0-d tensor")
     d = hidden.shape[-1]

@@ -119,9 +119,7 @@ def check_reduce_inputs(hidden: Tensor, weight: Tensor, target: Optional[Tensor]
     dtype = hidden.dtype
     if dtype not in K.STORAGE_DTYPES:
         raise TypeError(f"lossjit: hidden has dtype {_name(dtype)}; lossjit stores float16, "
-                        "bfloat16, float32 (math in float32) or float64 (math in float64, "
-                        "CPU only)")
-    K.check_float64_device(dtype, hidden.device, "hidden")
+                        "bfloat16, float32 (math in float32) or float64 (math in float64)")
     compute = K.compute_dtype(dtype)
     for arg, value in (("weight", weight), ("bias", bias)):
         if value is not None and value.dtype != dtype:

@@ -281,13 +281,12 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
     reduction=reduction, label_smoothing=label_smoothing)`` (with the logit
     transforms below applied to those logits) computed in float32 from the
     stored (float16, bfloat16 or float32) inputs — in float64 from float64
-    inputs (CPU only: gradcheck and torch's OpInfo samples run against it) —
-    and bitwise deterministic: reductions run in a fixed order, never with
+    inputs (gradcheck and torch's OpInfo samples run against it) — and
+    bitwise deterministic: reductions run in a fixed order, never with
     atomics.
 
     Args:
-        input: [..., D] float16, bfloat16 or float32 (CPU or CUDA), or
-            float64 (CPU).
+        input: [..., D] float16, bfloat16, float32 or float64 (CPU or CUDA).
         linear_weight: [V, D], same dtype and device.
         target: [...] (input's leading dims) int64 or int32 class indices, or
             class probabilities [..., V] (floating point, as in PyTorch: no
@@ -337,7 +336,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
     CUDA (no host sync) such a row's loss is NaN (and so are the gradients it
     reaches); the kernels compare labels with column indices and never read
     outside the inputs. What PyTorch accepts and lossjit does not yet
-    (K-dimensional losses, float64 on CUDA) is an error saying so.
+    (K-dimensional losses) is an error saying so.
 
     Returns:
         loss (float32; float64 for float64 input), or (loss, lse) with

@@ -170,7 +170,7 @@ void lossjit::makeRandomLceInputs(const RandomLceOptions &o, RandomLceInputs &ou
     f.resize(count);
     for (float &value : f)
       value = normal(rng) * scale;
-    if (o.dtype == "f32")
+    if (o.dtype == "f32" || o.dtype == "f64")
       return;
     h.resize(count);
     for (int64_t i = 0; i < count; ++i)
@@ -180,6 +180,19 @@ void lossjit::makeRandomLceInputs(const RandomLceOptions &o, RandomLceInputs &ou
   fill(out.w16, out.w32, o.v * o.d, sw);
   if (o.bias)
     fill(out.b16, out.b32, o.v, 1.0f);
+  if (o.dtype == "f64") {
+    // The same draws, with low bits of their own: f64 data that is not
+    // merely widened f32.
+    std::uniform_real_distribution<double> jitter(-0.5, 0.5);
+    auto widen = [&](const std::vector<float> &f, std::vector<double> &d) {
+      d.resize(f.size());
+      for (size_t i = 0; i < f.size(); ++i)
+        d[i] = f[i] * (1.0 + 0x1p-30 * jitter(rng));
+    };
+    widen(out.x32, out.x64);
+    widen(out.w32, out.w64);
+    widen(out.b32, out.b64);
+  }
   std::uniform_int_distribution<int64_t> label(0, std::max<int64_t>(0, o.v - 1));
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   out.labels64.resize(o.n);
@@ -189,12 +202,16 @@ void lossjit::makeRandomLceInputs(const RandomLceOptions &o, RandomLceInputs &ou
     out.labels64[i] = l;
     out.labels32[i] = static_cast<int32_t>(l);
   }
-  bool half = o.dtype != "f32";
   LceProblem &p = out.problem;
-  p.x = half ? static_cast<const void *>(out.x16.data()) : out.x32.data();
-  p.w = half ? static_cast<const void *>(out.w16.data()) : out.w32.data();
-  p.bias = !o.bias ? nullptr
-                   : (half ? static_cast<const void *>(out.b16.data()) : out.b32.data());
+  auto stored = [&](const std::vector<uint16_t> &h, const std::vector<float> &f,
+                    const std::vector<double> &d) -> const void * {
+    if (o.dtype == "f64")
+      return d.data();
+    return o.dtype == "f32" ? static_cast<const void *>(f.data()) : h.data();
+  };
+  p.x = stored(out.x16, out.x32, out.x64);
+  p.w = stored(out.w16, out.w32, out.w64);
+  p.bias = o.bias ? stored(out.b16, out.b32, out.b64) : nullptr;
   p.labels = o.labelType == "i32" ? static_cast<const void *>(out.labels32.data())
                                   : out.labels64.data();
   p.dtype = o.dtype;

@@ -21,7 +21,7 @@ struct LceProblem {
   const void *w = nullptr;      ///< [V, D] of dtype.
   const void *bias = nullptr;   ///< [V] of dtype, or null.
   const void *labels = nullptr; ///< [N] of labelType.
-  std::string dtype = "f32";    ///< f16, bf16, f32.
+  std::string dtype = "f32";    ///< f16, bf16, f32, f64.
   std::string labelType = "i64";
   int64_t n = 0, v = 0, d = 0;
   int64_t ignoreIndex = -100;
@@ -74,6 +74,7 @@ double relativeL2Error(const void *got, const std::string &dtype,
 struct RandomLceInputs {
   std::vector<uint16_t> x16, w16, b16; ///< storage for f16/bf16.
   std::vector<float> x32, w32, b32;    ///< storage for f32.
+  std::vector<double> x64, w64, b64;   ///< storage for f64 (the f32 draws widened).
   std::vector<int64_t> labels64;
   std::vector<int32_t> labels32;
   LceProblem problem; ///< points into the vectors above.

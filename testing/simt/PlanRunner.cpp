@@ -196,5 +196,7 @@ ElementType lossjit::simt::elementTypeOf(const std::string &dtype) {
     return ElementType::I32;
   if (dtype == "i64")
     return ElementType::I64;
+  if (dtype == "f64")
+    return ElementType::F64;
   return ElementType::F32;
 }

@@ -28,6 +28,7 @@
 #include "aot_f16_mean.h"
 #include "aot_f16_mma.h"
 #include "aot_f32_none.h"
+#include "aot_f64_sum.h"
 #include "aot_jsd_bf16.h"
 #include "aot_kl_f16.h"
 #include "aot_logprob_bf16.h"
@@ -123,6 +124,9 @@ CApi bf16SumBias() {
 CApi f32None() {
   return LOSSJIT_BIND_CAPI(aot_f32_none, AOT_DIR_f32_none, LOSSJIT_WITH_BACKWARD);
 }
+CApi f64Sum() {
+  return LOSSJIT_BIND_CAPI(aot_f64_sum, AOT_DIR_f64_sum, LOSSJIT_WITH_BACKWARD);
+}
 CApi synth() { return LOSSJIT_BIND_CAPI(synth, "", LOSSJIT_WITH_BACKWARD); }
 // The tensor-core forward (matmul=mma_sync): forward only.
 CApi f16Mma() { return LOSSJIT_BIND_CAPI(aot_f16_mma, AOT_DIR_f16_mma, LOSSJIT_FORWARD_ONLY); }
@@ -141,7 +145,8 @@ CApi logProbBf16() {
 }
 
 std::vector<CApi> realApis() {
-  return {f16Mean(), bf16SumBias(), f32None(), f16Mma(), bf16MmaWarp(), logProbBf16()};
+  return {f16Mean(),     bf16SumBias(), f32None(),    f64Sum(),
+          f16Mma(),      bf16MmaWarp(), logProbBf16()};
 }
 
 /// The bundle directory the index lists for (op, arch).

@@ -5,6 +5,8 @@
 #   FileCheck/not/count/split-file from LLVM's tools directory (never from PATH)
 #   %ptxas             NVIDIA's assembler; feature `ptxas` when it was found
 #   %extract-ptx       tests/lit/extract-ptx.py: gpu.binary -> one .ptx per kernel
+#   %{ptx-forbidden-f64} the same for the kernels of f64 storage (f64 math
+#                      allowed, calls of any kind not)
 #   %{ptx-forbidden}   FileCheck flags that reject, anywhere in a PTX file,
 #                      what the kernels must never contain (see below)
 
@@ -68,12 +70,17 @@ else:
 # widened with cvt.f32.f16 / cvt.f32.bf16), and f64 math.
 _HALF_MATH = (r"{{(add|sub|mul|fma|div|max|min|neg|abs|ex2|lg2|setp|sqrt|rcp|tanh)"
               r"(\.[a-zA-Z0-9]+)*\.b?f16}}")
-config.substitutions.append((re.escape("%{ptx-forbidden}"), " ".join([
+_FORBIDDEN = [
     "--implicit-check-not=__nv_",
     "--implicit-check-not='{{[[:space:]](atom|red)\\.}}'",
     "--implicit-check-not='%s'" % _HALF_MATH,
-    "--implicit-check-not=.f64",
-])))
+]
+# The kernels of f64 storage compute in f64: everything else still holds,
+# and no call of any kind (f64 exp2/log2 are expanded into arithmetic).
+config.substitutions.append((re.escape("%{ptx-forbidden-f64}"),
+                             " ".join(_FORBIDDEN + ["--implicit-check-not='call'"])))
+config.substitutions.append((re.escape("%{ptx-forbidden}"),
+                             " ".join(_FORBIDDEN + ["--implicit-check-not=.f64"])))
 
 # Deterministic output regardless of the caller's environment.
 config.environment["LC_ALL"] = "C"

@@ -1,14 +1,21 @@
-// f64 storage computes in f64 on the host: every kernel argument, workspace,
-// stack buffer and vector of the lowered kernels is f64 (no f32 anywhere),
-// and the GPU path refuses it by name.
+// f64 storage computes in f64: every kernel argument, workspace, stack
+// buffer and vector of the lowered host kernels is f64 (no f32 anywhere),
+// and the GPU kernels are SIMT in f64 (tensor cores take f16/bf16 only).
 // RUN: lossjit-opt %s --loss-select-lowering-config="target=cpu block-rows=2 vector-width=8" --loss-lower-to-cpu --split-input-file | FileCheck %s
-// RUN: not lossjit-opt %s --loss-select-lowering-config=target=gpu --split-input-file 2>&1 | FileCheck %s --check-prefix=GPU
-// The GPU lowering refuses it too when handed a GPU config.
-// RUN: not lossjit-opt %S/Inputs/f64-gpu-config.mlir --loss-lower-to-gpu 2>&1 | FileCheck %s --check-prefix=LOWER
+// RUN: lossjit-opt %s --loss-select-lowering-config="target=gpu matmul=auto" --loss-lower-to-gpu --split-input-file | FileCheck %s --check-prefix=GPU
+// A tensor-core config is refused by name.
+// RUN: not lossjit-opt %S/Inputs/f64-gpu-config.mlir --loss-lower-to-gpu 2>&1 | FileCheck %s --check-prefix=MMA
 
-// GPU: error: 'loss.linear_cross_entropy' op has f64 storage, which computes in f64: only the host kernels do (target=cpu); the GPU kernels compute in f32
-// GPU: error: 'loss.linear_cross_entropy_grad' op has f64 storage, which computes in f64: only the host kernels do (target=cpu); the GPU kernels compute in f32
-// LOWER: error: loss-lower-to-gpu: @f64_given_a_gpu_config computes in 'f64'; the GPU kernels compute in f32 (f64 data runs on the host backend)
+// GPU-LABEL: loss.launch_plans = {f64_forward = {
+// GPU-SAME:    tile = "block_rows=4,threads=128,splits=8,matmul=simt,stages=1"
+// GPU-SAME:    workspaces = [{count = "S*N", dtype = "f64", name = "part_max"}, {count = "S*N", dtype = "f64", name = "part_sum"}, {count = "N", dtype = "f64", name = "loss_rows"}]
+// GPU:         gpu.func @lce_partial(%{{.*}}: memref<?xf64>, %{{.*}}: memref<?xf64>, %{{.*}}: memref<?xf64>, %{{.*}}: memref<?xf64>,
+// GPU-SAME:      workgroup(%{{.*}} : memref<{{[0-9]+}}xf64, #gpu.address_space<workgroup>>
+// GPU-NOT:     f32
+// GPU-LABEL: loss.launch_plans = {f64_backward = {
+// GPU-SAME:    workspaces = [{count = "N", dtype = "f64", name = "grow"}, {count = "C*V", dtype = "f64", name = "dz"}]
+// GPU-NOT:     f32
+// MMA: error: loss-lower-to-gpu: matmul mma_sync multiplies f16 or bf16 operands; f32 and f64 storage stay on matmul simt
 
 // CHECK-LABEL: module attributes {loss.launch_plans = {f64_forward = {
 // CHECK-SAME:    options = {bias = "false", dtype = "f64",

@@ -1,5 +1,6 @@
 // loss-math-to-nvvm-approx: scalar f32 exp2/log2 become the ex2/lg2 approx
-// intrinsics (no libdevice); every other type keeps its math op.
+// intrinsics (no libdevice), f64 exp2/log2 arithmetic whose fmas become
+// llvm.fma.f64; every other type keeps its math op.
 // RUN: lossjit-opt %s --loss-math-to-nvvm-approx --split-input-file | FileCheck %s
 // It runs nested in a gpu.module, as in the GPU pipeline.
 // RUN: lossjit-opt %s --pass-pipeline="builtin.module(gpu.module(loss-math-to-nvvm-approx))" --split-input-file \
@@ -42,12 +43,13 @@ func.func @chain(%a: f32) -> f32 {
 
 // -----
 
-// Negative: f64 has no approx intrinsic and is left for libdevice.
-// CHECK-LABEL: func.func @f64_untouched
-// CHECK-NEXT:    math.exp2 %{{.*}} : f64
-// CHECK-NEXT:    math.log2 %{{.*}} : f64
+// f64 has no approx instruction: exp2 (13 fma of its Taylor series) and
+// log2 (11 of its atanh series) become arithmetic, each fma llvm.fma.f64.
+// CHECK-LABEL: func.func @f64_expanded
+// CHECK-COUNT-24: llvm.call_intrinsic "llvm.fma.f64"
+// CHECK-NOT:     math.
 // CHECK-NOT:     llvm.call_intrinsic
-func.func @f64_untouched(%a: f64) -> f64 {
+func.func @f64_expanded(%a: f64) -> f64 {
   %e = math.exp2 %a : f64
   %l = math.log2 %e : f64
   return %l : f64

@@ -27,7 +27,10 @@
 // RUN: not lossjit-aot --preset linear-kl --ignore-index 0 -o %t/e5 2>&1 | FileCheck %s --check-prefix=LABELS
 // RUN: not lossjit-aot --preset linear-jsd -o %t/e6 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not lossjit-aot --preset linear-kl --logit-scale 0 -o %t/e7 2>&1 | FileCheck %s --check-prefix=SCALE
-// RUN: not lossjit-aot --preset linear-log-prob --dtype f64 -o %t/e11 2>&1 | FileCheck %s --check-prefix=F64
+// f64 storage: SIMT kernels computing in f64, f64 row values.
+// RUN: lossjit-aot --preset linear-log-prob --dtype f64 --arch sm_80 -o %t/lp64 --quiet
+// RUN: lossjit-aot --check %t/lp64 | FileCheck %s --check-prefix=OK
+// RUN: FileCheck %s --check-prefix=F64 < %t/lp64/lce.h
 
 // OK: : ok
 
@@ -105,4 +108,6 @@
 // LABELS: lossjit-aot: error: --preset linear-kl reads no labels and no student bias (the engine masks rows): drop --label-type, --ignore-index and --bias
 // UNKNOWN: lossjit-aot: error: --preset must be linear-cross-entropy, linear-log-prob or linear-kl, got 'linear-jsd'
 // SCALE: lossjit-aot: error: --preset linear-kl: forward graph: logit scale must be finite and nonzero, got 0
-// F64: lossjit-aot: error: --dtype f64: ahead-of-time kernels run on the GPU, which computes in f32; f64 data runs on the host backend (JIT)
+// F64: #define LCE_DTYPE "f64"
+// F64: x{{ +}}f64{{ +}}[N, D]{{ +}}read
+// F64: lse{{ +}}f64{{ +}}[N]{{ +}}written

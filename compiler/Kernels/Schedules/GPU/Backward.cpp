@@ -99,7 +99,7 @@ struct Backward : ChunkedBackwardSteps {
 
   Type st() const { return s.storage(); }
   MemRefType flat(Type t) const { return s.flat(t); }
-  KernelEmitter emitter() { return KernelEmitter(s.sink.builder(), s.sink.location()); }
+  KernelEmitter emitter() { return KernelEmitter(s.sink.builder(), s.sink.location(), s.spec.compute); }
 
   /// lce_bwd_scale, one block: the counted rows (fixed tree), the shared
   /// factor, and g_r of every row into `grow`; with tensor-core gradients
@@ -113,15 +113,15 @@ struct Backward : ChunkedBackwardSteps {
     // The fused forward+backward has no grad_loss yet: it computes the
     // gradients of grad_loss = 1, which the caller rescales later.
     sig.arg("labels", flat(s.spec.labelType));
-    sig.argIf(!s.spec.fusedForward, "grad_loss", flat(s.f32()));
-    sig.arg("grow", flat(s.f32()));
-    sig.argIf(scaled && s.spec.hasGradLse, "grad_lse", flat(s.f32()));
-    sig.argIf(scaled, "gscale", flat(s.f32()));
+    sig.argIf(!s.spec.fusedForward, "grad_loss", flat(s.compute()));
+    sig.arg("grow", flat(s.compute()));
+    sig.argIf(scaled && s.spec.hasGradLse, "grad_lse", flat(s.compute()));
+    sig.argIf(scaled, "gscale", flat(s.compute()));
     sig.arg("N", s.index()).arg("V", s.index());
     LaunchShape launch;
     launch.workgroup = {s.shared(threads, s.sink.builder().getI32Type())};
     if (scaled)
-      launch.workgroup.push_back(s.shared(threads, s.f32()));
+      launch.workgroup.push_back(s.shared(threads, s.compute()));
     KernelArgs a = s.sink.begin(sig, launch);
     Value counts = a.workgroup(0);
     KernelEmitter e = emitter();
@@ -182,12 +182,12 @@ struct Backward : ChunkedBackwardSteps {
     KernelSignature sig(storeRaw ? "lce_fused_z" : "lce_bwd_dz");
     sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
     if (!storeRaw)
-      declareAdjointInputs(sig, s.spec, s.f32());
+      declareAdjointInputs(sig, s.spec, s.compute());
     const bool scaled = !storeRaw && s.tensorCoreGradients();
-    sig.argIf(scaled, "gscale", flat(s.f32()));
+    sig.argIf(scaled, "gscale", flat(s.compute()));
     // Raw logits stay f32 (lse is formed from them); dZ is what the
     // gradient products read.
-    sig.arg("dz", flat(storeRaw ? s.f32() : s.dzType()));
+    sig.arg("dz", flat(storeRaw ? s.compute() : s.dzType()));
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     // The logits product: the configured strategy's block tile (BM rows ×
@@ -250,7 +250,7 @@ struct Backward : ChunkedBackwardSteps {
     const TileConfig &tile = s.gradTile();
     KernelSignature sig("lce_bwd_dx");
     sig.arg(productDzName(), flat(s.dzType())).arg("w", flat(st()));
-    sig.argIf(s.tensorCoreGradients(), "gscale", flat(s.f32()));
+    sig.argIf(s.tensorCoreGradients(), "gscale", flat(s.compute()));
     sig.arg("grad_x", flat(st()));
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
@@ -289,8 +289,8 @@ struct Backward : ChunkedBackwardSteps {
   /// are grad_w and grad_bias themselves.
   void buildZero() {
     KernelSignature sig("lce_bwd_zero");
-    sig.arg("dw_acc", flat(s.f32()), acc.dw);
-    sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.f32()), acc.db);
+    sig.arg("dw_acc", flat(s.compute()), acc.dw);
+    sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.compute()), acc.db);
     sig.arg("V", s.index()).arg("D", s.index());
     LaunchShape launch{{"cdiv(V*D," + s.threads() + ")", "1", "1"}};
     KernelArgs a = s.sink.begin(sig, launch);
@@ -312,9 +312,9 @@ struct Backward : ChunkedBackwardSteps {
     const bool scaled = s.tensorCoreGradients();
     KernelSignature sig("lce_bwd_dw");
     sig.arg(productDzName(), flat(s.dzType())).arg("x", flat(st()));
-    sig.argIf(scaled, "gscale", flat(s.f32()));
-    sig.arg("dw_acc", flat(s.f32()), acc.dw);
-    sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.f32()), acc.db);
+    sig.argIf(scaled, "gscale", flat(s.compute()));
+    sig.arg("dw_acc", flat(s.compute()), acc.dw);
+    sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.compute()), acc.db);
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     const int64_t rows = tileConfig.blockRows, cols = tileConfig.tileCols();
@@ -386,9 +386,9 @@ struct Backward : ChunkedBackwardSteps {
   /// lce_bwd_finish: one rounding of the f32 accumulators to storage.
   void buildFinish() {
     KernelSignature sig("lce_bwd_finish");
-    sig.arg("dw_acc", flat(s.f32())).arg("grad_w", flat(st()));
+    sig.arg("dw_acc", flat(s.compute())).arg("grad_w", flat(st()));
     if (s.spec.needsGradBias())
-      sig.arg("db_acc", flat(s.f32())).arg("grad_bias", flat(st()));
+      sig.arg("db_acc", flat(s.compute())).arg("grad_bias", flat(st()));
     sig.arg("V", s.index()).arg("D", s.index());
     LaunchShape launch{{"cdiv(V*D," + s.threads() + ")", "1", "1"}};
     KernelArgs a = s.sink.begin(sig, launch);
@@ -408,8 +408,8 @@ struct Backward : ChunkedBackwardSteps {
   /// the dZ workspace) into lse and the row loss, in vocabulary order.
   void buildFusedLse() {
     KernelSignature sig("lce_fused_lse");
-    sig.arg("labels", flat(s.spec.labelType)).arg("dz", flat(s.f32()));
-    sig.arg("lse", flat(s.f32())).arg("loss_rows", flat(s.f32()));
+    sig.arg("labels", flat(s.spec.labelType)).arg("dz", flat(s.compute()));
+    sig.arg("lse", flat(s.compute())).arg("loss_rows", flat(s.compute()));
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index()).arg("V", s.index());
     LaunchShape launch{{"cdiv(C," + s.threads() + ")", "1", "1"}, "none", /*perChunk=*/true};
     KernelArgs a = s.sink.begin(sig, launch);
@@ -428,11 +428,11 @@ struct Backward : ChunkedBackwardSteps {
   /// place (SIMT products) or as dZ / G into "dzs" (tensor cores).
   void buildFusedDz() {
     KernelSignature sig("lce_fused_dz");
-    sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.f32()));
-    sig.arg("grow", flat(s.f32())).arg("dz", flat(s.f32()));
+    sig.arg("labels", flat(s.spec.labelType)).arg("lse", flat(s.compute()));
+    sig.arg("grow", flat(s.compute())).arg("dz", flat(s.compute()));
     // With tensor cores dZ / G goes to its own 16-bit workspace.
     const bool scaled = s.tensorCoreGradients();
-    sig.argIf(scaled, "gscale", flat(s.f32()));
+    sig.argIf(scaled, "gscale", flat(s.compute()));
     sig.argIf(scaled, "dzs", flat(s.dzType()));
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index()).arg("V", s.index());
     LaunchShape launch{{"cdiv(C*V," + s.threads() + ")", "1", "1"}, "none", /*perChunk=*/true};
@@ -455,7 +455,7 @@ struct Backward : ChunkedBackwardSteps {
   /// The arguments both recompute kernels read.
   void recomputeInputs(KernelSignature &sig) {
     sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
-    declareAdjointInputs(sig, s.spec, s.f32());
+    declareAdjointInputs(sig, s.spec, s.compute());
   }
 
   /// Adds the product of the dZ tile in shared memory (rows × T, row i at
@@ -495,10 +495,10 @@ struct Backward : ChunkedBackwardSteps {
     KernelSignature sig("lce_bwd_dx_rc");
     recomputeInputs(sig);
     sig.arg("grad_x", flat(st()));
-    sig.argIf(accName != "grad_x", "dx_acc", flat(s.f32()));
+    sig.argIf(accName != "grad_x", "dx_acc", flat(s.compute()));
     sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
     LaunchShape launch{{"cdiv(N," + s.simtBn() + ")", "1", "1"}};
-    launch.workgroup = {s.shared(bn * threads, s.f32())};
+    launch.workgroup = {s.shared(bn * threads, s.compute())};
     KernelArgs a = s.sink.begin(sig, launch);
     Value smem = a.workgroup(0);
     Value accBuf = a[accName];
@@ -567,10 +567,10 @@ struct Backward : ChunkedBackwardSteps {
     recomputeInputs(sig);
     sig.arg("grad_w", flat(st()));
     sig.argIf(s.spec.needsGradBias(), "grad_bias", flat(st()));
-    sig.argIf(accName != "grad_w", "dw_acc", flat(s.f32()));
+    sig.argIf(accName != "grad_w", "dw_acc", flat(s.compute()));
     sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
     LaunchShape launch{{"cdiv(V," + s.simtBn() + ")", "1", "1"}};
-    launch.workgroup = {s.shared(bn * threads, s.f32())};
+    launch.workgroup = {s.shared(bn * threads, s.compute())};
     KernelArgs a = s.sink.begin(sig, launch);
     Value smem = a.workgroup(0);
     Value accBuf = a[accName];
@@ -661,7 +661,7 @@ llvm::Error lossjit::buildGpuBackward(GpuSchedule &s) {
   // The cross-entropy ops form g_r from grad_loss (lce_bwd_scale); a
   // reduction is handed its adjoints.
   if (!spec.isVocabReduce())
-    plan.workspace("grow", "f32", "N");
+    plan.workspace("grow", s.spec.computeName(), "N");
   Backward b(s);
   if (spec.strategy == "recompute") {
     if (!spec.isVocabReduce())
@@ -671,13 +671,13 @@ llvm::Error lossjit::buildGpuBackward(GpuSchedule &s) {
     if (spec.needsGradX) {
       std::string acc = spec.storesCompute() ? "grad_x" : "dx_acc";
       if (acc == "dx_acc")
-        plan.workspace("dx_acc", "f32", "N*D");
+        plan.workspace("dx_acc", s.spec.computeName(), "N*D");
       b.buildDxRecompute(acc);
     }
     if (spec.needsGradW) {
       std::string acc = spec.storesCompute() ? "grad_w" : "dw_acc";
       if (acc == "dw_acc")
-        plan.workspace("dw_acc", "f32", "V*D");
+        plan.workspace("dw_acc", s.spec.computeName(), "V*D");
       b.buildDwRecompute(acc);
     }
     return llvm::Error::success();

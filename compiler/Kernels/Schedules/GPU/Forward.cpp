@@ -30,17 +30,17 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
   KernelSignature sig(dependent ? "lce_partial_dep" : "lce_partial");
   sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
   sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
-  sig.argIf(!dependent && s.spec.readsClassWeights(), "class_weights", s.flat(s.f32()));
+  sig.argIf(!dependent && s.spec.readsClassWeights(), "class_weights", s.flat(s.compute()));
   if (!dependent && s.spec.hasTargets())
     sig.arg("targets", s.flat(s.spec.targetsType));
   declareTeacherInputs(sig, s.spec);
   if (dependent)
-    sig.arg("row_lse", s.flat(s.f32())).arg("row_teacher_lse", s.flat(s.f32()));
+    sig.arg("row_lse", s.flat(s.compute())).arg("row_teacher_lse", s.flat(s.compute()));
   LaunchShape launch;
   launch.grid = {"cdiv(N," + s.bn() + ")", "S", "1"};
   for (const std::string &field : stats.fieldNames()) {
-    sig.arg("part_" + field, s.flat(s.f32()));
-    launch.workgroup.push_back(s.shared(s.matmul.rowMergeSlots(bn), s.f32()));
+    sig.arg("part_" + field, s.flat(s.compute()));
+    launch.workgroup.push_back(s.shared(s.matmul.rowMergeSlots(bn), s.compute()));
   }
   s.stageOperands(launch);
   sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
@@ -51,7 +51,7 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
     partials.push_back(a["part_" + stats.fieldNames()[f]]);
   }
 
-  KernelEmitter e(s.sink.builder(), s.sink.location());
+  KernelEmitter e(s.sink.builder(), s.sink.location(), s.spec.compute);
   Value n = a["N"], v = a["V"], d = a["D"], bias = a["bias"];
   Value rowBase = e.mul(gpuBlockIdx(e, 0), e.index(bn));
   Value split = gpuBlockIdx(e, 1);
@@ -139,10 +139,10 @@ void buildCombine(GpuSchedule &s, const RowStats &stats, bool dependent) {
   if (s.spec.hasLabels)
     sig.arg("labels", s.flat(s.spec.labelType));
   for (const std::string &field : stats.fieldNames())
-    sig.arg("part_" + field, s.flat(s.f32()));
-  declareRowOutputs(sig, s.spec, s.f32());
+    sig.arg("part_" + field, s.flat(s.compute()));
+  declareRowOutputs(sig, s.spec, s.compute());
   if (feedsDependent)
-    sig.arg("row_lse", s.flat(s.f32())).arg("row_teacher_lse", s.flat(s.f32()));
+    sig.arg("row_lse", s.flat(s.compute())).arg("row_teacher_lse", s.flat(s.compute()));
   sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index()).arg("S", s.index());
   LaunchShape launch;
   launch.grid = {"cdiv(N," + s.threads() + ")", "1", "1"};
@@ -151,7 +151,7 @@ void buildCombine(GpuSchedule &s, const RowStats &stats, bool dependent) {
   for (const std::string &field : stats.fieldNames())
     partials.push_back(a["part_" + field]);
 
-  KernelEmitter e(s.sink.builder(), s.sink.location());
+  KernelEmitter e(s.sink.builder(), s.sink.location(), s.spec.compute);
   Value n = a["N"], v = a["V"], d = a["D"];
   Value row = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.tile.threads)), gpuThreadIdx(e));
   e.ifThen(e.cmpI(arith::CmpIPredicate::ult, row, n), [&](KernelEmitter &re) {
@@ -182,15 +182,15 @@ void lossjit::buildGpuReduceKernel(GpuSchedule &s) {
   const int64_t threads = s.tile.threads;
   Type i32 = s.sink.builder().getI32Type();
   KernelSignature sig("lce_reduce");
-  sig.arg("labels", s.flat(s.spec.labelType)).arg("loss_rows", s.flat(s.f32()));
-  sig.arg("loss", s.flat(s.f32())).arg("N", s.index());
+  sig.arg("labels", s.flat(s.spec.labelType)).arg("loss_rows", s.flat(s.compute()));
+  sig.arg("loss", s.flat(s.compute())).arg("N", s.index());
   LaunchShape launch;
-  launch.workgroup = {s.shared(threads, s.f32()), s.shared(threads, s.f32()),
+  launch.workgroup = {s.shared(threads, s.compute()), s.shared(threads, s.compute()),
                       s.shared(threads, i32)};
   KernelArgs a = s.sink.begin(sig, launch);
   Value sums = a.workgroup(0), comps = a.workgroup(1), counts = a.workgroup(2);
 
-  KernelEmitter e(s.sink.builder(), s.sink.location());
+  KernelEmitter e(s.sink.builder(), s.sink.location(), s.spec.compute);
   Value tid = gpuThreadIdx(e);
   // Thread t sums rows t, t+T, t+2T, ... in order: the same lanes the CPU
   // reduction simulates, so both backends reduce identically.
@@ -217,19 +217,19 @@ void lossjit::buildGpuForward(GpuSchedule &s) {
   plan.begin(s.spec, s.tile.str());
   plan.constant("S", s.tile.splits);
   for (const std::string &field : s.stats.fieldNames())
-    plan.workspace("part_" + field, "f32", "S*N");
+    plan.workspace("part_" + field, s.spec.computeName(), "S*N");
   // A dependent sum (jsd, mixture_kl) takes a second sweep: its partials,
   // and the finished lse pair it reads.
   RowStats dependent = RowStats::dependentForSpec(s.spec);
   for (const std::string &field : dependent.fieldNames())
-    plan.workspace("part_" + field, "f32", "S*N");
+    plan.workspace("part_" + field, s.spec.computeName(), "S*N");
   if (!dependent.empty()) {
-    plan.workspace("row_lse", "f32", "N");
-    plan.workspace("row_teacher_lse", "f32", "N");
+    plan.workspace("row_lse", s.spec.computeName(), "N");
+    plan.workspace("row_teacher_lse", s.spec.computeName(), "N");
   }
   const bool reduces = !s.spec.isVocabReduce() && s.spec.reduction != loss::Reduction::none;
   if (reduces)
-    plan.workspace("loss_rows", "f32", "N");
+    plan.workspace("loss_rows", s.spec.computeName(), "N");
   buildPartial(s, s.stats, /*dependent=*/false);
   buildCombine(s, s.stats, /*dependent=*/false);
   if (!dependent.empty()) {
@@ -251,7 +251,7 @@ llvm::Error lossjit::buildGpuSchedule(OpBuilder &builder, Location loc, StringRe
           "logits in SIMT tiles); use strategy chunked or matmul simt");
     if (spec.storesCompute())
       return llvm::createStringError("matmul mma_sync multiplies f16 or bf16 operands; f32 "
-                                     "storage stays on matmul simt");
+                                     "and f64 storage stay on matmul simt");
   }
   std::unique_ptr<TileMatmul> matmul = createTileMatmul(tile);
   if (!matmul)

@@ -41,10 +41,11 @@ struct GpuSchedule {
   const TileConfig &gradTile() const { return tensorCoreGradients() ? tile : simtTile; }
   const TileMatmul &gradMatmul() const { return tensorCoreGradients() ? matmul : simtMatmul; }
   /// The element type of the dZ the gradient products read.
-  mlir::Type dzType() const { return tensorCoreGradients() ? storage() : f32(); }
+  mlir::Type dzType() const { return tensorCoreGradients() ? storage() : compute(); }
 
   mlir::Type storage() const { return spec.storage; }
-  mlir::Type f32() const { return sink.builder().getF32Type(); }
+  /// The arithmetic's type (LceSpec::compute): f32, or f64 for f64 storage (SIMT only).
+  mlir::Type compute() const { return spec.compute; }
   mlir::Type index() const { return sink.builder().getIndexType(); }
   mlir::MemRefType flat(mlir::Type t) const { return KernelSink::flat(t); }
   /// Static shared memory of `count` elements.
