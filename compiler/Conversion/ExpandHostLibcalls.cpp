@@ -137,55 +137,93 @@ constexpr std::array<double, 14> exp2TaylorF64() {
   return c;
 }
 
-/// 2^x for f64 x, as the f32 expansion: x = n + f, n = round(x), 2^f by
-/// its Taylor series, then 2^n in two exact power-of-two steps.
-Value expandExp2F64(Arith &a, Value x) {
+/// The range reduction both widths' exp2 share: x = n + f with n = round(x)
+/// (by the 1.5·2^m shifter: exact for |x| < 2^(m−1), no roundeven
+/// instruction or libcall), |f| ≤ 1/2, 2^f ≈ poly(f), then p·2^n in two
+/// exact power-of-two steps (n = n1 + n2, each within the normal exponent
+/// range), so a subnormal result is rounded only once. x is clamped to
+/// [lo, hi] first: beyond it the result is 0 or inf either way, and the
+/// scaling stays in range. NaN is restored last.
+struct Exp2Format {
+  double lo, hi, shifter;
+  uint32_t bias, mantissaBits;
+};
+Value expandExp2(Arith &a, Value x, const Exp2Format &format,
+                 llvm::function_ref<Value(Value)> poly) {
   using P = arith::CmpFPredicate;
-  // Beyond [-1076, 1025] the result is 0 or inf either way.
-  Value lo = a.f(-1076.0), hi = a.f(1025.0);
+  Value lo = a.f(format.lo), hi = a.f(format.hi);
   Value xc = a.select(a.cmpF(P::OLT, x, lo), lo, a.select(a.cmpF(P::OGT, x, hi), hi, x));
-  // Round to nearest (ties to even) by the 1.5·2^52 shifter.
-  Value shifter = a.f(6755399441055744.0);
+  Value shifter = a.f(format.shifter);
   Value n = a.subF(a.addF(xc, shifter), shifter);
   Value f = a.subF(xc, n); // exact: Sterbenz
-  static constexpr std::array<double, 14> kTaylor = exp2TaylorF64();
-  Value p = a.horner(llvm::ArrayRef<double>(kTaylor), f);
+  Value p = poly(f);
   Value ni = a.toInt(n);
   Value n1 = a.shrS(ni, 1);
   Value n2 = a.sub(ni, n1);
-  auto pow2 = [&](Value k) { return a.floatOf(a.shl(a.add(k, a.i(1023)), 52)); };
+  auto pow2 = [&](Value k) {
+    return a.floatOf(a.shl(a.add(k, a.i(format.bias)), format.mantissaBits));
+  };
   Value result = a.mulF(a.mulF(p, pow2(n1)), pow2(n2));
   return a.select(a.isNaN(x), x, result);
 }
 
-/// log2(x) for f64 x: x = 2^e·m, m ∈ [√½, √2), ln m = 2·atanh(s) with
-/// s = (m − 1)/(m + 1), |s| ≤ 0.1716: 2s·Σ_{k ≤ 11} s^{2k}/(2k + 1), the
-/// first term left out below 1e-18 of the sum.
-Value expandLog2F64(Arith &a, Value x) {
+/// 2^x for f64 x: 2^f by its Taylor series (exp2TaylorF64).
+Value expandExp2F64(Arith &a, Value x) {
+  static constexpr std::array<double, 14> kTaylor = exp2TaylorF64();
+  return expandExp2(a, x, {-1076.0, 1025.0, 6755399441055744.0, 1023, 52},
+                    [&](Value f) { return a.horner(llvm::ArrayRef<double>(kTaylor), f); });
+}
+
+/// The decomposition both widths' log2 share: x = 2^e·m with m ∈ [√½, √2)
+/// (subnormal inputs scaled into the normal range first), log2 x =
+/// log2m(m) + e, then the specials: log2(±0) = −inf, log2(+inf) = +inf,
+/// log2(x < 0) = NaN, NaN stays.
+struct Log2Format {
+  double minNormal, subnormalScale;
+  uint32_t bias, mantissaBits, scaleBits;
+  uint64_t mantissaMask, one, sqrt2, inf, negInf, nan;
+};
+Value expandLog2(Arith &a, Value x, const Log2Format &format,
+                 llvm::function_ref<Value(Value)> log2m) {
   using P = arith::CmpFPredicate;
   using I = arith::CmpIPredicate;
-  Value tiny = a.cmpF(P::OLT, x, a.f(0x1p-1022));
-  Value xs = a.select(tiny, a.mulF(x, a.f(0x1p52)), x);
+  Value tiny = a.cmpF(P::OLT, x, a.f(format.minNormal));
+  Value xs = a.select(tiny, a.mulF(x, a.f(format.subnormalScale)), x);
   Value bits = a.bitsOf(xs);
-  Value e = a.sub(a.shrU(bits, 52), a.select(tiny, a.i(1023 + 52), a.i(1023)));
-  Value m = a.bor(a.band(bits, a.i(0x000FFFFFFFFFFFFFull)), a.i(0x3FF0000000000000ull));
-  Value above = a.cmpI(I::ugt, m, a.i(0x3FF6A09E667F3BCDull)); // > √2
-  m = a.select(above, a.sub(m, a.i(1ull << 52)), m);
+  Value e = a.sub(a.shrU(bits, format.mantissaBits),
+                  a.select(tiny, a.i(format.bias + format.scaleBits), a.i(format.bias)));
+  Value m = a.bor(a.band(bits, a.i(format.mantissaMask)), a.i(format.one)); // [1, 2)
+  Value above = a.cmpI(I::ugt, m, a.i(format.sqrt2));                      // > √2
+  m = a.select(above, a.sub(m, a.i(1ull << format.mantissaBits)), m);     // halve
   e = a.select(above, a.add(e, a.i(1)), e);
-  Value mf = a.floatOf(m);
-  Value s = a.divF(a.subF(mf, a.f(1.0)), a.addF(mf, a.f(1.0)));
+  // (In sequence: an argument list's evaluation order is unspecified, and
+  // the IR's op order should not depend on the C++ compiler.)
+  Value mantissaLog = log2m(a.floatOf(m));
+  Value result = a.addF(mantissaLog, a.toFloat(e));
+  Value inf = a.fBits(format.inf);
+  result = a.select(a.cmpF(P::OEQ, x, a.f(0.0)), a.fBits(format.negInf), result);
+  result = a.select(a.cmpF(P::OEQ, x, inf), inf, result);
+  result = a.select(a.cmpF(P::OLT, x, a.f(0.0)), a.fBits(format.nan), result);
+  return a.select(a.isNaN(x), x, result);
+}
+
+/// log2(x) for f64 x: ln m = 2·atanh(s) with s = (m − 1)/(m + 1), |s| ≤
+/// 0.1716: 2s·Σ_{k ≤ 11} s^{2k}/(2k + 1), the first term left out below
+/// 1e-18 of the sum.
+Value expandLog2F64(Arith &a, Value x) {
   static constexpr std::array<double, 12> kOdd = {
       1.0 / 23, 1.0 / 21, 1.0 / 19, 1.0 / 17, 1.0 / 15, 1.0 / 13,
       1.0 / 11, 1.0 / 9,  1.0 / 7,  1.0 / 5,  1.0 / 3,  1.0};
-  Value series = a.horner(llvm::ArrayRef<double>(kOdd), a.mulF(s, s));
-  // log2 m = (2·log2 e)·s·series.
-  Value log2m = a.mulF(a.mulF(s, a.f(2.0 * 1.44269504088896340736)), series);
-  Value result = a.addF(log2m, a.toFloat(e));
-  Value inf = a.fBits(0x7FF0000000000000ull), negInf = a.fBits(0xFFF0000000000000ull);
-  result = a.select(a.cmpF(P::OEQ, x, a.f(0.0)), negInf, result);
-  result = a.select(a.cmpF(P::OEQ, x, inf), inf, result);
-  result = a.select(a.cmpF(P::OLT, x, a.f(0.0)), a.fBits(0x7FF8000000000000ull), result);
-  return a.select(a.isNaN(x), x, result);
+  return expandLog2(a, x,
+                    {0x1p-1022, 0x1p52, 1023, 52, 52, 0x000FFFFFFFFFFFFFull,
+                     0x3FF0000000000000ull, 0x3FF6A09E667F3BCDull, 0x7FF0000000000000ull,
+                     0xFFF0000000000000ull, 0x7FF8000000000000ull},
+                    [&](Value m) {
+                      Value s = a.divF(a.subF(m, a.f(1.0)), a.addF(m, a.f(1.0)));
+                      Value series = a.horner(llvm::ArrayRef<double>(kOdd), a.mulF(s, s));
+                      // log2 m = (2·log2 e)·s·series.
+                      return a.mulF(a.mulF(s, a.f(2.0 * 1.44269504088896340736)), series);
+                    });
 }
 
 /// arith.extf from f16/bf16 to f32.
@@ -281,29 +319,13 @@ struct ExpandExp2 : OpRewritePattern<math::Exp2Op> {
     if (!isF32Shaped(op.getType()))
       return rewriter.notifyMatchFailure(op, "only f32 exp2 is expanded here (f64: ExpandF64)");
     Arith a(rewriter, op.getLoc(), op.getType());
-    Value x = op.getOperand();
-    using P = arith::CmpFPredicate;
-    // Clamp to [-151, 129]: beyond it the result is 0 or inf either way, and
-    // the power-of-two scaling below stays in range. NaN is restored last.
-    Value lo = a.f(-151.0f), hi = a.f(129.0f);
-    Value xc = a.select(a.cmpF(P::OLT, x, lo), lo, a.select(a.cmpF(P::OGT, x, hi), hi, x));
-    // Round to the nearest integer (ties to even) by the 1.5·2^23 shifter:
-    // exact for |x| < 2^22, no roundeven instruction or libcall needed.
-    Value shifter = a.f(12582912.0f);
-    Value n = a.subF(a.addF(xc, shifter), shifter);
-    Value f = a.subF(xc, n); // exact: Sterbenz
     // Minimax fit of q(f) = (2^f − 1)/f on [−1/2, 1/2], relative error 1.1e-8.
     static constexpr float kQ[] = {1.54035122e-4f, 1.33907353e-3f, 9.61823761e-3f,
                                    5.55035733e-2f, 2.40226492e-1f, 6.93147182e-1f};
-    Value p = a.fma(a.horner(kQ, f), f, a.f(1.0f));
-    // p·2^n in two exact power-of-two steps (n = n1 + n2, each within the
-    // normal exponent range), so a subnormal result is rounded only once.
-    Value ni = a.toInt(n);
-    Value n1 = a.shrS(ni, 1);
-    Value n2 = a.sub(ni, n1);
-    auto pow2 = [&](Value k) { return a.floatOf(a.shl(a.add(k, a.i(127)), 23)); };
-    Value result = a.mulF(a.mulF(p, pow2(n1)), pow2(n2));
-    rewriter.replaceOp(op, a.select(a.isNaN(x), x, result));
+    rewriter.replaceOp(op, expandExp2(a, op.getOperand(), {-151.0, 129.0, 12582912.0, 127, 23},
+                                      [&](Value f) {
+                                        return a.fma(a.horner(kQ, f), f, a.f(1.0f));
+                                      }));
     return success();
   }
 };
@@ -315,35 +337,23 @@ struct ExpandLog2 : OpRewritePattern<math::Log2Op> {
     if (!isF32Shaped(op.getType()))
       return rewriter.notifyMatchFailure(op, "only f32 log2 is expanded here (f64: ExpandF64)");
     Arith a(rewriter, op.getLoc(), op.getType());
-    Value x = op.getOperand();
-    using P = arith::CmpFPredicate;
-    using I = arith::CmpIPredicate;
-    // Subnormal inputs are scaled by 2^23 into the normal range first.
-    Value tiny = a.cmpF(P::OLT, x, a.f(0x1p-126f));
-    Value xs = a.select(tiny, a.mulF(x, a.f(0x1p23f)), x);
-    Value bits = a.bitsOf(xs);
-    Value e = a.sub(a.shrU(bits, 23), a.select(tiny, a.i(127 + 23), a.i(127)));
-    Value m = a.bor(a.band(bits, a.i(0x007FFFFF)), a.i(0x3F800000)); // [1, 2)
-    Value above = a.cmpI(I::ugt, m, a.i(0x3FB504F3));                  // > √2
-    m = a.select(above, a.sub(m, a.i(1u << 23)), m);                   // halve
-    e = a.select(above, a.add(e, a.i(1)), e);
-    Value r = a.subF(a.floatOf(m), a.f(1.0f)); // exact: Sterbenz
-    // g(r) = log2(1 + r)/r = C0 + r·h(r); minimax fit, relative error 4.1e-9.
-    // C0 = log2(e) is split in two so r·C0 keeps its low bits for r → 0.
+    // g(r) = log2(1 + r)/r = C0 + r·h(r) with r = m − 1 (exact: Sterbenz);
+    // minimax fit, relative error 4.1e-9. C0 = log2(e) is split in two so
+    // r·C0 keeps its low bits for r → 0.
     static constexpr float kH[] = {-1.09949477e-1f, 1.86174989e-1f,  -1.91062793e-1f,
                                    2.04600617e-1f,  -2.39617392e-1f, 2.88567394e-1f,
                                    -3.60696644e-1f, 4.80898231e-1f,  -7.21347332e-1f};
     constexpr float kC0Hi = 1.44269502e+0f, kC0Lo = 1.92596303e-8f;
-    Value s = a.mulF(r, a.horner(kH, r));
-    Value t = a.fma(s, r, a.mulF(r, a.f(kC0Lo)));
-    Value log2m = a.fma(r, a.f(kC0Hi), t);
-    Value result = a.addF(log2m, a.toFloat(e));
-    // log2(±0) = −inf, log2(+inf) = +inf, log2(x < 0) = NaN, NaN stays.
-    Value inf = a.fBits(0x7F800000), negInf = a.fBits(0xFF800000);
-    result = a.select(a.cmpF(P::OEQ, x, a.f(0.0f)), negInf, result);
-    result = a.select(a.cmpF(P::OEQ, x, inf), inf, result);
-    result = a.select(a.cmpF(P::OLT, x, a.f(0.0f)), a.fBits(0x7FC00000), result);
-    rewriter.replaceOp(op, a.select(a.isNaN(x), x, result));
+    Value result = expandLog2(a, op.getOperand(),
+                              {0x1p-126, 0x1p23, 127, 23, 23, 0x007FFFFF, 0x3F800000,
+                               0x3FB504F3, 0x7F800000, 0xFF800000, 0x7FC00000},
+                              [&](Value m) {
+                                Value r = a.subF(m, a.f(1.0f));
+                                Value s = a.mulF(r, a.horner(kH, r));
+                                Value t = a.fma(s, r, a.mulF(r, a.f(kC0Lo)));
+                                return a.fma(r, a.f(kC0Hi), t);
+                              });
+    rewriter.replaceOp(op, result);
     return success();
   }
 };
