@@ -217,3 +217,24 @@ def test_options_are_accepted_for_drop_in_calls():
     with pytest.raises(TypeError, match="options must be None or a "
                                         "torch.nn.LinearCrossEntropyOptions, got dict"):
         lossjit.linear_cross_entropy(x, w, extra["y"], b, options={"batch_chunk_size": 2})
+
+
+def test_meta_and_fake_tensors_give_float64_row_values():
+    """The fake (torch.compile) and meta registrations give the dtypes the
+    kernels write: float64 losses, lse and statistics for float64 inputs."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    h = torch.empty(5, 8, dtype=torch.float64, device="meta", requires_grad=True)
+    w = torch.empty(16, 8, dtype=torch.float64, device="meta", requires_grad=True)
+    y = torch.empty(5, dtype=torch.long, device="meta")
+    loss, lse = lossjit.linear_cross_entropy(h, w, y, reduction="none", return_lse=True)
+    assert (loss.dtype, lse.dtype, loss.shape) == (torch.float64, torch.float64, (5,))
+    gh, gw = torch.autograd.grad(loss.sum(), [h, w])
+    assert gh.dtype == gw.dtype == torch.float64
+    with FakeTensorMode() as mode:
+        h = mode.from_tensor(torch.randn(5, 8, dtype=torch.float64))
+        w = mode.from_tensor(torch.randn(16, 8, dtype=torch.float64))
+        y = mode.from_tensor(torch.randint(0, 16, (5,)))
+        logp, entropy = lossjit.linear_log_prob(h, w, y, return_entropy=True)
+        assert logp.dtype == entropy.dtype == torch.float64
+        assert type(logp).__name__ == "FakeTensor"
