@@ -37,6 +37,7 @@ def test_config_space_follows_the_compilers_default():
     assert _autotune.candidates("sm_90a", "f16") == tc
     # f32 storage, the recompute backward and pre-Ampere chips stay SIMT.
     assert _autotune.candidates("sm_90", "f32") == _autotune.SIMT_TILES
+    assert _autotune.candidates("sm_90", "f64") == _autotune.SIMT_TILES  # tensor cores: 16-bit
     assert _autotune.candidates("sm_90", "bf16", "recompute") == _autotune.SIMT_TILES
     assert _autotune.candidates("sm_75", "f16") == _autotune.SIMT_TILES
 
