@@ -11,6 +11,9 @@
 // Since no sum is split into lanes, the bits depend neither on L nor on the
 // register tile or the cache blocks, nor on the target CPU.
 //
+// "f32" below is the compute type (KernelEmitter::compute()): f64 for f64
+// storage, whose operands need no widening (the same code, f64 vectors).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef LOSSJIT_COMPILER_KERNELS_MATMUL_CPUVECTOR_H

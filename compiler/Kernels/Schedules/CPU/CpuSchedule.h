@@ -14,7 +14,8 @@
 
 namespace lossjit {
 
-/// What every host kernel builder of one variant reads.
+/// What every host kernel builder of one variant reads. ("f32" in these
+/// comments is the compute type, f64 for f64 storage: LceSpec::compute.)
 struct CpuSchedule {
   CpuKernelSink &sink;
   const LceSpec &spec;
