@@ -142,9 +142,10 @@ prepare() {
     echo "gpu-check --prepare: no nvJitLink/ptxas here; no cubin variant"
   fi
   # LOSSJIT_KERNEL_PATH: bundles (no C API) for the Python tests and the
-  # benchmark: every dtype x reduction x bias, int64 labels, ignore_index -100.
+  # benchmark: every dtype (f64: SIMT in f64) x reduction x bias, int64
+  # labels, ignore_index -100.
   local dtype reduction bias
-  for dtype in f16 bf16 f32; do
+  for dtype in f16 bf16 f32 f64; do
     for reduction in mean sum none; do
       for bias in nobias bias; do
         args="--dtype $dtype --reduction $reduction"
