@@ -128,9 +128,9 @@ struct LceSpec {
   /// without widening.
   bool storesCompute() const { return storage == compute; }
   /// The compute type as plans spell it ("f32" or "f64").
-  std::string computeName() const { return compute.isF64() ? "f64" : "f32"; }
+  std::string computeName() const { return loss::storageTypeName(compute).str(); }
   /// Bytes per compute element (4 or 8).
-  int64_t computeBytes() const { return compute.isF64() ? 8 : 4; }
+  int64_t computeBytes() const { return compute.getIntOrFloatBitWidth() / 8; }
   bool needsGradBias() const { return gradient && hasBias && needsGradW; }
   bool hasLogitTransform() const { return logitScale != 1.0 || softcap != 0.0; }
 

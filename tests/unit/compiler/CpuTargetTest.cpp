@@ -275,6 +275,60 @@ protected:
   }
   mlir::DialectRegistry registry;
   std::unique_ptr<mlir::MLIRContext> context;
+
+  /// exp2 and log2 of one width (kernels `exp2Name`, `log2Name`) on every
+  /// test target, against the wider `Wide` evaluation: within `expBound` and
+  /// `logBound` ulp (`ulp`), NaN where the reference is NaN, exp2 of the
+  /// integers in [minExp, maxExp] exact, and the same bits on every target.
+  template <typename T, typename Wide>
+  void checkExp2Log2(std::vector<T> ex, std::vector<T> lx, const char *exp2Name,
+                     const char *log2Name, int minExp, int maxExp, double expBound,
+                     double logBound, double (*ulp)(T, Wide)) {
+    while (ex.size() % 8) // the kernels take 8 lanes per step
+      ex.push_back(T(0));
+    while (lx.size() % 8)
+      lx.push_back(T(1));
+    std::vector<T> firstE, firstL;
+    for (const CpuTarget &target : testTargets()) {
+      SCOPED_TRACE(target.cpu);
+      HostFunctions fns(*context, hostMathSource(), target);
+      ASSERT_EQ(fns.error, "");
+      std::vector<T> e(ex.size()), l(lx.size());
+      fns.call(exp2Name, ex.data(), e.data(), static_cast<int64_t>(ex.size()));
+      fns.call(log2Name, lx.data(), l.data(), static_cast<int64_t>(lx.size()));
+      double worstE = 0, worstL = 0;
+      for (size_t i = 0; i < ex.size(); ++i) {
+        Wide want = std::exp2(static_cast<Wide>(ex[i]));
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(e[i]));
+          continue;
+        }
+        worstE = std::max(worstE, ulp(e[i], want));
+      }
+      for (int k = minExp; k <= maxExp; ++k)
+        EXPECT_EQ(e[std::find(ex.begin(), ex.end(), static_cast<T>(k)) - ex.begin()],
+                  std::ldexp(T(1), k))
+            << "exp2 of the integer " << k << " is exact";
+      for (size_t i = 0; i < lx.size(); ++i) {
+        Wide want = std::log2(static_cast<Wide>(lx[i]));
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(l[i])) << lx[i];
+          continue;
+        }
+        worstL = std::max(worstL, ulp(l[i], want));
+      }
+      EXPECT_LE(worstE, expBound) << exp2Name;
+      EXPECT_LE(worstL, logBound) << log2Name;
+      RecordProperty(std::string(exp2Name) + "_max_ulp_" + target.cpu, std::to_string(worstE));
+      RecordProperty(std::string(log2Name) + "_max_ulp_" + target.cpu, std::to_string(worstL));
+      if (firstE.empty())
+        firstE = e, firstL = l;
+      EXPECT_EQ(0, std::memcmp(e.data(), firstE.data(), e.size() * sizeof(T)))
+          << exp2Name << " bits differ";
+      EXPECT_EQ(0, std::memcmp(l.data(), firstL.data(), l.size() * sizeof(T)))
+          << log2Name << " bits differ";
+    }
+  }
 };
 
 TEST_F(HostMath, ConversionsRoundToNearestEvenOnEveryTarget) {
@@ -372,50 +426,10 @@ TEST_F(HostMath, Exp2AndLog2AreWithinAnUlpOnEveryTarget) {
                   std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max(),
                   std::nextafter(1.0f, 2.0f), std::nextafter(1.0f, 0.0f)})
     lx.push_back(s);
-  while (ex.size() % 8)
-    ex.push_back(0.0f);
-  while (lx.size() % 8)
-    lx.push_back(1.0f);
-  std::vector<float> firstE, firstL;
-  for (const CpuTarget &target : testTargets()) {
-    SCOPED_TRACE(target.cpu);
-    HostFunctions fns(*context, hostMathSource(), target);
-    ASSERT_EQ(fns.error, "");
-    std::vector<float> e(ex.size()), l(lx.size());
-    fns.call("exp2", ex.data(), e.data(), static_cast<int64_t>(ex.size()));
-    fns.call("log2", lx.data(), l.data(), static_cast<int64_t>(lx.size()));
-    double worstE = 0, worstL = 0;
-    for (size_t i = 0; i < ex.size(); ++i) {
-      double want = std::exp2(static_cast<double>(ex[i]));
-      if (std::isnan(want)) {
-        EXPECT_TRUE(std::isnan(e[i]));
-        continue;
-      }
-      worstE = std::max(worstE, ulpError(e[i], want));
-    }
-    for (int k = -149; k <= 127; ++k)
-      EXPECT_EQ(e[std::find(ex.begin(), ex.end(), static_cast<float>(k)) - ex.begin()],
-                std::ldexp(1.0f, k))
-          << "exp2 of the integer " << k << " is exact";
-    for (size_t i = 0; i < lx.size(); ++i) {
-      double want = std::log2(static_cast<double>(lx[i]));
-      if (std::isnan(want)) {
-        EXPECT_TRUE(std::isnan(l[i])) << lx[i];
-        continue;
-      }
-      worstL = std::max(worstL, ulpError(l[i], want));
-    }
-    // The exhaustive maxima (scripts/numerics/host-math-exhaustive.cpp) are
-    // 0.898 and 1.0024 ulp; these samples must stay within them.
-    EXPECT_LE(worstE, 0.898) << "exp2";
-    EXPECT_LE(worstL, 1.0024) << "log2";
-    RecordProperty("exp2_max_ulp_" + target.cpu, std::to_string(worstE));
-    RecordProperty("log2_max_ulp_" + target.cpu, std::to_string(worstL));
-    if (firstE.empty())
-      firstE = e, firstL = l;
-    EXPECT_EQ(0, std::memcmp(e.data(), firstE.data(), e.size() * 4)) << "exp2 bits differ";
-    EXPECT_EQ(0, std::memcmp(l.data(), firstL.data(), l.size() * 4)) << "log2 bits differ";
-  }
+  // The exhaustive maxima (scripts/numerics/host-math-exhaustive.cpp) are
+  // 0.898 and 1.0024 ulp; these samples must stay within them.
+  checkExp2Log2<float, double>(std::move(ex), std::move(lx), "exp2", "log2", -149, 127, 0.898,
+                               1.0024, ulpError);
 }
 
 /// |got − want| in units of the f64 spacing at `want` (want in long
@@ -449,50 +463,10 @@ TEST_F(HostMath, F64Exp2AndLog2AreWithinAFewUlpOnEveryTarget) {
                    std::numeric_limits<double>::max(), std::nextafter(1.0, 2.0),
                    std::nextafter(1.0, 0.0)})
     lx.push_back(s);
-  while (ex.size() % 8)
-    ex.push_back(0.0);
-  while (lx.size() % 8)
-    lx.push_back(1.0);
-  std::vector<double> firstE, firstL;
-  for (const CpuTarget &target : testTargets()) {
-    SCOPED_TRACE(target.cpu);
-    HostFunctions fns(*context, hostMathSource(), target);
-    ASSERT_EQ(fns.error, "");
-    std::vector<double> e(ex.size()), l(lx.size());
-    fns.call("exp2_f64", ex.data(), e.data(), static_cast<int64_t>(ex.size()));
-    fns.call("log2_f64", lx.data(), l.data(), static_cast<int64_t>(lx.size()));
-    double worstE = 0, worstL = 0;
-    for (size_t i = 0; i < ex.size(); ++i) {
-      long double want = std::exp2(static_cast<long double>(ex[i]));
-      if (std::isnan(want)) {
-        EXPECT_TRUE(std::isnan(e[i]));
-        continue;
-      }
-      worstE = std::max(worstE, ulpErrorF64(e[i], want));
-    }
-    for (int k = -1074; k <= 1023; ++k)
-      EXPECT_EQ(e[std::find(ex.begin(), ex.end(), static_cast<double>(k)) - ex.begin()],
-                std::ldexp(1.0, k))
-          << "exp2 of the integer " << k << " is exact";
-    for (size_t i = 0; i < lx.size(); ++i) {
-      long double want = std::log2(static_cast<long double>(lx[i]));
-      if (std::isnan(want)) {
-        EXPECT_TRUE(std::isnan(l[i])) << lx[i];
-        continue;
-      }
-      worstL = std::max(worstL, ulpErrorF64(l[i], want));
-    }
-    // Measured on these samples: log2 3.17 ulp (s = (m − 1)/(m + 1) rounds
-    // m + 1 and the quotient; fine for f64 reference runs and gradcheck).
-    EXPECT_LE(worstE, 2.0) << "exp2";
-    EXPECT_LE(worstL, 3.5) << "log2";
-    RecordProperty("exp2_f64_max_ulp_" + target.cpu, std::to_string(worstE));
-    RecordProperty("log2_f64_max_ulp_" + target.cpu, std::to_string(worstL));
-    if (firstE.empty())
-      firstE = e, firstL = l;
-    EXPECT_EQ(0, std::memcmp(e.data(), firstE.data(), e.size() * 8)) << "exp2 bits differ";
-    EXPECT_EQ(0, std::memcmp(l.data(), firstL.data(), l.size() * 8)) << "log2 bits differ";
-  }
+  // Measured on these samples: log2 3.17 ulp (s = (m − 1)/(m + 1) rounds
+  // m + 1 and the quotient; fine for f64 reference runs and gradcheck).
+  checkExp2Log2<double, long double>(std::move(ex), std::move(lx), "exp2_f64", "log2_f64", -1074,
+                                     1023, 2.0, 3.5, ulpErrorF64);
 }
 
 TEST_F(HostMath, ObjectsCallingUnprovidedRoutinesAreRejected) {
