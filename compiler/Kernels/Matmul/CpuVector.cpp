@@ -165,12 +165,14 @@ SmallVector<Value> CpuVector::packedRows(KernelEmitter &e, const MatrixOperand &
 
 Fragment CpuVector::multiplyPackedInto(KernelEmitter &e, const MatrixOperand &a,
                                        const BlockTile &tile, Value packed, Value packedOff,
-                                       Value d, Value out) const {
+                                       Value d, Value out, Value outOff,
+                                       int64_t outStride) const {
   Fragment f = layout(e, tile);
   SmallVector<Value> rows = packedRows(e, a, f, tile.cols, packed, packedOff, d);
   for (size_t i = 0; i < rows.size(); ++i)
-    vector::StoreOp::create(e.builder(), e.location(), rows[i], out,
-                            ValueRange{e.index(static_cast<int64_t>(i) * tile.cols)});
+    vector::StoreOp::create(
+        e.builder(), e.location(), rows[i], out,
+        ValueRange{e.add(outOff, e.index(static_cast<int64_t>(i) * outStride))});
   return f;
 }
 

@@ -60,13 +60,13 @@ public:
   /// The packed micro-kernel over k ∈ [0, d): tile.rows accumulators of
   /// vector<tile.cols> (tile.cols columns of a packed block at
   /// `packedOff`), x broadcast, one fma per term in ascending k — the same
-  /// bits as multiply() — with row i's accumulators stored at out[i·cols]
-  /// (an f32 buffer): for epilogues that loop over the tile's columns
-  /// rather than unroll them. The fragment has the tile's lines and no
-  /// values.
+  /// bits as multiply() — with row i's accumulators stored at
+  /// out[outOff + i·outStride] (an f32 buffer): for epilogues that loop
+  /// over the tile's columns rather than unroll them. The fragment has the
+  /// tile's lines and no values.
   Fragment multiplyPackedInto(KernelEmitter &e, const MatrixOperand &a, const BlockTile &tile,
                               mlir::Value packed, mlir::Value packedOff, mlir::Value d,
-                              mlir::Value out) const;
+                              mlir::Value out, mlir::Value outOff, int64_t outStride) const;
 
   /// The register tile and cache blocks of accumulatePacked(): MR = rows
   /// of A by NR = groups·L columns of B per micro-kernel. A is packed

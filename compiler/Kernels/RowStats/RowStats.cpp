@@ -93,6 +93,21 @@ SmallVector<Value> RowStats::pushMany(KernelEmitter &e, ValueRange row, ArrayRef
   return out;
 }
 
+bool RowStats::pushesGroups() const {
+  return !kinds.empty() && llvm::all_of(kinds, [](StatKind kind) {
+    return statKindRules(kind).pushesGroups();
+  });
+}
+
+SmallVector<Value> RowStats::pushGroup(KernelEmitter &e, ValueRange row, Value z) const {
+  SmallVector<Value> out;
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const StatKindRules &rules = statKindRules(kinds[k]);
+    llvm::append_range(out, rules.pushGroup(e, row.slice(offsets[k], rules.fields().size()), z));
+  }
+  return out;
+}
+
 SmallVector<Value> RowStats::merge(KernelEmitter &e, ValueRange a, ValueRange b) const {
   SmallVector<Value> out;
   for (size_t k = 0; k < kinds.size(); ++k) {

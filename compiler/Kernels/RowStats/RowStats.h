@@ -92,6 +92,16 @@ public:
                                                   llvm::ArrayRef<mlir::Value> z,
                                                   llvm::ArrayRef<mlir::Value> valid,
                                                   llvm::ArrayRef<LogitInputs> inputs) const = 0;
+  /// Whether pushGroup() exists for this kind.
+  virtual bool pushesGroups() const { return false; }
+  /// Folds a group of logits, one vector<RowStats::kGroupLanes> `z` of the
+  /// compute type (lanes past the row's end already −inf), into the scalar
+  /// state: the group's max, one exponential per lane and a fixed tree over
+  /// the lanes (laneSum), then one rescale of the state. The vector math
+  /// is the scalar push's per lane, so no bit depends on the host's vector
+  /// width. Only for kinds that read nothing but the logit.
+  virtual llvm::SmallVector<mlir::Value> pushGroup(KernelEmitter &e, mlir::ValueRange state,
+                                                   mlir::Value z) const;
   /// a then b (the order is part of the bits).
   virtual llvm::SmallVector<mlir::Value> merge(KernelEmitter &e, mlir::ValueRange a,
                                                mlir::ValueRange b) const = 0;
@@ -128,6 +138,11 @@ public:
   /// Whether statistic `what` comes from the dependent sweep.
   static bool isDependent(loss::Statistic what);
   bool empty() const { return kinds.empty(); }
+  /// The logits of one pushGroup(): a constant of the kernels, not of the
+  /// host, so that the order of a group's sum is the same on every CPU.
+  static constexpr int64_t kGroupLanes = 16;
+  /// Whether every carried kind folds groups of logits (pushGroup()).
+  bool pushesGroups() const;
 
   /// Carried values per row.
   unsigned width() const { return static_cast<unsigned>(names.size()); }
@@ -151,6 +166,10 @@ public:
                                           llvm::ArrayRef<mlir::Value> z,
                                           llvm::ArrayRef<mlir::Value> valid,
                                           llvm::ArrayRef<LogitInputs> inputs = {}) const;
+  /// One row's state after a group of kGroupLanes logits (a vector; lanes
+  /// past the row's end −inf), for stats that pushesGroups().
+  llvm::SmallVector<mlir::Value> pushGroup(KernelEmitter &e, mlir::ValueRange row,
+                                           mlir::Value z) const;
   /// One row's partial states a then b.
   llvm::SmallVector<mlir::Value> merge(KernelEmitter &e, mlir::ValueRange a,
                                        mlir::ValueRange b) const;

@@ -8,6 +8,9 @@
 
 #include "compiler/Kernels/RowStats/RowStats.h"
 
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <functional>
 #include <limits>
 
 using namespace mlir;
@@ -28,6 +31,43 @@ SmallVector<Value> maskInvalid(KernelEmitter &e, ArrayRef<Value> z, ArrayRef<Val
   for (auto [value, ok] : llvm::zip_equal(z, valid))
     masked.push_back(e.select(ok, value, e.negInf()));
   return masked;
+}
+
+/// Halves of `v` combined by `op` until one lane is left (the upper half
+/// into the lower one): a fixed tree, whatever vectors the host has.
+Value laneTree(KernelEmitter &e, Value v, const std::function<Value(Value, Value)> &op) {
+  OpBuilder &b = e.builder();
+  for (int64_t n = cast<VectorType>(v.getType()).getNumElements(); n > 1; n /= 2) {
+    auto half = [&](int64_t offset) {
+      return vector::ExtractStridedSliceOp::create(b, e.location(), v, ArrayRef<int64_t>{offset},
+                                                   ArrayRef<int64_t>{n / 2}, ArrayRef<int64_t>{1})
+          .getResult();
+    };
+    v = op(half(0), half(n / 2));
+  }
+  return vector::ExtractOp::create(b, e.location(), v, ArrayRef<int64_t>{0});
+}
+
+/// The largest lane of `v` by a > b: the host's plain max instruction, not
+/// IEEE maximum's expansion. A NaN lane may be passed over, but its
+/// exponential is NaN, so the sum still is; the sign of a zero max moves
+/// no bit (exp(±0) = 1, and lse = max + log s with log s ≥ +0).
+Value laneMax(KernelEmitter &e, Value v) {
+  return laneTree(e, v, [&](Value a, Value b) {
+    return e.select(e.cmpF(arith::CmpFPredicate::OGT, a, b), a, b);
+  });
+}
+/// The sum of the lanes of `v` in laneTree's order.
+Value laneSum(KernelEmitter &e, Value v) {
+  return laneTree(e, v, [&](Value a, Value b) { return e.addF(a, b); });
+}
+
+/// exp(z − m) per lane of the vector z, 0 where z is −inf.
+Value laneRescale(KernelEmitter &e, Value z, Value m) {
+  KernelEmitter ve = e.lanes(cast<VectorType>(z.getType()).getNumElements());
+  Value mv = vector::BroadcastOp::create(e.builder(), e.location(), z.getType(), m);
+  Value isNegInf = ve.cmpF(arith::CmpFPredicate::OEQ, z, ve.negInf());
+  return ve.select(isNegInf, ve.real(0.0), ve.exp(ve.subF(z, mv)));
 }
 
 Value maxOf(KernelEmitter &e, ArrayRef<Value> values) {
@@ -73,6 +113,13 @@ Value shifted(KernelEmitter &e, Value m, Value s, Value d, Value maxAll, Value k
   return e.select(empty, e.real(0.0), moved);
 }
 
+} // namespace
+
+SmallVector<Value> StatKindRules::pushGroup(KernelEmitter &, ValueRange, Value) const {
+  llvm_unreachable("pushGroup() on a kind that does not push groups (check pushesGroups())");
+}
+
+namespace {
 /// Online log-sum-exp: (m, s) with lse = m + log s, s = Σ exp(z − m) (of
 /// the teacher's logits for the teacher's kind).
 class LogSumExp : public StatKindRules {
@@ -102,6 +149,14 @@ public:
     for (Value value : ArrayRef<Value>(masked).drop_front())
       s = e.addF(s, rescale(e, value, m));
     return mergeParts(e, state[0], state[1], m, s);
+  }
+  /// m' = max(m, the group's max), s' = s·exp(m − m') + Σ exp(z − m') with
+  /// the lanes summed in laneSum's tree: one exponential per logit.
+  bool pushesGroups() const override { return !teacher; }
+  SmallVector<Value> pushGroup(KernelEmitter &e, ValueRange state, Value z) const override {
+    Value m = e.maxF(state[0], laneMax(e, z));
+    Value s = e.addF(e.mulF(state[1], rescale(e, state[0], m)), laneSum(e, laneRescale(e, z, m)));
+    return {m, s};
   }
   SmallVector<Value> merge(KernelEmitter &e, ValueRange a, ValueRange b) const override {
     return mergeParts(e, a[0], a[1], b[0], b[1]);

@@ -5,6 +5,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/TypeUtilities.h"
 
 #include <cmath>
 #include <limits>
@@ -14,8 +16,15 @@ using namespace mlir;
 using namespace lossjit;
 
 Value KernelEmitter::index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+Type KernelEmitter::realType() const {
+  return width ? Type(VectorType::get({width}, computeType)) : computeType;
+}
 Value KernelEmitter::real(double v) {
-  return arith::ConstantOp::create(b, loc, b.getFloatAttr(computeType, v));
+  if (!width)
+    return arith::ConstantOp::create(b, loc, b.getFloatAttr(computeType, v));
+  auto type = VectorType::get({width}, computeType);
+  return arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(type, b.getFloatAttr(computeType, v).getValue()));
 }
 Value KernelEmitter::i32(int32_t v) {
   return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
@@ -74,9 +83,12 @@ void KernelEmitter::store(Value value, Value memref, Value idx) {
   memref::StoreOp::create(b, loc, value, memref, ValueRange{idx});
 }
 Value KernelEmitter::toReal(Value v) {
-  if (v.getType() == computeType)
+  if (getElementTypeOrSelf(v.getType()) == computeType)
     return v;
-  return arith::ExtFOp::create(b, loc, computeType, v);
+  Type to = computeType;
+  if (auto vector = dyn_cast<VectorType>(v.getType()))
+    to = VectorType::get(vector.getShape(), computeType);
+  return arith::ExtFOp::create(b, loc, to, v);
 }
 Value KernelEmitter::loadReal(Value memref, Value idx) { return toReal(load(memref, idx)); }
 Value KernelEmitter::loadLabel(Value labels, Value idx) {

@@ -34,8 +34,23 @@ public:
   mlir::Type compute() const { return computeType; }
   /// An emitter at another insertion point with the same compute type.
   KernelEmitter at(mlir::OpBuilder &builder, mlir::Location where) const {
-    return KernelEmitter(builder, where, computeType);
+    KernelEmitter e(builder, where, computeType);
+    e.width = width;
+    return e;
   }
+  /// An emitter whose values are vector<n> of the compute type (n > 1):
+  /// real() is a splat, toReal() widens vectors, so the float math written
+  /// for one value (exp, the logit maps, a statistic's push) runs lane-wise
+  /// with the same operations, and so the same bits, per lane.
+  KernelEmitter lanes(int64_t n) const {
+    KernelEmitter e(b, loc, computeType);
+    e.width = n;
+    return e;
+  }
+  /// Lanes per value (1: scalars).
+  int64_t laneCount() const { return width ? width : 1; }
+  /// The type of a value: the compute type, or vector<lanes> of it.
+  mlir::Type realType() const;
 
   mlir::Value index(int64_t v);
   /// A constant of the compute type.
@@ -110,6 +125,8 @@ private:
   mlir::OpBuilder &b;
   mlir::Location loc;
   mlir::Type computeType;
+  /// Lanes of a vector emitter; 0 for scalars.
+  int64_t width = 0;
 };
 
 } // namespace lossjit

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 using namespace lossjit;
 
@@ -130,6 +131,59 @@ TEST_F(CpuBackend, AwkwardShapesAllStorageTypes) {
     checkCase({7, 1000, 17, dtype, "i32"});         // V not a multiple of any tile
     checkCase({70, 129, 64, dtype, "i64", "sum"});  // more rows than one thread's share
     checkCase({9, 33, 13, dtype, "i64", "none", true, 0.3});
+  }
+}
+
+// The forward folds each row's logits in groups of RowStats::kGroupLanes
+// lanes: a group may cross the end of the vocabulary (V = 37: 16 + 16 + 5)
+// or of a vocabulary tile (20 columns: 16 + 4 per tile), and its lanes may
+// be −inf (a −inf bias), all of them −inf, or NaN.
+TEST_F(CpuBackend, LogitGroupsMaskTheirTailAndKeepSpecialValues) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int64_t vocabTile : {64, 20}) {
+    SCOPED_TRACE("vocab_tile=" + std::to_string(vocabTile));
+    CpuTileConfig tile;
+    tile.vocabTile = vocabTile;
+    Case c{4, 37, 5, "f32", "i64", "none", true};
+    LceGraphOptions o;
+    o.dtype = c.dtype, o.bias = true, o.reduction = c.reduction;
+    auto graph = buildLinearCrossEntropyGraph(*context, o);
+    ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+    auto op = CpuCompiledOp::compile(**graph, tile);
+    ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
+
+    std::vector<float> x(c.n * c.d), w(c.v * c.d), bias(c.v);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = static_cast<float>(std::sin(0.7 * static_cast<double>(i)));
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = static_cast<float>(std::cos(1.3 * static_cast<double>(i)));
+    for (int64_t j = 0; j < c.v; ++j)
+      bias[j] = static_cast<float>(0.1 * static_cast<double>(j % 7));
+    bias[3] = bias[20] = bias[36] = -static_cast<float>(inf); // inside groups and the tail
+    x[2 * c.d + 1] = std::numeric_limits<float>::quiet_NaN(); // row 2: NaN logits
+    std::vector<int64_t> labels = {0, 36, 5, 3};
+    LceProblem p;
+    p.x = x.data(), p.w = w.data(), p.bias = bias.data(), p.labels = labels.data();
+    p.dtype = c.dtype, p.n = c.n, p.v = c.v, p.d = c.d, p.reduction = c.reduction;
+    Outputs got = run(**op, p, 0);
+    LceReference ref = referenceLinearCrossEntropy(p);
+    for (int64_t i : {0, 1, 3})
+      EXPECT_NEAR(got.lse[i], ref.lse[i], 1e-5 * std::fabs(ref.lse[i]) + 1e-6) << "row " << i;
+    EXPECT_TRUE(std::isnan(got.lse[2])) << "a NaN logit gives a NaN lse, got " << got.lse[2];
+    EXPECT_EQ(got.loss[1], static_cast<float>(inf)) << "the label's logit is −inf";
+    EXPECT_EQ(got.loss[3], static_cast<float>(inf));
+
+    // Every logit −inf but one in the second group: lse is that logit.
+    std::vector<float> only(c.v, -static_cast<float>(inf));
+    only[17] = 0.5f;
+    p.bias = only.data();
+    Outputs single = run(**op, p, 0);
+    for (int64_t i : {0, 1, 3}) {
+      float z = 0.0f; // the kernel's order: one fma per term from 0, then the bias
+      for (int64_t k = 0; k < c.d; ++k)
+        z = std::fma(x[i * c.d + k], w[17 * c.d + k], z);
+      EXPECT_EQ(single.lse[i], z + 0.5f) << "row " << i;
+    }
   }
 }
 

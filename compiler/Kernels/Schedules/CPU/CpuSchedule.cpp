@@ -2,6 +2,7 @@
 
 #include "compiler/Kernels/Schedules/CPU/CpuSchedule.h"
 #include "compiler/Kernels/RowStats/Adjoints.h"
+#include "compiler/Kernels/RowStats/LogitMaps.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -128,6 +129,91 @@ void CpuSchedule::packLogits(KernelEmitter &e, const KernelArgs &a, const LogitP
                      pack.buffer);
 }
 
+void CpuSchedule::formLogitTile(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack,
+                                Value pb, Value rb, Value rowLimit, Value vt, Value vtEnd,
+                                Value values) const {
+  Value d = a["D"];
+  MatrixOperand xs = pack.rows ? MatrixOperand{pack.rows, d, Value(), pb} : MatrixOperand{a["x"], d};
+  const int64_t stride = tile.vocabTile;
+  matmul.forPackedColumns(
+      e, vt, vtEnd, d, tile.blockCols, pack.enabled, {},
+      [&](KernelEmitter &ve, Value c0, int64_t cols, Value packedOff, ValueRange) {
+        BlockTile t{rb, tile.blockRows, rowLimit, c0, cols, Value()};
+        Value at = ve.sub(c0, vt);
+        if (packedOff) {
+          matmul.multiplyPackedInto(ve, xs, t, pack.buffer, packedOff, d, values, at, stride);
+          return SmallVector<Value>{};
+        }
+        Fragment z = matmul.multiply(ve, xs, {a["w"], d}, t, ve.index(0), d);
+        for (size_t i = 0; i < z.rows.size(); ++i)
+          for (size_t j = 0; j < z.cols.size(); ++j)
+            ve.store(z.at(i, j), values,
+                     ve.add(at, ve.index(static_cast<int64_t>(i) * stride +
+                                         static_cast<int64_t>(j))));
+        return SmallVector<Value>{};
+      });
+}
+
+CpuSchedule::LogitGroups CpuSchedule::logitGroups(KernelEmitter &e, const KernelArgs &a) const {
+  auto zeroed = [&](int64_t count) {
+    Value buffer = stackReal(e, e.index(count));
+    e.forLoop(e.index(0), e.index(count), e.index(1), {},
+              [&](KernelEmitter &ze, Value at, ValueRange) {
+                ze.store(ze.real(0.0), buffer, at);
+                return SmallVector<Value>{};
+              });
+    return buffer;
+  };
+  const int64_t lanes = RowStats::kGroupLanes;
+  LogitGroups groups;
+  groups.values = zeroed(tile.blockRows * tile.vocabTile + lanes);
+  if (a["bias"])
+    groups.bias = zeroed(tile.vocabTile + lanes);
+  return groups;
+}
+
+void CpuSchedule::formGroupBias(KernelEmitter &e, const KernelArgs &a, const LogitGroups &groups,
+                                Value vt, Value vtEnd) const {
+  if (!groups.bias)
+    return;
+  e.forLoop(e.index(0), e.sub(vtEnd, vt), e.index(1), {},
+            [&](KernelEmitter &be, Value j, ValueRange) {
+              be.store(be.loadReal(a["bias"], be.add(vt, j)), groups.bias, j);
+              return SmallVector<Value>{};
+            });
+}
+
+SmallVector<Value> CpuSchedule::pushLogitGroups(KernelEmitter &e, const RowStats &stats,
+                                                const LogitGroups &groups, Value vt, Value vtEnd,
+                                                ValueRange state) const {
+  constexpr int64_t lanes = RowStats::kGroupLanes;
+  const int64_t width = stats.width();
+  Value count = e.sub(vtEnd, vt);
+  return e.forLoop(
+      e.index(0), count, e.index(lanes), state, [&](KernelEmitter &ge, Value g, ValueRange it) {
+        OpBuilder &b = ge.builder();
+        KernelEmitter lane = ge.lanes(lanes);
+        auto realVector = VectorType::get({lanes}, ge.compute());
+        auto load = [&](Value buffer, Value at) -> Value {
+          return vector::LoadOp::create(b, ge.location(), realVector, buffer, ValueRange{at});
+        };
+        Value valid = vector::CreateMaskOp::create(
+            b, ge.location(), VectorType::get({lanes}, b.getI1Type()),
+            ValueRange{ge.sub(count, g)});
+        Value bias = groups.bias ? load(groups.bias, g) : Value();
+        SmallVector<Value> next(it.begin(), it.end());
+        for (int64_t i = 0; i < tile.blockRows; ++i) {
+          Value z = load(groups.values, ge.add(g, ge.index(i * tile.vocabTile)));
+          if (bias)
+            z = lane.addF(z, bias);
+          z = lane.select(valid, emitLogit(lane, spec, z), lane.negInf());
+          SmallVector<Value> pushed = stats.pushGroup(ge, stats.row(next, i), z);
+          std::copy(pushed.begin(), pushed.end(), next.begin() + i * width);
+        }
+        return next;
+      });
+}
+
 SmallVector<Value> CpuSchedule::forLogitTiles(
     KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, Value pb, Value rb,
     Value rowLimit, Value vt, Value vtEnd, ValueRange iters,
@@ -147,7 +233,8 @@ SmallVector<Value> CpuSchedule::forLogitTiles(
           return body(ve, z, it);
         }
         Fragment lines =
-            matmul.multiplyPackedInto(ve, xs, t, pack.buffer, packedOff, d, pack.tile);
+            matmul.multiplyPackedInto(ve, xs, t, pack.buffer, packedOff, d, pack.tile,
+                                      ve.index(0), cols);
         // The columns of the tile in ascending order, each row's logit read
         // back from the spilled accumulators.
         return ve.forLoop(

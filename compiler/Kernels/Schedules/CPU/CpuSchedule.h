@@ -90,6 +90,37 @@ struct CpuSchedule {
                                                                    mlir::ValueRange)> &body,
                 const LogitStream &stream = kStudent) const;
 
+  /// The student's raw products x·wᵀ (no bias) of rows [rb, rb +
+  /// blockRows) (clamped below rowLimit) of the panel at pb, at the packed
+  /// columns [vt, vtEnd), into `values` (row i, column c at i·vocabTile +
+  /// (c − vt); logitGroups() sizes it): the register tiles store their
+  /// accumulators there directly. The same bits as forLogitTiles().
+  void formLogitTile(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, mlir::Value pb,
+                     mlir::Value rb, mlir::Value rowLimit, mlir::Value vt, mlir::Value vtEnd,
+                     mlir::Value values) const;
+  /// The buffers of the grouped epilogue: the tile's products (blockRows ×
+  /// vocabTile, for formLogitTile()) and, with a bias, the tile's bias
+  /// widened (vocabTile); both one group of lanes longer, zeroed, so that
+  /// a group that crosses the tile's end reads numbers (then masks them).
+  struct LogitGroups {
+    mlir::Value values, bias;
+  };
+  LogitGroups logitGroups(KernelEmitter &e, const KernelArgs &a) const;
+  /// Widens bias[vt, vtEnd) into groups.bias (nothing without a bias): one
+  /// plain vector load per group afterwards, with no 16-bit constant or
+  /// masked load a baseline target would need a runtime routine for.
+  void formGroupBias(KernelEmitter &e, const KernelArgs &a, const LogitGroups &groups,
+                     mlir::Value vt, mlir::Value vtEnd) const;
+  /// The epilogue of a logit tile when the row statistics push groups
+  /// (RowStats::pushesGroups()): each row of groups.values
+  /// (formLogitTile()) folds columns [vt, vtEnd) in groups of
+  /// RowStats::kGroupLanes from vt, with the bias and the logit map applied
+  /// lane-wise and the lanes past vtEnd masked to −inf. `state`: the rows'
+  /// states (RowStats::row order); returns them after the tile.
+  llvm::SmallVector<mlir::Value> pushLogitGroups(KernelEmitter &e, const RowStats &stats,
+                                                 const LogitGroups &groups, mlir::Value vt,
+                                                 mlir::Value vtEnd, mlir::ValueRange state) const;
+
   /// The teacher's logits next to the student's: the same packed product
   /// (every u summed in ascending k with one fma per term, the GPU kernels'
   /// order) formed per row block and vocabulary tile into `values`

@@ -50,6 +50,14 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
     return memref::AllocaOp::create(e.builder(), e.location(), MemRefType::get({panel}, s.compute()))
         .getResult();
   };
+  // The plain sweep (statistics of the logits alone) folds each row's
+  // logits of a tile in groups of lanes from a buffer of the tile's
+  // products: one exponential per logit, vectorized along the columns.
+  const bool grouped = s.stats.pushesGroups() && !s.spec.readsClassWeights() &&
+                       !s.spec.hasTargets() && !teacher;
+  std::optional<CpuSchedule::LogitGroups> groups;
+  if (grouped)
+    groups = s.logitGroups(e, a);
   Value state = wideBuffer(s.stats);
   Value dependentState, rowLse, rowTeacherLse;
   if (!dependent.empty()) {
@@ -86,6 +94,8 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
       s.packLogits(te, a, pack, vt, vtEnd);
       if (teacher)
         s.packTeacher(te, a, *teacher, vt, vtEnd);
+      if (groups && !dependentSweep)
+        s.formGroupBias(te, a, *groups, vt, vtEnd);
       te.forLoop(pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
         // Rows past the panel are clamped onto its last row and its state
         // slot, and compute that row's values again.
@@ -103,9 +113,14 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
         SmallVector<Value> init = stats.identity(re, br);
         if (teacher)
           s.formTeacherTile(re, a, *teacher, pb, rb, panelEnd, vt, vtEnd);
+        SmallVector<Value> st;
+        if (groups && !dependentSweep) {
+          s.formLogitTile(re, a, pack, pb, rb, panelEnd, vt, vtEnd, groups->values);
+          st = s.pushLogitGroups(re, stats, *groups, vt, vtEnd, init);
+        } else {
         // A register tile of rows × columns at a time; each row still
         // takes its columns in ascending order.
-        SmallVector<Value> st = s.forLogitTiles(
+        st = s.forLogitTiles(
             re, a, pack, pb, rb, panelEnd, vt, vtEnd, init,
             [&](KernelEmitter &ve, Fragment &z, ValueRange it) {
               SmallVector<Value> next(it.begin(), it.end());
@@ -133,6 +148,7 @@ void lossjit::buildCpuRowsKernel(CpuSchedule &s) {
               }
               return next;
             });
+        }
         // Every wide state is read before any is stored: a clamped
         // duplicate row must merge into the same start.
         SmallVector<SmallVector<Value>> wide(br);
