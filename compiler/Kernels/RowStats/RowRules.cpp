@@ -136,7 +136,7 @@ void lossjit::emitRowOutputs(
 
 void lossjit::emitRowFromRawLogits(KernelEmitter &e, const LceSpec &spec, const RowStats &stats,
                                    Value raw, Value base, Value v, Value labels, Value row,
-                                   Value lseOut, Value lossOut) {
+                                   Value lseOut, Value lossOut, const RawTileFold &foldTile) {
   // Tiles of kRawTile columns, each folded in order from empty and merged
   // into a compensated wide state: the error does not grow with V.
   constexpr int64_t kRawTile = 512;
@@ -144,11 +144,13 @@ void lossjit::emitRowFromRawLogits(KernelEmitter &e, const LceSpec &spec, const 
       e.index(0), v, e.index(kRawTile), stats.identityWide(e),
       [&](KernelEmitter &te, Value t0, ValueRange carried) {
         Value tileEnd = te.minUI(te.add(t0, te.index(kRawTile)), v);
-        SmallVector<Value> part = te.forLoop(
-            t0, tileEnd, te.index(1), stats.identity(te),
-            [&](KernelEmitter &le, Value j, ValueRange it) {
-              return stats.push(le, it, emitLogit(le, spec, le.load(raw, le.add(base, j))));
-            });
+        SmallVector<Value> part =
+            foldTile ? foldTile(te, t0, tileEnd)
+                     : te.forLoop(t0, tileEnd, te.index(1), stats.identity(te),
+                                  [&](KernelEmitter &le, Value j, ValueRange it) {
+                                    return stats.push(
+                                        le, it, emitLogit(le, spec, le.load(raw, le.add(base, j))));
+                                  });
         return stats.mergeWide(te, carried, part);
       });
   Value lse = stats.finishWide(e, wide, loss::Statistic::lse);

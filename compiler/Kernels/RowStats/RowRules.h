@@ -100,9 +100,15 @@ void emitRowOutputs(
 /// A row's statistics from its materialized raw logits raw[base + j],
 /// j < v, in vocabulary order, tile by tile into a compensated state: lse into lseOut[row] and the row loss into
 /// lossOut[row] (the fused forward+backward's per-chunk epilogue).
+/// `foldTile`(e, begin, end) gives the state of the columns [begin, end) of
+/// one tile (from the empty state); by default the logits are pushed one
+/// at a time.
+using RawTileFold = std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, mlir::Value,
+                                                                 mlir::Value)>;
 void emitRowFromRawLogits(KernelEmitter &e, const LceSpec &spec, const RowStats &stats,
                           mlir::Value raw, mlir::Value base, mlir::Value v, mlir::Value labels,
-                          mlir::Value row, mlir::Value lseOut, mlir::Value lossOut);
+                          mlir::Value row, mlir::Value lseOut, mlir::Value lossOut,
+                          const RawTileFold &foldTile = {});
 
 } // namespace lossjit
 

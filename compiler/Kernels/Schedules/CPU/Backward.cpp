@@ -251,6 +251,11 @@ struct Backward : ChunkedBackwardSteps {
     std::optional<CpuSchedule::LabelTile> labels;
     if (!storeRaw)
       labels = s.labelTile(e);
+    // The raw logits, and the cross-entropy's gradient, leave the tile in
+    // groups of lanes: the same operations per element as one at a time.
+    std::optional<CpuSchedule::LogitGroups> groups;
+    if (storeRaw || (!s.spec.isVocabReduce() && !teacher && !labels))
+      groups = s.logitGroups(e, a);
     e.forLoop(
         a["row_begin"], rowEnd, pack.panelRows, {}, [&](KernelEmitter &pe, Value pb, ValueRange) {
           Value panelEnd = pe.minUI(pe.add(pb, pack.panelRows), rowEnd);
@@ -261,8 +266,21 @@ struct Backward : ChunkedBackwardSteps {
                 s.packLogits(te, a, pack, vt, vtEnd);
                 if (teacher)
                   s.packTeacher(te, a, *teacher, vt, vtEnd);
+                if (groups)
+                  s.formGroupBias(te, a, *groups, vt, vtEnd);
                 te.forLoop(
                     pb, panelEnd, te.index(br), {}, [&](KernelEmitter &re, Value rb, ValueRange) {
+                      if (groups) {
+                        s.formLogitTile(re, a, pack, pb, rb, panelEnd, vt, vtEnd, groups->values);
+                        Fragment rows = s.matmul.layout(re, {rb, br, panelEnd, vt, 1, Value()});
+                        s.storeLogitGroups(
+                            re, a, *groups, rows, vt, vtEnd, a["dz"],
+                            [&](KernelEmitter &se, Value row) {
+                              return se.add(se.mul(se.sub(row, chunkBegin), v), vt);
+                            },
+                            /*grad=*/!storeRaw);
+                        return SmallVector<Value>{};
+                      }
                       if (teacher)
                         s.formTeacherTile(re, a, *teacher, pb, rb, panelEnd, vt, vtEnd);
                       if (labels)
@@ -303,8 +321,22 @@ struct Backward : ChunkedBackwardSteps {
     Value v = a["V"], cb = a["chunk_begin"];
     e.forLoop(a["row_begin"], a["row_end"], e.index(1), {},
               [&](KernelEmitter &re, Value row, ValueRange) {
-                emitRowFromRawLogits(re, s.spec, s.stats, a["dz"], re.mul(re.sub(row, cb), v), v,
-                                     a["labels"], row, a["lse"], a["loss_rows"]);
+                Value base = re.mul(re.sub(row, cb), v);
+                // Groups of lanes per tile where the statistics fold them.
+                RawTileFold groups;
+                if (s.stats.pushesGroups())
+                  groups = [&](KernelEmitter &te, Value begin, Value end) {
+                    return s.forRowGroups(
+                        te, a["dz"], base, begin, end, s.stats.identity(te),
+                        [&](KernelEmitter &ge, Value, Value raw, Value valid, Value,
+                            ValueRange it) {
+                          KernelEmitter lane = ge.lanes(RowStats::kGroupLanes);
+                          Value z = lane.select(valid, emitLogit(lane, s.spec, raw), lane.negInf());
+                          return s.stats.pushGroup(ge, it, z);
+                        });
+                  };
+                emitRowFromRawLogits(re, s.spec, s.stats, a["dz"], base, v, a["labels"], row,
+                                     a["lse"], a["loss_rows"], groups);
                 return SmallVector<Value>{};
               });
     s.sink.end();
@@ -325,14 +357,14 @@ struct Backward : ChunkedBackwardSteps {
                 Value base = re.mul(re.sub(row, cb), v);
                 Value lse = re.load(a["lse"], row), g = re.load(a["grow"], row);
                 Value label = re.loadLabel(a["labels"], row);
-                re.forLoop(re.index(0), v, re.index(1), {},
-                           [&](KernelEmitter &le, Value j, ValueRange) {
-                             Value at = le.add(base, j);
-                             le.store(emitLogitGrad(le, s.spec, le.load(a["dz"], at), lse, g,
-                                                    le.cmpI(arith::CmpIPredicate::eq, label, j)),
-                                      a["dz"], at);
-                             return SmallVector<Value>{};
-                           });
+                // Lane-wise: the same operations per element as one at a time.
+                s.forRowGroups(re, a["dz"], base, re.index(0), v, {},
+                               [&](KernelEmitter &ge, Value j, Value raw, Value valid, Value full,
+                                   ValueRange) {
+                                 s.storeRowGroup(ge, s.groupLogitGrad(ge, raw, j, lse, g, label),
+                                                 a["dz"], ge.add(base, j), valid, full);
+                                 return SmallVector<Value>{};
+                               });
                 return SmallVector<Value>{};
               });
     s.sink.end();

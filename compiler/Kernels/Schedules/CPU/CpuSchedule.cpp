@@ -214,6 +214,108 @@ SmallVector<Value> CpuSchedule::pushLogitGroups(KernelEmitter &e, const RowStats
       });
 }
 
+void CpuSchedule::storeLogitGroups(
+    KernelEmitter &e, const KernelArgs &a, const LogitGroups &groups, const Fragment &rows,
+    Value vt, Value vtEnd, Value out,
+    const std::function<Value(KernelEmitter &, Value)> &rowStart, bool grad) const {
+  constexpr int64_t lanes = RowStats::kGroupLanes;
+  std::vector<RowAdjoint> adjoints;
+  SmallVector<Value> starts;
+  for (Value row : rows.rows) {
+    if (grad)
+      adjoints.push_back(loadRowAdjoint(e, spec, a, row, /*labels=*/true));
+    starts.push_back(rowStart(e, row));
+  }
+  Value count = e.sub(vtEnd, vt);
+  e.forLoop(e.index(0), count, e.index(lanes), {}, [&](KernelEmitter &ge, Value g, ValueRange) {
+    OpBuilder &b = ge.builder();
+    KernelEmitter lane = ge.lanes(lanes);
+    auto realVector = VectorType::get({lanes}, ge.compute());
+    auto load = [&](Value buffer, Value at) -> Value {
+      return vector::LoadOp::create(b, ge.location(), realVector, buffer, ValueRange{at});
+    };
+    Value left = ge.sub(count, g);
+    Value valid = vector::CreateMaskOp::create(b, ge.location(),
+                                               VectorType::get({lanes}, b.getI1Type()),
+                                               ValueRange{left});
+    Value full = ge.cmpI(arith::CmpIPredicate::uge, left, ge.index(lanes));
+    Value bias = groups.bias ? load(groups.bias, g) : Value();
+    for (size_t i = 0; i < rows.rows.size(); ++i) {
+      Value z = load(groups.values, ge.add(g, ge.index(static_cast<int64_t>(i) * tile.vocabTile)));
+      if (bias)
+        z = lane.addF(z, bias);
+      if (grad) {
+        const RowAdjoint &row = adjoints[i];
+        z = groupLogitGrad(ge, z, ge.add(vt, g), row.lse, row.g, row.labels.front(), row.lseGrad);
+      }
+      storeRowGroup(ge, z, out, ge.add(starts[i], g), valid, full);
+    }
+    return SmallVector<Value>{};
+  });
+}
+
+SmallVector<Value> CpuSchedule::forRowGroups(KernelEmitter &e, Value buffer, Value base,
+                                             Value begin, Value end, ValueRange iters,
+                                             const RowGroupBody &body) const {
+  constexpr int64_t lanes = RowStats::kGroupLanes;
+  return e.forLoop(begin, end, e.index(lanes), iters, [&](KernelEmitter &ge, Value c, ValueRange it) {
+    OpBuilder &b = ge.builder();
+    auto realVector = VectorType::get({lanes}, ge.compute());
+    Value left = ge.sub(end, c), at = ge.add(base, c);
+    Value valid = vector::CreateMaskOp::create(b, ge.location(),
+                                               VectorType::get({lanes}, b.getI1Type()),
+                                               ValueRange{left});
+    Value full = ge.cmpI(arith::CmpIPredicate::uge, left, ge.index(lanes));
+    Value values = ge.ifElse(
+        full,
+        [&](KernelEmitter &fe) -> Value {
+          return vector::LoadOp::create(fe.builder(), fe.location(), realVector, buffer,
+                                        ValueRange{at});
+        },
+        [&](KernelEmitter &me) -> Value {
+          Value zero = me.lanes(lanes).real(0.0);
+          return vector::MaskedLoadOp::create(me.builder(), me.location(), realVector, buffer,
+                                              ValueRange{at}, valid, zero);
+        });
+    return body(ge, c, values, valid, full, it);
+  });
+}
+
+void CpuSchedule::storeRowGroup(KernelEmitter &e, Value values, Value buffer, Value at,
+                                Value valid, Value full) const {
+  e.ifThenElse(
+      full,
+      [&](KernelEmitter &fe) {
+        vector::StoreOp::create(fe.builder(), fe.location(), values, buffer, ValueRange{at});
+      },
+      [&](KernelEmitter &me) {
+        vector::MaskedStoreOp::create(me.builder(), me.location(), buffer, ValueRange{at}, valid,
+                                      values);
+      });
+}
+
+Value CpuSchedule::groupLogitGrad(KernelEmitter &e, Value raw, Value c, Value lse, Value g,
+                                  Value label, Value lseGrad) const {
+  constexpr int64_t lanes = RowStats::kGroupLanes;
+  OpBuilder &b = e.builder();
+  KernelEmitter lane = e.lanes(lanes);
+  auto splat = [&](Value scalar) -> Value {
+    if (!scalar)
+      return Value();
+    return vector::BroadcastOp::create(b, e.location(), VectorType::get({lanes}, scalar.getType()),
+                                       scalar);
+  };
+  // Lane l is column c + l: the label's lane is where label − c equals l.
+  auto indexVector = VectorType::get({lanes}, b.getIndexType());
+  SmallVector<Attribute> ids;
+  for (int64_t l = 0; l < lanes; ++l)
+    ids.push_back(b.getIndexAttr(l));
+  Value laneIds =
+      arith::ConstantOp::create(b, e.location(), DenseElementsAttr::get(indexVector, ids));
+  Value isTarget = lane.cmpI(arith::CmpIPredicate::eq, laneIds, splat(e.sub(label, c)));
+  return emitLogitGrad(lane, spec, raw, splat(lse), splat(g), isTarget, splat(lseGrad));
+}
+
 SmallVector<Value> CpuSchedule::forLogitTiles(
     KernelEmitter &e, const KernelArgs &a, const LogitPack &pack, Value pb, Value rb,
     Value rowLimit, Value vt, Value vtEnd, ValueRange iters,

@@ -121,6 +121,38 @@ struct CpuSchedule {
                                                  const LogitGroups &groups, mlir::Value vt,
                                                  mlir::Value vtEnd, mlir::ValueRange state) const;
 
+  /// The rows of a logit tile in groups.values (formLogitTile(); `rows`
+  /// the tile's row fragment) with the bias added, stored group by group at
+  /// out[rowStart(e, row) + (c − vt)] for c ∈ [vt, vtEnd): the raw logits,
+  /// or with `grad` the cross-entropy gradient (groupLogitGrad, the row's
+  /// adjoints from loadRowAdjoint).
+  void storeLogitGroups(KernelEmitter &e, const KernelArgs &a, const LogitGroups &groups,
+                        const Fragment &rows, mlir::Value vt, mlir::Value vtEnd, mlir::Value out,
+                        const std::function<mlir::Value(KernelEmitter &, mlir::Value)> &rowStart,
+                        bool grad) const;
+  /// Columns [begin, end) of one row held contiguously in a buffer of the
+  /// compute type (buffer[base + c]), in groups of RowStats::kGroupLanes
+  /// from `begin`: body(e, c, values, valid, full) → iters with the group's
+  /// vector<kGroupLanes> (lanes past `end` are 0 and clear in `valid`;
+  /// `full`: no such lane). Only a partial group loads masked.
+  using RowGroupBody = std::function<llvm::SmallVector<mlir::Value>(
+      KernelEmitter &, mlir::Value c, mlir::Value values, mlir::Value valid, mlir::Value full,
+      mlir::ValueRange iters)>;
+  llvm::SmallVector<mlir::Value> forRowGroups(KernelEmitter &e, mlir::Value buffer,
+                                              mlir::Value base, mlir::Value begin,
+                                              mlir::Value end, mlir::ValueRange iters,
+                                              const RowGroupBody &body) const;
+  /// Stores a group of forRowGroups() at buffer[at]: its valid lanes only
+  /// when it is not full.
+  void storeRowGroup(KernelEmitter &e, mlir::Value values, mlir::Value buffer, mlir::Value at,
+                     mlir::Value valid, mlir::Value full) const;
+  /// The cross-entropy gradient of a group of raw logits at columns c, c +
+  /// 1, ... (emitLogitGrad lane by lane: the scalar form's bits) for a row
+  /// with lse, adjoint g and label.
+  mlir::Value groupLogitGrad(KernelEmitter &e, mlir::Value raw, mlir::Value c, mlir::Value lse,
+                             mlir::Value g, mlir::Value label,
+                             mlir::Value lseGrad = mlir::Value()) const;
+
   /// The teacher's logits next to the student's: the same packed product
   /// (every u summed in ascending k with one fma per term, the GPU kernels'
   /// order) formed per row block and vocabulary tile into `values`
