@@ -7,6 +7,8 @@ the ops under opcheck, FakeTensor and torch.compile.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -261,6 +263,27 @@ def test_entropy_of_large_logits_keeps_its_accuracy():
     ref_all = torch.log_softmax(F.linear(h.double(), w.double()), -1)
     ref_ent = -(ref_all.exp() * ref_all).sum(-1)
     assert_close(ent, ref_ent, 1e-5, atol=1e-7)
+
+
+def test_entropy_with_minus_infinite_logits_in_every_lane_position():
+    # V = 37 on the CPU: groups of 16 lanes, the last one 5 wide; −inf
+    # logits inside groups and in the tail add nothing (and no NaN).
+    g = torch.Generator().manual_seed(5)
+    h = torch.randn(4, 2, generator=g)
+    h[:, 0] = torch.tensor([1.0, 2.0, 0.5, 1.5])
+    w = torch.randn(37, 2, generator=g)
+    masked = [3, 20, 36]
+    w[masked, 0] = -math.inf
+    w[masked, 1] = 0.0
+    y = torch.tensor([0, 5, 17, 30])
+    logp, ent = lossjit.linear_log_prob(h, w, y, return_entropy=True)
+    keep = [j for j in range(37) if j not in masked]
+    ref_all = torch.log_softmax(F.linear(h.double(), w[keep].double()), -1)
+    ref_ent = -(ref_all.exp() * ref_all).sum(-1)
+    ref_logp = ref_all.gather(-1, torch.tensor([keep.index(int(t)) for t in y])[:, None])[:, 0]
+    assert torch.isfinite(ent).all() and torch.isfinite(logp).all()
+    assert_close(ent, ref_ent, 1e-5, atol=1e-6)
+    assert_close(logp, ref_logp, 1e-5, atol=1e-6)
 
 
 def test_log_prob_rejects_tokens_outside_the_vocabulary():

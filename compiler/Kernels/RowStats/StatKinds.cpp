@@ -232,6 +232,19 @@ public:
     }
     return mergeParts(e, state, {m, s, d});
   }
+  /// The group as one partial relative to its own max m_g — s_g = Σ t and
+  /// d_g = Σ t·(z − m_g) with t = exp(z − m_g), both in laneSum's tree (a
+  /// −inf lane adds 0 to each) — merged into the state.
+  bool pushesGroups() const override { return !teacher; }
+  SmallVector<Value> pushGroup(KernelEmitter &e, ValueRange state, Value z) const override {
+    KernelEmitter lane = e.lanes(cast<VectorType>(z.getType()).getNumElements());
+    Value m = laneMax(e, z);
+    Value t = laneRescale(e, z, m);
+    Value mv = vector::BroadcastOp::create(e.builder(), e.location(), z.getType(), m);
+    Value terms = lane.select(lane.cmpF(arith::CmpFPredicate::OEQ, t, lane.real(0.0)),
+                              lane.real(0.0), lane.mulF(t, lane.subF(z, mv)));
+    return mergeParts(e, state, {m, laneSum(e, t), laneSum(e, terms)});
+  }
   SmallVector<Value> merge(KernelEmitter &e, ValueRange a, ValueRange b) const override {
     return mergeParts(e, a, b);
   }
