@@ -129,11 +129,18 @@ void CpuSchedule::packLogits(KernelEmitter &e, const KernelArgs &a, const LogitP
                      pack.buffer);
 }
 
+MatrixOperand CpuSchedule::logitRows(const KernelArgs &a, const LogitPack &pack, Value pb,
+                                     const LogitStream &stream) const {
+  // In place, or the panel's widened copy (row r at (r − pb)·D).
+  Value d = a[stream.dim];
+  return pack.rows ? MatrixOperand{pack.rows, d, Value(), pb} : MatrixOperand{a[stream.x], d};
+}
+
 void CpuSchedule::formLogitTile(KernelEmitter &e, const KernelArgs &a, const LogitPack &pack,
                                 Value pb, Value rb, Value rowLimit, Value vt, Value vtEnd,
                                 Value values) const {
   Value d = a["D"];
-  MatrixOperand xs = pack.rows ? MatrixOperand{pack.rows, d, Value(), pb} : MatrixOperand{a["x"], d};
+  MatrixOperand xs = logitRows(a, pack, pb, kStudent);
   const int64_t stride = tile.vocabTile;
   matmul.forPackedColumns(
       e, vt, vtEnd, d, tile.blockCols, pack.enabled, {},
@@ -183,30 +190,46 @@ void CpuSchedule::formGroupBias(KernelEmitter &e, const KernelArgs &a, const Log
             });
 }
 
+SmallVector<Value> CpuSchedule::forTileGroups(KernelEmitter &e, const LogitGroups &groups,
+                                              Value vt, Value vtEnd, ValueRange iters,
+                                              const TileGroupBody &body) const {
+  constexpr int64_t lanes = RowStats::kGroupLanes;
+  Value count = e.sub(vtEnd, vt);
+  return e.forLoop(e.index(0), count, e.index(lanes), iters,
+                   [&](KernelEmitter &ge, Value g, ValueRange it) {
+                     OpBuilder &b = ge.builder();
+                     auto realVector = VectorType::get({lanes}, ge.compute());
+                     auto load = [&](Value buffer, Value at) -> Value {
+                       return vector::LoadOp::create(b, ge.location(), realVector, buffer,
+                                                     ValueRange{at});
+                     };
+                     Value left = ge.sub(count, g);
+                     Value valid = vector::CreateMaskOp::create(
+                         b, ge.location(), VectorType::get({lanes}, b.getI1Type()),
+                         ValueRange{left});
+                     Value full = ge.cmpI(arith::CmpIPredicate::uge, left, ge.index(lanes));
+                     Value bias = groups.bias ? load(groups.bias, g) : Value();
+                     KernelEmitter lane = ge.lanes(lanes);
+                     auto raw = [&](int64_t i) {
+                       Value z = load(groups.values, ge.add(g, ge.index(i * tile.vocabTile)));
+                       return bias ? lane.addF(z, bias) : z;
+                     };
+                     return body(ge, g, valid, full, raw, it);
+                   });
+}
+
 SmallVector<Value> CpuSchedule::pushLogitGroups(KernelEmitter &e, const RowStats &stats,
                                                 const LogitGroups &groups, Value vt, Value vtEnd,
                                                 ValueRange state) const {
-  constexpr int64_t lanes = RowStats::kGroupLanes;
   const int64_t width = stats.width();
-  Value count = e.sub(vtEnd, vt);
-  return e.forLoop(
-      e.index(0), count, e.index(lanes), state, [&](KernelEmitter &ge, Value g, ValueRange it) {
-        OpBuilder &b = ge.builder();
-        KernelEmitter lane = ge.lanes(lanes);
-        auto realVector = VectorType::get({lanes}, ge.compute());
-        auto load = [&](Value buffer, Value at) -> Value {
-          return vector::LoadOp::create(b, ge.location(), realVector, buffer, ValueRange{at});
-        };
-        Value valid = vector::CreateMaskOp::create(
-            b, ge.location(), VectorType::get({lanes}, b.getI1Type()),
-            ValueRange{ge.sub(count, g)});
-        Value bias = groups.bias ? load(groups.bias, g) : Value();
+  return forTileGroups(
+      e, groups, vt, vtEnd, state,
+      [&](KernelEmitter &ge, Value, Value valid, Value, const std::function<Value(int64_t)> &raw,
+          ValueRange it) {
+        KernelEmitter lane = ge.lanes(RowStats::kGroupLanes);
         SmallVector<Value> next(it.begin(), it.end());
         for (int64_t i = 0; i < tile.blockRows; ++i) {
-          Value z = load(groups.values, ge.add(g, ge.index(i * tile.vocabTile)));
-          if (bias)
-            z = lane.addF(z, bias);
-          z = lane.select(valid, emitLogit(lane, spec, z), lane.negInf());
+          Value z = lane.select(valid, emitLogit(lane, spec, raw(i)), lane.negInf());
           SmallVector<Value> pushed = stats.pushGroup(ge, stats.row(next, i), z);
           std::copy(pushed.begin(), pushed.end(), next.begin() + i * width);
         }
@@ -218,7 +241,6 @@ void CpuSchedule::storeLogitGroups(
     KernelEmitter &e, const KernelArgs &a, const LogitGroups &groups, const Fragment &rows,
     Value vt, Value vtEnd, Value out,
     const std::function<Value(KernelEmitter &, Value)> &rowStart, bool grad) const {
-  constexpr int64_t lanes = RowStats::kGroupLanes;
   std::vector<RowAdjoint> adjoints;
   SmallVector<Value> starts;
   for (Value row : rows.rows) {
@@ -226,32 +248,20 @@ void CpuSchedule::storeLogitGroups(
       adjoints.push_back(loadRowAdjoint(e, spec, a, row, /*labels=*/true));
     starts.push_back(rowStart(e, row));
   }
-  Value count = e.sub(vtEnd, vt);
-  e.forLoop(e.index(0), count, e.index(lanes), {}, [&](KernelEmitter &ge, Value g, ValueRange) {
-    OpBuilder &b = ge.builder();
-    KernelEmitter lane = ge.lanes(lanes);
-    auto realVector = VectorType::get({lanes}, ge.compute());
-    auto load = [&](Value buffer, Value at) -> Value {
-      return vector::LoadOp::create(b, ge.location(), realVector, buffer, ValueRange{at});
-    };
-    Value left = ge.sub(count, g);
-    Value valid = vector::CreateMaskOp::create(b, ge.location(),
-                                               VectorType::get({lanes}, b.getI1Type()),
-                                               ValueRange{left});
-    Value full = ge.cmpI(arith::CmpIPredicate::uge, left, ge.index(lanes));
-    Value bias = groups.bias ? load(groups.bias, g) : Value();
-    for (size_t i = 0; i < rows.rows.size(); ++i) {
-      Value z = load(groups.values, ge.add(g, ge.index(static_cast<int64_t>(i) * tile.vocabTile)));
-      if (bias)
-        z = lane.addF(z, bias);
-      if (grad) {
-        const RowAdjoint &row = adjoints[i];
-        z = groupLogitGrad(ge, z, ge.add(vt, g), row.lse, row.g, row.labels.front(), row.lseGrad);
-      }
-      storeRowGroup(ge, z, out, ge.add(starts[i], g), valid, full);
-    }
-    return SmallVector<Value>{};
-  });
+  forTileGroups(e, groups, vt, vtEnd, {},
+                [&](KernelEmitter &ge, Value g, Value valid, Value full,
+                    const std::function<Value(int64_t)> &raw, ValueRange) {
+                  for (size_t i = 0; i < rows.rows.size(); ++i) {
+                    Value z = raw(static_cast<int64_t>(i));
+                    if (grad) {
+                      const RowAdjoint &row = adjoints[i];
+                      z = groupLogitGrad(ge, z, ge.add(vt, g), row.lse, row.g,
+                                         row.labels.front(), row.lseGrad);
+                    }
+                    storeRowGroup(ge, z, out, ge.add(starts[i], g), valid, full);
+                  }
+                  return SmallVector<Value>{};
+                });
 }
 
 SmallVector<Value> CpuSchedule::forRowGroups(KernelEmitter &e, Value buffer, Value base,
@@ -322,9 +332,7 @@ SmallVector<Value> CpuSchedule::forLogitTiles(
     const std::function<SmallVector<Value>(KernelEmitter &, Fragment &, ValueRange)> &body,
     const LogitStream &stream) const {
   Value d = a[stream.dim];
-  // x's rows: in place, or the panel's widened copy (row r at (r − pb)·D).
-  MatrixOperand xs =
-      pack.rows ? MatrixOperand{pack.rows, d, Value(), pb} : MatrixOperand{a[stream.x], d};
+  MatrixOperand xs = logitRows(a, pack, pb, stream);
   return matmul.forPackedColumns(
       e, vt, vtEnd, d, tile.blockCols, pack.enabled, iters,
       [&](KernelEmitter &ve, Value c0, int64_t cols, Value packedOff, ValueRange it) {

@@ -90,6 +90,10 @@ struct CpuSchedule {
                                                                    mlir::ValueRange)> &body,
                 const LogitStream &stream = kStudent) const;
 
+  /// The rows of x a logit product reads: in place, or the panel's widened
+  /// copy (pack.rows).
+  MatrixOperand logitRows(const KernelArgs &a, const LogitPack &pack, mlir::Value pb,
+                          const LogitStream &stream) const;
   /// The student's raw products x·wᵀ (no bias) of rows [rb, rb +
   /// blockRows) (clamped below rowLimit) of the panel at pb, at the packed
   /// columns [vt, vtEnd), into `values` (row i, column c at i·vocabTile +
@@ -111,6 +115,17 @@ struct CpuSchedule {
   /// masked load a baseline target would need a runtime routine for.
   void formGroupBias(KernelEmitter &e, const KernelArgs &a, const LogitGroups &groups,
                      mlir::Value vt, mlir::Value vtEnd) const;
+  /// Columns [vt, vtEnd) of a logit tile in groups of RowStats::kGroupLanes
+  /// from vt: body(e, g, valid, full, raw, iters) → iters with the group's
+  /// offset g, its lane mask (`full`: every lane inside), and raw(i) = row
+  /// i's products there plus the bias (groups.values and groups.bias).
+  using TileGroupBody = std::function<llvm::SmallVector<mlir::Value>(
+      KernelEmitter &, mlir::Value g, mlir::Value valid, mlir::Value full,
+      const std::function<mlir::Value(int64_t)> &raw, mlir::ValueRange iters)>;
+  llvm::SmallVector<mlir::Value> forTileGroups(KernelEmitter &e, const LogitGroups &groups,
+                                               mlir::Value vt, mlir::Value vtEnd,
+                                               mlir::ValueRange iters,
+                                               const TileGroupBody &body) const;
   /// The epilogue of a logit tile when the row statistics push groups
   /// (RowStats::pushesGroups()): each row of groups.values
   /// (formLogitTile()) folds columns [vt, vtEnd) in groups of
