@@ -1,7 +1,7 @@
 //===- DecodeArith.cpp - decoding of arith, math and ub ops ---------------===//
 //
 // Elementwise ops decode by name through SimtOps.def's table; constants and
-// ub.poison become per-launch initializers; comparisons and selects get their
+// ub.poison / llvm.mlir.zero become per-launch initializers; comparisons and selects get their
 // predicate and broadcast mode here.
 //
 //===----------------------------------------------------------------------===//
@@ -9,6 +9,7 @@
 #include "testing/simt/SimtInternals.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -22,8 +23,9 @@ std::optional<llvm::Error> Decoder::decodeArithOp(Operation &op) {
   // Constants: hoisted into per-launch initializers.
   if (auto constant = dyn_cast<arith::ConstantOp>(o))
     return decodeConstant(op, constant.getValue());
-  if (isa<ub::PoisonOp>(o)) {
+  if (isa<ub::PoisonOp, LLVM::ZeroOp>(o)) {
     // Poison is never observed by correct code; zero is as good as any value.
+    // llvm.mlir.zero is zero (the wgmma accumulators start from it).
     auto info = analyzeType(o->getResult(0).getType());
     if (!info || info->kind > TypeInfo::Vector)
       return unsupportedType(o, o->getResult(0).getType());

@@ -168,6 +168,19 @@ std::optional<llvm::Error> Decoder::decodeMemoryOp(Operation &op) {
     emit(instr);
     return llvm::Error::success();
   }
+  if (auto pointer = dyn_cast<memref::ExtractAlignedPointerAsIndexOp>(o)) {
+    // Only dynamic shared memory has an address in the model (the wgmma
+    // descriptors are built from it).
+    if (!isWorkgroupMemref(pointer.getSource().getType()))
+      return unsupported(o, "memref.extract_aligned_pointer_as_index source (only views of "
+                            "dynamic shared memory have an address here)");
+    instr.opc = Opc::SharedAddress;
+    instr.a = use(pointer.getSource());
+    if (llvm::Error err = defineResult(instr))
+      return err;
+    emit(instr);
+    return llvm::Error::success();
+  }
   if (auto dim = dyn_cast<memref::DimOp>(o)) {
     instr.opc = Opc::Dim;
     instr.a = use(dim.getSource());

@@ -8,6 +8,7 @@
 
 #include "testing/simt/SimtInternals.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -109,6 +110,41 @@ std::optional<llvm::Error> Decoder::decodeVectorOp(Operation &op) {
       return err;
     if (llvm::Error err = decodePosition(o, insert.getMixedPosition(), destType.getShape(),
                                          lanes(insert.getValueToStore()), instr.aux))
+      return err;
+    emit(instr);
+    return llvm::Error::success();
+  }
+  // A struct of one scalar type (the wgmma accumulators) lives as a vector:
+  // llvm.extractvalue / insertvalue [i] move lane i.
+  if (auto extract = dyn_cast<LLVM::ExtractValueOp>(o)) {
+    auto info = analyzeType(extract.getContainer().getType());
+    if (!info || info->kind != TypeInfo::Vector || extract.getPosition().size() != 1)
+      return unsupported(o, "llvm.extractvalue (only one position in a struct of one scalar type)");
+    instr.opc = Opc::Extract;
+    instr.ty = instr.rty = info->elem;
+    instr.a = use(extract.getContainer());
+    if (llvm::Error err = defineResult(instr))
+      return err;
+    instr.lanes = 1;
+    OpFoldResult position = Builder(o->getContext()).getIndexAttr(extract.getPosition()[0]);
+    if (llvm::Error err = decodePosition(o, position, info->shape, 1, instr.aux))
+      return err;
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (auto insert = dyn_cast<LLVM::InsertValueOp>(o)) {
+    auto info = analyzeType(insert.getContainer().getType());
+    if (!info || info->kind != TypeInfo::Vector || insert.getPosition().size() != 1)
+      return unsupported(o, "llvm.insertvalue (only one position in a struct of one scalar type)");
+    instr.opc = Opc::Insert;
+    instr.ty = instr.rty = info->elem;
+    instr.a = use(insert.getValue());
+    instr.b = use(insert.getContainer());
+    instr.lanes = info->lanes;
+    if (llvm::Error err = defineResult(instr))
+      return err;
+    OpFoldResult position = Builder(o->getContext()).getIndexAttr(insert.getPosition()[0]);
+    if (llvm::Error err = decodePosition(o, position, info->shape, 1, instr.aux))
       return err;
     emit(instr);
     return llvm::Error::success();

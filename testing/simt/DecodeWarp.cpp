@@ -1,6 +1,7 @@
 //===- DecodeWarp.cpp - decoding of warp-level gpu and nvgpu ops ----------===//
 //
-// gpu.shuffle, nvgpu.mma.sync, nvgpu.ldmatrix and the nvgpu async copies.
+// gpu.shuffle, nvgpu.mma.sync, nvgpu.ldmatrix and the nvgpu async copies;
+// the sm_90a warpgroup ops nvvm.wgmma.* and the async-proxy fence.
 // Fragment shapes and operand forms the executor cannot run (integer or
 // sparse mma, ldmatrix of other than 16-bit elements, async copies to global
 // memory) are rejected here.
@@ -10,6 +11,7 @@
 #include "testing/simt/SimtInternals.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 
 using namespace mlir;
@@ -105,7 +107,78 @@ std::optional<llvm::Error> Decoder::decodeWarpOp(Operation &op) {
     return llvm::Error::success();
   }
 
+  if (auto wgmma = dyn_cast<NVVM::WgmmaMmaAsyncOp>(o))
+    return decodeWgmma(wgmma);
+  if (isa<NVVM::WgmmaFenceAlignedOp>(o)) {
+    instr.opc = Opc::WgmmaFence;
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (isa<NVVM::WgmmaGroupSyncAlignedOp>(o)) {
+    instr.opc = Opc::WgmmaCommit;
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (auto wait = dyn_cast<NVVM::WgmmaWaitGroupSyncOp>(o)) {
+    instr.opc = Opc::WgmmaWait;
+    instr.imm = int64_t(wait.getGroup());
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (auto fence = dyn_cast<NVVM::FenceProxyOp>(o)) {
+    // The one proxy fence the kernels need: shared memory written by
+    // ordinary stores or cp.async, read next by wgmma (the async proxy).
+    if (fence.getKind() != NVVM::ProxyKind::async_shared ||
+        fence.getSpace() != NVVM::SharedSpace::shared_cta)
+      return unsupported(o, "nvvm.fence.proxy kind (only async.shared::cta)");
+    instr.opc = Opc::ProxyFence;
+    emit(instr);
+    return llvm::Error::success();
+  }
+
   return std::nullopt;
+}
+
+llvm::Error Decoder::decodeWgmma(NVVM::WgmmaMmaAsyncOp op) {
+  NVVM::MMAShapeAttr shape = op.getShape();
+  WgmmaInfo info;
+  info.n = int(shape.getN());
+  if (shape.getM() != 64 || shape.getK() != 16 || info.n < 8 || info.n > 256 || info.n % 8)
+    return unsupported(op, "wgmma shape (only m64nNk16, N a multiple of 8 up to 256)");
+  if (op.getTypeA() != op.getTypeB() ||
+      (op.getTypeA() != NVVM::WGMMATypes::f16 && op.getTypeA() != NVVM::WGMMATypes::bf16))
+    return unsupported(op, "wgmma operand types (only f16 or bf16, both alike)");
+  if (op.getTypeD() != NVVM::WGMMATypes::f32)
+    return unsupported(op, "wgmma accumulator type (only f32)");
+  if (op.getScaleA() != NVVM::WGMMAScaleIn::one || op.getScaleB() != NVVM::WGMMAScaleIn::one ||
+      op.getSatfinite())
+    return unsupported(op, "wgmma scale-in (only one) or satfinite");
+  info.input = op.getTypeA() == NVVM::WGMMATypes::f16 ? ElementType::F16 : ElementType::BF16;
+  // PTX's imm-trans-a/b: A <row> and B <col> are K-major.
+  info.aKMajor = op.getLayoutA() == NVVM::MMALayout::row;
+  info.bKMajor = op.getLayoutB() == NVVM::MMALayout::col;
+  info.accumulate = op.getScaleD() == NVVM::WGMMAScaleOut::one;
+  auto acc = analyzeType(op.getInouts().getType());
+  if (!acc || acc->kind != TypeInfo::Vector || acc->elem != ElementType::F32 ||
+      acc->lanes != uint32_t(info.n / 2) || op.getResults().getType() != op.getInouts().getType())
+    return unsupported(op, "wgmma accumulator (a struct of N/2 f32)");
+  Instr instr;
+  instr.opc = Opc::Wgmma;
+  instr.op = op;
+  instr.a = use(op.getDescriptorA());
+  instr.b = use(op.getDescriptorB());
+  instr.c = use(op.getInouts());
+  instr.ty = info.input;
+  instr.rty = ElementType::F32;
+  instr.lanes = acc->lanes;
+  auto res = define(op.getResults(), op);
+  if (!res)
+    return res.takeError();
+  instr.res = *res;
+  instr.aux = uint32_t(prog.wgmmas.size());
+  prog.wgmmas.push_back(info);
+  emit(instr);
+  return llvm::Error::success();
 }
 
 llvm::Error Decoder::decodeMma(nvgpu::MmaSyncOp op) {

@@ -30,6 +30,8 @@ bool Executor::execMemory(const Instr &in, const uint32_t *act, uint32_t n) {
     return execSubview(in, act, n);
   case Opc::Dim:
     return execDim(in, act, n);
+  case Opc::SharedAddress:
+    return execSharedAddress(in, act, n);
   default:
     llvm_unreachable("not a memory op");
   }
@@ -182,6 +184,22 @@ bool Executor::execDim(const Instr &in, const uint32_t *act, uint32_t n) {
                                 "for rank {1}",
                                 dims[t], d.rank));
     r[t] = uint64_t(d.sizes[dims[t]]);
+  }
+  return true;
+}
+
+bool Executor::execSharedAddress(const Instr &in, const uint32_t *act, uint32_t n) {
+  uint64_t *r = slot(in.res);
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t t = act[i];
+    const MemrefDesc &d = descOf(in.a, t);
+    if (d.buffer->sharedAddress < 0)
+      return fail(in, t,
+                  "memref.extract_aligned_pointer_as_index of '" + d.buffer->getName() +
+                      "', which is not a view of dynamic shared memory (only those have an "
+                      "address in the model)");
+    r[t] = uint64_t(d.buffer->sharedAddress +
+                    d.offset * int64_t((getBitWidth(d.buffer->getType()) + 7) / 8));
   }
   return true;
 }

@@ -29,6 +29,13 @@ bool Executor::execWarp(const Instr &in, const uint32_t *act, uint32_t n) {
   case Opc::AsyncCreateGroup:
   case Opc::AsyncWait:
     return execAsync(in, act, n);
+  case Opc::Wgmma:
+    return execWgmma(in, act, n);
+  case Opc::WgmmaFence:
+  case Opc::WgmmaCommit:
+  case Opc::WgmmaWait:
+  case Opc::ProxyFence:
+    return execWgmmaSync(in, act, n);
   default:
     llvm_unreachable("not a warp-level op");
   }

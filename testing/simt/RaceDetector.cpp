@@ -93,6 +93,7 @@ bool Executor::checkWrite(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t 
   s.writeBlock = blockSerial;
   s.writeEpoch = epoch;
   s.writeThread = t;
+  s.writeFences = proxyFences[t];
   s.readBlock = 0;
   s.readInManyBlocks = false;
   return true;
@@ -137,5 +138,6 @@ void Executor::landAsyncCopy(const PendingCopy &copy, uint32_t t) {
       s.writeBlock = blockSerial;
       s.writeEpoch = epoch;
       s.writeThread = t;
+      s.writeFences = proxyFences[t];
     }
 }

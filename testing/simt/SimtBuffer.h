@@ -39,6 +39,9 @@ struct AccessShadow {
   bool readInManyBlocks = false;
   /// Written by an nvgpu.device_async_copy whose group was not waited for.
   bool asyncPending = false;
+  /// The writer's count of async-proxy fences at the write: the async proxy
+  /// (wgmma) may read the element once the writer has fenced since.
+  uint32_t writeFences = 0;
   static constexpr uint32_t kManyThreads = ~0u;
 };
 
@@ -88,6 +91,10 @@ public:
   /// Whether the running launch checks races on this buffer. Interpreter
   /// internal.
   bool trackRaces = false;
+  /// Views of dynamic shared memory: the shared-window byte address of
+  /// element 0 (kDynamicSharedWindowBase + the view's offset); -1 for other
+  /// buffers. Interpreter internal.
+  int64_t sharedAddress = -1;
 
 private:
   std::string name;

@@ -14,6 +14,7 @@
 #include "testing/simt/SimtInternals.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -53,6 +54,18 @@ std::optional<TypeInfo> lossjit::simt::detail::analyzeType(Type type) {
     info.kind = TypeInfo::Memref;
     info.elem = *elem;
     info.shape.assign(memref.getShape().begin(), memref.getShape().end());
+    return info;
+  }
+  // A literal struct of one scalar type (wgmma accumulators) is a vector.
+  if (auto structType = dyn_cast<LLVM::LLVMStructType>(type)) {
+    llvm::ArrayRef<Type> body = structType.getBody();
+    if (structType.isIdentified() || body.empty() ||
+        !llvm::all_equal(body) || !getElementType(body[0]))
+      return std::nullopt;
+    info.kind = TypeInfo::Vector;
+    info.elem = *getElementType(body[0]);
+    info.lanes = uint32_t(body.size());
+    info.shape = {int64_t(body.size())};
     return info;
   }
   if (isa<nvgpu::DeviceAsyncTokenType>(type)) {

@@ -66,13 +66,20 @@ bool Executor::runBlock(uint64_t serial) {
   for (auto &list : pending)
     list.clear();
   std::fill(committedGroups.begin(), committedGroups.end(), 0);
+  std::fill(proxyFences.begin(), proxyFences.end(), 0);
+  std::fill(wgmmaUncommitted.begin(), wgmmaUncommitted.end(), 0);
+  std::fill(wgmmaGroups.begin(), wgmmaGroups.end(), 0);
   for (uint32_t index : prog.privateAttributions) {
     Instr instr;
     instr.op = prog.func;
     if (!execAlloca(instr, prog.allocas[index], all.data(), numThreads))
       return false;
   }
-  return exec(0, uint32_t(prog.instrs.size()), all.data(), numThreads);
+  if (!exec(0, uint32_t(prog.instrs.size()), all.data(), numThreads))
+    return false;
+  Instr end;
+  end.op = prog.func;
+  return checkWgmmaDrained(end);
 }
 
 llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
@@ -206,6 +213,8 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
       sharedBuffers.back()->shadow.assign(size_t(count), AccessShadow());
       sharedBuffers.back()->trackRaces = true;
     }
+    if (param.dynamicOffset >= 0)
+      sharedBuffers.back()->sharedAddress = kDynamicSharedWindowBase + param.dynamicOffset;
     uint32_t descIndex = uint32_t(prog.memrefParams.size() + i);
     makeDesc(descs[descIndex], sharedBuffers.back().get(), param.rank, param.shape);
     std::fill_n(slot(param.slot), numThreads, uint64_t(descIndex));
@@ -216,6 +225,9 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
   temp.assign(size_t(prog.maxCopyLanes) * numThreads, 0);
   pending.assign(numThreads, {});
   committedGroups.assign(numThreads, 0);
+  proxyFences.assign(numThreads, 0);
+  wgmmaUncommitted.assign(numThreads, 0);
+  wgmmaGroups.assign(numThreads, 0);
 
   // Serials of this launch's blocks must be consecutive for block
   // coordinates in messages; reserve them all at once.

@@ -50,6 +50,9 @@ class WhileOp;
 namespace nvgpu {
 class MmaSyncOp;
 } // namespace nvgpu
+namespace NVVM {
+class WgmmaMmaAsyncOp;
+} // namespace NVVM
 namespace gpu {
 class DynamicSharedMemoryOp;
 } // namespace gpu
@@ -204,6 +207,8 @@ private:
 
   /// nvgpu.mma.sync.
   llvm::Error decodeMma(mlir::nvgpu::MmaSyncOp op);
+  /// nvvm.wgmma.mma_async.
+  llvm::Error decodeWgmma(mlir::NVVM::WgmmaMmaAsyncOp op);
 
   //--- DecodeControl.cpp ----------------------------------------------------
 
@@ -318,6 +323,11 @@ private:
   std::vector<uint32_t> threadIds[3];
   std::vector<std::vector<PendingCopy>> pending;
   std::vector<int64_t> committedGroups;
+  /// Per thread: nvvm.fence.proxy (async.shared::cta) executed so far in
+  /// the block; wgmma.mma_async issued since its last commit; committed
+  /// wgmma groups no wait has covered yet.
+  std::vector<uint32_t> proxyFences;
+  std::vector<int64_t> wgmmaUncommitted, wgmmaGroups;
 
   std::array<int64_t, 3> blockId = {0, 0, 0};
   uint64_t launchFirstSerial = 0, blockSerial = 0;
@@ -451,6 +461,8 @@ private:
   bool execSubview(const Instr &in, const uint32_t *act, uint32_t n);
   /// memref.dim.
   bool execDim(const Instr &in, const uint32_t *act, uint32_t n);
+  /// memref.extract_aligned_pointer_as_index of a dynamic shared view.
+  bool execSharedAddress(const Instr &in, const uint32_t *act, uint32_t n);
 
   //--- ExecControl.cpp ------------------------------------------------------
 
@@ -477,6 +489,20 @@ private:
   bool execLdMatrix(const Instr &in, const uint32_t *act, uint32_t n);
   /// nvgpu.device_async_copy, device_async_create_group, device_async_wait.
   bool execAsync(const Instr &in, const uint32_t *act, uint32_t n);
+  /// Fails unless `act` consists of whole warpgroups (128 threads from a
+  /// multiple of 128).
+  bool requireFullWarpgroups(const Instr &in, const uint32_t *act, uint32_t n, const char *what);
+  /// nvvm.wgmma.mma_async.
+  bool execWgmma(const Instr &in, const uint32_t *act, uint32_t n);
+  /// nvvm.wgmma.fence / commit_group / wait_group and nvvm.fence.proxy.
+  bool execWgmmaSync(const Instr &in, const uint32_t *act, uint32_t n);
+  /// The element of dynamic shared memory at shared-window address
+  /// `address` that warpgroup thread `t`'s wgmma reads as an `input`
+  /// operand, checked (initialized, no race, fenced for the async proxy).
+  bool readAsyncProxy(const Instr &in, int64_t address, ElementType input, uint32_t t,
+                      double &value);
+  /// Fails when a thread of the block still has wgmma groups in flight.
+  bool checkWgmmaDrained(const Instr &in);
 };
 
 } // namespace lossjit::simt::detail

@@ -65,9 +65,13 @@
 //  math:   exp exp2 expm1 log log2 log1p fma sqrt rsqrt tanh sin cos erf absf
 //          absi floor ceil round roundeven trunc powf copysign
 //  memref: load store alloca subview cast dim assume_alignment
+//          extract_aligned_pointer_as_index (dynamic shared views only)
 //  vector: load store transfer_read transfer_write (1-D, minor identity)
 //          broadcast extract insert from_elements shape_cast fma reduction
 //          step create_mask (1-D) constant_mask
+//  nvvm:   wgmma.mma_async (m64nNk16, f16/bf16 → f32, descriptors into dynamic
+//          shared memory) wgmma.fence/commit/wait fence.proxy (async.shared)
+//  llvm:   mlir.zero extractvalue insertvalue (structs of one scalar type)
 //  nvgpu:  mma.sync (m16n8k16/m16n8k8 f16|bf16 → f32|f16, m16n8k8/m16n8k4
 //          tf32 → f32) ldmatrix (x1/x2/x4, transpose) device_async_copy
 //          device_async_create_group device_async_wait

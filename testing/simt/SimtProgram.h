@@ -15,6 +15,7 @@
 #include "testing/simt/SimtInterpreter.h"
 #include "testing/simt/SimtTypes.h"
 #include "testing/simt/WarpMatrix.h"
+#include "testing/simt/WarpgroupMatrix.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Operation.h"
@@ -172,6 +173,14 @@ struct MmaInfo {
   bool f16Accumulator;
 };
 
+/// nvvm.wgmma.mma_async m64nNk16 with f16/bf16 operands from shared-memory
+/// descriptors and an f32 accumulator of N/2 registers per thread.
+struct WgmmaInfo {
+  int n = 8;
+  ElementType input = ElementType::F16;
+  bool aKMajor = true, bKMajor = true;
+  bool accumulate = true; ///< scale-d one: D = A·B + D; zero: D = A·B
+};
 struct LdMatrixInfo {
   MemAccess access;
   int numTiles;
@@ -194,6 +203,11 @@ struct MemrefParam {
 /// Byte alignment of the dynamic shared-memory base as the compiler's
 /// lowering gives it (loss-extern-dynamic-shared-memory).
 inline constexpr int64_t kDynamicSharedBaseAlign = 16;
+/// The shared-window address the model gives the dynamic shared-memory base
+/// (memref.extract_aligned_pointer_as_index of a view is this plus the
+/// view's offset): 16-byte aligned and nothing more, like the real base
+/// after any static shared memory.
+inline constexpr int64_t kDynamicSharedWindowBase = 1040;
 
 struct ScalarParam {
   uint32_t slot;
@@ -236,6 +250,7 @@ struct Program {
   std::vector<AsyncCopyInfo> asyncCopies;
   std::vector<MmaInfo> mmas;
   std::vector<LdMatrixInfo> ldmatrices;
+  std::vector<WgmmaInfo> wgmmas;
 };
 
 /// "'op.name' at loc(...)" for error messages.

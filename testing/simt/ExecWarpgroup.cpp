@@ -1,0 +1,160 @@
+//===- ExecWarpgroup.cpp - execution of the sm_90a warpgroup ops ----------===//
+//
+// wgmma.mma_async computes at issue: its operands are read from dynamic
+// shared memory through the descriptors (WarpgroupMatrix.h), every element
+// checked as a read by the warpgroup's first thread (initialized, no race
+// with an unordered write, no cp.async in flight) and for the async proxy:
+// the thread that last wrote it must have executed a fence.proxy.async since
+// (a cp.async's data counts as written when its wait lands it). Products of
+// f16/bf16 values are exact in f64; each k16 step's sum is rounded once to
+// f32, as the mma.sync model does, so a wgmma tile and an mma.sync tile over
+// the same k steps agree bit for bit here.
+//
+// The group rules: commit_group closes the thread's issued wgmmas into a
+// group, wait_group N leaves at most N groups in flight, and no group may be
+// in flight when the block ends. Reading accumulators before the wait that
+// covers them is not detected (the results exist at issue).
+//
+//===----------------------------------------------------------------------===//
+
+#include "testing/simt/SimtInternals.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace lossjit::simt;
+using namespace lossjit::simt::detail;
+
+bool Executor::requireFullWarpgroups(const Instr &in, const uint32_t *act, uint32_t n,
+                                     const char *what) {
+  for (uint32_t i = 0; i < n;) {
+    uint32_t first = act[i];
+    if (first % 128 != 0 || i + 128 > n || act[i + 127] != first + 127)
+      return fail(in, first,
+                  llvm::formatv("{0} needs whole warpgroups (128 converged threads from a "
+                                "multiple of 128){1}",
+                                what,
+                                numThreads % 128 ? "; the block size is not a multiple of 128"
+                                                 : ""));
+    i += 128;
+  }
+  return true;
+}
+
+bool Executor::readAsyncProxy(const Instr &in, int64_t address, ElementType input, uint32_t t,
+                              double &value) {
+  for (auto &buf : sharedBuffers) {
+    if (buf->sharedAddress < 0)
+      continue;
+    const int64_t bytes = int64_t(getBitWidth(buf->getType()) + 7) / 8;
+    const int64_t offset = address - buf->sharedAddress;
+    if (offset < 0 || offset >= buf->size() * bytes)
+      continue;
+    if (buf->getType() != input || offset % bytes)
+      return fail(in, t,
+                  llvm::formatv("wgmma operand at shared address {0} lies in '{1}', which "
+                                "holds {2}, not {3}",
+                                address, buf->getName(), getElementTypeName(buf->getType()),
+                                getElementTypeName(input)));
+    const int64_t i = offset / bytes;
+    if (!checkRead(in, *buf, i, t))
+      return false;
+    if (tracksRaces(*buf)) {
+      const AccessShadow &s = buf->shadow[size_t(i)];
+      if (s.writeBlock == blockSerial && proxyFences[s.writeThread] == s.writeFences)
+        return fail(in, t,
+                    "wgmma reads " + elementText(*buf, i) + ", written by thread " +
+                        threadText(s.writeThread) +
+                        " with no nvvm.fence.proxy (async.shared::cta) by that thread since: "
+                        "the async proxy may not see the write");
+    }
+    value = floatWordValue(ElementType::F32, buf->loadWord(i));
+    return true;
+  }
+  return fail(in, t,
+              llvm::formatv("wgmma operand at shared address {0} is outside every view of "
+                            "dynamic shared memory",
+                            address));
+}
+
+bool Executor::execWgmma(const Instr &in, const uint32_t *act, uint32_t n) {
+  if (!requireFullWarpgroups(in, act, n, "nvvm.wgmma.mma_async"))
+    return false;
+  const WgmmaInfo &info = prog.wgmmas[in.aux];
+  const uint64_t *descA = slot(in.a), *descB = slot(in.b);
+  std::vector<double> a(64 * 16), b(size_t(info.n) * 16);
+  for (uint32_t g = 0; g < n; g += 128) {
+    const uint32_t base = act[g];
+    for (uint32_t t = base; t < base + 128; ++t)
+      if (descA[t] != descA[base] || descB[t] != descB[base])
+        return fail(in, t, "wgmma descriptors differ between threads of the warpgroup");
+    auto load = [&](uint64_t bits, bool kMajor, int64_t lines, std::vector<double> &out) {
+      MatrixDescriptor desc = MatrixDescriptor::decode(bits);
+      for (int64_t line = 0; line < lines; ++line)
+        for (int64_t k = 0; k < 16; ++k) {
+          std::optional<int64_t> address = wgmmaOperandAddress(desc, kMajor, 2, line, k);
+          if (!address)
+            return fail(in, base,
+                        "wgmma descriptor with a swizzle pattern that does not start on its "
+                        "repeat (the model needs base offset 0 there)");
+          if (!readAsyncProxy(in, *address, info.input, base, out[size_t(line * 16 + k)]))
+            return false;
+        }
+      return true;
+    };
+    if (!load(descA[base], info.aKMajor, 64, a) || !load(descB[base], info.bKMajor, info.n, b))
+      return false;
+    for (uint32_t t = 0; t < 128; ++t)
+      for (uint32_t i = 0; i < in.lanes; ++i) {
+        auto [row, col] = wgmmaElementD(int(t), int(i));
+        double sum = info.accumulate ? floatWordValue(ElementType::F32, slot(in.c + i)[base + t])
+                                     : 0.0;
+        for (int k = 0; k < 16; ++k)
+          sum += a[size_t(row * 16 + k)] * b[size_t(col * 16 + k)];
+        slot(in.res + i)[base + t] = makeFloatWord(ElementType::F32, sum);
+      }
+    for (uint32_t t = base; t < base + 128; ++t)
+      ++wgmmaUncommitted[t];
+  }
+  return true;
+}
+
+bool Executor::execWgmmaSync(const Instr &in, const uint32_t *act, uint32_t n) {
+  switch (in.opc) {
+  case Opc::ProxyFence:
+    for (uint32_t i = 0; i < n; ++i)
+      ++proxyFences[act[i]];
+    return true;
+  case Opc::WgmmaFence:
+    return requireFullWarpgroups(in, act, n, "nvvm.wgmma.fence.aligned");
+  case Opc::WgmmaCommit:
+    if (!requireFullWarpgroups(in, act, n, "nvvm.wgmma.commit.group.sync.aligned"))
+      return false;
+    for (uint32_t i = 0; i < n; ++i) {
+      wgmmaUncommitted[act[i]] = 0;
+      ++wgmmaGroups[act[i]];
+    }
+    return true;
+  case Opc::WgmmaWait:
+    if (!requireFullWarpgroups(in, act, n, "nvvm.wgmma.wait.group.sync.aligned"))
+      return false;
+    for (uint32_t i = 0; i < n; ++i)
+      wgmmaGroups[act[i]] = std::min(wgmmaGroups[act[i]], in.imm);
+    return true;
+  default:
+    llvm_unreachable("not a warpgroup synchronization op");
+  }
+}
+
+bool Executor::checkWgmmaDrained(const Instr &in) {
+  for (uint32_t t = 0; t < numThreads; ++t) {
+    if (wgmmaUncommitted[t])
+      return fail(in, t,
+                  "the block ends with a wgmma.mma_async that no wgmma.commit_group committed");
+    if (wgmmaGroups[t])
+      return fail(in, t,
+                  llvm::formatv("the block ends with {0} wgmma group(s) in flight (no "
+                                "wgmma.wait_group 0 covered them)",
+                                wgmmaGroups[t]));
+  }
+  return true;
+}
