@@ -52,6 +52,10 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
                           << " is host-only; the GPU chunks rows (chunked, fused)";
         return signalPassFailure();
       }
+      if (std::string why = loss::checkMatmulChip(config.getMatmul(), chip); !why.empty()) {
+        f.op->emitError() << "loss-lower-to-gpu: " << why;
+        return signalPassFailure();
+      }
       LceSpec spec = specOf(f);
       loss::Schedule schedule = config.getSchedule();
       spec.strategy = schedule == loss::Schedule::recompute ? "recompute" : "chunked";

@@ -22,7 +22,8 @@ def LossLowerToGPU : Pass<"loss-lower-to-gpu", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect",
-                           "::mlir::vector::VectorDialect"];
+                           "::mlir::vector::VectorDialect", "::mlir::LLVM::LLVMDialect",
+                           "::mlir::NVVM::NVVMDialect"];
   let options = [
     Option<"chip", "chip", "std::string", "\"sm_80\"",
            "target GPU (sm_70 or newer); kernels are chosen for it and it is "

@@ -140,6 +140,7 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
                                 " O=3},gpu.module(loss-math-to-nvvm-approx,"
                                 "arith-expand,loss-bf16-mma-sync-to-nvvm,convert-nvgpu-to-nvvm,"
                                 "convert-scf-to-cf,convert-vector-to-llvm,convert-gpu-to-nvvm,"
+                                "convert-nvvm-to-llvm,"
                                 "loss-extern-dynamic-shared-memory,"
                                 "canonicalize,cse),reconcile-unrealized-casts)"});
   stages.push_back({"ptx", "builtin.module(gpu-module-to-binary{format=isa})"});

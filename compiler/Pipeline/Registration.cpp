@@ -33,13 +33,15 @@ struct GpuPipelineOptions : PassPipelineOptions<GpuPipelineOptions> {
                                llvm::cl::desc("PTX features (default: by chip)"),
                                llvm::cl::init("")};
   /// A strategy, or the JIT's per-op choice.
-  enum class Matmul { simt, mma_sync, automatic };
+  enum class Matmul { simt, mma_sync, wgmma, automatic };
   Option<Matmul> matmul{
       *this, "matmul",
       llvm::cl::desc("tile products (each strategy starts from its own default tile)"),
       llvm::cl::init(Matmul::simt),
       llvm::cl::values(clEnumValN(Matmul::simt, "simt", "f32 FMA per thread"),
                        clEnumValN(Matmul::mma_sync, "mma_sync", "tensor cores, sm_80+, f16/bf16"),
+                       clEnumValN(Matmul::wgmma, "wgmma",
+                                  "warpgroup tensor cores, sm_90a only, f16/bf16"),
                        clEnumValN(Matmul::automatic, "auto",
                                   "per op, as the JIT: mma_sync for f16/bf16 on sm_80+ "
                                   "(not the recompute schedule), else simt"))};
@@ -85,6 +87,7 @@ void lossjit::registerLossJITPasses() {
               o.matmul == Matmul::automatic
                   ? TileConfig::automaticChoice()
                   : TileConfig::forMatmul(o.matmul == Matmul::mma_sync ? loss::MatmulKind::mma_sync
+                                          : o.matmul == Matmul::wgmma  ? loss::MatmulKind::wgmma
                                                                        : loss::MatmulKind::simt)
                         .with({o.blockRows, o.threads, o.splits, o.stages, o.blockCols,
                                o.blockK});

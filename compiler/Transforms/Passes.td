@@ -73,7 +73,7 @@ def LossSelectLoweringConfig : Pass<"loss-select-lowering-config", "::mlir::Modu
     Option<"chip", "chip", "std::string", "\"sm_80\"",
            "GPU the defaults are chosen for (target=gpu)">,
     Option<"matmul", "matmul", "std::string", "\"\"",
-           "tile-product strategy (gpu): simt, mma_sync, or auto (per op: "
+           "tile-product strategy (gpu): simt, mma_sync, wgmma (sm_90a), or auto (per op: "
            "mma_sync's default tile for f16/bf16 on sm_80+ except the recompute "
            "schedule, else simt; what the JIT and lossjit-aot use)">,
     Option<"blockRows", "block-rows", "int64_t", "-1", "rows per block / register block">,

@@ -51,7 +51,7 @@ struct SelectLoweringConfigPass
     const bool automatic = matmul == "auto";
     if (!matmul.empty() && !automatic && !(kind = loss::symbolizeMatmulKind(matmul))) {
       getOperation().emitError()
-          << "loss-select-lowering-config: matmul must be simt, mma_sync or auto, got '" << matmul
+          << "loss-select-lowering-config: matmul must be simt, mma_sync, wgmma or auto, got '" << matmul
           << "'";
       return signalPassFailure();
     }
@@ -116,6 +116,8 @@ struct SelectLoweringConfigPass
     tile = tile.with(knobs);
     if (llvm::Error err = tile.validate())
       return op->emitError() << "loss-select-lowering-config: " << llvm::toString(std::move(err));
+    if (std::string why = loss::checkMatmulChip(tile.matmul, chip); !why.empty())
+      return op->emitError() << "loss-select-lowering-config: " << why;
     // The attribute's own rules (e.g. which schedules a strategy builds) are
     // checked here, not first when a lowering reads it.
     loss::GpuConfigAttr attr = loss::GpuConfigAttr::getChecked(

@@ -32,6 +32,26 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
              text(blockCols) + " and " + text(blockK);
     return "";
   }
+  if (matmul == MatmulKind::wgmma) {
+    // Warpgroups of 64 rows, each one wgmma m64nBNk16 per k16 step.
+    if (blockRows != 64 && blockRows != 128)
+      return "matmul wgmma: block_rows must be 64 or 128 (64 rows per warpgroup), got " +
+             text(blockRows);
+    if (threads != 2 * blockRows)
+      return "matmul wgmma: threads must be 128 per 64 rows (one warpgroup each), " +
+             text(2 * blockRows) + " for block_rows " + text(blockRows) + ", got " + text(threads);
+    if (blockCols < 16 || blockCols > 256 || blockCols % 16)
+      return "matmul wgmma: block_cols must be a multiple of 16 in [16, 256] (wgmma's N), got " +
+             text(blockCols);
+    if (blockK != 16 && blockK != 32 && blockK != 64)
+      return "matmul wgmma: block_k must be 16, 32 or 64, got " + text(blockK);
+    if (stages < 2 || stages > 4)
+      return "matmul wgmma: stages must be in [2, 4] (a cp.async ring), got " + text(stages);
+    // The ring (16-bit elements, unpadded core matrices) in dynamic shared
+    // memory: at most 4 × (128 + 256) × 64 × 2 = 196608 bytes, within an
+    // sm_90 block's 227 KiB.
+    return "";
+  }
   // mma_sync: 32×32 warp tiles of m16n8k16 products.
   if (blockRows < 32 || blockRows > 128 || blockRows % 32)
     return "matmul mma_sync: block_rows must be 32, 64, 96 or 128 (32-row warp tiles), got " +
@@ -53,6 +73,13 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
   // an sm_90 block may opt into. A device that allows less (sm_80: 163 KiB)
   // is refused at launch by the runtime, naming both sizes. The row merge
   // (2 f32 per row and warp column, at most 8 KiB) is static.
+  return "";
+}
+
+std::string lossjit::loss::checkMatmulChip(MatmulKind matmul, llvm::StringRef chip) {
+  if (matmul == MatmulKind::wgmma && chip != "sm_90a")
+    return "matmul wgmma needs chip sm_90a (wgmma and its descriptors are specific to it), got '" +
+           chip.str() + "'";
   return "";
 }
 
@@ -103,9 +130,10 @@ LogicalResult GpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
     return emitError() << why;
   // The recompute kernels form logits in SIMT tiles inside dX/dW; the
   // chunked and fused schedules take the logits from lce_bwd_dz/lce_fused_z.
-  if (matmul == MatmulKind::mma_sync && schedule == Schedule::recompute)
-    return emitError() << "matmul mma_sync does not build the recompute schedule (use schedule "
-                          "= chunked, or matmul = simt)";
+  if (isTensorCoreMatmul(matmul) && schedule == Schedule::recompute)
+    return emitError() << "matmul " << stringifyMatmulKind(matmul)
+                       << " does not build the recompute schedule (use schedule = chunked, or "
+                          "matmul = simt)";
   return success();
 }
 
@@ -146,10 +174,11 @@ LogicalResult LossDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                               "vocab_reduce; chunked, vocab_chunked or recompute: their _grad; "
                               "fused or fused_vocab_chunked: linear_cross_entropy_with_grad)";
   auto gpu = dyn_cast<GpuConfigAttr>(attribute.getValue());
-  if (gpu && gpu.getMatmul() == MatmulKind::mma_sync) {
+  if (gpu && isTensorCoreMatmul(gpu.getMatmul())) {
     if (fused.getKernelPass() == KernelPass::forward && fused.getStorage().isF32())
-      return op->emitError() << "matmul mma_sync multiplies f16 or bf16 storage; f32 stays on "
-                                "matmul simt (TF32 would round the operands)";
+      return op->emitError() << "matmul " << stringifyMatmulKind(gpu.getMatmul())
+                             << " multiplies f16 or bf16 storage; f32 stays on matmul simt (TF32 "
+                                "would round the operands)";
   }
   return success();
 }

@@ -19,6 +19,12 @@ inline constexpr llvm::StringLiteral kLoweringConfigAttrName = "loss.lowering_co
 /// attribute's verifier and the compiler's TileConfig share them).
 std::string checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads, int64_t splits,
                            int64_t stages, int64_t blockCols, int64_t blockK);
+/// Whether `matmul` multiplies on tensor cores (16-bit operands, f32
+/// accumulators): mma_sync and wgmma.
+inline bool isTensorCoreMatmul(MatmulKind matmul) { return matmul != MatmulKind::simt; }
+/// "" when chip `chip` (sm_NN[a]) runs `matmul`'s instructions, else why
+/// not: wgmma is specific to sm_90a.
+std::string checkMatmulChip(MatmulKind matmul, llvm::StringRef chip);
 /// Likewise for the host kernels.
 std::string checkCpuConfig(int64_t blockRows, int64_t blockCols, int64_t vectorWidth,
                            int64_t panelBlocks, int64_t vocabTile, int64_t reduceLanes);

@@ -32,8 +32,9 @@ def Loss_Schedule : I32EnumAttr<"Schedule",
 
 def Loss_MatmulSimt : I32EnumAttrCase<"simt", 0>;
 def Loss_MatmulMmaSync : I32EnumAttrCase<"mma_sync", 1>;
+def Loss_MatmulWgmma : I32EnumAttrCase<"wgmma", 2>;
 def Loss_MatmulKind : I32EnumAttr<"MatmulKind", "how tile products are formed",
-    [Loss_MatmulSimt, Loss_MatmulMmaSync]> {
+    [Loss_MatmulSimt, Loss_MatmulMmaSync, Loss_MatmulWgmma]> {
   let cppNamespace = "::lossjit::loss";
   let genSpecializedAttr = 0;
 }
@@ -57,6 +58,13 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     threads = BM·BN/32) over the reduction in steps of block_k (BK) through
     a ring of `stages` shared-memory buffers filled by cp.async. block_cols
     and block_k are 0 (and not printed) for simt.
+
+    `matmul = wgmma` (Hopper tensor cores, chip sm_90a only, f16/bf16
+    storage, the same products and schedules as mma_sync): block_rows 64 or
+    128 (one warpgroup of 128 threads per 64 rows, so threads = 2 ·
+    block_rows), block_cols a multiple of 16 up to 256 (wgmma's N), one
+    wgmma.mma_async m64nNk16 per k16 step from operands staged by cp.async
+    in the canonical core-matrix layout.
 
     Example: `#loss.gpu_config<schedule = forward, matmul = simt,
     block_rows = 4, threads = 128, splits = 8, stages = 1>`,

@@ -40,6 +40,7 @@
 #include "compiler/Builder/VocabReduceGraph.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/BundleBuilder.h"
+#include "dialects/Loss/LoweringConfig.h"
 #include "runtime/FileUtil.h"
 #include "runtime/Sha256.h"
 #include "tools/lossjit-aot/AotModel.h"
@@ -124,7 +125,7 @@ static cl::opt<std::string>
              cl::desc("auto (per op: tensor cores for f16/bf16 on sm_80+ except the "
                       "recompute strategy, else SIMT), block_rows=4,threads=128,splits=8 (SIMT), "
                       "or matmul=mma_sync[,block_rows=64,block_cols=64,block_k=32,threads=128,"
-                      "stages=3] (tensor cores, f16/bf16)"),
+                      "stages=3] (tensor cores, f16/bf16), or matmul=wgmma[,...] (sm_90a only)"),
              cl::init("auto"), cl::cat(aotCategory));
 static cl::opt<std::string> emitKind("emit", cl::desc("kernel images: ptx|cubin"),
                                      cl::init("ptx"), cl::cat(aotCategory));
@@ -342,21 +343,25 @@ int runMain(int argc, char **argv) {
     return fail("--tile: " + llvm::toString(tile.takeError()));
   // One tile serves every op of the output: say before any compilation
   // what a strategy cannot build (the lowering would refuse it per op).
-  if (tile->matmul == loss::MatmulKind::mma_sync && !tile->automatic && !preset.empty()) {
+  const std::string kind = loss::stringifyMatmulKind(tile->matmul).str();
+  if (loss::isTensorCoreMatmul(tile->matmul) && !tile->automatic && !preset.empty()) {
     if (dtype == "f32")
-      return fail("--tile matmul=mma_sync multiplies f16 or bf16; --dtype f32 stays on SIMT "
+      return fail("--tile matmul=" + kind + " multiplies f16 or bf16; --dtype f32 stays on SIMT "
                   "(leave --tile at auto)");
     if (!noGradients && strategy == "recompute")
-      return fail("--tile matmul=mma_sync does not build the recompute backward; use "
+      return fail("--tile matmul=" + kind + " does not build the recompute backward; use "
                   "--strategy chunked or leave --tile at auto");
   }
   llvm::SmallVector<llvm::StringRef> arches;
   llvm::StringRef(archList).split(arches, ',', -1, /*KeepEmpty=*/false);
   if (arches.empty())
     return fail("--arch needs at least one arch, e.g. sm_80");
-  for (llvm::StringRef arch : arches)
+  for (llvm::StringRef arch : arches) {
     if (llvm::Error err = GpuTarget{arch.str(), ""}.validate())
       return fail("--arch: " + llvm::toString(std::move(err)));
+    if (std::string why = loss::checkMatmulChip(tile->matmul, arch); !why.empty())
+      return fail("--tile with --arch " + arch.str() + ": " + why);
+  }
 
   std::unique_ptr<aot::CubinCompiler> cubins;
   if (emitKind == "cubin") {

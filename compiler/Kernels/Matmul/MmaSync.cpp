@@ -32,6 +32,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Kernels/Matmul/OperandStaging.h"
 #include "compiler/Kernels/Matmul/TileMatmul.h"
 #include "compiler/Kernels/Support/BlockReduce.h"
 
@@ -46,7 +47,6 @@ using namespace lossjit;
 namespace {
 constexpr int64_t kWarpTile = 32; ///< rows and columns of a warp tile.
 constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 16;
-constexpr int64_t kChunk = 8; ///< elements per 16-byte copy.
 constexpr int64_t kPad = 8;   ///< elements of padding per staged row.
 
 class MmaSync : public TileMatmul {
@@ -71,12 +71,12 @@ public:
       for (int64_t h = 0; h < 2; ++h) {
         Value tileRow = e.add(l.warpRow, e.add(e.index(mi * kMmaM + h * 8), l.group));
         f.sharing.tileRows.push_back(tileRow);
-        clamp(e, e.add(tile.rowBegin, tileRow), tile.rowLimit, f.rows, f.rowValid);
+        clampLine(e, e.add(tile.rowBegin, tileRow), tile.rowLimit, f.rows, f.rowValid);
       }
     for (int64_t ni = 0; ni < kWarpTile / kMmaN; ++ni)
       for (int64_t q = 0; q < 2; ++q) {
         Value tileCol = e.add(l.warpCol, e.add(e.index(ni * kMmaN + q), e.mul(l.quad, e.index(2))));
-        clamp(e, e.add(tile.colBegin, tileCol), tile.colLimit, f.cols, f.colValid);
+        clampLine(e, e.add(tile.colBegin, tileCol), tile.colLimit, f.cols, f.colValid);
       }
     f.sharing.everyThread = false;
     f.sharing.laneXor = {1, 2}; // the four lanes of a quad share rows
@@ -93,11 +93,11 @@ public:
     assert(buffers.size() == 2 && "mma_sync: the operand rings");
     Fragment f = layout(e, tile);
     Lanes l = lanes(e);
-    Staged sa{buffers[0], bm, kMajor(a)}, sb{buffers[1], bn, kMajor(b)};
+    Staged sa{buffers[0], bm, isKMajor(a)}, sb{buffers[1], bn, isKMajor(b)};
     Value numK = e.ceilDiv(e.sub(kEnd, kBegin), e.index(bk));
     // Whole 16-byte pieces only when every piece starts 16-byte aligned.
-    Value alignedA = aligned(e, a, sa.kMajor ? kBegin : tile.rowBegin);
-    Value alignedB = aligned(e, b, sb.kMajor ? kBegin : tile.colBegin);
+    Value alignedA = piecesAligned(e, a, sa.kMajor ? kBegin : tile.rowBegin);
+    Value alignedB = piecesAligned(e, b, sb.kMajor ? kBegin : tile.colBegin);
 
     // The previous tile's last products may still read the ring.
     gpuBarrier(e);
@@ -109,7 +109,7 @@ public:
         fillOperand(ie, a, sa, stage, k0, kEnd, tile.rowBegin, tile.rowLimit, alignedA, l);
         fillOperand(ie, b, sb, stage, k0, kEnd, tile.colBegin, tile.colLimit, alignedB, l);
       });
-      return commitGroup(fe);
+      return commitCopies(fe);
     };
     Value token;
     for (int64_t s = 0; s + 1 < stages; ++s)
@@ -168,28 +168,6 @@ private:
     return std::max(lines * (bk + kPad), bk * (lines + kPad));
   }
 
-  /// K-major: contiguous along k (a null k stride). Otherwise the operand
-  /// must be contiguous along its lines.
-  static bool kMajor(const MatrixOperand &op) {
-    assert((!op.kStride || !op.lineStride) && "mma_sync: an operand contiguous along k or lines");
-    return !op.kStride;
-  }
-
-  /// Whether every 16-byte piece cp.async would copy starts 16-byte
-  /// aligned: the outer stride is a multiple of 8 elements, and so is where
-  /// the pieces start along the contiguous axis (`begin`, the first k of a
-  /// K-major operand or the first line of an MN-major one) relative to the
-  /// operand's origin there.
-  static Value aligned(KernelEmitter &e, const MatrixOperand &op, Value begin) {
-    auto multipleOf8 = [&](Value v) {
-      return e.cmpI(arith::CmpIPredicate::eq, e.remUI(v, e.index(kChunk)), e.index(0));
-    };
-    Value outer = kMajor(op) ? op.lineStride : op.kStride;
-    assert(outer && "mma_sync: an operand needs an outer stride");
-    Value origin = kMajor(op) ? op.kOrigin : op.lineOrigin;
-    return e.andI(multipleOf8(outer), multipleOf8(origin ? e.sub(begin, origin) : begin));
-  }
-
   Lanes lanes(KernelEmitter &e) const {
     Lanes l;
     l.tid = gpuThreadIdx(e);
@@ -203,87 +181,22 @@ private:
     return l;
   }
 
-  static void clamp(KernelEmitter &e, Value line, Value limit, SmallVector<Value> &lines,
-                    SmallVector<Value> &valid) {
-    valid.push_back(e.cmpI(arith::CmpIPredicate::ult, line, limit));
-    lines.push_back(e.minUI(line, e.sub(limit, e.index(1))));
-  }
-
-  Value commitGroup(KernelEmitter &e) const {
-    auto token = nvgpu::DeviceAsyncTokenType::get(e.builder().getContext());
-    return nvgpu::DeviceAsyncCreateGroupOp::create(e.builder(), e.location(), token, ValueRange{});
-  }
-
   /// Stages the lines [first, first + lines) of `op` for k in [k0, k0 + BK)
-  /// (lines ≥ limit and k ≥ kEnd read as zero) into buffer `stage` of
-  /// `ring`, in 16-byte pieces along the operand's contiguous axis. k0 <
-  /// kEnd and first < limit: those name an element that exists.
+  /// into buffer `stage` of `ring`: piece c is row c / perRow of the stage
+  /// (a line, or a k for MN-major), at element 8·(c % perRow) of the row.
   void fillOperand(KernelEmitter &e, const MatrixOperand &op, const Staged &ring, Value stage,
                    Value k0, Value kEnd, Value first, Value limit, Value aligned,
                    const Lanes &l) const {
-    const int64_t perRow = (ring.kMajor ? bk : ring.lines) / kChunk;
-    const int64_t pieces = ring.lines * bk / kChunk;
+    const int64_t perRow = (ring.kMajor ? bk : ring.lines) / kStagingPiece;
     Value base = e.mul(stage, e.index(stageElements(ring.lines)));
-    for (int64_t c0 = 0; c0 < pieces; c0 += threads) {
-      Value c = e.add(l.tid, e.index(c0));
-      auto body = [&](KernelEmitter &ce) {
-        Value row = ce.divUI(c, ce.index(perRow));
-        Value along = ce.mul(ce.remUI(c, ce.index(perRow)), ce.index(kChunk));
-        // K-major: row is a line and the piece runs along k; MN-major: row
-        // is a k and the piece runs along the lines.
-        Value line = ce.add(first, ring.kMajor ? row : along);
-        Value k = ce.add(k0, ring.kMajor ? along : row);
-        Value lineOk = ce.cmpI(arith::CmpIPredicate::ult, line, limit);
-        Value kOk = ce.cmpI(arith::CmpIPredicate::ult, k, kEnd);
-        Value left = ring.kMajor ? ce.select(kOk, ce.sub(kEnd, k), ce.index(0))
-                                 : ce.select(lineOk, ce.sub(limit, line), ce.index(0));
-        Value count = ce.select(ring.kMajor ? lineOk : kOk, ce.minUI(left, ce.index(kChunk)),
-                                ce.index(0));
-        Value dst = ce.add(base, ce.add(ce.mul(row, ce.index(rowElements(ring))), along));
-        // Empty copies and masked elements still name an element that
-        // exists, 16-byte aligned where a piece starts: K-major the start
-        // of the (clamped) line, MN-major the tile's first line at a k that
-        // exists.
-        Value safeLine, safeK, safe;
-        if (ring.kMajor) {
-          safeLine = ce.minUI(line, ce.sub(limit, ce.index(1)));
-          safe = op.lineStart(ce, safeLine);
-        } else {
-          safeK = ce.select(kOk, k, k0);
-          safe = op.offset(ce, first, safeK);
-        }
-        auto element = [&](KernelEmitter &xe, int64_t j) {
-          return ring.kMajor ? op.alongK(xe, safe, xe.add(k, xe.index(j)))
-                             : op.offset(xe, xe.add(line, xe.index(j)), safeK);
-        };
-        ce.ifThenElse(
-            aligned,
-            [&](KernelEmitter &ae) {
-              Value src = ae.select(ae.cmpI(arith::CmpIPredicate::eq, count, ae.index(0)), safe,
-                                    element(ae, 0));
-              auto token = nvgpu::DeviceAsyncTokenType::get(ae.builder().getContext());
-              nvgpu::DeviceAsyncCopyOp::create(ae.builder(), ae.location(), token, ring.ring,
-                                               ValueRange{dst}, op.buffer, ValueRange{src},
-                                               ae.builder().getIndexAttr(kChunk), count,
-                                               ae.builder().getUnitAttr());
-            },
-            [&](KernelEmitter &se) {
-              Type elem = cast<MemRefType>(ring.ring.getType()).getElementType();
-              Value zero = arith::ConstantOp::create(se.builder(), se.location(),
-                                                     se.builder().getFloatAttr(elem, 0.0));
-              for (int64_t j = 0; j < kChunk; ++j) {
-                Value in = se.cmpI(arith::CmpIPredicate::ult, se.index(j), count);
-                Value at = se.select(in, element(se, j), safe);
-                Value v = se.select(in, se.load(op.buffer, at), zero);
-                se.store(v, ring.ring, se.add(dst, se.index(j)));
-              }
-            });
-      };
-      if ((c0 + threads) <= pieces)
-        body(e);
-      else
-        e.ifThen(e.cmpI(arith::CmpIPredicate::ult, c, e.index(pieces)), body);
-    }
+    StageTile tile{ring.ring, ring.kMajor, ring.lines * bk / kStagingPiece, k0, kEnd, first, limit,
+                   aligned};
+    stagePieces(e, op, tile, threads, l.tid, [&](KernelEmitter &ce, Value c) {
+      Value row = ce.divUI(c, ce.index(perRow));
+      Value along = ce.mul(ce.remUI(c, ce.index(perRow)), ce.index(kStagingPiece));
+      return PiecePlace{row, along,
+                        ce.add(base, ce.add(ce.mul(row, ce.index(rowElements(ring))), along))};
+    });
   }
 
   /// Where lane l's ldmatrix row address points in `ring`'s buffer `stage`
@@ -298,7 +211,7 @@ private:
       line = isA ? e.remUI(l.lane, e.index(16)) : e.remUI(l.lane, e.index(8));
       Value half = isA ? e.divUI(l.lane, e.index(16))
                        : e.remUI(e.divUI(l.lane, e.index(8)), e.index(2));
-      kRow = e.mul(half, e.index(kChunk));
+      kRow = e.mul(half, e.index(kStagingPiece));
       return e.add(base, e.add(e.mul(e.add(line0, line), e.index(rowElements(ring))),
                                e.add(k, kRow)));
     }

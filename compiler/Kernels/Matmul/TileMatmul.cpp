@@ -32,6 +32,7 @@ struct Strategy {
 constexpr Strategy kStrategies[] = {
     {loss::MatmulKind::simt, createSimtFmaMatmul},
     {loss::MatmulKind::mma_sync, createMmaSyncMatmul},
+    {loss::MatmulKind::wgmma, createWgmmaMatmul},
 };
 } // namespace
 

@@ -9,8 +9,8 @@
 //
 // A schedule asks for one block tile of C and gets back the fragment the
 // calling thread owns: its accumulators with their (row, col) coordinates.
-// It never sees how the product was formed, so a strategy (SIMT FMA today,
-// mma.sync / wgmma next) is one file plus one registration in
+// It never sees how the product was formed, so a strategy (SIMT FMA,
+// mma.sync, wgmma) is one file plus one registration in
 // TileMatmul.cpp; the epilogues (row statistics, gradients) consume the
 // fragment the same way whatever produced it.
 //
@@ -136,6 +136,12 @@ std::unique_ptr<TileMatmul> createSimtFmaMatmul(const TileConfig &tile);
 /// k (x·wᵀ); the operand rows of a tile are padded by 8 elements so the
 /// ldmatrix row reads are free of bank conflicts.
 std::unique_ptr<TileMatmul> createMmaSyncMatmul(const TileConfig &tile);
+
+/// Hopper tensor cores (sm_90a): warpgroups of 64 rows × BN columns, one
+/// wgmma.mma_async m64nBNk16 per k16 step from f16/bf16 operands staged
+/// through a cp.async ring in the canonical core-matrix layout (K-major or
+/// MN-major, no swizzle); f32 accumulators in registers.
+std::unique_ptr<TileMatmul> createWgmmaMatmul(const TileConfig &tile);
 
 } // namespace lossjit
 

@@ -19,6 +19,15 @@ std::string TileConfig::str() const {
 
 TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
   TileConfig t;
+  if (kind == loss::MatmulKind::wgmma) {
+    t.matmul = kind;
+    t.blockRows = 64;
+    t.blockCols = 64;
+    t.blockK = 32;
+    t.threads = 128;
+    t.stages = 3;
+    return t;
+  }
   if (kind != loss::MatmulKind::mma_sync)
     return t;
   t.matmul = kind;
@@ -86,7 +95,7 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
       continue;
     std::optional<loss::MatmulKind> kind = loss::symbolizeMatmulKind(value.trim());
     if (!kind)
-      return llvm::createStringError("tile matmul must be 'simt' or 'mma_sync', got '" +
+      return llvm::createStringError("tile matmul must be 'simt', 'mma_sync' or 'wgmma', got '" +
                                      value.trim().str() + "'");
     matmul = *kind;
   }

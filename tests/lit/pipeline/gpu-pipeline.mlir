@@ -12,7 +12,7 @@
 // RUN:   | FileCheck %s --check-prefix=MMA
 // RUN: lossjit-opt %s --lossjit-gpu-pipeline="matmul=mma_sync block-cols=128 threads=256 stages=2" --dump-pass-pipeline -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=MMA128
-// RUN: not lossjit-opt %s --lossjit-gpu-pipeline="matmul=wgmma" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADMATMUL
+// RUN: not lossjit-opt %s --lossjit-gpu-pipeline="matmul=tcgen05" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADMATMUL
 // Arch validation: gpu-pipeline-arch.mlir.
 
 // DEFAULT-LABEL: Pass Manager with
@@ -51,7 +51,7 @@
 // Only the strategy is passed: its tile is the selection's starting point.
 // MMA:        loss-select-lowering-config{block-cols=-1 block-k=-1 block-rows=-1 chip=sm_80 matmul=mma_sync {{.*}}splits=-1 stages=-1 target=gpu threads=-1
 // MMA128:     loss-select-lowering-config{block-cols=128 block-k=-1 block-rows=-1 chip=sm_80 matmul=mma_sync {{.*}}splits=-1 stages=2 target=gpu threads=256
-// BADMATMUL:  Cannot find option named 'wgmma'
+// BADMATMUL:  Cannot find option named 'tcgen05'
 
 func.func @lce(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
   %z = loss.linear %x, %w : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?x?xf16>

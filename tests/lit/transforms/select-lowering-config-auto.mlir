@@ -50,7 +50,7 @@ func.func @bf16_fused(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi
 //--- given.mlir
 // CHECK-LABEL: func.func @given
 // CHECK:         #loss.gpu_config<schedule = forward, matmul = simt, block_rows = 2, threads = 64, splits = 4, stages = 1>
-// BAD: error: loss-select-lowering-config: matmul must be simt, mma_sync or auto, got 'tf32'
+// BAD: error: loss-select-lowering-config: matmul must be simt, mma_sync, wgmma or auto, got 'tf32'
 func.func @given(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = bf16, compute = f32, loss.lowering_config = #loss.gpu_config<schedule = forward, matmul = simt, block_rows = 2, threads = 64, splits = 4, stages = 1>} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>

@@ -11,7 +11,7 @@
 // RUN: not lossjit-opt %s --loss-select-lowering-config="target=cpu reduce-lanes=3" --split-input-file 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=LANES
 // RUN: not lossjit-opt %s --loss-select-lowering-config="target=tpu" --split-input-file 2>&1 | FileCheck %s --check-prefix=TARGET
-// RUN: not lossjit-opt %s --loss-select-lowering-config="target=gpu matmul=wgmma" --split-input-file 2>&1 \
+// RUN: not lossjit-opt %s --loss-select-lowering-config="target=gpu matmul=tcgen05" --split-input-file 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=MATMUL
 // The lowerings refuse an op without a config.
 // RUN: not lossjit-opt %s --loss-lower-to-gpu --split-input-file 2>&1 | FileCheck %s --check-prefix=NOCONFIG
@@ -19,7 +19,7 @@
 // THREADS: error: loss-select-lowering-config: tile threads must be a power of two in [32, 1024], got 100
 // LANES: error: loss-select-lowering-config: reduce-lanes must be a power of two in [1, 4096], got 3
 // TARGET: error: loss-select-lowering-config: target must be gpu or cpu, got 'tpu'
-// MATMUL: error: loss-select-lowering-config: matmul must be simt, mma_sync or auto, got 'wgmma'
+// MATMUL: error: loss-select-lowering-config: matmul must be simt, mma_sync, wgmma or auto, got 'tcgen05'
 // NOCONFIG: error: loss-lower-to-gpu: @forward has no #loss.gpu_config lowering config (run loss-select-lowering-config{target=gpu} first)
 
 // GPU-LABEL: func.func @forward

@@ -4,6 +4,7 @@
 #include "compiler/Kernels/Support/LaunchPlan.h"
 #include "compiler/Kernels/Support/TileConfig.h"
 #include "compiler/Pipeline/Registration.h"
+#include "dialects/Loss/LoweringConfig.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/MLIRContext.h"
@@ -37,7 +38,7 @@ TEST(TileConfig, RejectsBadInput) {
   expectError("threads=48", "tile threads must be a power of two in [32, 1024], got 48");
   expectError("block_rows=0", "tile block_rows must be in [1, 16], got 0");
   expectError("splits=0", "tile splits must be in [1, 1024], got 0");
-  expectError("matmul=wgmma", "tile matmul must be 'simt' or 'mma_sync', got 'wgmma'");
+  expectError("matmul=tcgen05", "tile matmul must be 'simt', 'mma_sync' or 'wgmma', got 'tcgen05'");
   expectError("stages=2", "matmul simt reads operands straight from memory: stages must be 1, "
                           "got 2");
   expectError("block_k=32", "matmul simt has one column per thread and no k tile: block_cols "
@@ -116,6 +117,44 @@ TEST(TileConfig, TensorCoreTiles) {
   auto largest = TileConfig::parse(
       "matmul=mma_sync,stages=4,block_rows=128,block_cols=256,threads=1024,block_k=64");
   EXPECT_TRUE(static_cast<bool>(largest)) << llvm::toString(largest.takeError());
+}
+
+TEST(TileConfig, WgmmaTiles) {
+  // One warpgroup of 128 threads per 64 rows, 64 columns (wgmma's N), k
+  // steps of 32 through 3 stages.
+  TileConfig d = TileConfig::forMatmul(lossjit::loss::MatmulKind::wgmma);
+  EXPECT_FALSE(static_cast<bool>(d.validate()));
+  EXPECT_EQ(d.str(), "block_rows=64,threads=128,splits=8,matmul=wgmma,stages=3,"
+                     "block_cols=64,block_k=32");
+  auto alone = TileConfig::parse("matmul=wgmma");
+  ASSERT_TRUE(static_cast<bool>(alone)) << llvm::toString(alone.takeError());
+  EXPECT_EQ(alone->str(), d.str());
+  auto two = TileConfig::parse("matmul=wgmma,block_rows=128,threads=256,block_cols=256,block_k=64,"
+                               "stages=4");
+  EXPECT_TRUE(static_cast<bool>(two)) << llvm::toString(two.takeError());
+  auto expectError = [](llvm::StringRef text, llvm::StringRef message) {
+    auto t = TileConfig::parse(text);
+    ASSERT_FALSE(static_cast<bool>(t)) << text.str();
+    EXPECT_EQ(llvm::toString(t.takeError()), message.str());
+  };
+  expectError("matmul=wgmma,block_rows=32,threads=64",
+              "matmul wgmma: block_rows must be 64 or 128 (64 rows per warpgroup), got 32");
+  expectError("matmul=wgmma,threads=256",
+              "matmul wgmma: threads must be 128 per 64 rows (one warpgroup each), 128 for "
+              "block_rows 64, got 256");
+  expectError("matmul=wgmma,block_cols=24",
+              "matmul wgmma: block_cols must be a multiple of 16 in [16, 256] (wgmma's N), got 24");
+  expectError("matmul=wgmma,block_cols=272",
+              "matmul wgmma: block_cols must be a multiple of 16 in [16, 256] (wgmma's N), got 272");
+  expectError("matmul=wgmma,block_k=48", "matmul wgmma: block_k must be 16, 32 or 64, got 48");
+  expectError("matmul=wgmma,stages=5",
+              "matmul wgmma: stages must be in [2, 4] (a cp.async ring), got 5");
+  // Only sm_90a has wgmma.
+  using lossjit::loss::MatmulKind;
+  EXPECT_EQ(lossjit::loss::checkMatmulChip(MatmulKind::wgmma, "sm_90a"), "");
+  for (const char *chip : {"sm_80", "sm_90", "sm_100a"})
+    EXPECT_NE(lossjit::loss::checkMatmulChip(MatmulKind::wgmma, chip), "") << chip;
+  EXPECT_EQ(lossjit::loss::checkMatmulChip(MatmulKind::mma_sync, "sm_90"), "");
 }
 
 TEST(LaunchPlan, AttributeRoundTrip) {

@@ -87,7 +87,11 @@ protected:
     EXPECT_TRUE(static_cast<bool>(tile)) << llvm::toString(tile.takeError());
     if (!tile)
       return {};
-    std::vector<Stage> stages = gpuStages(GpuTarget{}, *tile);
+    // wgmma exists on sm_90a only.
+    GpuTarget target;
+    if (tile->matmul == loss::MatmulKind::wgmma)
+      target.chip = "sm_90a";
+    std::vector<Stage> stages = gpuStages(target, *tile);
     while (stages.back().name != "kernels")
       stages.pop_back();
     auto timings = runStages(graph, stages);
@@ -235,6 +239,38 @@ protected:
   mlir::DialectRegistry registry;
   std::unique_ptr<mlir::MLIRContext> context;
 };
+// --- Hopper tensor cores: every product of the backward on matmul = wgmma --
+//
+// dZ·W (W MN-major: wgmma's transposed B) and dZᵀ·X (both operands
+// MN-major) through the canonical MN-major core matrices, the logits
+// K-major; against fp64 and the CPU backend at shapes that are not
+// multiples of any tile, over several chunks.
+
+const char *const kWgmmaNarrow = "matmul=wgmma,block_cols=16,block_k=16,stages=2";
+
+TEST_F(SimtBackward, WgmmaChunkedAndFused) {
+  for (std::string dtype : {"f16", "bf16"}) {
+    GradCase c{37, 70, 24, dtype, "mean", true, 0.2};
+    c.tile = kWgmmaNarrow;
+    checkCase(c);
+    GradCase f{40, 75, 24, dtype, "mean", true, 0.3};
+    f.tile = kWgmmaNarrow;
+    f.workspaceBytes = 40 * 4 + 17 * 75 * 4; // C = 17 rows: three chunks
+    checkFused(f);
+  }
+  // dW over five chunks of 8 rows; V and D not multiples of 8 (plain loads).
+  GradCase odd{37, 83, 20, "bf16", "sum", true, 0.25};
+  odd.tile = kWgmmaNarrow;
+  odd.workspaceBytes = 37 * 4 + 8 * 83 * 2 + 4;
+  checkCase(odd);
+  // The default tile and two warpgroups, cp.async for every operand.
+  GradCase wide{45, 96, 48, "f16", "none", false, 0.1};
+  wide.tile = "matmul=wgmma";
+  checkCase(wide);
+  wide.tile = "matmul=wgmma,block_rows=128,threads=256,block_cols=32";
+  checkCase(wide);
+}
+
 } // namespace
 
 TEST_F(SimtBackward, Float64ComputesInFloat64) {

@@ -35,6 +35,7 @@ struct Case {
   bool bias = false;
   double ignored = 0.0; ///< fraction of rows with label ignore_index
   std::string tile;     ///< loss-select-lowering-config options, e.g. "block-rows=2 ..."
+  std::string chip = "sm_80"; ///< the selection's and lowering's chip
   uint64_t seed = 1;
 };
 
@@ -83,10 +84,10 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(const Case &c) {
   if (!module)
     return module;
   mlir::PassManager pm(&getContext(), mlir::ModuleOp::getOperationName());
-  std::string lowerPass = "loss-select-lowering-config{target=gpu";
+  std::string lowerPass = "loss-select-lowering-config{target=gpu chip=" + c.chip;
   if (!c.tile.empty())
     lowerPass += " " + c.tile;
-  lowerPass += "},loss-lower-to-gpu";
+  lowerPass += "},loss-lower-to-gpu{chip=" + c.chip + "}";
   // Passes of the module-anchored manager (parsePassPipeline would nest a
   // "builtin.module(...)" pipeline one level deeper).
   std::string pipeline = "loss-make-precision-explicit,"
@@ -501,6 +502,74 @@ TEST(TensorCoreKernels, KernelIrHasMmaSyncAndTheRing) {
   auto partial = llvm::find_if(plan.kernels, [](const auto &k) { return k.name == "lce_partial"; });
   ASSERT_NE(partial, plan.kernels.end());
   EXPECT_EQ(partial->sharedBytes, 2 * 3 * 64 * 40 * 2);
+}
+
+// --- Hopper tensor cores: matmul = wgmma (sm_90a) -------------------------
+//
+// The interpreter models wgmma from the PTX ISA's descriptor, canonical
+// layout and fragment tables (WarpgroupMatrix tests), independently of the
+// strategy; here the kernels built on it meet fp64 and the SIMT kernels,
+// with races and the async-proxy fences checked.
+
+/// The default wgmma tile (64×64×32, 3 stages, one warpgroup), two
+/// warpgroups, and a narrow tile (64×16×16, 2 stages) that gives many tiles
+/// and k steps at small shapes.
+const char *kWgmmaTile = "matmul=wgmma";
+const char *kWgmmaTwoGroups = "matmul=wgmma block-rows=128 threads=256 block-cols=32";
+const char *kWgmmaNarrow = "matmul=wgmma block-cols=16 block-k=16 stages=2";
+
+void checkWgmma(Case c, const char *tile) {
+  c.chip = "sm_90a";
+  checkTensorCores(c, tile);
+}
+
+TEST(WgmmaKernels, F16AlignedRowsTakeTheCpAsyncPath) {
+  checkWgmma({5, 300, 24}, kWgmmaTile);
+  checkWgmma({70, 130, 40}, kWgmmaTwoGroups);
+}
+TEST(WgmmaKernels, OddDTakesThePlainLoadPath) { checkWgmma({5, 77, 37}, kWgmmaNarrow); }
+TEST(WgmmaKernels, BF16BiasSumManyTilesAndKSteps) {
+  Case c{70, 200, 72};
+  c.dtype = "bf16";
+  c.bias = true;
+  c.reduction = "sum";
+  checkWgmma(c, kWgmmaNarrow);
+}
+TEST(WgmmaKernels, VocabularySmallerThanOneTileAndOneRow) {
+  checkWgmma({1, 3, 8}, kWgmmaTile);
+  Case c{3, 10, 16};
+  c.dtype = "bf16";
+  c.ignored = 0.4;
+  c.labelType = "i32";
+  c.reduction = "none";
+  checkWgmma(c, kWgmmaNarrow);
+}
+
+TEST(WgmmaKernels, KernelIrHasWgmmaAndTheRing) {
+  Case c{5, 300, 24};
+  c.tile = kWgmmaTile;
+  c.chip = "sm_90a";
+  auto module = lower(c);
+  ASSERT_TRUE(module);
+  std::map<std::string, int> ops;
+  module->walk([&](mlir::Operation *op) { ++ops[op->getName().getStringRef().str()]; });
+  // 64×64×32 tile: one wgmma m64n64k16 per k16 step, 2 per k tile; each fill
+  // (2 in the prologue, 1 in the loop) copies 2 pieces per thread and
+  // operand; one proxy fence per step, before the barrier.
+  EXPECT_EQ(ops["nvvm.wgmma.mma_async"], 2);
+  EXPECT_EQ(ops["nvvm.wgmma.fence.aligned"], 1);
+  EXPECT_EQ(ops["nvvm.wgmma.commit.group.sync.aligned"], 1);
+  EXPECT_EQ(ops["nvvm.wgmma.wait.group.sync.aligned"], 1);
+  EXPECT_EQ(ops["nvvm.fence.proxy"], 1);
+  EXPECT_EQ(ops["nvgpu.device_async_copy"], 12);
+  EXPECT_EQ(ops["nvgpu.device_async_create_group"], 3);
+  EXPECT_EQ(ops["nvgpu.ldmatrix"], 0);
+  EXPECT_EQ(ops["memref.extract_aligned_pointer_as_index"], 2);
+  // Two rings of 3 stages × 64 lines × 32 k × 2 bytes, unpadded.
+  LaunchPlan plan = planOf(*module);
+  auto partial = llvm::find_if(plan.kernels, [](const auto &k) { return k.name == "lce_partial"; });
+  ASSERT_NE(partial, plan.kernels.end());
+  EXPECT_EQ(partial->sharedBytes, 2 * 3 * 64 * 32 * 2);
 }
 
 } // namespace

@@ -244,13 +244,14 @@ llvm::Error lossjit::buildGpuSchedule(OpBuilder &builder, Location loc, StringRe
                                       const LceSpec &spec, const TileConfig &tile,
                                       LaunchPlan &plan) {
   OpBuilder::InsertionGuard guard(builder);
-  if (tile.matmul == loss::MatmulKind::mma_sync) {
+  if (loss::isTensorCoreMatmul(tile.matmul)) {
+    const std::string kind = loss::stringifyMatmulKind(tile.matmul).str();
     if (spec.gradient && spec.strategy == "recompute")
       return llvm::createStringError(
-          "matmul mma_sync does not build the recompute backward (its dX/dW kernels recompute "
-          "logits in SIMT tiles); use strategy chunked or matmul simt");
+          "matmul " + kind + " does not build the recompute backward (its dX/dW kernels "
+          "recompute logits in SIMT tiles); use strategy chunked or matmul simt");
     if (spec.storesCompute())
-      return llvm::createStringError("matmul mma_sync multiplies f16 or bf16 operands; f32 "
+      return llvm::createStringError("matmul " + kind + " multiplies f16 or bf16 operands; f32 "
                                      "and f64 storage stay on matmul simt");
   }
   std::unique_ptr<TileMatmul> matmul = createTileMatmul(tile);

@@ -7,6 +7,7 @@
 #include "compiler/Kernels/RowStats/RowStats.h"
 #include "compiler/Kernels/Support/KernelSignature.h"
 #include "compiler/Kernels/Support/LceSpec.h"
+#include "dialects/Loss/LoweringConfig.h"
 
 #include <cassert>
 
@@ -35,7 +36,7 @@ struct GpuSchedule {
   /// (A vocabulary reduction's dZ has no bound lce_bwd_scale could form
   /// from its adjoints yet: its products stay SIMT on f32 dZ.)
   bool tensorCoreGradients() const {
-    return tile.matmul == loss::MatmulKind::mma_sync && !spec.isVocabReduce();
+    return loss::isTensorCoreMatmul(tile.matmul) && !spec.isVocabReduce();
   }
   /// The tile and strategy of dZ·W and dZᵀ·X.
   const TileConfig &gradTile() const { return tensorCoreGradients() ? tile : simtTile; }

@@ -1,0 +1,287 @@
+//===- Wgmma.cpp - tile products on Hopper's warpgroup MMA (sm_90a) -------===//
+//
+// A block of G warpgroups (128·G threads) computes a BM × BN tile of C = A·Bᵀ,
+// BM = 64·G: warpgroup g owns rows 64g … 64g + 63 and every column, as one
+// wgmma.mma_async m64nBNk16 per k16 step with f32 accumulators in registers
+// (BN/2 per thread).
+//
+// Operands reach the tensor cores through shared memory in the PTX ISA's
+// canonical no-swizzle layout: a stage of an operand with L lines holds
+// (L/8)·(BK/8) core matrices of 8 × 8 elements (128 contiguous bytes), core
+// matrix (line/8, k/8) at element ((k/8)·(L/8) + line/8)·64, its rows 8
+// lines of 8 k (K-major operand) or 8 k of 8 lines (MN-major). Both majors
+// then have the same strides: SBO (the next 8 lines) 128 bytes, LBO (the
+// next 8 k) L·16 bytes; wgmma's transpose flags (imm-trans-a/b) say which
+// one a matrix is, so no operand is transposed in memory.
+//
+// The ring of `stages` stages is filled by cp.async as for mma.sync
+// (OperandStaging.h): stages − 1 k tiles in flight before the first product;
+// step kt waits for tile kt, fences the generic proxy's writes for the async
+// proxy that wgmma reads through (fence.proxy.async.shared::cta, each
+// thread after its own copies landed), barriers, issues tile kt + stages − 1
+// into the stage step kt − 1 read, then multiplies tile kt and waits for its
+// wgmma group before the next step may overwrite a stage.
+//
+// Fragments (PTX ISA, "wgmma .m64nNk16 register fragment layout for
+// accumulator matrix D"): thread t of warpgroup g holds rows 64g + 16·(t/32)
+// + (t%32)/4 and + 8, columns 8j + 2·(t%4) + {0, 1} of each n8 block j, in
+// registers 4j + {0, 1} (first row) and 4j + {2, 3}.
+//
+// Not yet: TMA loads, mbarrier rings, warp specialization, swizzled layouts
+// and keeping one wgmma group in flight; see issue 13.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Kernels/Matmul/OperandStaging.h"
+#include "compiler/Kernels/Matmul/TileMatmul.h"
+#include "compiler/Kernels/Support/BlockReduce.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+
+using namespace mlir;
+using namespace lossjit;
+
+namespace {
+constexpr int64_t kWarpgroup = 128; ///< threads of a warpgroup.
+constexpr int64_t kGroupRows = 64;  ///< rows of C one warpgroup owns (wgmma's M).
+constexpr int64_t kStepK = 16;      ///< k of one wgmma.
+constexpr int64_t kCore = 64;       ///< elements of an 8 × 8 core matrix.
+constexpr int64_t kCoreBytes = 128;
+
+class Wgmma : public TileMatmul {
+public:
+  explicit Wgmma(const TileConfig &tile)
+      : bm(tile.blockRows), bn(tile.blockCols), bk(tile.blockK), stages(tile.stages),
+        threads(tile.threads) {}
+
+  SmallVector<ScratchBuffer> scratch(Type storage) const override {
+    // Core matrices are read as whole 16-byte rows: 16-byte aligned stages.
+    return {{stages * bm * bk, storage, 16}, {stages * bn * bk, storage, 16}};
+  }
+
+  /// Every row lives in one warp's quads: one merge slot per row.
+  int64_t rowMergeSlots(int64_t rows) const override { return rows; }
+
+  Fragment layout(KernelEmitter &e, const BlockTile &tile) const override {
+    assert(tile.rows == bm && tile.cols == bn && "wgmma: one BM x BN tile per block");
+    Lanes l = lanes(e);
+    Fragment f;
+    for (int64_t h = 0; h < 2; ++h) {
+      Value tileRow = e.add(l.warpRow, e.add(e.index(h * 8), l.group));
+      f.sharing.tileRows.push_back(tileRow);
+      clampLine(e, e.add(tile.rowBegin, tileRow), tile.rowLimit, f.rows, f.rowValid);
+    }
+    for (int64_t j = 0; j < bn / 8; ++j)
+      for (int64_t q = 0; q < 2; ++q) {
+        Value tileCol = e.add(e.index(j * 8 + q), e.mul(l.quad, e.index(2)));
+        clampLine(e, e.add(tile.colBegin, tileCol), tile.colLimit, f.cols, f.colValid);
+      }
+    f.sharing.everyThread = false;
+    f.sharing.laneXor = {1, 2}; // the four lanes of a quad share rows
+    f.sharing.lane = l.lane;
+    f.sharing.leader = e.cmpI(arith::CmpIPredicate::eq, l.quad, e.index(0));
+    f.sharing.group = e.index(0);
+    f.sharing.groups = 1;
+    return f;
+  }
+
+  Fragment multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
+                    const BlockTile &tile, Value kBegin, Value kEnd, ValueRange init,
+                    ArrayRef<Value> buffers) const override {
+    assert(buffers.size() == 2 && "wgmma: the operand rings");
+    Fragment f = layout(e, tile);
+    Lanes l = lanes(e);
+    Staged sa{buffers[0], bm, isKMajor(a)}, sb{buffers[1], bn, isKMajor(b)};
+    Value numK = e.ceilDiv(e.sub(kEnd, kBegin), e.index(bk));
+    Value alignedA = piecesAligned(e, a, sa.kMajor ? kBegin : tile.rowBegin);
+    Value alignedB = piecesAligned(e, b, sb.kMajor ? kBegin : tile.colBegin);
+    // Shared-window byte addresses of the rings, for the descriptors.
+    Value ringA = ringAddress(e, sa), ringB = ringAddress(e, sb);
+
+    // The previous tile's last products may still read the ring.
+    gpuBarrier(e);
+    auto fill = [&](KernelEmitter &fe, Value kt) {
+      Value stage = fe.remUI(kt, fe.index(stages));
+      Value k0 = fe.add(kBegin, fe.mul(kt, fe.index(bk)));
+      Value live = fe.cmpI(arith::CmpIPredicate::ult, kt, numK);
+      fe.ifThen(live, [&](KernelEmitter &ie) {
+        fillOperand(ie, a, sa, stage, k0, kEnd, tile.rowBegin, tile.rowLimit, alignedA, l);
+        fillOperand(ie, b, sb, stage, k0, kEnd, tile.colBegin, tile.colLimit, alignedB, l);
+      });
+      return commitCopies(fe);
+    };
+    Value token;
+    for (int64_t s = 0; s + 1 < stages; ++s)
+      token = fill(e, e.index(s));
+
+    Value acc = initialAccumulator(e, init, f);
+    OpBuilder &b0 = e.builder();
+    SmallVector<Value> carried{acc};
+    carried = e.forLoop(e.index(0), numK, e.index(1), carried,
+                        [&](KernelEmitter &le, Value kt, ValueRange it) {
+      OpBuilder &lb = le.builder();
+      nvgpu::DeviceAsyncWaitOp::create(lb, le.location(), token,
+                                       lb.getI32IntegerAttr(stages - 2));
+      // This thread's copies have landed; make them visible to the async
+      // proxy before the barrier publishes them to the warpgroups.
+      NVVM::FenceProxyOp::create(
+          lb, le.location(), NVVM::ProxyKindAttr::get(lb.getContext(), NVVM::ProxyKind::async_shared),
+          NVVM::SharedSpaceAttr::get(lb.getContext(), NVVM::SharedSpace::shared_cta));
+      gpuBarrier(le);
+      fill(le, le.add(kt, le.index(stages - 1)));
+      Value stage = le.remUI(kt, le.index(stages));
+      Value d = it[0];
+      NVVM::WgmmaFenceAlignedOp::create(lb, le.location());
+      for (int64_t kk = 0; kk < bk / kStepK; ++kk) {
+        Value descA = descriptor(le, ringA, sa, stage, l.warpgroupRow, kk);
+        Value descB = descriptor(le, ringB, sb, stage, le.index(0), kk);
+        d = product(le, descA, descB, d, sa, sb);
+      }
+      NVVM::WgmmaGroupSyncAlignedOp::create(lb, le.location());
+      NVVM::WgmmaWaitGroupSyncOp::create(lb, le.location(), 0);
+      return SmallVector<Value>{d};
+    });
+    // Nothing may stay in flight into the caller's shared memory reuse.
+    nvgpu::DeviceAsyncWaitOp::create(b0, e.location(), token, b0.getI32IntegerAttr(0));
+
+    f.values.assign(f.rows.size() * f.cols.size(), Value());
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t j = 0; j < bn / 8; ++j)
+        for (int64_t q = 0; q < 2; ++q)
+          f.at(h, j * 2 + q) = LLVM::ExtractValueOp::create(b0, e.location(), carried[0],
+                                                            ArrayRef<int64_t>{register_(h, j, q)});
+    return f;
+  }
+
+private:
+  /// Where the calling thread sits in the block.
+  struct Lanes {
+    Value tid, lane, group, quad; ///< lane / 4 and lane % 4.
+    Value warpgroupRow;           ///< 64 · warpgroup: its first tile row.
+    Value warpRow;                ///< the warp's first tile row.
+  };
+
+  /// One operand's ring: `lines` lines per stage.
+  struct Staged {
+    Value ring;
+    int64_t lines;
+    bool kMajor;
+  };
+
+  /// The accumulator register of fragment slot (h, 2j + q).
+  static int64_t register_(int64_t h, int64_t j, int64_t q) { return 4 * j + 2 * h + q; }
+
+  Lanes lanes(KernelEmitter &e) const {
+    Lanes l;
+    l.tid = gpuThreadIdx(e);
+    Value inGroup = e.remUI(l.tid, e.index(kWarpgroup));
+    l.lane = e.remUI(l.tid, e.index(32));
+    l.group = e.divUI(l.lane, e.index(4));
+    l.quad = e.remUI(l.lane, e.index(4));
+    l.warpgroupRow = e.mul(e.divUI(l.tid, e.index(kWarpgroup)), e.index(kGroupRows));
+    l.warpRow = e.add(l.warpgroupRow, e.mul(e.divUI(inGroup, e.index(32)), e.index(16)));
+    return l;
+  }
+
+  Type accumulatorType(MLIRContext *context) const {
+    return LLVM::LLVMStructType::getLiteral(
+        context, SmallVector<Type>(size_t(bn / 2), Float32Type::get(context)));
+  }
+
+  /// Zeros, or `init` (fragment slot order) in the accumulator registers.
+  Value initialAccumulator(KernelEmitter &e, ValueRange init, const Fragment &f) const {
+    OpBuilder &b = e.builder();
+    Value acc = LLVM::ZeroOp::create(b, e.location(), accumulatorType(b.getContext()));
+    if (init.empty())
+      return acc;
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t j = 0; j < bn / 8; ++j)
+        for (int64_t q = 0; q < 2; ++q)
+          acc = LLVM::InsertValueOp::create(b, e.location(), acc,
+                                            init[size_t(h) * f.cols.size() + size_t(j * 2 + q)],
+                                            ArrayRef<int64_t>{register_(h, j, q)});
+    return acc;
+  }
+
+  /// The shared-window byte address of `ring`'s first element.
+  static Value ringAddress(KernelEmitter &e, const Staged &ring) {
+    return memref::ExtractAlignedPointerAsIndexOp::create(e.builder(), e.location(), ring.ring);
+  }
+
+  /// Stages the lines [first, first + lines) of `op` for k in [k0, k0 + BK)
+  /// into stage `stage` in core matrices: piece c is row c % 8 of core matrix
+  /// c / 8 in copy order — K-major: lines (c / BK)·8 + c % 8 at k 8·((c/8) %
+  /// (BK/8)); MN-major: k (c / L)·8 + c % 8 at lines 8·((c/8) % (L/8)), which
+  /// is also the order the core matrices lie in, so the piece lands at 8c.
+  void fillOperand(KernelEmitter &e, const MatrixOperand &op, const Staged &ring, Value stage,
+                   Value k0, Value kEnd, Value first, Value limit, Value aligned,
+                   const Lanes &l) const {
+    const int64_t lineGroups = ring.lines / 8, kGroups = bk / 8;
+    Value base = e.mul(stage, e.index(ring.lines * bk));
+    StageTile tile{ring.ring, ring.kMajor, ring.lines * bk / kStagingPiece, k0, kEnd, first, limit,
+                   aligned};
+    stagePieces(e, op, tile, threads, l.tid, [&](KernelEmitter &ce, Value c) {
+      Value r8 = ce.remUI(c, ce.index(8));
+      Value g = ce.divUI(c, ce.index(8));
+      if (!ring.kMajor) {
+        Value row = ce.add(ce.mul(ce.divUI(g, ce.index(lineGroups)), ce.index(8)), r8);
+        Value along = ce.mul(ce.remUI(g, ce.index(lineGroups)), ce.index(8));
+        return PiecePlace{row, along, ce.add(base, ce.mul(c, ce.index(8)))};
+      }
+      Value kc = ce.remUI(g, ce.index(kGroups));
+      Value lineGroup = ce.divUI(g, ce.index(kGroups));
+      Value row = ce.add(ce.mul(lineGroup, ce.index(8)), r8);
+      Value core = ce.add(ce.mul(kc, ce.index(lineGroups)), lineGroup);
+      Value dst = ce.add(base, ce.add(ce.mul(core, ce.index(kCore)), ce.mul(r8, ce.index(8))));
+      return PiecePlace{row, ce.mul(kc, ce.index(8)), dst};
+    });
+  }
+
+  /// The matrix descriptor of the 8-line groups from `line0` at k16 step
+  /// `kk` of stage `stage`: start address (bits 0–13, >> 4), LBO = the next
+  /// 8 k (bits 16–29), SBO = the next 8 lines (bits 32–45), no swizzle.
+  Value descriptor(KernelEmitter &e, Value ringAddress, const Staged &ring, Value stage,
+                   Value line0, int64_t kk) const {
+    OpBuilder &b = e.builder();
+    Value core = e.add(e.index(2 * kk * (ring.lines / 8)), e.divUI(line0, e.index(8)));
+    Value element = e.add(e.mul(stage, e.index(ring.lines * bk)), e.mul(core, e.index(kCore)));
+    Value address = e.add(ringAddress, e.mul(element, e.index(2)));
+    Type i64 = b.getI64Type();
+    auto constant = [&](uint64_t v) {
+      return arith::ConstantOp::create(b, e.location(), b.getIntegerAttr(i64, int64_t(v)));
+    };
+    Value bits = arith::IndexCastUIOp::create(b, e.location(), i64, address);
+    bits = arith::ShRUIOp::create(b, e.location(),
+                                  arith::AndIOp::create(b, e.location(), bits, constant(0x3FFFF)),
+                                  constant(4));
+    const uint64_t lbo = uint64_t(ring.lines / 8 * kCoreBytes) >> 4;
+    const uint64_t sbo = uint64_t(kCoreBytes) >> 4;
+    return arith::OrIOp::create(b, e.location(), bits, constant(lbo << 16 | sbo << 32));
+  }
+
+  /// d + A·B over one k16 step: the N of the instruction is BN, operands
+  /// of the rings' element type; <row> A and <col> B are K-major.
+  Value product(KernelEmitter &e, Value descA, Value descB, Value d, const Staged &sa,
+                const Staged &sb) const {
+    OpBuilder &b = e.builder();
+    Type elem = cast<MemRefType>(sa.ring.getType()).getElementType();
+    NVVM::WGMMATypes input = elem.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+    auto shape = NVVM::MMAShapeAttr::get(b.getContext(), kGroupRows, int(bn), kStepK);
+    return NVVM::WgmmaMmaAsyncOp::create(
+        b, e.location(), d.getType(), d, descA, descB, shape, input, input,
+        NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one,
+        NVVM::WGMMAScaleIn::one, sa.kMajor ? NVVM::MMALayout::row : NVVM::MMALayout::col,
+        sb.kMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row, NVVM::MMAIntOverflowAttr());
+  }
+
+  int64_t bm, bn, bk, stages, threads;
+};
+} // namespace
+
+std::unique_ptr<TileMatmul> lossjit::createWgmmaMatmul(const TileConfig &tile) {
+  return std::make_unique<Wgmma>(tile);
+}
