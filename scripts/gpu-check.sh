@@ -86,6 +86,13 @@ MMA_TILES=(
   "32x32x16x2|matmul=mma_sync,block_rows=32,block_cols=32,block_k=16,threads=32,stages=2"
   "simt|matmul=simt"
 )
+# Hopper's warpgroup MMA (matmul=wgmma) exists on sm_90a only: its check
+# bundles are built for that arch alone (the test runs them on compute
+# capability 9.0), named mma-*-wgmma<tile> so the same kernel path finds them.
+WGMMA_TILES=(
+  "wgmma128x64x32x3|matmul=wgmma,block_rows=128,block_cols=64,block_k=32,threads=256,stages=3"
+  "wgmma64x16x16x2|matmul=wgmma,block_rows=64,block_cols=16,block_k=16,threads=128,stages=2"
+)
 
 # The graph (MLIR, the loss dialect) of one test variant: @lce (forward) and
 # @lce_grad (chunked backward within $4 bytes), int64 labels, ignore_index -100.
@@ -175,6 +182,12 @@ prepare() {
           [ "$bias" = bias ] && args="$args --bias"
           name="mma-$dtype-$reduction-$bias-${tile%%|*}"
           jobs+=("--preset linear-cross-entropy $args --no-c-api --arch $ARCHES -o $BUNDLE/test-kernels/$name")
+        done
+        for tile in "${WGMMA_TILES[@]}"; do
+          args="--dtype $dtype --reduction $reduction --no-gradients --tile ${tile#*|}"
+          [ "$bias" = bias ] && args="$args --bias"
+          name="mma-$dtype-$reduction-$bias-${tile%%|*}"
+          jobs+=("--preset linear-cross-entropy $args --no-c-api --arch sm_90a -o $BUNDLE/test-kernels/$name")
         done
       done
     done

@@ -26,7 +26,9 @@ Variants (f16 and bf16 each): forward with matmul=simt (the default tile),
 forward with matmul=mma_sync (the 64x64x32 3-stage 128-thread default tile,
 and a 32x32 one-warp tile), the chunked and the recompute backward, and the
 fused forward+backward (SIMT, and on mma_sync: all three products on tensor
-cores, dZ stored in the 16-bit storage type).
+cores, dZ stored in the 16-bit storage type); for chip sm_90a, the same
+forward, chunked backward and fused op on matmul=wgmma (Hopper's warpgroup
+MMA, 128x64x32 tile, two warpgroups per block).
 
 The time model, per kernel (all of it is stated again in the printed notes):
 
@@ -105,6 +107,8 @@ CHIPS = {
         "l2_bytes": 50 * 2**20,
     },
 }
+# sm_90a: the same H200, with the arch-specific instructions (wgmma).
+CHIPS["sm_90a"] = dict(CHIPS["sm_90"], card="H200 (sm_90a)")
 
 SHAPES = [
     {"name": "headline", "N": 4096, "D": 4096, "V": 128256},
@@ -119,6 +123,9 @@ W_SAT_TENSOR = 8
 W_SAT_SIMT = 32
 ISSUE_PER_CLOCK = 4      # warp instructions per clock per SM (4 schedulers)
 MMA_FLOPS = 2 * 16 * 8 * 16  # one mma.sync m16n8k16
+# One wgmma m64nNk16 is 2·64·N·16 FLOPs for the warpgroup: each of its four
+# warps issues the instruction, so a warp instruction counts a quarter.
+WGMMA_FLOPS_PER_N = 2 * 64 * 16 // 4
 T_LAUNCH = 3e-6          # seconds a launch costs at least (driver + ramp)
 
 # The graphs, written as the lit tests write them (tests/lit/ptx/*.mlir);
@@ -164,12 +171,23 @@ VARIANTS = [
     # 16x less often (QuACK's chunking).
     ("bwd-chunked-mma64-ws1g", "backward", ", workspace_bytes = 1073741824 : i64",
      "matmul=mma_sync", "backward"),
+    # Hopper's warpgroup MMA (sm_90a only): every product on wgmma, operands
+    # staged by cp.async (no TMA or warp specialization yet).
+    ("fwd-wgmma128", "forward", "", "matmul=wgmma", "forward"),
+    ("bwd-chunked-wgmma128", "backward", "", "matmul=wgmma", "backward"),
+    ("fused-wgmma128", "fused", "", "matmul=wgmma", "fused"),
+    ("bwd-chunked-wgmma128-ws1g", "backward", ", workspace_bytes = 1073741824 : i64",
+     "matmul=wgmma", "backward"),
 ]
+# The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
+# adds nothing to the other variants that sm_90 does not show.
+def variant_chips(variant):
+    return ("sm_90a",) if "matmul=wgmma" in variant[3] else ("sm_80", "sm_90")
 DTYPES = ["f16", "bf16"]
 # The forward+backward estimate of a forward variant adds the chunked
 # backward on the same strategy (strategy auto -> chunked).
 PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64",
-                   "fwd-mma32": "bwd-chunked-mma64"}
+                   "fwd-mma32": "bwd-chunked-mma64", "fwd-wgmma128": "bwd-chunked-wgmma128"}
 
 
 class ModelError(Exception):
@@ -308,6 +326,7 @@ def evaluate(formula, env):
 # --------------------------------------------------------------------------
 COUNTED = {
     "mma.sync": re.compile(r"^mma\.sync\b"),
+    "wgmma": re.compile(r"^wgmma\.mma_async\b"),
     "ldmatrix": re.compile(r"^ldmatrix\b"),
     "cp.async": re.compile(r"^cp\.async\.c[ag]\b"),   # the copies, not commit/wait
     "fma.rn.f32": re.compile(r"^fma\.rn\.f32\b"),
@@ -445,7 +464,8 @@ def analyze_ptx(ptx):
     insns = [t for b in blocks for t in b]
     total = count(insns)
     total["instructions"] = len(insns)
-    product = "mma.sync" if total["mma.sync"] else "fma.rn.f32"
+    product = ("wgmma" if total["wgmma"] else "mma.sync" if total["mma.sync"]
+               else "fma.rn.f32")
     loops, dom = natural_loops(succs)
     best = None
     for header, latches, body in loops:
@@ -470,8 +490,9 @@ def analyze_ptx(ptx):
             hot["per_iteration"] = hot.copy()
         hot["instructions"] = len(per_iter)
         hot["blocks"] = len(body)
+    n = re.search(r"wgmma\.mma_async\S*\.m64n(\d+)k16", ptx)
     return {"entry": name, "total": total, "hot_loop": hot, "product": product
-            if total[product] else None}
+            if total[product] else None, "wgmma_n": int(n.group(1)) if n else 0}
 
 
 # --------------------------------------------------------------------------
@@ -536,7 +557,8 @@ def kernel_work(kind, shape, tile, env, chunks, e):
     BR = tile.get("block_rows", 4)
     T = tile.get("threads", 128)
     S = tile.get("splits", 8)
-    mma = tile.get("matmul") == "mma_sync"
+    mma = tile.get("matmul") in ("mma_sync", "wgmma")
+    wgmma = tile.get("matmul") == "wgmma"
     BC = tile.get("block_cols", 0) or T
     products = ("lce_partial", "lce_bwd_dz", "lce_fused_z", "lce_bwd_dx", "lce_bwd_dw")
     # With tensor cores the gradient products read a 16-bit dZ.
@@ -551,6 +573,10 @@ def kernel_work(kind, shape, tile, env, chunks, e):
     f = 4
     x_bytes, w_bytes, z_bytes = N * D * e, V * D * e, N * V * z_elem
     wm, wn = BR // 32, BC // 32
+    if wgmma:
+        # Each warpgroup reads its 64 rows of A and all of B from shared
+        # memory once per k step.
+        wm, wn = BR // 64, 1
     # cp.async writes each staged element once; ldmatrix reads the A rows
     # once per warp column and the B rows once per warp row.
     def mma_smem(blocks, k):
@@ -654,6 +680,10 @@ def issue_factor(chip, unit, hot):
     c = CHIPS[chip]
     per = hot["per_iteration"]
     insns = max(hot["instructions"], 1)
+    if unit == "tensor core" and per["wgmma"]:
+        flops = WGMMA_FLOPS_PER_N * max(hot.get("wgmma_n", 0), 8)
+        rate = c["tc_practical"] / (c["sms"] * c["clock_ghz"] * 1e9 * flops)
+        return min(1.0, ISSUE_PER_CLOCK * per["wgmma"] / (insns * rate))
     if unit == "tensor core":
         rate = c["tc_practical"] / (c["sms"] * c["clock_ghz"] * 1e9 * MMA_FLOPS)
         return min(1.0, ISSUE_PER_CLOCK * per["mma.sync"] / (insns * rate))
@@ -702,7 +732,9 @@ def model_kernel(chip, shape, plan, kernel, ptx, info, e):
     occ = occupancy(chip, info["registers"], smem, threads)
 
     hot = ptx["hot_loop"]
-    if ptx["total"]["mma.sync"]:
+    if hot is not None:
+        hot = dict(hot, wgmma_n=ptx.get("wgmma_n", 0))
+    if ptx["total"]["mma.sync"] or ptx["total"]["wgmma"]:
         unit = "tensor core"
     elif hot is not None:
         unit = "FMA"
@@ -778,6 +810,8 @@ def build_model(opt, ptxas, chips, workdir):
     for chip in chips:
         per_chip = {"card": CHIPS[chip]["card"], "variants": {}}
         for variant in VARIANTS:
+            if chip not in variant_chips(variant):
+                continue
             for dtype in DTYPES:
                 key = "%s/%s" % (variant[0], dtype)
                 try:
@@ -932,7 +966,10 @@ def render_markdown(results, command):
                  "(fwd-simt + bwd-chunked; fwd-mma* + bwd-chunked-mma64, whose logits, dZ·W and "
                  "dZᵀ·X all run on tensor cores: with fwd-mma64 the JIT's default for f16/bf16 "
                  "on sm_80+). H200 mma.sync: Hopper's full rate needs wgmma, so the mma_sync "
-                 "rows there are optimistic.")
+                 "rows there are optimistic. sm_90a rows are the wgmma variants (128x64 tile, one "
+                 "warpgroup per 64 rows, operands staged by cp.async, one wgmma group waited per k step; "
+                 "no TMA, no warp specialization yet): the same 788 TFLOP/s ceiling, the wgmma "
+                 "issue rate taken per warp instruction (a quarter of the warpgroup's FLOPs).")
     lines.append("")
     lines.append("Command: `%s`" % command)
     if results.get("warnings"):
@@ -960,7 +997,7 @@ def sanity_warnings(results):
                         chip, key, r["kernel"], p["spill_stores"], p["spill_loads"], p["stack"]))
                 hot = r["ptx"]["hot_loop"]
                 if r["unit"] == "tensor core" and hot and hot["fma.rn.f32"]:
-                    warn.append("%s %s %s: %d fma.rn.f32 in the mma.sync loop" % (
+                    warn.append("%s %s %s: %d fma.rn.f32 in the tensor-core loop" % (
                         chip, key, r["kernel"], hot["fma.rn.f32"]))
                 if r["occupancy"]["blocks_per_sm"] == 0:
                     warn.append("%s %s %s: does not fit on an SM" % (chip, key, r["kernel"]))
@@ -973,7 +1010,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default=os.path.join(REPO, "build"),
                         help="build directory holding bin/lossjit-opt (default: build)")
-    parser.add_argument("--chips", default="sm_80,sm_90", help="comma-separated: sm_80,sm_90")
+    parser.add_argument("--chips", default="sm_80,sm_90",
+                        help="comma-separated: sm_80,sm_90,sm_90a (sm_90a: the wgmma variants)")
     parser.add_argument("--json", help="write everything as JSON here")
     parser.add_argument("--markdown", help="write the tables here")
     parser.add_argument("--keep", help="keep the generated MLIR/PTX in this directory")

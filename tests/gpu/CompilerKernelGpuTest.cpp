@@ -80,6 +80,8 @@ constexpr Shape kTensorCoreShapes[] = {{1, 777, 33},  {37, 1031, 64}, {67, 100, 
 /// The tiles gpu-check.sh --prepare builds (BMxBNxBKxstages): each must be
 /// there, so a missing one fails the test instead of shrinking it.
 const char *const kTensorCoreTiles[] = {"64x64x32x3", "32x32x16x2"};
+/// The wgmma tiles (sm_90a bundles, run on compute capability 9.0 only).
+const char *const kWgmmaTiles[] = {"128x64x32x3", "64x16x16x2"};
 /// Tensor-core vs SIMT lse: both sum f32 products of the same f16/bf16
 /// values, in another order only, so they agree to a few f32 ulps of |lse|.
 constexpr double kTensorCoreVsSimtUlps = 8;
@@ -861,6 +863,19 @@ TEST_F(CompilerKernelTest, BackwardChunkedMatchesFp64Gradient) {
 TEST_F(CompilerKernelTest, TensorCoreForwardMatchesFp64AndSimt) {
   const double ulp = std::numeric_limits<float>::epsilon();
   size_t ran = 0;
+  // mma_sync on every device; wgmma (sm_90a bundles) where it exists, on
+  // compute capability 9.0.
+  struct Strategy {
+    const char *matmul;
+    std::vector<const char *> tiles;
+  };
+  std::vector<Strategy> strategies = {
+      {"mma_sync", {std::begin(kTensorCoreTiles), std::end(kTensorCoreTiles)}}};
+  if (major == 9 && minor == 0)
+    strategies.push_back({"wgmma", {std::begin(kWgmmaTiles), std::end(kWgmmaTiles)}});
+  else
+    std::printf("wgmma bundles (sm_90a) not run: the device is %s\n", arch.c_str());
+  for (const Strategy &strategy : strategies)
   for (const char *dtype : {"f16", "bf16"})
     for (bool bias : {false, true})
       for (const char *reduction : {"mean", "none"}) {
@@ -871,12 +886,13 @@ TEST_F(CompilerKernelTest, TensorCoreForwardMatchesFp64AndSimt) {
                           {"label_type", "i64"},
                           {"ignore_index", std::to_string(kIgnore)}};
         SCOPED_TRACE("tensor-core forward " + describeOptions(wanted));
-        std::vector<FoundBundle> mma = requireBundles(wanted, "mma_sync");
-        for (const char *tile : kTensorCoreTiles)
+        std::vector<FoundBundle> mma = requireBundles(wanted, strategy.matmul);
+        for (const char *tile : strategy.tiles)
           if (!mma.empty() && std::none_of(mma.begin(), mma.end(), [&](const FoundBundle &f) {
                 return f.tileShape() == tile;
               }))
-            missing.push_back(describeOptions(wanted) + " matmul mma_sync tile " + tile);
+            missing.push_back(describeOptions(wanted) + " matmul " + strategy.matmul + " tile " +
+                              tile);
         std::vector<FoundBundle> simt = requireBundles(wanted, "simt");
         if (mma.empty() || simt.empty())
           continue;

@@ -21,10 +21,10 @@ TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
   TileConfig t;
   if (kind == loss::MatmulKind::wgmma) {
     t.matmul = kind;
-    t.blockRows = 64;
+    t.blockRows = 128;
     t.blockCols = 64;
     t.blockK = 32;
-    t.threads = 128;
+    t.threads = 256;
     t.stages = 3;
     return t;
   }

@@ -52,10 +52,12 @@ struct TileConfig {
   /// The tile a strategy starts from: the defaults above for simt; for
   /// mma_sync 64×64 logits per block in four 32×32 warp tiles, k steps of
   /// 32 through a 3-stage cp.async ring (30 KiB of shared memory); for
-  /// wgmma 64×64 per block (one warpgroup), k steps of 32 through a
-  /// 3-stage ring (24 KiB): the largest tile whose every kernel ptxas
-  /// takes for sm_90a without spills (64×128 spills 48 bytes in the
-  /// chunked dZ kernel with a bias; k steps of 64 spill the forward).
+  /// wgmma 128×64 per block (two warpgroups sharing the W tile), k steps
+  /// of 32 through a 3-stage ring (36 KiB): 64 columns is the widest tile
+  /// whose every kernel ptxas takes for sm_90a without spills (64×128
+  /// spills 48 bytes in the chunked dZ kernel with a bias; k steps of 64
+  /// spill the forward), and a second warpgroup halves the W traffic that
+  /// bounds these kernels in bench/gpu/perf_model.py.
   static TileConfig forMatmul(loss::MatmulKind kind);
 
   /// Knobs a user or a pass option sets; -1 leaves a field as it is.

@@ -30,15 +30,16 @@
 // RUN: not lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90 matmul=wgmma" -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=CHIP
 
-// Two operand rings of 3 stages × 64 lines × 32 k of 16-bit elements, unpadded.
-// PLAN: name = "lce_partial"{{.*}}shared_bytes = 24576
+// Two operand rings of 3 stages × (128 + 64) lines × 32 k of 16-bit
+// elements, unpadded.
+// PLAN: name = "lce_partial"{{.*}}shared_bytes = 36864
 
-// One warpgroup (128 threads) per block; k tiles of 32 are two m64n64k16
+// Two warpgroups (256 threads) per block; k tiles of 32 are two m64n64k16
 // steps between a wgmma fence and a commit, and the group is waited for
 // before the next step refills a stage. No mma.sync, no ldmatrix, no FMA
 // loop (--implicit-check-not): wgmma reads shared memory itself.
 // PARTIAL-LABEL: .visible .entry lce_partial(
-// PARTIAL:       .maxntid 128, 1, 1
+// PARTIAL:       .maxntid 256, 1, 1
 // PARTIAL:       cp.async.cg.shared.global [{{%rd[0-9]+}}], [{{%rd[0-9]+}}], 16, {{%r[0-9]+}};
 // PARTIAL:       wgmma.fence.sync.aligned;
 // F16-COUNT-2:   wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16

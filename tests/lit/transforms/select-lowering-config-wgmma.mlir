@@ -1,5 +1,5 @@
 // loss-select-lowering-config with matmul=wgmma: Hopper's warpgroup MMA,
-// chip sm_90a only. Its own tile (64x64 logits, one warpgroup of 128
+// chip sm_90a only. Its own tile (128x64 logits, two warpgroups of 128
 // threads, k steps of 32, 3 stages) is the starting point, the options
 // override it and the rules name what is wrong; any other chip is refused by
 // the selection and, for a config written by hand, by the lowering.
@@ -7,7 +7,7 @@
 // RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma" \
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=DEFAULT
 // RUN: lossjit-opt %t/forward.mlir \
-// RUN:   --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-rows=128 threads=256 block-cols=96" \
+// RUN:   --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-rows=64 threads=128 block-cols=96" \
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=TUNED
 // RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma" \
 // RUN:   | FileCheck %t/grad.mlir
@@ -15,7 +15,7 @@
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=CHIP
 // RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma" \
 // RUN:   | not lossjit-opt --loss-lower-to-gpu=chip=sm_80 2>&1 | FileCheck %t/forward.mlir --check-prefix=LOWER
-// RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma threads=256" 2>&1 \
+// RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma threads=128" 2>&1 \
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=THREADS
 // RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-cols=40" 2>&1 \
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=COLS
@@ -24,12 +24,12 @@
 
 //--- forward.mlir
 // DEFAULT-LABEL: func.func @forward
-// DEFAULT:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
+// DEFAULT:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 3, block_cols = 64, block_k = 32>
 // TUNED-LABEL:   func.func @forward
-// TUNED:           #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 3, block_cols = 96, block_k = 32>
+// TUNED:           #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 96, block_k = 32>
 // CHIP: error: loss-select-lowering-config: matmul wgmma needs chip sm_90a (wgmma and its descriptors are specific to it), got 'sm_90'
 // LOWER: error: loss-lower-to-gpu: matmul wgmma needs chip sm_90a (wgmma and its descriptors are specific to it), got 'sm_80'
-// THREADS: error: loss-select-lowering-config: matmul wgmma: threads must be 128 per 64 rows (one warpgroup each), 128 for block_rows 64, got 256
+// THREADS: error: loss-select-lowering-config: matmul wgmma: threads must be 128 per 64 rows (one warpgroup each), 256 for block_rows 128, got 128
 // COLS: error: loss-select-lowering-config: matmul wgmma: block_cols must be a multiple of 16 in [16, 256] (wgmma's N), got 40
 func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
@@ -38,7 +38,7 @@ func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) 
 
 //--- grad.mlir
 // CHECK-LABEL: func.func @grad
-// CHECK:         #loss.gpu_config<schedule = chunked, matmul = wgmma, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
+// CHECK:         #loss.gpu_config<schedule = chunked, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 3, block_cols = 64, block_k = 32>
 func.func @grad(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xbf16>, tensor<?x?xbf16>) {
   %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?xbf16>, tensor<?x?xbf16>
   return %dx, %dw : tensor<?x?xbf16>, tensor<?x?xbf16>

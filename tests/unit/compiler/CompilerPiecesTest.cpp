@@ -120,11 +120,11 @@ TEST(TileConfig, TensorCoreTiles) {
 }
 
 TEST(TileConfig, WgmmaTiles) {
-  // One warpgroup of 128 threads per 64 rows, 64 columns (wgmma's N), k
-  // steps of 32 through 3 stages.
+  // Two warpgroups of 128 threads (64 rows each), 64 columns (wgmma's N),
+  // k steps of 32 through 3 stages.
   TileConfig d = TileConfig::forMatmul(lossjit::loss::MatmulKind::wgmma);
   EXPECT_FALSE(static_cast<bool>(d.validate()));
-  EXPECT_EQ(d.str(), "block_rows=64,threads=128,splits=8,matmul=wgmma,stages=3,"
+  EXPECT_EQ(d.str(), "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=3,"
                      "block_cols=64,block_k=32");
   auto alone = TileConfig::parse("matmul=wgmma");
   ASSERT_TRUE(static_cast<bool>(alone)) << llvm::toString(alone.takeError());
@@ -139,9 +139,9 @@ TEST(TileConfig, WgmmaTiles) {
   };
   expectError("matmul=wgmma,block_rows=32,threads=64",
               "matmul wgmma: block_rows must be 64 or 128 (64 rows per warpgroup), got 32");
-  expectError("matmul=wgmma,threads=256",
-              "matmul wgmma: threads must be 128 per 64 rows (one warpgroup each), 128 for "
-              "block_rows 64, got 256");
+  expectError("matmul=wgmma,threads=128",
+              "matmul wgmma: threads must be 128 per 64 rows (one warpgroup each), 256 for "
+              "block_rows 128, got 128");
   expectError("matmul=wgmma,block_cols=24",
               "matmul wgmma: block_cols must be a multiple of 16 in [16, 256] (wgmma's N), got 24");
   expectError("matmul=wgmma,block_cols=272",

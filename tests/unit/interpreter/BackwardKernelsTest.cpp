@@ -246,7 +246,8 @@ protected:
 // K-major; against fp64 and the CPU backend at shapes that are not
 // multiples of any tile, over several chunks.
 
-const char *const kWgmmaNarrow = "matmul=wgmma,block_cols=16,block_k=16,stages=2";
+const char *const kWgmmaNarrow =
+    "matmul=wgmma,block_rows=64,threads=128,block_cols=16,block_k=16,stages=2";
 
 TEST_F(SimtBackward, WgmmaChunkedAndFused) {
   for (std::string dtype : {"f16", "bf16"}) {
@@ -263,11 +264,12 @@ TEST_F(SimtBackward, WgmmaChunkedAndFused) {
   odd.tile = kWgmmaNarrow;
   odd.workspaceBytes = 37 * 4 + 8 * 83 * 2 + 4;
   checkCase(odd);
-  // The default tile and two warpgroups, cp.async for every operand.
+  // The default tile (two warpgroups) and one warpgroup of 32 columns,
+  // cp.async for every operand.
   GradCase wide{45, 96, 48, "f16", "none", false, 0.1};
   wide.tile = "matmul=wgmma";
   checkCase(wide);
-  wide.tile = "matmul=wgmma,block_rows=128,threads=256,block_cols=32";
+  wide.tile = "matmul=wgmma,block_rows=64,threads=128,block_cols=32";
   checkCase(wide);
 }
 

@@ -511,12 +511,12 @@ TEST(TensorCoreKernels, KernelIrHasMmaSyncAndTheRing) {
 // strategy; here the kernels built on it meet fp64 and the SIMT kernels,
 // with races and the async-proxy fences checked.
 
-/// The default wgmma tile (64×64×32, 3 stages, one warpgroup), two
-/// warpgroups, and a narrow tile (64×16×16, 2 stages) that gives many tiles
-/// and k steps at small shapes.
+/// The default wgmma tile (128×64×32, 3 stages, two warpgroups), one
+/// warpgroup with 32 columns, and a narrow one-warpgroup tile (64×16×16, 2
+/// stages) that gives many tiles and k steps at small shapes.
 const char *kWgmmaTile = "matmul=wgmma";
-const char *kWgmmaTwoGroups = "matmul=wgmma block-rows=128 threads=256 block-cols=32";
-const char *kWgmmaNarrow = "matmul=wgmma block-cols=16 block-k=16 stages=2";
+const char *kWgmmaOneGroup = "matmul=wgmma block-rows=64 threads=128 block-cols=32";
+const char *kWgmmaNarrow = "matmul=wgmma block-rows=64 threads=128 block-cols=16 block-k=16 stages=2";
 
 void checkWgmma(Case c, const char *tile) {
   c.chip = "sm_90a";
@@ -525,7 +525,7 @@ void checkWgmma(Case c, const char *tile) {
 
 TEST(WgmmaKernels, F16AlignedRowsTakeTheCpAsyncPath) {
   checkWgmma({5, 300, 24}, kWgmmaTile);
-  checkWgmma({70, 130, 40}, kWgmmaTwoGroups);
+  checkWgmma({70, 130, 40}, kWgmmaOneGroup);
 }
 TEST(WgmmaKernels, OddDTakesThePlainLoadPath) { checkWgmma({5, 77, 37}, kWgmmaNarrow); }
 TEST(WgmmaKernels, BF16BiasSumManyTilesAndKSteps) {
@@ -553,23 +553,23 @@ TEST(WgmmaKernels, KernelIrHasWgmmaAndTheRing) {
   ASSERT_TRUE(module);
   std::map<std::string, int> ops;
   module->walk([&](mlir::Operation *op) { ++ops[op->getName().getStringRef().str()]; });
-  // 64×64×32 tile: one wgmma m64n64k16 per k16 step, 2 per k tile; each fill
-  // (2 in the prologue, 1 in the loop) copies 2 pieces per thread and
-  // operand; one proxy fence per step, before the barrier.
+  // 128×64×32 tile: one wgmma m64n64k16 per k16 step and warpgroup, 2 per k
+  // tile; each fill (2 in the prologue, 1 in the loop) copies 2 pieces of A
+  // and 1 of B per thread; one proxy fence per step, before the barrier.
   EXPECT_EQ(ops["nvvm.wgmma.mma_async"], 2);
   EXPECT_EQ(ops["nvvm.wgmma.fence.aligned"], 1);
   EXPECT_EQ(ops["nvvm.wgmma.commit.group.sync.aligned"], 1);
   EXPECT_EQ(ops["nvvm.wgmma.wait.group.sync.aligned"], 1);
   EXPECT_EQ(ops["nvvm.fence.proxy"], 1);
-  EXPECT_EQ(ops["nvgpu.device_async_copy"], 12);
+  EXPECT_EQ(ops["nvgpu.device_async_copy"], 9);
   EXPECT_EQ(ops["nvgpu.device_async_create_group"], 3);
   EXPECT_EQ(ops["nvgpu.ldmatrix"], 0);
   EXPECT_EQ(ops["memref.extract_aligned_pointer_as_index"], 2);
-  // Two rings of 3 stages × 64 lines × 32 k × 2 bytes, unpadded.
+  // Rings of 3 stages × 128 (A) and 64 (B) lines × 32 k × 2 bytes, unpadded.
   LaunchPlan plan = planOf(*module);
   auto partial = llvm::find_if(plan.kernels, [](const auto &k) { return k.name == "lce_partial"; });
   ASSERT_NE(partial, plan.kernels.end());
-  EXPECT_EQ(partial->sharedBytes, 2 * 3 * 64 * 32 * 2);
+  EXPECT_EQ(partial->sharedBytes, 3 * (128 + 64) * 32 * 2);
 }
 
 } // namespace
