@@ -222,7 +222,10 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
   for (unsigned i = 0, e = func.getFunctionType().getNumInputs(); i < e; ++i) {
     BlockArgument arg = func.getArgument(i);
     auto info = analyzeType(arg.getType());
-    if (!info || info->kind == TypeInfo::Vector || info->kind == TypeInfo::Token)
+    const bool tensorMap = info && info->kind == TypeInfo::Handle &&
+                           isa<LLVM::LLVMPointerType>(arg.getType());
+    if (!info || info->kind == TypeInfo::Vector || info->kind == TypeInfo::Token ||
+        (info->kind == TypeInfo::Handle && !tensorMap))
       return unsupportedType(func, arg.getType());
     auto slot = define(arg, func);
     if (!slot)
@@ -240,7 +243,7 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
       prog.memrefParamWritten.push_back(false);
     } else {
       prog.args.push_back({false, uint32_t(prog.scalarParams.size())});
-      prog.scalarParams.push_back({*slot, info->elem});
+      prog.scalarParams.push_back({*slot, info->elem, tensorMap});
     }
   }
   for (auto [index, arg] : llvm::enumerate(func.getWorkgroupAttributions())) {

@@ -11,6 +11,7 @@
 #include "testing/simt/SimtInternals.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 
@@ -109,6 +110,8 @@ std::optional<llvm::Error> Decoder::decodeWarpOp(Operation &op) {
 
   if (auto wgmma = dyn_cast<NVVM::WgmmaMmaAsyncOp>(o))
     return decodeWgmma(wgmma);
+  if (std::optional<llvm::Error> transfer = decodeAsyncTransferOp(op))
+    return transfer;
   if (isa<NVVM::WgmmaFenceAlignedOp>(o)) {
     instr.opc = Opc::WgmmaFence;
     emit(instr);
@@ -229,4 +232,116 @@ llvm::Error Decoder::decodeMma(nvgpu::MmaSyncOp op) {
   prog.mmas.push_back(info);
   emit(instr);
   return llvm::Error::success();
+}
+
+std::optional<llvm::Error> Decoder::decodeAsyncTransferOp(Operation &op) {
+  Operation *o = &op;
+  Instr instr;
+  instr.op = o;
+  auto predicateOf = [&](Value predicate) {
+    return int64_t(predicate ? use(predicate) : kNoSlot);
+  };
+  // A tensor map parameter seen as its nvgpu descriptor type.
+  if (auto cast = dyn_cast<UnrealizedConversionCastOp>(o)) {
+    if (cast.getNumOperands() != 1 || cast.getNumResults() != 1 ||
+        !isa<LLVM::LLVMPointerType>(cast.getOperand(0).getType()) ||
+        !isa<nvgpu::TensorMapDescriptorType>(cast.getResult(0).getType()))
+      return unsupported(o, "unrealized_conversion_cast (only !llvm.ptr to a tensor map "
+                            "descriptor)");
+    alias(cast.getResult(0), cast.getOperand(0));
+    return llvm::Error::success();
+  }
+  if (auto create = dyn_cast<nvgpu::MBarrierCreateOp>(o)) {
+    auto slot = define(create.getBarriers(), o);
+    if (!slot)
+      return slot.takeError();
+    // The group's index, the same in every thread: the barriers live in the
+    // block's shared memory.
+    prog.constants.push_back({*slot, uint64_t(prog.mbarrierGroups.size())});
+    prog.mbarrierGroups.push_back(uint32_t(create.getBarriers().getType().getNumBarriers()));
+    return llvm::Error::success();
+  }
+  if (auto init = dyn_cast<nvgpu::MBarrierInitOp>(o)) {
+    instr.opc = Opc::MbarrierInit;
+    instr.a = use(init.getBarriers());
+    instr.b = use(init.getMbarId());
+    instr.c = use(init.getCount());
+    instr.imm = predicateOf(init.getPredicate());
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (auto arrive = dyn_cast<nvgpu::MBarrierArriveExpectTxOp>(o)) {
+    instr.opc = Opc::MbarrierArrive;
+    instr.a = use(arrive.getBarriers());
+    instr.b = use(arrive.getMbarId());
+    instr.c = use(arrive.getTxcount());
+    instr.imm = predicateOf(arrive.getPredicate());
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (auto arrive = dyn_cast<nvgpu::MBarrierArriveOp>(o)) {
+    instr.opc = Opc::MbarrierArrive;
+    instr.a = use(arrive.getBarriers());
+    instr.b = use(arrive.getMbarId());
+    instr.imm = int64_t(kNoSlot);
+    if (llvm::Error err = defineResult(instr))
+      return err;
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (auto wait = dyn_cast<nvgpu::MBarrierTryWaitParityOp>(o)) {
+    instr.opc = Opc::MbarrierWait;
+    instr.a = use(wait.getBarriers());
+    instr.b = use(wait.getMbarId());
+    instr.c = use(wait.getPhaseParity());
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (auto load = dyn_cast<nvgpu::TmaAsyncLoadOp>(o)) {
+    if (load.getMulticastMask())
+      return unsupported(o, "nvgpu.tma.async.load with a multicast mask (no clusters here)");
+    auto descType = load.getTensorMapDescriptor().getType();
+    MemRefType box = descType.getTensor();
+    auto elem = getElementType(box.getElementType());
+    if (!elem || !box.hasStaticShape() || box.getRank() > 5 ||
+        descType.getInterleave() != nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE)
+      return unsupported(o, "tensor map descriptor (static box of rank <= 5, no interleave)");
+    if (!isWorkgroupMemref(load.getDst().getType()))
+      return unsupported(o, "nvgpu.tma.async.load destination (must be workgroup memory)");
+    TmaLoadInfo info;
+    info.type = *elem;
+    for (int64_t d = box.getRank() - 1; d >= 0; --d)
+      info.box.push_back(box.getDimSize(d));
+    switch (descType.getSwizzle()) {
+    case nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE:
+      info.swizzle = int(TmaSwizzle::None);
+      break;
+    case nvgpu::TensorMapSwizzleKind::SWIZZLE_32B:
+      info.swizzle = int(TmaSwizzle::B32);
+      break;
+    case nvgpu::TensorMapSwizzleKind::SWIZZLE_64B:
+      info.swizzle = int(TmaSwizzle::B64);
+      break;
+    case nvgpu::TensorMapSwizzleKind::SWIZZLE_128B:
+      info.swizzle = int(TmaSwizzle::B128);
+      break;
+    }
+    info.nanFill = descType.getOob() == nvgpu::TensorMapOOBKind::OOB_NAN;
+    if (load.getCoordinates().size() != info.box.size())
+      return unsupported(o, "nvgpu.tma.async.load coordinates (one per box dimension)");
+    info.coords = pushSlots(load.getCoordinates());
+    info.dst.memref = use(load.getDst());
+    noteWrite(load.getDst());
+    if (load.getPredicate())
+      info.predicate = use(load.getPredicate());
+    instr.opc = Opc::TmaLoad;
+    instr.a = use(load.getTensorMapDescriptor());
+    instr.b = use(load.getBarriers());
+    instr.c = use(load.getMbarId());
+    instr.aux = uint32_t(prog.tmaLoads.size());
+    prog.tmaLoads.push_back(info);
+    emit(instr);
+    return llvm::Error::success();
+  }
+  return std::nullopt;
 }

@@ -36,6 +36,11 @@ bool Executor::execWarp(const Instr &in, const uint32_t *act, uint32_t n) {
   case Opc::WgmmaWait:
   case Opc::ProxyFence:
     return execWgmmaSync(in, act, n);
+  case Opc::MbarrierInit:
+  case Opc::MbarrierArrive:
+  case Opc::MbarrierWait:
+  case Opc::TmaLoad:
+    return execAsyncTransfer(in, act, n);
   default:
     llvm_unreachable("not a warp-level op");
   }

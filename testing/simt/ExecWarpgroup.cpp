@@ -60,7 +60,8 @@ bool Executor::readAsyncProxy(const Instr &in, int64_t address, ElementType inpu
       return false;
     if (tracksRaces(*buf)) {
       const AccessShadow &s = buf->shadow[size_t(i)];
-      if (s.writeBlock == blockSerial && proxyFences[s.writeThread] == s.writeFences)
+      if (s.writeBlock == blockSerial && s.writeThread != AccessShadow::kAsyncProxy &&
+          proxyFences[s.writeThread] == s.writeFences)
         return fail(in, t,
                     "wgmma reads " + elementText(*buf, i) + ", written by thread " +
                         threadText(s.writeThread) +
@@ -145,7 +146,12 @@ bool Executor::execWgmmaSync(const Instr &in, const uint32_t *act, uint32_t n) {
   }
 }
 
-bool Executor::checkWgmmaDrained(const Instr &in) {
+bool Executor::checkAsyncDrained(const Instr &in) {
+  if (!pendingTma.empty())
+    return failBlock(in, llvm::formatv("the block ends with {0} TMA copy(ies) in flight (their "
+                                       "mbarrier phase never completed: do the arrive.expect_tx "
+                                       "bytes match the boxes?)",
+                                       pendingTma.size()));
   for (uint32_t t = 0; t < numThreads; ++t) {
     if (wgmmaUncommitted[t])
       return fail(in, t,

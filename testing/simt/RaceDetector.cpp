@@ -37,9 +37,11 @@ bool Executor::checkRead(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t t
     return fail(in, t,
                 "read of " + elementText(buf, i) +
                     " while an nvgpu.device_async_copy to it is in flight "
-                    "(no nvgpu.device_async_wait covered its group)");
+                    "(no nvgpu.device_async_wait covered its group) or a TMA copy to it "
+                    "(its mbarrier phase has not completed)");
   if (s.writeBlock >= launchFirstSerial) {
-    bool ordered = s.writeBlock == blockSerial && (s.writeThread == t || s.writeEpoch != epoch);
+    bool ordered = s.writeBlock == blockSerial && (s.writeThread == t || s.writeEpoch != epoch ||
+                                                  s.writeThread == AccessShadow::kAsyncProxy);
     if (!ordered)
       return fail(in, t, raceText("read", buf, i, "write", s.writeBlock, s.writeThread));
   }
@@ -71,7 +73,8 @@ bool Executor::checkWrite(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t 
                 "write to " + elementText(buf, i) +
                     " while an nvgpu.device_async_copy to it is in flight");
   if (s.writeBlock >= launchFirstSerial) {
-    bool ordered = s.writeBlock == blockSerial && (s.writeThread == t || s.writeEpoch != epoch);
+    bool ordered = s.writeBlock == blockSerial && (s.writeThread == t || s.writeEpoch != epoch ||
+                                                  s.writeThread == AccessShadow::kAsyncProxy);
     if (!ordered)
       return fail(in, t, raceText("write", buf, i, "write", s.writeBlock, s.writeThread));
   }

@@ -43,6 +43,10 @@ struct AccessShadow {
   /// (wgmma) may read the element once the writer has fenced since.
   uint32_t writeFences = 0;
   static constexpr uint32_t kManyThreads = ~0u;
+  /// writeThread of a TMA copy landed by its mbarrier's phase completion:
+  /// ordered before every thread of the block (they reach the data through
+  /// the mbarrier wait; no proxy fence is needed for the async proxy).
+  static constexpr uint32_t kAsyncProxy = ~0u - 1;
 };
 
 /// Memory of an interpreted kernel.

@@ -68,6 +68,13 @@ std::optional<TypeInfo> lossjit::simt::detail::analyzeType(Type type) {
     info.shape = {int64_t(body.size())};
     return info;
   }
+  if (isa<nvgpu::TensorMapDescriptorType, nvgpu::MBarrierGroupType, nvgpu::MBarrierTokenType>(
+          type) ||
+      (isa<LLVM::LLVMPointerType>(type) && cast<LLVM::LLVMPointerType>(type).getAddressSpace() == 0)) {
+    info.kind = TypeInfo::Handle;
+    info.elem = ElementType::I64;
+    return info;
+  }
   if (isa<nvgpu::DeviceAsyncTokenType>(type)) {
     info.kind = TypeInfo::Token;
     return info;

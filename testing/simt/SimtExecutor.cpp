@@ -69,6 +69,10 @@ bool Executor::runBlock(uint64_t serial) {
   std::fill(proxyFences.begin(), proxyFences.end(), 0);
   std::fill(wgmmaUncommitted.begin(), wgmmaUncommitted.end(), 0);
   std::fill(wgmmaGroups.begin(), wgmmaGroups.end(), 0);
+  mbarriers.assign(prog.mbarrierGroups.size(), {});
+  for (size_t g = 0; g < prog.mbarrierGroups.size(); ++g)
+    mbarriers[g].assign(prog.mbarrierGroups[g], MbarrierModel());
+  pendingTma.clear();
   for (uint32_t index : prog.privateAttributions) {
     Instr instr;
     instr.op = prog.func;
@@ -79,7 +83,7 @@ bool Executor::runBlock(uint64_t serial) {
     return false;
   Instr end;
   end.op = prog.func;
-  return checkWgmmaDrained(end);
+  return checkAsyncDrained(end);
 }
 
 llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
@@ -130,6 +134,7 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
     }
     return stride; // elements spanned
   };
+  tensorMaps.clear();
   for (size_t i = 0; i < args.size(); ++i) {
     auto [isMemref, index] = prog.args[i];
     const SimtArg &arg = args[i];
@@ -173,12 +178,38 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
       std::fill_n(slot(param.slot), numThreads, uint64_t(index));
     } else {
       const ScalarParam &param = prog.scalarParams[index];
-      if (arg.buf)
+      if (arg.buf && !param.tensorMap)
         return err(llvm::formatv("argument {0} is a scalar but a buffer was "
                                  "given",
                                  i));
       uint64_t word;
-      if (isFloatType(param.type))
+      if (param.tensorMap) {
+        if (!arg.map || !arg.buf)
+          return err(llvm::formatv("argument {0} is a tensor map (!llvm.ptr): bind it with "
+                                   "SimtArg::tensorMap",
+                                   i));
+        const TensorMapDesc &map = *arg.map;
+        const int64_t bytes = int64_t((getBitWidth(map.type) + 7) / 8);
+        int64_t at = map.globalOffset * bytes, align = arg.buf->alignment();
+        if (at % align)
+          align = at & -at;
+        if (std::string why = map.validate(align); !why.empty())
+          return err(llvm::formatv("argument {0}: {1}", i, why));
+        if (map.type != arg.buf->getType())
+          return err(llvm::formatv("argument {0}: the tensor map describes {1} but buffer '{2}' "
+                                   "holds {3}",
+                                   i, getElementTypeName(map.type), arg.buf->getName(),
+                                   getElementTypeName(arg.buf->getType())));
+        int64_t last = map.globalOffset + int64_t(map.globalDim[0]) - 1;
+        for (int d = 1; d < map.rank; ++d)
+          last += (int64_t(map.globalDim[d]) - 1) * int64_t(map.globalStrides[d - 1]) / bytes;
+        if (last >= arg.buf->size())
+          return err(llvm::formatv("argument {0}: the tensor map reaches element {1} of buffer "
+                                   "'{2}', which has {3}",
+                                   i, last, arg.buf->getName(), arg.buf->size()));
+        word = tensorMaps.size();
+        tensorMaps.push_back({&map, arg.buf});
+      } else if (isFloatType(param.type))
         word = makeFloatWord(param.type, arg.isReal ? arg.realValue : double(arg.intValue));
       else if (arg.isReal)
         return err(llvm::formatv("argument {0} is an integer but a float was "

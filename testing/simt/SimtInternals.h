@@ -69,7 +69,9 @@ namespace lossjit::simt::detail {
 
 /// What a value of some type occupies in the register file.
 struct TypeInfo {
-  enum Kind { Scalar, Vector, Memref, Token } kind = Scalar;
+  /// Handle: one slot holding an index (a tensor map parameter, an
+  /// nvgpu.mbarrier.group, an mbarrier token).
+  enum Kind { Scalar, Vector, Memref, Token, Handle } kind = Scalar;
   ElementType elem = ElementType::I1;
   uint32_t lanes = 1;
   llvm::SmallVector<int64_t, 4> shape; // vector or memref shape
@@ -209,6 +211,9 @@ private:
   llvm::Error decodeMma(mlir::nvgpu::MmaSyncOp op);
   /// nvvm.wgmma.mma_async.
   llvm::Error decodeWgmma(mlir::NVVM::WgmmaMmaAsyncOp op);
+  /// nvgpu mbarriers and TMA loads, and the tensor-map parameter's cast to
+  /// its descriptor type.
+  std::optional<llvm::Error> decodeAsyncTransferOp(mlir::Operation &op);
 
   //--- DecodeControl.cpp ----------------------------------------------------
 
@@ -328,6 +333,22 @@ private:
   /// wgmma groups no wait has covered yet.
   std::vector<uint32_t> proxyFences;
   std::vector<int64_t> wgmmaUncommitted, wgmmaGroups;
+  /// The launch's tensor maps (SimtArg::tensorMap), by parameter slot value.
+  struct BoundTensorMap {
+    const TensorMapDesc *map;
+    SimtBuffer *global;
+  };
+  std::vector<BoundTensorMap> tensorMaps;
+  /// The block's mbarriers, per nvgpu.mbarrier.create.
+  std::vector<std::vector<MbarrierModel>> mbarriers;
+  /// TMA copies whose mbarrier phase has not completed: their destination
+  /// elements stay in flight.
+  struct PendingTma {
+    SimtBuffer *buffer;
+    std::vector<int64_t> elements;
+    uint64_t group, barrier;
+  };
+  std::vector<PendingTma> pendingTma;
 
   std::array<int64_t, 3> blockId = {0, 0, 0};
   uint64_t launchFirstSerial = 0, blockSerial = 0;
@@ -501,8 +522,18 @@ private:
   /// operand, checked (initialized, no race, fenced for the async proxy).
   bool readAsyncProxy(const Instr &in, int64_t address, ElementType input, uint32_t t,
                       double &value);
-  /// Fails when a thread of the block still has wgmma groups in flight.
-  bool checkWgmmaDrained(const Instr &in);
+  /// Fails when a thread of the block still has wgmma groups or the block
+  /// TMA copies in flight.
+  bool checkAsyncDrained(const Instr &in);
+  /// mbarrier inits, arrivals, parity waits and TMA loads
+  /// (ExecAsyncTransfer.cpp).
+  bool execAsyncTransfer(const Instr &in, const uint32_t *act, uint32_t n);
+  /// Barrier `id` of group `group`, or null after failing.
+  MbarrierModel *mbarrier(const Instr &in, uint32_t t, uint64_t group, uint64_t id);
+  /// Lands the TMA copies tracked by barrier (group, id): its phase completed.
+  void landTma(uint64_t group, uint64_t id);
+  /// One nvgpu.tma.async.load by thread t.
+  bool execTmaLoad(const Instr &in, uint32_t t);
 };
 
 } // namespace lossjit::simt::detail

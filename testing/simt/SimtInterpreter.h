@@ -47,6 +47,13 @@
 // its attribution's `llvm.align`, else only to its element size, so an
 // ldmatrix or cp.async into an under-aligned buffer is an error here as it
 // is a fault on hardware.
+// TMA loads copy their box at issue (out-of-bounds elements zero or NaN, the
+// destination swizzled by its shared-window address, which must be 128-byte
+// aligned) and complete their bytes on the mbarrier; the destination stays in
+// flight until that mbarrier's phase completes. mbarrier waits must find
+// their phase complete (threads run in lockstep: a wait that would block is a
+// deadlock here). The tensor map bound at launch must pass the driver's rules
+// and match the descriptor type the kernel was compiled with.
 // device_async_copy copies at issue; the destination stays "in flight" until
 // a device_async_wait of the issuing thread covers its group
 // (device_async_create_group commits the thread's pending copies; a wait
@@ -72,7 +79,11 @@
 //  nvvm:   wgmma.mma_async (m64nNk16, f16/bf16 → f32, descriptors into dynamic
 //          shared memory) wgmma.fence/commit/wait fence.proxy (async.shared)
 //  llvm:   mlir.zero extractvalue insertvalue (structs of one scalar type)
-//  nvgpu:  mma.sync (m16n8k16/m16n8k8 f16|bf16 → f32|f16, m16n8k8/m16n8k4
+//  nvgpu:  mbarrier.create/init/arrive/arrive.expect_tx/try_wait.parity
+//          tma.async.load (tile mode, no multicast; the descriptor an
+//          !llvm.ptr parameter bound with SimtArg::tensorMap, cast by
+//          builtin.unrealized_conversion_cast)
+//          mma.sync (m16n8k16/m16n8k8 f16|bf16 → f32|f16, m16n8k8/m16n8k4
 //          tf32 → f32) ldmatrix (x1/x2/x4, transpose) device_async_copy
 //          device_async_create_group device_async_wait
 //  ub:     poison (as zero)
@@ -86,6 +97,7 @@
 #ifndef LOSSJIT_TESTING_SIMT_SIMTINTERPRETER_H
 #define LOSSJIT_TESTING_SIMT_SIMTINTERPRETER_H
 
+#include "testing/simt/AsyncTransferModel.h"
 #include "testing/simt/SimtBuffer.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -129,6 +141,14 @@ public:
     arg.intValue = value;
     return arg;
   }
+  /// A TMA tensor map for an !llvm.ptr parameter: `map` describes `global`
+  /// (both must outlive the launch), as cuTensorMapEncodeTiled would.
+  static SimtArg tensorMap(const TensorMapDesc &map, SimtBuffer &global) {
+    SimtArg arg;
+    arg.buf = &global;
+    arg.map = &map;
+    return arg;
+  }
   /// A float value (for f16/bf16/f32/f64 parameters; rounded to the type).
   static SimtArg real(double value) {
     SimtArg arg;
@@ -142,6 +162,7 @@ public:
   int64_t intValue = 0;
   bool isReal = false;
   double realValue = 0;
+  const TensorMapDesc *map = nullptr;
 };
 
 namespace detail {

@@ -11,6 +11,7 @@
 #ifndef LOSSJIT_TESTING_SIMT_SIMTPROGRAM_H
 #define LOSSJIT_TESTING_SIMT_SIMTPROGRAM_H
 
+#include "testing/simt/AsyncTransferModel.h"
 #include "testing/simt/FloatFormats.h"
 #include "testing/simt/SimtInterpreter.h"
 #include "testing/simt/SimtTypes.h"
@@ -19,6 +20,7 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 
 #include <array>
@@ -212,6 +214,20 @@ inline constexpr int64_t kDynamicSharedWindowBase = 1040;
 struct ScalarParam {
   uint32_t slot;
   ElementType type;
+  /// An !llvm.ptr parameter: a TMA tensor map (SimtArg::tensorMap); the
+  /// slot holds the launch's tensor-map index.
+  bool tensorMap = false;
+};
+/// nvgpu.tma.async.load: the box the descriptor type promises, the
+/// coordinates (innermost first) and the destination.
+struct TmaLoadInfo {
+  ElementType type = ElementType::F16;
+  llvm::SmallVector<int64_t, 5> box; ///< innermost first
+  int swizzle = 0;                   ///< TmaSwizzle
+  bool nanFill = false;
+  uint32_t coords = 0;               ///< Program::slots index, box.size() of them
+  MemAccess dst;                     ///< the destination view (indices: none)
+  uint32_t predicate = kNoSlot;
 };
 
 struct Program {
@@ -251,6 +267,9 @@ struct Program {
   std::vector<MmaInfo> mmas;
   std::vector<LdMatrixInfo> ldmatrices;
   std::vector<WgmmaInfo> wgmmas;
+  /// Barriers per nvgpu.mbarrier.create, in decode order.
+  std::vector<uint32_t> mbarrierGroups;
+  std::vector<TmaLoadInfo> tmaLoads;
 };
 
 /// "'op.name' at loc(...)" for error messages.

@@ -1,0 +1,191 @@
+//===- ExecAsyncTransfer.cpp - mbarriers and TMA tile loads (sm_90) -------===//
+//
+// The block's mbarriers follow AsyncTransferModel.h. A TMA load copies its
+// box at issue (out-of-bounds elements filled with zero or NaN, the
+// destination swizzled by its shared-window address) and applies its
+// complete_tx to the mbarrier at once; its destination stays in flight —
+// any access is an error — until that mbarrier's phase completes, when the
+// copy lands for every thread of the block. Threads run in lockstep, so a
+// parity wait must find its phase complete when it runs: a wait that would
+// block is reported as the deadlock it would be here (producer/consumer
+// warpgroups that wait on each other cannot run in this model yet).
+//
+//===----------------------------------------------------------------------===//
+
+#include "testing/simt/SimtInternals.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <limits>
+
+using namespace lossjit::simt;
+using namespace lossjit::simt::detail;
+
+MbarrierModel *Executor::mbarrier(const Instr &in, uint32_t t, uint64_t group, uint64_t id) {
+  if (group >= mbarriers.size() || id >= mbarriers[group].size()) {
+    fail(in, t,
+         llvm::formatv("mbarrier {0} of a group of {1}", id,
+                       group < mbarriers.size() ? mbarriers[group].size() : 0));
+    return nullptr;
+  }
+  return &mbarriers[group][id];
+}
+
+void Executor::landTma(uint64_t group, uint64_t id) {
+  auto landed = [&](const PendingTma &copy) {
+    if (copy.group != group || copy.barrier != id)
+      return false;
+    if (tracksRaces(*copy.buffer))
+      for (int64_t e : copy.elements) {
+        AccessShadow &s = copy.buffer->shadow[size_t(e)];
+        s.asyncPending = false;
+        s.writeBlock = blockSerial;
+        s.writeEpoch = epoch;
+        s.writeThread = AccessShadow::kAsyncProxy;
+        s.readBlock = 0;
+      }
+    return true;
+  };
+  pendingTma.erase(std::remove_if(pendingTma.begin(), pendingTma.end(), landed),
+                   pendingTma.end());
+}
+
+bool Executor::execAsyncTransfer(const Instr &in, const uint32_t *act, uint32_t n) {
+  const uint32_t predicate = uint32_t(in.imm);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t t = act[i];
+    if (in.opc == Opc::TmaLoad) {
+      if (!execTmaLoad(in, t))
+        return false;
+      continue;
+    }
+    if (in.opc != Opc::MbarrierWait && predicate != kNoSlot && !(slot(predicate)[t] & 1))
+      continue;
+    const uint64_t group = slot(in.a)[t], id = slot(in.b)[t];
+    MbarrierModel *m = mbarrier(in, t, group, id);
+    if (!m)
+      return false;
+    std::string why;
+    switch (in.opc) {
+    case Opc::MbarrierInit:
+      why = m->init(int64_t(slot(in.c)[t]));
+      break;
+    case Opc::MbarrierArrive: {
+      const uint64_t before = m->phases();
+      why = m->arrive(in.c == kNoSlot ? 0 : int64_t(slot(in.c)[t]));
+      if (why.empty() && m->phases() != before)
+        landTma(group, id);
+      if (in.res != kNoSlot)
+        slot(in.res)[t] = m->phases();
+      break;
+    }
+    case Opc::MbarrierWait: {
+      if (!m->initialized())
+        why = "mbarrier.try_wait.parity on an mbarrier that no mbarrier.init initialized";
+      const bool parity = slot(in.c)[t] & 1;
+      if (why.empty() && !m->phaseComplete(parity))
+        why = llvm::formatv("mbarrier.try_wait.parity waits for the phase of parity {0} of "
+                            "mbarrier {1}, which has not completed ({2} arrival(s) and {3} "
+                            "transaction byte(s) outstanding); threads run in lockstep here, "
+                            "so nothing can complete it while they wait",
+                            int(parity), id, m->pendingArrivals(), m->transactionCount())
+                  .str();
+      break;
+    }
+    default:
+      llvm_unreachable("not an mbarrier op");
+    }
+    if (!why.empty())
+      return fail(in, t, why);
+  }
+  return true;
+}
+
+bool Executor::execTmaLoad(const Instr &in, uint32_t t) {
+  const TmaLoadInfo &info = prog.tmaLoads[in.aux];
+  if (info.predicate != kNoSlot && !(slot(info.predicate)[t] & 1))
+    return true;
+  const uint64_t mapIndex = slot(in.a)[t];
+  if (mapIndex >= tensorMaps.size())
+    return fail(in, t, "nvgpu.tma.async.load descriptor is not a tensor map parameter");
+  const TensorMapDesc &map = *tensorMaps[mapIndex].map;
+  SimtBuffer &global = *tensorMaps[mapIndex].global;
+  const int rank = int(info.box.size());
+  // The descriptor type the kernel was compiled with must describe the map
+  // the launch passes (box, element type, swizzle, fill).
+  bool same = map.type == info.type && map.rank == rank &&
+              int(map.swizzle) == info.swizzle && (map.oobFill == TmaOobFill::Nan) == info.nanFill;
+  for (int d = 0; same && d < rank; ++d)
+    same = int64_t(map.boxDim[d]) == info.box[size_t(d)];
+  if (!same)
+    return fail(in, t,
+                "nvgpu.tma.async.load: the tensor map bound to the launch (its element type, "
+                "box, swizzle or out-of-bounds fill) is not the one the descriptor type promises");
+  const MemrefDesc &dst = descOf(info.dst.memref, t);
+  SimtBuffer &shared = *dst.buffer;
+  const int64_t bytes = int64_t((getBitWidth(map.type) + 7) / 8);
+  if (shared.sharedAddress < 0 || shared.getType() != map.type)
+    return fail(in, t,
+                "nvgpu.tma.async.load destination '" + shared.getName() +
+                    "' must be a view of dynamic shared memory of the tensor map's element type");
+  const int64_t address = shared.sharedAddress + dst.offset * bytes;
+  if (address % 128)
+    return fail(in, t,
+                llvm::formatv("nvgpu.tma.async.load destination at shared address {0} is not "
+                              "128-byte aligned",
+                              address));
+  int64_t viewElements = 1;
+  for (unsigned d = 0; d < dst.rank; ++d)
+    viewElements *= dst.sizes[d];
+  const uint64_t group = slot(in.b)[t], id = slot(in.c)[t];
+  MbarrierModel *m = mbarrier(in, t, group, id);
+  if (!m)
+    return false;
+  if (!m->initialized())
+    return fail(in, t, "nvgpu.tma.async.load completes on an mbarrier that no mbarrier.init "
+                       "initialized");
+  std::array<int64_t, 5> coord{};
+  for (int d = 0; d < rank; ++d)
+    coord[size_t(d)] = int64_t(slot(prog.slots[info.coords + uint32_t(d)])[t]);
+  const uint64_t fill = map.oobFill == TmaOobFill::Nan
+                            ? makeFloatWord(map.type, std::numeric_limits<double>::quiet_NaN())
+                            : 0;
+  PendingTma copy{&shared, {}, group, id};
+  std::array<uint32_t, 5> index{};
+  const int64_t boxElements = map.boxBytes() / bytes;
+  for (int64_t e = 0; e < boxElements; ++e) {
+    int64_t rest = e, globalIndex = map.globalOffset;
+    bool inside = true;
+    for (int d = 0; d < rank; ++d) {
+      index[size_t(d)] = uint32_t(rest % map.boxDim[d]);
+      rest /= map.boxDim[d];
+      const int64_t g = coord[size_t(d)] + index[size_t(d)];
+      inside = inside && g >= 0 && g < int64_t(map.globalDim[d]);
+      globalIndex += d == 0 ? g : g * int64_t(map.globalStrides[d - 1]) / bytes;
+    }
+    const int64_t at = (dst.offset * bytes + map.sharedOffset(address, index)) / bytes;
+    if (at - dst.offset >= viewElements)
+      return fail(in, t,
+                  llvm::formatv("nvgpu.tma.async.load box of {0} bytes overruns its "
+                                "destination view of {1} elements",
+                                map.boxBytes(), viewElements));
+    uint64_t word = fill;
+    if (inside) {
+      if (!checkRead(in, global, globalIndex, t))
+        return false;
+      word = global.loadWord(globalIndex);
+    }
+    if (!checkWrite(in, shared, at, t))
+      return false;
+    shared.storeWord(at, word);
+    markAsyncPending(shared, at);
+    copy.elements.push_back(at);
+  }
+  pendingTma.push_back(std::move(copy));
+  const uint64_t before = m->phases();
+  if (std::string why = m->completeTx(map.boxBytes()); !why.empty())
+    return fail(in, t, why);
+  if (m->phases() != before)
+    landTma(group, id);
+  return true;
+}
