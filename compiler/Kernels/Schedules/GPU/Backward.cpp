@@ -404,22 +404,50 @@ struct Backward : ChunkedBackwardSteps {
     s.sink.end();
   }
 
-  /// lce_fused_lse (per chunk): one thread per row turns its raw logits (in
-  /// the dZ workspace) into lse and the row loss, in vocabulary order.
+  /// lce_fused_lse (per chunk): one block per row turns its raw logits (in
+  /// the dZ workspace) into lse and the row loss: thread t folds columns t,
+  /// t + T, … in order (adjacent threads read adjacent logits), then the
+  /// block merges the T states in a fixed tree. (One thread per row left a
+  /// whole vocabulary to each thread and a chunk's few rows to one block.)
   void buildFusedLse() {
+    const int64_t threads = s.simtTile.threads;
     KernelSignature sig("lce_fused_lse");
     sig.arg("labels", flat(s.spec.labelType)).arg("dz", flat(s.compute()));
     sig.arg("lse", flat(s.compute())).arg("loss_rows", flat(s.compute()));
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index()).arg("V", s.index());
-    LaunchShape launch{{"cdiv(C," + s.threads() + ")", "1", "1"}, "none", /*perChunk=*/true};
+    LaunchShape launch{{"C", "1", "1"}, "none", /*perChunk=*/true};
+    for (unsigned f = 0; f < s.stats.width(); ++f)
+      launch.workgroup.push_back(s.shared(threads, s.compute()));
     KernelArgs a = s.sink.begin(sig, launch);
     KernelEmitter e = emitter();
     Value v = a["V"], cb = a["chunk_begin"];
-    Value row =
-        e.add(cb, e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e)));
-    e.ifThen(below(e, row, a["chunk_end"]), [&](KernelEmitter &re) {
-      emitRowFromRawLogits(re, s.spec, s.stats, a["dz"], re.mul(re.sub(row, cb), v), v, a["labels"],
-                           row, a["lse"], a["loss_rows"]);
+    Value row = e.add(cb, gpuBlockIdx(e, 0));
+    // The grid has C blocks; the last chunk may have fewer rows (the whole
+    // block skips, so its barriers stay uniform).
+    e.ifThen(below(e, row, a["chunk_end"]), [&](KernelEmitter &be) {
+      Value base = be.mul(gpuBlockIdx(be, 0), v);
+      Value tid = gpuThreadIdx(be);
+      SmallVector<Value> state = be.forLoop(
+          tid, v, be.index(threads), s.stats.identity(be),
+          [&](KernelEmitter &le, Value j, ValueRange it) {
+            return s.stats.push(le, it,
+                                emitLogit(le, s.spec, le.load(a["dz"], le.add(base, j))));
+          });
+      SmallVector<Value> shared;
+      for (unsigned f = 0; f < s.stats.width(); ++f)
+        shared.push_back(a.workgroup(f));
+      s.stats.mergeAcrossBlock(be, tid, threads, shared, state, 1);
+      be.ifThen(be.cmpI(arith::CmpIPredicate::eq, tid, be.index(0)), [&](KernelEmitter &re) {
+        Value lse =
+            s.stats.finish(re, s.stats.load(re, shared, re.index(0)), loss::Statistic::lse);
+        re.store(lse, a["lse"], row);
+        Value label = re.loadLabel(a["labels"], row);
+        re.store(emitRowLoss(re, s.spec, label, v, lse,
+                             [&](KernelEmitter &te) {
+                               return te.load(a["dz"], te.add(base, label));
+                             }),
+                 a["loss_rows"], row);
+      });
     });
     s.sink.end();
   }
