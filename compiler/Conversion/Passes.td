@@ -116,6 +116,31 @@ def LossBF16MmaSyncToNVVM : Pass<"loss-bf16-mma-sync-to-nvvm"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def LossTensorMapGridConstant : Pass<"loss-tensor-map-grid-constant"> {
+  let summary = "Pass TMA tensor maps to kernels by value: 128-byte, 64-byte aligned grid constants";
+  let description = [{
+    A TMA copy names its tensor map (a 128-byte CUtensorMap) by address; the
+    map should reach the kernel by value, as a `__grid_constant__` parameter
+    in param space (`.param .align 64 .b8 p[128]`), which the copy then
+    addresses directly. The gpu.func verifier rejects `nvvm.grid_constant`
+    and the gpu→llvm lowering drops `llvm.byval`, so this pass runs after
+    convert-gpu-to-nvvm: on every kernel whose `loss.tensor_maps` attribute
+    says how many tensor maps it takes, the `!llvm.ptr` parameters with
+    `llvm.align = 64` (how the kernel builders mark a tensor map; no other
+    parameter is 64-byte aligned) get `llvm.byval = !llvm.array<128 x i8>`
+    and `nvvm.grid_constant`. A count that does not match the marked
+    parameters is an error naming both; kernels without the attribute are
+    left alone.
+
+    Example:
+    `llvm.func @k(%map: !llvm.ptr {llvm.align = 64 : i64}, ...) attributes
+    {loss.tensor_maps = 1 : i64, nvvm.kernel}` becomes
+    `llvm.func @k(%map: !llvm.ptr {llvm.align = 64 : i64, llvm.byval =
+    !llvm.array<128 x i8>, nvvm.grid_constant}, ...)`.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect"];
+}
+
 def LossExternDynamicSharedMemory : Pass<"loss-extern-dynamic-shared-memory"> {
   let summary = "Give the dynamic shared-memory base external linkage (PTX .extern .shared)";
   let description = [{

@@ -142,6 +142,7 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
                                 "convert-scf-to-cf,convert-vector-to-llvm,convert-gpu-to-nvvm,"
                                 "convert-nvvm-to-llvm,"
                                 "loss-extern-dynamic-shared-memory,"
+                                "loss-tensor-map-grid-constant,"
                                 "canonicalize,cse),reconcile-unrealized-casts)"});
   stages.push_back({"ptx", "builtin.module(gpu-module-to-binary{format=isa})"});
   return stages;

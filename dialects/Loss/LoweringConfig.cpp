@@ -3,6 +3,8 @@
 #include "dialects/Loss/LoweringConfig.h"
 #include "dialects/Loss/LossOps.h"
 
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -152,6 +154,15 @@ LogicalResult LossDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   // Support/LaunchPlan.h) are checked where they are read.
   if (attribute.getName() == "loss.launch_plans")
     return success();
+  // How many TMA tensor maps a kernel takes (loss-tensor-map-grid-constant).
+  if (attribute.getName() == kTensorMapsAttrName) {
+    auto count = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!count || count.getInt() < 1 || !isa<FunctionOpInterface>(op))
+      return op->emitError() << "'" << kTensorMapsAttrName.str()
+                             << "' must be a positive integer on a kernel function, got "
+                             << attribute.getValue();
+    return success();
+  }
   if (attribute.getName() != kLoweringConfigAttrName)
     return op->emitError() << "unknown loss dialect attribute '" << attribute.getName().str()
                            << "'";

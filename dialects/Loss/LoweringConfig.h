@@ -14,6 +14,10 @@ namespace lossjit::loss {
 /// The discardable attribute on a fused op holding its #loss.gpu_config or
 /// #loss.cpu_config.
 inline constexpr llvm::StringLiteral kLoweringConfigAttrName = "loss.lowering_config";
+/// The discardable attribute on a GPU kernel counting the TMA tensor maps it
+/// takes (its !llvm.ptr parameters with llvm.align = 64), which
+/// loss-tensor-map-grid-constant passes by value.
+inline constexpr llvm::StringLiteral kTensorMapsAttrName = "loss.tensor_maps";
 
 /// The rules every GPU tile must meet; "" when it does, else why not (the
 /// attribute's verifier and the compiler's TileConfig share them).

@@ -219,6 +219,7 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
     return unsupportedOp(body.front().getTerminator());
   Block &entry = body.front();
   // The entry block also holds the attributions; the parameters come first.
+  int64_t tensorMaps = 0;
   for (unsigned i = 0, e = func.getFunctionType().getNumInputs(); i < e; ++i) {
     BlockArgument arg = func.getArgument(i);
     auto info = analyzeType(arg.getType());
@@ -227,6 +228,15 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
     if (!info || info->kind == TypeInfo::Vector || info->kind == TypeInfo::Token ||
         (info->kind == TypeInfo::Handle && !tensorMap))
       return unsupportedType(func, arg.getType());
+    // A tensor map must carry the mark loss-tensor-map-grid-constant passes
+    // by value (else the hardware would get a pointer, not the map).
+    if (tensorMap) {
+      auto align = func.getArgAttrOfType<IntegerAttr>(i, "llvm.align");
+      if (!align || align.getInt() != 64)
+        return unsupported(func, "tensor map parameter without llvm.align = 64 (the mark "
+                                 "loss-tensor-map-grid-constant passes by value)");
+      ++tensorMaps;
+    }
     auto slot = define(arg, func);
     if (!slot)
       return slot.takeError();
@@ -246,6 +256,11 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
       prog.scalarParams.push_back({*slot, info->elem, tensorMap});
     }
   }
+  auto declared = func->getAttrOfType<IntegerAttr>("loss.tensor_maps");
+  if (tensorMaps != (declared ? declared.getInt() : 0))
+    return unsupported(func, llvm::formatv("tensor map count: loss.tensor_maps says {0}, the "
+                                           "parameters have {1}",
+                                           declared ? declared.getInt() : 0, tensorMaps));
   for (auto [index, arg] : llvm::enumerate(func.getWorkgroupAttributions())) {
     auto type = dyn_cast<MemRefType>(arg.getType());
     if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity() || !analyzeType(type))

@@ -53,7 +53,8 @@ std::string tmaKernel(const TmaCase &c) {
 )";
   std::string wait = "  nvgpu.mbarrier.try_wait.parity %bar[%c1], %false, %ticks : " + bars + "\n";
   return R"(
-gpu.func @k(%tm: !llvm.ptr, %out: memref<?xf32>, %x0: index, %y0: index, %tx: index) kernel {
+gpu.func @k(%tm: !llvm.ptr {llvm.align = 64 : i64}, %out: memref<?xf32>, %x0: index, %y0: index,
+            %tx: index) kernel attributes {loss.tensor_maps = 1 : i64} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c128 = arith.constant 128 : index
@@ -203,6 +204,29 @@ TEST(AsyncTransferOps, TheMapMustBeTheOneTheDescriptorTypePromises) {
                        "of 16 below 2^40 bytes, got 200"),
             std::string::npos)
       << error;
+}
+
+TEST(AsyncTransferOps, TensorMapParametersCarryTheGridConstantMark) {
+  // Without llvm.align = 64, loss-tensor-map-grid-constant would not pass
+  // the map by value; without loss.tensor_maps it would not look.
+  std::string kernel = tmaKernel(TmaCase());
+  std::string unmarked = kernel;
+  unmarked.replace(unmarked.find(" {llvm.align = 64 : i64}"), 24, "");
+  std::string uncounted = kernel;
+  uncounted.replace(uncounted.find(" attributes {loss.tensor_maps = 1 : i64}"), 40, "");
+  const std::pair<std::string, std::string> cases[] = {
+      {unmarked, "tensor map parameter without llvm.align = 64"},
+      {uncounted, "tensor map count: loss.tensor_maps says 0, the parameters have 1"}};
+  for (const auto &[text, expected] : cases) {
+    auto module = parseModule(kernelModule(text));
+    ASSERT_TRUE(module);
+    auto func = lookupKernel(*module, "m", "k");
+    ASSERT_TRUE(static_cast<bool>(func));
+    auto decoded = SimtKernel::decode(*func);
+    ASSERT_FALSE(static_cast<bool>(decoded));
+    std::string error = llvm::toString(decoded.takeError());
+    EXPECT_NE(error.find(expected), std::string::npos) << error;
+  }
 }
 
 } // namespace
