@@ -90,7 +90,7 @@ MMA_TILES=(
 # bundles are built for that arch alone (the test runs them on compute
 # capability 9.0), named mma-*-wgmma<tile> so the same kernel path finds them.
 WGMMA_TILES=(
-  "wgmma128x64x32x3|matmul=wgmma,block_rows=128,block_cols=64,block_k=32,threads=256,stages=3"
+  "wgmma128x64x32x4|matmul=wgmma,block_rows=128,block_cols=64,block_k=32,threads=256,stages=4"
   "wgmma64x16x16x2|matmul=wgmma,block_rows=64,block_cols=16,block_k=16,threads=128,stages=2"
 )
 

@@ -967,7 +967,7 @@ def render_markdown(results, command):
                  "dZᵀ·X all run on tensor cores: with fwd-mma64 the JIT's default for f16/bf16 "
                  "on sm_80+). H200 mma.sync: Hopper's full rate needs wgmma, so the mma_sync "
                  "rows there are optimistic. sm_90a rows are the wgmma variants (128x64 tile, one "
-                 "warpgroup per 64 rows, operands staged by cp.async, one wgmma group waited per k step; "
+                 "warpgroup per 64 rows, operands staged by cp.async, one wgmma group kept in flight; "
                  "no TMA, no warp specialization yet): the same 788 TFLOP/s ceiling, the wgmma "
                  "issue rate taken per warp instruction (a quarter of the warpgroup's FLOPs).")
     lines.append("")

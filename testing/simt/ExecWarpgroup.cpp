@@ -12,8 +12,11 @@
 //
 // The group rules: commit_group closes the thread's issued wgmmas into a
 // group, wait_group N leaves at most N groups in flight, and no group may be
-// in flight when the block ends. Reading accumulators before the wait that
-// covers them is not detected (the results exist at issue).
+// in flight when the block ends. The shared memory a wgmma read stays its
+// operand until a wait covers its group: writing it earlier (a refill of a
+// stage the tensor cores may still be reading) is an error. Reading
+// accumulators before the wait that covers them is not detected (the
+// results exist at issue).
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,6 +70,13 @@ bool Executor::readAsyncProxy(const Instr &in, int64_t address, ElementType inpu
                         threadText(s.writeThread) +
                         " with no nvvm.fence.proxy (async.shared::cta) by that thread since: "
                         "the async proxy may not see the write");
+    }
+    // The operand stays read by this wgmma until a wait covers its group
+    // (the one the next commit closes).
+    if (tracksRaces(*buf)) {
+      AccessShadow &s = buf->shadow[size_t(i)];
+      s.wgmmaWarpgroup = t / 128;
+      s.wgmmaGroup = wgmmaCommitted[t / 128] + 1;
     }
     value = floatWordValue(ElementType::F32, buf->loadWord(i));
     return true;
@@ -134,12 +144,18 @@ bool Executor::execWgmmaSync(const Instr &in, const uint32_t *act, uint32_t n) {
       wgmmaUncommitted[act[i]] = 0;
       ++wgmmaGroups[act[i]];
     }
+    for (uint32_t i = 0; i < n; i += 128)
+      ++wgmmaCommitted[act[i] / 128];
     return true;
   case Opc::WgmmaWait:
     if (!requireFullWarpgroups(in, act, n, "nvvm.wgmma.wait.group.sync.aligned"))
       return false;
     for (uint32_t i = 0; i < n; ++i)
       wgmmaGroups[act[i]] = std::min(wgmmaGroups[act[i]], in.imm);
+    for (uint32_t i = 0; i < n; i += 128) {
+      const uint32_t wg = act[i] / 128;
+      wgmmaRetired[wg] = std::max<int64_t>(wgmmaRetired[wg], int64_t(wgmmaCommitted[wg]) - in.imm);
+    }
     return true;
   default:
     llvm_unreachable("not a warpgroup synchronization op");
@@ -163,4 +179,16 @@ bool Executor::checkAsyncDrained(const Instr &in) {
                                 wgmmaGroups[t]));
   }
   return true;
+}
+
+bool Executor::checkWgmmaOperandRetired(const Instr &in, const SimtBuffer &buf, int64_t i,
+                                        uint32_t t) {
+  const AccessShadow &s = buf.shadow[size_t(i)];
+  if (s.wgmmaGroup == 0 || s.wgmmaWarpgroup >= wgmmaRetired.size() ||
+      wgmmaRetired[s.wgmmaWarpgroup] >= s.wgmmaGroup)
+    return true;
+  return fail(in, t,
+              llvm::formatv("write to {0} while the wgmma of warpgroup {1} that reads it (its "
+                            "group {2}) is in flight: no wgmma.wait_group has covered it",
+                            elementText(buf, i), s.wgmmaWarpgroup, s.wgmmaGroup));
 }

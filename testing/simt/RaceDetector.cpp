@@ -67,6 +67,8 @@ bool Executor::checkRead(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t t
 bool Executor::checkWrite(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t t) {
   if (!tracksRaces(buf))
     return true;
+  if (!checkWgmmaOperandRetired(in, buf, i, t))
+    return false;
   AccessShadow &s = buf.shadow[size_t(i)];
   if (s.asyncPending)
     return fail(in, t,

@@ -42,6 +42,10 @@ struct AccessShadow {
   /// The writer's count of async-proxy fences at the write: the async proxy
   /// (wgmma) may read the element once the writer has fenced since.
   uint32_t writeFences = 0;
+  /// The last wgmma that read the element: its warpgroup and the serial of
+  /// its commit group in that warpgroup (0: none). Writing the element is
+  /// an error until a wgmma.wait_group has covered that group.
+  uint32_t wgmmaWarpgroup = 0, wgmmaGroup = 0;
   static constexpr uint32_t kManyThreads = ~0u;
   /// writeThread of a TMA copy landed by its mbarrier's phase completion:
   /// ordered before every thread of the block (they reach the data through

@@ -69,6 +69,8 @@ bool Executor::runBlock(uint64_t serial) {
   std::fill(proxyFences.begin(), proxyFences.end(), 0);
   std::fill(wgmmaUncommitted.begin(), wgmmaUncommitted.end(), 0);
   std::fill(wgmmaGroups.begin(), wgmmaGroups.end(), 0);
+  wgmmaCommitted.assign((numThreads + 127) / 128, 0);
+  wgmmaRetired.assign((numThreads + 127) / 128, 0);
   mbarriers.assign(prog.mbarrierGroups.size(), {});
   for (size_t g = 0; g < prog.mbarrierGroups.size(); ++g)
     mbarriers[g].assign(prog.mbarrierGroups[g], MbarrierModel());

@@ -333,6 +333,10 @@ private:
   /// wgmma groups no wait has covered yet.
   std::vector<uint32_t> proxyFences;
   std::vector<int64_t> wgmmaUncommitted, wgmmaGroups;
+  /// Per warpgroup: wgmma groups committed so far in the block, and how
+  /// many of them a wait has covered (the shared memory their operands were
+  /// read from may be written again).
+  std::vector<uint32_t> wgmmaCommitted, wgmmaRetired;
   /// The launch's tensor maps (SimtArg::tensorMap), by parameter slot value.
   struct BoundTensorMap {
     const TensorMapDesc *map;
@@ -522,6 +526,10 @@ private:
   /// operand, checked (initialized, no race, fenced for the async proxy).
   bool readAsyncProxy(const Instr &in, int64_t address, ElementType input, uint32_t t,
                       double &value);
+  /// Fails when element `i` of `buf` is an operand of a wgmma still in
+  /// flight (no wait has covered its group): writing it would change what
+  /// the tensor cores read.
+  bool checkWgmmaOperandRetired(const Instr &in, const SimtBuffer &buf, int64_t i, uint32_t t);
   /// Fails when a thread of the block still has wgmma groups or the block
   /// TMA copies in flight.
   bool checkAsyncDrained(const Instr &in);

@@ -15,20 +15,23 @@
 // one a matrix is, so no operand is transposed in memory.
 //
 // The ring of `stages` stages is filled by cp.async as for mma.sync
-// (OperandStaging.h): stages − 1 k tiles in flight before the first product;
-// step kt waits for tile kt, fences the generic proxy's writes for the async
-// proxy that wgmma reads through (fence.proxy.async.shared::cta, each
-// thread after its own copies landed), barriers, issues tile kt + stages − 1
-// into the stage step kt − 1 read, then multiplies tile kt and waits for its
-// wgmma group before the next step may overwrite a stage.
+// (OperandStaging.h). With three or more stages one wgmma group stays in
+// flight: L = stages − 2 k tiles are copied ahead; step kt waits for tile
+// kt, fences the generic proxy's writes for the async proxy that wgmma reads
+// through (fence.proxy.async.shared::cta, each thread after its own copies
+// landed), barriers, issues tile kt + L into the stage step kt − 2 read
+// (its group retired by the previous step's wait_group 1), multiplies tile
+// kt and commits, waiting until at most one group is in flight; the tensor
+// cores work on step kt while the threads reach step kt + 1. Two stages:
+// L = 1 and wait_group 0.
 //
 // Fragments (PTX ISA, "wgmma .m64nNk16 register fragment layout for
 // accumulator matrix D"): thread t of warpgroup g holds rows 64g + 16·(t/32)
 // + (t%32)/4 and + 8, columns 8j + 2·(t%4) + {0, 1} of each n8 block j, in
 // registers 4j + {0, 1} (first row) and 4j + {2, 3}.
 //
-// Not yet: TMA loads, mbarrier rings, warp specialization, swizzled layouts
-// and keeping one wgmma group in flight; see issue 13.
+// Not yet: TMA loads, mbarrier rings, warp specialization and swizzled
+// layouts; see issue 13.
 //
 //===----------------------------------------------------------------------===//
 
@@ -114,8 +117,13 @@ public:
       });
       return commitCopies(fe);
     };
+    // With three or more stages one wgmma group stays in flight while the
+    // next step synchronizes and issues its copies; the stage a fill
+    // overwrites must then be one the group before it read.
+    const int64_t inFlight = stages >= 3 ? 1 : 0;
+    const int64_t lookahead = stages - 1 - inFlight; // k tiles copied ahead
     Value token;
-    for (int64_t s = 0; s + 1 < stages; ++s)
+    for (int64_t s = 0; s < lookahead; ++s)
       token = fill(e, e.index(s));
 
     Value acc = initialAccumulator(e, init, f);
@@ -125,14 +133,16 @@ public:
                         [&](KernelEmitter &le, Value kt, ValueRange it) {
       OpBuilder &lb = le.builder();
       nvgpu::DeviceAsyncWaitOp::create(lb, le.location(), token,
-                                       lb.getI32IntegerAttr(stages - 2));
+                                       lb.getI32IntegerAttr(lookahead - 1));
       // This thread's copies have landed; make them visible to the async
       // proxy before the barrier publishes them to the warpgroups.
       NVVM::FenceProxyOp::create(
           lb, le.location(), NVVM::ProxyKindAttr::get(lb.getContext(), NVVM::ProxyKind::async_shared),
           NVVM::SharedSpaceAttr::get(lb.getContext(), NVVM::SharedSpace::shared_cta));
       gpuBarrier(le);
-      fill(le, le.add(kt, le.index(stages - 1)));
+      // Stage (kt + lookahead) % stages was last read by step kt − 1 −
+      // inFlight, whose group the previous step's wait retired.
+      fill(le, le.add(kt, le.index(lookahead)));
       Value stage = le.remUI(kt, le.index(stages));
       Value d = it[0];
       NVVM::WgmmaFenceAlignedOp::create(lb, le.location());
@@ -142,10 +152,12 @@ public:
         d = product(le, descA, descB, d, sa, sb);
       }
       NVVM::WgmmaGroupSyncAlignedOp::create(lb, le.location());
-      NVVM::WgmmaWaitGroupSyncOp::create(lb, le.location(), 0);
+      NVVM::WgmmaWaitGroupSyncOp::create(lb, le.location(), inFlight);
       return SmallVector<Value>{d};
     });
-    // Nothing may stay in flight into the caller's shared memory reuse.
+    // The accumulators are read next, and nothing may stay in flight into
+    // the caller's shared memory reuse.
+    NVVM::WgmmaWaitGroupSyncOp::create(b0, e.location(), 0);
     nvgpu::DeviceAsyncWaitOp::create(b0, e.location(), token, b0.getI32IntegerAttr(0));
 
     f.values.assign(f.rows.size() * f.cols.size(), Value());

@@ -25,7 +25,7 @@ TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
     t.blockCols = 64;
     t.blockK = 32;
     t.threads = 256;
-    t.stages = 3;
+    t.stages = 4;
     return t;
   }
   if (kind != loss::MatmulKind::mma_sync)

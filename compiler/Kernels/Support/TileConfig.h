@@ -53,7 +53,8 @@ struct TileConfig {
   /// mma_sync 64×64 logits per block in four 32×32 warp tiles, k steps of
   /// 32 through a 3-stage cp.async ring (30 KiB of shared memory); for
   /// wgmma 128×64 per block (two warpgroups sharing the W tile), k steps
-  /// of 32 through a 3-stage ring (36 KiB): 64 columns is the widest tile
+  /// of 32 through a 4-stage ring (48 KiB: two k tiles copied ahead while
+  /// one wgmma group is in flight): 64 columns is the widest tile
   /// whose every kernel ptxas takes for sm_90a without spills (64×128
   /// spills 48 bytes in the chunked dZ kernel with a bias; k steps of 64
   /// spill the forward), and a second warpgroup halves the W traffic that

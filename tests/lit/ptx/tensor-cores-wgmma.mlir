@@ -16,6 +16,7 @@
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --implicit-check-not=mma.sync \
 // RUN:   --implicit-check-not=ldmatrix --check-prefixes=PARTIAL,BF16 --input-file=%t/k/bf16/fwd_lce_partial.ptx
 // RUN: FileCheck %s --check-prefix=SYNC --input-file=%t/k/f16/fwd_lce_partial.ptx
+// RUN: FileCheck %s --check-prefix=DRAIN --input-file=%t/k/f16/fwd_lce_partial.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --check-prefix=DX --input-file=%t/k/bf16/grad_lce_bwd_dx.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --check-prefix=DW --input-file=%t/k/bf16/grad_lce_bwd_dw.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --check-prefix=FZ --input-file=%t/k/f16/fused_lce_fused_z.ptx
@@ -30,13 +31,14 @@
 // RUN: not lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90 matmul=wgmma" -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=CHIP
 
-// Two operand rings of 3 stages × (128 + 64) lines × 32 k of 16-bit
+// Two operand rings of 4 stages × (128 + 64) lines × 32 k of 16-bit
 // elements, unpadded.
-// PLAN: name = "lce_partial"{{.*}}shared_bytes = 36864
+// PLAN: name = "lce_partial"{{.*}}shared_bytes = 49152
 
 // Two warpgroups (256 threads) per block; k tiles of 32 are two m64n64k16
-// steps between a wgmma fence and a commit, and the group is waited for
-// before the next step refills a stage. No mma.sync, no ldmatrix, no FMA
+// steps between a wgmma fence and a commit; one group stays in flight
+// (wait_group 1) while the next step refills the stage the one before read,
+// and all are waited for before the accumulators are read. No mma.sync, no ldmatrix, no FMA
 // loop (--implicit-check-not): wgmma reads shared memory itself.
 // PARTIAL-LABEL: .visible .entry lce_partial(
 // PARTIAL:       .maxntid 256, 1, 1
@@ -45,12 +47,13 @@
 // F16-COUNT-2:   wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16
 // BF16-COUNT-2:  wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // PARTIAL:       wgmma.commit_group.sync.aligned;
-// PARTIAL-NEXT:  wgmma.wait_group.sync.aligned {{[[:space:]]*}}0;
+// PARTIAL-NEXT:  wgmma.wait_group.sync.aligned {{[[:space:]]*}}1;
 // PARTIAL:       ret;
+// DRAIN:         wgmma.wait_group.sync.aligned {{[[:space:]]*}}0;
 
-// Each step waits for its tile's copies, fences them for the async proxy
-// and only then barriers (LLVM places this after the products: the loop is
-// rotated).
+// Each step waits for its tile's copies (two tiles are copied ahead, so one
+// group may stay pending), fences them for the async proxy and only then
+// barriers (LLVM places this after the products: the loop is rotated).
 // SYNC:       cp.async.wait_group {{[[:space:]]*}}1;
 // SYNC-NEXT:  fence.proxy.async.shared::cta;
 // SYNC-NEXT:  bar.sync {{[[:space:]]*}}0;

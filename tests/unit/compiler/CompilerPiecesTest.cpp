@@ -121,10 +121,10 @@ TEST(TileConfig, TensorCoreTiles) {
 
 TEST(TileConfig, WgmmaTiles) {
   // Two warpgroups of 128 threads (64 rows each), 64 columns (wgmma's N),
-  // k steps of 32 through 3 stages.
+  // k steps of 32 through 4 stages.
   TileConfig d = TileConfig::forMatmul(lossjit::loss::MatmulKind::wgmma);
   EXPECT_FALSE(static_cast<bool>(d.validate()));
-  EXPECT_EQ(d.str(), "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=3,"
+  EXPECT_EQ(d.str(), "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,"
                      "block_cols=64,block_k=32");
   auto alone = TileConfig::parse("matmul=wgmma");
   ASSERT_TRUE(static_cast<bool>(alone)) << llvm::toString(alone.takeError());

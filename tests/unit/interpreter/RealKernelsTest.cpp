@@ -511,7 +511,7 @@ TEST(TensorCoreKernels, KernelIrHasMmaSyncAndTheRing) {
 // strategy; here the kernels built on it meet fp64 and the SIMT kernels,
 // with races and the async-proxy fences checked.
 
-/// The default wgmma tile (128×64×32, 3 stages, two warpgroups), one
+/// The default wgmma tile (128×64×32, 4 stages, two warpgroups), one
 /// warpgroup with 32 columns, and a narrow one-warpgroup tile (64×16×16, 2
 /// stages) that gives many tiles and k steps at small shapes.
 const char *kWgmmaTile = "matmul=wgmma";
@@ -559,17 +559,17 @@ TEST(WgmmaKernels, KernelIrHasWgmmaAndTheRing) {
   EXPECT_EQ(ops["nvvm.wgmma.mma_async"], 2);
   EXPECT_EQ(ops["nvvm.wgmma.fence.aligned"], 1);
   EXPECT_EQ(ops["nvvm.wgmma.commit.group.sync.aligned"], 1);
-  EXPECT_EQ(ops["nvvm.wgmma.wait.group.sync.aligned"], 1);
+  EXPECT_EQ(ops["nvvm.wgmma.wait.group.sync.aligned"], 2); // wait 1 per step, 0 after
   EXPECT_EQ(ops["nvvm.fence.proxy"], 1);
   EXPECT_EQ(ops["nvgpu.device_async_copy"], 9);
   EXPECT_EQ(ops["nvgpu.device_async_create_group"], 3);
   EXPECT_EQ(ops["nvgpu.ldmatrix"], 0);
   EXPECT_EQ(ops["memref.extract_aligned_pointer_as_index"], 2);
-  // Rings of 3 stages × 128 (A) and 64 (B) lines × 32 k × 2 bytes, unpadded.
+  // Rings of 4 stages × 128 (A) and 64 (B) lines × 32 k × 2 bytes, unpadded.
   LaunchPlan plan = planOf(*module);
   auto partial = llvm::find_if(plan.kernels, [](const auto &k) { return k.name == "lce_partial"; });
   ASSERT_NE(partial, plan.kernels.end());
-  EXPECT_EQ(partial->sharedBytes, 3 * (128 + 64) * 32 * 2);
+  EXPECT_EQ(partial->sharedBytes, 4 * (128 + 64) * 32 * 2);
 }
 
 } // namespace

@@ -25,6 +25,7 @@ struct WgmmaCase {
   int n = 16;
   bool aKMajor = true, bKMajor = true;
   bool fence = true, wait = true;
+  bool refillBeforeWait = false; ///< overwrite A's stage while the wgmma is in flight
   int64_t threads = 128;
 };
 
@@ -116,6 +117,11 @@ gpu.func @k(%a: memref<?xbf16>, %b: memref<?xbf16>, %out: memref<?xf32>) kernel 
           (c.aKMajor ? "<row>" : "<col>") + "], B [<bf16>, #nvvm.wgmma_scale_in<one>, " +
           (c.bKMajor ? "<col>" : "<row>") + "] : " + acc + " -> " + acc + "\n";
   text += "nvvm.wgmma.commit.group.sync.aligned\n";
+  if (c.refillBeforeWait) {
+    text += "gpu.barrier\n";
+    text += "%zero = arith.constant 0.0 : bf16\n";
+    text += "memref.store %zero, %sa[%tid] : " + shared(64 * 16) + "\n";
+  }
   if (c.wait)
     text += "nvvm.wgmma.wait.group.sync.aligned 0\n";
   text += "%regs = arith.constant " + std::to_string(regs) + " : index\n";
@@ -201,6 +207,16 @@ TEST(WarpgroupOps, WgmmaGroupsInFlightAtTheEndAreAnError) {
   c.wait = false;
   std::string error = runWgmma(c).error;
   EXPECT_NE(error.find("1 wgmma group(s) in flight"), std::string::npos) << error;
+}
+
+TEST(WarpgroupOps, RefillingAnOperandOfAWgmmaInFlightIsAnError) {
+  WgmmaCase c;
+  c.refillBeforeWait = true;
+  std::string error = runWgmma(c).error;
+  EXPECT_NE(error.find("while the wgmma of warpgroup 0 that reads it (its group 1) is in flight: "
+                       "no wgmma.wait_group has covered it"),
+            std::string::npos)
+      << error;
 }
 
 TEST(WarpgroupOps, WgmmaNeedsWholeWarpgroups) {
