@@ -271,6 +271,12 @@ TEST_F(SimtBackward, WgmmaChunkedAndFused) {
   checkCase(wide);
   wide.tile = "matmul=wgmma,block_rows=64,threads=128,block_cols=32";
   checkCase(wide);
+  // V = 300: dZ·W runs ten k steps of 32 through the default 4-stage ring,
+  // refilling stages behind the wgmma group in flight (W MN-major).
+  GradCase deep{33, 300, 40, "bf16", "mean", true, 0.1};
+  deep.tile = "matmul=wgmma";
+  deep.workspaceBytes = 33 * 4 + 33 * 300 * 6;
+  checkCase(deep);
 }
 
 } // namespace

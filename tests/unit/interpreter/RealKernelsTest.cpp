@@ -528,6 +528,15 @@ TEST(WgmmaKernels, F16AlignedRowsTakeTheCpAsyncPath) {
   checkWgmma({70, 130, 40}, kWgmmaOneGroup);
 }
 TEST(WgmmaKernels, OddDTakesThePlainLoadPath) { checkWgmma({5, 77, 37}, kWgmmaNarrow); }
+TEST(WgmmaKernels, ManyKStepsRefillTheRingBehindTheGroupInFlight) {
+  // D = 200: seven k steps of 32 through the default 4-stage ring, so every
+  // stage is refilled while one wgmma group is in flight (the interpreter
+  // faults a refill of a stage that group still reads).
+  checkWgmma({9, 150, 200}, kWgmmaTile);
+  Case c{20, 70, 136};
+  c.dtype = "bf16";
+  checkWgmma(c, "matmul=wgmma block-rows=64 threads=128 block-cols=16 block-k=16 stages=3");
+}
 TEST(WgmmaKernels, BF16BiasSumManyTilesAndKSteps) {
   Case c{70, 200, 72};
   c.dtype = "bf16";
