@@ -173,21 +173,18 @@ prepare() {
     jobs+=("$graph --no-c-api --arch $ARCHES -o $BUNDLE/test-kernels/$name")
   done
   # Tensor-core check bundles (see MMA_TILES).
-  local tile
+  local tile arches
   for dtype in f16 bf16; do
     for reduction in mean none; do
       for bias in nobias bias; do
-        for tile in "${MMA_TILES[@]}"; do
+        for tile in "${MMA_TILES[@]}" "${WGMMA_TILES[@]}"; do
           args="--dtype $dtype --reduction $reduction --no-gradients --tile ${tile#*|}"
           [ "$bias" = bias ] && args="$args --bias"
           name="mma-$dtype-$reduction-$bias-${tile%%|*}"
-          jobs+=("--preset linear-cross-entropy $args --no-c-api --arch $ARCHES -o $BUNDLE/test-kernels/$name")
-        done
-        for tile in "${WGMMA_TILES[@]}"; do
-          args="--dtype $dtype --reduction $reduction --no-gradients --tile ${tile#*|}"
-          [ "$bias" = bias ] && args="$args --bias"
-          name="mma-$dtype-$reduction-$bias-${tile%%|*}"
-          jobs+=("--preset linear-cross-entropy $args --no-c-api --arch sm_90a -o $BUNDLE/test-kernels/$name")
+          # wgmma exists on sm_90a only.
+          arches=$ARCHES
+          [[ $tile == wgmma* ]] && arches=sm_90a
+          jobs+=("--preset linear-cross-entropy $args --no-c-api --arch $arches -o $BUNDLE/test-kernels/$name")
         done
       done
     done

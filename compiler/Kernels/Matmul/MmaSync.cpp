@@ -94,22 +94,16 @@ public:
     Fragment f = layout(e, tile);
     Lanes l = lanes(e);
     Staged sa{buffers[0], bm, isKMajor(a)}, sb{buffers[1], bn, isKMajor(b)};
-    Value numK = e.ceilDiv(e.sub(kEnd, kBegin), e.index(bk));
-    // Whole 16-byte pieces only when every piece starts 16-byte aligned.
-    Value alignedA = piecesAligned(e, a, sa.kMajor ? kBegin : tile.rowBegin);
-    Value alignedB = piecesAligned(e, b, sb.kMajor ? kBegin : tile.colBegin);
+    KTiles k(e, a, b, tile, kBegin, kEnd, bk, stages);
+    Value numK = k.numK;
 
     // The previous tile's last products may still read the ring.
     gpuBarrier(e);
     auto fill = [&](KernelEmitter &fe, Value kt) {
-      Value stage = fe.remUI(kt, fe.index(stages));
-      Value k0 = fe.add(kBegin, fe.mul(kt, fe.index(bk)));
-      Value live = fe.cmpI(arith::CmpIPredicate::ult, kt, numK);
-      fe.ifThen(live, [&](KernelEmitter &ie) {
-        fillOperand(ie, a, sa, stage, k0, kEnd, tile.rowBegin, tile.rowLimit, alignedA, l);
-        fillOperand(ie, b, sb, stage, k0, kEnd, tile.colBegin, tile.colLimit, alignedB, l);
+      return k.fill(fe, kt, [&](KernelEmitter &ie, Value stage, Value k0) {
+        fillOperand(ie, a, sa, stage, k0, kEnd, tile.rowBegin, tile.rowLimit, k.alignedA, l);
+        fillOperand(ie, b, sb, stage, k0, kEnd, tile.colBegin, tile.colLimit, k.alignedB, l);
       });
-      return commitCopies(fe);
     };
     Value token;
     for (int64_t s = 0; s + 1 < stages; ++s)

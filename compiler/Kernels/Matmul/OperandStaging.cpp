@@ -96,3 +96,21 @@ void lossjit::stagePieces(KernelEmitter &e, const MatrixOperand &op, const Stage
       e.ifThen(e.cmpI(arith::CmpIPredicate::ult, c, e.index(stage.pieces)), body);
   }
 }
+
+KTiles::KTiles(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
+               const BlockTile &tile, Value kBegin, Value kEnd, int64_t bk, int64_t stages)
+    : kBegin(kBegin), kEnd(kEnd), bk(bk), stages(stages) {
+  numK = e.ceilDiv(e.sub(kEnd, kBegin), e.index(bk));
+  // Whole 16-byte pieces only when every piece starts 16-byte aligned.
+  alignedA = piecesAligned(e, a, isKMajor(a) ? kBegin : tile.rowBegin);
+  alignedB = piecesAligned(e, b, isKMajor(b) ? kBegin : tile.colBegin);
+}
+
+Value KTiles::fill(KernelEmitter &e, Value kt,
+                   function_ref<void(KernelEmitter &, Value, Value)> copy) const {
+  Value stage = e.remUI(kt, e.index(stages));
+  Value k0 = e.add(kBegin, e.mul(kt, e.index(bk)));
+  e.ifThen(e.cmpI(arith::CmpIPredicate::ult, kt, numK),
+           [&](KernelEmitter &ie) { copy(ie, stage, k0); });
+  return commitCopies(e);
+}

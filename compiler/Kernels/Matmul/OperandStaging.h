@@ -60,6 +60,25 @@ struct StageTile {
   mlir::Value aligned; ///< piecesAligned() for this product.
 };
 
+/// The k loop of a staged tile product: the k tiles [kBegin, kEnd) in steps
+/// of `bk`, tile kt in stage kt % `stages` of each operand's ring, and
+/// whether each operand's pieces are aligned for cp.async.
+struct KTiles {
+  KTiles(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b, const BlockTile &tile,
+         mlir::Value kBegin, mlir::Value kEnd, int64_t bk, int64_t stages);
+
+  /// Copies k tile `kt` when it exists (copy(e, stage, k0)) and closes a
+  /// group of copies — an empty one past the end, so that every call adds
+  /// exactly one group and the wait counts stay exact.
+  mlir::Value fill(KernelEmitter &e, mlir::Value kt,
+                   llvm::function_ref<void(KernelEmitter &, mlir::Value stage, mlir::Value k0)>
+                       copy) const;
+
+  mlir::Value kBegin, kEnd, numK;
+  mlir::Value alignedA, alignedB; ///< piecesAligned() of each operand.
+  int64_t bk, stages;
+};
+
 /// Copies the stage's pieces, `threads` threads of the block taking pieces
 /// tid, tid + threads, …; k0 < kEnd and first < limit. The copies are
 /// issued, not committed.

@@ -19,23 +19,16 @@ std::string TileConfig::str() const {
 
 TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
   TileConfig t;
-  if (kind == loss::MatmulKind::wgmma) {
-    t.matmul = kind;
-    t.blockRows = 128;
-    t.blockCols = 64;
-    t.blockK = 32;
-    t.threads = 256;
-    t.stages = 4;
+  if (kind == loss::MatmulKind::simt)
     return t;
-  }
-  if (kind != loss::MatmulKind::mma_sync)
-    return t;
+  // Per strategy: rows, columns, k step, threads, stages (see the header).
+  const bool wgmma = kind == loss::MatmulKind::wgmma;
   t.matmul = kind;
-  t.blockRows = 64;
+  t.blockRows = wgmma ? 128 : 64;
   t.blockCols = 64;
   t.blockK = 32;
-  t.threads = 128;
-  t.stages = 3;
+  t.threads = wgmma ? 256 : 128;
+  t.stages = wgmma ? 4 : 3;
   return t;
 }
 
