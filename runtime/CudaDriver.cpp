@@ -65,6 +65,9 @@ CudaDriver::load(const std::string &libraryPath) {
   resolve(f.cuStreamCreate, "cuStreamCreate");
   resolve(f.cuStreamDestroy, "cuStreamDestroy_v2");
   resolve(f.cuStreamSynchronize, "cuStreamSynchronize");
+  // Optional: a driver without it runs every kernel but the TMA ones.
+  f.cuTensorMapEncodeTiled = reinterpret_cast<decltype(f.cuTensorMapEncodeTiled)>(
+      ::dlsym(handle, "cuTensorMapEncodeTiled"));
   if (!missing.empty())
     return makeError("CUDA driver library " + libraryPath +
                      " lacks the entry points " + missing +

@@ -14,6 +14,7 @@
 #include "runtime/Status.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -84,6 +85,13 @@ struct CudaDriverApi {
   cu::Result (*cuStreamCreate)(cu::Stream *, unsigned);
   cu::Result (*cuStreamDestroy)(cu::Stream);
   cu::Result (*cuStreamSynchronize)(cu::Stream);
+  /// Optional (CUDA 12.0+ drivers): null when the driver lacks it, which
+  /// only the TMA kernels need (runtime/TensorMap.h).
+  cu::Result (*cuTensorMapEncodeTiled)(void *tensorMap, int dataType, unsigned rank,
+                                       void *globalAddress, const uint64_t *globalDim,
+                                       const uint64_t *globalStrides, const uint32_t *boxDim,
+                                       const uint32_t *elementStrides, int interleave,
+                                       int swizzle, int l2Promotion, int oobFill);
 };
 
 /// A loaded driver library with cuInit done.

@@ -1,0 +1,104 @@
+//===- TensorMap.cpp - TMA tensor maps through the driver -----------------===//
+
+#include "runtime/TensorMap.h"
+
+using namespace lossjit::runtime;
+
+namespace {
+/// CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapFloatOOBfill (cuda.h).
+constexpr int kDataTypeFloat16 = 6, kDataTypeFloat32 = 7, kDataTypeBFloat16 = 9;
+constexpr int kInterleaveNone = 0, kL2PromotionNone = 0;
+constexpr int kOobFillNone = 0, kOobFillNanRequestZeroFma = 1;
+
+struct ElementKind {
+  int dataType;
+  uint64_t bytes;
+};
+
+bool elementKind(const std::string &dtype, ElementKind &kind) {
+  if (dtype == "f16")
+    kind = {kDataTypeFloat16, 2};
+  else if (dtype == "bf16")
+    kind = {kDataTypeBFloat16, 2};
+  else if (dtype == "f32")
+    kind = {kDataTypeFloat32, 4};
+  else
+    return false;
+  return true;
+}
+
+int swizzleEnum(unsigned bytes) {
+  switch (bytes) {
+  case 32:
+    return 1;
+  case 64:
+    return 2;
+  case 128:
+    return 3;
+  default:
+    return 0;
+  }
+}
+
+std::string text(uint64_t v) { return std::to_string(v); }
+} // namespace
+
+std::string lossjit::runtime::checkTensorMap(const TensorMapSpec &spec) {
+  ElementKind kind{};
+  if (!elementKind(spec.dtype, kind))
+    return "tensor map dtype must be f16, bf16 or f32, got '" + spec.dtype + "'";
+  if (spec.rank < 1 || spec.rank > 5)
+    return "tensor map rank must be in [1, 5], got " + text(spec.rank);
+  if (spec.global % 16)
+    return "tensor map global address must be 16-byte aligned, got " + text(spec.global);
+  if (spec.swizzleBytes != 0 && spec.swizzleBytes != 32 && spec.swizzleBytes != 64 &&
+      spec.swizzleBytes != 128)
+    return "tensor map swizzle must be 0, 32, 64 or 128 bytes, got " + text(spec.swizzleBytes);
+  for (unsigned d = 0; d < spec.rank; ++d) {
+    const std::string which = " of dimension " + text(d);
+    if (spec.dims[d] == 0 || spec.dims[d] > (uint64_t(1) << 32))
+      return "tensor map dims" + which + " must be in [1, 2^32], got " + text(spec.dims[d]);
+    if (spec.box[d] == 0 || spec.box[d] > 256)
+      return "tensor map box" + which + " must be in [1, 256], got " + text(spec.box[d]);
+    if (d == 0)
+      continue;
+    const uint64_t stride = spec.strides[d - 1];
+    if (stride % 16 || stride >= (uint64_t(1) << 40))
+      return "tensor map strides" + which + " must be a multiple of 16 below 2^40 bytes, got " +
+             text(stride);
+    const uint64_t below = d == 1 ? spec.dims[0] * kind.bytes : spec.strides[d - 2] * spec.dims[d - 1];
+    if (stride < below)
+      return "tensor map strides" + which + " (" + text(stride) +
+             " bytes) must cover the dimension below it (" + text(below) + " bytes)";
+  }
+  const uint64_t inner = spec.box[0] * kind.bytes;
+  if (inner % 16)
+    return "tensor map box of dimension 0 must span a multiple of 16 bytes, got " + text(inner);
+  if (spec.swizzleBytes && inner > spec.swizzleBytes)
+    return "tensor map box of dimension 0 (" + text(inner) + " bytes) exceeds the " +
+           text(spec.swizzleBytes) + "-byte swizzle";
+  return "";
+}
+
+Expected<TensorMapBytes> lossjit::runtime::encodeTensorMap(const CudaDriver &driver,
+                                                           const TensorMapSpec &spec) {
+  if (std::string why = checkTensorMap(spec); !why.empty())
+    return makeError(why);
+  const auto encode = driver.api().cuTensorMapEncodeTiled;
+  if (!encode)
+    return makeError("the CUDA driver lacks cuTensorMapEncodeTiled (CUDA 12.0 or newer is "
+                     "needed for the TMA kernels)");
+  ElementKind kind{};
+  elementKind(spec.dtype, kind);
+  const std::array<uint32_t, 5> elementStrides = {1, 1, 1, 1, 1};
+  TensorMapBytes map;
+  if (Error e = driver.check(
+          encode(map.bytes.data(), kind.dataType, spec.rank,
+                 reinterpret_cast<void *>(static_cast<uintptr_t>(spec.global)), spec.dims.data(),
+                 spec.strides.data(), spec.box.data(), elementStrides.data(), kInterleaveNone,
+                 swizzleEnum(spec.swizzleBytes), kL2PromotionNone,
+                 spec.nanFill ? kOobFillNanRequestZeroFma : kOobFillNone),
+          "cuTensorMapEncodeTiled"))
+    return e;
+  return map;
+}

@@ -1,0 +1,52 @@
+//===- TensorMap.h - TMA tensor maps through the driver ---------*- C++ -*-===//
+//
+// The Hopper kernels copy operand tiles with TMA, which reads a 128-byte
+// CUtensorMap that the host encodes with cuTensorMapEncodeTiled and passes
+// by value (a __grid_constant__ parameter, loss-tensor-map-grid-constant).
+// This file checks a map against the requirements the driver documents —
+// so a bad shape is an error naming the field, not an opaque
+// CUDA_ERROR_INVALID_VALUE — and encodes it through the dlopen'ed driver.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOSSJIT_RUNTIME_TENSORMAP_H
+#define LOSSJIT_RUNTIME_TENSORMAP_H
+
+#include "runtime/CudaDriver.h"
+#include "runtime/Status.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace lossjit::runtime {
+
+/// A tiled tensor map (no interleave, no L2 promotion): dimension 0 is the
+/// innermost, contiguous one.
+struct TensorMapSpec {
+  std::string dtype = "bf16";          ///< "f16", "bf16" or "f32"
+  unsigned rank = 2;                   ///< 1..5
+  cu::DevicePtr global = 0;            ///< the tensor's first element
+  std::array<uint64_t, 5> dims{};      ///< elements per dimension
+  std::array<uint64_t, 4> strides{};   ///< bytes, of dimensions 1..rank-1
+  std::array<uint32_t, 5> box{};       ///< elements per dimension of a copy
+  unsigned swizzleBytes = 0;           ///< 0 (none), 32, 64 or 128
+  bool nanFill = false;                ///< out-of-bounds elements NaN (else 0)
+};
+
+/// An encoded CUtensorMap: what a kernel parameter of a tensor map holds.
+struct alignas(64) TensorMapBytes {
+  std::array<uint8_t, 128> bytes{};
+};
+
+/// "" when `spec` meets cuTensorMapEncodeTiled's documented requirements,
+/// else the first one it breaks, naming the field.
+std::string checkTensorMap(const TensorMapSpec &spec);
+
+/// Checks `spec`, then encodes it through the driver. Fails when the driver
+/// lacks cuTensorMapEncodeTiled (older than CUDA 12.0) or refuses the map.
+Expected<TensorMapBytes> encodeTensorMap(const CudaDriver &driver, const TensorMapSpec &spec);
+
+} // namespace lossjit::runtime
+
+#endif // LOSSJIT_RUNTIME_TENSORMAP_H
