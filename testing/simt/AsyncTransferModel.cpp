@@ -34,8 +34,9 @@ std::string TensorMapDesc::validate(int64_t addressAlign) const {
       return "tensor map globalDim of " + dim + " must be in [1, 2^32], got " + text(globalDim[d]);
     if (boxDim[d] == 0 || boxDim[d] > 256)
       return "tensor map boxDim of " + dim + " must be in [1, 256], got " + text(boxDim[d]);
-    if (elementStrides[d] == 0 || elementStrides[d] > 8)
-      return "tensor map elementStrides of " + dim + " must be in [1, 8], got " +
+    // The driver takes 1..8; the model copies dense boxes only.
+    if (elementStrides[d] != 1)
+      return "tensor map elementStrides of " + dim + " must be 1 (dense boxes), got " +
              text(elementStrides[d]);
     if (d > 0) {
       uint64_t stride = globalStrides[d - 1];

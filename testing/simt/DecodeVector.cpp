@@ -149,6 +149,33 @@ std::optional<llvm::Error> Decoder::decodeVectorOp(Operation &op) {
     emit(instr);
     return llvm::Error::success();
   }
+  // An empty side-effecting asm whose outputs are tied to its inputs
+  // ("=f,...,0,1,..."): the wgmma accumulator fence, an identity on values
+  // (the order it imposes is the compiler's concern).
+  if (auto fence = dyn_cast<LLVM::InlineAsmOp>(o)) {
+    const unsigned n = fence.getNumOperands();
+    std::string expected;
+    for (unsigned i = 0; i < n; ++i)
+      expected += (i ? ",=f" : "=f");
+    for (unsigned i = 0; i < n; ++i)
+      expected += "," + std::to_string(i);
+    auto info = fence.getRes() ? analyzeType(fence.getRes().getType()) : std::nullopt;
+    if (!llvm::StringRef(fence.getAsmString()).trim().empty() || !fence.getHasSideEffects() ||
+        fence.getConstraints() != expected || !info || info->kind != TypeInfo::Vector ||
+        info->lanes != n || info->elem != ElementType::F32)
+      return unsupported(o, "llvm.inline_asm (only the empty register fence \"=f,...,0,...\" "
+                            "over a struct of f32)");
+    instr.opc = Opc::FromElements;
+    instr.ty = instr.rty = ElementType::F32;
+    instr.lanes = n;
+    instr.aux = pushSlots(fence.getOperands());
+    auto res = define(fence.getRes(), o);
+    if (!res)
+      return res.takeError();
+    instr.res = *res;
+    emit(instr);
+    return llvm::Error::success();
+  }
   if (auto from = dyn_cast<vector::FromElementsOp>(o)) {
     instr.opc = Opc::FromElements;
     instr.ty = instr.rty = *getElementType(from.getType().getElementType());

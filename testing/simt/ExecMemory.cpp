@@ -198,8 +198,9 @@ bool Executor::execSharedAddress(const Instr &in, const uint32_t *act, uint32_t 
                   "memref.extract_aligned_pointer_as_index of '" + d.buffer->getName() +
                       "', which is not a view of dynamic shared memory (only those have an "
                       "address in the model)");
-    r[t] = uint64_t(d.buffer->sharedAddress +
-                    d.offset * int64_t((getBitWidth(d.buffer->getType()) + 7) / 8));
+    // The aligned pointer, as MLIR defines it: the buffer's start, not the
+    // view's offset into it (a subview shares its source's pointer).
+    r[t] = uint64_t(d.buffer->sharedAddress);
   }
   return true;
 }

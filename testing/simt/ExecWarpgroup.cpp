@@ -105,8 +105,7 @@ bool Executor::execWgmma(const Instr &in, const uint32_t *act, uint32_t n) {
           std::optional<int64_t> address = wgmmaOperandAddress(desc, kMajor, 2, line, k);
           if (!address)
             return fail(in, base,
-                        "wgmma descriptor with a swizzle pattern that does not start on its "
-                        "repeat (the model needs base offset 0 there)");
+                        "wgmma descriptor with a non-zero matrix base offset (not modeled)");
           if (!readAsyncProxy(in, *address, info.input, base, out[size_t(line * 16 + k)]))
             return false;
         }

@@ -50,10 +50,11 @@ std::optional<int64_t> lossjit::simt::wgmmaOperandAddress(const MatrixDescriptor
       bytes = (mn % t) * elementBytes + (mn / t) * sbo + (k % 8) * 16 + (k / 8) * lbo;
     return desc.startAddress + bytes;
   }
-  // The swizzle pattern repeats every 8 rows of W·16 bytes; with base
-  // offset 0 it must start there.
-  const int64_t repeat = 8 * w * 16;
-  if (desc.baseOffset != 0 || desc.startAddress % repeat != 0)
+  // The swizzle is a function of the absolute address (bits [7, ...) pick
+  // the row of the pattern), so a start inside a pattern (K-major k steps
+  // advance it by 32 bytes) needs nothing; base offset 0 says the patterns
+  // start on their repeat, the only case modeled.
+  if (desc.baseOffset != 0)
     return std::nullopt;
   if (kMajor) // ((8,m),(T,2k)) : ((W·T,SBO),(1,T)), k within a swizzle row
     bytes = (mn % 8) * w * 16 + (mn / 8) * sbo + k * elementBytes;

@@ -59,10 +59,9 @@ int swizzleUnits(WgmmaSwizzle swizzle);
 /// The byte address of element (mn, k) of an operand described by `desc`
 /// whose elements take `elementBytes` bytes, `kMajor` or MN-major: the
 /// canonical layout above from the descriptor's start address, then the
-/// swizzle. nullopt when the descriptor cannot describe an operand here (a
-/// swizzled operand whose pattern does not start at a multiple of its
-/// repeat, 1024, 512 or 256 bytes, with base offset 0; the interpreter
-/// models only that case).
+/// swizzle of the absolute address. nullopt for a non-zero base offset
+/// (patterns that do not start on their 1024-, 512- or 256-byte repeat),
+/// which the interpreter does not model.
 std::optional<int64_t> wgmmaOperandAddress(const MatrixDescriptor &desc, bool kMajor,
                                            int elementBytes, int64_t mn, int64_t k);
 

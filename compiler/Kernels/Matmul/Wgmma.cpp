@@ -139,7 +139,9 @@ public:
       // inFlight, whose group the previous step's wait retired.
       fill(le, le.add(kt, le.index(lookahead)));
       Value stage = le.remUI(kt, le.index(stages));
-      Value d = it[0];
+      // Every accumulator register is settled before the fence (the
+      // registers a wgmma reads must not be written after it).
+      Value d = fenceAccumulators(le, it[0]);
       NVVM::WgmmaFenceAlignedOp::create(lb, le.location());
       for (int64_t kk = 0; kk < bk / kStepK; ++kk) {
         Value descA = descriptor(le, ringA, sa, stage, l.warpgroupRow, kk);
@@ -154,6 +156,10 @@ public:
     // the caller's shared memory reuse.
     NVVM::WgmmaWaitGroupSyncOp::create(b0, e.location(), 0);
     nvgpu::DeviceAsyncWaitOp::create(b0, e.location(), token, b0.getI32IntegerAttr(0));
+    // Nothing reads the accumulators before that wait: the wait is a
+    // side-effecting asm with no data link to them, so they pass through one
+    // that comes after it (CUTLASS's warpgroup_fence_operand).
+    carried[0] = fenceAccumulators(e, carried[0]);
 
     f.values.assign(f.rows.size() * f.cols.size(), Value());
     for (int64_t h = 0; h < 2; ++h)
@@ -197,6 +203,28 @@ private:
   Type accumulatorType(MLIRContext *context) const {
     return LLVM::LLVMStructType::getLiteral(
         context, SmallVector<Type>(size_t(bn / 2), Float32Type::get(context)));
+  }
+
+  /// `acc` through an empty side-effecting inline asm that ties every
+  /// register ("=f" outputs tied to their inputs): the compiler may move no
+  /// access of the accumulators across it, nor across the wgmma fences and
+  /// waits, which are side-effecting asm too.
+  Value fenceAccumulators(KernelEmitter &e, Value acc) const {
+    OpBuilder &b = e.builder();
+    const int64_t regs = bn / 2;
+    SmallVector<Value> values;
+    std::string constraints;
+    for (int64_t r = 0; r < regs; ++r) {
+      values.push_back(LLVM::ExtractValueOp::create(b, e.location(), acc, ArrayRef<int64_t>{r}));
+      constraints += (r ? ",=f" : "=f");
+    }
+    for (int64_t r = 0; r < regs; ++r)
+      constraints += "," + std::to_string(r);
+    return LLVM::InlineAsmOp::create(b, e.location(), acc.getType(), values, "", constraints,
+                                     /*has_side_effects=*/true, /*is_align_stack=*/false,
+                                     LLVM::tailcallkind::TailCallKind::None,
+                                     LLVM::AsmDialectAttr(), ArrayAttr())
+        .getRes();
   }
 
   /// Zeros, or `init` (fragment slot order) in the accumulator registers.

@@ -427,11 +427,21 @@ struct Backward : ChunkedBackwardSteps {
     e.ifThen(below(e, row, a["chunk_end"]), [&](KernelEmitter &be) {
       Value base = be.mul(gpuBlockIdx(be, 0), v);
       Value tid = gpuThreadIdx(be);
+      // Each thread folds its columns in runs of kRun from empty and merges
+      // the runs: a plain sum's error grows with its length, so a thread's
+      // share of a large V stays as accurate as kRun logits.
+      constexpr int64_t kRun = 512;
       SmallVector<Value> state = be.forLoop(
-          tid, v, be.index(threads), s.stats.identity(be),
-          [&](KernelEmitter &le, Value j, ValueRange it) {
-            return s.stats.push(le, it,
-                                emitLogit(le, s.spec, le.load(a["dz"], le.add(base, j))));
+          tid, v, be.index(threads * kRun), s.stats.identity(be),
+          [&](KernelEmitter &re, Value j0, ValueRange acc) {
+            Value runEnd = re.minUI(re.add(j0, re.index(threads * kRun)), v);
+            SmallVector<Value> run = re.forLoop(
+                j0, runEnd, re.index(threads), s.stats.identity(re),
+                [&](KernelEmitter &le, Value j, ValueRange it) {
+                  return s.stats.push(le, it,
+                                      emitLogit(le, s.spec, le.load(a["dz"], le.add(base, j))));
+                });
+            return s.stats.merge(re, acc, run);
           });
       SmallVector<Value> shared;
       for (unsigned f = 0; f < s.stats.width(); ++f)
