@@ -145,8 +145,12 @@ CudaLauncher::load(const KernelBundle &bundle, cu::Context context,
             driver.api().cuModuleGetFunction(&function, module, k.name.c_str()),
             "cuModuleGetFunction(" + k.name + ")"))
       return std::move(e).withContext("kernel '" + k.name + "' in " + k.file);
-    constexpr uint32_t kDefaultSharedLimit = 48 * 1024;
-    if (k.sharedBytes > kDefaultSharedLimit) {
+    // Without an opt-in a kernel may use 48 KiB of shared memory *in all*,
+    // its static buffers included, which the plan does not know: any
+    // dynamic shared memory raises the kernel's own cap to what it asks for
+    // (48 KiB of rings next to a few KiB of static row-merge buffers would
+    // otherwise fail to launch).
+    if (k.sharedBytes > 0) {
       if (optinLimit < 0) {
         Expected<int> limit =
             driver.attribute(cu::kDeviceAttributeMaxSharedMemoryPerBlockOptin, device);

@@ -721,9 +721,11 @@ TEST_F(AotCApiTest, TensorCoreForwardFollowsItsTile) {
       const runtime::JsonValue *matmul = bundle->tile.find("matmul");
       ASSERT_TRUE(matmul && matmul->isString()) << "the bundle carries no tile";
       EXPECT_EQ(matmul->getString(), "mma_sync");
+      // Every kernel with dynamic shared memory raises its cap to it (48 KiB
+      // bounds static and dynamic together; the plan knows the dynamic).
       std::vector<std::pair<std::string, int>> optIns;
       for (const runtime::BundleKernel &k : bundle->kernels)
-        if (k.sharedBytes > 48 * 1024)
+        if (k.sharedBytes > 0)
           optIns.emplace_back(k.name, static_cast<int>(k.sharedBytes));
       EXPECT_EQ(fakecuda::state().sharedOptIns, optIns);
 
