@@ -39,6 +39,28 @@ Error checkArchCompatible(const std::string &arch, bool isCubin, int major,
   return Error::success();
 }
 
+Expected<std::string> selectJitArch(int major, int minor, const std::string &requested,
+                                    const std::string &what) {
+  if (requested.empty())
+    return major == 9 && minor == 0 ? std::string("sm_90a")
+                                    : archForComputeCapability(major, minor);
+  const std::string named = what + "='" + requested + "': ";
+  bool specific = false;
+  Expected<std::pair<int, int>> target =
+      requested.rfind("sm_", 0) == 0 ? parseCudaArch(requested, &specific)
+                                     : Expected<std::pair<int, int>>(makeError(""));
+  if (!target)
+    return makeError(named + "expected an sm_<major><minor>[a] arch, e.g. sm_90 or sm_90a");
+  // The JIT emits PTX, so a requested arch runs where its PTX would.
+  const std::string device = archForComputeCapability(major, minor);
+  if (std::make_pair(major, minor) < *target)
+    return makeError(named + "its kernels need a newer GPU than this " + device + " device");
+  if (specific && major != target->first)
+    return makeError(named + "its kernels load on compute capability " +
+                     std::to_string(target->first) + ".x alone, this device is " + device);
+  return requested;
+}
+
 WorkspaceAllocator makeSynchronousAllocator(const CudaDriver &driver) {
   WorkspaceAllocator allocator;
   const CudaDriver *d = &driver;

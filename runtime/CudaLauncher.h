@@ -97,6 +97,15 @@ private:
 Error checkArchCompatible(const std::string &arch, bool isCubin, int major,
                           int minor);
 
+/// The arch the JIT compiles for on a device of compute capability
+/// (major, minor): sm_90a on 9.0 (Hopper's wgmma kernels; the module runs on
+/// 9.0 alone, which is the device it is built for), sm_<major><minor>
+/// elsewhere. A non-empty `requested` (LOSSJIT_CUDA_ARCH) replaces that
+/// choice — e.g. sm_90 keeps a Hopper on the mma.sync kernels — once it is
+/// known to run on the device; the error names `what` and says why not.
+Expected<std::string> selectJitArch(int major, int minor, const std::string &requested,
+                                    const std::string &what = "LOSSJIT_CUDA_ARCH");
+
 } // namespace lossjit::runtime
 
 #endif // LOSSJIT_RUNTIME_CUDALAUNCHER_H

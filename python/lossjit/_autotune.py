@@ -1,8 +1,9 @@
 """Opt-in tile autotuning of the GPU kernels (``LOSSJIT_AUTOTUNE=1``).
 
 Without it every op compiles with the tile ``auto`` (``TileConfig::defaultFor``
-in the compiler: tensor cores with the 64x64x32, 3-stage tile for f16/bf16 on
-sm_80+, SIMT otherwise), so results depend only on the inputs and the chip.
+in the compiler: for f16/bf16, wgmma's 128x64x32 4-stage tile on sm_90a and
+mma.sync's 64x64x32 3-stage tile on the other sm_80+ arches; SIMT otherwise),
+so results depend only on the inputs and the chip.
 
 With it, the first call of an op for a *shape bucket* (N, V, D each rounded up
 to a power of two) on a device times every candidate tile of that op's small
@@ -45,6 +46,16 @@ TENSOR_CORE_TILES = (
     "matmul=mma_sync,block_rows=128,block_cols=128,threads=512,stages=2",
     "matmul=mma_sync,block_k=64,stages=2",
 )
+#: Hopper's warpgroup MMA (sm_90a, the default arch on compute capability
+#: 9.0): its default tile first, then the tiles every kernel of which ptxas
+#: takes without spills (a 64x128 or 128x128 tile spills in the partial and
+#: dZ kernels); then the mma.sync space, which sm_90a modules also run.
+WGMMA_TILES = (
+    "matmul=wgmma",
+    "matmul=wgmma,stages=3",
+    "matmul=wgmma,block_k=64,stages=2",
+    "matmul=wgmma,block_rows=64,threads=128",
+) + TENSOR_CORE_TILES
 #: SIMT (f32 storage, chips before sm_80, the recompute backward).
 SIMT_TILES = (
     "auto",
@@ -75,7 +86,7 @@ def candidates(arch: str, dtype: str, strategy: str = "auto") -> Tuple[str, ...]
     """The tiles an op is timed with: the tensor-core space where the
     compiler's default would be tensor cores, else the SIMT space."""
     if _arch_number(arch) >= 80 and dtype in ("f16", "bf16") and strategy != "recompute":
-        return TENSOR_CORE_TILES
+        return WGMMA_TILES if arch == "sm_90a" else TENSOR_CORE_TILES
     return SIMT_TILES
 
 

@@ -11,6 +11,7 @@ latter are registered here under an id derived from their IR text.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from typing import Any, Dict, NamedTuple, Tuple
 
@@ -75,13 +76,32 @@ class Spec(NamedTuple):
         return options
 
 
+#: The workspace budget of a chunked backward on the host: it also bounds the
+#: threads' stack scratch, and chunks of a few hundred rows stay in cache.
+CPU_WORKSPACE_BYTES = 64 << 20
+#: On CUDA: the 256 MiB the Hopper issue allows next to dX and dW. Chunks are
+#: ~4x as many rows as at 64 MiB (~350 at V = 128256 in the fused op), so
+#: the f32 dW accumulator crosses DRAM ~4x less often; a small N takes no
+#: more than its N x V.
+CUDA_WORKSPACE_BYTES = 256 << 20
+
+
 class BackwardFlags(NamedTuple):
     needs_grad_x: bool
     needs_grad_w: bool
     strategy: str = "auto"
-    workspace_bytes: int = 64 << 20
+    #: 0: the device's default (CPU_WORKSPACE_BYTES / CUDA_WORKSPACE_BYTES).
+    workspace_bytes: int = 0
     #: The backward also takes the gradient of lse (a per-row input).
     grad_lse: bool = False
+
+
+def _with_workspace(flags: "BackwardFlags", device: torch.device) -> "BackwardFlags":
+    """`flags` with its workspace budget resolved for `device`."""
+    if flags.workspace_bytes:
+        return flags
+    budget = CUDA_WORKSPACE_BYTES if device.type == "cuda" else CPU_WORKSPACE_BYTES
+    return flags._replace(workspace_bytes=budget)
 
 
 _lock = threading.Lock()
@@ -90,6 +110,12 @@ _backward_ops: Dict[Tuple[Any, ...], Any] = {}
 _fused_ops: Dict[Tuple[Any, ...], Any] = {}
 _graphs: Dict[str, Any] = {}
 _cuda_arch: Dict[int, str] = {}
+_cuda_capability: Dict[int, Tuple[int, int]] = {}
+
+#: Overrides the arch the JIT compiles for (and that of the prebuilt bundles
+#: a build without the compiler loads), e.g. sm_90 to keep a Hopper on the
+#: mma.sync kernels instead of sm_90a's wgmma. Read once per device.
+ARCH_ENV = "LOSSJIT_CUDA_ARCH"
 
 
 def register_graph(graph: Any) -> str:
@@ -109,10 +135,27 @@ def registered_graph(graph_id: str) -> Any:
             "this process") from None
 
 
+def _requested_arch() -> str:
+    return os.environ.get(ARCH_ENV, "").strip()
+
+
+def cuda_capability(index: int) -> Tuple[int, int]:
+    """(major, minor) of CUDA device `index`."""
+    cc = _cuda_capability.get(index)
+    if cc is None:
+        cc = tuple(C.cuda_compute_capability(index))
+        _cuda_capability[index] = cc
+    return cc
+
+
 def cuda_arch(index: int) -> str:
+    """The arch lossjit's kernels for CUDA device `index` are built for:
+    sm_90a on compute capability 9.0 (wgmma), sm_XY elsewhere, or
+    LOSSJIT_CUDA_ARCH when set (ValueError if it cannot run there)."""
     arch = _cuda_arch.get(index)
     if arch is None:
-        arch = C.cuda_device_arch(index)
+        major, minor = cuda_capability(index)
+        arch = C.select_jit_arch(major, minor, _requested_arch())
         _cuda_arch[index] = arch
     return arch
 
@@ -132,14 +175,16 @@ def _compile(graph_factory, device: torch.device, bundle_options: Dict[str, str]
         _require_compiler("the CPU backend")
         return C.CpuOp.compile(graph_factory())
     if device.type == "cuda":
-        arch = cuda_arch(_device_index(device))
+        index = _device_index(device)
+        arch = cuda_arch(index)
         if HAS_COMPILER:
             return C.compile_gpu(graph_factory(), arch)
-        major, minor = int(arch[3:-1] or 0), int(arch[-1])
+        major, minor = cuda_capability(index)
         # An option a bundle lacks reads as "": asking for "" keeps a plain
         # request from matching a bundle with a softcap or scale.
         wanted = {"logit_scale": "", "softcap": "", **bundle_options}
-        return C.find_gpu_bundle(op_family, wanted, major, minor)
+        return C.find_gpu_bundle(op_family, wanted, major, minor,
+                                 arch if _requested_arch() else "")
     raise ValueError(
         f"lossjit: tensors on '{device.type}' are not supported; lossjit runs on "
         "CPU and CUDA tensors")
@@ -262,6 +307,7 @@ def backward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
                     device: torch.device, logit_scale: float = 1.0,
                     softcap: float = 0.0) -> Kernel:
     """The compiled backward (gradient) function for these options."""
+    flags = _with_workspace(flags, device)
     if not HAS_COMPILER and device.type == "cuda":
         # Prebuilt (lossjit-aot) backward bundles compute both gradients.
         flags = flags._replace(needs_grad_x=True, needs_grad_w=True)
@@ -306,6 +352,7 @@ def fused_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
     if reduction not in ("mean", "sum"):
         raise ValueError(f"lossjit: the fused forward+backward needs reduction 'mean' or "
                          f"'sum', got {reduction!r}")
+    flags = _with_workspace(flags, device)
     if not HAS_COMPILER and device.type == "cuda":
         # As for the backward: prebuilt bundles compute both gradients.
         flags = flags._replace(needs_grad_x=True, needs_grad_w=True)
@@ -400,6 +447,8 @@ def reduce_kernel(spec: ReduceSpec, device: torch.device,
                   flags: "BackwardFlags | None" = None) -> Kernel:
     """The compiled vocabulary reduction (`flags` None) or its derived
     backward for `spec` on `device`; compiled on first use, then cached."""
+    if flags is not None:
+        flags = _with_workspace(flags, device)
     key = (spec, flags, device)
     kernel = _reduce_ops.get(key)
     if kernel is not None:

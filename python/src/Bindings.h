@@ -33,6 +33,11 @@ struct GpuOp {
   throw std::runtime_error(message);
 }
 
+/// Raised for bad input the message names; Python sees ValueError.
+[[noreturn]] inline void throwValueError(const std::string &message) {
+  throw std::invalid_argument(message);
+}
+
 /// Registers the compiler half (GraphBuilder, Graph, CpuOp, ...). Defined in
 /// CompilerBindings.cpp, which is compiled only with the compiler.
 void bindCompiler(py::module_ &m);

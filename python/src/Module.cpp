@@ -159,9 +159,12 @@ const std::vector<IndexedBundle> &cachedIndex(const std::vector<std::string> &ro
 }
 
 /// The best prebuilt bundle for `op` with every option in `wanted` on a
-/// device of compute capability (major, minor): the newest compatible arch.
+/// device of compute capability (major, minor): the newest compatible arch,
+/// an arch-specific one (sm_90a: wgmma) before the portable one of the same
+/// version, a cubin before PTX. A non-empty `arch` (LOSSJIT_CUDA_ARCH) takes
+/// bundles of exactly that arch.
 GpuOp findBundle(const std::string &op, const std::map<std::string, std::string> &wanted,
-                 int major, int minor) {
+                 int major, int minor, const std::string &arch) {
   auto options = runtime::KernelCacheOptions::fromEnvironment();
   std::vector<std::string> skipped;
   const auto &index = cachedIndex(options.searchPath, skipped);
@@ -182,13 +185,19 @@ GpuOp findBundle(const std::string &op, const std::map<std::string, std::string>
         near.push_back(b.arch + " " + runtime::writeJson(b.options, 0));
       continue;
     }
+    if (!arch.empty() && b.arch != arch) {
+      near.push_back(b.arch + " (not LOSSJIT_CUDA_ARCH=" + arch + ")");
+      continue;
+    }
     if (runtime::Error err =
             runtime::checkArchCompatible(b.arch, b.cubin, major, minor)) {
       near.push_back(b.arch + " (" + err.message() + ")");
       continue;
     }
-    auto parsed = runtime::parseCudaArch(b.arch);
-    int rank = parsed ? parsed->first * 100 + parsed->second * 10 + (b.cubin ? 1 : 0)
+    bool specific = false;
+    auto parsed = runtime::parseCudaArch(b.arch, &specific);
+    int rank = parsed ? parsed->first * 100 + parsed->second * 10 + (specific ? 2 : 0) +
+                            (b.cubin ? 1 : 0)
                       : 0;
     if (rank > bestRank) {
       bestRank = rank;
@@ -308,15 +317,28 @@ PYBIND11_MODULE(_lossjit, m) {
       "(device count, message): whether the runtime can reach a CUDA driver.");
 
   m.def(
-      "cuda_device_arch",
+      "cuda_compute_capability",
       [](int ordinal) {
         const runtime::CudaDriver &driver = driverOrThrow();
         auto cc = driver.computeCapability(ordinal);
         if (!cc)
           throwError(cc.errorMessage());
-        return runtime::archForComputeCapability(cc->first, cc->second);
+        return *cc;
       },
-      py::arg("ordinal"), "\"sm_XY\" of CUDA device `ordinal`.");
+      py::arg("ordinal"), "(major, minor) of CUDA device `ordinal`.");
+
+  m.def(
+      "select_jit_arch",
+      [](int major, int minor, const std::string &requested) {
+        auto arch = runtime::selectJitArch(major, minor, requested);
+        if (!arch)
+          throwValueError(arch.errorMessage());
+        return *arch;
+      },
+      py::arg("major"), py::arg("minor"), py::arg("requested") = "",
+      "The arch the JIT compiles for on compute capability (major, minor): "
+      "sm_90a on 9.0 (wgmma), sm_XY elsewhere; `requested` (LOSSJIT_CUDA_ARCH) "
+      "instead, once it runs there (ValueError naming it otherwise).");
 
   m.def(
       "kernel_search_path",
@@ -347,7 +369,7 @@ PYBIND11_MODULE(_lossjit, m) {
            "stream-ordered, as PyTorch's caching allocator is).");
 
   m.def("find_gpu_bundle", &findBundle, py::arg("op"), py::arg("options"),
-        py::arg("major"), py::arg("minor"),
+        py::arg("major"), py::arg("minor"), py::arg("arch") = "",
         "The newest prebuilt bundle in LOSSJIT_KERNEL_PATH for `op` whose "
         "manifest options include every entry of `options` and whose arch "
         "runs on compute capability (major, minor).");

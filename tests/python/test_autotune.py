@@ -34,7 +34,13 @@ def test_config_space_follows_the_compilers_default():
     assert tc[0] == "matmul=mma_sync"  # the default tile first: it wins ties
     assert all(t.startswith("matmul=mma_sync") for t in tc)
     assert _autotune.candidates("sm_80", "f16", "chunked") == tc
-    assert _autotune.candidates("sm_90a", "f16") == tc
+    # sm_90a (what the JIT builds on compute capability 9.0): wgmma's default
+    # tile first, the mma.sync space after it.
+    hopper = _autotune.candidates("sm_90a", "f16")
+    assert hopper[0] == "matmul=wgmma"
+    assert hopper[-len(tc):] == tc
+    assert all(t.startswith("matmul=wgmma") for t in hopper[:-len(tc)])
+    assert _autotune.candidates("sm_90a", "bf16", "recompute") == _autotune.SIMT_TILES
     # f32 storage, the recompute backward and pre-Ampere chips stay SIMT.
     assert _autotune.candidates("sm_90", "f32") == _autotune.SIMT_TILES
     assert _autotune.candidates("sm_90", "f64") == _autotune.SIMT_TILES  # tensor cores: 16-bit
@@ -52,6 +58,9 @@ def test_every_candidate_is_a_valid_tile(monkeypatch, tmp_path):
                                      ignore_index=-100, reduction="mean")
     for tile in set(_autotune.TENSOR_CORE_TILES) | set(_autotune.SIMT_TILES):
         op = lossjit._ext.C.compile_gpu(graph, "sm_80", tile)
+        assert op is not None, tile
+    for tile in _autotune.WGMMA_TILES:
+        op = lossjit._ext.C.compile_gpu(graph, "sm_90a", tile)
         assert op is not None, tile
 
 

@@ -117,6 +117,12 @@ static cl::opt<bool> noGradX("no-grad-x", cl::desc("preset backward: skip grad_x
                              cl::init(false), cl::cat(aotCategory));
 static cl::opt<bool> noGradW("no-grad-w", cl::desc("preset backward: skip grad_w"),
                              cl::init(false), cl::cat(aotCategory));
+static cl::opt<int64_t> workspaceBytes(
+    "workspace-bytes",
+    cl::desc("preset backward: scratch budget of the chunked schedule in bytes (default 64 MiB; "
+             "rows per chunk grow with it; the consumer allocates what "
+             "<name>_<role>_workspace_bytes says)"),
+    cl::init(int64_t(64) << 20), cl::cat(aotCategory));
 static cl::opt<std::string> archList("arch",
                                      cl::desc("comma-separated: sm_80,sm_86,sm_89,sm_90,sm_90a"),
                                      cl::init("sm_80,sm_90"), cl::cat(aotCategory));
@@ -179,6 +185,8 @@ template <typename O> void setGradientOptions(O &o, bool gradient) {
       o.needsGradX = !noGradX;
     if constexpr (requires { o.needsGradW = true; })
       o.needsGradW = !noGradW;
+    if constexpr (requires { o.workspaceBytes = int64_t(); })
+      o.workspaceBytes = workspaceBytes;
   } else {
     (void)o;
     (void)gradient;
@@ -238,6 +246,10 @@ std::string presetOptionError() {
     return "--" +
            std::string(given(reverseKl) ? "reverse" : given(jsdBeta) ? "jsd-beta" : "teacher-bias") +
            " applies to --preset linear-kl only";
+  if (noGradients && given(workspaceBytes))
+    return "--workspace-bytes budgets the backward, which --no-gradients leaves out";
+  if (given(workspaceBytes) && workspaceBytes < 1)
+    return "--workspace-bytes must be at least 1, got " + std::to_string(workspaceBytes);
   if (given(reverseKl) && given(jsdBeta))
     return "--reverse and --jsd-beta exclude each other (by TRL's convention the reverse KL is β = 1)";
   if (preset == "linear-kl" && (given(labelType) || given(ignoreIndex) || given(bias)))
@@ -286,6 +298,7 @@ llvm::Error buildFamilyJobs(MLIRContext &context, std::vector<GraphJob> &jobs) {
     o.strategy = strategy;
     o.needsGradX = !noGradX;
     o.needsGradW = !noGradW;
+    o.workspaceBytes = workspaceBytes;
     auto built = buildVocabReduceGraph(context, o);
     if (!built)
       return llvm::createStringError(std::string(gradient ? "backward" : "forward") +

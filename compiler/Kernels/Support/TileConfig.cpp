@@ -44,10 +44,12 @@ TileConfig TileConfig::defaultFor(llvm::StringRef chip, mlir::Type storage,
   llvm::StringRef digits = chip.starts_with("sm_") ? chip.drop_front(3) : llvm::StringRef();
   digits = digits.take_while([](char c) { return llvm::isDigit(c); });
   const bool tensorCores = !digits.getAsInteger(10, number) && number >= 80;
-  if (tensorCores && (storage.isF16() || storage.isBF16()) &&
-      schedule != loss::Schedule::recompute)
-    return forMatmul(loss::MatmulKind::mma_sync);
-  return TileConfig();
+  if (!tensorCores || !(storage.isF16() || storage.isBF16()) ||
+      schedule == loss::Schedule::recompute)
+    return TileConfig();
+  // wgmma exists in sm_90a modules only (they load on compute capability 9.0
+  // alone); sm_90 PTX must also run on later chips, so it keeps mma.sync.
+  return forMatmul(chip == "sm_90a" ? loss::MatmulKind::wgmma : loss::MatmulKind::mma_sync);
 }
 
 TileConfig TileConfig::with(const Knobs &knobs) const {

@@ -43,10 +43,11 @@ struct TileConfig {
 
   /// The automatic choice ("auto").
   static TileConfig automaticChoice();
-  /// The tile an op starts from on `chip` (sm_NN[a]): tensor cores
-  /// (forMatmul(mma_sync)) for f16/bf16 storage on sm_80 and newer, except
-  /// for the recompute schedule, which they do not build; SIMT otherwise
-  /// (f32 storage stays f32 FMA: TF32 is never a default).
+  /// The tile an op starts from on `chip` (sm_NN[a]): tensor cores for
+  /// f16/bf16 storage on sm_80 and newer — forMatmul(wgmma) on sm_90a,
+  /// forMatmul(mma_sync) elsewhere — except for the recompute schedule,
+  /// which they do not build; SIMT otherwise (f32 storage stays f32 FMA:
+  /// TF32 is never a default).
   static TileConfig defaultFor(llvm::StringRef chip, mlir::Type storage, loss::Schedule schedule);
 
   /// The tile a strategy starts from: the defaults above for simt; for

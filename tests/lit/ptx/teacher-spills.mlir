@@ -5,7 +5,7 @@
 // 280 bytes in the KL's lce_partial now that the teacher's logits are a tile
 // product too — 432 with per-logit dots — SIMT with 4 rows 72 in the JSD's).
 // REQUIRES: ptxas
-// RUN: rm -rf %t && mkdir -p %t/80 %t/90
+// RUN: rm -rf %t && mkdir -p %t/80 %t/90 %t/90a
 // RUN: lossjit-opt %s --lossjit-gpu-pipeline="chip=sm_80 matmul=auto" -o %t/80.mlir
 // RUN: lossjit-opt %s --lossjit-gpu-pipeline="chip=sm_90 matmul=auto" -o %t/90.mlir
 // RUN: FileCheck %s --check-prefix=TILE --input-file=%t/80.mlir
@@ -22,6 +22,16 @@
 // RUN: %ptxas -v -arch=sm_80 %t/80/klg_lce_bwd_dz.ptx -o %t/f.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
 // RUN: %ptxas -v -arch=sm_90 %t/90/klg_lce_bwd_dz.ptx -o %t/g.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
 // RUN: grep -c "mma.sync.aligned" %t/80/klg_lce_bwd_dz.ptx | FileCheck %s --check-prefix=MMA
+// On sm_90a (what the JIT builds on a Hopper) the forwards keep the same
+// SIMT tile and the KL's backward takes wgmma's (two wgmma per k step of
+// each product), all without spills.
+// RUN: lossjit-opt %s --lossjit-gpu-pipeline="chip=sm_90a matmul=auto" -o %t/90a.mlir
+// RUN: FileCheck %s --check-prefix=HOPPER --input-file=%t/90a.mlir
+// RUN: %extract-ptx %t/90a.mlir %t/90a > /dev/null
+// RUN: %ptxas -v -arch=sm_90a %t/90a/kl_lce_partial.ptx -o %t/h.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
+// RUN: %ptxas -v -arch=sm_90a %t/90a/jsd_lce_partial_dep.ptx -o %t/i.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
+// RUN: %ptxas -v -arch=sm_90a %t/90a/klg_lce_bwd_dz.ptx -o %t/j.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
+// RUN: grep -c "wgmma.mma_async" %t/90a/klg_lce_bwd_dz.ptx | FileCheck %s --check-prefix=WGMMA
 
 // TILE-LABEL: loss.launch_plans = {jsd = {
 // TILE-SAME:    tile = "block_rows=2,threads=128,splits=8,matmul=simt,stages=1"
@@ -30,6 +40,13 @@
 // TILE-SAME:    klg = {
 // TILE-SAME:    tile = "block_rows=64,threads=128,splits=8,matmul=mma_sync,stages=3,block_cols=64,block_k=32"
 // MMA: 32
+// HOPPER-LABEL: loss.launch_plans = {jsd = {
+// HOPPER-SAME:    tile = "block_rows=2,threads=128,splits=8,matmul=simt,stages=1"
+// HOPPER-SAME:    kl = {
+// HOPPER-SAME:    tile = "block_rows=2,threads=128,splits=8,matmul=simt,stages=1"
+// HOPPER-SAME:    klg = {
+// HOPPER-SAME:    tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=64,block_k=32"
+// WGMMA: 4
 // SPILLS: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 func.func @kl(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %tx: tensor<?x?xbf16>, %tw: tensor<?x?xbf16>)

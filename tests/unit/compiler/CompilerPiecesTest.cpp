@@ -56,12 +56,16 @@ TEST(TileConfig, AutomaticChoicePerChipStorageAndSchedule) {
   mlir::Builder b(&context);
   using lossjit::loss::Schedule;
   const std::string mma = TileConfig::forMatmul(lossjit::loss::MatmulKind::mma_sync).str();
+  const std::string wgmma = TileConfig::forMatmul(lossjit::loss::MatmulKind::wgmma).str();
   const std::string simt = TileConfig().str();
+  // wgmma on sm_90a (what the JIT builds on compute capability 9.0), mma.sync
+  // on every other tensor-core arch (sm_90 PTX also runs on later chips).
   for (const char *chip : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100"}) {
     SCOPED_TRACE(chip);
-    EXPECT_EQ(TileConfig::defaultFor(chip, b.getBF16Type(), Schedule::forward).str(), mma);
-    EXPECT_EQ(TileConfig::defaultFor(chip, b.getF16Type(), Schedule::chunked).str(), mma);
-    EXPECT_EQ(TileConfig::defaultFor(chip, b.getBF16Type(), Schedule::fused).str(), mma);
+    const std::string tc = llvm::StringRef(chip) == "sm_90a" ? wgmma : mma;
+    EXPECT_EQ(TileConfig::defaultFor(chip, b.getBF16Type(), Schedule::forward).str(), tc);
+    EXPECT_EQ(TileConfig::defaultFor(chip, b.getF16Type(), Schedule::chunked).str(), tc);
+    EXPECT_EQ(TileConfig::defaultFor(chip, b.getBF16Type(), Schedule::fused).str(), tc);
     // Tensor cores do not build the recompute backward; f32 is never TF32.
     EXPECT_EQ(TileConfig::defaultFor(chip, b.getBF16Type(), Schedule::recompute).str(), simt);
     EXPECT_EQ(TileConfig::defaultFor(chip, b.getF32Type(), Schedule::forward).str(), simt);

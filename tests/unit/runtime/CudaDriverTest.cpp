@@ -81,3 +81,31 @@ TEST(CudaArch, ParseAndCompatibility) {
   EXPECT_TRUE(static_cast<bool>(checkArchCompatible("sm_80", true, 9, 0)))
       << "cubins do not cross major versions";
 }
+
+// The arch the JIT builds for: Hopper (9.0) gets sm_90a, whose modules hold
+// the wgmma kernels and load on 9.0 alone; every other device its own sm_XY.
+// LOSSJIT_CUDA_ARCH replaces the choice once its PTX would run there.
+TEST(CudaArch, JitArchPicksSm90aOnHopperAndHonorsARunnableRequest) {
+  EXPECT_EQ(*selectJitArch(9, 0, ""), "sm_90a");
+  EXPECT_EQ(*selectJitArch(8, 0, ""), "sm_80");
+  EXPECT_EQ(*selectJitArch(8, 9, ""), "sm_89");
+  EXPECT_EQ(*selectJitArch(10, 0, ""), "sm_100") << "sm_90a modules do not load on 10.0";
+  EXPECT_EQ(*selectJitArch(9, 0, "sm_90"), "sm_90") << "the mma.sync kernels on Hopper";
+  EXPECT_EQ(*selectJitArch(9, 0, "sm_80"), "sm_80");
+  auto expectRefusal = [](int major, int minor, const std::string &requested,
+                          const std::string &why) {
+    auto arch = selectJitArch(major, minor, requested);
+    ASSERT_FALSE(arch) << requested;
+    EXPECT_NE(arch.errorMessage().find("LOSSJIT_CUDA_ARCH='" + requested + "'"),
+              std::string::npos)
+        << arch.errorMessage();
+    EXPECT_NE(arch.errorMessage().find(why), std::string::npos) << arch.errorMessage();
+  };
+  expectRefusal(8, 0, "sm_90a", "its kernels need a newer GPU than this sm_80 device");
+  expectRefusal(10, 0, "sm_90a", "load on compute capability 9.x alone, this device is sm_100");
+  expectRefusal(9, 0, "sm_100", "need a newer GPU than this sm_90 device");
+  expectRefusal(9, 0, "compute_90", "expected an sm_<major><minor>[a] arch");
+  expectRefusal(9, 0, "hopper", "expected an sm_<major><minor>[a] arch");
+  expectRefusal(9, 0, "sm_9", "expected an sm_<major><minor>[a] arch");
+  expectRefusal(9, 0, "sm_90b", "expected an sm_<major><minor>[a] arch");
+}
