@@ -2,7 +2,7 @@
 # The GPU check: ONE prepared command for a machine with a GPU (docs/gpu-check.md).
 #
 # 1) Here, on a machine with the compiler (MLIR):
-#      scripts/gpu-check.sh --prepare [--no-wheels] [--arch sm_80,sm_90] [--aot PATH]
+#      scripts/gpu-check.sh --prepare [--no-wheels] [--arch sm_90,sm_90a] [--aot PATH]
 #    builds lossjit-aot and writes .bundle/ (git-ignored, a few MB): kernel
 #    bundles for LOSSJIT_KERNEL_PATH, test-only bundles for ctest -L gpu
 #    (chunked backward, tensor-core forward), AOT
@@ -32,7 +32,10 @@ MODE=run
 WHEELS=1
 AOT=""
 BUNDLE="${LOSSJIT_GPU_BUNDLE:-$ROOT/.bundle}"
-ARCHES="${LOSSJIT_GPU_ARCHES:-sm_80,sm_90}"
+# The lent device is an H200: sm_90 (mma.sync) and sm_90a (wgmma, what a
+# Hopper runs by default). An A100 needs --arch sm_80 (three arches outgrow
+# the 64 MiB working-tree transfer).
+ARCHES="${LOSSJIT_GPU_ARCHES:-sm_90,sm_90a}"
 OUTDIR="${OUT:-$ROOT/build-gpu/out}"
 BUDGET="${LOSSJIT_GPU_BUDGET:-430}"
 SKIP=""

@@ -196,7 +196,7 @@ std::string describeOptions(const Options &wanted) {
 std::string howToGenerate() {
   return "Generate them on a machine with the compiler (MLIR): `scripts/gpu-check.sh "
          "--prepare` writes .bundle/kernels/* (every dtype x reduction x bias, forward "
-         "and backward, sm_80 and sm_90) and .bundle/test-kernels/* (chunked backward "
+         "and backward, sm_90 and sm_90a by default) and .bundle/test-kernels/* (chunked backward "
          "with a 64 KiB workspace budget, tensor-core forwards in mma-*). Carry .bundle to the GPU machine; "
          "`scripts/gpu-check.sh` runs ctest -L gpu with LOSSJIT_KERNEL_PATH set to "
          "them, or set it yourself: export LOSSJIT_KERNEL_PATH=$(ls -d "
