@@ -172,7 +172,8 @@ VARIANTS = [
     ("bwd-chunked-mma64-ws1g", "backward", ", workspace_bytes = 1073741824 : i64",
      "matmul=mma_sync", "backward"),
     # Hopper's warpgroup MMA (sm_90a only): every product on wgmma, operands
-    # staged by cp.async (no TMA or warp specialization yet).
+    # staged by cp.async (no TMA or warp specialization yet); the logit
+    # products in 128x64 tiles, dZ·W and dZᵀ·X in 128x128 (grad_cols).
     ("fwd-wgmma128", "forward", "", "matmul=wgmma", "forward"),
     ("bwd-chunked-wgmma128", "backward", "", "matmul=wgmma", "backward"),
     ("fused-wgmma128", "fused", "", "matmul=wgmma", "fused"),
@@ -196,8 +197,11 @@ def variant_chips(variant):
 DTYPES = ["f16", "bf16"]
 # The forward+backward estimate of a forward variant adds the chunked
 # backward on the same strategy (strategy auto -> chunked).
-PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64",
-                   "fwd-mma32": "bwd-chunked-mma64", "fwd-wgmma128": "bwd-chunked-wgmma128"}
+# The tensor-core forwards pair with the backward at the Python package's
+# CUDA workspace budget (256 MiB): what the JIT runs.
+PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64-ws256m",
+                   "fwd-mma32": "bwd-chunked-mma64-ws256m",
+                   "fwd-wgmma128": "bwd-chunked-wgmma128-ws256m"}
 
 
 class ModelError(Exception):
@@ -570,6 +574,8 @@ def kernel_work(kind, shape, tile, env, chunks, e):
     mma = tile.get("matmul") in ("mma_sync", "wgmma")
     wgmma = tile.get("matmul") == "wgmma"
     BC = tile.get("block_cols", 0) or T
+    if wgmma and kind in ("lce_bwd_dx", "lce_bwd_dw") and tile.get("grad_cols"):
+        BC = tile["grad_cols"]  # the gradient products' own columns
     products = ("lce_partial", "lce_bwd_dz", "lce_fused_z", "lce_bwd_dx", "lce_bwd_dw")
     # With tensor cores the gradient products read a 16-bit dZ.
     z_elem = e if mma and kind in ("lce_bwd_dz", "lce_bwd_dx", "lce_bwd_dw") else 4

@@ -132,6 +132,7 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
   knob("stages", tile.stages, defaults.stages);
   knob("block-cols", tile.blockCols, defaults.blockCols);
   knob("block-k", tile.blockK, defaults.blockK);
+  knob("grad-cols", tile.gradCols, defaults.gradCols);
   stages.push_back({"kernels", "builtin.module(loss-select-lowering-config{" + select +
                                    "},loss-lower-to-gpu{chip=" + target.chip +
                                    "},canonicalize,cse)"});

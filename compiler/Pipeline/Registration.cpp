@@ -43,8 +43,9 @@ struct GpuPipelineOptions : PassPipelineOptions<GpuPipelineOptions> {
                        clEnumValN(Matmul::wgmma, "wgmma",
                                   "warpgroup tensor cores, sm_90a only, f16/bf16"),
                        clEnumValN(Matmul::automatic, "auto",
-                                  "per op, as the JIT: mma_sync for f16/bf16 on sm_80+ "
-                                  "(not the recompute schedule), else simt"))};
+                                  "per op, as the JIT: for f16/bf16 on sm_80+ (not the "
+                                  "recompute schedule) wgmma on sm_90a, mma_sync elsewhere; "
+                                  "else simt"))};
   // -1: the strategy's default (TileConfig::forMatmul).
   Option<int64_t> blockRows{*this, "block-rows", llvm::cl::init(-1)};
   Option<int64_t> threads{*this, "threads", llvm::cl::init(-1)};
@@ -52,6 +53,7 @@ struct GpuPipelineOptions : PassPipelineOptions<GpuPipelineOptions> {
   Option<int64_t> stages{*this, "stages", llvm::cl::init(-1)};
   Option<int64_t> blockCols{*this, "block-cols", llvm::cl::init(-1)};
   Option<int64_t> blockK{*this, "block-k", llvm::cl::init(-1)};
+  Option<int64_t> gradCols{*this, "grad-cols", llvm::cl::init(-1)};
 };
 
 struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
@@ -90,7 +92,7 @@ void lossjit::registerLossJITPasses() {
                                           : o.matmul == Matmul::wgmma  ? loss::MatmulKind::wgmma
                                                                        : loss::MatmulKind::simt)
                         .with({o.blockRows, o.threads, o.splits, o.stages, o.blockCols,
-                               o.blockK});
+                               o.blockK, o.gradCols});
           (void)addStages(pm, gpuStages(target, tile));
         });
     PassPipelineRegistration<CpuPipelineOptions>(

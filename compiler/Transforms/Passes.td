@@ -74,8 +74,8 @@ def LossSelectLoweringConfig : Pass<"loss-select-lowering-config", "::mlir::Modu
            "GPU the defaults are chosen for (target=gpu)">,
     Option<"matmul", "matmul", "std::string", "\"\"",
            "tile-product strategy (gpu): simt, mma_sync, wgmma (sm_90a), or auto (per op: "
-           "mma_sync's default tile for f16/bf16 on sm_80+ except the recompute "
-           "schedule, else simt; what the JIT and lossjit-aot use)">,
+           "for f16/bf16 on sm_80+ except the recompute schedule wgmma's default tile on "
+           "sm_90a and mma_sync's elsewhere, else simt; what the JIT and lossjit-aot use)">,
     Option<"blockRows", "block-rows", "int64_t", "-1", "rows per block / register block">,
     Option<"threads", "threads", "int64_t", "-1", "threads per block (gpu)">,
     Option<"splits", "splits", "int64_t", "-1", "vocabulary splits of the forward (gpu)">,
@@ -83,6 +83,8 @@ def LossSelectLoweringConfig : Pass<"loss-select-lowering-config", "::mlir::Modu
     Option<"blockCols", "block-cols", "int64_t", "-1",
            "columns of the register tile (cpu) / of the block tile (gpu, mma_sync)">,
     Option<"blockK", "block-k", "int64_t", "-1", "reduction step of the block tile (gpu, mma_sync)">,
+    Option<"gradCols", "grad-cols", "int64_t", "-1",
+           "columns of the gradient products' block tile (gpu, wgmma; 0: block-cols)">,
     Option<"vectorRegisters", "vector-registers", "int64_t", "-1",
            "vector registers of the target CPU, holding a vector<vector-width x f32> each "
            "(cpu: 32 with AVX-512, 16 with AVX, 8 with SSE); sizes the register tile">,

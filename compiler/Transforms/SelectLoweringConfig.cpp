@@ -108,7 +108,7 @@ struct SelectLoweringConfigPass
       tile = TileConfig::fromAttr(given);
       schedule = given.getSchedule();
     }
-    const TileConfig::Knobs knobs{blockRows, threads, splits, stages, blockCols, blockK};
+    const TileConfig::Knobs knobs{blockRows, threads, splits, stages, blockCols, blockK, gradCols};
     // Switching strategy starts from that strategy's tile; the options given
     // still override it.
     if (kind && *kind != tile.matmul)
@@ -123,7 +123,7 @@ struct SelectLoweringConfigPass
     loss::GpuConfigAttr attr = loss::GpuConfigAttr::getChecked(
         [&] { return op->emitError() << "loss-select-lowering-config: "; }, op->getContext(),
         schedule, tile.matmul, tile.blockRows, tile.threads, tile.splits, tile.stages,
-        tile.blockCols, tile.blockK);
+        tile.blockCols, tile.blockK, tile.gradCols);
     if (!attr)
       return failure();
     op->setAttr(loss::kLoweringConfigAttrName, attr);

@@ -12,12 +12,18 @@ using namespace lossjit::loss;
 
 std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads,
                                           int64_t splits, int64_t stages, int64_t blockCols,
-                                          int64_t blockK) {
+                                          int64_t blockK, int64_t gradCols) {
   auto text = [](int64_t v) { return std::to_string(v); };
   if (threads < 32 || threads > 1024 || !llvm::isPowerOf2_64(threads))
     return "tile threads must be a power of two in [32, 1024], got " + text(threads);
   if (splits < 1 || splits > 1024)
     return "tile splits must be in [1, 1024], got " + text(splits);
+  // wgmma's threads follow its rows alone, so the gradient products may
+  // take other columns within the same block.
+  if (gradCols != 0 && matmul != MatmulKind::wgmma)
+    return "tile grad_cols is for matmul wgmma (its threads do not depend on the columns), "
+           "got matmul " +
+           stringifyMatmulKind(matmul).str();
   if (matmul == MatmulKind::simt) {
     if (blockRows < 1 || blockRows > 16)
       return "tile block_rows must be in [1, 16], got " + text(blockRows);
@@ -45,6 +51,10 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
     if (blockCols < 16 || blockCols > 256 || blockCols % 16)
       return "matmul wgmma: block_cols must be a multiple of 16 in [16, 256] (wgmma's N), got " +
              text(blockCols);
+    if (gradCols != 0 && (gradCols < 16 || gradCols > 256 || gradCols % 16))
+      return "matmul wgmma: grad_cols must be 0 (as block_cols) or a multiple of 16 in "
+             "[16, 256] (wgmma's N), got " +
+             text(gradCols);
     if (blockK != 16 && blockK != 32 && blockK != 64)
       return "matmul wgmma: block_k must be 16, 32 or 64, got " + text(blockK);
     if (stages < 2 || stages > 4)
@@ -126,8 +136,9 @@ Attribute lossjit::loss::getLoweringConfig(Operation *op) {
 LogicalResult GpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError, Schedule schedule,
                                     MatmulKind matmul, int64_t blockRows, int64_t threads,
                                     int64_t splits, int64_t stages, int64_t blockCols,
-                                    int64_t blockK) {
-  std::string why = checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK);
+                                    int64_t blockK, int64_t gradCols) {
+  std::string why =
+      checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK, gradCols);
   if (!why.empty())
     return emitError() << why;
   // The recompute kernels form logits in SIMT tiles inside dX/dW; the

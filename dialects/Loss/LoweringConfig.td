@@ -52,8 +52,8 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     reads straight from memory).
 
     `matmul = mma_sync` (tensor cores, sm_80+, f16/bf16 storage; the
-    logits X·Wᵀ of the forward, chunked and fused schedules — their dZ·W and
-    dZᵀ·X stay SIMT so far; not recompute): a block computes block_rows × block_cols
+    logits X·Wᵀ of the forward, chunked and fused schedules and their
+    gradient products dZ·W and dZᵀ·X; not recompute): a block computes block_rows × block_cols
     logit tiles (BM × BN, multiples of 32: one 32×32 warp tile per warp, so
     threads = BM·BN/32) over the reduction in steps of block_k (BK) through
     a ring of `stages` shared-memory buffers filled by cp.async. block_cols
@@ -64,7 +64,11 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     128 (one warpgroup of 128 threads per 64 rows, so threads = 2 ·
     block_rows), block_cols a multiple of 16 up to 256 (wgmma's N), one
     wgmma.mma_async m64nNk16 per k16 step from operands staged by cp.async
-    in the canonical core-matrix layout.
+    in the canonical core-matrix layout. `grad_cols` (wgmma only; 0: as
+    block_cols) is the columns of the gradient products' tiles (dZ·W,
+    dZᵀ·X): without an LSE epilogue they hold wider accumulator tiles in
+    registers than the logit products; schedules without them (forward)
+    ignore it.
 
     Example: `#loss.gpu_config<schedule = forward, matmul = simt,
     block_rows = 4, threads = 128, splits = 8, stages = 1>`,
@@ -77,7 +81,8 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
                         "int64_t":$block_rows, "int64_t":$threads,
                         "int64_t":$splits, "int64_t":$stages,
                         DefaultValuedParameter<"int64_t", "0">:$block_cols,
-                        DefaultValuedParameter<"int64_t", "0">:$block_k);
+                        DefaultValuedParameter<"int64_t", "0">:$block_k,
+                        DefaultValuedParameter<"int64_t", "0">:$grad_cols);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -128,10 +128,12 @@ static cl::opt<std::string> archList("arch",
                                      cl::init("sm_80,sm_90"), cl::cat(aotCategory));
 static cl::opt<std::string>
     tileText("tile",
-             cl::desc("auto (per op: tensor cores for f16/bf16 on sm_80+ except the "
-                      "recompute strategy, else SIMT), block_rows=4,threads=128,splits=8 (SIMT), "
+             cl::desc("auto (per op and arch: tensor cores for f16/bf16 on sm_80+ except the "
+                      "recompute strategy, wgmma on sm_90a and mma_sync elsewhere, else SIMT), "
+                      "block_rows=4,threads=128,splits=8 (SIMT), "
                       "or matmul=mma_sync[,block_rows=64,block_cols=64,block_k=32,threads=128,"
-                      "stages=3] (tensor cores, f16/bf16), or matmul=wgmma[,...] (sm_90a only)"),
+                      "stages=3] (tensor cores, f16/bf16), or matmul=wgmma[,block_rows=128,"
+                      "threads=256,block_cols=64,block_k=32,stages=4,grad_cols=128] (sm_90a only)"),
              cl::init("auto"), cl::cat(aotCategory));
 static cl::opt<std::string> emitKind("emit", cl::desc("kernel images: ptx|cubin"),
                                      cl::init("ptx"), cl::cat(aotCategory));

@@ -14,7 +14,8 @@ std::string TileConfig::str() const {
          ",splits=" + std::to_string(splits) +
          ",matmul=" + loss::stringifyMatmulKind(matmul).str() + ",stages=" + std::to_string(stages) +
          (blockCols ? ",block_cols=" + std::to_string(blockCols) : "") +
-         (blockK ? ",block_k=" + std::to_string(blockK) : "");
+         (blockK ? ",block_k=" + std::to_string(blockK) : "") +
+         (gradCols ? ",grad_cols=" + std::to_string(gradCols) : "");
 }
 
 TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
@@ -29,6 +30,11 @@ TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
   t.blockK = 32;
   t.threads = wgmma ? 256 : 128;
   t.stages = wgmma ? 4 : 3;
+  // dZ·W and dZᵀ·X in 128×128 tiles: half the operand traffic of 128×64,
+  // and without an LSE epilogue every gradient kernel takes it without
+  // spills (ptxas sm_90a: 147–176 registers); the logit kernels' epilogues
+  // spill at 128 columns with a bias.
+  t.gradCols = wgmma ? 128 : 0;
   return t;
 }
 
@@ -64,13 +70,15 @@ TileConfig TileConfig::with(const Knobs &knobs) const {
   set(t.stages, knobs.stages);
   set(t.blockCols, knobs.blockCols);
   set(t.blockK, knobs.blockK);
+  set(t.gradCols, knobs.gradCols);
   return t;
 }
 
 llvm::Error TileConfig::validate() const {
   if (automatic)
     return llvm::Error::success();
-  std::string why = loss::checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK);
+  std::string why = loss::checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols,
+                                         blockK, gradCols);
   if (!why.empty())
     return llvm::createStringError(why);
   return llvm::Error::success();
@@ -121,10 +129,12 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
       knobs.blockCols = number;
     else if (key == "block_k")
       knobs.blockK = number;
+    else if (key == "grad_cols")
+      knobs.gradCols = number;
     else
       return llvm::createStringError("unknown tile key '" + key.str() +
                                      "' (expected block_rows, threads, splits, matmul, stages, "
-                                     "block_cols, block_k)");
+                                     "block_cols, block_k, grad_cols)");
   }
   config = config.with(knobs);
   if (llvm::Error err = config.validate())
@@ -134,7 +144,7 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
 
 loss::GpuConfigAttr TileConfig::toAttr(mlir::MLIRContext *context, loss::Schedule schedule) const {
   return loss::GpuConfigAttr::get(context, schedule, matmul, blockRows, threads, splits, stages,
-                                  blockCols, blockK);
+                                  blockCols, blockK, gradCols);
 }
 
 TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
@@ -146,6 +156,7 @@ TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
   t.stages = attr.getStages();
   t.blockCols = attr.getBlockCols();
   t.blockK = attr.getBlockK();
+  t.gradCols = attr.getGradCols();
   return t;
 }
 

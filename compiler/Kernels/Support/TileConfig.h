@@ -35,6 +35,9 @@ struct TileConfig {
   /// step (BK); 0 for simt (one column per thread, no k tile).
   int64_t blockCols = 0;
   int64_t blockK = 0;
+  /// wgmma: columns of the gradient products' tiles (0: blockCols). They
+  /// have no LSE epilogue, so wider accumulator tiles fit their registers.
+  int64_t gradCols = 0;
   /// "auto": no tile of its own. The selection pass gives every op the
   /// tile defaultFor() picks for its chip, storage and schedule (the other
   /// fields are unused). What the JIT and lossjit-aot compile with unless
@@ -55,22 +58,33 @@ struct TileConfig {
   /// 32 through a 3-stage cp.async ring (30 KiB of shared memory); for
   /// wgmma 128×64 per block (two warpgroups sharing the W tile), k steps
   /// of 32 through a 4-stage ring (48 KiB: two k tiles copied ahead while
-  /// one wgmma group is in flight): 64 columns is the widest tile
-  /// whose every kernel ptxas takes for sm_90a without spills (64×128
-  /// spills 48 bytes in the chunked dZ kernel with a bias; k steps of 64
-  /// spill the forward), and a second warpgroup halves the W traffic that
-  /// bounds these kernels in bench/gpu/perf_model.py.
+  /// one wgmma group is in flight): 64 columns is the widest logits tile
+  /// whose every kernel ptxas takes for sm_90a without spills (128 columns
+  /// spill 28–72 bytes in the forward's partial and 48 in the chunked dZ
+  /// kernel with a bias: their LSE / dZ epilogues), and a second warpgroup
+  /// halves the W traffic that bounds these kernels in
+  /// bench/gpu/perf_model.py. The gradient products dZ·W and dZᵀ·X have no
+  /// epilogue and take 128×128 (grad_cols; 147–176 registers, 64 KiB ring).
   static TileConfig forMatmul(loss::MatmulKind kind);
 
   /// Knobs a user or a pass option sets; -1 leaves a field as it is.
   struct Knobs {
     int64_t blockRows = -1, threads = -1, splits = -1, stages = -1, blockCols = -1, blockK = -1;
+    int64_t gradCols = -1;
   };
   /// This tile with every set knob replaced.
   TileConfig with(const Knobs &knobs) const;
 
   /// Columns of C one block tile covers: BN, or one per thread (simt).
   int64_t tileCols() const { return blockCols ? blockCols : threads; }
+  /// The tile of the gradient products dZ·W and dZᵀ·X: this one, with
+  /// gradCols columns where set.
+  TileConfig gradientTile() const {
+    TileConfig t = *this;
+    if (gradCols)
+      t.blockCols = gradCols, t.gradCols = 0;
+    return t;
+  }
   /// Canonical text, e.g. "block_rows=4,threads=128,splits=8,matmul=simt,
   /// stages=1" (block_cols and block_k follow when not 0), or "auto"; launch
   /// plans and bundle manifests carry it.

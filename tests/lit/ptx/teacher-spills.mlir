@@ -45,7 +45,7 @@
 // HOPPER-SAME:    kl = {
 // HOPPER-SAME:    tile = "block_rows=2,threads=128,splits=8,matmul=simt,stages=1"
 // HOPPER-SAME:    klg = {
-// HOPPER-SAME:    tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=64,block_k=32"
+// HOPPER-SAME:    tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=64,block_k=32,grad_cols=128"
 // WGMMA: 4
 // SPILLS: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 

@@ -32,8 +32,10 @@
 // RUN:   | FileCheck %s --check-prefix=CHIP
 
 // Two operand rings of 4 stages × (128 + 64) lines × 32 k of 16-bit
-// elements, unpadded.
+// elements, unpadded; the gradient products' (128 + 128) lines.
 // PLAN: name = "lce_partial"{{.*}}shared_bytes = 49152
+// PLAN: name = "lce_bwd_dx"{{.*}}shared_bytes = 65536
+// PLAN: name = "lce_bwd_dw"{{.*}}shared_bytes = 65536
 
 // Two warpgroups (256 threads) per block; k tiles of 32 are two m64n64k16
 // steps between a wgmma fence and a commit; one group stays in flight
@@ -62,9 +64,10 @@
 // MN-major (imm-trans-a 1, imm-trans-b 1). The last four operands are
 // scale-a, scale-b, trans-a, trans-b.
 // DX-LABEL: .visible .entry lce_bwd_dx(
-// DX-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0, 1;
+// The gradient products take the 128-column tile of grad_cols.
+// DX-COUNT-2: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0, 1;
 // DW-LABEL: .visible .entry lce_bwd_dw(
-// DW-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1, 1;
+// DW-COUNT-2: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1, 1;
 // FZ-LABEL: .visible .entry lce_fused_z(
 // FZ-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, p, 1, 1, 0, 0;
 

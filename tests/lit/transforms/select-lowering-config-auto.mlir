@@ -22,7 +22,7 @@
 // TURING-LABEL: func.func @bf16_forward
 // TURING:        #loss.gpu_config<schedule = forward, matmul = simt, block_rows = 4, threads = 128, splits = 8, stages = 1>
 // HOPPER-LABEL: func.func @bf16_forward
-// HOPPER:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32>
+// HOPPER:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
 func.func @bf16_forward(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>
@@ -38,7 +38,7 @@ func.func @f32_forward(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi6
 // CHECK-LABEL: func.func @f16_chunked
 // CHECK:         #loss.gpu_config<schedule = chunked, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
 // HOPPER-LABEL: func.func @f16_chunked
-// HOPPER:         #loss.gpu_config<schedule = chunked, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32>
+// HOPPER:         #loss.gpu_config<schedule = chunked, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
 func.func @f16_chunked(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xf16>, tensor<?x?xf16>) {
   %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?xf16>, tensor<?x?xf16>
   return %dx, %dw : tensor<?x?xf16>, tensor<?x?xf16>
@@ -54,7 +54,7 @@ func.func @f16_recompute(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?x
 // CHECK-LABEL: func.func @bf16_fused
 // CHECK:         #loss.gpu_config<schedule = fused, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
 // HOPPER-LABEL: func.func @bf16_fused
-// HOPPER:         #loss.gpu_config<schedule = fused, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32>
+// HOPPER:         #loss.gpu_config<schedule = fused, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
 func.func @bf16_fused(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>) {
   %l, %lse, %dx, %dw = loss.linear_cross_entropy_with_grad %x, %w, %y {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>
   return %l, %lse, %dx, %dw : tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>

@@ -1,6 +1,6 @@
 // loss-select-lowering-config with matmul=wgmma: Hopper's warpgroup MMA,
 // chip sm_90a only. Its own tile (128x64 logits, two warpgroups of 128
-// threads, k steps of 32, 4 stages) is the starting point, the options
+// threads, k steps of 32, 4 stages, 128-column gradient products) is the starting point, the options
 // override it and the rules name what is wrong; any other chip is refused by
 // the selection and, for a config written by hand, by the lowering.
 // RUN: split-file %s %t
@@ -19,14 +19,20 @@
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=THREADS
 // RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-cols=40" 2>&1 \
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=COLS
+// RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma grad-cols=0" \
+// RUN:   | FileCheck %t/grad.mlir --check-prefix=SAME
+// RUN: not lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma grad-cols=24" 2>&1 \
+// RUN:   | FileCheck %t/grad.mlir --check-prefix=GRADCOLS
+// RUN: not lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90 matmul=mma_sync grad-cols=128" 2>&1 \
+// RUN:   | FileCheck %t/grad.mlir --check-prefix=MMA
 // RUN: not lossjit-opt %t/recompute.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma" 2>&1 \
 // RUN:   | FileCheck %t/recompute.mlir
 
 //--- forward.mlir
 // DEFAULT-LABEL: func.func @forward
-// DEFAULT:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32>
+// DEFAULT:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
 // TUNED-LABEL:   func.func @forward
-// TUNED:           #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 64, threads = 128, splits = 8, stages = 4, block_cols = 96, block_k = 32>
+// TUNED:           #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 64, threads = 128, splits = 8, stages = 4, block_cols = 96, block_k = 32, grad_cols = 128>
 // CHIP: error: loss-select-lowering-config: matmul wgmma needs chip sm_90a (wgmma and its descriptors are specific to it), got 'sm_90'
 // LOWER: error: loss-lower-to-gpu: matmul wgmma needs chip sm_90a (wgmma and its descriptors are specific to it), got 'sm_80'
 // THREADS: error: loss-select-lowering-config: matmul wgmma: threads must be 128 per 64 rows (one warpgroup each), 256 for block_rows 128, got 128
@@ -38,7 +44,12 @@ func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) 
 
 //--- grad.mlir
 // CHECK-LABEL: func.func @grad
-// CHECK:         #loss.gpu_config<schedule = chunked, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32>
+// CHECK:         #loss.gpu_config<schedule = chunked, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
+// grad_cols 0 (the gradient products on the logits' tile) is the default value: not printed.
+// SAME-LABEL: func.func @grad
+// SAME:         #loss.gpu_config<schedule = chunked, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32>
+// GRADCOLS: error: loss-select-lowering-config: matmul wgmma: grad_cols must be 0 (as block_cols) or a multiple of 16 in [16, 256] (wgmma's N), got 24
+// MMA: error: loss-select-lowering-config: tile grad_cols is for matmul wgmma (its threads do not depend on the columns), got matmul mma_sync
 func.func @grad(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xbf16>, tensor<?x?xbf16>) {
   %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?xbf16>, tensor<?x?xbf16>
   return %dx, %dw : tensor<?x?xbf16>, tensor<?x?xbf16>

@@ -32,7 +32,7 @@ TEST(TileConfig, RejectsBadInput) {
     EXPECT_EQ(llvm::toString(t.takeError()), message.str());
   };
   expectError("warps=4", "unknown tile key 'warps' (expected block_rows, threads, splits, "
-                         "matmul, stages, block_cols, block_k)");
+                         "matmul, stages, block_cols, block_k, grad_cols)");
   expectError("threads=abc", "tile 'threads' expects an integer, got 'abc'");
   expectError("threads=-1", "tile 'threads' must not be negative, got -1");
   expectError("threads=48", "tile threads must be a power of two in [32, 1024], got 48");
@@ -125,11 +125,18 @@ TEST(TileConfig, TensorCoreTiles) {
 
 TEST(TileConfig, WgmmaTiles) {
   // Two warpgroups of 128 threads (64 rows each), 64 columns (wgmma's N),
-  // k steps of 32 through 4 stages.
+  // k steps of 32 through 4 stages; the gradient products 128 columns wide.
   TileConfig d = TileConfig::forMatmul(lossjit::loss::MatmulKind::wgmma);
   EXPECT_FALSE(static_cast<bool>(d.validate()));
   EXPECT_EQ(d.str(), "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,"
-                     "block_cols=64,block_k=32");
+                     "block_cols=64,block_k=32,grad_cols=128");
+  TileConfig grad = d.gradientTile();
+  EXPECT_EQ(grad.str(), "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,"
+                        "block_cols=128,block_k=32");
+  // grad_cols 0: the gradient products take the logits' tile.
+  auto same = TileConfig::parse("matmul=wgmma,grad_cols=0");
+  ASSERT_TRUE(static_cast<bool>(same)) << llvm::toString(same.takeError());
+  EXPECT_EQ(same->gradientTile().str(), same->str());
   auto alone = TileConfig::parse("matmul=wgmma");
   ASSERT_TRUE(static_cast<bool>(alone)) << llvm::toString(alone.takeError());
   EXPECT_EQ(alone->str(), d.str());
@@ -153,6 +160,14 @@ TEST(TileConfig, WgmmaTiles) {
   expectError("matmul=wgmma,block_k=48", "matmul wgmma: block_k must be 16, 32 or 64, got 48");
   expectError("matmul=wgmma,stages=5",
               "matmul wgmma: stages must be in [2, 4] (a cp.async ring), got 5");
+  expectError("matmul=wgmma,grad_cols=40",
+              "matmul wgmma: grad_cols must be 0 (as block_cols) or a multiple of 16 in [16, 256] "
+              "(wgmma's N), got 40");
+  expectError("matmul=mma_sync,grad_cols=128",
+              "tile grad_cols is for matmul wgmma (its threads do not depend on the columns), got "
+              "matmul mma_sync");
+  expectError("grad_cols=64", "tile grad_cols is for matmul wgmma (its threads do not depend on "
+                              "the columns), got matmul simt");
   // Only sm_90a has wgmma.
   using lossjit::loss::MatmulKind;
   EXPECT_EQ(lossjit::loss::checkMatmulChip(MatmulKind::wgmma, "sm_90a"), "");

@@ -247,7 +247,7 @@ protected:
 // multiples of any tile, over several chunks.
 
 const char *const kWgmmaNarrow =
-    "matmul=wgmma,block_rows=64,threads=128,block_cols=16,block_k=16,stages=2";
+    "matmul=wgmma,block_rows=64,threads=128,block_cols=16,block_k=16,stages=2,grad_cols=16";
 
 TEST_F(SimtBackward, WgmmaChunkedAndFused) {
   for (std::string dtype : {"f16", "bf16"}) {
@@ -271,6 +271,16 @@ TEST_F(SimtBackward, WgmmaChunkedAndFused) {
   checkCase(wide);
   wide.tile = "matmul=wgmma,block_rows=64,threads=128,block_cols=32";
   checkCase(wide);
+  // The gradient products on their own tile (grad_cols): 48 columns of D
+  // per dX / dW block next to 16-column logit tiles, D = 100 in three
+  // column tiles (the last one partial), over several chunks.
+  GradCase split{26, 58, 100, "bf16", "mean", true, 0.2};
+  split.tile = "matmul=wgmma,block_rows=64,threads=128,block_cols=16,block_k=16,stages=2,"
+               "grad_cols=48";
+  split.workspaceBytes = 26 * 4 + 9 * 58 * 2 + 4;
+  checkCase(split);
+  split.tile += ",stages=3";
+  checkFused(split);
   // V = 300: dZ·W runs ten k steps of 32 through the default 4-stage ring,
   // refilling stages behind the wgmma group in flight (W MN-major).
   GradCase deep{33, 300, 40, "bf16", "mean", true, 0.1};

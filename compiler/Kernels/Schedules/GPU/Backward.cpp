@@ -260,7 +260,7 @@ struct Backward : ChunkedBackwardSteps {
                        "none",
                        /*perChunk=*/true};
     if (s.tensorCoreGradients())
-      s.stageOperands(launch);
+      s.stageOperands(launch, &s.gradMatmul());
     KernelArgs a = s.sink.begin(sig, launch);
     SmallVector<Value> scratch = s.staged(a, launch);
     KernelEmitter e = emitter();
@@ -323,7 +323,7 @@ struct Backward : ChunkedBackwardSteps {
                        "none",
                        /*perChunk=*/true};
     if (scaled)
-      s.stageOperands(launch);
+      s.stageOperands(launch, &s.gradMatmul());
     KernelArgs a = s.sink.begin(sig, launch);
     SmallVector<Value> scratch = s.staged(a, launch);
     KernelEmitter e = emitter();

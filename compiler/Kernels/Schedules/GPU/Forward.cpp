@@ -270,8 +270,19 @@ llvm::Error lossjit::buildGpuSchedule(OpBuilder &builder, Location loc, StringRe
                                      llvm::toString(std::move(err)));
     simtOwned = createTileMatmul(simtTile);
   }
+  // The gradient products' tile, where its columns differ (wgmma's
+  // grad_cols; the threads follow the rows alone).
+  const TileConfig productTile = tile.gradientTile();
+  std::unique_ptr<TileMatmul> productOwned;
+  if (productTile.blockCols != tile.blockCols) {
+    productOwned = createTileMatmul(productTile);
+    if (!productOwned)
+      return llvm::createStringError("no tile-matmul strategy for " + productTile.str());
+  }
   GpuKernelSink sink(builder, loc, plan, prefix, tile.threads);
-  GpuSchedule s{sink, spec, tile, *matmul, simtTile, simtOwned ? *simtOwned : *matmul};
+  GpuSchedule s{sink,     spec,        tile,        *matmul,
+                simtTile, simtOwned ? *simtOwned : *matmul,
+                productTile, productOwned ? *productOwned : *matmul};
   if (!spec.gradient) {
     buildGpuForward(s);
     return llvm::Error::success();

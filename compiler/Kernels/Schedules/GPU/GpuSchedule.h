@@ -27,6 +27,11 @@ struct GpuSchedule {
   /// SIMT.
   const TileConfig &simtTile;
   const TileMatmul &simtMatmul;
+  /// The tile and strategy of the gradient products on tensor cores
+  /// (TileConfig::gradientTile: grad_cols columns); tile / matmul when it
+  /// equals the logits tile.
+  const TileConfig &productTile;
+  const TileMatmul &productMatmul;
   /// The statistics the vocabulary sweep carries.
   RowStats stats = RowStats::forSpec(spec);
 
@@ -39,8 +44,10 @@ struct GpuSchedule {
     return loss::isTensorCoreMatmul(tile.matmul) && !spec.isVocabReduce();
   }
   /// The tile and strategy of dZ·W and dZᵀ·X.
-  const TileConfig &gradTile() const { return tensorCoreGradients() ? tile : simtTile; }
-  const TileMatmul &gradMatmul() const { return tensorCoreGradients() ? matmul : simtMatmul; }
+  const TileConfig &gradTile() const { return tensorCoreGradients() ? productTile : simtTile; }
+  const TileMatmul &gradMatmul() const {
+    return tensorCoreGradients() ? productMatmul : simtMatmul;
+  }
   /// The element type of the dZ the gradient products read.
   mlir::Type dzType() const { return tensorCoreGradients() ? storage() : compute(); }
 
@@ -53,11 +60,12 @@ struct GpuSchedule {
   mlir::MemRefType shared(int64_t count, mlir::Type t) const {
     return GpuKernelSink::shared(sink.builder().getContext(), count, t);
   }
-  /// Adds the operand staging the logits strategy needs (a cp.async ring)
-  /// to `launch`'s dynamic shared memory: static shared memory stops at
-  /// 48 KiB. staged() gives the buffers once the kernel has begun.
-  void stageOperands(LaunchShape &launch) const {
-    for (const ScratchBuffer &buffer : matmul.scratch(storage())) {
+  /// Adds the operand staging `product` (default: the logits strategy)
+  /// needs (a cp.async ring) to `launch`'s dynamic shared memory: static
+  /// shared memory stops at 48 KiB. staged() gives the buffers once the
+  /// kernel has begun.
+  void stageOperands(LaunchShape &launch, const TileMatmul *product = nullptr) const {
+    for (const ScratchBuffer &buffer : (product ? *product : matmul).scratch(storage())) {
       assert(buffer.align <= kDynamicSharedAlign && "dynamic views are 16-byte aligned");
       launch.dynamicWorkgroup.push_back(shared(buffer.elements, buffer.type));
     }
