@@ -8,7 +8,7 @@ suite's CUDA tests use (forward and backward bundles for each, and for mean/sum
 the fused forward+backward of fused_backward=True, pass "forward_backward"):
 
     python3 tests/python/make_cuda_bundles.py --aot build/bin/lossjit-aot \\
-        --arch sm_90 -o out/cuda-bundles            # ~12 MB for one arch
+        --arch sm_90,sm_90a -o out/cuda-bundles     # ~12 MB per arch
 
 and on the GPU machine:
 
@@ -60,7 +60,9 @@ TRANSFORMED = [
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--aot", default="build/bin/lossjit-aot", help="lossjit-aot binary")
-    parser.add_argument("--arch", default="sm_90", help="comma-separated, e.g. sm_80,sm_90")
+    # sm_90a: what a Hopper runs by default (wgmma); sm_90 its mma.sync path.
+    parser.add_argument("--arch", default="sm_90,sm_90a",
+                        help="comma-separated, e.g. sm_80 or sm_90,sm_90a")
     parser.add_argument("-o", "--output", required=True, help="bundle directory")
     args = parser.parse_args()
     start = time.time()

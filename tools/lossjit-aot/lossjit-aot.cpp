@@ -119,10 +119,11 @@ static cl::opt<bool> noGradW("no-grad-w", cl::desc("preset backward: skip grad_w
                              cl::init(false), cl::cat(aotCategory));
 static cl::opt<int64_t> workspaceBytes(
     "workspace-bytes",
-    cl::desc("preset backward: scratch budget of the chunked schedule in bytes (default 64 MiB; "
-             "rows per chunk grow with it; the consumer allocates what "
-             "<name>_<role>_workspace_bytes says)"),
-    cl::init(int64_t(64) << 20), cl::cat(aotCategory));
+    cl::desc("preset backward: scratch budget of the chunked schedule in bytes (default "
+             "256 MiB, as the Python package asks on CUDA; rows per chunk grow with it; the "
+             "consumer allocates what <name>_<role>_workspace_bytes says, never more than a "
+             "chunk of N rows needs)"),
+    cl::init(int64_t(256) << 20), cl::cat(aotCategory));
 static cl::opt<std::string> archList("arch",
                                      cl::desc("comma-separated: sm_80,sm_86,sm_89,sm_90,sm_90a"),
                                      cl::init("sm_80,sm_90"), cl::cat(aotCategory));

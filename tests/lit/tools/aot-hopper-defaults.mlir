@@ -2,8 +2,9 @@
 // gets its own: --arch sm_90,sm_90a builds mma_sync bundles for sm_90 (any
 // chip from 9.0 up) and wgmma bundles for sm_90a (9.0 alone; the C API and
 // the Python lookup prefer them there). --workspace-bytes sets the chunked
-// backward's scratch budget (in the manifest's constants and options and in
-// the C API's chunk formula), and is refused where nothing would read it.
+// backward's scratch budget (default 256 MiB; in the manifest's constants
+// and options and in the C API's chunk formula), and is refused where
+// nothing would read it.
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: lossjit-aot --preset linear-cross-entropy --dtype bf16 --no-gradients --arch sm_90,sm_90a -o %t/auto --quiet
 // RUN: %python -c "import glob, json; [print(m['arch'], m['tile']['matmul']) for m in sorted((json.load(open(f)) for f in glob.glob('%t/auto/*/manifest.json')), key=lambda m: m['arch'])]" | FileCheck %s --check-prefix=AUTO
@@ -11,6 +12,8 @@
 // RUN: lossjit-aot --check %t/ws --quiet
 // RUN: cat %t/ws/manifest.json | FileCheck %s --check-prefix=INDEX
 // RUN: FileCheck %s --check-prefix=CAPI --input-file=%t/ws/lce.c
+// RUN: lossjit-aot --preset linear-cross-entropy --dtype bf16 --fused --arch sm_90a -o %t/default --quiet
+// RUN: cat %t/default/manifest.json | FileCheck %s --check-prefix=DEFAULT
 // RUN: lossjit-aot --preset linear-log-prob --dtype f16 --workspace-bytes 1048576 --arch sm_90a -o %t/lp --quiet
 // RUN: cat %t/lp/manifest.json | FileCheck %s --check-prefix=FAMILY
 // RUN: not lossjit-aot --preset linear-cross-entropy --no-gradients --workspace-bytes 1048576 --arch sm_90a -o %t/bad 2>&1 | FileCheck %s --check-prefix=NOGRAD
@@ -21,5 +24,7 @@
 // INDEX: "workspace_bytes": "268435456"
 // CAPI: lce_i_constants_backward_sm_90a[] = {INT64_C(268435456)}; /* WB */
 // FAMILY: "workspace_bytes": "1048576"
+// The default budget is the Python package's on CUDA: 256 MiB.
+// DEFAULT: "workspace_bytes": "268435456"
 // NOGRAD: error: --workspace-bytes budgets the backward, which --no-gradients leaves out
 // ZERO: error: --workspace-bytes must be at least 1, got 0
