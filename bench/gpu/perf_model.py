@@ -189,11 +189,18 @@ VARIANTS = [
      "matmul=wgmma", "backward"),
     ("fused-wgmma128-ws256m", "fused", ", workspace_bytes = 268435456 : i64",
      "matmul=wgmma", "fused"),
+    # What the JIT builds on a Hopper for these graphs (no bias, no softcap):
+    # matmul=auto on sm_90a widens the logit tiles to 128x128 as well.
+    ("fwd-wgmma-auto", "forward", "", "matmul=auto", "forward"),
+    ("bwd-chunked-wgmma-auto-ws256m", "backward", ", workspace_bytes = 268435456 : i64",
+     "matmul=auto", "backward"),
+    ("fused-wgmma-auto-ws256m", "fused", ", workspace_bytes = 268435456 : i64",
+     "matmul=auto", "fused"),
 ]
 # The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
 # adds nothing to the other variants that sm_90 does not show.
 def variant_chips(variant):
-    return ("sm_90a",) if "matmul=wgmma" in variant[3] else ("sm_80", "sm_90")
+    return ("sm_90a",) if "wgmma" in variant[0] else ("sm_80", "sm_90")
 DTYPES = ["f16", "bf16"]
 # The forward+backward estimate of a forward variant adds the chunked
 # backward on the same strategy (strategy auto -> chunked).
@@ -201,7 +208,8 @@ DTYPES = ["f16", "bf16"]
 # CUDA workspace budget (256 MiB): what the JIT runs.
 PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64-ws256m",
                    "fwd-mma32": "bwd-chunked-mma64-ws256m",
-                   "fwd-wgmma128": "bwd-chunked-wgmma128-ws256m"}
+                   "fwd-wgmma128": "bwd-chunked-wgmma128-ws256m",
+                   "fwd-wgmma-auto": "bwd-chunked-wgmma-auto-ws256m"}
 
 
 class ModelError(Exception):

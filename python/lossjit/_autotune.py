@@ -47,12 +47,13 @@ TENSOR_CORE_TILES = (
     "matmul=mma_sync,block_k=64,stages=2",
 )
 #: Hopper's warpgroup MMA (sm_90a, the default arch on compute capability
-#: 9.0): its default tile (128x64 logits, 128x128 gradient products) first,
-#: then the tiles every kernel of which ptxas takes without spills (128
-#: logit columns spill in the partial and dZ kernels); then the mma.sync
-#: space, which sm_90a modules also run.
+#: 9.0): its tile (128x64 logits, 128x128 gradient products) first, the one
+#: auto gives the ops without a bias or softcap (128x128 logits; it spills
+#: with either) second, then tiles every kernel of which ptxas takes without
+#: spills; then the mma.sync space, which sm_90a modules also run.
 WGMMA_TILES = (
     "matmul=wgmma",
+    "matmul=wgmma,block_cols=128",
     "matmul=wgmma,stages=3",
     "matmul=wgmma,block_k=64,stages=2",
     "matmul=wgmma,block_rows=64,threads=128",

@@ -27,6 +27,21 @@
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores"
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores"
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores"
+// matmul=auto (what the JIT builds on a Hopper): the ops without a bias
+// take 128-column logit tiles, the backward with a bias keeps 64; every
+// kernel still assembles without spills.
+// RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=auto" -o %t/auto-f16.mlir
+// RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=auto" -o %t/auto-bf16.mlir
+// RUN: FileCheck %s --check-prefix=AUTO --input-file=%t/auto-bf16.mlir
+// RUN: %extract-ptx %t/auto-f16.mlir %t/k/auto-f16 > /dev/null
+// RUN: %extract-ptx %t/auto-bf16.mlir %t/k/auto-bf16 > /dev/null
+// RUN: FileCheck %s --check-prefix=WIDE --input-file=%t/k/auto-bf16/fwd_lce_partial.ptx
+// RUN: %ptxas -v -arch=sm_90a %t/k/auto-f16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores"
+// RUN: %ptxas -v -arch=sm_90a %t/k/auto-f16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores"
+// RUN: %ptxas -v -arch=sm_90a %t/k/auto-f16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores"
+// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores"
+// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores"
+// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores"
 // The strategy exists on sm_90a only.
 // RUN: not lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90 matmul=wgmma" -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=CHIP
@@ -70,6 +85,12 @@
 // DW-COUNT-2: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1, 1;
 // FZ-LABEL: .visible .entry lce_fused_z(
 // FZ-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, p, 1, 1, 0, 0;
+
+// AUTO:       fwd = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=128,block_k=32,grad_cols=128"
+// AUTO:       grad = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=64,block_k=32,grad_cols=128"
+// AUTO:       fused = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=128,block_k=32,grad_cols=128"
+// WIDE-LABEL: .visible .entry lce_partial(
+// WIDE-COUNT-2: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 
 // FWD-COUNT-3:   0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // GRAD-COUNT-6:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

@@ -1,7 +1,9 @@
 // loss-select-lowering-config with matmul=auto (what the JIT and
 // lossjit-aot compile with): per op, tensor cores for f16/bf16 storage on
 // sm_80 and newer (wgmma's default tile on sm_90a, what the JIT builds on a
-// Hopper; mma_sync's on every other arch, sm_90 included), SIMT for f32 storage
+// Hopper, 128 logit columns wide for the cross-entropy ops without a bias
+// or softcap, whose epilogues fit them; mma_sync's on every other arch,
+// sm_90 included), SIMT for f32 storage
 // (TF32 is never a default), for the recompute schedule (tensor cores do
 // not build it) and on chips before sm_80; a config already on an op wins.
 // RUN: split-file %s %t
@@ -22,7 +24,7 @@
 // TURING-LABEL: func.func @bf16_forward
 // TURING:        #loss.gpu_config<schedule = forward, matmul = simt, block_rows = 4, threads = 128, splits = 8, stages = 1>
 // HOPPER-LABEL: func.func @bf16_forward
-// HOPPER:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
+// HOPPER:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 128, block_k = 32, grad_cols = 128>
 func.func @bf16_forward(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>
@@ -38,7 +40,7 @@ func.func @f32_forward(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi6
 // CHECK-LABEL: func.func @f16_chunked
 // CHECK:         #loss.gpu_config<schedule = chunked, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
 // HOPPER-LABEL: func.func @f16_chunked
-// HOPPER:         #loss.gpu_config<schedule = chunked, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
+// HOPPER:         #loss.gpu_config<schedule = chunked, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 128, block_k = 32, grad_cols = 128>
 func.func @f16_chunked(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xf16>, tensor<?x?xf16>) {
   %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?xf16>, tensor<?x?xf16>
   return %dx, %dw : tensor<?x?xf16>, tensor<?x?xf16>
@@ -54,10 +56,29 @@ func.func @f16_recompute(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?x
 // CHECK-LABEL: func.func @bf16_fused
 // CHECK:         #loss.gpu_config<schedule = fused, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
 // HOPPER-LABEL: func.func @bf16_fused
-// HOPPER:         #loss.gpu_config<schedule = fused, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
+// HOPPER:         #loss.gpu_config<schedule = fused, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 128, block_k = 32, grad_cols = 128>
 func.func @bf16_fused(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>) {
   %l, %lse, %dx, %dw = loss.linear_cross_entropy_with_grad %x, %w, %y {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>
   return %l, %lse, %dx, %dw : tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>
+}
+
+// A bias or a softcap keeps wgmma's 64-column logits tile (the epilogue
+// would spill at 128).
+// CHECK-LABEL: func.func @bf16_forward_bias
+// CHECK:         #loss.gpu_config<schedule = forward, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
+// HOPPER-LABEL: func.func @bf16_forward_bias
+// HOPPER:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
+func.func @bf16_forward_bias(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %b: tensor<?xbf16>) -> (tensor<f32>, tensor<?xf32>) {
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y, %b {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xbf16> -> tensor<f32>, tensor<?xf32>
+  return %l, %lse : tensor<f32>, tensor<?xf32>
+}
+// CHECK-LABEL: func.func @f16_fused_softcap
+// CHECK:         #loss.gpu_config<schedule = fused, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
+// HOPPER-LABEL: func.func @f16_fused_softcap
+// HOPPER:         #loss.gpu_config<schedule = fused, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
+func.func @f16_fused_softcap(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>, tensor<?x?xf16>, tensor<?x?xf16>) {
+  %l, %lse, %dx, %dw = loss.linear_cross_entropy_with_grad %x, %w, %y {storage = f16, compute = f32, softcap = 30.0} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>, tensor<?x?xf16>, tensor<?x?xf16>
+  return %l, %lse, %dx, %dw : tensor<f32>, tensor<?xf32>, tensor<?x?xf16>, tensor<?x?xf16>
 }
 
 //--- given.mlir

@@ -281,6 +281,14 @@ TEST_F(SimtBackward, WgmmaChunkedAndFused) {
   checkCase(split);
   split.tile += ",stages=3";
   checkFused(split);
+  // 128-column logit tiles (what matmul=auto gives a Hopper's ops without a
+  // bias or softcap; the interpreter has no registers to spill, so a bias
+  // runs here too): dZ in 128x128 tiles, V = 200 in two column tiles.
+  GradCase wide128{45, 200, 40, "bf16", "mean", true, 0.1};
+  wide128.tile = "matmul=wgmma,block_cols=128";
+  wide128.workspaceBytes = 45 * 4 + 20 * 200 * 6;
+  checkCase(wide128);
+  checkFused(wide128);
   // V = 300: dZ·W runs ten k steps of 32 through the default 4-stage ring,
   // refilling stages behind the wgmma group in flight (W MN-major).
   GradCase deep{33, 300, 40, "bf16", "mean", true, 0.1};

@@ -554,6 +554,26 @@ TEST(WgmmaKernels, VocabularySmallerThanOneTileAndOneRow) {
   checkWgmma(c, kWgmmaNarrow);
 }
 
+TEST(WgmmaKernels, WideLogitTilesOfTheAutomaticChoice) {
+  // matmul=auto on sm_90a gives the cross-entropy ops without a bias or
+  // softcap 128x128 logit tiles (m64n128k16): two column tiles, the last
+  // one partial, and several k steps through the 4-stage ring.
+  Case c{9, 200, 72};
+  c.dtype = "bf16";
+  checkWgmma(c, "matmul=auto");
+  c.tile = "matmul=auto";
+  c.chip = "sm_90a";
+  auto module = lower(c);
+  ASSERT_TRUE(module);
+  EXPECT_EQ(planOf(*module).tile,
+            "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=128,block_k=32,"
+            "grad_cols=128");
+  Case none{130, 150, 40};
+  none.reduction = "none";
+  none.ignored = 0.3;
+  checkWgmma(none, "matmul=wgmma block-cols=128");
+}
+
 TEST(WgmmaKernels, KernelIrHasWgmmaAndTheRing) {
   Case c{5, 300, 24};
   c.tile = kWgmmaTile;
