@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up what is missing, builds, then runs the main job on a default head
-# (D=1024, V=32000, fp16): compiles the fused loss to PTX for sm_80 and sm_90
+# (D=1024, V=32000, fp16): compiles the fused loss to PTX for sm_80, sm_90
+# and sm_90a (Hopper's wgmma kernels, what a Hopper runs by default)
 # under out/kernels, checks it with ptxas when the CUDA toolkit is present,
 # and runs the CPU backend on random inputs next to an fp64 reference.
 set -euo pipefail
@@ -13,7 +14,7 @@ bin="$LOSSJIT_BUILD/bin"
 
 echo "== graph -> PTX (in-process), fp16 storage, f32 compute"
 rm -rf out/kernels
-"$bin/lossjit-aot" --preset linear-cross-entropy --dtype f16 --arch sm_80,sm_90 -o out/kernels
+"$bin/lossjit-aot" --preset linear-cross-entropy --dtype f16 --arch sm_80,sm_90,sm_90a -o out/kernels
 ptxas=$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
 if [ -x "$ptxas" ]; then
   for f in out/kernels/*/*.ptx; do
