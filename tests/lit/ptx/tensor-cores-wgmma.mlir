@@ -27,9 +27,10 @@
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores"
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores"
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores"
-// matmul=auto (what the JIT builds on a Hopper): the ops without a bias
-// take 128-column logit tiles, the backward with a bias keeps 64; every
-// kernel still assembles without spills.
+// matmul=auto (what the JIT builds on a Hopper): the ops without a softcap
+// take 128-column logit tiles, except the backward with a bias (its dZ
+// kernel would spill), which keeps 64; every kernel still assembles
+// without spills.
 // RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=auto" -o %t/auto-f16.mlir
 // RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=auto" -o %t/auto-bf16.mlir
 // RUN: FileCheck %s --check-prefix=AUTO --input-file=%t/auto-bf16.mlir

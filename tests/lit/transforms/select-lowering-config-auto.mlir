@@ -1,8 +1,9 @@
 // loss-select-lowering-config with matmul=auto (what the JIT and
 // lossjit-aot compile with): per op, tensor cores for f16/bf16 storage on
 // sm_80 and newer (wgmma's default tile on sm_90a, what the JIT builds on a
-// Hopper, 128 logit columns wide for the cross-entropy ops without a bias
-// or softcap, whose epilogues fit them; mma_sync's on every other arch,
+// Hopper, 128 logit columns wide for the cross-entropy ops without a
+// softcap (and the backward without a bias), whose epilogues fit them;
+// mma_sync's on every other arch,
 // sm_90 included), SIMT for f32 storage
 // (TF32 is never a default), for the recompute schedule (tensor cores do
 // not build it) and on chips before sm_80; a config already on an op wins.
@@ -62,12 +63,13 @@ func.func @bf16_fused(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi
   return %l, %lse, %dx, %dw : tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>
 }
 
-// A bias or a softcap keeps wgmma's 64-column logits tile (the epilogue
-// would spill at 128).
+// A bias still fits 128 columns except in the chunked backward's dZ
+// kernel; a softcap keeps wgmma's 64-column logits tile (its epilogue would
+// spill at 128).
 // CHECK-LABEL: func.func @bf16_forward_bias
 // CHECK:         #loss.gpu_config<schedule = forward, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
 // HOPPER-LABEL: func.func @bf16_forward_bias
-// HOPPER:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
+// HOPPER:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 128, block_k = 32, grad_cols = 128>
 func.func @bf16_forward_bias(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %b: tensor<?xbf16>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y, %b {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xbf16> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>

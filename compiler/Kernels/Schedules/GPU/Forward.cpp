@@ -80,19 +80,18 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
         Fragment u;
         if (s.spec.hasTeacher)
           u = s.teacherTile(le, a, s.matmul, tile, scratch);
-        SmallVector<Value> bv, weights;
-        for (Value col : z.cols) {
-          bv.push_back(bias ? le.loadReal(bias, col) : Value());
+        // The bias joins the accumulators column by column (addBias).
+        addBias(le, bias, z);
+        SmallVector<Value> weights;
+        for (Value col : z.cols)
           if (!dependent && s.spec.readsClassWeights())
             weights.push_back(le.loadReal(a["class_weights"], col));
-        }
         SmallVector<Value> next;
         for (unsigned i = 0; i < rows; ++i) {
           SmallVector<Value> logits;
           SmallVector<LogitInputs> inputs;
           for (size_t j = 0; j < z.cols.size(); ++j) {
-            Value raw = bv[j] ? le.addF(z.at(i, j), bv[j]) : z.at(i, j);
-            logits.push_back(emitLogit(le, s.spec, raw));
+            logits.push_back(emitLogit(le, s.spec, z.at(i, j)));
             // (Rows and columns are clamped: the loads stay in bounds.)
             LogitInputs in{weights.empty() ? Value() : weights[j], Value(), Value()};
             if (!dependent && s.spec.hasTargets())
@@ -177,6 +176,17 @@ void buildCombine(GpuSchedule &s, const RowStats &stats, bool dependent) {
   s.sink.end();
 }
 } // namespace
+
+void lossjit::addBias(KernelEmitter &e, Value bias, Fragment &z) {
+  if (!bias)
+    return;
+  for (size_t j = 0; j < z.cols.size(); ++j) {
+    // (Columns are clamped: the load stays in bounds.)
+    Value b = e.loadReal(bias, z.cols[j]);
+    for (size_t i = 0; i < z.rows.size(); ++i)
+      z.at(i, j) = e.addF(z.at(i, j), b);
+  }
+}
 
 void lossjit::buildGpuReduceKernel(GpuSchedule &s) {
   const int64_t threads = s.tile.threads;

@@ -94,6 +94,12 @@ struct GpuSchedule {
   std::string threads() const { return std::to_string(tile.threads); }
 };
 
+/// z.at(i, j) += bias[z.cols[j]] for every fragment element (no-op without
+/// a bias), one column at a time: each bias value is dead once added, so a
+/// logit epilogue never holds a tile's worth of them (at 128 columns they
+/// spill).
+void addBias(KernelEmitter &e, mlir::Value bias, Fragment &z);
+
 /// lce_partial + lce_combine (+ lce_reduce), and the forward plan.
 void buildGpuForward(GpuSchedule &s);
 /// lce_reduce(labels, loss_rows, loss, N): one block, thread t sums rows
