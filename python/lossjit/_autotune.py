@@ -48,8 +48,8 @@ TENSOR_CORE_TILES = (
 )
 #: Hopper's warpgroup MMA (sm_90a, the default arch on compute capability
 #: 9.0): its tile (128x64 logits, 128x128 gradient products) first, the one
-#: auto gives the ops without a bias or softcap (128x128 logits; it spills
-#: with either) second, then tiles every kernel of which ptxas takes without
+#: auto gives the ops without a softcap (128x128 logits; it spills with a
+#: softcap, and in the chunked backward with a bias) second, then tiles every kernel of which ptxas takes without
 #: spills; then the mma.sync space, which sm_90a modules also run.
 WGMMA_TILES = (
     "matmul=wgmma",

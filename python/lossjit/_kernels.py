@@ -307,7 +307,6 @@ def backward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
                     device: torch.device, logit_scale: float = 1.0,
                     softcap: float = 0.0) -> Kernel:
     """The compiled backward (gradient) function for these options."""
-    flags = _with_workspace(flags, device)
     if not HAS_COMPILER and device.type == "cuda":
         # Prebuilt (lossjit-aot) backward bundles compute both gradients.
         flags = flags._replace(needs_grad_x=True, needs_grad_w=True)
@@ -316,6 +315,9 @@ def backward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
     kernel = _backward_ops.get(key)
     if kernel is not None:
         return kernel
+    # (The key holds the flags as given: the budget is resolved per device,
+    # and the device is in the key, so a cache hit does no work for it.)
+    flags = _with_workspace(flags, device)
     spec = Spec(STORAGE_DTYPES[dtype], LABEL_DTYPES[label_dtype], bias, ignore_index,
                 reduction, logit_scale, softcap)
     with _lock:
@@ -352,7 +354,6 @@ def fused_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
     if reduction not in ("mean", "sum"):
         raise ValueError(f"lossjit: the fused forward+backward needs reduction 'mean' or "
                          f"'sum', got {reduction!r}")
-    flags = _with_workspace(flags, device)
     if not HAS_COMPILER and device.type == "cuda":
         # As for the backward: prebuilt bundles compute both gradients.
         flags = flags._replace(needs_grad_x=True, needs_grad_w=True)
@@ -361,6 +362,7 @@ def fused_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
     kernel = _fused_ops.get(key)
     if kernel is not None:
         return kernel
+    flags = _with_workspace(flags, device)  # (as for the backward: after the lookup)
     spec = Spec(STORAGE_DTYPES[dtype], LABEL_DTYPES[label_dtype], bias, ignore_index,
                 reduction, logit_scale, softcap)
     with _lock:
@@ -447,12 +449,12 @@ def reduce_kernel(spec: ReduceSpec, device: torch.device,
                   flags: "BackwardFlags | None" = None) -> Kernel:
     """The compiled vocabulary reduction (`flags` None) or its derived
     backward for `spec` on `device`; compiled on first use, then cached."""
-    if flags is not None:
-        flags = _with_workspace(flags, device)
     key = (spec, flags, device)
     kernel = _reduce_ops.get(key)
     if kernel is not None:
         return kernel
+    if flags is not None:
+        flags = _with_workspace(flags, device)  # (as for the backward: after the lookup)
     with _lock:
         kernel = _reduce_ops.get(key)
         if kernel is None:
