@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Conversion/Passes.h"
+#include "dialects/Loss/LoweringConfig.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
@@ -26,6 +27,20 @@ bool isDynamicSharedBase(LLVM::GlobalOp global) {
          global.getAddrSpace() == static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared);
 }
 
+/// The largest loss.dynamic_shared_align of the functions beside `global`
+/// (its module's kernels: TMA's swizzled stages need 1024), or 0.
+uint64_t kernelAlignment(LLVM::GlobalOp global) {
+  uint64_t align = 0;
+  Operation *table = SymbolTable::getNearestSymbolTable(global);
+  if (!table)
+    return 0;
+  for (Region &region : table->getRegions())
+    for (Operation &op : region.getOps())
+      if (auto a = op.getAttrOfType<IntegerAttr>(loss::kDynamicSharedAlignAttrName))
+        align = std::max<uint64_t>(align, static_cast<uint64_t>(a.getInt()));
+  return align;
+}
+
 struct ExternDynamicSharedMemoryPass
     : lossjit::impl::LossExternDynamicSharedMemoryBase<ExternDynamicSharedMemoryPass> {
   using Base::Base;
@@ -41,9 +56,10 @@ struct ExternDynamicSharedMemoryPass
       if (!isDynamicSharedBase(global) || global.getLinkage() != LLVM::Linkage::Internal)
         return;
       global.setLinkage(LLVM::Linkage::External);
+      uint64_t want = std::max<uint64_t>(static_cast<uint64_t>(alignment), kernelAlignment(global));
       uint64_t have = global.getAlignment().value_or(0);
-      if (have < static_cast<uint64_t>(alignment))
-        global.setAlignment(static_cast<uint64_t>(alignment));
+      if (have < want)
+        global.setAlignment(want);
     });
   }
 };

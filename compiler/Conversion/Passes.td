@@ -152,8 +152,9 @@ def LossExternDynamicSharedMemory : Pass<"loss-extern-dynamic-shared-memory"> {
     The launch's dynamic shared memory only lies behind an `.extern .shared`
     array: this pass, run after convert-gpu-to-nvvm, gives every internal
     zero-length shared global external linkage and at least `alignment`
-    bytes of alignment. Globals with a size, or outside shared memory, are
-    left alone.
+    bytes of alignment, or the `loss.dynamic_shared_align` of a function in
+    its module where that is larger (TMA's swizzled stages need 1024).
+    Globals with a size, or outside shared memory, are left alone.
   }];
   let options = [
     Option<"alignment", "alignment", "int64_t", "16",

@@ -133,12 +133,13 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
   knob("block-cols", tile.blockCols, defaults.blockCols);
   knob("block-k", tile.blockK, defaults.blockK);
   knob("grad-cols", tile.gradCols, defaults.gradCols);
+  knob("tma", tile.tma, defaults.tma);
   stages.push_back({"kernels", "builtin.module(loss-select-lowering-config{" + select +
                                    "},loss-lower-to-gpu{chip=" + target.chip +
                                    "},canonicalize,cse)"});
   stages.push_back({"nvvm", "builtin.module(nvvm-attach-target{chip=" + target.chip +
                                 " features=" + target.effectiveFeatures() +
-                                " O=3},gpu.module(loss-math-to-nvvm-approx,"
+                                " O=3},gpu.module(expand-strided-metadata,lower-affine,loss-math-to-nvvm-approx,"
                                 "arith-expand,loss-bf16-mma-sync-to-nvvm,convert-nvgpu-to-nvvm,"
                                 "convert-scf-to-cf,convert-vector-to-llvm,convert-gpu-to-nvvm,"
                                 "convert-nvvm-to-llvm,"

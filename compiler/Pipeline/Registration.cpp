@@ -54,6 +54,7 @@ struct GpuPipelineOptions : PassPipelineOptions<GpuPipelineOptions> {
   Option<int64_t> blockCols{*this, "block-cols", llvm::cl::init(-1)};
   Option<int64_t> blockK{*this, "block-k", llvm::cl::init(-1)};
   Option<int64_t> gradCols{*this, "grad-cols", llvm::cl::init(-1)};
+  Option<int64_t> tma{*this, "tma", llvm::cl::init(-1)};
 };
 
 struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
@@ -92,7 +93,7 @@ void lossjit::registerLossJITPasses() {
                                           : o.matmul == Matmul::wgmma  ? loss::MatmulKind::wgmma
                                                                        : loss::MatmulKind::simt)
                         .with({o.blockRows, o.threads, o.splits, o.stages, o.blockCols,
-                               o.blockK, o.gradCols});
+                               o.blockK, o.gradCols, o.tma});
           (void)addStages(pm, gpuStages(target, tile));
         });
     PassPipelineRegistration<CpuPipelineOptions>(

@@ -12,7 +12,7 @@ using namespace lossjit::loss;
 
 std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads,
                                           int64_t splits, int64_t stages, int64_t blockCols,
-                                          int64_t blockK, int64_t gradCols) {
+                                          int64_t blockK, int64_t gradCols, int64_t tma) {
   auto text = [](int64_t v) { return std::to_string(v); };
   if (threads < 32 || threads > 1024 || !llvm::isPowerOf2_64(threads))
     return "tile threads must be a power of two in [32, 1024], got " + text(threads);
@@ -23,6 +23,14 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
   if (gradCols != 0 && matmul != MatmulKind::wgmma)
     return "tile grad_cols is for matmul wgmma (its threads do not depend on the columns), "
            "got matmul " +
+           stringifyMatmulKind(matmul).str();
+  if (tma != 0 && tma != 1)
+    return "tile tma must be 0 or 1, got " + text(tma);
+  // TMA boxes feed wgmma's swizzled descriptors; mma.sync reads its padded
+  // rows by ldmatrix.
+  if (tma != 0 && matmul != MatmulKind::wgmma)
+    return "tile tma is for matmul wgmma (TMA tiles in the swizzled layouts wgmma reads), got "
+           "matmul " +
            stringifyMatmulKind(matmul).str();
   if (matmul == MatmulKind::simt) {
     if (blockRows < 1 || blockRows > 16)
@@ -136,9 +144,9 @@ Attribute lossjit::loss::getLoweringConfig(Operation *op) {
 LogicalResult GpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError, Schedule schedule,
                                     MatmulKind matmul, int64_t blockRows, int64_t threads,
                                     int64_t splits, int64_t stages, int64_t blockCols,
-                                    int64_t blockK, int64_t gradCols) {
+                                    int64_t blockK, int64_t gradCols, int64_t tma) {
   std::string why =
-      checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK, gradCols);
+      checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK, gradCols, tma);
   if (!why.empty())
     return emitError() << why;
   // The recompute kernels form logits in SIMT tiles inside dX/dW; the
@@ -171,6 +179,16 @@ LogicalResult LossDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     if (!count || count.getInt() < 1 || !isa<FunctionOpInterface>(op))
       return op->emitError() << "'" << kTensorMapsAttrName.str()
                              << "' must be a positive integer on a kernel function, got "
+                             << attribute.getValue();
+    return success();
+  }
+  // The dynamic shared-memory alignment a kernel needs.
+  if (attribute.getName() == kDynamicSharedAlignAttrName) {
+    auto align = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!align || align.getInt() < 1 || !llvm::isPowerOf2_64(uint64_t(align.getInt())) ||
+        !isa<FunctionOpInterface>(op))
+      return op->emitError() << "'" << kDynamicSharedAlignAttrName.str()
+                             << "' must be a power of two on a kernel function, got "
                              << attribute.getValue();
     return success();
   }

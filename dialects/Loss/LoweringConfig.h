@@ -18,12 +18,17 @@ inline constexpr llvm::StringLiteral kLoweringConfigAttrName = "loss.lowering_co
 /// takes (its !llvm.ptr parameters with llvm.align = 64), which
 /// loss-tensor-map-grid-constant passes by value.
 inline constexpr llvm::StringLiteral kTensorMapsAttrName = "loss.tensor_maps";
+/// The discardable attribute on a GPU kernel whose dynamic shared memory
+/// must start more than 16-byte aligned (TMA's swizzled stages: 1024), which
+/// loss-extern-dynamic-shared-memory gives the base and the interpreter
+/// honours.
+inline constexpr llvm::StringLiteral kDynamicSharedAlignAttrName = "loss.dynamic_shared_align";
 
 /// The rules every GPU tile must meet; "" when it does, else why not (the
 /// attribute's verifier and the compiler's TileConfig share them).
 std::string checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads, int64_t splits,
                            int64_t stages, int64_t blockCols, int64_t blockK,
-                           int64_t gradCols = 0);
+                           int64_t gradCols = 0, int64_t tma = 0);
 /// Whether `matmul` multiplies on tensor cores (16-bit operands, f32
 /// accumulators): mma_sync and wgmma.
 inline bool isTensorCoreMatmul(MatmulKind matmul) { return matmul != MatmulKind::simt; }

@@ -68,7 +68,12 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     block_cols) is the columns of the gradient products' tiles (dZ·W,
     dZᵀ·X): without an LSE epilogue they hold wider accumulator tiles in
     registers than the logit products; schedules without them (forward)
-    ignore it.
+    ignore it. `tma = 1` (wgmma only) loads the logit products' operands
+    (x and w, both contiguous along k) by TMA into 128-, 64- or 32-byte
+    swizzled stages (block_k = 64, 32 or 16) that complete on an mbarrier
+    ring; the kernels take the tensor maps as by-value parameters and fall
+    back to cp.async when the runtime cannot encode them (an unaligned base
+    or row stride).
 
     Example: `#loss.gpu_config<schedule = forward, matmul = simt,
     block_rows = 4, threads = 128, splits = 8, stages = 1>`,
@@ -82,7 +87,8 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
                         "int64_t":$splits, "int64_t":$stages,
                         DefaultValuedParameter<"int64_t", "0">:$block_cols,
                         DefaultValuedParameter<"int64_t", "0">:$block_k,
-                        DefaultValuedParameter<"int64_t", "0">:$grad_cols);
+                        DefaultValuedParameter<"int64_t", "0">:$grad_cols,
+                        DefaultValuedParameter<"int64_t", "0">:$tma);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

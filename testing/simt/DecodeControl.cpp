@@ -214,6 +214,14 @@ llvm::Error Decoder::decodeWhile(scf::WhileOp op) {
 llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
   prog.name = func.getName().str();
   prog.func = func;
+  // A kernel whose dynamic shared memory needs more than 16-byte alignment
+  // says so (loss.dynamic_shared_align, TMA's swizzled stages); the
+  // compiler's lowering gives its base that alignment.
+  if (auto align = func->getAttrOfType<IntegerAttr>("loss.dynamic_shared_align")) {
+    if (align.getInt() < kDynamicSharedBaseAlign || !llvm::isPowerOf2_64(uint64_t(align.getInt())))
+      return unsupported(func, "loss.dynamic_shared_align must be a power of two of at least 16");
+    prog.dynamicSharedAlign = align.getInt();
+  }
   Region &body = func.getBody();
   if (!body.hasOneBlock()) // unstructured control flow: name the branch
     return unsupportedOp(body.front().getTerminator());

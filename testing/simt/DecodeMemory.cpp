@@ -300,8 +300,8 @@ llvm::Error Decoder::decodeDynamicSharedView(memref::ViewOp view) {
     param.shape[d] = type.getDimSize(d);
   // The base is 16-byte aligned (loss-extern-dynamic-shared-memory); a view
   // is as aligned as its offset allows.
-  param.align = offset == 0 ? kDynamicSharedBaseAlign
-                            : std::min<int64_t>(kDynamicSharedBaseAlign, offset & -offset);
+  param.align = offset == 0 ? prog.dynamicSharedAlign
+                            : std::min<int64_t>(prog.dynamicSharedAlign, offset & -offset);
   param.dynamicOffset = offset;
   prog.workgroup.push_back(param);
   return llvm::Error::success();

@@ -108,6 +108,10 @@ bool Executor::execTmaLoad(const Instr &in, uint32_t t) {
   const uint64_t mapIndex = slot(in.a)[t];
   if (mapIndex >= tensorMaps.size())
     return fail(in, t, "nvgpu.tma.async.load descriptor is not a tensor map parameter");
+  if (!tensorMaps[mapIndex].map)
+    return fail(in, t,
+                "nvgpu.tma.async.load through a tensor map the launch did not encode "
+                "(SimtArg::unencodedTensorMap: the runtime passes zeros)");
   const TensorMapDesc &map = *tensorMaps[mapIndex].map;
   SimtBuffer &global = *tensorMaps[mapIndex].global;
   const int rank = int(info.box.size());

@@ -112,6 +112,42 @@ llvm::Error lossjit::simt::runPlanOnSimt(
         std::make_unique<SimtBuffer>(workspace.name, *type, *count);
   }
 
+  // The plan's tensor maps, as the runtime encodes them: a row-major 2-D
+  // param; every map or none (tensor_maps_ready), as TMA's rules allow.
+  struct BoundMap {
+    TensorMapDesc desc;
+    SimtBuffer *global;
+  };
+  std::map<std::string, BoundMap> maps;
+  bool mapsReady = true;
+  for (const PlanTensorMap &m : plan.tensorMaps) {
+    auto it = memory.find(m.buffer);
+    if (it == memory.end())
+      return llvm::createStringError("tensor map '" + m.name + "' names no param ('" +
+                                     m.buffer + "')");
+    SimtBuffer &global = *it->second;
+    TensorMapDesc desc;
+    desc.type = global.getType();
+    desc.rank = 2;
+    for (int d = 0; d < 2; ++d) {
+      auto value = evaluate(m.dims[d], symbols, "tensor map '" + m.name + "'");
+      if (!value)
+        return value.takeError();
+      desc.globalDim[d] = uint64_t(std::max<int64_t>(*value, 0));
+      desc.boxDim[d] = uint32_t(m.box[d]);
+    }
+    desc.globalStrides[0] = desc.globalDim[0] * uint64_t((getBitWidth(desc.type) + 7) / 8);
+    desc.swizzle = m.swizzle == 128  ? TmaSwizzle::B128
+                   : m.swizzle == 64 ? TmaSwizzle::B64
+                   : m.swizzle == 32 ? TmaSwizzle::B32
+                                     : TmaSwizzle::None;
+    // The kernels take the cp.async path when any map cannot be encoded.
+    if (!desc.validate(global.alignment()).empty() ||
+        desc.globalDim[0] * desc.globalDim[1] > uint64_t(global.size()))
+      mapsReady = false;
+    maps[m.name] = {desc, &global};
+  }
+
   std::vector<std::unique_ptr<SimtKernel>> decodedKernels(plan.kernels.size());
   /// One launch of kernel `k`, with `chunk_begin`/`chunk_end` bound.
   auto launch = [&](size_t k, int64_t chunkBegin,
@@ -149,6 +185,11 @@ llvm::Error lossjit::simt::runPlanOnSimt(
     for (const std::string &name : kernel.args) {
       if (auto it = memory.find(name); it != memory.end())
         args.push_back(SimtArg::buffer(*it->second));
+      else if (auto map = maps.find(name); map != maps.end())
+        args.push_back(mapsReady ? SimtArg::tensorMap(map->second.desc, *map->second.global)
+                                 : SimtArg::unencodedTensorMap());
+      else if (name == kTensorMapsReadyBinding)
+        args.push_back(SimtArg::integer(mapsReady ? 1 : 0));
       else if (auto sym = values.find(name); sym != values.end())
         args.push_back(SimtArg::integer(sym->second));
       else

@@ -185,7 +185,10 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
                                  "given",
                                  i));
       uint64_t word;
-      if (param.tensorMap) {
+      if (param.tensorMap && arg.unencoded) {
+        word = tensorMaps.size();
+        tensorMaps.push_back({nullptr, nullptr});
+      } else if (param.tensorMap) {
         if (!arg.map || !arg.buf)
           return err(llvm::formatv("argument {0} is a tensor map (!llvm.ptr): bind it with "
                                    "SimtArg::tensorMap",
@@ -247,7 +250,8 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
       sharedBuffers.back()->trackRaces = true;
     }
     if (param.dynamicOffset >= 0)
-      sharedBuffers.back()->sharedAddress = kDynamicSharedWindowBase + param.dynamicOffset;
+      sharedBuffers.back()->sharedAddress =
+          dynamicSharedWindowBase(prog.dynamicSharedAlign) + param.dynamicOffset;
     uint32_t descIndex = uint32_t(prog.memrefParams.size() + i);
     makeDesc(descs[descIndex], sharedBuffers.back().get(), param.rank, param.shape);
     std::fill_n(slot(param.slot), numThreads, uint64_t(descIndex));

@@ -149,6 +149,14 @@ public:
     arg.map = &map;
     return arg;
   }
+  /// A tensor map parameter the launch could not encode (what the runtime
+  /// passes, zeros, when a base or row stride does not meet TMA's rules): a
+  /// TMA load through it is an error.
+  static SimtArg unencodedTensorMap() {
+    SimtArg arg;
+    arg.unencoded = true;
+    return arg;
+  }
   /// A float value (for f16/bf16/f32/f64 parameters; rounded to the type).
   static SimtArg real(double value) {
     SimtArg arg;
@@ -163,6 +171,7 @@ public:
   bool isReal = false;
   double realValue = 0;
   const TensorMapDesc *map = nullptr;
+  bool unencoded = false;
 };
 
 namespace detail {

@@ -210,6 +210,10 @@ inline constexpr int64_t kDynamicSharedBaseAlign = 16;
 /// view's offset): 16-byte aligned and nothing more, like the real base
 /// after any static shared memory.
 inline constexpr int64_t kDynamicSharedWindowBase = 1040;
+/// The window base of a kernel whose base needs `align` bytes.
+inline int64_t dynamicSharedWindowBase(int64_t align) {
+  return (kDynamicSharedWindowBase + align - 1) / align * align;
+}
 
 struct ScalarParam {
   uint32_t slot;
@@ -233,6 +237,9 @@ struct TmaLoadInfo {
 struct Program {
   std::string name;
   mlir::Operation *func = nullptr;
+  /// The dynamic shared-memory base's alignment (loss.dynamic_shared_align,
+  /// else kDynamicSharedBaseAlign); the window base is aligned up to it.
+  int64_t dynamicSharedAlign = kDynamicSharedBaseAlign;
   std::vector<Instr> instrs;
   uint32_t numSlots = 0;
   /// Per function argument: index into memrefParams or scalarParams.

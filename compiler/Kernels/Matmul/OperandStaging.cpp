@@ -35,6 +35,14 @@ Value lossjit::commitCopies(KernelEmitter &e) {
   return nvgpu::DeviceAsyncCreateGroupOp::create(e.builder(), e.location(), token, ValueRange{});
 }
 
+SmallVector<Value, 2> lossjit::ringIndices(KernelEmitter &e, Value ring, Value element) {
+  auto type = cast<MemRefType>(ring.getType());
+  if (type.getRank() == 1)
+    return {element};
+  const int64_t row = type.getDimSize(1);
+  return {e.divUI(element, e.index(row)), e.remUI(element, e.index(row))};
+}
+
 void lossjit::stagePieces(KernelEmitter &e, const MatrixOperand &op, const StageTile &stage,
                           int64_t threads, Value tid, PiecePlacer place) {
   const bool kMajor = stage.kMajor;
@@ -74,7 +82,8 @@ void lossjit::stagePieces(KernelEmitter &e, const MatrixOperand &op, const Stage
                                   element(ae, 0));
             auto token = nvgpu::DeviceAsyncTokenType::get(ae.builder().getContext());
             nvgpu::DeviceAsyncCopyOp::create(ae.builder(), ae.location(), token, stage.ring,
-                                             ValueRange{p.dst}, op.buffer, ValueRange{src},
+                                             ringIndices(ae, stage.ring, p.dst), op.buffer,
+                                             ValueRange{src},
                                              ae.builder().getIndexAttr(kStagingPiece), count,
                                              ae.builder().getUnitAttr());
           },
@@ -86,7 +95,8 @@ void lossjit::stagePieces(KernelEmitter &e, const MatrixOperand &op, const Stage
               Value in = se.cmpI(arith::CmpIPredicate::ult, se.index(j), count);
               Value at = se.select(in, element(se, j), safe);
               Value v = se.select(in, se.load(op.buffer, at), zero);
-              se.store(v, stage.ring, se.add(p.dst, se.index(j)));
+              memref::StoreOp::create(se.builder(), se.location(), v, stage.ring,
+                                      ringIndices(se, stage.ring, se.add(p.dst, se.index(j))));
             }
           });
     };

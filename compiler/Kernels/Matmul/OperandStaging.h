@@ -39,6 +39,11 @@ mlir::Value piecesAligned(KernelEmitter &e, const MatrixOperand &op, mlir::Value
 void clampLine(KernelEmitter &e, mlir::Value line, mlir::Value limit,
                llvm::SmallVectorImpl<mlir::Value> &lines, llvm::SmallVectorImpl<mlir::Value> &valid);
 
+/// The indices of flat element `element` of `ring`: itself for a 1-D ring,
+/// (row, column) for a 2-D one (TMA's stages).
+llvm::SmallVector<mlir::Value, 2> ringIndices(KernelEmitter &e, mlir::Value ring,
+                                              mlir::Value element);
+
 /// Closes the calling thread's pending cp.async copies into a group.
 mlir::Value commitCopies(KernelEmitter &e);
 

@@ -36,6 +36,12 @@ struct MatrixOperand {
   mlir::Value kStride;
   mlir::Value lineOrigin;
   mlir::Value kOrigin;
+  /// A TMA tensor map of `buffer` as [lines × k] (an !llvm.ptr kernel
+  /// argument, PlanTensorMap) and the index that is 1 when the runtime
+  /// encoded it; null when the operand has none. Strategies that copy by TMA
+  /// use it when set and ready, and their cp.async ring otherwise.
+  mlir::Value tensorMap;
+  mlir::Value tensorMapReady;
 
   /// The element's flat offset.
   mlir::Value offset(KernelEmitter &e, mlir::Value line, mlir::Value k) const;
@@ -93,6 +99,9 @@ struct ScratchBuffer {
   int64_t elements;
   mlir::Type type;
   int64_t align = 0;
+  /// When set, the buffer is 2-D: rows of this many elements (TMA copies
+  /// boxes into 2-D shared memory).
+  int64_t rowElements = 0;
 };
 
 /// A strategy for multiplying block tiles.
@@ -103,6 +112,10 @@ public:
   /// The workgroup buffers multiply() needs for operands of `storage`
   /// type, declared by the kernel and passed back as `scratch`.
   virtual llvm::SmallVector<ScratchBuffer> scratch(mlir::Type storage) const { return {}; }
+  /// Once at the start of a kernel whose operands carry tensor maps, after
+  /// the scratch buffers exist: what TMA copies need besides them (the
+  /// mbarrier ring, initialized), appended to `scratch` for multiply().
+  virtual void prepare(KernelEmitter &e, llvm::SmallVectorImpl<mlir::Value> &scratch) const {}
   /// f32 slots per carried field that merging the rows of a `rows`-row
   /// tile across the block needs (RowStats::mergeFragmentRows).
   virtual int64_t rowMergeSlots(int64_t rows) const = 0;
@@ -140,7 +153,9 @@ std::unique_ptr<TileMatmul> createMmaSyncMatmul(const TileConfig &tile);
 /// Hopper tensor cores (sm_90a): warpgroups of 64 rows × BN columns, one
 /// wgmma.mma_async m64nBNk16 per k16 step from f16/bf16 operands staged
 /// through a cp.async ring in the canonical core-matrix layout (K-major or
-/// MN-major, no swizzle); f32 accumulators in registers.
+/// MN-major, no swizzle), or with tile tma=1 and K-major operands that carry
+/// tensor maps, copied by TMA into swizzled stages on an mbarrier ring; f32
+/// accumulators in registers.
 std::unique_ptr<TileMatmul> createWgmmaMatmul(const TileConfig &tile);
 
 } // namespace lossjit

@@ -30,8 +30,27 @@
 // + (t%32)/4 and + 8, columns 8j + 2·(t%4) + {0, 1} of each n8 block j, in
 // registers 4j + {0, 1} (first row) and 4j + {2, 3}.
 //
-// Not yet: TMA loads, mbarrier rings, warp specialization and swizzled
-// layouts; see issue 13.
+// TMA (tile tma=1, both operands K-major with tensor maps the runtime
+// encoded): one thread copies each k tile as two boxes — BK × BM of A and
+// BK × BN of B — into a stage of 2-D rings whose rows are BK elements, one
+// swizzle span S = 2·BK bytes (128, 64 or 32), swizzled by the hardware in
+// atoms of 8 rows (8·S bytes, atom-aligned: the base is 1024-byte aligned
+// and every stage a whole number of atoms). Each stage has an mbarrier
+// (arrival count 1): the copying thread arrives with the stage's bytes as
+// its transaction count and the copies complete it; every thread waits on
+// the parity of the tile's use of the stage, then the block barrier that
+// also retires the stage the next copy overwrites, as in the cp.async ring.
+// The descriptors name the swizzle: K-major, SBO = 8·S (the next 8 rows),
+// the k16 step at +32 bytes in the row; no fence is needed, as TMA writes
+// and wgmma reads through the async proxy. A product leaves every stage's
+// barrier at an even phase count (an extra arrival where a stage was used
+// an odd number of times, after a block barrier so no thread still waits
+// on it), so the next product's parities start at 0. When the runtime
+// could not encode the maps (tensorMapReady 0) the same rings, read as flat
+// buffers, take the cp.async path.
+//
+// Not yet: warp specialization (producer/consumer warpgroups), MN-major TMA
+// for the gradient products, clusters; see issue 13.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +59,7 @@
 #include "compiler/Kernels/Support/BlockReduce.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -54,16 +74,39 @@ constexpr int64_t kGroupRows = 64;  ///< rows of C one warpgroup owns (wgmma's M
 constexpr int64_t kStepK = 16;      ///< k of one wgmma.
 constexpr int64_t kCore = 64;       ///< elements of an 8 × 8 core matrix.
 constexpr int64_t kCoreBytes = 128;
+/// Alignment of TMA's swizzled stages: the 128-byte swizzle's atom.
+constexpr int64_t kTmaAlign = 1024;
+/// try_wait.parity's suspend-time hint (nanoseconds; the wait loops anyway).
+constexpr int64_t kWaitTicks = 1000000;
 
 class Wgmma : public TileMatmul {
 public:
   explicit Wgmma(const TileConfig &tile)
       : bm(tile.blockRows), bn(tile.blockCols), bk(tile.blockK), stages(tile.stages),
-        threads(tile.threads) {}
+        threads(tile.threads), tma(tile.tma != 0) {}
 
   SmallVector<ScratchBuffer> scratch(Type storage) const override {
+    // TMA: rows of BK elements, stages on swizzle atoms.
+    if (tma)
+      return {{stages * bm * bk, storage, kTmaAlign, bk}, {stages * bn * bk, storage, kTmaAlign, bk}};
     // Core matrices are read as whole 16-byte rows: 16-byte aligned stages.
     return {{stages * bm * bk, storage, 16}, {stages * bn * bk, storage, 16}};
+  }
+
+  void prepare(KernelEmitter &e, SmallVectorImpl<Value> &scratch) const override {
+    if (!tma)
+      return;
+    OpBuilder &b = e.builder();
+    Value bars = nvgpu::MBarrierCreateOp::create(b, e.location(), barrierType(b.getContext()));
+    // One arrival per phase: the copying thread's expect_tx.
+    e.ifThen(e.cmpI(arith::CmpIPredicate::eq, gpuThreadIdx(e), e.index(0)),
+             [&](KernelEmitter &ie) {
+               for (int64_t s = 0; s < stages; ++s)
+                 nvgpu::MBarrierInitOp::create(ie.builder(), ie.location(), bars, ie.index(1),
+                                               ie.index(s), Value());
+             });
+    gpuBarrier(e);
+    scratch.push_back(bars);
   }
 
   /// Every row lives in one warp's quads: one merge slot per row.
@@ -95,17 +138,63 @@ public:
   Fragment multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
                     const BlockTile &tile, Value kBegin, Value kEnd, ValueRange init,
                     ArrayRef<Value> buffers) const override {
-    assert(buffers.size() == 2 && "wgmma: the operand rings");
+    assert(buffers.size() >= 2 && "wgmma: the operand rings");
     Fragment f = layout(e, tile);
     Lanes l = lanes(e);
     Staged sa{buffers[0], bm, isKMajor(a)}, sb{buffers[1], bn, isKMajor(b)};
+    // The previous tile's last products may still read the ring.
+    gpuBarrier(e);
+    Value acc = initialAccumulator(e, init, f);
+    const bool byTma = tma && buffers.size() == 3 && a.tensorMap && b.tensorMap && sa.kMajor &&
+                       sb.kMajor;
+    Value result;
+    if (byTma)
+      result = e.ifElse(
+          e.cmpI(arith::CmpIPredicate::ne, e.andI(a.tensorMapReady, b.tensorMapReady), e.index(0)),
+          [&](KernelEmitter &te) {
+            return tmaProduct(te, a, b, tile, kBegin, kEnd, acc, sa, sb, buffers[2], l);
+          },
+          [&](KernelEmitter &ce) {
+            return copiedProduct(ce, a, b, tile, kBegin, kEnd, acc, sa, sb, l);
+          });
+    else
+      result = copiedProduct(e, a, b, tile, kBegin, kEnd, acc, sa, sb, l);
+
+    OpBuilder &b0 = e.builder();
+    f.values.assign(f.rows.size() * f.cols.size(), Value());
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t j = 0; j < bn / 8; ++j)
+        for (int64_t q = 0; q < 2; ++q)
+          f.at(h, j * 2 + q) = LLVM::ExtractValueOp::create(b0, e.location(), result,
+                                                            ArrayRef<int64_t>{register_(h, j, q)});
+    return f;
+  }
+
+private:
+  /// Where the calling thread sits in the block.
+  struct Lanes {
+    Value tid, lane, group, quad; ///< lane / 4 and lane % 4.
+    Value warpgroupRow;           ///< 64 · warpgroup: its first tile row.
+    Value warpRow;                ///< the warp's first tile row.
+  };
+
+  /// One operand's ring: `lines` lines per stage.
+  struct Staged {
+    Value ring;
+    int64_t lines;
+    bool kMajor;
+  };
+
+  /// The product through the cp.async ring in the no-swizzle layout: `acc`
+  /// plus A·Bᵀ over [kBegin, kEnd), as the accumulator struct.
+  Value copiedProduct(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
+                      const BlockTile &tile, Value kBegin, Value kEnd, Value acc,
+                      const Staged &sa, const Staged &sb, const Lanes &l) const {
     KTiles k(e, a, b, tile, kBegin, kEnd, bk, stages);
     Value numK = k.numK;
     // Shared-window byte addresses of the rings, for the descriptors.
     Value ringA = ringAddress(e, sa), ringB = ringAddress(e, sb);
 
-    // The previous tile's last products may still read the ring.
-    gpuBarrier(e);
     auto fill = [&](KernelEmitter &fe, Value kt) {
       return k.fill(fe, kt, [&](KernelEmitter &ie, Value stage, Value k0) {
         fillOperand(ie, a, sa, stage, k0, kEnd, tile.rowBegin, tile.rowLimit, k.alignedA, l);
@@ -121,7 +210,6 @@ public:
     for (int64_t s = 0; s < lookahead; ++s)
       token = fill(e, e.index(s));
 
-    Value acc = initialAccumulator(e, init, f);
     OpBuilder &b0 = e.builder();
     SmallVector<Value> carried{acc};
     carried = e.forLoop(e.index(0), numK, e.index(1), carried,
@@ -159,31 +247,151 @@ public:
     // Nothing reads the accumulators before that wait: the wait is a
     // side-effecting asm with no data link to them, so they pass through one
     // that comes after it (CUTLASS's warpgroup_fence_operand).
-    carried[0] = fenceAccumulators(e, carried[0]);
-
-    f.values.assign(f.rows.size() * f.cols.size(), Value());
-    for (int64_t h = 0; h < 2; ++h)
-      for (int64_t j = 0; j < bn / 8; ++j)
-        for (int64_t q = 0; q < 2; ++q)
-          f.at(h, j * 2 + q) = LLVM::ExtractValueOp::create(b0, e.location(), carried[0],
-                                                            ArrayRef<int64_t>{register_(h, j, q)});
-    return f;
+    return fenceAccumulators(e, carried[0]);
   }
 
-private:
-  /// Where the calling thread sits in the block.
-  struct Lanes {
-    Value tid, lane, group, quad; ///< lane / 4 and lane % 4.
-    Value warpgroupRow;           ///< 64 · warpgroup: its first tile row.
-    Value warpRow;                ///< the warp's first tile row.
-  };
+  /// The product through TMA copies into swizzled stages on the mbarrier
+  /// ring `bars` (see the file comment).
+  Value tmaProduct(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
+                   const BlockTile &tile, Value kBegin, Value kEnd, Value acc, const Staged &sa,
+                   const Staged &sb, Value bars, const Lanes &l) const {
+    OpBuilder &b0 = e.builder();
+    MLIRContext *context = b0.getContext();
+    Type elem = cast<MemRefType>(sa.ring.getType()).getElementType();
+    Value numK = e.ceilDiv(e.sub(kEnd, kBegin), e.index(bk));
+    Value leader = e.cmpI(arith::CmpIPredicate::eq, l.tid, e.index(0));
+    Value mapA = mapOf(e, a, bm, elem), mapB = mapOf(e, b, bn, elem);
+    Value ringA = ringAddress(e, sa), ringB = ringAddress(e, sb);
+    const int64_t stageBytes = (bm + bn) * bk * 2;
+    auto fill = [&](KernelEmitter &fe, Value kt) {
+      fe.ifThen(fe.andI(fe.cmpI(arith::CmpIPredicate::ult, kt, numK), leader),
+                [&](KernelEmitter &ie) {
+                  OpBuilder &ib = ie.builder();
+                  Value stage = ie.remUI(kt, ie.index(stages));
+                  Value k0 = ie.add(kBegin, ie.mul(kt, ie.index(bk)));
+                  nvgpu::MBarrierArriveExpectTxOp::create(ib, ie.location(), bars,
+                                                          ie.index(stageBytes), stage, Value());
+                  nvgpu::TmaAsyncLoadOp::create(ib, ie.location(), stageView(ie, sa, stage), bars,
+                                                mapA, ValueRange{k0, tile.rowBegin}, stage,
+                                                Value(), Value());
+                  nvgpu::TmaAsyncLoadOp::create(ib, ie.location(), stageView(ie, sb, stage), bars,
+                                                mapB, ValueRange{k0, tile.colBegin}, stage,
+                                                Value(), Value());
+                });
+    };
+    const int64_t inFlight = stages >= 3 ? 1 : 0;
+    const int64_t lookahead = stages - 1 - inFlight;
+    for (int64_t s = 0; s < lookahead; ++s)
+      fill(e, e.index(s));
+    SmallVector<Value> carried{acc};
+    carried = e.forLoop(e.index(0), numK, e.index(1), carried,
+                        [&](KernelEmitter &le, Value kt, ValueRange it) {
+      OpBuilder &lb = le.builder();
+      Value stage = le.remUI(kt, le.index(stages));
+      // The use (kt / stages) of the stage within this product; every
+      // product starts at an even phase count.
+      Value parity = le.cmpI(arith::CmpIPredicate::ne,
+                             le.remUI(le.divUI(kt, le.index(stages)), le.index(2)), le.index(0));
+      nvgpu::MBarrierTryWaitParityOp::create(lb, le.location(), bars, parity,
+                                             le.index(kWaitTicks), stage);
+      // Every warpgroup retired the stage the next copy overwrites (read by
+      // step kt − 1 − inFlight) and passed its wait on that stage's phase.
+      gpuBarrier(le);
+      fill(le, le.add(kt, le.index(lookahead)));
+      Value d = fenceAccumulators(le, it[0]);
+      NVVM::WgmmaFenceAlignedOp::create(lb, le.location());
+      for (int64_t kk = 0; kk < bk / kStepK; ++kk) {
+        Value descA = swizzledDescriptor(le, ringA, sa, stage, l.warpgroupRow, kk);
+        Value descB = swizzledDescriptor(le, ringB, sb, stage, le.index(0), kk);
+        d = product(le, descA, descB, d, sa, sb);
+      }
+      NVVM::WgmmaGroupSyncAlignedOp::create(lb, le.location());
+      NVVM::WgmmaWaitGroupSyncOp::create(lb, le.location(), inFlight);
+      return SmallVector<Value>{d};
+    });
+    NVVM::WgmmaWaitGroupSyncOp::create(b0, e.location(), 0);
+    Value result = fenceAccumulators(e, carried[0]);
+    // Even phase counts for the next product, once no thread waits on any
+    // of this product's phases.
+    gpuBarrier(e);
+    e.ifThen(leader, [&](KernelEmitter &ie) {
+      for (int64_t s = 0; s < stages; ++s) {
+        // Uses of stage s: the k tiles s, s + stages, … below numK.
+        Value used = ie.cmpI(arith::CmpIPredicate::ugt, numK, ie.index(s));
+        Value uses = ie.select(
+            used, ie.add(ie.divUI(ie.sub(numK, ie.index(s + 1)), ie.index(stages)), ie.index(1)),
+            ie.index(0));
+        ie.ifThen(ie.cmpI(arith::CmpIPredicate::ne, ie.remUI(uses, ie.index(2)), ie.index(0)),
+                  [&](KernelEmitter &pe) {
+                    nvgpu::MBarrierArriveOp::create(
+                        pe.builder(), pe.location(), nvgpu::MBarrierTokenType::get(context),
+                        bars, pe.index(s));
+                  });
+      }
+    });
+    return result;
+  }
 
-  /// One operand's ring: `lines` lines per stage.
-  struct Staged {
-    Value ring;
-    int64_t lines;
-    bool kMajor;
-  };
+  /// The mbarrier ring's type: one barrier per stage, in shared memory.
+  nvgpu::MBarrierGroupType barrierType(MLIRContext *context) const {
+    return nvgpu::MBarrierGroupType::get(
+        context, gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup), stages);
+  }
+
+  /// The swizzle of a row of BK 16-bit elements.
+  nvgpu::TensorMapSwizzleKind swizzleKind() const {
+    return bk == 64   ? nvgpu::TensorMapSwizzleKind::SWIZZLE_128B
+           : bk == 32 ? nvgpu::TensorMapSwizzleKind::SWIZZLE_64B
+                      : nvgpu::TensorMapSwizzleKind::SWIZZLE_32B;
+  }
+
+  /// `op`'s tensor map as the descriptor type of a `lines` × BK box.
+  Value mapOf(KernelEmitter &e, const MatrixOperand &op, int64_t lines, Type elem) const {
+    MLIRContext *context = e.builder().getContext();
+    auto box = MemRefType::get({lines, bk}, elem, MemRefLayoutAttrInterface{},
+                               IntegerAttr::get(IntegerType::get(context, 64), 3));
+    auto type = nvgpu::TensorMapDescriptorType::get(
+        context, box, swizzleKind(), nvgpu::TensorMapL2PromoKind::L2PROMO_NONE,
+        nvgpu::TensorMapOOBKind::OOB_ZERO, nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+    return UnrealizedConversionCastOp::create(e.builder(), e.location(), type, op.tensorMap)
+        .getResult(0);
+  }
+
+  /// Stage `stage` of a 2-D ring: its `lines` rows of BK elements.
+  Value stageView(KernelEmitter &e, const Staged &ring, Value stage) const {
+    OpBuilder &b = e.builder();
+    Value row = e.mul(stage, e.index(ring.lines));
+    SmallVector<OpFoldResult> offsets{row, b.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes{b.getIndexAttr(ring.lines), b.getIndexAttr(bk)};
+    SmallVector<OpFoldResult> strides{b.getIndexAttr(1), b.getIndexAttr(1)};
+    return memref::SubViewOp::create(b, e.location(), ring.ring, offsets, sizes, strides);
+  }
+
+  /// The K-major swizzled descriptor of the 8-row groups from `line0` at
+  /// k16 step `kk` of stage `stage`: start address (+32 bytes per k16 step
+  /// within the S-byte row), LBO unused (1), SBO = 8·S, layout type
+  /// (bits 62–63) 1, 2 or 3 for the 128-, 64- or 32-byte swizzle, base
+  /// offset 0 (atom-aligned stages).
+  Value swizzledDescriptor(KernelEmitter &e, Value ringAddress, const Staged &ring, Value stage,
+                           Value line0, int64_t kk) const {
+    OpBuilder &b = e.builder();
+    const int64_t span = bk * 2;
+    Value element = e.add(e.mul(stage, e.index(ring.lines * bk)), e.mul(line0, e.index(bk)));
+    Value address =
+        e.add(ringAddress, e.add(e.mul(element, e.index(2)), e.index(kk * kStepK * 2)));
+    Type i64 = b.getI64Type();
+    auto constant = [&](uint64_t v) {
+      return arith::ConstantOp::create(b, e.location(), b.getIntegerAttr(i64, int64_t(v)));
+    };
+    Value bits = arith::IndexCastUIOp::create(b, e.location(), i64, address);
+    bits = arith::ShRUIOp::create(b, e.location(),
+                                  arith::AndIOp::create(b, e.location(), bits, constant(0x3FFFF)),
+                                  constant(4));
+    const uint64_t layout = span == 128 ? 1 : span == 64 ? 2 : 3;
+    const uint64_t sbo = uint64_t(8 * span) >> 4;
+    return arith::OrIOp::create(b, e.location(), bits,
+                                constant(uint64_t(1) << 16 | sbo << 32 | layout << 62));
+  }
 
   /// The accumulator register of fragment slot (h, 2j + q).
   static int64_t register_(int64_t h, int64_t j, int64_t q) { return 4 * j + 2 * h + q; }
@@ -314,6 +522,7 @@ private:
   }
 
   int64_t bm, bn, bk, stages, threads;
+  bool tma;
 };
 } // namespace
 

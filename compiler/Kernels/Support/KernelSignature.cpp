@@ -5,6 +5,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "dialects/Loss/LoweringConfig.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 using namespace mlir;
@@ -12,6 +14,12 @@ using namespace lossjit;
 
 KernelSignature &KernelSignature::arg(llvm::StringRef name, Type type, llvm::StringRef binding) {
   args.push_back({name.str(), type, binding.empty() ? name.str() : binding.str()});
+  return *this;
+}
+
+KernelSignature &KernelSignature::tensorMap(llvm::StringRef name, llvm::StringRef binding,
+                                            MLIRContext *context) {
+  args.push_back({name.str(), LLVM::LLVMPointerType::get(context), binding.str(), true});
   return *this;
 }
 
@@ -73,8 +81,24 @@ KernelArgs GpuKernelSink::begin(const KernelSignature &signature, const LaunchSh
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   fn.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({static_cast<int32_t>(blockThreads), 1, 1}));
   b.setInsertionPointToStart(&fn.getBody().front());
+  // Tensor maps: 64-byte aligned pointers, counted for
+  // loss-tensor-map-grid-constant.
+  int64_t maps = 0;
+  for (size_t i = 0; i < signature.size(); ++i)
+    if (signature.isTensorMap(i)) {
+      fn.setArgAttr(static_cast<unsigned>(i), LLVM::LLVMDialect::getAlignAttrName(),
+                    b.getI64IntegerAttr(64));
+      ++maps;
+    }
+  if (maps)
+    fn->setAttr(loss::kTensorMapsAttrName, b.getI64IntegerAttr(maps));
   SmallVector<Value> shared(fn.getWorkgroupAttributions());
-  int64_t dynamicBytes = dynamicViews(launch.dynamicWorkgroup, shared);
+  int64_t dynamicBytes = dynamicViews(launch, shared);
+  int64_t align = kDynamicSharedAlign;
+  for (int64_t a : launch.dynamicAlign)
+    align = std::max(align, a);
+  if (align > kDynamicSharedAlign)
+    fn->setAttr(loss::kDynamicSharedAlignAttrName, b.getI64IntegerAttr(align));
   launchPlan.kernels.push_back({signature.name().str(),
                                 moduleName,
                                 launch.grid,
@@ -88,7 +112,8 @@ KernelArgs GpuKernelSink::begin(const KernelSignature &signature, const LaunchSh
   return args;
 }
 
-int64_t GpuKernelSink::dynamicViews(ArrayRef<Type> buffers, SmallVector<Value> &views) {
+int64_t GpuKernelSink::dynamicViews(const LaunchShape &launch, SmallVector<Value> &views) {
+  ArrayRef<Type> buffers = launch.dynamicWorkgroup;
   if (buffers.empty())
     return 0;
   MLIRContext *ctx = b.getContext();
@@ -97,10 +122,11 @@ int64_t GpuKernelSink::dynamicViews(ArrayRef<Type> buffers, SmallVector<Value> &
       MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface{}, space);
   Value base = gpu::DynamicSharedMemoryOp::create(b, loc, baseType);
   int64_t offset = 0;
-  for (Type buffer : buffers) {
+  for (auto [i, buffer] : llvm::enumerate(buffers)) {
     auto type = cast<MemRefType>(buffer);
     assert(type.hasStaticShape() && "dynamic shared buffers have static shapes");
-    offset = llvm::alignTo(offset, kDynamicSharedAlign);
+    int64_t align = i < launch.dynamicAlign.size() ? launch.dynamicAlign[i] : 0;
+    offset = llvm::alignTo(offset, std::max(align, kDynamicSharedAlign));
     Value at = arith::ConstantIndexOp::create(b, loc, offset);
     views.push_back(memref::ViewOp::create(b, loc, type, base, at, ValueRange{}));
     offset += type.getNumElements() * (type.getElementTypeBitWidth() / 8);

@@ -32,6 +32,15 @@ public:
   /// arg() when `present`, nothing otherwise (optional buffers).
   KernelSignature &argIf(bool present, llvm::StringRef name, mlir::Type type,
                          llvm::StringRef binding = {});
+  /// Adds a TMA tensor map argument `name` (an !llvm.ptr the GPU sink marks
+  /// llvm.align = 64 and counts in loss.tensor_maps, so that
+  /// loss-tensor-map-grid-constant passes it as a 128-byte by-value
+  /// parameter), fed by the plan's tensor map `binding` (PlanTensorMap).
+  KernelSignature &tensorMap(llvm::StringRef name, llvm::StringRef binding,
+                             mlir::MLIRContext *context);
+  /// Whether argument `i` is a tensor map.
+  bool isTensorMap(size_t i) const { return args[i].tensorMap; }
+  size_t size() const { return args.size(); }
 
   llvm::StringRef name() const { return kernelName; }
   llvm::SmallVector<mlir::Type> types() const;
@@ -45,6 +54,7 @@ private:
     std::string name;
     mlir::Type type;
     std::string binding;
+    bool tensorMap = false;
   };
   std::string kernelName;
   std::vector<Arg> args;
@@ -82,11 +92,16 @@ struct LaunchShape {
   llvm::SmallVector<mlir::Type> workgroup;
   /// GPU only: buffers in dynamic shared memory (static-shape workgroup
   /// memref types), as views of one gpu.dynamic_shared_memory base at
-  /// kDynamicSharedAlign-aligned byte offsets in this order; the launch asks
+  /// kDynamicSharedAlign-aligned byte offsets (or `dynamicAlign` where
+  /// larger) in this order; the launch asks
   /// for their total (the plan's shared_bytes). Operand rings go here: static
   /// shared memory is capped at 48 KiB per kernel, and every view starts
   /// 16-byte aligned as cp.async and ldmatrix need.
   llvm::SmallVector<mlir::Type> dynamicWorkgroup;
+  /// Per dynamicWorkgroup buffer: its byte alignment when it needs more
+  /// than kDynamicSharedAlign (0 or missing: that). A kernel with any such
+  /// buffer carries loss.dynamic_shared_align, and its base is that aligned.
+  llvm::SmallVector<int64_t> dynamicAlign;
 };
 
 /// Byte alignment of the dynamic shared-memory base and of every view in
@@ -131,7 +146,7 @@ public:
 private:
   /// Appends to `views` one memref.view per buffer of one
   /// gpu.dynamic_shared_memory base; returns the bytes they span.
-  int64_t dynamicViews(llvm::ArrayRef<mlir::Type> buffers, llvm::SmallVector<mlir::Value> &views);
+  int64_t dynamicViews(const LaunchShape &launch, llvm::SmallVector<mlir::Value> &views);
 
   std::string prefix;
   int64_t blockThreads;

@@ -113,6 +113,18 @@ DictionaryAttr LaunchPlan::toAttr(MLIRContext *context) const {
   }
   if (chunkDim != "N")
     fields.push_back(b.getNamedAttr("chunk_dim", b.getStringAttr(chunkDim)));
+  if (!tensorMaps.empty()) {
+    SmallVector<Attribute> maps;
+    for (const PlanTensorMap &m : tensorMaps)
+      maps.push_back(b.getDictionaryAttr({
+          b.getNamedAttr("name", b.getStringAttr(m.name)),
+          b.getNamedAttr("buffer", b.getStringAttr(m.buffer)),
+          b.getNamedAttr("dims", strings(b, {m.dims[0], m.dims[1]})),
+          b.getNamedAttr("box", b.getI64ArrayAttr(m.box)),
+          b.getNamedAttr("swizzle", b.getI64IntegerAttr(m.swizzle)),
+      }));
+    fields.push_back(b.getNamedAttr("tensor_maps", b.getArrayAttr(maps)));
+  }
   return b.getDictionaryAttr(fields);
 }
 
@@ -223,6 +235,33 @@ FailureOr<LaunchPlan> LaunchPlan::fromAttr(DictionaryAttr attr, std::string &err
     if (!s)
       return fail("options must be strings");
     plan.options[o.getName().str()] = s.str();
+  }
+  if (Attribute maps = attr.get("tensor_maps")) {
+    auto array = dyn_cast<ArrayAttr>(maps);
+    if (!array)
+      return fail("tensor_maps must be a list");
+    for (Attribute a : array) {
+      auto d = dyn_cast<DictionaryAttr>(a);
+      std::vector<std::string> dims;
+      auto box = d ? d.getAs<ArrayAttr>("box") : ArrayAttr();
+      PlanTensorMap m;
+      if (d) {
+        m.name = readString(d, "name", ok);
+        m.buffer = readString(d, "buffer", ok);
+        m.swizzle = readInt(d, "swizzle", ok);
+      }
+      if (!d || !ok || !readStrings(d.get("dims"), dims) || dims.size() != 2 || !box ||
+          box.size() != 2)
+        return fail("a tensor map needs name, buffer, dims[2], box[2], swizzle");
+      m.dims = {dims[0], dims[1]};
+      for (int i = 0; i < 2; ++i) {
+        auto bi = dyn_cast<IntegerAttr>(box[i]);
+        if (!bi)
+          return fail("tensor map box entries must be integers");
+        m.box[i] = bi.getInt();
+      }
+      plan.tensorMaps.push_back(m);
+    }
   }
   return plan;
 }

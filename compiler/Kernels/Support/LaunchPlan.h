@@ -37,6 +37,26 @@ struct PlanWorkspace {
   std::string count; ///< element-count formula, e.g. "S*N".
 };
 
+/// A TMA tensor map the runtime encodes for each call (Hopper kernels,
+/// tile tma=1): a row-major 2-D param, dimension 0 (`dims[0]` elements)
+/// contiguous and rows `dims[0]`·element bytes apart, copied in boxes of
+/// `box` elements (box[0] along dimension 0) into shared memory swizzled in
+/// `swizzle`-byte rows (0, 32, 64 or 128), out-of-bounds elements read as
+/// zero. A kernel argument bound to `name` takes the 128-byte map; one bound
+/// to kTensorMapsReadyBinding takes 1 when the runtime encoded every map of
+/// the plan (an aligned base, rows a multiple of 16 bytes) and 0 when it
+/// could not, and the kernels then copy by cp.async instead.
+struct PlanTensorMap {
+  std::string name;
+  std::string buffer;                ///< the param.
+  std::array<std::string, 2> dims;   ///< formulas: contiguous, then rows.
+  std::array<int64_t, 2> box = {0, 0};
+  int64_t swizzle = 0;
+};
+
+/// The plan value that says whether the tensor maps were encoded.
+inline constexpr llvm::StringLiteral kTensorMapsReadyBinding = "tensor_maps_ready";
+
 /// One kernel launch (GPU) or one call of a host kernel (CPU).
 struct PlanKernel {
   std::string name;
@@ -83,6 +103,8 @@ struct LaunchPlan {
   /// chunk take all N rows and "vocab" kernels split the chunk's columns).
   std::string chunkDim = "N";
   std::vector<PlanWorkspace> workspaces;
+  /// TMA tensor maps kernel arguments may bind (none unless tma=1).
+  std::vector<PlanTensorMap> tensorMaps;
   std::vector<PlanKernel> kernels;
   std::map<std::string, std::string> options; ///< dtype, reduction, ...
   std::string tile;                           ///< TileConfig::str().

@@ -15,7 +15,7 @@ std::string TileConfig::str() const {
          ",matmul=" + loss::stringifyMatmulKind(matmul).str() + ",stages=" + std::to_string(stages) +
          (blockCols ? ",block_cols=" + std::to_string(blockCols) : "") +
          (blockK ? ",block_k=" + std::to_string(blockK) : "") +
-         (gradCols ? ",grad_cols=" + std::to_string(gradCols) : "");
+         (gradCols ? ",grad_cols=" + std::to_string(gradCols) : "") + (tma ? ",tma=1" : "");
 }
 
 TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
@@ -71,6 +71,7 @@ TileConfig TileConfig::with(const Knobs &knobs) const {
   set(t.blockCols, knobs.blockCols);
   set(t.blockK, knobs.blockK);
   set(t.gradCols, knobs.gradCols);
+  set(t.tma, knobs.tma);
   return t;
 }
 
@@ -78,7 +79,7 @@ llvm::Error TileConfig::validate() const {
   if (automatic)
     return llvm::Error::success();
   std::string why = loss::checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols,
-                                         blockK, gradCols);
+                                         blockK, gradCols, tma);
   if (!why.empty())
     return llvm::createStringError(why);
   return llvm::Error::success();
@@ -131,10 +132,12 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
       knobs.blockK = number;
     else if (key == "grad_cols")
       knobs.gradCols = number;
+    else if (key == "tma")
+      knobs.tma = number;
     else
       return llvm::createStringError("unknown tile key '" + key.str() +
                                      "' (expected block_rows, threads, splits, matmul, stages, "
-                                     "block_cols, block_k, grad_cols)");
+                                     "block_cols, block_k, grad_cols, tma)");
   }
   config = config.with(knobs);
   if (llvm::Error err = config.validate())
@@ -144,7 +147,7 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
 
 loss::GpuConfigAttr TileConfig::toAttr(mlir::MLIRContext *context, loss::Schedule schedule) const {
   return loss::GpuConfigAttr::get(context, schedule, matmul, blockRows, threads, splits, stages,
-                                  blockCols, blockK, gradCols);
+                                  blockCols, blockK, gradCols, tma);
 }
 
 TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
@@ -157,6 +160,7 @@ TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
   t.blockCols = attr.getBlockCols();
   t.blockK = attr.getBlockK();
   t.gradCols = attr.getGradCols();
+  t.tma = attr.getTma();
   return t;
 }
 

@@ -38,6 +38,9 @@ struct TileConfig {
   /// wgmma: columns of the gradient products' tiles (0: blockCols). They
   /// have no LSE epilogue, so wider accumulator tiles fit their registers.
   int64_t gradCols = 0;
+  /// wgmma: 1 to load the logit products' operands by TMA into swizzled
+  /// stages on an mbarrier ring (Wgmma.cpp), 0 for the cp.async ring.
+  int64_t tma = 0;
   /// "auto": no tile of its own. The selection pass gives every op the
   /// tile defaultFor() picks for its chip, storage and schedule (the other
   /// fields are unused). What the JIT and lossjit-aot compile with unless
@@ -70,7 +73,7 @@ struct TileConfig {
   /// Knobs a user or a pass option sets; -1 leaves a field as it is.
   struct Knobs {
     int64_t blockRows = -1, threads = -1, splits = -1, stages = -1, blockCols = -1, blockK = -1;
-    int64_t gradCols = -1;
+    int64_t gradCols = -1, tma = -1;
   };
   /// This tile with every set knob replaced.
   TileConfig with(const Knobs &knobs) const;

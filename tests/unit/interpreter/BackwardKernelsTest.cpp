@@ -297,6 +297,32 @@ TEST_F(SimtBackward, WgmmaChunkedAndFused) {
   checkCase(deep);
 }
 
+// tma=1: the logits products (lce_bwd_dz, lce_fused_z) load x and w by TMA
+// boxes into swizzled stages over several chunks — chunk rows are box rows
+// at chunk_begin, rows past the chunk the box's real rows (never stored) —
+// while dZ·W and dZᵀ·X stay on the cp.async ring of the same 2-D layout.
+TEST_F(SimtBackward, WgmmaTmaChunkedAndFused) {
+  for (std::string dtype : {"f16", "bf16"}) {
+    GradCase c{37, 70, 24, dtype, "mean", true, 0.2};
+    c.tile = std::string(kWgmmaNarrow) + ",tma=1";
+    c.workspaceBytes = 37 * 4 + 9 * 70 * 6;
+    checkCase(c);
+    GradCase f{40, 75, 96, dtype, "mean", true, 0.3};
+    f.tile = "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=3,tma=1";
+    f.workspaceBytes = 40 * 4 + 17 * 75 * 4; // C = 17 rows: three chunks
+    checkFused(f);
+  }
+  GradCase wide{45, 200, 136, "bf16", "sum", true, 0.1};
+  wide.tile = "matmul=wgmma,block_cols=128,tma=1";
+  checkCase(wide);
+  checkFused(wide);
+  // D = 20: rows of 40 bytes cannot be encoded, so the same kernels take
+  // their cp.async rings.
+  GradCase odd{37, 83, 20, "bf16", "sum", true, 0.25};
+  odd.tile = std::string(kWgmmaNarrow) + ",tma=1";
+  checkCase(odd);
+}
+
 } // namespace
 
 TEST_F(SimtBackward, Float64ComputesInFloat64) {

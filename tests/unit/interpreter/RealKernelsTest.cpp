@@ -574,6 +574,42 @@ TEST(WgmmaKernels, WideLogitTilesOfTheAutomaticChoice) {
   checkWgmma(none, "matmul=wgmma block-cols=128");
 }
 
+// tma=1: x and w reach the stages by TMA boxes in the 128-, 64- and
+// 32-byte swizzles (block_k 64, 32, 16), waited for on the mbarrier ring;
+// rows past N and k past D are the boxes' zero fill.
+TEST(WgmmaKernels, TmaBoxesIntoSwizzledStages) {
+  // D = 200: four k tiles of 64 through 3 stages, the last one partial.
+  checkWgmma({9, 150, 200}, "matmul=wgmma block-k=64 stages=3 tma=1");
+  Case c{70, 200, 72};
+  c.dtype = "bf16";
+  c.bias = true;
+  c.reduction = "sum";
+  checkWgmma(c, "matmul=wgmma block-rows=64 threads=128 block-cols=32 tma=1");
+  Case narrow{20, 70, 136};
+  narrow.dtype = "bf16";
+  checkWgmma(narrow,
+             "matmul=wgmma block-rows=64 threads=128 block-cols=16 block-k=16 stages=2 tma=1");
+}
+TEST(WgmmaKernels, TmaProductsInOneBlockKeepTheBarrierPhases) {
+  // One split: a block sweeps V = 150 in three column tiles, each a product
+  // of four k tiles through three stages, so stage 0 completes two phases
+  // per product and stages 1 and 2 one: without the extra arrivals that
+  // even them out, the second product would wait on the wrong parity.
+  checkWgmma({9, 150, 200}, "matmul=wgmma block-k=64 stages=3 splits=1 tma=1");
+  Case c{40, 100, 96};
+  c.dtype = "bf16";
+  checkWgmma(c, "matmul=wgmma block-rows=64 threads=128 block-cols=16 block-k=32 stages=4 "
+                "splits=1 tma=1");
+}
+TEST(WgmmaKernels, TmaWithUnalignedRowsTakesTheCpAsyncRing) {
+  // D = 37: x's and w's rows are 74 bytes apart, which no tensor map takes
+  // (strides are multiples of 16): tma_ready is 0 and the same rings are
+  // filled by the plain-load path (a TMA load would be an error here).
+  checkWgmma({5, 77, 37}, "matmul=wgmma block-k=64 stages=3 tma=1");
+  // D = 24: encodable rows of 48 bytes, but k tiles of 64 past D.
+  checkWgmma({5, 300, 24}, "matmul=wgmma tma=1");
+}
+
 TEST(WgmmaKernels, KernelIrHasWgmmaAndTheRing) {
   Case c{5, 300, 24};
   c.tile = kWgmmaTile;

@@ -197,6 +197,7 @@ struct Backward : ChunkedBackwardSteps {
                        "none",
                        /*perChunk=*/true};
     s.stageOperands(launch);
+    s.declareOperandMaps(sig);
     KernelArgs a = s.sink.begin(sig, launch);
     SmallVector<Value> scratch = s.staged(a, launch);
     KernelEmitter e = emitter();
@@ -205,7 +206,8 @@ struct Backward : ChunkedBackwardSteps {
     Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(cols));
     Value invG = scaled ? inverseGradScale(e, a) : Value();
     const BlockTile tile{first, bm, a["chunk_end"], c0, cols, v};
-    Fragment z = s.matmul.multiply(e, {a["x"], d}, {a["w"], d}, tile, e.index(0), d, {}, scratch);
+    Fragment z =
+        s.matmul.multiply(e, s.operandX(a, d), s.operandW(a, d), tile, e.index(0), d, {}, scratch);
     // The teacher's logits of the same tile, where an adjoint reads them.
     Fragment u;
     if (!storeRaw && a["teacher_x"])

@@ -43,6 +43,7 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
     launch.workgroup.push_back(s.shared(s.matmul.rowMergeSlots(bn), s.compute()));
   }
   s.stageOperands(launch);
+  s.declareOperandMaps(sig);
   sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
   KernelArgs a = s.sink.begin(sig, launch);
   SmallVector<Value> shared, partials, scratch = s.staged(a, launch);
@@ -58,7 +59,7 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
   Value chunk = e.ceilDiv(v, gpuGridDim(e, 1));
   Value colBegin = e.minUI(e.mul(split, chunk), v);
   Value colEnd = e.minUI(e.add(colBegin, chunk), v);
-  MatrixOperand xs{a["x"], d}, ws{a["w"], d};
+  MatrixOperand xs = s.operandX(a, d), ws = s.operandW(a, d);
   // Which rows this thread's fragments hold, and how the block shares them.
   Fragment shape = s.matmul.layout(e, {rowBase, bn, n, colBegin, cols, colEnd});
   const unsigned rows = static_cast<unsigned>(shape.rows.size());

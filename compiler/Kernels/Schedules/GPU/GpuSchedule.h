@@ -64,17 +64,22 @@ struct GpuSchedule {
   /// needs (a cp.async ring) to `launch`'s dynamic shared memory: static
   /// shared memory stops at 48 KiB. staged() gives the buffers once the
   /// kernel has begun.
-  void stageOperands(LaunchShape &launch, const TileMatmul *product = nullptr) const {
-    for (const ScratchBuffer &buffer : (product ? *product : matmul).scratch(storage())) {
-      assert(buffer.align <= kDynamicSharedAlign && "dynamic views are 16-byte aligned");
-      launch.dynamicWorkgroup.push_back(shared(buffer.elements, buffer.type));
-    }
+  void stageOperands(LaunchShape &launch, const TileMatmul *product = nullptr) const;
+  /// The staged buffers of a kernel that has begun; when it takes the
+  /// operands' tensor maps (declareOperandMaps), also what the logits
+  /// strategy prepares for TMA (its mbarrier ring).
+  llvm::SmallVector<mlir::Value> staged(const KernelArgs &args, const LaunchShape &launch) const;
+  /// With tile tma=1: the arguments x_map and w_map (the plan's tensor maps
+  /// of x and w in boxes of the logits tile, recorded in the plan once) and
+  /// tma_ready (kTensorMapsReadyBinding). Nothing otherwise.
+  void declareOperandMaps(KernelSignature &sig) const;
+  /// x and w as the logits product's operands (rows of d elements), with
+  /// their tensor maps when the kernel declared them.
+  MatrixOperand operandX(const KernelArgs &a, mlir::Value d) const {
+    return {a["x"], d, {}, {}, {}, a["x_map"], a["tma_ready"]};
   }
-  llvm::SmallVector<mlir::Value> staged(const KernelArgs &args, const LaunchShape &launch) const {
-    llvm::SmallVector<mlir::Value> buffers;
-    for (size_t i = 0; i < launch.dynamicWorkgroup.size(); ++i)
-      buffers.push_back(args.workgroup(static_cast<unsigned>(launch.workgroup.size() + i)));
-    return buffers;
+  MatrixOperand operandW(const KernelArgs &a, mlir::Value d) const {
+    return {a["w"], d, {}, {}, {}, a["w_map"], a["tma_ready"]};
   }
   /// The teacher's raw logits x'·w'ᵀ of a logit tile (a kernel with the
   /// teacher's arguments): `product`'s tile product over T, so u.at(i, j)
