@@ -1,6 +1,7 @@
 //===- CudaLauncher.cpp - Run a kernel bundle on a CUDA stream ------------===//
 
 #include "runtime/CudaLauncher.h"
+#include "runtime/TensorMap.h"
 
 #include "runtime/Log.h"
 
@@ -89,6 +90,37 @@ struct CudaLauncher::Loaded {
 };
 
 CudaLauncher::CudaLauncher(const CudaDriver &driver) : driver(driver) {}
+
+Expected<TensorMapBytes> CudaLauncher::encodeCachedTensorMap(const ResolvedLaunch::TensorMap &map,
+                                                             uint64_t address) {
+  std::string key = map.dtype + ":" + std::to_string(address) + ":" +
+                    std::to_string(map.dims[0]) + "x" + std::to_string(map.dims[1]) + ":" +
+                    std::to_string(map.rowBytes) + ":" + std::to_string(map.box[0]) + "x" +
+                    std::to_string(map.box[1]) + ":" + std::to_string(map.swizzle);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = tensorMapCache.find(key); it != tensorMapCache.end())
+      return it->second;
+  }
+  TensorMapSpec spec;
+  spec.dtype = map.dtype;
+  spec.rank = 2;
+  spec.global = address;
+  spec.dims = {map.dims[0], map.dims[1], 0, 0, 0};
+  spec.strides = {map.rowBytes, 0, 0, 0};
+  spec.box = {map.box[0], map.box[1], 0, 0, 0};
+  spec.swizzleBytes = map.swizzle;
+  Expected<TensorMapBytes> bytes = encodeTensorMap(driver, spec);
+  if (!bytes)
+    return bytes;
+  std::lock_guard<std::mutex> lock(mutex);
+  // Bounded: a training loop reuses a few addresses; anything else starts
+  // over rather than growing.
+  if (tensorMapCache.size() >= kTensorMapCacheEntries)
+    tensorMapCache.clear();
+  tensorMapCache.emplace(key, *bytes);
+  return bytes;
+}
 
 CudaLauncher::~CudaLauncher() {
   std::lock_guard<std::mutex> lock(mutex);
@@ -317,6 +349,26 @@ Error CudaLauncher::launch(const KernelBundle &bundle,
   }
 
   bool logLaunches = isLogEnabled(LogLevel::Info);
+  // TMA tensor maps for this call's addresses and dims, or none: then every
+  // kernel takes its cp.async path (tensor_maps_ready = 0).
+  std::vector<TensorMapBytes> maps;
+  bool mapsReady = plan.numTensorMaps() > 0;
+  for (size_t i = 0; i < plan.numTensorMaps() && mapsReady; ++i) {
+    const ResolvedLaunch::TensorMap &m = resolved->tensorMaps[i];
+    const uint64_t address = paramAddresses[m.param];
+    std::string why = tensorMapUnencodable(m, address);
+    Expected<TensorMapBytes> bytes =
+        why.empty() ? encodeCachedTensorMap(m, address) : Expected<TensorMapBytes>(makeError(why));
+    if (!bytes) {
+      if (logLaunches)
+        logInfo("launch " + bundle.key.substr(0, 12) + ": tensor map '" + plan.tensorMapName(i) +
+                "' of param '" + plan.paramName(m.param) + "' not encoded (" +
+                bytes.errorMessage() + "); the kernels copy by cp.async");
+      mapsReady = false;
+      break;
+    }
+    maps.push_back(*bytes);
+  }
   PackedArgs args;
   // One kernel launch; per-chunk kernels get their chunk's row range.
   auto launchKernel = [&](size_t k, int64_t chunkBegin, int64_t chunkEnd) -> Error {
@@ -334,9 +386,8 @@ Error CudaLauncher::launch(const KernelBundle &bundle,
     const ResolvedLaunch::Kernel &rk = resolved->kernels[k];
     if (rk.skip)
       return Error::success();
-    if (Error e = plan.packArguments(k, *resolved, paramAddresses,
-                                     workspaceAddresses, args, chunkBegin,
-                                     chunkEnd))
+    if (Error e = plan.packArguments(k, *resolved, paramAddresses, workspaceAddresses, args,
+                                     chunkBegin, chunkEnd, maps, mapsReady))
       return e;
     const BundleKernel &bk = bundle.kernels[k];
     cu::Result r = driver.api().cuLaunchKernel(

@@ -86,8 +86,15 @@ private:
   Expected<std::shared_ptr<Loaded>> load(const KernelBundle &bundle,
                                          cu::Context context, cu::Device device);
 
+  /// The tensor map of `map` over `address`, encoded once per address and
+  /// shape (cuTensorMapEncodeTiled is a host call, but per launch and map).
+  Expected<TensorMapBytes> encodeCachedTensorMap(const ResolvedLaunch::TensorMap &map,
+                                                 uint64_t address);
+  static constexpr size_t kTensorMapCacheEntries = 256;
+
   const CudaDriver &driver;
   mutable std::mutex mutex;
+  std::map<std::string, TensorMapBytes> tensorMapCache;
   std::map<std::pair<std::string, cu::Context>, std::shared_ptr<Loaded>> loaded;
 };
 

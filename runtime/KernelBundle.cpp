@@ -6,6 +6,7 @@
 #include "runtime/Formula.h"
 #include "runtime/Sha256.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <set>
@@ -106,6 +107,8 @@ Error KernelBundle::verify() const {
       return fail(field, "name '" + name + "' is reserved for formulas");
     if (name == kChunkBeginArg || name == kChunkEndArg)
       return fail(field, "name '" + name + "' is reserved for chunked launches");
+    if (name == kTensorMapsReadyArg)
+      return fail(field, "name '" + name + "' is reserved for tensor maps");
     if (!names.insert(name).second)
       return fail(field, "name '" + name + "' is declared twice");
     return Error::success();
@@ -197,6 +200,38 @@ Error KernelBundle::verify() const {
     bufferNames.insert(w.name);
   }
 
+  for (size_t i = 0; i < tensorMaps.size(); ++i) {
+    const BundleTensorMap &t = tensorMaps[i];
+    std::string field = "tensor_maps[" + std::to_string(i) + "]";
+    if (Error e = declare(field + ".name", t.name))
+      return e;
+    auto param = std::find_if(params.begin(), params.end(),
+                              [&](const BundleParam &p) { return p.name == t.buffer; });
+    if (param == params.end())
+      return fail(field + ".buffer", "\"" + t.buffer + "\" names no param");
+    if (param->dtype != "f16" && param->dtype != "bf16" && param->dtype != "f32")
+      return fail(field + ".buffer", "param '" + t.buffer + "' is " + param->dtype +
+                                         "; tensor maps take f16, bf16 or f32");
+    for (size_t d = 0; d < 2; ++d) {
+      if (Expected<Formula> f = Formula::parse(t.dims[d], symbols); !f)
+        return fail(field + ".dims[" + std::to_string(d) + "]", f.errorMessage());
+      if (t.box[d] < 1 || t.box[d] > 256)
+        return fail(field + ".box[" + std::to_string(d) + "]",
+                    "expected 1..256 elements, got " + std::to_string(t.box[d]));
+    }
+    if (t.swizzle != 0 && t.swizzle != 32 && t.swizzle != 64 && t.swizzle != 128)
+      return fail(field + ".swizzle",
+                  "expected 0, 32, 64 or 128 bytes, got " + std::to_string(t.swizzle));
+    const uint64_t rowBytes = uint64_t(t.box[0]) * (param->dtype == "f32" ? 4 : 2);
+    if (rowBytes % 16 || (t.swizzle && rowBytes > t.swizzle))
+      return fail(field + ".box[0]", "a box row of " + std::to_string(rowBytes) +
+                                         " bytes must be a multiple of 16" +
+                                         (t.swizzle ? " and at most the " +
+                                                          std::to_string(t.swizzle) +
+                                                          "-byte swizzle span"
+                                                    : std::string()));
+  }
+
   if (kernels.empty())
     return fail("kernels", "expected at least one kernel");
   std::map<std::string, const std::string *> files;
@@ -245,6 +280,11 @@ Error KernelBundle::verify() const {
           return fail(argField, "\"" + arg + "\" is valid only in per_chunk "
                                 "kernels, and kernel '" + k.name +
                                 "' is not per_chunk");
+        continue;
+      }
+      if (arg == kTensorMapsReadyArg) {
+        if (tensorMaps.empty())
+          return fail(argField, "\"" + arg + "\" needs tensor_maps, and the bundle has none");
         continue;
       }
       if (!names.count(arg))
@@ -332,6 +372,25 @@ JsonValue KernelBundle::toManifest() const {
     jsonWorkspaces.push(std::move(jw));
   }
   m.set("workspaces", std::move(jsonWorkspaces));
+
+  if (!tensorMaps.empty()) {
+    JsonValue jsonMaps = JsonValue::array();
+    for (const BundleTensorMap &t : tensorMaps) {
+      JsonValue jt = JsonValue::object();
+      jt.set("name", t.name);
+      jt.set("buffer", t.buffer);
+      JsonValue dimsJson = JsonValue::array(), boxJson = JsonValue::array();
+      for (size_t d = 0; d < 2; ++d) {
+        dimsJson.push(t.dims[d]);
+        boxJson.push(t.box[d]);
+      }
+      jt.set("dims", std::move(dimsJson));
+      jt.set("box", std::move(boxJson));
+      jt.set("swizzle", t.swizzle);
+      jsonMaps.push(std::move(jt));
+    }
+    m.set("tensor_maps", std::move(jsonMaps));
+  }
 
   JsonValue jsonKernels = JsonValue::array();
   for (const BundleKernel &k : kernels) {
@@ -588,6 +647,38 @@ Expected<KernelBundle> KernelBundle::fromManifest(const JsonValue &m,
         return makeError(path + ": missing required field \"count\"");
       LOSSJIT_ASSIGN(w.count, R::symbolOrInt(*count, path + ".count"));
       b.workspaces.push_back(std::move(w));
+    }
+
+  const JsonValue::Array *maps;
+  LOSSJIT_ASSIGN(maps, R::array(m, root, "tensor_maps", false));
+  if (maps)
+    for (size_t i = 0; i < maps->size(); ++i) {
+      const JsonValue &jt = (*maps)[i];
+      std::string path = root + ".tensor_maps[" + std::to_string(i) + "]";
+      if (!jt.isObject())
+        return R::typeError(path, "an object", jt);
+      BundleTensorMap t;
+      LOSSJIT_ASSIGN(t.name, R::string(jt, path, "name"));
+      LOSSJIT_ASSIGN(t.buffer, R::string(jt, path, "buffer"));
+      const JsonValue::Array *dimsJson, *boxJson;
+      LOSSJIT_ASSIGN(dimsJson, R::array(jt, path, "dims"));
+      LOSSJIT_ASSIGN(boxJson, R::array(jt, path, "box"));
+      if (dimsJson->size() != 2 || boxJson->size() != 2)
+        return makeError(path + ": dims and box need 2 entries each");
+      for (size_t d = 0; d < 2; ++d) {
+        LOSSJIT_ASSIGN(t.dims[d],
+                       R::symbolOrInt((*dimsJson)[d], path + ".dims[" + std::to_string(d) + "]"));
+        const JsonValue &v = (*boxJson)[d];
+        if (!v.isInt() || v.getInt() < 1 || v.getInt() > 256)
+          return makeError(path + ".box[" + std::to_string(d) + "]: expected 1..256");
+        t.box[d] = static_cast<uint32_t>(v.getInt());
+      }
+      int64_t swizzle;
+      LOSSJIT_ASSIGN(swizzle, R::integer(jt, path, "swizzle"));
+      if (swizzle < 0 || swizzle > 128)
+        return makeError(path + ".swizzle: expected 0, 32, 64 or 128");
+      t.swizzle = static_cast<uint32_t>(swizzle);
+      b.tensorMaps.push_back(std::move(t));
     }
 
   const JsonValue::Array *kernels;

@@ -30,6 +30,9 @@
 //                   "formula": "max(1,min(N,(WB-V*D*4)/(V*4)))"} ],
 //     "chunk": "C",                         // optional: rows per chunk
 //     "workspaces": [ {"name": "part_m", "dtype": "f32", "count": "S*N"} ],
+//     "tensor_maps": [ {"name": "x_tma_128x64",   // optional: TMA maps
+//                       "buffer": "x", "dims": ["D", "N"],
+//                       "box": [64, 128], "swizzle": 128} ],
 //     "kernels": [ {"name": "lce_partial",         // PTX entry name
 //                   "file": "lce_partial.sm_80.ptx",
 //                   "sha256": "<hex of the file's bytes>",
@@ -65,6 +68,20 @@
 // "chunk_begin" and "chunk_end" may appear as args of per_chunk kernels only.
 // "derived", "chunk" and "per_chunk" are optional (written only when used),
 // so manifests without them read as before.
+//
+// Tensor maps (Hopper kernels built with tile tma=1): each describes a
+// row-major 2-D param (dtype f16, bf16 or f32) of dims[1] rows of dims[0]
+// elements (formulas like grid entries; rows dims[0]·element bytes apart),
+// copied in boxes of box[0] × box[1] elements (1..256 each; box[0] bytes a
+// multiple of 16 and at most the swizzle span) into shared memory with a
+// 0-, 32-, 64- or 128-byte swizzle and zero out-of-bounds fill. The launcher
+// encodes every map with cuTensorMapEncodeTiled for each call (cached per
+// address and dims); an arg naming a map is that 128-byte CUtensorMap passed
+// by value, and the reserved arg "tensor_maps_ready" is an int64 that is 1
+// when every map of the bundle could be encoded and 0 when one could not
+// (a base not 16-byte aligned, rows not a multiple of 16 bytes, a dim past
+// 2^31): the kernels then use their cp.async path and ignore the maps, which
+// are passed as zeros. Map names share the one namespace below.
 //
 // Kernel argument ABI (cuda): an arg naming a buffer (param or workspace)
 // expands to the MLIR memref<?xT> descriptor of a flat 1-D buffer, 5 kernel
@@ -149,6 +166,18 @@ struct BundleWorkspace {
   std::string count;
 };
 
+/// A TMA tensor map over a param, encoded per call (see "Tensor maps").
+struct BundleTensorMap {
+  std::string name;
+  std::string buffer;
+  std::array<std::string, 2> dims;   ///< formulas: contiguous dim, rows.
+  std::array<uint32_t, 2> box = {0, 0};
+  uint32_t swizzle = 0;
+};
+
+/// The reserved int64 arg saying whether the tensor maps were encoded.
+inline constexpr const char *kTensorMapsReadyArg = "tensor_maps_ready";
+
 /// One kernel, launched in manifest order.
 struct BundleKernel {
   /// Entry point name inside the image.
@@ -191,6 +220,7 @@ struct KernelBundle {
   /// per chunk of the per-chunk kernel groups (values < 1 count as 1).
   std::string chunk;
   std::vector<BundleWorkspace> workspaces;
+  std::vector<BundleTensorMap> tensorMaps;
   std::vector<BundleKernel> kernels;
 
   /// Checks internal consistency: well-formed key and names, known dtypes,

@@ -46,6 +46,7 @@ Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
   for (const BundleParam &p : bundle.params) {
     Param param;
     param.name = p.name;
+    param.dtype = p.dtype;
     param.elementSize = *dtypeSize(p.dtype);
     param.shapeText = "[";
     for (const std::string &entry : p.shape) {
@@ -63,6 +64,19 @@ Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
     if (!count)
       return std::move(count.takeError()).withContext("workspace '" + w.name + "'");
     plan.workspaces.push_back(Workspace{w.name, *dtypeSize(w.dtype), *count});
+  }
+  for (const BundleTensorMap &t : bundle.tensorMaps) {
+    TensorMap map{t.name, 0, {}, t.box, t.swizzle};
+    for (size_t i = 0; i < bundle.params.size(); ++i)
+      if (bundle.params[i].name == t.buffer)
+        map.param = i; // verify() found it
+    for (size_t d = 0; d < 2; ++d) {
+      Expected<Formula> f = Formula::parse(t.dims[d], symbols);
+      if (!f)
+        return std::move(f.takeError()).withContext("tensor map '" + t.name + "'");
+      map.dims[d] = std::move(*f);
+    }
+    plan.tensorMaps.push_back(std::move(map));
   }
   for (const BundleKernel &k : bundle.kernels) {
     Kernel kernel;
@@ -86,6 +100,15 @@ Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
                    0};
         found = true;
       }
+      if (arg == kTensorMapsReadyArg) {
+        binding = {ArgBinding::TensorMapsReady, 0};
+        found = true;
+      }
+      for (size_t i = 0; i < bundle.tensorMaps.size() && !found; ++i)
+        if (bundle.tensorMaps[i].name == arg) {
+          binding = {ArgBinding::TensorMap, i};
+          found = true;
+        }
       for (size_t i = 0; i < bundle.params.size() && !found; ++i)
         if (bundle.params[i].name == arg) {
           binding = {ArgBinding::Param, i};
@@ -205,6 +228,23 @@ LaunchPlan::resolve(std::span<const int64_t> dims) const {
     launch.workspaceElements.push_back(*count);
     launch.workspaceBytes.push_back(bytes);
   }
+  for (const TensorMap &t : tensorMaps) {
+    ResolvedLaunch::TensorMap rt{t.param, params[t.param].dtype, {0, 0}, 0, t.box, t.swizzle};
+    for (size_t d = 0; d < 2; ++d) {
+      Expected<int64_t> v = t.dims[d].evaluate(launch.symbolValues);
+      if (!v)
+        return std::move(v.takeError()).withContext("tensor map '" + t.name + "'");
+      if (*v < 0)
+        return makeError("tensor map '" + t.name + "': dims[" + std::to_string(d) + "] = '" +
+                         t.dims[d].getText() + "' evaluates to " + std::to_string(*v) +
+                         ", expected >= 0");
+      rt.dims[d] = static_cast<uint64_t>(*v);
+    }
+    // Rows of dims[0] elements; a product past 2^40 is refused as unencodable.
+    if (__builtin_mul_overflow(rt.dims[0], uint64_t(params[t.param].elementSize), &rt.rowBytes))
+      rt.rowBytes = std::numeric_limits<uint64_t>::max();
+    launch.tensorMaps.push_back(rt);
+  }
   // CUDA's limits on grid dimensions.
   static constexpr int64_t kMaxGrid[3] = {std::numeric_limits<int32_t>::max(),
                                           65535, 65535};
@@ -233,7 +273,8 @@ Error LaunchPlan::checkResolved(const ResolvedLaunch &launch) const {
   if (launch.paramElements.size() != params.size() || launch.paramBytes.size() != params.size() ||
       launch.workspaceElements.size() != workspaces.size() ||
       launch.workspaceBytes.size() != workspaces.size() ||
-      launch.kernels.size() != kernels.size() || launch.symbolValues.size() != symbols)
+      launch.kernels.size() != kernels.size() || launch.symbolValues.size() != symbols ||
+      launch.tensorMaps.size() != tensorMaps.size())
     return makeError("the resolved launch does not belong to this plan (" +
                      std::to_string(launch.paramElements.size()) + " params, " +
                      std::to_string(launch.workspaceElements.size()) + " workspaces, " +
@@ -275,7 +316,8 @@ Error LaunchPlan::packArguments(size_t kernel, const ResolvedLaunch &launch,
                                 std::span<const uint64_t> paramAddresses,
                                 std::span<const uint64_t> workspaceAddresses,
                                 PackedArgs &out, int64_t chunkBegin,
-                                int64_t chunkEnd) const {
+                                int64_t chunkEnd, std::span<const TensorMapBytes> maps,
+                                bool mapsReady) const {
   if (kernel >= kernels.size())
     return makeError("kernel index " + std::to_string(kernel) +
                      " out of range (bundle has " +
@@ -297,10 +339,28 @@ Error LaunchPlan::packArguments(size_t kernel, const ResolvedLaunch &launch,
                      std::to_string(chunkBegin) + ", " + std::to_string(chunkEnd) +
                      ") is not a row range within [0, " +
                      std::to_string(launch.chunkRows) + ")");
+  if (mapsReady && maps.size() != tensorMaps.size())
+    return makeError("kernel '" + k.name + "': expected " + std::to_string(tensorMaps.size()) +
+                     " encoded tensor maps, got " + std::to_string(maps.size()));
   out.slots.clear();
   out.slots.reserve(k.parameterCount);
+  out.mapSlots.clear();
+  // Where each parameter lies: slot i (false) or map i (true).
+  std::vector<std::pair<bool, size_t>> order;
+  order.reserve(k.parameterCount);
   for (const ArgBinding &arg : k.args) {
+    if (arg.kind == ArgBinding::TensorMap) {
+      order.push_back({true, out.mapSlots.size()});
+      out.mapSlots.push_back(mapsReady ? maps[arg.index] : TensorMapBytes{});
+      continue;
+    }
+    const size_t before = out.slots.size();
     switch (arg.kind) {
+    case ArgBinding::TensorMap:
+      break;
+    case ArgBinding::TensorMapsReady:
+      out.slots.push_back(mapsReady ? 1 : 0);
+      break;
     case ArgBinding::Param:
     case ArgBinding::Workspace: {
       bool isParam = arg.kind == ArgBinding::Param;
@@ -333,11 +393,28 @@ Error LaunchPlan::packArguments(size_t kernel, const ResolvedLaunch &launch,
       out.slots.push_back(static_cast<uint64_t>(chunkEnd));
       break;
     }
+    for (size_t i = before; i < out.slots.size(); ++i)
+      order.push_back({false, i});
   }
-  out.pointerArray.resize(out.slots.size());
-  for (size_t i = 0; i < out.slots.size(); ++i)
-    out.pointerArray[i] = &out.slots[i];
+  // The vectors are complete: their addresses are stable now.
+  out.pointerArray.resize(order.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    out.pointerArray[i] = order[i].first ? static_cast<void *>(&out.mapSlots[order[i].second])
+                                         : static_cast<void *>(&out.slots[order[i].second]);
   return Error::success();
+}
+
+std::string tensorMapUnencodable(const ResolvedLaunch::TensorMap &map, uint64_t address) {
+  if (address % 16)
+    return "the buffer's address is not 16-byte aligned";
+  if (map.rowBytes % 16 || map.rowBytes >= (uint64_t(1) << 40))
+    return "rows of " + std::to_string(map.rowBytes) +
+           " bytes (TMA strides are multiples of 16 below 2^40)";
+  for (size_t d = 0; d < 2; ++d)
+    if (map.dims[d] < 1 || map.dims[d] >= (uint64_t(1) << 31))
+      return "dims[" + std::to_string(d) + "] = " + std::to_string(map.dims[d]) +
+             " (TMA coordinates here are in [0, 2^31))";
+  return "";
 }
 
 std::string LaunchPlan::paramShapeText(size_t i) const {

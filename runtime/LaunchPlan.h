@@ -21,6 +21,7 @@
 #include "runtime/Formula.h"
 #include "runtime/KernelBundle.h"
 #include "runtime/Status.h"
+#include "runtime/TensorMapBytes.h"
 
 #include <array>
 #include <cstdint>
@@ -32,10 +33,20 @@ namespace lossjit::runtime {
 
 /// What a kernel argument name refers to.
 struct ArgBinding {
-  enum Kind { Param, Workspace, Dim, Constant, Derived, ChunkBegin, ChunkEnd };
+  enum Kind {
+    Param,
+    Workspace,
+    Dim,
+    Constant,
+    Derived,
+    ChunkBegin,
+    ChunkEnd,
+    TensorMap,
+    TensorMapsReady
+  };
   Kind kind;
   /// Index into the bundle's params / workspaces / dims / constants / derived
-  /// symbols (0 for ChunkBegin / ChunkEnd).
+  /// symbols / tensor maps (0 for ChunkBegin / ChunkEnd / TensorMapsReady).
   size_t index;
 };
 
@@ -54,6 +65,17 @@ struct ResolvedLaunch {
     bool skip;
   };
   std::vector<Kernel> kernels;
+  /// Per tensor map of the bundle: what cuTensorMapEncodeTiled needs besides
+  /// the param's address (paramAddresses[param]).
+  struct TensorMap {
+    size_t param;
+    std::string dtype;
+    std::array<uint64_t, 2> dims;  ///< elements: contiguous, rows.
+    uint64_t rowBytes;             ///< the rows' stride.
+    std::array<uint32_t, 2> box;
+    uint32_t swizzle;
+  };
+  std::vector<TensorMap> tensorMaps;
   /// dims, then constants, then derived symbols: the values the formulas saw.
   std::vector<int64_t> symbolValues;
   /// Chunked bundles (LaunchPlan::isChunked()): the rows the per-chunk groups
@@ -63,18 +85,29 @@ struct ResolvedLaunch {
   int64_t chunkSize = 0;
 };
 
+/// Whether TMA can take a map of `map` over a buffer at `address` (what the
+/// launcher checks before encoding; the kernels fall back to cp.async when
+/// any map of a launch fails it): a 16-byte aligned base, rows a multiple of
+/// 16 bytes below 2^40, every dim in [1, 2^31) (the kernels' coordinates
+/// are int32). "" when it can, else why not.
+std::string tensorMapUnencodable(const ResolvedLaunch::TensorMap &map, uint64_t address);
+
 /// Kernel parameters in cuLaunchKernel's form: `pointers()[i]` points at the
-/// i-th 8-byte value. Reused across launches to avoid allocation.
+/// i-th parameter — an 8-byte value, or a 128-byte tensor map. Reused across
+/// launches to avoid allocation.
 class PackedArgs {
 public:
   void **pointers() { return pointerArray.data(); }
-  size_t size() const { return slots.size(); }
-  /// The raw 8-byte values (for tests and logs).
+  size_t size() const { return pointerArray.size(); }
+  /// The raw 8-byte values, tensor maps left out (for tests and logs).
   const std::vector<uint64_t> &values() const { return slots; }
+  /// The tensor maps passed, in argument order.
+  const std::vector<TensorMapBytes> &maps() const { return mapSlots; }
 
 private:
   friend class LaunchPlan;
   std::vector<uint64_t> slots;
+  std::vector<TensorMapBytes> mapSlots;
   std::vector<void *> pointerArray;
 };
 
@@ -97,11 +130,15 @@ public:
   /// the chunk_begin / chunk_end args of a per-chunk kernel; a per-chunk
   /// kernel needs 0 <= chunkBegin <= chunkEnd <= launch.chunkRows. Other
   /// kernels ignore them.
+  /// `maps` holds the launch's encoded tensor maps (one per bundle tensor
+  /// map, ResolvedLaunch::tensorMaps order) when `mapsReady`; otherwise the
+  /// kernels get zeros and tensor_maps_ready = 0.
   Error packArguments(size_t kernel, const ResolvedLaunch &launch,
                       std::span<const uint64_t> paramAddresses,
                       std::span<const uint64_t> workspaceAddresses,
                       PackedArgs &out, int64_t chunkBegin = 0,
-                      int64_t chunkEnd = 0) const;
+                      int64_t chunkEnd = 0, std::span<const TensorMapBytes> maps = {},
+                      bool mapsReady = false) const;
 
   /// Checks `launch` (which must come from this plan's resolve()) against the
   /// buffers that exist, before anything is launched: `paramElements[i]` is
@@ -120,6 +157,8 @@ public:
   size_t numWorkspaces() const { return workspaces.size(); }
   size_t numDims() const { return dimNames.size(); }
   size_t numKernels() const { return kernels.size(); }
+  size_t numTensorMaps() const { return tensorMaps.size(); }
+  const std::string &tensorMapName(size_t i) const { return tensorMaps[i].name; }
   size_t numDerived() const { return derivedSymbols.size(); }
   const std::string &derivedName(size_t i) const { return derivedSymbols[i].name; }
   /// Whether the bundle names a chunk symbol (ResolvedLaunch::chunkSize).
@@ -150,6 +189,7 @@ private:
   };
   struct Param {
     std::string name;
+    std::string dtype;
     size_t elementSize;
     std::vector<ShapeEntry> shape;
     std::string shapeText;
@@ -173,6 +213,13 @@ private:
     std::string name;
     Formula formula;
   };
+  struct TensorMap {
+    std::string name;
+    size_t param;
+    std::array<Formula, 2> dims;
+    std::array<uint32_t, 2> box;
+    uint32_t swizzle;
+  };
 
   std::vector<std::string> dimNames;
   std::vector<int64_t> constantValues;
@@ -183,6 +230,7 @@ private:
   std::vector<Param> params;
   std::vector<Workspace> workspaces;
   std::vector<Kernel> kernels;
+  std::vector<TensorMap> tensorMaps;
 };
 
 } // namespace lossjit::runtime

@@ -14,6 +14,7 @@
 
 #include "runtime/CudaDriver.h"
 #include "runtime/Status.h"
+#include "runtime/TensorMapBytes.h"
 
 #include <array>
 #include <cstdint>
@@ -34,10 +35,6 @@ struct TensorMapSpec {
   bool nanFill = false;                ///< out-of-bounds elements NaN (else 0)
 };
 
-/// An encoded CUtensorMap: what a kernel parameter of a tensor map holds.
-struct alignas(64) TensorMapBytes {
-  std::array<uint8_t, 128> bytes{};
-};
 
 /// "" when `spec` meets cuTensorMapEncodeTiled's documented requirements,
 /// else the first one it breaks, naming the field.

@@ -65,6 +65,10 @@ runtime::KernelBundle lossjit::bundleSkeleton(const LaunchPlan &plan,
   bundle.chunk = plan.chunkSymbol;
   for (const PlanWorkspace &w : plan.workspaces)
     bundle.workspaces.push_back({w.name, w.dtype, w.count});
+  for (const PlanTensorMap &m : plan.tensorMaps)
+    bundle.tensorMaps.push_back({m.name, m.buffer, m.dims,
+                                 {static_cast<uint32_t>(m.box[0]), static_cast<uint32_t>(m.box[1])},
+                                 static_cast<uint32_t>(m.swizzle)});
   return bundle;
 }
 

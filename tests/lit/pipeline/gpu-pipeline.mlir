@@ -28,6 +28,8 @@
 // DEFAULT-NEXT:    cse,
 // DEFAULT-NEXT:    nvvm-attach-target{O=3 chip=sm_80 {{.*}}features=+ptx80
 // DEFAULT-NEXT:    gpu.module(
+// DEFAULT-NEXT:      expand-strided-metadata,
+// DEFAULT-NEXT:      lower-affine,
 // DEFAULT-NEXT:      loss-math-to-nvvm-approx,
 // DEFAULT-NEXT:      arith-expand
 // DEFAULT-NEXT:      loss-bf16-mma-sync-to-nvvm,

@@ -32,7 +32,7 @@ TEST(TileConfig, RejectsBadInput) {
     EXPECT_EQ(llvm::toString(t.takeError()), message.str());
   };
   expectError("warps=4", "unknown tile key 'warps' (expected block_rows, threads, splits, "
-                         "matmul, stages, block_cols, block_k, grad_cols)");
+                         "matmul, stages, block_cols, block_k, grad_cols, tma)");
   expectError("threads=abc", "tile 'threads' expects an integer, got 'abc'");
   expectError("threads=-1", "tile 'threads' must not be negative, got -1");
   expectError("threads=48", "tile threads must be a power of two in [32, 1024], got 48");
@@ -168,6 +168,19 @@ TEST(TileConfig, WgmmaTiles) {
               "matmul mma_sync");
   expectError("grad_cols=64", "tile grad_cols is for matmul wgmma (its threads do not depend on "
                               "the columns), got matmul simt");
+  // tma: wgmma's swizzled stages only, a flag.
+  expectError("matmul=wgmma,tma=2", "tile tma must be 0 or 1, got 2");
+  expectError("matmul=mma_sync,tma=1", "tile tma is for matmul wgmma (TMA tiles in the swizzled "
+                                       "layouts wgmma reads), got matmul mma_sync");
+  auto tma = TileConfig::parse("matmul=wgmma,block_k=64,stages=3,tma=1");
+  ASSERT_TRUE(static_cast<bool>(tma)) << llvm::toString(tma.takeError());
+  EXPECT_EQ(tma->tma, 1);
+  EXPECT_EQ(tma->str(), "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=3,block_cols=64,"
+                        "block_k=64,grad_cols=128,tma=1");
+  auto again = TileConfig::parse(tma->str());
+  ASSERT_TRUE(static_cast<bool>(again));
+  EXPECT_EQ(again->str(), tma->str());
+  EXPECT_EQ(TileConfig::parse("matmul=wgmma,tma=0")->str().find("tma"), std::string::npos);
   // Only sm_90a has wgmma.
   using lossjit::loss::MatmulKind;
   EXPECT_EQ(lossjit::loss::checkMatmulChip(MatmulKind::wgmma, "sm_90a"), "");
@@ -190,6 +203,7 @@ TEST(LaunchPlan, AttributeRoundTrip) {
   plan.chunkSymbol = "C";
   plan.options = {{"dtype", "f16"}};
   plan.tile = "threads=128";
+  plan.tensorMaps = {{"x_tma_128x64", "x", {"D", "N"}, {64, 128}, 128}};
   std::string error;
   auto back = LaunchPlan::fromAttr(plan.toAttr(&context), error);
   ASSERT_TRUE(mlir::succeeded(back)) << error;
@@ -206,6 +220,12 @@ TEST(LaunchPlan, AttributeRoundTrip) {
   EXPECT_TRUE(back->kernels[0].perChunk);
   EXPECT_EQ(back->derived, plan.derived);
   EXPECT_EQ(back->chunkSymbol, "C");
+  ASSERT_EQ(back->tensorMaps.size(), 1u);
+  EXPECT_EQ(back->tensorMaps[0].name, "x_tma_128x64");
+  EXPECT_EQ(back->tensorMaps[0].buffer, "x");
+  EXPECT_EQ(back->tensorMaps[0].dims, (std::array<std::string, 2>{"D", "N"}));
+  EXPECT_EQ(back->tensorMaps[0].box, (std::array<int64_t, 2>{64, 128}));
+  EXPECT_EQ(back->tensorMaps[0].swizzle, 128);
 
   mlir::Builder b(&context);
   auto broken = b.getDictionaryAttr({b.getNamedAttr("entry", b.getStringAttr("f"))});

@@ -44,6 +44,8 @@ struct FakeState {
   /// cuLaunchKernel fails (CUDA_ERROR_UNKNOWN) when this many launches were
   /// recorded already; -1: never.
   int failLaunchAt = -1;
+  /// cuTensorMapEncodeTiled calls: (address, dims[0], dims[1], stride, swizzle).
+  std::vector<std::array<uint64_t, 5>> encodes;
 };
 FakeState *fake = nullptr;
 
@@ -125,6 +127,20 @@ cu::Result fakeLaunchKernel(cu::Function f, unsigned gx, unsigned gy, unsigned g
   return 0;
 }
 
+/// Writes the global address into the map's first 8 bytes, so a launch's
+/// recorded argument shows which map it got.
+cu::Result fakeEncodeTiled(void *map, int, unsigned rank, void *global, const uint64_t *dims,
+                           const uint64_t *strides, const uint32_t *, const uint32_t *, int,
+                           int swizzle, int, int) {
+  if (rank != 2)
+    return 1;
+  uint64_t address = reinterpret_cast<uintptr_t>(global);
+  fake->encodes.push_back({address, dims[0], dims[1], strides[0], uint64_t(swizzle)});
+  std::memset(map, 0, 128);
+  std::memcpy(map, &address, 8);
+  return 0;
+}
+
 class CudaLauncherTest : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -140,6 +156,7 @@ protected:
     api.cuModuleGetFunction = fakeModuleGetFunction;
     api.cuFuncSetAttribute = fakeFuncSetAttribute;
     api.cuLaunchKernel = fakeLaunchKernel;
+    api.cuTensorMapEncodeTiled = fakeEncodeTiled;
     driver = CudaDriver::fromApi(api);
     allocator.allocate = [this](size_t bytes, cu::Stream) -> Expected<cu::DevicePtr> {
       allocated.push_back(bytes);
@@ -508,4 +525,41 @@ TEST_F(CudaLauncherTest, ChunkedLaunchesAreLogged) {
        at = log.find("lossjit[info]: launch ", at + 1))
     ++launches;
   EXPECT_EQ(launches, 8u) << log;
+}
+
+TEST_F(CudaLauncherTest, EncodesTensorMapsOncePerAddressAndFallsBackWhenItCannot) {
+  KernelBundle b = makeTestBundle(testKey("tma-launch"));
+  b.arch = "sm_90a";
+  b.tensorMaps = {{"x_tma", "x", {"D", "N"}, {64, 128}, 128},
+                  {"w_tma", "w", {"D", "V"}, {64, 64}, 128}};
+  b.kernels[0].args = {"x_tma", "w_tma", kTensorMapsReadyArg, "N"};
+  state.argCounts["lce_partial"] = 4;
+  state.argCounts["lce_combine"] = 6 * 5 + 2;
+  state.ccMajor = 9; // a Hopper: sm_90a loads
+  CudaLauncher launcher(*driver);
+  std::vector<int64_t> dims = {10, 1000, 64};
+  Error first = launcher.launch(b, buffersFor(10, 1000, 64), dims, nullptr, allocator);
+  ASSERT_FALSE(first) << first.message();
+  // Both maps, 128-byte rows, CU_TENSOR_MAP_SWIZZLE_128B (3).
+  ASSERT_EQ(state.encodes.size(), 2u);
+  EXPECT_EQ(state.encodes[0], (std::array<uint64_t, 5>{0x1000, 64, 10, 128, 3}));
+  EXPECT_EQ(state.encodes[1], (std::array<uint64_t, 5>{0x2000, 64, 1000, 128, 3}));
+  ASSERT_EQ(state.launches.size(), 2u);
+  EXPECT_EQ(state.launches[0].args, (std::vector<uint64_t>{0x1000, 0x2000, 1, 10}));
+  // The same addresses and dims again: cached, no new encode.
+  ASSERT_FALSE(launcher.launch(b, buffersFor(10, 1000, 64), dims, nullptr, allocator));
+  EXPECT_EQ(state.encodes.size(), 2u);
+  EXPECT_EQ(state.launches[2].args, (std::vector<uint64_t>{0x1000, 0x2000, 1, 10}));
+  // Rows of 37 f16 (74 bytes) cannot be mapped: zeros and ready 0, and the
+  // kernels take their cp.async path; nothing is encoded.
+  dims = {10, 1000, 37};
+  ASSERT_FALSE(launcher.launch(b, buffersFor(10, 1000, 37), dims, nullptr, allocator));
+  EXPECT_EQ(state.encodes.size(), 2u);
+  EXPECT_EQ(state.launches[4].args, (std::vector<uint64_t>{0, 0, 0, 10}));
+  // A base that is not 16-byte aligned: likewise.
+  dims = {10, 1000, 64};
+  std::vector<DeviceBuffer> shifted = buffersFor(10, 1000, 64);
+  shifted[1].address += 8;
+  ASSERT_FALSE(launcher.launch(b, shifted, dims, nullptr, allocator));
+  EXPECT_EQ(state.launches[6].args, (std::vector<uint64_t>{0, 0, 0, 10}));
 }

@@ -349,3 +349,128 @@ TEST(LaunchPlan, DeclaredExtentsAreCheckedAtEveryResolve) {
   EXPECT_EQ(r.errorMessage(), "param 'x' is declared 10x? by the graph: dimension 0 of [N, D] "
                               "must be 10, the input has 11");
 }
+
+namespace {
+/// makeTestBundle with TMA tensor maps of x and w (boxes of 64 k × 128 / 64
+/// lines, 128-byte swizzle) that lce_partial takes after its buffers,
+/// followed by tensor_maps_ready.
+KernelBundle makeTmaBundle(const std::string &key) {
+  KernelBundle b = makeTestBundle(key);
+  b.arch = "sm_90a";
+  b.tensorMaps = {{"x_tma_128x64", "x", {"D", "N"}, {64, 128}, 128},
+                  {"w_tma_64x64", "w", {"D", "V"}, {64, 64}, 128}};
+  b.kernels[0].args = {"x",  "w", "labels", "part_m", "part_s", "x_tma_128x64", "w_tma_64x64",
+                       kTensorMapsReadyArg, "N", "V", "D"};
+  return b;
+}
+} // namespace
+
+TEST(LaunchPlan, ResolvesAndPacksTensorMaps) {
+  KernelBundle b = makeTmaBundle(testKey("tma"));
+  Expected<LaunchPlan> plan = LaunchPlan::build(b);
+  ASSERT_TRUE(plan) << plan.errorMessage();
+  ASSERT_EQ(plan->numTensorMaps(), 2u);
+  std::vector<int64_t> dims = {10, 1000, 64};
+  ResolvedLaunch r = *plan->resolve(dims);
+  ASSERT_EQ(r.tensorMaps.size(), 2u);
+  EXPECT_EQ(r.tensorMaps[0].param, 0u);
+  EXPECT_EQ(r.tensorMaps[0].dtype, "f16");
+  EXPECT_EQ(r.tensorMaps[0].dims, (std::array<uint64_t, 2>{64, 10}));
+  EXPECT_EQ(r.tensorMaps[0].rowBytes, 128u);
+  EXPECT_EQ(r.tensorMaps[1].dims, (std::array<uint64_t, 2>{64, 1000}));
+  EXPECT_EQ(r.tensorMaps[1].box, (std::array<uint32_t, 2>{64, 64}));
+  EXPECT_EQ(r.tensorMaps[1].swizzle, 128u);
+  // One kernel parameter per map, 8 bytes or 128.
+  EXPECT_EQ(plan->parameterCount(0), 5u * 5 + 2 + 1 + 3);
+
+  std::vector<uint64_t> params = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
+  std::vector<uint64_t> workspaces = {0xA000, 0xB000, 0xC000};
+  std::vector<TensorMapBytes> maps(2);
+  maps[0].bytes.fill(0x11);
+  maps[1].bytes.fill(0x22);
+  PackedArgs args;
+  ASSERT_FALSE(plan->packArguments(0, r, params, workspaces, args, 0, 0, maps, true));
+  ASSERT_EQ(args.size(), plan->parameterCount(0));
+  auto map = [&](size_t i) { return static_cast<const TensorMapBytes *>(args.pointers()[i]); };
+  EXPECT_EQ(map(25)->bytes, maps[0].bytes);
+  EXPECT_EQ(map(26)->bytes, maps[1].bytes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(args.pointers()[25]) % 64, 0u);
+  EXPECT_EQ(*static_cast<uint64_t *>(args.pointers()[27]), 1u); // tensor_maps_ready
+  EXPECT_EQ(*static_cast<uint64_t *>(args.pointers()[28]), 10u); // N
+  EXPECT_EQ(*static_cast<uint64_t *>(args.pointers()[20]), 0xB000u); // part_s
+
+  // Not encoded: zeros and tensor_maps_ready 0 (the kernels copy by cp.async).
+  ASSERT_FALSE(plan->packArguments(0, r, params, workspaces, args, 0, 0, {}, false));
+  EXPECT_EQ(map(25)->bytes, TensorMapBytes{}.bytes);
+  EXPECT_EQ(*static_cast<uint64_t *>(args.pointers()[27]), 0u);
+  // Ready with the wrong number of maps is refused.
+  Error e = plan->packArguments(0, r, params, workspaces, args, 0, 0,
+                                std::span<const TensorMapBytes>(maps).first(1), true);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("expected 2 encoded tensor maps, got 1"), std::string::npos);
+}
+
+TEST(LaunchPlan, SaysWhyATensorMapCannotBeEncoded) {
+  ResolvedLaunch::TensorMap m{0, "bf16", {64, 10}, 128, {64, 128}, 128};
+  EXPECT_EQ(tensorMapUnencodable(m, 0x1000), "");
+  EXPECT_EQ(tensorMapUnencodable(m, 0x1008), "the buffer's address is not 16-byte aligned");
+  ResolvedLaunch::TensorMap odd = m;
+  odd.dims[0] = 37, odd.rowBytes = 74;
+  EXPECT_EQ(tensorMapUnencodable(odd, 0x1000),
+            "rows of 74 bytes (TMA strides are multiples of 16 below 2^40)");
+  ResolvedLaunch::TensorMap empty = m;
+  empty.dims[1] = 0;
+  EXPECT_EQ(tensorMapUnencodable(empty, 0x1000),
+            "dims[1] = 0 (TMA coordinates here are in [0, 2^31))");
+  ResolvedLaunch::TensorMap huge = m;
+  huge.dims[1] = uint64_t(1) << 31;
+  EXPECT_NE(tensorMapUnencodable(huge, 0x1000), "");
+}
+
+TEST(LaunchPlan, TensorMapsAreCheckedWhenTheBundleIsVerified) {
+  auto expectError = [](KernelBundle b, const std::string &message) {
+    Error e = b.verify();
+    ASSERT_TRUE(static_cast<bool>(e)) << message;
+    EXPECT_NE(e.message().find(message), std::string::npos) << e.message();
+  };
+  KernelBundle b = makeTmaBundle(testKey("tma-verify"));
+  ASSERT_FALSE(b.verify());
+  KernelBundle noParam = b;
+  noParam.tensorMaps[0].buffer = "part_m";
+  expectError(noParam, "tensor_maps[0].buffer: \"part_m\" names no param");
+  KernelBundle labels = b;
+  labels.tensorMaps[0].buffer = "labels";
+  expectError(labels, "param 'labels' is i64; tensor maps take f16, bf16 or f32");
+  KernelBundle swizzle = b;
+  swizzle.tensorMaps[1].swizzle = 96;
+  expectError(swizzle, "tensor_maps[1].swizzle: expected 0, 32, 64 or 128 bytes, got 96");
+  KernelBundle wide = b;
+  wide.tensorMaps[0].swizzle = 64;
+  expectError(wide, "a box row of 128 bytes must be a multiple of 16 and at most the 64-byte "
+                    "swizzle span");
+  KernelBundle box = b;
+  box.tensorMaps[0].box[1] = 512;
+  expectError(box, "tensor_maps[0].box[1]: expected 1..256 elements, got 512");
+  KernelBundle clash = b;
+  clash.tensorMaps[1].name = "x";
+  expectError(clash, "name 'x' is declared twice");
+  KernelBundle noMaps = b;
+  noMaps.tensorMaps.clear();
+  noMaps.kernels[0].args.erase(noMaps.kernels[0].args.begin() + 5,
+                               noMaps.kernels[0].args.begin() + 7);
+  expectError(noMaps, "\"tensor_maps_ready\" needs tensor_maps, and the bundle has none");
+  KernelBundle dims = b;
+  dims.tensorMaps[0].dims[1] = "Q";
+  expectError(dims, "tensor_maps[0].dims[1]");
+
+  // The manifest carries them (and a bundle without any writes none).
+  Expected<KernelBundle> back = KernelBundle::fromManifest(b.toManifest());
+  ASSERT_TRUE(back) << back.errorMessage();
+  ASSERT_EQ(back->tensorMaps.size(), 2u);
+  EXPECT_EQ(back->tensorMaps[1].name, "w_tma_64x64");
+  EXPECT_EQ(back->tensorMaps[1].buffer, "w");
+  EXPECT_EQ(back->tensorMaps[1].dims, (std::array<std::string, 2>{"D", "V"}));
+  EXPECT_EQ(back->tensorMaps[1].box, (std::array<uint32_t, 2>{64, 64}));
+  EXPECT_EQ(back->tensorMaps[1].swizzle, 128u);
+  EXPECT_EQ(makeTestBundle(testKey("plain")).toManifest().find("tensor_maps"), nullptr);
+}
