@@ -25,6 +25,7 @@
 
 #include "aot_bf16_mma_warp.h"
 #include "aot_bf16_sum_bias.h"
+#include "aot_bf16_tma.h"
 #include "aot_f16_mean.h"
 #include "aot_f16_mma.h"
 #include "aot_f32_none.h"
@@ -132,6 +133,11 @@ CApi synth() { return LOSSJIT_BIND_CAPI(synth, "", LOSSJIT_WITH_BACKWARD); }
 CApi f16Mma() { return LOSSJIT_BIND_CAPI(aot_f16_mma, AOT_DIR_f16_mma, LOSSJIT_FORWARD_ONLY); }
 CApi bf16MmaWarp() {
   return LOSSJIT_BIND_CAPI(aot_bf16_mma_warp, AOT_DIR_bf16_mma_warp, LOSSJIT_FORWARD_ONLY);
+}
+
+// Hopper's TMA kernels (sm_90a only, tile tma=1).
+CApi bf16Tma() {
+  return LOSSJIT_BIND_CAPI(aot_bf16_tma, AOT_DIR_bf16_tma, LOSSJIT_WITH_BACKWARD);
 }
 
 // A graph with static extents (tests/aot/Inputs/static_forward.mlir).
@@ -280,6 +286,61 @@ TEST_F(AotCApiTest, LaunchesMatchTheRuntimeLauncher) {
       EXPECT_EQ(fakecuda::state().unloads, static_cast<int>(fakecuda::state().modules.size()));
     }
   }
+}
+
+TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
+  // The forward and the chunked backward of the TMA build on a Hopper: the
+  // same launches and parameters (a map's recorded parameter is its first 8
+  // bytes: the address the fake encoded) and the same cuTensorMapEncodeTiled
+  // calls. D = 100 (200-byte rows) cannot be mapped: zeros, ready 0, no
+  // encode — in both.
+  CApi api = bf16Tma();
+  fakecuda::reset();
+  ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
+  EXPECT_EQ(baseArch(api.handleArch()), "sm_90a");
+  for (const char *role : {"forward", "backward"}) {
+    auto bundle = runtime::readBundleDirectory(bundleDir(api.dir, role, "sm_90a"));
+    ASSERT_TRUE(bundle) << bundle.errorMessage();
+    ASSERT_EQ(bundle->tensorMaps.size(), 2u) << role;
+    std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
+    for (const std::vector<int64_t> &dims :
+         std::vector<std::vector<int64_t>>{{130, 8191, 96}, {7, 1000, 64}, {9, 300, 100}}) {
+      SCOPED_TRACE(std::string(role) + " D=" + std::to_string(dims[2]));
+      const CUdeviceptr base = 0x5000000000ull;
+      size_t bytes = api.workspaceBytes(role, dims[0], dims[1], dims[2]);
+      fakecuda::state().launches.clear();
+      fakecuda::state().tensorMaps.clear();
+      ASSERT_EQ(api.run(role, testStream(), buffers, dims, base, bytes), 0) << api.lastError();
+      std::vector<fakecuda::Launch> mine = fakecuda::state().launches;
+      auto mineMaps = fakecuda::state().tensorMaps;
+      fakecuda::state().tensorMaps.clear();
+      runtime::Error error = runtime::Error::success();
+      std::vector<fakecuda::Launch> theirs = runtimeLaunches(*bundle, buffers, dims, base, &error);
+      ASSERT_FALSE(error) << error.message();
+      EXPECT_EQ(mine, theirs);
+      EXPECT_EQ(mineMaps, fakecuda::state().tensorMaps);
+      const bool mapped = dims[2] != 100;
+      // x and w: rows of D bf16, boxes of 64 k.
+      ASSERT_EQ(mineMaps.size(), mapped ? 2u : 0u);
+      if (mapped) {
+        EXPECT_EQ(mineMaps[0][0], buffers[0]);
+        EXPECT_EQ(mineMaps[0][2], uint64_t(dims[0]));
+        EXPECT_EQ(mineMaps[0][3], uint64_t(dims[2] * 2));
+        EXPECT_EQ(mineMaps[0][4], 64u);
+        EXPECT_EQ(mineMaps[1][2], uint64_t(dims[1]));
+      }
+      // The logits kernel gets the maps and the flag.
+      bool sawMapped = false;
+      for (const fakecuda::Launch &l : mine)
+        if (l.kernel == "lce_partial" || l.kernel == "lce_bwd_dz") {
+          sawMapped = true;
+          EXPECT_NE(std::find(l.params.begin(), l.params.end(), mapped ? buffers[0] : 0),
+                    l.params.end());
+        }
+      EXPECT_TRUE(sawMapped);
+    }
+  }
+  EXPECT_EQ(api.destroy(), 0);
 }
 
 TEST_F(AotCApiTest, NoRowsStillZeroTheWeightGradients) {

@@ -203,6 +203,24 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
   return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType type,
+                                        cuuint32_t rank, void *global, const cuuint64_t *dims,
+                                        const cuuint64_t *strides, const cuuint32_t *box,
+                                        const cuuint32_t *, CUtensorMapInterleave,
+                                        CUtensorMapSwizzle swizzle, CUtensorMapL2promotion,
+                                        CUtensorMapFloatOOBfill) {
+  if (!tensorMap || rank != 2 || strides[0] % 16)
+    return CUDA_ERROR_INVALID_VALUE;
+  uint64_t address = reinterpret_cast<uintptr_t>(global);
+  std::array<uint64_t, 8> call = {address, dims[0], dims[1], strides[0], box[0], box[1],
+                                  uint64_t(type), uint64_t(swizzle)};
+  state().tensorMaps.push_back(call);
+  uint64_t words[16] = {};
+  std::memcpy(words, call.data(), sizeof call);
+  std::memcpy(tensorMap, words, sizeof words);
+  return CUDA_SUCCESS;
+}
+
 } // extern "C"
 
 namespace fakecuda {
@@ -249,6 +267,16 @@ lossjit::runtime::CudaDriverApi runtimeApi() {
   api.cuFuncSetAttribute = [](cu::Function f, int a, int v) -> cu::Result {
     return ::cuFuncSetAttribute(reinterpret_cast<CUfunction>(f),
                                 static_cast<CUfunction_attribute>(a), v);
+  };
+  api.cuTensorMapEncodeTiled = [](void *map, int type, unsigned rank, void *global,
+                                   const uint64_t *dims, const uint64_t *strides,
+                                   const uint32_t *box, const uint32_t *steps, int interleave,
+                                   int swizzle, int l2, int oob) -> cu::Result {
+    return ::cuTensorMapEncodeTiled(
+        static_cast<CUtensorMap *>(map), static_cast<CUtensorMapDataType>(type), rank, global,
+        dims, strides, box, steps, static_cast<CUtensorMapInterleave>(interleave),
+        static_cast<CUtensorMapSwizzle>(swizzle), static_cast<CUtensorMapL2promotion>(l2),
+        static_cast<CUtensorMapFloatOOBfill>(oob));
   };
   api.cuLaunchKernel = [](cu::Function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                           unsigned by, unsigned bz, unsigned shared, cu::Stream s,

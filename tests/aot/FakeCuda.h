@@ -60,6 +60,11 @@ struct State {
   int asyncAllocs = 0, syncAllocs = 0, streamSyncs = 0;
   int contextDepth = 0; ///< pushes minus pops
   CUdeviceptr nextAddress = 0x7f0000000000ull;
+  /// cuTensorMapEncodeTiled calls: (address, dims[0], dims[1], stride,
+  /// box[0], box[1], data type, swizzle), which the map's first 64 bytes
+  /// hold too: a launch's recorded parameter (its first 8 bytes) is the
+  /// address.
+  std::vector<std::array<uint64_t, 8>> tensorMaps;
 };
 
 /// The fake's state; reset() before each test.

@@ -156,6 +156,8 @@ struct ArchEntry {
 struct Limits {
   size_t maxKernels = 1, maxWorkspaces = 1, maxSymbols = 1, maxSlots = 1,
          maxImages = 1, maxParams = 1, maxDims = 1;
+  /// Tensor maps of the op variant with the most (0: no TMA code at all).
+  size_t maxTensorMaps = 0;
 };
 
 class Emitter {
@@ -211,6 +213,7 @@ private:
         const runtime::KernelBundle &b = build.bundle;
         limits.maxKernels = std::max(limits.maxKernels, b.kernels.size());
         limits.maxWorkspaces = std::max(limits.maxWorkspaces, b.workspaces.size());
+        limits.maxTensorMaps = std::max(limits.maxTensorMaps, b.tensorMaps.size());
         limits.maxSymbols = std::max(limits.maxSymbols, symbolsOf(build).size());
         for (size_t k = 0; k < b.kernels.size(); ++k)
           limits.maxSlots = std::max(limits.maxSlots, planSlots(b, k).size());
@@ -229,6 +232,49 @@ private:
         images += moduleFiles(op.arches[a].bundle).size();
       limits.maxImages = std::max(limits.maxImages, images);
     }
+    return runtime::Error::success();
+  }
+
+  /// The tensor map table and dims function of one (op, arch), when it has
+  /// maps (tile tma=1).
+  runtime::Error emitTensorMaps(std::ostream &os, const runtime::KernelBundle &b,
+                                const std::vector<std::string> &symbols, const std::string &tag,
+                                const FormulaCStyle &style) const {
+    if (b.tensorMaps.empty())
+      return runtime::Error::success();
+    os << "static const " << p << "i_tensor_map " << p << "i_tensor_maps_" << tag << "[] = {";
+    for (size_t t = 0; t < b.tensorMaps.size(); ++t) {
+      const runtime::BundleTensorMap &m = b.tensorMaps[t];
+      auto param = indexOf(b.params, m.buffer);
+      if (!param)
+        return runtime::makeError("tensor map " + m.name + ": no param " + m.buffer);
+      const std::string &dtype = b.params[*param].dtype;
+      const char *type = dtype == "f16"    ? "CU_TENSOR_MAP_DATA_TYPE_FLOAT16"
+                         : dtype == "bf16" ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16"
+                                           : "CU_TENSOR_MAP_DATA_TYPE_FLOAT32";
+      const char *swizzle = m.swizzle == 128  ? "CU_TENSOR_MAP_SWIZZLE_128B"
+                            : m.swizzle == 64 ? "CU_TENSOR_MAP_SWIZZLE_64B"
+                            : m.swizzle == 32 ? "CU_TENSOR_MAP_SWIZZLE_32B"
+                                              : "CU_TENSOR_MAP_SWIZZLE_NONE";
+      os << (t ? ", " : "") << "{" << *param << ", " << type << ", "
+         << (dtype == "f32" ? 4 : 2) << ", " << swizzle << ", {" << m.box[0] << ", " << m.box[1]
+         << "}}";
+    }
+    os << "}; /* ";
+    for (size_t t = 0; t < b.tensorMaps.size(); ++t)
+      os << (t ? ", " : "") << b.tensorMaps[t].name;
+    os << " */\n";
+    os << "static int " << p << "i_tensor_map_dims_" << tag
+       << "(const int64_t *s, int64_t *d)\n{\n  int error = 0;\n  int *e = &error;\n";
+    for (size_t t = 0; t < b.tensorMaps.size(); ++t)
+      for (size_t i = 0; i < 2; ++i) {
+        auto c = formulaToC(b.tensorMaps[t].dims[i], symbols, style);
+        if (!c)
+          return std::move(c.takeError()).withContext("tensor map " + b.tensorMaps[t].name);
+        os << "  d[" << 2 * t + i << "] = " << *c << "; /* " << b.tensorMaps[t].name << " dims["
+           << i << "] = " << b.tensorMaps[t].dims[i] << " */\n";
+      }
+    os << "  (void)e;\n  return error;\n}\n";
     return runtime::Error::success();
   }
 
@@ -457,7 +503,12 @@ private:
        << "  " << P << "I_MAX_SYMBOLS = " << limits.maxSymbols << ",\n"
        << "  " << P << "I_MAX_PARAMS = " << limits.maxParams << ",\n"
        << "  " << P << "I_MAX_SLOTS = " << limits.maxSlots << ",\n"
-       << "  " << P << "I_MAX_IMAGES = " << limits.maxImages << "\n};\n";
+       << "  " << P << "I_MAX_IMAGES = " << limits.maxImages << ",\n"
+       << "  " << P << "I_MAX_TENSOR_MAPS = " << std::max<size_t>(limits.maxTensorMaps, 1)
+       << "\n};\n";
+    // TMA tensor maps (tile tma=1) need CUDA 12's cuTensorMapEncodeTiled;
+    // outputs without them compile against older headers too.
+    os << "#define " << P << "I_TMA " << (limits.maxTensorMaps ? 1 : 0) << "\n";
     os << "\n" << substitute(kSourceRuntime, p, P);
 
     os << "\n/* ------------------------------------------------------------- variant */\n\n";
@@ -525,7 +576,12 @@ private:
             const std::string &arg = kernel.args[a];
             std::string kind;
             size_t index = 0;
-            if (auto i = indexOf(b.params, arg)) {
+            if (auto t = indexOf(b.tensorMaps, arg)) {
+              kind = P + "I_ARG_TENSOR_MAP";
+              index = *t;
+            } else if (arg == runtime::kTensorMapsReadyArg) {
+              kind = P + "I_ARG_TENSOR_MAPS_READY";
+            } else if (auto i = indexOf(b.params, arg)) {
               kind = P + "I_ARG_PARAM";
               index = *i;
             } else if (auto w = indexOf(b.workspaces, arg)) {
@@ -633,6 +689,8 @@ private:
                << " grid[" << d << "] = " << b.kernels[k].grid[d] << " */\n";
           }
         os << "  return error;\n}\n";
+        if (runtime::Error e = emitTensorMaps(os, b, symbols, tag, style))
+          return e;
       }
     }
 
@@ -692,6 +750,10 @@ private:
            << (b.constants.empty() ? std::string("NULL") : p + "i_constants_" + optag) << ", "
            << symbolsOf(build).size() - 2 << ", " << chunkSymbolIndex(build) << ", "
            << chunkDim(b) << ", " << p << "i_sizes_" << optag << ", " << p << "i_grids_" << optag
+           << ", " << b.tensorMaps.size() << ", "
+           << (b.tensorMaps.empty() ? std::string("NULL") : p + "i_tensor_maps_" + optag)
+           << ", "
+           << (b.tensorMaps.empty() ? std::string("NULL") : p + "i_tensor_map_dims_" + optag)
            << "}";
       }
       os << "}}" << (e + 1 < entries.size() ? "," : "") << "\n";

@@ -78,6 +78,8 @@ runtime::Expected<std::vector<PtxParam>> parsePtxEntryParams(const std::string &
                  (word[1] == 'u' || word[1] == 's' || word[1] == 'b' ||
                   word[1] == 'f' || word == ".pred")) {
         param.type = word.substr(1);
+      } else if (size_t open = word.find('['); open != std::string::npos) {
+        param.elements = std::atoi(word.c_str() + open + 1);
       }
     }
     if (!sawParam || param.type.empty())
@@ -97,6 +99,10 @@ std::vector<PlanSlot> planSlots(const runtime::KernelBundle &bundle, size_t inde
     return false;
   };
   for (const std::string &arg : bundle.kernels[index].args) {
+    if (isIn(bundle.tensorMaps, arg)) {
+      slots.push_back({arg, "tensor_map", "map"});
+      continue;
+    }
     bool param = isIn(bundle.params, arg);
     bool workspace = !param && isIn(bundle.workspaces, arg);
     if (param || workspace) {
@@ -128,12 +134,23 @@ runtime::Error checkPtxAbi(const runtime::KernelBundle &bundle, size_t index,
         "kernel '" + kernel.name + "' (" + bundle.arch + "): the PTX entry takes " +
         std::to_string(params->size()) + " parameters, the launch plan passes " +
         std::to_string(slots.size()) + " (memref ABI: 5 per buffer, 1 per dim)");
-  for (size_t i = 0; i < slots.size(); ++i)
-    if (typeBytes((*params)[i].type) != 8)
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const PtxParam &p = (*params)[i];
+    if (slots[i].kind == "tensor_map") {
+      if (typeBytes(p.type) != 1 || p.elements != 128 || p.align != 64)
+        return runtime::makeError("kernel '" + kernel.name + "' (" + bundle.arch +
+                                  "): PTX parameter " + std::to_string(i) + " is ." + p.type +
+                                  "[" + std::to_string(p.elements) + "] aligned " +
+                                  std::to_string(p.align) + ", the launcher passes tensor map " +
+                                  slots[i].arg + " (.align 64 .b8 [128])");
+      continue;
+    }
+    if (typeBytes(p.type) != 8 || p.elements != 1)
       return runtime::makeError("kernel '" + kernel.name + "' (" + bundle.arch +
                                 "): PTX parameter " + std::to_string(i) + " is ." +
                                 (*params)[i].type + ", the launcher passes 8 bytes (" +
                                 slots[i].arg + "." + slots[i].field + ")");
+  }
   return runtime::Error::success();
 }
 

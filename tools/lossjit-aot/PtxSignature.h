@@ -24,6 +24,7 @@ struct PtxParam {
   std::string type;  ///< "u64", "b32", ...
   bool isPointer = false; ///< declared `.ptr`
   int align = 0;     ///< `.align N` if given, else 0.
+  int elements = 1;  ///< `name[N]`: an array of N (a TMA tensor map: .b8 [128]).
 };
 
 /// The parameters of `.entry <entry>(...)` in `ptx`.
@@ -33,8 +34,10 @@ runtime::Expected<std::vector<PtxParam>> parsePtxEntryParams(const std::string &
 /// One launch-plan argument expanded to kernel parameters.
 struct PlanSlot {
   std::string arg;   ///< plan arg name ("x", "part_max", "N")
-  std::string kind;  ///< "buffer" | "workspace" | "dim" | "constant" | "symbol"
-  std::string field; ///< "allocated" | "aligned" | "offset" | "size" | "stride" | "value"
+  std::string kind;  ///< "buffer" | "workspace" | "dim" | "constant" | "symbol" |
+                     ///< "tensor_map" (128 bytes by value)
+  std::string field; ///< "allocated" | "aligned" | "offset" | "size" | "stride" | "value" |
+                     ///< "map"
 };
 
 /// The kernel parameters kernel `index` of `bundle` takes under the memref
@@ -42,7 +45,8 @@ struct PlanSlot {
 std::vector<PlanSlot> planSlots(const runtime::KernelBundle &bundle, size_t index);
 
 /// Checks that `ptx` declares exactly the parameters `planSlots` expects:
-/// same count and every one 8 bytes wide. Errors name kernel and position.
+/// same count and every one 8 bytes wide, except tensor maps: `.align 64
+/// .b8 [128]`. Errors name kernel and position.
 runtime::Error checkPtxAbi(const runtime::KernelBundle &bundle, size_t index,
                            const std::string &ptx);
 

@@ -6,6 +6,7 @@
 #define LOSSJIT_TESTS_FAKE_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define CUDA_VERSION 13000
 #define CUDAAPI
@@ -57,6 +58,38 @@ typedef enum CUjit_option_enum {
   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
 } CUjit_option;
 
+typedef uint32_t cuuint32_t;
+typedef uint64_t cuuint64_t;
+
+/* TMA tensor maps (CUDA 12.0+). */
+#define CU_TENSOR_MAP_NUM_QWORDS 16
+typedef struct CUtensorMap_st {
+#if defined(__cplusplus)
+  alignas(64)
+#else
+  _Alignas(64)
+#endif
+  cuuint64_t opaque[CU_TENSOR_MAP_NUM_QWORDS];
+} CUtensorMap;
+typedef enum CUtensorMapDataType_enum {
+  CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6,
+  CU_TENSOR_MAP_DATA_TYPE_FLOAT32 = 7,
+  CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9
+} CUtensorMapDataType;
+typedef enum CUtensorMapInterleave_enum { CU_TENSOR_MAP_INTERLEAVE_NONE = 0 } CUtensorMapInterleave;
+typedef enum CUtensorMapSwizzle_enum {
+  CU_TENSOR_MAP_SWIZZLE_NONE = 0,
+  CU_TENSOR_MAP_SWIZZLE_32B,
+  CU_TENSOR_MAP_SWIZZLE_64B,
+  CU_TENSOR_MAP_SWIZZLE_128B
+} CUtensorMapSwizzle;
+typedef enum CUtensorMapL2promotion_enum {
+  CU_TENSOR_MAP_L2_PROMOTION_NONE = 0
+} CUtensorMapL2promotion;
+typedef enum CUtensorMapFloatOOBfill_enum {
+  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0
+} CUtensorMapFloatOOBfill;
+
 CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr);
 CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr);
 CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx);
@@ -74,6 +107,15 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr dptr);
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
 CUresult CUDAAPI cuStreamSynchronize(CUstream hStream);
+CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
+                                        cuuint32_t tensorRank, void *globalAddress,
+                                        const cuuint64_t *globalDim,
+                                        const cuuint64_t *globalStrides, const cuuint32_t *boxDim,
+                                        const cuuint32_t *elementStrides,
+                                        CUtensorMapInterleave interleave,
+                                        CUtensorMapSwizzle swizzle,
+                                        CUtensorMapL2promotion l2Promotion,
+                                        CUtensorMapFloatOOBfill oobFill);
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                 unsigned int gridDimZ, unsigned int blockDimX,
                                 unsigned int blockDimY, unsigned int blockDimZ,
