@@ -62,3 +62,23 @@ gpu.module @static_only {
 gpu.module @global_space {
   llvm.mlir.global internal @empty() {addr_space = 1 : i32} : !llvm.array<0 x i8>
 }
+
+// -----
+
+// A kernel that asks for more (loss.dynamic_shared_align: TMA's swizzled
+// stages) gets it, even without the option.
+// CHECK-LABEL: gpu.module @kernel_asks
+// CHECK:         llvm.mlir.global external @__dynamic_shmem__0() {addr_space = 3 : i32, alignment = 1024 : i64}
+// ALIGN-LABEL:   gpu.module @kernel_asks
+// ALIGN:           alignment = 1024 : i64
+gpu.module @kernel_asks {
+  gpu.func @k(%out: memref<?xf32>) kernel attributes {loss.dynamic_shared_align = 1024 : i64} {
+    %dyn = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+    %c0 = arith.constant 0 : index
+    %a = memref.view %dyn[%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<256xf32, #gpu.address_space<workgroup>>
+    %t = gpu.thread_id x
+    %v = memref.load %a[%t] : memref<256xf32, #gpu.address_space<workgroup>>
+    memref.store %v, %out[%t] : memref<?xf32>
+    gpu.return
+  }
+}

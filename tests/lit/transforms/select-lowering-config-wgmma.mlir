@@ -25,6 +25,12 @@
 // RUN:   | FileCheck %t/grad.mlir --check-prefix=GRADCOLS
 // RUN: not lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90 matmul=mma_sync grad-cols=128" 2>&1 \
 // RUN:   | FileCheck %t/grad.mlir --check-prefix=MMA
+// RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=3 tma=1" \
+// RUN:   | FileCheck %t/forward.mlir --check-prefix=TMA
+// RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90 matmul=mma_sync tma=1" 2>&1 \
+// RUN:   | FileCheck %t/forward.mlir --check-prefix=TMAMMA
+// RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma tma=2" 2>&1 \
+// RUN:   | FileCheck %t/forward.mlir --check-prefix=TMAFLAG
 // RUN: not lossjit-opt %t/recompute.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma" 2>&1 \
 // RUN:   | FileCheck %t/recompute.mlir
 
@@ -37,6 +43,10 @@
 // LOWER: error: loss-lower-to-gpu: matmul wgmma needs chip sm_90a (wgmma and its descriptors are specific to it), got 'sm_80'
 // THREADS: error: loss-select-lowering-config: matmul wgmma: threads must be 128 per 64 rows (one warpgroup each), 256 for block_rows 128, got 128
 // COLS: error: loss-select-lowering-config: matmul wgmma: block_cols must be a multiple of 16 in [16, 256] (wgmma's N), got 40
+// TMA-LABEL:     func.func @forward
+// TMA:             #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 3, block_cols = 64, block_k = 64, grad_cols = 128, tma = 1>
+// TMAMMA: error: loss-select-lowering-config: tile tma is for matmul wgmma (TMA tiles in the swizzled layouts wgmma reads), got matmul mma_sync
+// TMAFLAG: error: loss-select-lowering-config: tile tma must be 0 or 1, got 2
 func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>

@@ -16,6 +16,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -600,6 +601,38 @@ TEST(WgmmaKernels, TmaProductsInOneBlockKeepTheBarrierPhases) {
   c.dtype = "bf16";
   checkWgmma(c, "matmul=wgmma block-rows=64 threads=128 block-cols=16 block-k=32 stages=4 "
                 "splits=1 tma=1");
+}
+TEST(WgmmaKernels, TmaAndCpAsyncGiveTheSameBits) {
+  // The swizzle moves bytes, not arithmetic: each wgmma reads the same
+  // operands in the same order through either ring, so the TMA kernels'
+  // outputs equal the cp.async kernels' bit for bit.
+  for (const char *tile : {"matmul=wgmma block-k=64 stages=3", "matmul=wgmma",
+                           "matmul=wgmma block-rows=64 threads=128 block-cols=16 block-k=16 "
+                           "stages=2 splits=1"}) {
+    Case c{37, 300, 136};
+    c.dtype = "bf16";
+    c.bias = true;
+    c.reduction = "none";
+    c.chip = "sm_90a";
+    c.tile = tile;
+    Case t = c;
+    t.tile = std::string(tile) + " tma=1";
+    SCOPED_TRACE(t.tile);
+    auto copied = lower(c), mapped = lower(t);
+    ASSERT_TRUE(copied && mapped);
+    Inputs in = makeInputs(c);
+    Outputs a, b;
+    ASSERT_EQ("", runPlan(*copied, planOf(*copied), c, in, a));
+    ASSERT_EQ("", runPlan(*mapped, planOf(*mapped), t, in, b));
+    ASSERT_FALSE(planOf(*mapped).tensorMaps.empty());
+    for (int64_t i = 0; i < c.n; ++i) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(a.lse[size_t(i)]), std::bit_cast<uint32_t>(b.lse[size_t(i)]))
+          << "lse row " << i;
+      EXPECT_EQ(std::bit_cast<uint32_t>(a.loss[size_t(i)]),
+                std::bit_cast<uint32_t>(b.loss[size_t(i)]))
+          << "loss row " << i;
+    }
+  }
 }
 TEST(WgmmaKernels, TmaWithUnalignedRowsTakesTheCpAsyncRing) {
   // D = 37: x's and w's rows are 74 bytes apart, which no tensor map takes
