@@ -196,6 +196,15 @@ VARIANTS = [
      "matmul=auto", "backward"),
     ("fused-wgmma-auto-ws256m", "fused", ", workspace_bytes = 268435456 : i64",
      "matmul=auto", "fused"),
+    # tma=1 (opt-in): the logit products load x and w by TMA boxes into
+    # 128-byte swizzled stages on an mbarrier ring (k tiles of 64, 3
+    # stages), on auto's 128x128 logit tiles; dZ·W and dZᵀ·X keep cp.async.
+    ("fwd-wgmma-tma", "forward", "",
+     "matmul=wgmma block-cols=128 block-k=64 stages=3 tma=1", "forward"),
+    ("bwd-chunked-wgmma-tma-ws256m", "backward", ", workspace_bytes = 268435456 : i64",
+     "matmul=wgmma block-cols=128 block-k=64 stages=3 tma=1", "backward"),
+    ("fused-wgmma-tma-ws256m", "fused", ", workspace_bytes = 268435456 : i64",
+     "matmul=wgmma block-cols=128 block-k=64 stages=3 tma=1", "fused"),
 ]
 # The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
 # adds nothing to the other variants that sm_90 does not show.
@@ -209,7 +218,8 @@ DTYPES = ["f16", "bf16"]
 PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64-ws256m",
                    "fwd-mma32": "bwd-chunked-mma64-ws256m",
                    "fwd-wgmma128": "bwd-chunked-wgmma128-ws256m",
-                   "fwd-wgmma-auto": "bwd-chunked-wgmma-auto-ws256m"}
+                   "fwd-wgmma-auto": "bwd-chunked-wgmma-auto-ws256m",
+                   "fwd-wgmma-tma": "bwd-chunked-wgmma-tma-ws256m"}
 
 
 class ModelError(Exception):
@@ -351,11 +361,12 @@ COUNTED = {
     "wgmma": re.compile(r"^wgmma\.mma_async\b"),
     "ldmatrix": re.compile(r"^ldmatrix\b"),
     "cp.async": re.compile(r"^cp\.async\.c[ag]\b"),   # the copies, not commit/wait
+    "tma": re.compile(r"^cp\.async\.bulk\.tensor\b"),  # TMA box copies (one thread)
     "fma.rn.f32": re.compile(r"^fma\.rn\.f32\b"),
     "ex2.approx": re.compile(r"^ex2\.approx\b"),
 }
 _LABEL = re.compile(r"^(\$?[\w$]+):$")
-_BRANCH = re.compile(r"^(@!?%p\d+\s+)?bra(\.uni)?\s+(\$?[\w$]+);")
+_BRANCH = re.compile(r"^(@!?%?\w+\s+)?bra(\.uni)?\s+(\$?[\w$]+);")
 
 
 def ptx_instructions(ptx):
@@ -479,7 +490,9 @@ def analyze_ptx(ptx):
     count takes the blocks that run every iteration (those dominating a
     latch) plus the blocks that issue cp.async (the ring fill is guarded by
     "k tile in range", true on all but the last stages − 1 steps); an
-    unaligned-D fallback path is left out.
+    unaligned-D fallback path is left out. A kernel with TMA copies (tile
+    tma=1) is modeled on its TMA loop: its cp.async ring is the fallback for
+    tensor maps the runtime cannot encode.
     """
     name, items = ptx_instructions(ptx)
     blocks, succs, _ = basic_blocks(items)
@@ -494,6 +507,8 @@ def analyze_ptx(ptx):
         n_products = sum(count(blocks[b])[product] for b in body)
         if not n_products:
             continue
+        if total["tma"] and any(count(blocks[b])["cp.async"] for b in body):
+            continue
         key = (len(body), -n_products)
         if best is None or key < best[0]:
             best = (key, header, latches, body)
@@ -502,7 +517,8 @@ def analyze_ptx(ptx):
         _, header, latches, body = best
         every = {b for b in body if all(b in dom[l] for l in latches)}
         per_iter = [t for b in sorted(body)
-                    if b in every or count(blocks[b])["cp.async"] for t in blocks[b]]
+                    if b in every or count(blocks[b])["cp.async"] or count(blocks[b])["tma"]
+                    for t in blocks[b]]
         all_body = [t for b in sorted(body) for t in blocks[b]]
         hot = count(all_body)
         hot["per_iteration"] = count(per_iter)
@@ -992,8 +1008,10 @@ def render_markdown(results, command):
                  "on sm_80+). H200 mma.sync: Hopper's full rate needs wgmma, so the mma_sync "
                  "rows there are optimistic. sm_90a rows are the wgmma variants (128x64 tile, one "
                  "warpgroup per 64 rows, operands staged by cp.async, one wgmma group kept in flight; "
-                 "no TMA, no warp specialization yet): the same 788 TFLOP/s ceiling, the wgmma "
-                 "issue rate taken per warp instruction (a quarter of the warpgroup's FLOPs).")
+                 "*-tma: the logit products' operands by TMA boxes on an mbarrier ring instead, "
+                 "modeled on that loop; no warp specialization yet): the same 788 TFLOP/s ceiling, "
+                 "the wgmma issue rate taken per warp instruction (a quarter of the warpgroup's "
+                 "FLOPs).")
     lines.append("")
     lines.append("Command: `%s`" % command)
     if results.get("warnings"):
