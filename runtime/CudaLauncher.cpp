@@ -355,14 +355,17 @@ Error CudaLauncher::launch(const KernelBundle &bundle,
   bool mapsReady = plan.numTensorMaps() > 0;
   for (size_t i = 0; i < plan.numTensorMaps() && mapsReady; ++i) {
     const ResolvedLaunch::TensorMap &m = resolved->tensorMaps[i];
-    const uint64_t address = paramAddresses[m.param];
+    const uint64_t address =
+        m.workspace ? workspaceAddresses[m.buffer] : paramAddresses[m.buffer];
     std::string why = tensorMapUnencodable(m, address);
     Expected<TensorMapBytes> bytes =
         why.empty() ? encodeCachedTensorMap(m, address) : Expected<TensorMapBytes>(makeError(why));
     if (!bytes) {
       if (logLaunches)
         logInfo("launch " + bundle.key.substr(0, 12) + ": tensor map '" + plan.tensorMapName(i) +
-                "' of param '" + plan.paramName(m.param) + "' not encoded (" +
+                "' of '" +
+                (m.workspace ? plan.workspaceName(m.buffer) : plan.paramName(m.buffer)) +
+                "' not encoded (" +
                 bytes.errorMessage() + "); the kernels copy by cp.async");
       mapsReady = false;
       break;

@@ -207,10 +207,13 @@ Error KernelBundle::verify() const {
       return e;
     auto param = std::find_if(params.begin(), params.end(),
                               [&](const BundleParam &p) { return p.name == t.buffer; });
-    if (param == params.end())
-      return fail(field + ".buffer", "\"" + t.buffer + "\" names no param");
-    if (param->dtype != "f16" && param->dtype != "bf16" && param->dtype != "f32")
-      return fail(field + ".buffer", "param '" + t.buffer + "' is " + param->dtype +
+    auto workspace = std::find_if(workspaces.begin(), workspaces.end(),
+                                  [&](const BundleWorkspace &w) { return w.name == t.buffer; });
+    if (param == params.end() && workspace == workspaces.end())
+      return fail(field + ".buffer", "\"" + t.buffer + "\" names no param or workspace");
+    const std::string &dtype = param != params.end() ? param->dtype : workspace->dtype;
+    if (dtype != "f16" && dtype != "bf16" && dtype != "f32")
+      return fail(field + ".buffer", "'" + t.buffer + "' is " + dtype +
                                          "; tensor maps take f16, bf16 or f32");
     for (size_t d = 0; d < 2; ++d) {
       if (Expected<Formula> f = Formula::parse(t.dims[d], symbols); !f)
@@ -222,7 +225,7 @@ Error KernelBundle::verify() const {
     if (t.swizzle != 0 && t.swizzle != 32 && t.swizzle != 64 && t.swizzle != 128)
       return fail(field + ".swizzle",
                   "expected 0, 32, 64 or 128 bytes, got " + std::to_string(t.swizzle));
-    const uint64_t rowBytes = uint64_t(t.box[0]) * (param->dtype == "f32" ? 4 : 2);
+    const uint64_t rowBytes = uint64_t(t.box[0]) * (dtype == "f32" ? 4 : 2);
     if (rowBytes % 16 || (t.swizzle && rowBytes > t.swizzle))
       return fail(field + ".box[0]", "a box row of " + std::to_string(rowBytes) +
                                          " bytes must be a multiple of 16" +

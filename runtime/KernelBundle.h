@@ -70,7 +70,7 @@
 // so manifests without them read as before.
 //
 // Tensor maps (Hopper kernels built with tile tma=1): each describes a
-// row-major 2-D param (dtype f16, bf16 or f32) of dims[1] rows of dims[0]
+// row-major 2-D param or workspace (dtype f16, bf16 or f32) of dims[1] rows of dims[0]
 // elements (formulas like grid entries; rows dims[0]·element bytes apart),
 // copied in boxes of box[0] × box[1] elements (1..256 each; box[0] bytes a
 // multiple of 16 and at most the swizzle span) into shared memory with a

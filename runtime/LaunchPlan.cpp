@@ -66,10 +66,15 @@ Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
     plan.workspaces.push_back(Workspace{w.name, *dtypeSize(w.dtype), *count});
   }
   for (const BundleTensorMap &t : bundle.tensorMaps) {
-    TensorMap map{t.name, 0, {}, t.box, t.swizzle};
+    TensorMap map{t.name, 0, false, "", 0, {}, t.box, t.swizzle};
+    // verify() found it among the params or the workspaces.
+    for (size_t i = 0; i < bundle.workspaces.size(); ++i)
+      if (bundle.workspaces[i].name == t.buffer)
+        map = {t.name, i, true, bundle.workspaces[i].dtype, 0, {}, t.box, t.swizzle};
     for (size_t i = 0; i < bundle.params.size(); ++i)
       if (bundle.params[i].name == t.buffer)
-        map.param = i; // verify() found it
+        map = {t.name, i, false, bundle.params[i].dtype, 0, {}, t.box, t.swizzle};
+    map.elementSize = *dtypeSize(map.dtype);
     for (size_t d = 0; d < 2; ++d) {
       Expected<Formula> f = Formula::parse(t.dims[d], symbols);
       if (!f)
@@ -229,7 +234,7 @@ LaunchPlan::resolve(std::span<const int64_t> dims) const {
     launch.workspaceBytes.push_back(bytes);
   }
   for (const TensorMap &t : tensorMaps) {
-    ResolvedLaunch::TensorMap rt{t.param, params[t.param].dtype, {0, 0}, 0, t.box, t.swizzle};
+    ResolvedLaunch::TensorMap rt{t.buffer, t.workspace, t.dtype, {0, 0}, 0, t.box, t.swizzle};
     for (size_t d = 0; d < 2; ++d) {
       Expected<int64_t> v = t.dims[d].evaluate(launch.symbolValues);
       if (!v)
@@ -241,7 +246,7 @@ LaunchPlan::resolve(std::span<const int64_t> dims) const {
       rt.dims[d] = static_cast<uint64_t>(*v);
     }
     // Rows of dims[0] elements; a product past 2^40 is refused as unencodable.
-    if (__builtin_mul_overflow(rt.dims[0], uint64_t(params[t.param].elementSize), &rt.rowBytes))
+    if (__builtin_mul_overflow(rt.dims[0], uint64_t(t.elementSize), &rt.rowBytes))
       rt.rowBytes = std::numeric_limits<uint64_t>::max();
     launch.tensorMaps.push_back(rt);
   }

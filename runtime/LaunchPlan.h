@@ -68,7 +68,8 @@ struct ResolvedLaunch {
   /// Per tensor map of the bundle: what cuTensorMapEncodeTiled needs besides
   /// the param's address (paramAddresses[param]).
   struct TensorMap {
-    size_t param;
+    size_t buffer;          ///< index into the params, or the workspaces
+    bool workspace = false; ///< a workspace (its address exists once allocated)
     std::string dtype;
     std::array<uint64_t, 2> dims;  ///< elements: contiguous, rows.
     uint64_t rowBytes;             ///< the rows' stride.
@@ -215,7 +216,10 @@ private:
   };
   struct TensorMap {
     std::string name;
-    size_t param;
+    size_t buffer;
+    bool workspace;
+    std::string dtype;
+    size_t elementSize;
     std::array<Formula, 2> dims;
     std::array<uint32_t, 2> box;
     uint32_t swizzle;

@@ -246,9 +246,10 @@ private:
     for (size_t t = 0; t < b.tensorMaps.size(); ++t) {
       const runtime::BundleTensorMap &m = b.tensorMaps[t];
       auto param = indexOf(b.params, m.buffer);
-      if (!param)
-        return runtime::makeError("tensor map " + m.name + ": no param " + m.buffer);
-      const std::string &dtype = b.params[*param].dtype;
+      auto workspace = indexOf(b.workspaces, m.buffer);
+      if (!param && !workspace)
+        return runtime::makeError("tensor map " + m.name + ": no param or workspace " + m.buffer);
+      const std::string &dtype = param ? b.params[*param].dtype : b.workspaces[*workspace].dtype;
       const char *type = dtype == "f16"    ? "CU_TENSOR_MAP_DATA_TYPE_FLOAT16"
                          : dtype == "bf16" ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16"
                                            : "CU_TENSOR_MAP_DATA_TYPE_FLOAT32";
@@ -256,7 +257,8 @@ private:
                             : m.swizzle == 64 ? "CU_TENSOR_MAP_SWIZZLE_64B"
                             : m.swizzle == 32 ? "CU_TENSOR_MAP_SWIZZLE_32B"
                                               : "CU_TENSOR_MAP_SWIZZLE_NONE";
-      os << (t ? ", " : "") << "{" << *param << ", " << type << ", "
+      os << (t ? ", " : "") << "{" << (param ? *param : *workspace) << ", " << (param ? 0 : 1)
+         << ", " << type << ", "
          << (dtype == "f32" ? 4 : 2) << ", " << swizzle << ", {" << m.box[0] << ", " << m.box[1]
          << "}}";
     }

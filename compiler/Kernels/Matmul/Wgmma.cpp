@@ -76,6 +76,8 @@ constexpr int64_t kCore = 64;       ///< elements of an 8 × 8 core matrix.
 constexpr int64_t kCoreBytes = 128;
 /// Alignment of TMA's swizzled stages: the 128-byte swizzle's atom.
 constexpr int64_t kTmaAlign = 1024;
+/// Lines of an MN-major TMA box: one 128-byte swizzle span of 16-bit elements.
+constexpr int64_t kMnBoxLines = 64;
 /// try_wait.parity's suspend-time hint (nanoseconds; the wait loops anyway).
 constexpr int64_t kWaitTicks = 1000000;
 
@@ -145,8 +147,8 @@ public:
     // The previous tile's last products may still read the ring.
     gpuBarrier(e);
     Value acc = initialAccumulator(e, init, f);
-    const bool byTma = tma && buffers.size() == 3 && a.tensorMap && b.tensorMap && sa.kMajor &&
-                       sb.kMajor;
+    const bool byTma = tma && buffers.size() == 3 && a.tensorMap && b.tensorMap &&
+                       tmaCopies(sa) && tmaCopies(sb);
     Value result;
     if (byTma)
       result = e.ifElse(
@@ -260,9 +262,13 @@ private:
     Type elem = cast<MemRefType>(sa.ring.getType()).getElementType();
     Value numK = e.ceilDiv(e.sub(kEnd, kBegin), e.index(bk));
     Value leader = e.cmpI(arith::CmpIPredicate::eq, l.tid, e.index(0));
-    Value mapA = mapOf(e, a, bm, elem), mapB = mapOf(e, b, bn, elem);
+    Value mapA = mapOf(e, a, sa, elem), mapB = mapOf(e, b, sb, elem);
     Value ringA = ringAddress(e, sa), ringB = ringAddress(e, sb);
     const int64_t stageBytes = (bm + bn) * bk * 2;
+    // Box coordinates are relative to the operands' origins (a chunk's dZ).
+    auto relative = [](KernelEmitter &ce, Value v, Value origin) {
+      return origin ? ce.sub(v, origin) : v;
+    };
     auto fill = [&](KernelEmitter &fe, Value kt) {
       fe.ifThen(fe.andI(fe.cmpI(arith::CmpIPredicate::ult, kt, numK), leader),
                 [&](KernelEmitter &ie) {
@@ -271,12 +277,10 @@ private:
                   Value k0 = ie.add(kBegin, ie.mul(kt, ie.index(bk)));
                   nvgpu::MBarrierArriveExpectTxOp::create(ib, ie.location(), bars,
                                                           ie.index(stageBytes), stage, Value());
-                  nvgpu::TmaAsyncLoadOp::create(ib, ie.location(), stageView(ie, sa, stage), bars,
-                                                mapA, ValueRange{k0, tile.rowBegin}, stage,
-                                                Value(), Value());
-                  nvgpu::TmaAsyncLoadOp::create(ib, ie.location(), stageView(ie, sb, stage), bars,
-                                                mapB, ValueRange{k0, tile.colBegin}, stage,
-                                                Value(), Value());
+                  copyStage(ie, sa, mapA, bars, stage, relative(ie, k0, a.kOrigin),
+                            relative(ie, tile.rowBegin, a.lineOrigin));
+                  copyStage(ie, sb, mapB, bars, stage, relative(ie, k0, b.kOrigin),
+                            relative(ie, tile.colBegin, b.lineOrigin));
                 });
     };
     const int64_t inFlight = stages >= 3 ? 1 : 0;
@@ -345,24 +349,55 @@ private:
                       : nvgpu::TensorMapSwizzleKind::SWIZZLE_32B;
   }
 
-  /// `op`'s tensor map as the descriptor type of a `lines` × BK box.
-  Value mapOf(KernelEmitter &e, const MatrixOperand &op, int64_t lines, Type elem) const {
+  /// Whether TMA can fill `ring`'s stages: K-major boxes of BK × lines
+  /// (rows of one swizzle span); MN-major boxes of 64 lines (the 128-byte
+  /// span) × BK, which land as rows of 64 elements only when BK is 64 too
+  /// (the ring's rows), and whole ones: lines a multiple of 64.
+  bool tmaCopies(const Staged &ring) const {
+    return ring.kMajor || (bk == kMnBoxLines && ring.lines % kMnBoxLines == 0);
+  }
+
+  /// `op`'s tensor map as the descriptor type of its box: BK × lines
+  /// (K-major) or 64 lines × BK (MN-major), as [outer, inner] elements.
+  Value mapOf(KernelEmitter &e, const MatrixOperand &op, const Staged &ring, Type elem) const {
     MLIRContext *context = e.builder().getContext();
-    auto box = MemRefType::get({lines, bk}, elem, MemRefLayoutAttrInterface{},
+    SmallVector<int64_t, 2> shape = ring.kMajor ? SmallVector<int64_t, 2>{ring.lines, bk}
+                                                : SmallVector<int64_t, 2>{bk, kMnBoxLines};
+    auto box = MemRefType::get(shape, elem, MemRefLayoutAttrInterface{},
                                IntegerAttr::get(IntegerType::get(context, 64), 3));
     auto type = nvgpu::TensorMapDescriptorType::get(
-        context, box, swizzleKind(), nvgpu::TensorMapL2PromoKind::L2PROMO_NONE,
-        nvgpu::TensorMapOOBKind::OOB_ZERO, nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+        context, box, ring.kMajor ? swizzleKind() : nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+        nvgpu::TensorMapL2PromoKind::L2PROMO_NONE, nvgpu::TensorMapOOBKind::OOB_ZERO,
+        nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
     return UnrealizedConversionCastOp::create(e.builder(), e.location(), type, op.tensorMap)
         .getResult(0);
   }
 
-  /// Stage `stage` of a 2-D ring: its `lines` rows of BK elements.
-  Value stageView(KernelEmitter &e, const Staged &ring, Value stage) const {
+  /// The copies of one k tile into stage `stage` of `ring`: one box
+  /// (K-major, at (k, line0)) or one per 64 lines (MN-major, at (line0 +
+  /// 64g, k), box g after box g − 1 in the stage).
+  void copyStage(KernelEmitter &e, const Staged &ring, Value map, Value bars, Value stage,
+                 Value k, Value line0) const {
     OpBuilder &b = e.builder();
-    Value row = e.mul(stage, e.index(ring.lines));
+    if (ring.kMajor) {
+      nvgpu::TmaAsyncLoadOp::create(b, e.location(), stageView(e, ring, stage, 0, ring.lines),
+                                    bars, map, ValueRange{k, line0}, stage, Value(), Value());
+      return;
+    }
+    for (int64_t g = 0; g < ring.lines / kMnBoxLines; ++g)
+      nvgpu::TmaAsyncLoadOp::create(
+          b, e.location(), stageView(e, ring, stage, g * bk, bk), bars, map,
+          ValueRange{e.add(line0, e.index(g * kMnBoxLines)), k}, stage, Value(), Value());
+  }
+
+  /// Rows [first, first + rows) of stage `stage` of a 2-D ring (rows of BK
+  /// elements; a stage holds lines · BK of them).
+  Value stageView(KernelEmitter &e, const Staged &ring, Value stage, int64_t first,
+                  int64_t rows) const {
+    OpBuilder &b = e.builder();
+    Value row = e.add(e.mul(stage, e.index(ring.lines)), e.index(first));
     SmallVector<OpFoldResult> offsets{row, b.getIndexAttr(0)};
-    SmallVector<OpFoldResult> sizes{b.getIndexAttr(ring.lines), b.getIndexAttr(bk)};
+    SmallVector<OpFoldResult> sizes{b.getIndexAttr(rows), b.getIndexAttr(bk)};
     SmallVector<OpFoldResult> strides{b.getIndexAttr(1), b.getIndexAttr(1)};
     return memref::SubViewOp::create(b, e.location(), ring.ring, offsets, sizes, strides);
   }
@@ -372,8 +407,15 @@ private:
   /// within the S-byte row), LBO unused (1), SBO = 8·S, layout type
   /// (bits 62–63) 1, 2 or 3 for the 128-, 64- or 32-byte swizzle, base
   /// offset 0 (atom-aligned stages).
+  ///
+  /// MN-major (boxes of 64 lines × BK rows of 128 bytes, BK = 64): start
+  /// at k row 16·kk of the stage (+2048 bytes per k16 step), LBO = the next
+  /// 64 lines (the next box, BK · 128 bytes), SBO = the next 8 k rows (1024
+  /// bytes), 128-byte swizzle; line0 must be a multiple of 64.
   Value swizzledDescriptor(KernelEmitter &e, Value ringAddress, const Staged &ring, Value stage,
                            Value line0, int64_t kk) const {
+    if (!ring.kMajor)
+      return mnSwizzledDescriptor(e, ringAddress, ring, stage, line0, kk);
     OpBuilder &b = e.builder();
     const int64_t span = bk * 2;
     Value element = e.add(e.mul(stage, e.index(ring.lines * bk)), e.mul(line0, e.index(bk)));
@@ -391,6 +433,27 @@ private:
     const uint64_t sbo = uint64_t(8 * span) >> 4;
     return arith::OrIOp::create(b, e.location(), bits,
                                 constant(uint64_t(1) << 16 | sbo << 32 | layout << 62));
+  }
+
+  Value mnSwizzledDescriptor(KernelEmitter &e, Value ringAddress, const Staged &ring, Value stage,
+                             Value line0, int64_t kk) const {
+    OpBuilder &b = e.builder();
+    const int64_t rowBytes = kMnBoxLines * 2, boxBytes = bk * rowBytes;
+    Value box = e.divUI(line0, e.index(kMnBoxLines));
+    Value offset = e.add(e.mul(stage, e.index(ring.lines * bk * 2)),
+                         e.add(e.mul(box, e.index(boxBytes)), e.index(kk * kStepK * rowBytes)));
+    Value address = e.add(ringAddress, offset);
+    Type i64 = b.getI64Type();
+    auto constant = [&](uint64_t v) {
+      return arith::ConstantOp::create(b, e.location(), b.getIntegerAttr(i64, int64_t(v)));
+    };
+    Value bits = arith::IndexCastUIOp::create(b, e.location(), i64, address);
+    bits = arith::ShRUIOp::create(b, e.location(),
+                                  arith::AndIOp::create(b, e.location(), bits, constant(0x3FFFF)),
+                                  constant(4));
+    const uint64_t lbo = uint64_t(boxBytes) >> 4, sbo = uint64_t(8 * rowBytes) >> 4;
+    return arith::OrIOp::create(b, e.location(), bits,
+                                constant(lbo << 16 | sbo << 32 | uint64_t(1) << 62));
   }
 
   /// The accumulator register of fragment slot (h, 2j + q).

@@ -3,9 +3,11 @@
 // by-value tensor maps, copy their k tiles by TMA into 128-byte swizzled
 // stages of a 1024-byte aligned dynamic shared base on an mbarrier ring, and
 // name the swizzle in their wgmma descriptors; they keep the cp.async ring
-// for launches whose maps the runtime cannot encode (tma_ready 0). The
-// gradient products (MN-major operands) stay on cp.async. The plan lists
-// the maps; ptxas -arch=sm_90a takes every kernel with zero spills.
+// for launches whose maps the runtime cannot encode (tma_ready 0). With
+// block_k 64, dX = dZ·W takes dZ (K-major, a workspace) and Wᵀ (MN-major:
+// boxes of 64 columns of D) by TMA too; dW = dZᵀ·X stays on cp.async. The
+// plan lists the maps; ptxas -arch=sm_90a takes every kernel with zero
+// spills.
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t/k
 // RUN: sed 's/f16/bf16/g' %s > %t/bf16.mlir
@@ -20,8 +22,10 @@
 // RUN: FileCheck %s %{ptx-forbidden} --check-prefixes=LOGITS,F16 --input-file=%t/k/f16/fused_lce_fused_z.ptx
 // RUN: FileCheck %s --check-prefix=COPY --input-file=%t/k/f16/fwd_lce_partial.ptx
 // RUN: FileCheck %s --check-prefix=COPY --input-file=%t/k/bf16/grad_lce_bwd_dz.ptx
-// RUN: FileCheck %s --check-prefix=DX --implicit-check-not=cp.async.bulk --implicit-check-not=mbarrier --input-file=%t/k/bf16/grad_lce_bwd_dx.ptx
-// RUN: FileCheck %s --check-prefix=DX --implicit-check-not=cp.async.bulk --implicit-check-not=mbarrier --input-file=%t/k/f16/fused_lce_bwd_dw.ptx
+// RUN: FileCheck %s --check-prefix=DX --input-file=%t/k/bf16/grad_lce_bwd_dx.ptx
+// RUN: FileCheck %s --check-prefix=DX --input-file=%t/k/f16/fused_lce_bwd_dx.ptx
+// RUN: FileCheck %s --check-prefix=DW --implicit-check-not=cp.async.bulk --implicit-check-not=mbarrier --input-file=%t/k/bf16/grad_lce_bwd_dw.ptx
+// RUN: FileCheck %s --check-prefix=DW --implicit-check-not=cp.async.bulk --implicit-check-not=mbarrier --input-file=%t/k/f16/fused_lce_bwd_dw.ptx
 // Every kernel of a variant (one ptxas call links them: one variant at a time).
 // RUN: %ptxas -v -arch=sm_90a %t/k/f16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores"
 // RUN: %ptxas -v -arch=sm_90a %t/k/f16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores"
@@ -53,8 +57,18 @@
 // The copy path, for maps the runtime could not encode.
 // COPY:        cp.async.cg.shared.global
 
-// DX:          wgmma.mma_async.sync.aligned.m64n128k16
-// DX:          cp.async.cg.shared.global
+// dX: dZ by 64 k x 128-row boxes, Wᵀ by two 64-column boxes per stage.
+// DX:          .param .align 64 .b8 [[K:lce_[a-z_]+]]_param_{{[0-9]+}}[128],
+// DX-NEXT:     .param .align 64 .b8 [[K]]_param_{{[0-9]+}}[128],
+// DX:          cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// DX:          cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// DX:          cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// MN-major, 128-byte swizzle: LBO 8192 bytes (the next 64-column box), SBO 1024.
+// DX-DAG:      or.b64 {{.*}}, 4611686293338849280;
+// DX-DAG:      wgmma.mma_async.sync.aligned.m64n128k16
+
+// DW:          wgmma.mma_async.sync.aligned.m64n128k16
+// DW:          cp.async.cg.shared.global
 
 // FWD-COUNT-3:   0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // GRAD-COUNT-6:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

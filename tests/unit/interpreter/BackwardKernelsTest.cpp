@@ -122,7 +122,9 @@ protected:
     return out;
   }
 
-  void checkCase(const GradCase &c) {
+  /// Checks `c`'s gradients against fp64 and the CPU backend; `grads`, when
+  /// given, receives their bytes (grad_x, grad_w, grad_bias).
+  void checkCase(const GradCase &c, std::map<std::string, std::vector<char>> *grads = nullptr) {
     SCOPED_TRACE(describe(c));
     RandomLceOptions o;
     o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = c.dtype, o.reduction = c.reduction;
@@ -168,6 +170,8 @@ protected:
         bwd["grad_bias"] = {gb.data(), c.dtype, c.v};
     }
     runOnSimt(c, true, bwd);
+    if (grads)
+      *grads = {{"grad_x", gx}, {"grad_w", gw}, {"grad_bias", gb}};
 
     LceGradReference ref = referenceLinearCrossEntropyGrad(
         p, std::vector<double>(gradLoss.begin(), gradLoss.end()),
@@ -316,6 +320,25 @@ TEST_F(SimtBackward, WgmmaTmaChunkedAndFused) {
   wide.tile = "matmul=wgmma,block_cols=128,tma=1";
   checkCase(wide);
   checkFused(wide);
+  // block_k 64 and V, D multiples of 8: dX reads dZ (K-major, the chunk's
+  // rows of the workspace) and Wᵀ (MN-major: boxes of 64 columns of D) by
+  // TMA too, over several chunks; D = 96 is one and a half 64-column boxes
+  // of the 128-column gradient tile (the rest zero fill).
+  for (std::string dtype : {"f16", "bf16"}) {
+    GradCase dx{40, 200, 96, dtype, "mean", true, 0.2};
+    dx.tile = "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=3,tma=1";
+    dx.workspaceBytes = 40 * 4 + 12 * 200 * 6; // C = 12 rows: four chunks
+    std::map<std::string, std::vector<char>> mapped, copied;
+    checkCase(dx, &mapped);
+    checkFused(dx);
+    // The swizzles move bytes, not arithmetic: the same bits as the
+    // cp.async kernels of the same tile.
+    GradCase ring = dx;
+    ring.tile = "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=3";
+    checkCase(ring, &copied);
+    for (const auto &[name, bytes] : copied)
+      EXPECT_TRUE(bytes == mapped[name]) << name << " differs from the cp.async kernels' bits";
+  }
   // D = 20: rows of 40 bytes cannot be encoded, so the same kernels take
   // their cp.async rings.
   GradCase odd{37, 83, 20, "bf16", "sum", true, 0.25};

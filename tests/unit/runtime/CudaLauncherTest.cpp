@@ -563,3 +563,23 @@ TEST_F(CudaLauncherTest, EncodesTensorMapsOncePerAddressAndFallsBackWhenItCannot
   ASSERT_FALSE(launcher.launch(b, shifted, dims, nullptr, allocator));
   EXPECT_EQ(state.launches[6].args, (std::vector<uint64_t>{0, 0, 0, 10}));
 }
+
+TEST_F(CudaLauncherTest, EncodesTensorMapsOfWorkspacesAtTheirAllocation) {
+  // A map over a workspace (dX's dZ chunk) is encoded after the workspace
+  // exists, at its address.
+  KernelBundle b = makeTestBundle(testKey("tma-workspace"));
+  b.arch = "sm_90a";
+  b.tensorMaps = {{"pm_tma", "part_m", {"N", "S"}, {4, 8}, 0}};
+  b.kernels[0].args = {"pm_tma", kTensorMapsReadyArg, "N"};
+  state.argCounts["lce_partial"] = 3;
+  state.argCounts["lce_combine"] = 6 * 5 + 2;
+  state.ccMajor = 9;
+  CudaLauncher launcher(*driver);
+  std::vector<int64_t> dims = {16, 1000, 64};
+  Error e = launcher.launch(b, buffersFor(16, 1000, 64), dims, nullptr, allocator);
+  ASSERT_FALSE(e) << e.message();
+  // part_m is the first workspace allocated: 0x100000, S*N f32.
+  ASSERT_EQ(state.encodes.size(), 1u);
+  EXPECT_EQ(state.encodes[0], (std::array<uint64_t, 5>{0x100000, 16, 8, 64, 0}));
+  EXPECT_EQ(state.launches[0].args, (std::vector<uint64_t>{0x100000, 1, 16}));
+}

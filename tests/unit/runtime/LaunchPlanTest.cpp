@@ -373,7 +373,8 @@ TEST(LaunchPlan, ResolvesAndPacksTensorMaps) {
   std::vector<int64_t> dims = {10, 1000, 64};
   ResolvedLaunch r = *plan->resolve(dims);
   ASSERT_EQ(r.tensorMaps.size(), 2u);
-  EXPECT_EQ(r.tensorMaps[0].param, 0u);
+  EXPECT_EQ(r.tensorMaps[0].buffer, 0u);
+  EXPECT_FALSE(r.tensorMaps[0].workspace);
   EXPECT_EQ(r.tensorMaps[0].dtype, "f16");
   EXPECT_EQ(r.tensorMaps[0].dims, (std::array<uint64_t, 2>{64, 10}));
   EXPECT_EQ(r.tensorMaps[0].rowBytes, 128u);
@@ -411,7 +412,7 @@ TEST(LaunchPlan, ResolvesAndPacksTensorMaps) {
 }
 
 TEST(LaunchPlan, SaysWhyATensorMapCannotBeEncoded) {
-  ResolvedLaunch::TensorMap m{0, "bf16", {64, 10}, 128, {64, 128}, 128};
+  ResolvedLaunch::TensorMap m{0, false, "bf16", {64, 10}, 128, {64, 128}, 128};
   EXPECT_EQ(tensorMapUnencodable(m, 0x1000), "");
   EXPECT_EQ(tensorMapUnencodable(m, 0x1008), "the buffer's address is not 16-byte aligned");
   ResolvedLaunch::TensorMap odd = m;
@@ -436,11 +437,11 @@ TEST(LaunchPlan, TensorMapsAreCheckedWhenTheBundleIsVerified) {
   KernelBundle b = makeTmaBundle(testKey("tma-verify"));
   ASSERT_FALSE(b.verify());
   KernelBundle noParam = b;
-  noParam.tensorMaps[0].buffer = "part_m";
-  expectError(noParam, "tensor_maps[0].buffer: \"part_m\" names no param");
+  noParam.tensorMaps[0].buffer = "nothing";
+  expectError(noParam, "tensor_maps[0].buffer: \"nothing\" names no param or workspace");
   KernelBundle labels = b;
   labels.tensorMaps[0].buffer = "labels";
-  expectError(labels, "param 'labels' is i64; tensor maps take f16, bf16 or f32");
+  expectError(labels, "'labels' is i64; tensor maps take f16, bf16 or f32");
   KernelBundle swizzle = b;
   swizzle.tensorMaps[1].swizzle = 96;
   expectError(swizzle, "tensor_maps[1].swizzle: expected 0, 32, 64 or 128 bytes, got 96");

@@ -263,16 +263,17 @@ struct Backward : ChunkedBackwardSteps {
                        /*perChunk=*/true};
     if (s.tensorCoreGradients())
       s.stageOperands(launch, &s.gradMatmul());
+    s.declareGradientMaps(sig, productDzName());
     KernelArgs a = s.sink.begin(sig, launch);
-    SmallVector<Value> scratch = s.staged(a, launch);
+    SmallVector<Value> scratch = s.staged(a, launch, &s.gradMatmul());
     KernelEmitter e = emitter();
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"];
     Value first = e.add(cb, e.mul(gpuBlockIdx(e, 0), e.index(rows)));
     Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(cols));
     Value g = s.tensorCoreGradients() ? e.load(a["gscale"], e.index(0)) : Value();
     // A = dZ [chunk rows × V] (chunk-relative), B = Wᵀ [D × V].
-    MatrixOperand dz{a[productDzName()], v, Value(), cb};
-    MatrixOperand wt{a["w"], Value(), d};
+    MatrixOperand dz{a[productDzName()], v, Value(), cb, {}, a["dz_map"], a["tma_ready"]};
+    MatrixOperand wt{a["w"], Value(), d, {}, {}, a["wt_map"], a["tma_ready"]};
     Fragment dx = s.gradMatmul().multiply(e, dz, wt, {first, rows, a["chunk_end"], c0, cols, d},
                                           e.index(0), v, {}, scratch);
     for (size_t i = 0; i < dx.rows.size(); ++i)

@@ -23,15 +23,40 @@ void GpuSchedule::stageOperands(LaunchShape &launch, const TileMatmul *product) 
   }
 }
 
-SmallVector<Value> GpuSchedule::staged(const KernelArgs &args, const LaunchShape &launch) const {
+SmallVector<Value> GpuSchedule::staged(const KernelArgs &args, const LaunchShape &launch,
+                                       const TileMatmul *product) const {
   SmallVector<Value> buffers;
   for (size_t i = 0; i < launch.dynamicWorkgroup.size(); ++i)
     buffers.push_back(args.workgroup(static_cast<unsigned>(launch.workgroup.size() + i)));
-  if (args["x_map"]) {
+  if (args["tma_ready"]) {
     KernelEmitter e(sink.builder(), sink.location(), compute());
-    matmul.prepare(e, buffers);
+    (product ? *product : matmul).prepare(e, buffers);
   }
   return buffers;
+}
+
+namespace {
+/// Records `map` in the plan unless a map of its name is there.
+void recordMap(LaunchPlan &plan, PlanTensorMap map) {
+  if (llvm::none_of(plan.tensorMaps, [&](const PlanTensorMap &m) { return m.name == map.name; }))
+    plan.tensorMaps.push_back(std::move(map));
+}
+} // namespace
+
+void GpuSchedule::declareGradientMaps(KernelSignature &sig, llvm::StringRef dzName) const {
+  const TileConfig &g = gradTile();
+  constexpr int64_t kBox = 64; // BK and the MN-major box's lines: one 128-byte span
+  if (!tile.tma || !tensorCoreGradients() || g.blockK != kBox || g.tileCols() % kBox)
+    return;
+  MLIRContext *context = sink.builder().getContext();
+  // dZ rows past the last chunk's are the previous chunk's (initialized,
+  // never stored); past min(C, N) the box reads zeros.
+  std::string dz = (dzName + "_tma_" + std::to_string(g.blockRows) + "x64").str();
+  recordMap(sink.plan(), {dz, dzName.str(), {"V", "min(C,N)"}, {kBox, g.blockRows}, 2 * kBox});
+  sig.tensorMap("dz_map", dz, context);
+  recordMap(sink.plan(), {"wt_tma_64x64", "w", {"D", "V"}, {kBox, kBox}, 2 * kBox});
+  sig.tensorMap("wt_map", "wt_tma_64x64", context);
+  sig.arg("tma_ready", index(), kTensorMapsReadyBinding);
 }
 
 void GpuSchedule::declareOperandMaps(KernelSignature &sig) const {

@@ -68,11 +68,19 @@ struct GpuSchedule {
   /// The staged buffers of a kernel that has begun; when it takes the
   /// operands' tensor maps (declareOperandMaps), also what the logits
   /// strategy prepares for TMA (its mbarrier ring).
-  llvm::SmallVector<mlir::Value> staged(const KernelArgs &args, const LaunchShape &launch) const;
+  llvm::SmallVector<mlir::Value> staged(const KernelArgs &args, const LaunchShape &launch,
+                                        const TileMatmul *product = nullptr) const;
   /// With tile tma=1: the arguments x_map and w_map (the plan's tensor maps
   /// of x and w in boxes of the logits tile, recorded in the plan once) and
   /// tma_ready (kTensorMapsReadyBinding). Nothing otherwise.
   void declareOperandMaps(KernelSignature &sig) const;
+  /// With tile tma=1 and tensor-core gradient products whose tile TMA can
+  /// fill (block_k 64, columns a multiple of 64): dX's operands as tensor
+  /// maps — `dz_map` over the dZ workspace `dzName` (K-major: rows of V,
+  /// min(C, N) rows, boxes of 64 k × BM rows) and `wt_map` over w read as
+  /// Wᵀ (MN-major: boxes of 64 columns of D × 64 rows of W) — and
+  /// tma_ready. Nothing otherwise.
+  void declareGradientMaps(KernelSignature &sig, llvm::StringRef dzName) const;
   /// x and w as the logits product's operands (rows of d elements), with
   /// their tensor maps when the kernel declared them.
   MatrixOperand operandX(const KernelArgs &a, mlir::Value d) const {
