@@ -303,8 +303,8 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
     auto bundle = runtime::readBundleDirectory(bundleDir(api.dir, role, "sm_90a"));
     ASSERT_TRUE(bundle) << bundle.errorMessage();
     const bool backward = std::string(role) == "backward";
-    // x, w; the backward's dX also dZ and Wᵀ.
-    ASSERT_EQ(bundle->tensorMaps.size(), backward ? 4u : 2u) << role;
+    // x, w; the backward's dX also dZ and Wᵀ, its dW dZᵀ and Xᵀ.
+    ASSERT_EQ(bundle->tensorMaps.size(), backward ? 6u : 2u) << role;
     std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
     for (const std::vector<int64_t> &dims :
          std::vector<std::vector<int64_t>>{{130, 8191, 96}, {7, 1000, 64}, {9, 300, 100}}) {

@@ -4,10 +4,10 @@
 // stages of a 1024-byte aligned dynamic shared base on an mbarrier ring, and
 // name the swizzle in their wgmma descriptors; they keep the cp.async ring
 // for launches whose maps the runtime cannot encode (tma_ready 0). With
-// block_k 64, dX = dZ·W takes dZ (K-major, a workspace) and Wᵀ (MN-major:
-// boxes of 64 columns of D) by TMA too; dW = dZᵀ·X stays on cp.async. The
-// plan lists the maps; ptxas -arch=sm_90a takes every kernel with zero
-// spills.
+// block_k 64 the gradient products load by TMA too: dX = dZ·W takes dZ
+// (K-major, a workspace) and Wᵀ (MN-major: boxes of 64 columns of D), dW =
+// dZᵀ·X both operands MN-major. The plan lists the maps; ptxas
+// -arch=sm_90a takes every kernel with zero spills.
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t/k
 // RUN: sed 's/f16/bf16/g' %s > %t/bf16.mlir
@@ -24,8 +24,8 @@
 // RUN: FileCheck %s --check-prefix=COPY --input-file=%t/k/bf16/grad_lce_bwd_dz.ptx
 // RUN: FileCheck %s --check-prefix=DX --input-file=%t/k/bf16/grad_lce_bwd_dx.ptx
 // RUN: FileCheck %s --check-prefix=DX --input-file=%t/k/f16/fused_lce_bwd_dx.ptx
-// RUN: FileCheck %s --check-prefix=DW --implicit-check-not=cp.async.bulk --implicit-check-not=mbarrier --input-file=%t/k/bf16/grad_lce_bwd_dw.ptx
-// RUN: FileCheck %s --check-prefix=DW --implicit-check-not=cp.async.bulk --implicit-check-not=mbarrier --input-file=%t/k/f16/fused_lce_bwd_dw.ptx
+// RUN: FileCheck %s --check-prefix=DW --input-file=%t/k/bf16/grad_lce_bwd_dw.ptx
+// RUN: FileCheck %s --check-prefix=DW --input-file=%t/k/f16/fused_lce_bwd_dw.ptx
 // Every kernel of a variant (one ptxas call links them: one variant at a time).
 // RUN: %ptxas -v -arch=sm_90a %t/k/f16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores"
 // RUN: %ptxas -v -arch=sm_90a %t/k/f16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores"
@@ -67,8 +67,12 @@
 // DX-DAG:      or.b64 {{.*}}, 4611686293338849280;
 // DX-DAG:      wgmma.mma_async.sync.aligned.m64n128k16
 
-// DW:          wgmma.mma_async.sync.aligned.m64n128k16
-// DW:          cp.async.cg.shared.global
+// dW: dZᵀ and Xᵀ, two 64-line boxes each per stage, both MN-major.
+// DW:          .param .align 64 .b8 [[K:lce_[a-z_]+]]_param_{{[0-9]+}}[128],
+// DW-NEXT:     .param .align 64 .b8 [[K]]_param_{{[0-9]+}}[128],
+// DW-COUNT-4:  cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// DW-DAG:      or.b64 {{.*}}, 4611686293338849280;
+// DW-DAG:      wgmma.mma_async.sync.aligned.m64n128k16
 
 // FWD-COUNT-3:   0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // GRAD-COUNT-6:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

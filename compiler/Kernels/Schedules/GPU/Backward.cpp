@@ -327,8 +327,9 @@ struct Backward : ChunkedBackwardSteps {
                        /*perChunk=*/true};
     if (scaled)
       s.stageOperands(launch, &s.gradMatmul());
+    s.declareWeightGradientMaps(sig, productDzName());
     KernelArgs a = s.sink.begin(sig, launch);
-    SmallVector<Value> scratch = s.staged(a, launch);
+    SmallVector<Value> scratch = s.staged(a, launch, &s.gradMatmul());
     KernelEmitter e = emitter();
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
     Value dzBuf = a[productDzName()];
@@ -351,8 +352,8 @@ struct Backward : ChunkedBackwardSteps {
         }
     }
     // A = dZᵀ [V × chunk rows], B = Xᵀ [D × rows]: k runs over the chunk's rows.
-    MatrixOperand dzt{dzBuf, Value(), v, Value(), cb};
-    MatrixOperand xt{a["x"], Value(), d};
+    MatrixOperand dzt{dzBuf, Value(), v, Value(), cb, a["dzt_map"], a["tma_ready"]};
+    MatrixOperand xt{a["x"], Value(), d, {}, {}, a["xt_map"], a["tma_ready"]};
     Fragment dw = s.gradMatmul().multiply(e, dzt, xt, tile, cb, ce, init, scratch);
     for (size_t i = 0; i < dw.rows.size(); ++i)
       for (size_t j = 0; j < dw.cols.size(); ++j)

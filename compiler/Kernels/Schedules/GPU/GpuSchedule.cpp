@@ -59,6 +59,21 @@ void GpuSchedule::declareGradientMaps(KernelSignature &sig, llvm::StringRef dzNa
   sig.arg("tma_ready", index(), kTensorMapsReadyBinding);
 }
 
+void GpuSchedule::declareWeightGradientMaps(KernelSignature &sig, llvm::StringRef dzName) const {
+  const TileConfig &g = gradTile();
+  constexpr int64_t kBox = 64;
+  if (!tile.tma || !tensorCoreGradients() || g.blockK != kBox || g.blockRows % kBox ||
+      g.tileCols() % kBox)
+    return;
+  MLIRContext *context = sink.builder().getContext();
+  std::string dzt = (dzName + "t_tma_64x64").str();
+  recordMap(sink.plan(), {dzt, dzName.str(), {"V", "min(C,N)"}, {kBox, kBox}, 2 * kBox});
+  sig.tensorMap("dzt_map", dzt, context);
+  recordMap(sink.plan(), {"xt_tma_64x64", "x", {"D", "N"}, {kBox, kBox}, 2 * kBox});
+  sig.tensorMap("xt_map", "xt_tma_64x64", context);
+  sig.arg("tma_ready", index(), kTensorMapsReadyBinding);
+}
+
 void GpuSchedule::declareOperandMaps(KernelSignature &sig) const {
   if (!tile.tma)
     return;
