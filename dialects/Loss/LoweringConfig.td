@@ -71,9 +71,10 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     ignore it. `tma = 1` (wgmma only) loads the logit products' operands
     (x and w, both contiguous along k) by TMA into 128-, 64- or 32-byte
     swizzled stages (block_k = 64, 32 or 16) that complete on an mbarrier
-    ring; the kernels take the tensor maps as by-value parameters and fall
-    back to cp.async when the runtime cannot encode them (an unaligned base
-    or row stride).
+    ring, and with block_k = 64 the gradient products' too (dZ, Wᵀ, dZᵀ, Xᵀ;
+    64-line boxes for the MN-major ones); the kernels take the tensor maps
+    as by-value parameters and fall back to cp.async when the runtime cannot
+    encode them (an unaligned base or row stride).
 
     Example: `#loss.gpu_config<schedule = forward, matmul = simt,
     block_rows = 4, threads = 128, splits = 8, stages = 1>`,

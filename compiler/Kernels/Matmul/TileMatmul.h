@@ -153,9 +153,9 @@ std::unique_ptr<TileMatmul> createMmaSyncMatmul(const TileConfig &tile);
 /// Hopper tensor cores (sm_90a): warpgroups of 64 rows × BN columns, one
 /// wgmma.mma_async m64nBNk16 per k16 step from f16/bf16 operands staged
 /// through a cp.async ring in the canonical core-matrix layout (K-major or
-/// MN-major, no swizzle), or with tile tma=1 and K-major operands that carry
-/// tensor maps, copied by TMA into swizzled stages on an mbarrier ring; f32
-/// accumulators in registers.
+/// MN-major, no swizzle), or with tile tma=1 and operands that carry tensor
+/// maps, copied by TMA into swizzled stages on an mbarrier ring (MN-major
+/// ones with block_k 64); f32 accumulators in registers.
 std::unique_ptr<TileMatmul> createWgmmaMatmul(const TileConfig &tile);
 
 } // namespace lossjit

@@ -30,27 +30,34 @@
 // + (t%32)/4 and + 8, columns 8j + 2·(t%4) + {0, 1} of each n8 block j, in
 // registers 4j + {0, 1} (first row) and 4j + {2, 3}.
 //
-// TMA (tile tma=1, both operands K-major with tensor maps the runtime
-// encoded): one thread copies each k tile as two boxes — BK × BM of A and
-// BK × BN of B — into a stage of 2-D rings whose rows are BK elements, one
-// swizzle span S = 2·BK bytes (128, 64 or 32), swizzled by the hardware in
-// atoms of 8 rows (8·S bytes, atom-aligned: the base is 1024-byte aligned
-// and every stage a whole number of atoms). Each stage has an mbarrier
+// TMA (tile tma=1, both operands with tensor maps the runtime encoded): one
+// thread copies each k tile into a stage of 2-D rings whose rows are BK
+// elements. A K-major operand is one box of BK × lines: rows of one swizzle
+// span S = 2·BK bytes (128, 64 or 32). An MN-major one (BK = 64 only) is a
+// box of 64 lines × BK per 64 lines, each a run of BK rows of 128 bytes
+// (the 128-byte swizzle). The hardware swizzles in atoms of 8 rows (8·S
+// bytes, atom-aligned: the base is 1024-byte aligned and every stage and
+// box a whole number of atoms). Each stage has an mbarrier
 // (arrival count 1): the copying thread arrives with the stage's bytes as
 // its transaction count and the copies complete it; every thread waits on
 // the parity of the tile's use of the stage, then the block barrier that
 // also retires the stage the next copy overwrites, as in the cp.async ring.
 // The descriptors name the swizzle: K-major, SBO = 8·S (the next 8 rows),
-// the k16 step at +32 bytes in the row; no fence is needed, as TMA writes
-// and wgmma reads through the async proxy. A product leaves every stage's
+// the k16 step at +32 bytes in the row; MN-major, LBO = the next box of 64
+// lines, SBO = 1024 bytes (the next 8 k rows), the k16 step at +16 rows. No
+// fence is needed, as TMA writes and wgmma reads through the async proxy. A product leaves every stage's
 // barrier at an even phase count (an extra arrival where a stage was used
 // an odd number of times, after a block barrier so no thread still waits
 // on it), so the next product's parities start at 0. When the runtime
 // could not encode the maps (tensorMapReady 0) the same rings, read as flat
 // buffers, take the cp.async path.
 //
-// Not yet: warp specialization (producer/consumer warpgroups), MN-major TMA
-// for the gradient products, clusters; see issue 13.
+// Box coordinates are relative to the operands' origins (a chunk's dZ);
+// past a map's bounds the boxes read zeros, which is what makes the k rows
+// past a chunk's end harmless in dW (GpuSchedule::declareWeightGradientMaps).
+//
+// Not yet: warp specialization (producer/consumer warpgroups), clusters, a
+// persistent grid; see issue 13.
 //
 //===----------------------------------------------------------------------===//
 
