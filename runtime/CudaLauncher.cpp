@@ -349,11 +349,12 @@ Error CudaLauncher::launch(const KernelBundle &bundle,
   }
 
   bool logLaunches = isLogEnabled(LogLevel::Info);
-  // TMA tensor maps for this call's addresses and dims, or none: then every
-  // kernel takes its cp.async path (tensor_maps_ready = 0).
-  std::vector<TensorMapBytes> maps;
-  bool mapsReady = plan.numTensorMaps() > 0;
-  for (size_t i = 0; i < plan.numTensorMaps() && mapsReady; ++i) {
+  // TMA tensor maps for this call's addresses and dims, each where TMA can
+  // take it; a kernel with one that could not be encoded takes its cp.async
+  // path (tensor_maps_ready = 0).
+  std::vector<TensorMapBytes> maps(plan.numTensorMaps());
+  std::vector<uint8_t> encoded(plan.numTensorMaps(), 0);
+  for (size_t i = 0; i < plan.numTensorMaps(); ++i) {
     const ResolvedLaunch::TensorMap &m = resolved->tensorMaps[i];
     const uint64_t address =
         m.workspace ? workspaceAddresses[m.buffer] : paramAddresses[m.buffer];
@@ -366,11 +367,11 @@ Error CudaLauncher::launch(const KernelBundle &bundle,
                 "' of '" +
                 (m.workspace ? plan.workspaceName(m.buffer) : plan.paramName(m.buffer)) +
                 "' not encoded (" +
-                bytes.errorMessage() + "); the kernels copy by cp.async");
-      mapsReady = false;
-      break;
+                bytes.errorMessage() + "); the kernels taking it copy by cp.async");
+      continue;
     }
-    maps.push_back(*bytes);
+    maps[i] = *bytes;
+    encoded[i] = 1;
   }
   PackedArgs args;
   // One kernel launch; per-chunk kernels get their chunk's row range.
@@ -390,7 +391,7 @@ Error CudaLauncher::launch(const KernelBundle &bundle,
     if (rk.skip)
       return Error::success();
     if (Error e = plan.packArguments(k, *resolved, paramAddresses, workspaceAddresses, args,
-                                     chunkBegin, chunkEnd, maps, mapsReady))
+                                     chunkBegin, chunkEnd, maps, encoded))
       return e;
     const BundleKernel &bk = bundle.kernels[k];
     cu::Result r = driver.api().cuLaunchKernel(

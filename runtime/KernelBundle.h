@@ -78,10 +78,11 @@
 // encodes every map with cuTensorMapEncodeTiled for each call (cached per
 // address and dims); an arg naming a map is that 128-byte CUtensorMap passed
 // by value, and the reserved arg "tensor_maps_ready" is an int64 that is 1
-// when every map of the bundle could be encoded and 0 when one could not
+// when every map the kernel takes could be encoded and 0 when one could not
 // (a base not 16-byte aligned, rows not a multiple of 16 bytes, a dim past
-// 2^31): the kernels then use their cp.async path and ignore the maps, which
-// are passed as zeros. Map names share the one namespace below.
+// 2^31): that kernel then uses its cp.async path and ignores its maps, which
+// are passed as zeros. A map never reaches past its buffer (dims[0] ·
+// dims[1] at most its elements). Map names share the one namespace below.
 //
 // Kernel argument ABI (cuda): an arg naming a buffer (param or workspace)
 // expands to the MLIR memref<?xT> descriptor of a flat 1-D buffer, 5 kernel

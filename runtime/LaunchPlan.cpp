@@ -248,6 +248,16 @@ LaunchPlan::resolve(std::span<const int64_t> dims) const {
     // Rows of dims[0] elements; a product past 2^40 is refused as unencodable.
     if (__builtin_mul_overflow(rt.dims[0], uint64_t(t.elementSize), &rt.rowBytes))
       rt.rowBytes = std::numeric_limits<uint64_t>::max();
+    // A map never reaches past its buffer (a manifest could say otherwise).
+    const int64_t elements =
+        t.workspace ? launch.workspaceElements[t.buffer] : launch.paramElements[t.buffer];
+    uint64_t mapped = 0;
+    if (__builtin_mul_overflow(rt.dims[0], rt.dims[1], &mapped) ||
+        mapped > static_cast<uint64_t>(elements))
+      return makeError("tensor map '" + t.name + "': dims " + std::to_string(rt.dims[0]) + " x " +
+                       std::to_string(rt.dims[1]) + " reach past its buffer '" +
+                       (t.workspace ? workspaces[t.buffer].name : params[t.buffer].name) +
+                       "' of " + std::to_string(elements) + " elements");
     launch.tensorMaps.push_back(rt);
   }
   // CUDA's limits on grid dimensions.
@@ -322,7 +332,7 @@ Error LaunchPlan::packArguments(size_t kernel, const ResolvedLaunch &launch,
                                 std::span<const uint64_t> workspaceAddresses,
                                 PackedArgs &out, int64_t chunkBegin,
                                 int64_t chunkEnd, std::span<const TensorMapBytes> maps,
-                                bool mapsReady) const {
+                                std::span<const uint8_t> encoded) const {
   if (kernel >= kernels.size())
     return makeError("kernel index " + std::to_string(kernel) +
                      " out of range (bundle has " +
@@ -344,14 +354,20 @@ Error LaunchPlan::packArguments(size_t kernel, const ResolvedLaunch &launch,
                      std::to_string(chunkBegin) + ", " + std::to_string(chunkEnd) +
                      ") is not a row range within [0, " +
                      std::to_string(launch.chunkRows) + ")");
-  if (mapsReady && maps.size() != tensorMaps.size())
+  if (!encoded.empty() && (maps.size() != tensorMaps.size() || encoded.size() != tensorMaps.size()))
     return makeError("kernel '" + k.name + "': expected " + std::to_string(tensorMaps.size()) +
-                     " encoded tensor maps, got " + std::to_string(maps.size()));
+                     " tensor maps and encoded flags, got " + std::to_string(maps.size()) +
+                     " and " + std::to_string(encoded.size()));
+  // This kernel's maps are used when every one of them was encoded.
+  bool mapsReady = true;
+  for (const ArgBinding &arg : k.args)
+    if (arg.kind == ArgBinding::TensorMap)
+      mapsReady = mapsReady && !encoded.empty() && encoded[arg.index];
   out.slots.clear();
   out.slots.reserve(k.parameterCount);
   out.mapSlots.clear();
-  // Where each parameter lies: slot i (false) or map i (true).
-  std::vector<std::pair<bool, size_t>> order;
+  std::vector<std::pair<bool, size_t>> &order = out.order;
+  order.clear();
   order.reserve(k.parameterCount);
   for (const ArgBinding &arg : k.args) {
     if (arg.kind == ArgBinding::TensorMap) {

@@ -95,7 +95,7 @@ std::string tensorMapUnencodable(const ResolvedLaunch::TensorMap &map, uint64_t 
 
 /// Kernel parameters in cuLaunchKernel's form: `pointers()[i]` points at the
 /// i-th parameter — an 8-byte value, or a 128-byte tensor map. Reused across
-/// launches to avoid allocation.
+/// launches, so its vectors keep their capacity.
 class PackedArgs {
 public:
   void **pointers() { return pointerArray.data(); }
@@ -109,6 +109,8 @@ private:
   friend class LaunchPlan;
   std::vector<uint64_t> slots;
   std::vector<TensorMapBytes> mapSlots;
+  /// Where parameter i lies: slots[j] (false, j) or mapSlots[j] (true, j).
+  std::vector<std::pair<bool, size_t>> order;
   std::vector<void *> pointerArray;
 };
 
@@ -131,15 +133,18 @@ public:
   /// the chunk_begin / chunk_end args of a per-chunk kernel; a per-chunk
   /// kernel needs 0 <= chunkBegin <= chunkEnd <= launch.chunkRows. Other
   /// kernels ignore them.
-  /// `maps` holds the launch's encoded tensor maps (one per bundle tensor
-  /// map, ResolvedLaunch::tensorMaps order) when `mapsReady`; otherwise the
-  /// kernels get zeros and tensor_maps_ready = 0.
+  /// `maps` holds the launch's tensor maps (one per bundle tensor map,
+  /// ResolvedLaunch::tensorMaps order) and `encoded` whether each one could
+  /// be encoded (empty: none). A kernel whose every map was encoded gets
+  /// them and tensor_maps_ready = 1; any other gets zeros and 0, and takes
+  /// its cp.async path — per kernel, so a dZ map that cannot be encoded
+  /// (V·2 bytes not a multiple of 16) leaves the logit kernels on TMA.
   Error packArguments(size_t kernel, const ResolvedLaunch &launch,
                       std::span<const uint64_t> paramAddresses,
                       std::span<const uint64_t> workspaceAddresses,
                       PackedArgs &out, int64_t chunkBegin = 0,
                       int64_t chunkEnd = 0, std::span<const TensorMapBytes> maps = {},
-                      bool mapsReady = false) const;
+                      std::span<const uint8_t> encoded = {}) const;
 
   /// Checks `launch` (which must come from this plan's resolve()) against the
   /// buffers that exist, before anything is launched: `paramElements[i]` is

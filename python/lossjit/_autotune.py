@@ -50,16 +50,15 @@ TENSOR_CORE_TILES = (
 #: 9.0): its tile (128x64 logits, 128x128 gradient products) first, the one
 #: auto gives the ops without a softcap (128x128 logits; it spills with a
 #: softcap, and in the chunked backward with a bias) second, then tiles every kernel of which ptxas takes without
-#: spills, the TMA one (x and w by TMA boxes on an mbarrier ring: the same
-#: bits as its cp.async twin, not yet measured on a device) among them; then
-#: the mma.sync space, which sm_90a modules also run.
+#: spills; then the mma.sync space, which sm_90a modules also run. (The TMA
+#: tile, tma=1, joins when a Hopper has run it: a wrong barrier phase there
+#: would hang the tuning run, not just lose it.)
 WGMMA_TILES = (
     "matmul=wgmma",
     "matmul=wgmma,block_cols=128",
     "matmul=wgmma,stages=3",
     "matmul=wgmma,block_k=64,stages=2",
     "matmul=wgmma,block_rows=64,threads=128",
-    "matmul=wgmma,block_k=64,stages=3,tma=1",
 ) + TENSOR_CORE_TILES
 #: SIMT (f32 storage, chips before sm_80, the recompute backward).
 SIMT_TILES = (

@@ -113,17 +113,18 @@ llvm::Error lossjit::simt::runPlanOnSimt(
   }
 
   // The plan's tensor maps, as the runtime encodes them: a row-major 2-D
-  // param; every map or none (tensor_maps_ready), as TMA's rules allow.
+  // param or workspace, each where TMA's rules allow; a kernel with one
+  // that could not be encoded gets tensor_maps_ready 0.
   struct BoundMap {
     TensorMapDesc desc;
     SimtBuffer *global;
+    bool encoded;
   };
   std::map<std::string, BoundMap> maps;
-  bool mapsReady = true;
   for (const PlanTensorMap &m : plan.tensorMaps) {
     auto it = memory.find(m.buffer);
     if (it == memory.end())
-      return llvm::createStringError("tensor map '" + m.name + "' names no param ('" +
+      return llvm::createStringError("tensor map '" + m.name + "' names no param or workspace ('" +
                                      m.buffer + "')");
     SimtBuffer &global = *it->second;
     TensorMapDesc desc;
@@ -141,11 +142,9 @@ llvm::Error lossjit::simt::runPlanOnSimt(
                    : m.swizzle == 64 ? TmaSwizzle::B64
                    : m.swizzle == 32 ? TmaSwizzle::B32
                                      : TmaSwizzle::None;
-    // The kernels take the cp.async path when any map cannot be encoded.
-    if (!desc.validate(global.alignment()).empty() ||
-        desc.globalDim[0] * desc.globalDim[1] > uint64_t(global.size()))
-      mapsReady = false;
-    maps[m.name] = {desc, &global};
+    const bool encoded = desc.validate(global.alignment()).empty() &&
+                         desc.globalDim[0] * desc.globalDim[1] <= uint64_t(global.size());
+    maps[m.name] = {desc, &global, encoded};
   }
 
   std::vector<std::unique_ptr<SimtKernel>> decodedKernels(plan.kernels.size());
@@ -182,6 +181,11 @@ llvm::Error lossjit::simt::runPlanOnSimt(
     if (grid[0] <= 0 || grid[1] <= 0 || grid[2] <= 0)
       return llvm::Error::success(); // nothing to do (CUDA rejects empty grids)
     std::vector<SimtArg> args;
+    // This kernel's maps are used when every one of them was encoded.
+    bool mapsReady = true;
+    for (const std::string &name : kernel.args)
+      if (auto map = maps.find(name); map != maps.end())
+        mapsReady = mapsReady && map->second.encoded;
     for (const std::string &name : kernel.args) {
       if (auto it = memory.find(name); it != memory.end())
         args.push_back(SimtArg::buffer(*it->second));

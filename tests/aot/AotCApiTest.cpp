@@ -293,8 +293,8 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
   // same launches and parameters (a map's recorded parameter is its first 8
   // bytes: the address the fake encoded) and the same cuTensorMapEncodeTiled
   // calls. D = 100 (200-byte rows) cannot be mapped: zeros, ready 0, no
-  // encode — in both; nor V = 8191 in the backward, whose dX reads the dZ
-  // workspace (rows of V) by TMA: every map zeros there too.
+  // encode — in both. Nor can the backward's dZ maps at V = 8191 (rows of
+  // V): dX and dW fall back there, while the logits kernel keeps its maps.
   CApi api = bf16Tma();
   fakecuda::reset();
   ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
@@ -329,10 +329,12 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
       const bool mapped = dims[2] % 8 == 0 && (!backward || dims[1] % 8 == 0);
       // x and w: rows of D bf16, boxes of 64 k (encoded in order until one
       // cannot be).
-      if (mapped)
+      if (mapped) {
         EXPECT_EQ(mineMaps.size(), bundle->tensorMaps.size());
-      if (dims[2] % 8)
+      }
+      if (dims[2] % 8) {
         EXPECT_TRUE(mineMaps.empty());
+      }
       if (!mineMaps.empty()) {
         EXPECT_EQ(mineMaps[0][0], buffers[0]);
         EXPECT_EQ(mineMaps[0][2], uint64_t(dims[0]));
@@ -340,15 +342,23 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
         EXPECT_EQ(mineMaps[0][4], 64u);
         EXPECT_EQ(mineMaps[1][2], uint64_t(dims[1]));
       }
-      // The logits kernel gets the maps and the flag.
-      bool sawMapped = false;
-      for (const fakecuda::Launch &l : mine)
+      // The logits kernel gets x's map (its first 8 bytes: x's address, next
+      // to the two of x's memref) whenever D allows, whatever V; dX's Wᵀ
+      // map only when V does too.
+      bool sawLogits = false;
+      for (const fakecuda::Launch &l : mine) {
+        auto uses = [&](CUdeviceptr address) {
+          return std::count(l.params.begin(), l.params.end(), address);
+        };
         if (l.kernel == "lce_partial" || l.kernel == "lce_bwd_dz") {
-          sawMapped = true;
-          EXPECT_NE(std::find(l.params.begin(), l.params.end(), mapped ? buffers[0] : 0),
-                    l.params.end());
+          sawLogits = true;
+          EXPECT_EQ(uses(buffers[0]), dims[2] % 8 ? 2 : 3) << l.kernel;
         }
-      EXPECT_TRUE(sawMapped);
+        if (l.kernel == "lce_bwd_dx") {
+          EXPECT_EQ(uses(buffers[1]), mapped ? 3 : 2) << l.kernel;
+        }
+      }
+      EXPECT_TRUE(sawLogits);
     }
   }
   EXPECT_EQ(api.destroy(), 0);

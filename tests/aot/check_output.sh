@@ -52,6 +52,20 @@ if [ -z "$ptxas" ] || [ ! -x "$ptxas" ]; then
 fi
 # Every PTX file is named <kernel>.<arch>.ptx.
 list=$work/ptx-files
+# Hopper's TMA kernels (tile tma=1, sm_90a only): the C API encodes their
+# tensor maps with cuTensorMapEncodeTiled, so its TMA code (I_TMA 1) must
+# build against the real cuda.h as strict C11 and C++17, pedantic.
+tma=$work/bf16_tma
+"$aot" --preset linear-cross-entropy --dtype bf16 --reduction mean --bias \
+  --tile matmul=wgmma,block_k=64,stages=3,tma=1 --arch sm_90a --name chk_tma -o "$tma" --quiet
+"$aot" --check "$tma" --quiet
+grep -q '^#define CHK_TMA_I_TMA 1$' "$tma/chk_tma.c" || { echo "chk_tma.c: no TMA code"; exit 1; }
+for lang in c c++; do
+  if [ "$lang" = c ]; then compiler=$cc std=-std=c11; else compiler=$cxx std=-std=c++17; fi
+  "$compiler" -x "$lang" "$std" -Wall -Wextra -pedantic -Werror -c -I"$cuda_include" \
+    "$tma/chk_tma.c" -o "$work/chk_tma_$lang.o"
+done
+dirs+=("$tma")
 find "${dirs[@]}" -name '*.ptx' >"$list"
 count=$(wc -l <"$list")
 export ptxas

@@ -74,9 +74,12 @@ constexpr int64_t kMinChunks = 3;
 /// Tensor-core forward (matmul=mma_sync, f16/bf16): N = 1; V prime, below
 /// one 64- or 32-column tile (and below one split's columns), not a multiple
 /// of 64; D odd (plain loads), a multiple of 8 (cp.async) below and above
-/// one k step; two row blocks of 64 (N = 67, 70, 130).
-constexpr Shape kTensorCoreShapes[] = {{1, 777, 33},  {37, 1031, 64}, {67, 100, 40},
-                                       {70, 50, 45},  {5, 20, 16},    {130, 4099, 63}};
+/// one k step; two row blocks of 64 (N = 67, 70, 130); D = 256 and 520 run
+/// a TMA tile's 3-stage ring round more than once (k tiles of 64, the last
+/// of 520 partial), so its barrier parities flip within a product.
+constexpr Shape kTensorCoreShapes[] = {{1, 777, 33},   {37, 1031, 64}, {67, 100, 40},
+                                       {70, 50, 45},   {5, 20, 16},    {130, 4099, 63},
+                                       {70, 300, 256}, {9, 777, 520}};
 /// The tiles gpu-check.sh --prepare builds (BMxBNxBKxstages): each must be
 /// there, so a missing one fails the test instead of shrinking it.
 const char *const kTensorCoreTiles[] = {"64x64x32x3", "32x32x16x2"};

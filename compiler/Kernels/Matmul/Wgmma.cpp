@@ -113,6 +113,14 @@ public:
                for (int64_t s = 0; s < stages; ++s)
                  nvgpu::MBarrierInitOp::create(ie.builder(), ie.location(), bars, ie.index(1),
                                                ie.index(s), Value());
+               // The copies complete on these barriers through the async
+               // proxy: the generic-proxy inits must be visible to it.
+               NVVM::FenceProxyOp::create(
+                   ie.builder(), ie.location(),
+                   NVVM::ProxyKindAttr::get(ie.builder().getContext(),
+                                            NVVM::ProxyKind::async_shared),
+                   NVVM::SharedSpaceAttr::get(ie.builder().getContext(),
+                                              NVVM::SharedSpace::shared_cta));
              });
     gpuBarrier(e);
     scratch.push_back(bars);
@@ -236,18 +244,8 @@ private:
       // inFlight, whose group the previous step's wait retired.
       fill(le, le.add(kt, le.index(lookahead)));
       Value stage = le.remUI(kt, le.index(stages));
-      // Every accumulator register is settled before the fence (the
-      // registers a wgmma reads must not be written after it).
-      Value d = fenceAccumulators(le, it[0]);
-      NVVM::WgmmaFenceAlignedOp::create(lb, le.location());
-      for (int64_t kk = 0; kk < bk / kStepK; ++kk) {
-        Value descA = descriptor(le, ringA, sa, stage, l.warpgroupRow, kk);
-        Value descB = descriptor(le, ringB, sb, stage, le.index(0), kk);
-        d = product(le, descA, descB, d, sa, sb);
-      }
-      NVVM::WgmmaGroupSyncAlignedOp::create(lb, le.location());
-      NVVM::WgmmaWaitGroupSyncOp::create(lb, le.location(), inFlight);
-      return SmallVector<Value>{d};
+      return SmallVector<Value>{
+          stageProduct(le, it[0], ringA, ringB, sa, sb, stage, l, inFlight, /*swizzled=*/false)};
     });
     // The accumulators are read next, and nothing may stay in flight into
     // the caller's shared memory reuse.
@@ -257,6 +255,29 @@ private:
     // side-effecting asm with no data link to them, so they pass through one
     // that comes after it (CUTLASS's warpgroup_fence_operand).
     return fenceAccumulators(e, carried[0]);
+  }
+
+  /// `acc` + the products of stage `stage` (one wgmma per k16 step and
+  /// warpgroup), committed as a group; waits until at most `inFlight` groups
+  /// are in flight. `swizzled`: TMA's stages, else the no-swizzle layout.
+  Value stageProduct(KernelEmitter &e, Value acc, Value ringA, Value ringB, const Staged &sa,
+                     const Staged &sb, Value stage, const Lanes &l, int64_t inFlight,
+                     bool swizzled) const {
+    OpBuilder &b = e.builder();
+    // Every accumulator register is settled before the fence (the
+    // registers a wgmma reads must not be written after it).
+    Value d = fenceAccumulators(e, acc);
+    NVVM::WgmmaFenceAlignedOp::create(b, e.location());
+    for (int64_t kk = 0; kk < bk / kStepK; ++kk) {
+      Value descA = swizzled ? swizzledDescriptor(e, ringA, sa, stage, l.warpgroupRow, kk)
+                             : descriptor(e, ringA, sa, stage, l.warpgroupRow, kk);
+      Value descB = swizzled ? swizzledDescriptor(e, ringB, sb, stage, e.index(0), kk)
+                             : descriptor(e, ringB, sb, stage, e.index(0), kk);
+      d = product(e, descA, descB, d, sa, sb);
+    }
+    NVVM::WgmmaGroupSyncAlignedOp::create(b, e.location());
+    NVVM::WgmmaWaitGroupSyncOp::create(b, e.location(), inFlight);
+    return d;
   }
 
   /// The product through TMA copies into swizzled stages on the mbarrier
@@ -309,16 +330,8 @@ private:
       // step kt − 1 − inFlight) and passed its wait on that stage's phase.
       gpuBarrier(le);
       fill(le, le.add(kt, le.index(lookahead)));
-      Value d = fenceAccumulators(le, it[0]);
-      NVVM::WgmmaFenceAlignedOp::create(lb, le.location());
-      for (int64_t kk = 0; kk < bk / kStepK; ++kk) {
-        Value descA = swizzledDescriptor(le, ringA, sa, stage, l.warpgroupRow, kk);
-        Value descB = swizzledDescriptor(le, ringB, sb, stage, le.index(0), kk);
-        d = product(le, descA, descB, d, sa, sb);
-      }
-      NVVM::WgmmaGroupSyncAlignedOp::create(lb, le.location());
-      NVVM::WgmmaWaitGroupSyncOp::create(lb, le.location(), inFlight);
-      return SmallVector<Value>{d};
+      return SmallVector<Value>{
+          stageProduct(le, it[0], ringA, ringB, sa, sb, stage, l, inFlight, /*swizzled=*/true)};
     });
     NVVM::WgmmaWaitGroupSyncOp::create(b0, e.location(), 0);
     Value result = fenceAccumulators(e, carried[0]);
@@ -423,33 +436,29 @@ private:
                            Value line0, int64_t kk) const {
     if (!ring.kMajor)
       return mnSwizzledDescriptor(e, ringAddress, ring, stage, line0, kk);
-    OpBuilder &b = e.builder();
     const int64_t span = bk * 2;
     Value element = e.add(e.mul(stage, e.index(ring.lines * bk)), e.mul(line0, e.index(bk)));
     Value address =
         e.add(ringAddress, e.add(e.mul(element, e.index(2)), e.index(kk * kStepK * 2)));
-    Type i64 = b.getI64Type();
-    auto constant = [&](uint64_t v) {
-      return arith::ConstantOp::create(b, e.location(), b.getIntegerAttr(i64, int64_t(v)));
-    };
-    Value bits = arith::IndexCastUIOp::create(b, e.location(), i64, address);
-    bits = arith::ShRUIOp::create(b, e.location(),
-                                  arith::AndIOp::create(b, e.location(), bits, constant(0x3FFFF)),
-                                  constant(4));
-    const uint64_t layout = span == 128 ? 1 : span == 64 ? 2 : 3;
-    const uint64_t sbo = uint64_t(8 * span) >> 4;
-    return arith::OrIOp::create(b, e.location(), bits,
-                                constant(uint64_t(1) << 16 | sbo << 32 | layout << 62));
+    return packDescriptor(e, address, 16, 8 * span, span == 128 ? 1 : span == 64 ? 2 : 3);
   }
 
   Value mnSwizzledDescriptor(KernelEmitter &e, Value ringAddress, const Staged &ring, Value stage,
                              Value line0, int64_t kk) const {
-    OpBuilder &b = e.builder();
     const int64_t rowBytes = kMnBoxLines * 2, boxBytes = bk * rowBytes;
     Value box = e.divUI(line0, e.index(kMnBoxLines));
     Value offset = e.add(e.mul(stage, e.index(ring.lines * bk * 2)),
                          e.add(e.mul(box, e.index(boxBytes)), e.index(kk * kStepK * rowBytes)));
-    Value address = e.add(ringAddress, offset);
+    return packDescriptor(e, e.add(ringAddress, offset), boxBytes, 8 * rowBytes, 1);
+  }
+
+  /// A wgmma matrix descriptor: the shared-window byte `address` (bits
+  /// 0–13, >> 4), LBO and SBO in bytes (bits 16–29 and 32–45, >> 4), base
+  /// offset 0, `layout` in bits 62–63 (0 none, 1/2/3 the 128/64/32-byte
+  /// swizzle).
+  static Value packDescriptor(KernelEmitter &e, Value address, uint64_t lboBytes,
+                              uint64_t sboBytes, uint64_t layout) {
+    OpBuilder &b = e.builder();
     Type i64 = b.getI64Type();
     auto constant = [&](uint64_t v) {
       return arith::ConstantOp::create(b, e.location(), b.getIntegerAttr(i64, int64_t(v)));
@@ -458,9 +467,9 @@ private:
     bits = arith::ShRUIOp::create(b, e.location(),
                                   arith::AndIOp::create(b, e.location(), bits, constant(0x3FFFF)),
                                   constant(4));
-    const uint64_t lbo = uint64_t(boxBytes) >> 4, sbo = uint64_t(8 * rowBytes) >> 4;
-    return arith::OrIOp::create(b, e.location(), bits,
-                                constant(lbo << 16 | sbo << 32 | uint64_t(1) << 62));
+    return arith::OrIOp::create(
+        b, e.location(), bits,
+        constant((lboBytes >> 4) << 16 | (sboBytes >> 4) << 32 | layout << 62));
   }
 
   /// The accumulator register of fragment slot (h, 2j + q).
@@ -559,21 +568,10 @@ private:
   /// 8 k (bits 16–29), SBO = the next 8 lines (bits 32–45), no swizzle.
   Value descriptor(KernelEmitter &e, Value ringAddress, const Staged &ring, Value stage,
                    Value line0, int64_t kk) const {
-    OpBuilder &b = e.builder();
     Value core = e.add(e.index(2 * kk * (ring.lines / 8)), e.divUI(line0, e.index(8)));
     Value element = e.add(e.mul(stage, e.index(ring.lines * bk)), e.mul(core, e.index(kCore)));
     Value address = e.add(ringAddress, e.mul(element, e.index(2)));
-    Type i64 = b.getI64Type();
-    auto constant = [&](uint64_t v) {
-      return arith::ConstantOp::create(b, e.location(), b.getIntegerAttr(i64, int64_t(v)));
-    };
-    Value bits = arith::IndexCastUIOp::create(b, e.location(), i64, address);
-    bits = arith::ShRUIOp::create(b, e.location(),
-                                  arith::AndIOp::create(b, e.location(), bits, constant(0x3FFFF)),
-                                  constant(4));
-    const uint64_t lbo = uint64_t(ring.lines / 8 * kCoreBytes) >> 4;
-    const uint64_t sbo = uint64_t(kCoreBytes) >> 4;
-    return arith::OrIOp::create(b, e.location(), bits, constant(lbo << 16 | sbo << 32));
+    return packDescriptor(e, address, uint64_t(ring.lines / 8 * kCoreBytes), kCoreBytes, 0);
   }
 
   /// d + A·B over one k16 step: the N of the instruction is BN, operands

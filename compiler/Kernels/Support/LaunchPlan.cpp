@@ -240,8 +240,9 @@ FailureOr<LaunchPlan> LaunchPlan::fromAttr(DictionaryAttr attr, std::string &err
     auto array = dyn_cast<ArrayAttr>(maps);
     if (!array)
       return fail("tensor_maps must be a list");
-    for (Attribute a : array) {
+    for (auto [index, a] : llvm::enumerate(array)) {
       auto d = dyn_cast<DictionaryAttr>(a);
+      std::string which = "tensor_maps[" + std::to_string(index) + "]";
       std::vector<std::string> dims;
       auto box = d ? d.getAs<ArrayAttr>("box") : ArrayAttr();
       PlanTensorMap m;
@@ -252,12 +253,12 @@ FailureOr<LaunchPlan> LaunchPlan::fromAttr(DictionaryAttr attr, std::string &err
       }
       if (!d || !ok || !readStrings(d.get("dims"), dims) || dims.size() != 2 || !box ||
           box.size() != 2)
-        return fail("a tensor map needs name, buffer, dims[2], box[2], swizzle");
+        return fail(which + " needs name, buffer, dims[2], box[2], swizzle");
       m.dims = {dims[0], dims[1]};
       for (int i = 0; i < 2; ++i) {
         auto bi = dyn_cast<IntegerAttr>(box[i]);
         if (!bi)
-          return fail("tensor map box entries must be integers");
+          return fail(which + ".box entries must be integers");
         m.box[i] = bi.getInt();
       }
       plan.tensorMaps.push_back(m);

@@ -43,9 +43,9 @@ struct PlanWorkspace {
 /// `box` elements (box[0] along dimension 0) into shared memory swizzled in
 /// `swizzle`-byte rows (0, 32, 64 or 128), out-of-bounds elements read as
 /// zero. A kernel argument bound to `name` takes the 128-byte map; one bound
-/// to kTensorMapsReadyBinding takes 1 when the runtime encoded every map of
-/// the plan (an aligned base, rows a multiple of 16 bytes) and 0 when it
-/// could not, and the kernels then copy by cp.async instead.
+/// to kTensorMapsReadyBinding takes 1 when the runtime encoded every map the
+/// kernel takes (an aligned base, rows a multiple of 16 bytes) and 0 when it
+/// could not, and that kernel then copies by cp.async instead.
 struct PlanTensorMap {
   std::string name;
   std::string buffer;                ///< the param.

@@ -39,7 +39,8 @@ struct TileConfig {
   /// have no LSE epilogue, so wider accumulator tiles fit their registers.
   int64_t gradCols = 0;
   /// wgmma: 1 to load the logit products' operands by TMA into swizzled
-  /// stages on an mbarrier ring (Wgmma.cpp), 0 for the cp.async ring.
+  /// stages on an mbarrier ring (Wgmma.cpp) — with blockK 64 the gradient
+  /// products' too — 0 for the cp.async ring.
   int64_t tma = 0;
   /// "auto": no tile of its own. The selection pass gives every op the
   /// tile defaultFor() picks for its chip, storage and schedule (the other

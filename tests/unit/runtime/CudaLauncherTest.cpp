@@ -556,7 +556,8 @@ TEST_F(CudaLauncherTest, EncodesTensorMapsOncePerAddressAndFallsBackWhenItCannot
   ASSERT_FALSE(launcher.launch(b, buffersFor(10, 1000, 37), dims, nullptr, allocator));
   EXPECT_EQ(state.encodes.size(), 2u);
   EXPECT_EQ(state.launches[4].args, (std::vector<uint64_t>{0, 0, 0, 10}));
-  // A base that is not 16-byte aligned: likewise.
+  // A base that is not 16-byte aligned (w's): the kernel takes both maps,
+  // so it gets zeros and ready 0 too.
   dims = {10, 1000, 64};
   std::vector<DeviceBuffer> shifted = buffersFor(10, 1000, 64);
   shifted[1].address += 8;
@@ -582,4 +583,25 @@ TEST_F(CudaLauncherTest, EncodesTensorMapsOfWorkspacesAtTheirAllocation) {
   ASSERT_EQ(state.encodes.size(), 1u);
   EXPECT_EQ(state.encodes[0], (std::array<uint64_t, 5>{0x100000, 16, 8, 64, 0}));
   EXPECT_EQ(state.launches[0].args, (std::vector<uint64_t>{0x100000, 1, 16}));
+}
+
+TEST_F(CudaLauncherTest, AKernelKeepsItsTensorMapsWhenAnotherKernelsCannotBeEncoded) {
+  // lce_partial takes x's map, lce_combine a map of w with rows of V = 1001
+  // f16 (2002 bytes, not a multiple of 16): only lce_combine falls back.
+  KernelBundle b = makeTestBundle(testKey("tma-per-kernel"));
+  b.arch = "sm_90a";
+  b.tensorMaps = {{"x_tma", "x", {"D", "N"}, {64, 128}, 128},
+                  {"w_rows", "w", {"V", "D"}, {8, 8}, 0}};
+  b.kernels[0].args = {"x_tma", kTensorMapsReadyArg, "N"};
+  b.kernels[1].args = {"w_rows", kTensorMapsReadyArg, "N"};
+  state.argCounts["lce_partial"] = 3;
+  state.argCounts["lce_combine"] = 3;
+  state.ccMajor = 9;
+  CudaLauncher launcher(*driver);
+  std::vector<int64_t> dims = {10, 1001, 64};
+  Error e = launcher.launch(b, buffersFor(10, 1001, 64), dims, nullptr, allocator);
+  ASSERT_FALSE(e) << e.message();
+  ASSERT_EQ(state.launches.size(), 2u);
+  EXPECT_EQ(state.launches[0].args, (std::vector<uint64_t>{0x1000, 1, 10}));
+  EXPECT_EQ(state.launches[1].args, (std::vector<uint64_t>{0, 0, 10}));
 }

@@ -390,7 +390,8 @@ TEST(LaunchPlan, ResolvesAndPacksTensorMaps) {
   maps[0].bytes.fill(0x11);
   maps[1].bytes.fill(0x22);
   PackedArgs args;
-  ASSERT_FALSE(plan->packArguments(0, r, params, workspaces, args, 0, 0, maps, true));
+  const std::vector<uint8_t> both = {1, 1};
+  ASSERT_FALSE(plan->packArguments(0, r, params, workspaces, args, 0, 0, maps, both));
   ASSERT_EQ(args.size(), plan->parameterCount(0));
   auto map = [&](size_t i) { return static_cast<const TensorMapBytes *>(args.pointers()[i]); };
   EXPECT_EQ(map(25)->bytes, maps[0].bytes);
@@ -401,14 +402,24 @@ TEST(LaunchPlan, ResolvesAndPacksTensorMaps) {
   EXPECT_EQ(*static_cast<uint64_t *>(args.pointers()[20]), 0xB000u); // part_s
 
   // Not encoded: zeros and tensor_maps_ready 0 (the kernels copy by cp.async).
-  ASSERT_FALSE(plan->packArguments(0, r, params, workspaces, args, 0, 0, {}, false));
+  ASSERT_FALSE(plan->packArguments(0, r, params, workspaces, args, 0, 0, {}, {}));
   EXPECT_EQ(map(25)->bytes, TensorMapBytes{}.bytes);
   EXPECT_EQ(*static_cast<uint64_t *>(args.pointers()[27]), 0u);
-  // Ready with the wrong number of maps is refused.
+  // One of the kernel's maps not encoded: none of its maps is used.
+  const std::vector<uint8_t> onlyX = {1, 0};
+  ASSERT_FALSE(plan->packArguments(0, r, params, workspaces, args, 0, 0, maps, onlyX));
+  EXPECT_EQ(map(25)->bytes, TensorMapBytes{}.bytes);
+  EXPECT_EQ(map(26)->bytes, TensorMapBytes{}.bytes);
+  EXPECT_EQ(*static_cast<uint64_t *>(args.pointers()[27]), 0u);
+  // A kernel without maps packs as before, whatever the flags.
+  ASSERT_FALSE(plan->packArguments(1, r, params, workspaces, args, 0, 0, maps, onlyX));
+  EXPECT_EQ(args.values().back(), 8u);
+  // Flags that do not match the maps are refused.
   Error e = plan->packArguments(0, r, params, workspaces, args, 0, 0,
-                                std::span<const TensorMapBytes>(maps).first(1), true);
+                                std::span<const TensorMapBytes>(maps).first(1), both);
   ASSERT_TRUE(static_cast<bool>(e));
-  EXPECT_NE(e.message().find("expected 2 encoded tensor maps, got 1"), std::string::npos);
+  EXPECT_NE(e.message().find("expected 2 tensor maps and encoded flags, got 1 and 2"),
+            std::string::npos);
 }
 
 TEST(LaunchPlan, SaysWhyATensorMapCannotBeEncoded) {
@@ -474,4 +485,20 @@ TEST(LaunchPlan, TensorMapsAreCheckedWhenTheBundleIsVerified) {
   EXPECT_EQ(back->tensorMaps[1].box, (std::array<uint32_t, 2>{64, 64}));
   EXPECT_EQ(back->tensorMaps[1].swizzle, 128u);
   EXPECT_EQ(makeTestBundle(testKey("plain")).toManifest().find("tensor_maps"), nullptr);
+}
+
+TEST(LaunchPlan, ATensorMapNeverReachesPastItsBuffer) {
+  // x is [N, D]; a map of V rows of D would read past it.
+  KernelBundle b = makeTmaBundle(testKey("tma-extent"));
+  b.tensorMaps[0].dims = {"D", "V"};
+  Expected<LaunchPlan> plan = LaunchPlan::build(b);
+  ASSERT_TRUE(plan) << plan.errorMessage();
+  std::vector<int64_t> dims = {10, 1000, 64};
+  Expected<ResolvedLaunch> r = plan->resolve(dims);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.errorMessage().find(
+                "tensor map 'x_tma_128x64': dims 64 x 1000 reach past its buffer 'x' of 640 "
+                "elements"),
+            std::string::npos)
+      << r.errorMessage();
 }
