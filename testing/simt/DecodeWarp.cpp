@@ -128,6 +128,23 @@ std::optional<llvm::Error> Decoder::decodeWarpOp(Operation &op) {
     emit(instr);
     return llvm::Error::success();
   }
+  if (auto set = dyn_cast<NVVM::SetMaxRegisterOp>(o)) {
+    // Increase and decrease are relative to the count the warpgroup holds,
+    // which starts at the kernel's register limit: without one the kernel
+    // cannot know it.
+    auto func = o->getParentOfType<gpu::GPUFuncOp>();
+    auto limit = func ? func->getAttrOfType<IntegerAttr>("nvvm.maxnreg") : IntegerAttr();
+    if (!limit)
+      return unsupported(o, "nvvm.setmaxregister in a kernel without nvvm.maxnreg (the "
+                            "register count its warpgroups start with)");
+    prog.setsMaxRegisters = true;
+    prog.launchRegisters = uint32_t(limit.getInt());
+    instr.opc = Opc::SetMaxRegister;
+    instr.imm = int64_t(set.getRegCount());
+    instr.mode = set.getAction() == NVVM::SetMaxRegisterAction::increase ? 1 : 0;
+    emit(instr);
+    return llvm::Error::success();
+  }
   if (auto fence = dyn_cast<NVVM::FenceProxyOp>(o)) {
     // The one proxy fence the kernels need: shared memory written by
     // ordinary stores or cp.async, read next by wgmma (the async proxy).

@@ -5,10 +5,12 @@
 // destination swizzled by its shared-window address) and applies its
 // complete_tx to the mbarrier at once; its destination stays in flight —
 // any access is an error — until that mbarrier's phase completes, when the
-// copy lands for every thread of the block. Threads run in lockstep, so a
-// parity wait must find its phase complete when it runs: a wait that would
-// block is reported as the deadlock it would be here (producer/consumer
-// warpgroups that wait on each other cannot run in this model yet).
+// copy lands for every thread of the block. A parity wait whose phase has
+// not completed blocks its task (ExecTasks.cpp): other threads run until
+// the phase completes, or the block deadlocks. Arrivals release the
+// arriving thread's vector clocks into the phase and a passed wait
+// acquires them (RaceDetector.cpp): a producer that waits for its
+// consumers' arrivals may then overwrite what they read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +33,11 @@ MbarrierModel *Executor::mbarrier(const Instr &in, uint32_t t, uint64_t group, u
   return &mbarriers[group][id];
 }
 
+void Executor::completePhase(uint64_t group, uint64_t id) {
+  completePhaseClocks(group, id, mbarriers[group][id].phases());
+  landTma(group, id);
+}
+
 void Executor::landTma(uint64_t group, uint64_t id) {
   auto landed = [&](const PendingTma &copy) {
     if (copy.group != group || copy.barrier != id)
@@ -51,6 +58,8 @@ void Executor::landTma(uint64_t group, uint64_t id) {
 }
 
 bool Executor::execAsyncTransfer(const Instr &in, const uint32_t *act, uint32_t n) {
+  if (in.opc == Opc::MbarrierWait)
+    return execMbarrierWait(in, act, n);
   const uint32_t predicate = uint32_t(in.imm);
   for (uint32_t i = 0; i < n; ++i) {
     const uint32_t t = act[i];
@@ -59,7 +68,7 @@ bool Executor::execAsyncTransfer(const Instr &in, const uint32_t *act, uint32_t 
         return false;
       continue;
     }
-    if (in.opc != Opc::MbarrierWait && predicate != kNoSlot && !(slot(predicate)[t] & 1))
+    if (predicate != kNoSlot && !(slot(predicate)[t] & 1))
       continue;
     const uint64_t group = slot(in.a)[t], id = slot(in.b)[t];
     MbarrierModel *m = mbarrier(in, t, group, id);
@@ -72,24 +81,13 @@ bool Executor::execAsyncTransfer(const Instr &in, const uint32_t *act, uint32_t 
       break;
     case Opc::MbarrierArrive: {
       const uint64_t before = m->phases();
+      if (m->initialized())
+        releaseClocks(group, id, t);
       why = m->arrive(in.c == kNoSlot ? 0 : int64_t(slot(in.c)[t]));
       if (why.empty() && m->phases() != before)
-        landTma(group, id);
+        completePhase(group, id);
       if (in.res != kNoSlot)
         slot(in.res)[t] = m->phases();
-      break;
-    }
-    case Opc::MbarrierWait: {
-      if (!m->initialized())
-        why = "mbarrier.try_wait.parity on an mbarrier that no mbarrier.init initialized";
-      const bool parity = slot(in.c)[t] & 1;
-      if (why.empty() && !m->phaseComplete(parity))
-        why = llvm::formatv("mbarrier.try_wait.parity waits for the phase of parity {0} of "
-                            "mbarrier {1}, which has not completed ({2} arrival(s) and {3} "
-                            "transaction byte(s) outstanding); threads run in lockstep here, "
-                            "so nothing can complete it while they wait",
-                            int(parity), id, m->pendingArrivals(), m->transactionCount())
-                  .str();
       break;
     }
     default:
@@ -97,6 +95,45 @@ bool Executor::execAsyncTransfer(const Instr &in, const uint32_t *act, uint32_t 
     }
     if (!why.empty())
       return fail(in, t, why);
+  }
+  return true;
+}
+
+bool Executor::execMbarrierWait(const Instr &in, const uint32_t *act, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t t = act[i];
+    MbarrierModel *m = mbarrier(in, t, slot(in.a)[t], slot(in.b)[t]);
+    if (!m)
+      return false;
+    if (!m->initialized())
+      return fail(in, t,
+                  "mbarrier.try_wait.parity on an mbarrier that no mbarrier.init initialized");
+  }
+  // The first thread whose phase has not completed (n when none).
+  auto firstWaiting = [this, &in, act, n] {
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t t = act[i];
+      if (!mbarriers[slot(in.a)[t]][slot(in.b)[t]].phaseComplete(slot(in.c)[t] & 1))
+        return i;
+    }
+    return n;
+  };
+  auto why = [this, &in, act, firstWaiting] {
+    const uint32_t t = act[firstWaiting()];
+    const uint64_t id = slot(in.b)[t];
+    const MbarrierModel &m = mbarriers[slot(in.a)[t]][id];
+    return llvm::formatv("thread {0} waits for the phase of parity {1} of mbarrier {2}, which "
+                         "has not completed ({3} arrival(s) and {4} transaction byte(s) "
+                         "outstanding)",
+                         threadText(t), int(slot(in.c)[t] & 1), id, m.pendingArrivals(),
+                         m.transactionCount())
+        .str();
+  };
+  if (!blockUntil(in, [firstWaiting, n] { return firstWaiting() == n; }, why))
+    return false;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t t = act[i];
+    acquireClocks(slot(in.a)[t], slot(in.b)[t], slot(in.c)[t] & 1, t);
   }
   return true;
 }
@@ -190,6 +227,6 @@ bool Executor::execTmaLoad(const Instr &in, uint32_t t) {
   if (std::string why = m->completeTx(map.boxBytes()); !why.empty())
     return fail(in, t, why);
   if (m->phases() != before)
-    landTma(group, id);
+    completePhase(group, id);
   return true;
 }

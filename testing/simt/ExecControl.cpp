@@ -3,7 +3,8 @@
 // Structured control flow narrows the active thread list: scf.if runs each
 // branch for the threads that take it, scf.for and scf.while iterate while
 // any thread continues. The narrower lists live in a bump arena, one level
-// per region nesting. A gpu.barrier must be reached by every thread of the
+// per region nesting (per task: ExecTasks.cpp runs the branches of a
+// divergent scf.if as tasks where they may wait on each other). A gpu.barrier must be reached by every thread of the
 // block; it starts a new epoch for the race detector.
 //
 //===----------------------------------------------------------------------===//
@@ -114,7 +115,7 @@ void Executor::copies(uint32_t setIndex, const uint32_t *act, uint32_t n) {
 bool Executor::execIf(const Instr &in, const uint32_t *act, uint32_t n) {
   const IfInfo &info = prog.ifs[in.aux];
   uint64_t *cond = slot(info.cond);
-  uint32_t mark = arenaTop;
+  uint32_t mark = current->arenaTop;
   uint32_t *lists = arenaAlloc(n);
   uint32_t numThen = 0;
   for (uint32_t i = 0; i < n; ++i)
@@ -125,11 +126,26 @@ bool Executor::execIf(const Instr &in, const uint32_t *act, uint32_t n) {
     if (!cond[act[i]])
       lists[numThen + numElse++] = act[i];
   bool ok = true;
+  if (numThen && numElse && mayBlock()) {
+    // The branches may wait on each other (ExecTasks.cpp): the second one
+    // starts as a task of its own if the first one blocks.
+    Deferred second{info.elseRegion, std::vector<uint32_t>(lists + numThen, lists + n)};
+    current->deferred.push_back(&second);
+    ok = exec(info.thenRegion.begin, info.thenRegion.end, lists, numThen);
+    current->deferred.pop_back();
+    // A started branch is joined even after a failure (its task unwinds).
+    if (!ok && second.task)
+      aborted = true;
+    if (ok || second.task)
+      ok = finishDeferred(second) && ok;
+    current->arenaTop = mark;
+    return ok;
+  }
   if (numThen)
     ok = exec(info.thenRegion.begin, info.thenRegion.end, lists, numThen);
   if (ok && numElse)
     ok = exec(info.elseRegion.begin, info.elseRegion.end, lists + numThen, numElse);
-  arenaTop = mark;
+  current->arenaTop = mark;
   return ok;
 }
 
@@ -142,13 +158,13 @@ bool Executor::execFor(const Instr &in, const uint32_t *act, uint32_t n) {
   auto less = [&](uint64_t x, uint64_t y) {
     return f.unsignedCmp ? x < y : signExtend(x, w) < signExtend(y, w);
   };
-  uint32_t mark = arenaTop;
+  uint32_t mark = current->arenaTop;
   uint32_t *run = arenaAlloc(n);
   uint32_t m = 0;
   for (uint32_t i = 0; i < n; ++i) {
     uint32_t t = act[i];
     if (signExtend(step[t], w) <= 0 && !(f.unsignedCmp && step[t] != 0)) {
-      arenaTop = mark;
+      current->arenaTop = mark;
       return fail(in, t, llvm::formatv("scf.for step {0} is not positive", signExtend(step[t], w)));
     }
     iv[t] = lb[t];
@@ -157,7 +173,7 @@ bool Executor::execFor(const Instr &in, const uint32_t *act, uint32_t n) {
   }
   while (m) {
     if (!exec(f.body.begin, f.body.end, run, m)) {
-      arenaTop = mark;
+      current->arenaTop = mark;
       return false;
     }
     uint32_t k = 0;
@@ -173,14 +189,14 @@ bool Executor::execFor(const Instr &in, const uint32_t *act, uint32_t n) {
     }
     m = k;
   }
-  arenaTop = mark;
+  current->arenaTop = mark;
   return true;
 }
 
 bool Executor::execWhile(const Instr &in, const uint32_t *act, uint32_t n) {
   const WhileInfo &w = prog.whiles[in.aux];
   copies(w.init, act, n);
-  uint32_t mark = arenaTop;
+  uint32_t mark = current->arenaTop;
   uint32_t *run = arenaAlloc(n);
   uint32_t *exiting = arenaAlloc(n);
   std::copy(act, act + n, run);
@@ -204,7 +220,7 @@ bool Executor::execWhile(const Instr &in, const uint32_t *act, uint32_t n) {
     if (m)
       ok = exec(w.after.begin, w.after.end, run, m);
   }
-  arenaTop = mark;
+  current->arenaTop = mark;
   return ok;
 }
 

@@ -36,6 +36,8 @@ bool Executor::execWarp(const Instr &in, const uint32_t *act, uint32_t n) {
   case Opc::WgmmaWait:
   case Opc::ProxyFence:
     return execWgmmaSync(in, act, n);
+  case Opc::SetMaxRegister:
+    return execSetMaxRegister(in, act, n);
   case Opc::MbarrierInit:
   case Opc::MbarrierArrive:
   case Opc::MbarrierWait:

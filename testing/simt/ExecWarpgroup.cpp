@@ -191,3 +191,35 @@ bool Executor::checkWgmmaOperandRetired(const Instr &in, const SimtBuffer &buf, 
                             "group {2}) is in flight: no wgmma.wait_group has covered it",
                             elementText(buf, i), s.wgmmaWarpgroup, s.wgmmaGroup));
 }
+
+bool Executor::execSetMaxRegister(const Instr &in, const uint32_t *act, uint32_t n) {
+  if (!requireFullWarpgroups(in, act, n, "nvvm.setmaxregister"))
+    return false;
+  const bool increase = in.mode == 1;
+  const uint32_t count = uint32_t(in.imm);
+  int64_t needed = 0;
+  for (uint32_t i = 0; i < n; i += 128) {
+    const uint32_t held = warpgroupRegisters[act[i] / 128];
+    // PTX ISA: an increase below, or a decrease above, the count the
+    // warpgroup holds is undefined.
+    if (increase ? count < held : count > held)
+      return fail(in, act[i],
+                  llvm::formatv("nvvm.setmaxregister {0} {1} but the warpgroup holds {2} "
+                                "registers per thread",
+                                increase ? "increase" : "decrease", count, held));
+    needed += (int64_t(count) - int64_t(held)) * 128;
+  }
+  if (increase && !blockUntil(
+                      in, [this, needed] { return freeRegisters >= needed; },
+                      [this, needed, act] {
+                        return llvm::formatv("warpgroup {0} waits in setmaxregister increase for "
+                                             "{1} registers; the block's pool holds {2}",
+                                             act[0] / 128, needed, freeRegisters)
+                            .str();
+                      }))
+    return false;
+  freeRegisters -= needed;
+  for (uint32_t i = 0; i < n; i += 128)
+    warpgroupRegisters[act[i] / 128] = count;
+  return true;
+}

@@ -2,7 +2,10 @@
 //
 // Race detection follows the barrier-interval model: an access is ordered
 // after an earlier one when both come from the same thread, or from the same
-// block with a gpu.barrier between them (different epoch). Each element keeps
+// block with a gpu.barrier between them (different epoch), or — in kernels
+// with mbarriers — when the later thread passed a wait on a phase that the
+// earlier one arrived on after its access, directly or through others
+// (vector clocks: releaseClocks, acquireClocks). Each element keeps
 // its last write and its last reads (AccessShadow); a new access that is not
 // ordered after a conflicting one is a race.
 //
@@ -39,29 +42,51 @@ bool Executor::checkRead(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t t
                     " while an nvgpu.device_async_copy to it is in flight "
                     "(no nvgpu.device_async_wait covered its group) or a TMA copy to it "
                     "(its mbarrier phase has not completed)");
-  if (s.writeBlock >= launchFirstSerial) {
-    bool ordered = s.writeBlock == blockSerial && (s.writeThread == t || s.writeEpoch != epoch ||
-                                                  s.writeThread == AccessShadow::kAsyncProxy);
-    if (!ordered)
-      return fail(in, t, raceText("read", buf, i, "write", s.writeBlock, s.writeThread));
-  }
-  if (s.readBlock < launchFirstSerial) {
+  if (s.writeBlock >= launchFirstSerial && !writeOrdered(s, t))
+    return fail(in, t, raceText("read", buf, i, "write", s.writeBlock, s.writeThread));
+  const bool sameBlock = s.readBlock == blockSerial;
+  if (s.readBlock < launchFirstSerial || !sameBlock || s.readEpoch != epoch) {
+    // A fresh record: the first read since the write, or in this block, or
+    // since a barrier.
+    s.readInManyBlocks = s.readBlock >= launchFirstSerial && !sameBlock ? true
+                         : sameBlock                                      ? s.readInManyBlocks
+                                                                          : false;
     s.readBlock = blockSerial;
     s.readEpoch = epoch;
     s.readThread = t;
-    s.readInManyBlocks = false;
-  } else if (s.readBlock != blockSerial) {
-    s.readInManyBlocks = true;
-    s.readBlock = blockSerial;
-    s.readEpoch = epoch;
-    s.readThread = t;
-  } else if (s.readEpoch != epoch) {
-    s.readEpoch = epoch;
-    s.readThread = t;
-  } else if (s.readThread != t) {
-    s.readThread = AccessShadow::kManyThreads;
+    s.readClock = ownClock(t);
+    s.moreReaders = 0;
+    return true;
   }
+  noteReader(s, t);
   return true;
+}
+
+bool Executor::writeOrdered(const AccessShadow &s, uint32_t t) const {
+  return s.writeBlock == blockSerial &&
+         (s.writeThread == t || s.writeEpoch != epoch ||
+          s.writeThread == AccessShadow::kAsyncProxy ||
+          synchronizedWith(t, s.writeThread, s.writeClock));
+}
+
+void Executor::noteReader(AccessShadow &s, uint32_t t) const {
+  if (s.readThread == AccessShadow::kManyThreads)
+    return;
+  if (s.readThread == t) {
+    s.readClock = ownClock(t);
+    return;
+  }
+  for (unsigned k = 0; k < s.moreReaders; ++k)
+    if (s.otherReader[k] == t) {
+      s.otherClock[k] = ownClock(t);
+      return;
+    }
+  if (s.moreReaders + 1u == AccessShadow::kReaders) {
+    s.readThread = AccessShadow::kManyThreads;
+    return;
+  }
+  s.otherReader[s.moreReaders] = t;
+  s.otherClock[s.moreReaders++] = ownClock(t);
 }
 
 bool Executor::checkWrite(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t t) {
@@ -74,30 +99,35 @@ bool Executor::checkWrite(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t 
     return fail(in, t,
                 "write to " + elementText(buf, i) +
                     " while an nvgpu.device_async_copy to it is in flight");
-  if (s.writeBlock >= launchFirstSerial) {
-    bool ordered = s.writeBlock == blockSerial && (s.writeThread == t || s.writeEpoch != epoch ||
-                                                  s.writeThread == AccessShadow::kAsyncProxy);
-    if (!ordered)
-      return fail(in, t, raceText("write", buf, i, "write", s.writeBlock, s.writeThread));
-  }
+  if (s.writeBlock >= launchFirstSerial && !writeOrdered(s, t))
+    return fail(in, t, raceText("write", buf, i, "write", s.writeBlock, s.writeThread));
   if (s.readBlock >= launchFirstSerial) {
     if (s.readInManyBlocks || s.readBlock != blockSerial)
       return fail(in, t,
                   "data race: write of " + elementText(buf, i) +
                       " that a thread of another block read in the same "
                       "launch");
-    if (s.readEpoch == epoch && s.readThread != t) {
+    if (s.readEpoch == epoch) {
       if (s.readThread == AccessShadow::kManyThreads)
         return fail(in, t,
                     "data race: write of " + elementText(buf, i) +
                         " that other threads of the block read with no "
                         "gpu.barrier in between");
-      return fail(in, t, raceText("write", buf, i, "read", s.readBlock, s.readThread));
+      // Every reader is this thread, or one it synchronized with since.
+      auto unordered = [&](uint32_t reader, uint32_t clock) {
+        return reader != t && !synchronizedWith(t, reader, clock);
+      };
+      if (unordered(s.readThread, s.readClock))
+        return fail(in, t, raceText("write", buf, i, "read", s.readBlock, s.readThread));
+      for (unsigned k = 0; k < s.moreReaders; ++k)
+        if (unordered(s.otherReader[k], s.otherClock[k]))
+          return fail(in, t, raceText("write", buf, i, "read", s.readBlock, s.otherReader[k]));
     }
   }
   s.writeBlock = blockSerial;
   s.writeEpoch = epoch;
   s.writeThread = t;
+  s.writeClock = ownClock(t);
   s.writeFences = proxyFences[t];
   s.readBlock = 0;
   s.readInManyBlocks = false;
@@ -143,6 +173,53 @@ void Executor::landAsyncCopy(const PendingCopy &copy, uint32_t t) {
       s.writeBlock = blockSerial;
       s.writeEpoch = epoch;
       s.writeThread = t;
+      s.writeClock = ownClock(t);
       s.writeFences = proxyFences[t];
     }
+}
+
+void Executor::resetClocks() {
+  clocks.clear();
+  barrierClocks.clear();
+  if (prog.mbarrierGroups.empty() || !options.detectRaces)
+    return;
+  clocks.assign(size_t(numThreads) * numThreads, 0);
+  for (uint32_t t = 0; t < numThreads; ++t)
+    clocks[size_t(t) * numThreads + t] = 1;
+  barrierClocks.resize(prog.mbarrierGroups.size());
+  for (size_t g = 0; g < prog.mbarrierGroups.size(); ++g)
+    barrierClocks[g].assign(prog.mbarrierGroups[g], PhaseClocks());
+}
+
+void Executor::releaseClocks(uint64_t group, uint64_t id, uint32_t t) {
+  if (!syncClocks())
+    return;
+  std::vector<uint32_t> &pending = barrierClocks[group][id].pending;
+  if (pending.empty())
+    pending.assign(numThreads, 0);
+  uint32_t *own = clocks.data() + size_t(t) * numThreads;
+  for (uint32_t u = 0; u < numThreads; ++u)
+    pending[u] = std::max(pending[u], own[u]);
+  // Accesses after the arrival are not covered by it.
+  ++own[t];
+}
+
+void Executor::completePhaseClocks(uint64_t group, uint64_t id, uint64_t phases) {
+  if (!syncClocks())
+    return;
+  PhaseClocks &p = barrierClocks[group][id];
+  // The phase that completed is phases − 1.
+  p.completed[(phases - 1) & 1] = std::move(p.pending);
+  p.pending.clear();
+}
+
+void Executor::acquireClocks(uint64_t group, uint64_t id, bool parity, uint32_t t) {
+  if (!syncClocks())
+    return;
+  const std::vector<uint32_t> &released = barrierClocks[group][id].completed[parity];
+  if (released.empty())
+    return;
+  uint32_t *own = clocks.data() + size_t(t) * numThreads;
+  for (uint32_t u = 0; u < numThreads; ++u)
+    own[u] = std::max(own[u], released[u]);
 }

@@ -13,6 +13,7 @@
 
 #include "testing/simt/SimtTypes.h"
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -35,7 +36,16 @@ struct AccessShadow {
   uint32_t writeEpoch = 0;
   uint32_t writeThread = 0;
   uint32_t readEpoch = 0;
-  uint32_t readThread = 0; ///< kManyThreads: several threads read
+  uint32_t readThread = 0; ///< kManyThreads: more than kReaders threads read
+  /// The writer's own vector clock at the write (kernels with mbarriers).
+  uint32_t writeClock = 0;
+  /// The readers of readEpoch and their clocks at their last read:
+  /// readThread and readClock, then `moreReaders` more (kernels with
+  /// mbarriers order a write after reads through them).
+  uint32_t readClock = 0;
+  static constexpr unsigned kReaders = 4;
+  uint8_t moreReaders = 0;
+  std::array<uint32_t, kReaders - 1> otherReader{}, otherClock{};
   bool readInManyBlocks = false;
   /// Written by an nvgpu.device_async_copy whose group was not waited for.
   bool asyncPending = false;

@@ -56,6 +56,8 @@ bool Executor::exec(uint32_t pc, uint32_t end, const uint32_t *act, uint32_t n) 
 
 bool Executor::runBlock(uint64_t serial) {
   blockSerial = serial;
+  resetTasks();
+  resetClocks();
   epoch = 0;
   steps = 0;
   for (auto &buf : sharedBuffers) {
@@ -75,6 +77,8 @@ bool Executor::runBlock(uint64_t serial) {
   for (size_t g = 0; g < prog.mbarrierGroups.size(); ++g)
     mbarriers[g].assign(prog.mbarrierGroups[g], MbarrierModel());
   pendingTma.clear();
+  warpgroupRegisters.assign((numThreads + 127) / 128, prog.launchRegisters);
+  freeRegisters = 0;
   for (uint32_t index : prog.privateAttributions) {
     Instr instr;
     instr.op = prog.func;
@@ -257,8 +261,6 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
     std::fill_n(slot(param.slot), numThreads, uint64_t(descIndex));
   }
 
-  arena.assign(size_t(prog.maxDepth + 2) * 2 * numThreads, 0);
-  arenaTop = 0;
   temp.assign(size_t(prog.maxCopyLanes) * numThreads, 0);
   pending.assign(numThreads, {});
   committedGroups.assign(numThreads, 0);

@@ -36,8 +36,12 @@
 #include <bit>
 #include <cassert>
 #include <cmath>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -320,8 +324,6 @@ private:
   uint32_t numStaticDescs = 0;
   std::vector<std::unique_ptr<SimtBuffer>> sharedBuffers;
   std::vector<std::unique_ptr<SimtBuffer>> privateBuffers; // producer*T + t
-  std::vector<uint32_t> arena;
-  uint32_t arenaTop = 0;
   std::vector<uint64_t> temp;
   std::vector<uint8_t> activeFlags;
   std::vector<uint32_t> all; ///< 0 .. numThreads-1
@@ -337,6 +339,10 @@ private:
   /// many of them a wait has covered (the shared memory their operands were
   /// read from may be written again).
   std::vector<uint32_t> wgmmaCommitted, wgmmaRetired;
+  /// Per warpgroup: registers per thread (setmaxnreg); and the registers
+  /// released to the block's pool that no increase has taken yet.
+  std::vector<uint32_t> warpgroupRegisters;
+  int64_t freeRegisters = 0;
   /// The launch's tensor maps (SimtArg::tensorMap), by parameter slot value.
   struct BoundTensorMap {
     const TensorMapDesc *map;
@@ -363,13 +369,96 @@ private:
   /// The per-thread words of slot `s`.
   uint64_t *slot(uint32_t s) { return regs.data() + size_t(s) * numThreads; }
 
-  /// `n` words of the thread-list arena; released by resetting arenaTop.
+  //--- Concurrent tasks (ExecTasks.cpp) -------------------------------------
+
+  struct Task;
+  /// The second branch of a divergent scf.if, run after the first one
+  /// unless the first one blocks (then as a task of its own).
+  struct Deferred {
+    InstrRange range;
+    std::vector<uint32_t> threads;
+    Task *task = nullptr; ///< set once started
+  };
+  /// Threads that run in lockstep, with their own thread-list arena. The
+  /// block starts as one task (tasks[0], on the calling thread); a task that
+  /// blocks hands the block to another task, or starts one for a deferred
+  /// branch. One task runs at a time, switched only where one blocks, so a
+  /// run is deterministic.
+  struct Task {
+    std::vector<uint32_t> arena;
+    uint32_t arenaTop = 0;
+    std::vector<Deferred *> deferred; ///< innermost last
+    /// While blocked: whether it may go on, and why it waits (for a
+    /// deadlock's message); or the deferred branch it joins.
+    std::function<bool()> ready;
+    std::function<std::string()> why;
+    Deferred *joining = nullptr;
+    bool blocked = false, done = false, ok = true;
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<Task>> tasks;
+  Task *current = nullptr;
+  std::mutex taskMutex;
+  std::condition_variable taskTurn;
+  /// Set when a task failed or every task waits: blocked tasks unwind.
+  bool aborted = false;
+
+  /// Resets the tasks for a new block: one task of every thread.
+  void resetTasks();
+  /// Whether a divergent scf.if defers its second branch: only kernels with
+  /// waits that block (mbarriers, setmaxnreg) need tasks.
+  bool mayBlock() const { return !prog.mbarrierGroups.empty() || prog.setsMaxRegisters; }
+  /// Blocks the running task until `ready` holds, running other tasks
+  /// meanwhile; false (error recorded) on a deadlock or when the block
+  /// aborts. `why` says what it waits for.
+  bool blockUntil(const Instr &in, std::function<bool()> ready, std::function<std::string()> why);
+  /// Runs `d` to its end: inline when no task started it, else waits for
+  /// its task; false when it (or the block) failed.
+  bool finishDeferred(Deferred &d);
+  /// The task to run next after the running one blocked or finished (it may
+  /// start a deferred branch); null on a deadlock, with the error recorded.
+  Task *pickNext();
+  /// Hands the block to `next` and waits for the running task's next turn.
+  void switchTo(Task *next);
+  /// Whether blocked task `t` may run now.
+  bool runnable(const Task &t) const;
+
+  /// `n` words of the running task's thread-list arena; released by
+  /// resetting its arenaTop.
   uint32_t *arenaAlloc(uint32_t n) {
-    assert(arenaTop + n <= arena.size() && "arena overflow");
-    uint32_t *p = arena.data() + arenaTop;
-    arenaTop += n;
+    assert(current->arenaTop + n <= current->arena.size() && "arena overflow");
+    uint32_t *p = current->arena.data() + current->arenaTop;
+    current->arenaTop += n;
     return p;
   }
+
+  //--- Happens-before through mbarriers (RaceDetector.cpp) ------------------
+
+  /// In kernels with mbarriers: vector clocks, clocks[t·T + u] being the
+  /// latest clock of thread u that thread t has synchronized with (its own
+  /// at [t·T + t], starting at 1). An arrival releases the arriving
+  /// thread's clocks into the barrier's phase; a wait that passes acquires
+  /// the completed phase's.
+  std::vector<uint32_t> clocks;
+  struct PhaseClocks {
+    std::vector<uint32_t> pending;                ///< of the open phase
+    std::array<std::vector<uint32_t>, 2> completed; ///< by the completed phase's parity
+  };
+  std::vector<std::vector<PhaseClocks>> barrierClocks;
+  /// Whether accesses order through mbarriers (the kernel has some).
+  bool syncClocks() const { return !clocks.empty(); }
+  /// Thread t's clock of its own accesses.
+  uint32_t ownClock(uint32_t t) const { return syncClocks() ? clocks[size_t(t) * numThreads + t] : 0; }
+  /// Whether thread t has synchronized with thread u's access at `clock`.
+  bool synchronizedWith(uint32_t t, uint32_t u, uint32_t clock) const {
+    return syncClocks() && u < numThreads && clocks[size_t(t) * numThreads + u] >= clock;
+  }
+  /// Thread t arrives on barrier (group, id): releases its clocks.
+  void releaseClocks(uint64_t group, uint64_t id, uint32_t t);
+  /// Thread t passed a wait on the phase of parity `parity`.
+  void acquireClocks(uint64_t group, uint64_t id, bool parity, uint32_t t);
+  /// Barrier (group, id) completed a phase (now `phases` completed).
+  void completePhaseClocks(uint64_t group, uint64_t id, uint64_t phases);
 
   //--- Errors ---------------------------------------------------------------
 
@@ -409,6 +498,12 @@ private:
   bool checkRead(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t t);
   /// Checks a write of element `i` of `buf` by thread `t` and records it.
   bool checkWrite(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t t);
+  /// Whether thread t's access is ordered after the last write of `s`.
+  bool writeOrdered(const AccessShadow &s, uint32_t t) const;
+  /// Adds thread t to the readers of `s`'s epoch.
+  void noteReader(AccessShadow &s, uint32_t t) const;
+  /// Fresh vector clocks for a block (kernels with mbarriers).
+  void resetClocks();
   /// The message of a race of `access` with an `earlier` access.
   std::string raceText(const char *access, const SimtBuffer &buf, int64_t i, const char *earlier,
                        uint64_t otherBlock, uint32_t otherThread) const;
@@ -519,6 +614,8 @@ private:
   bool requireFullWarpgroups(const Instr &in, const uint32_t *act, uint32_t n, const char *what);
   /// nvvm.wgmma.mma_async.
   bool execWgmma(const Instr &in, const uint32_t *act, uint32_t n);
+  /// nvvm.setmaxregister.
+  bool execSetMaxRegister(const Instr &in, const uint32_t *act, uint32_t n);
   /// nvvm.wgmma.fence / commit_group / wait_group and nvvm.fence.proxy.
   bool execWgmmaSync(const Instr &in, const uint32_t *act, uint32_t n);
   /// The element of dynamic shared memory at shared-window address
@@ -538,6 +635,11 @@ private:
   bool execAsyncTransfer(const Instr &in, const uint32_t *act, uint32_t n);
   /// Barrier `id` of group `group`, or null after failing.
   MbarrierModel *mbarrier(const Instr &in, uint32_t t, uint64_t group, uint64_t id);
+  /// nvgpu.mbarrier.try_wait.parity: blocks until every thread's phase
+  /// completed, then acquires the phases' clocks.
+  bool execMbarrierWait(const Instr &in, const uint32_t *act, uint32_t n);
+  /// Barrier (group, id) completed a phase: its clocks and TMA copies.
+  void completePhase(uint64_t group, uint64_t id);
   /// Lands the TMA copies tracked by barrier (group, id): its phase completed.
   void landTma(uint64_t group, uint64_t id);
   /// One nvgpu.tma.async.load by thread t.

@@ -276,6 +276,10 @@ struct Program {
   std::vector<WgmmaInfo> wgmmas;
   /// Barriers per nvgpu.mbarrier.create, in decode order.
   std::vector<uint32_t> mbarrierGroups;
+  /// The kernel has nvvm.setmaxregister; its warpgroups start with
+  /// launchRegisters (nvvm.maxnreg) registers per thread.
+  bool setsMaxRegisters = false;
+  uint32_t launchRegisters = 0;
   std::vector<TmaLoadInfo> tmaLoads;
 };
 

@@ -1,0 +1,255 @@
+//===- ConcurrentTasksTest.cpp - warps that wait on each other ------------===//
+//
+// Hand-written warp-specialized kernels: a producer warp fills a two-stage
+// ring in shared memory and a consumer warp drains it, each stage with a
+// "full" mbarrier (the producer's 32 threads arrive after their stores) and
+// an "empty" one (the consumer's 32 threads arrive after their loads). The
+// producer waits on "empty" before it refills a stage, the consumer on
+// "full" before it reads one. In lockstep neither side could run to its end
+// before the other started; the interpreter runs the two branches as tasks
+// (ExecTasks.cpp). Broken protocols must fail: a read after the consumer
+// released its stage is a race (vector clocks through the mbarriers), a
+// producer that skips "empty" laps the consumer, which then deadlocks. And
+// setmaxnreg: warpgroups trade registers through the block's pool, an
+// increase waiting for a decrease.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+using namespace lossjit::simt;
+using namespace lossjit::simt::test;
+
+namespace {
+
+const char *kBars =
+    "!nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>";
+
+struct RingCase {
+  bool producerFirst = true;   ///< the producer is the scf.if's first branch
+  bool skipEmptyWait = false;  ///< the producer refills without waiting
+  bool releaseBeforeRead = false; ///< the consumer arrives on "empty" first
+  bool consumerWaitsWrongParity = false;
+};
+
+std::string ringKernel(const RingCase &c) {
+  const std::string bars = kBars;
+  auto wait = [&](const std::string &id, const std::string &parity) {
+    return "nvgpu.mbarrier.try_wait.parity %bar[" + id + "], " + parity + ", %ticks : " + bars +
+           "\n";
+  };
+  auto arrive = [&](const std::string &name, const std::string &id) {
+    return "%" + name + " = nvgpu.mbarrier.arrive %bar[" + id + "] : " + bars +
+           " -> !nvgpu.mbarrier.token\n";
+  };
+  std::string producer = R"(
+    scf.for %k = %c0 to %n step %c1 {
+      %s = arith.remui %k, %c2 : index
+      %use = arith.divui %k, %c2 : index
+      %reuse = arith.cmpi uge, %k, %c2 : index
+)";
+  if (!c.skipEmptyWait)
+    producer += R"(
+      scf.if %reuse {
+        %prev = arith.subi %use, %c1 : index
+        %pb = arith.remui %prev, %c2 : index
+        %par = arith.cmpi ne, %pb, %c0 : index
+        %e = arith.addi %s, %c2 : index
+        )" + wait("%e", "%par") +
+                "      }\n";
+  producer += R"(
+      %i = arith.muli %k, %c32 : index
+      %gi = arith.addi %i, %lane : index
+      %v = memref.load %in[%gi] : memref<?xf32>
+      %r = arith.muli %s, %c32 : index
+      %ri = arith.addi %r, %lane : index
+      memref.store %v, %ring[%ri] : memref<64xf32, #gpu.address_space<workgroup>>
+      )" + arrive("full", "%s") +
+              "    }\n";
+  std::string consumer = R"(
+    scf.for %k = %c0 to %n step %c1 {
+      %s = arith.remui %k, %c2 : index
+      %use = arith.divui %k, %c2 : index
+      %pb = arith.remui %use, %c2 : index
+      %par0 = arith.cmpi ne, %pb, %c0 : index
+)" + std::string(c.consumerWaitsWrongParity ? "      %par = arith.xori %par0, %true : i1\n"
+                                            : "      %par = arith.ori %par0, %false : i1\n") +
+                         "      " + wait("%s", "%par") + R"(
+      %e = arith.addi %s, %c2 : index
+)";
+  if (c.releaseBeforeRead)
+    consumer += "      " + arrive("empty", "%e");
+  consumer += R"(
+      %r = arith.muli %s, %c32 : index
+      %ri = arith.addi %r, %lane : index
+      %v = memref.load %ring[%ri] : memref<64xf32, #gpu.address_space<workgroup>>
+      %w = arith.addf %v, %v : f32
+      %bk = arith.addi %bn, %k : index
+      %i = arith.muli %bk, %c32 : index
+      %gi = arith.addi %i, %lane : index
+      memref.store %w, %out[%gi] : memref<?xf32>
+)";
+  if (!c.releaseBeforeRead)
+    consumer += "      " + arrive("empty", "%e");
+  consumer += "    }\n";
+  return R"(
+gpu.func @k(%in: memref<?xf32>, %out: memref<?xf32>, %n: index)
+    workgroup(%ring: memref<64xf32, #gpu.address_space<workgroup>>) kernel {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c32 = arith.constant 32 : index
+  %ticks = arith.constant 1000000 : index
+  %true = arith.constant true
+  %false = arith.constant false
+  %bar = nvgpu.mbarrier.create -> )" +
+         bars + R"(
+  %t = gpu.thread_id x
+  %b = gpu.block_id x
+  %bn = arith.muli %b, %n : index
+  %t0 = arith.cmpi eq, %t, %c0 : index
+  scf.if %t0 {
+    nvgpu.mbarrier.init %bar[%c0], %c32 : )" +
+         bars + R"(
+    nvgpu.mbarrier.init %bar[%c1], %c32 : )" +
+         bars + R"(
+    nvgpu.mbarrier.init %bar[%c2], %c32 : )" +
+         bars + R"(
+    nvgpu.mbarrier.init %bar[%c3], %c32 : )" +
+         bars + R"(
+  }
+  gpu.barrier
+  %lane = arith.remui %t, %c32 : index
+  %first = arith.cmpi )" +
+         (c.producerFirst ? "ult" : "uge") + R"(, %t, %c32 : index
+  scf.if %first {)" +
+         (c.producerFirst ? producer : consumer) + "  } else {" +
+         (c.producerFirst ? consumer : producer) + R"(  }
+  gpu.return
+})";
+}
+
+struct RingRun {
+  std::string error;
+  std::vector<float> in, out;
+};
+
+RingRun runRing(const RingCase &c, int64_t tiles = 7) {
+  RingRun r;
+  for (int64_t i = 0; i < tiles * 32; ++i)
+    r.in.push_back(float(i % 97) - 40.0f);
+  r.out.assign(2 * r.in.size(), -1.0f); // one copy per block
+  SimtBuffer in("in", ElementType::F32, r.in.data(), int64_t(r.in.size()));
+  SimtBuffer out("out", ElementType::F32, r.out.data(), int64_t(r.out.size()));
+  r.error = runKernel(ringKernel(c), {2, 1, 1}, {64, 1, 1},
+                      {SimtArg::buffer(in), SimtArg::buffer(out), SimtArg::integer(tiles)});
+  return r;
+}
+
+TEST(ConcurrentTasks, AProducerAndAConsumerWarpPassStagesThroughMbarriers) {
+  for (bool producerFirst : {true, false}) {
+    SCOPED_TRACE(producerFirst ? "producer first" : "consumer first");
+    RingCase c;
+    c.producerFirst = producerFirst;
+    for (int64_t tiles : {1, 2, 7}) {
+      RingRun r = runRing(c, tiles);
+      ASSERT_EQ(r.error, "") << tiles << " tiles";
+      for (size_t i = 0; i < r.out.size(); ++i)
+        ASSERT_EQ(r.out[i], 2.0f * r.in[i % r.in.size()])
+            << "element " << i << " of " << tiles << " tiles";
+    }
+  }
+}
+
+TEST(ConcurrentTasks, AReadAfterTheStageWasReleasedIsARace) {
+  RingCase c;
+  c.releaseBeforeRead = true;
+  std::string error = runRing(c).error;
+  EXPECT_NE(error.find("data race: write of element"), std::string::npos) << error;
+  EXPECT_NE(error.find("after a read by thread (32,0,0)"), std::string::npos) << error;
+}
+
+TEST(ConcurrentTasks, AProducerThatDoesNotWaitForEmptyStagesLapsTheConsumer) {
+  // The producer completes both phases of a stage's "full" barrier before
+  // the consumer waits for the first: parity 0 is no longer the last
+  // completed phase, and the consumer waits for a phase nobody completes.
+  RingCase c;
+  c.skipEmptyWait = true;
+  std::string error = runRing(c).error;
+  EXPECT_NE(error.find("deadlock: every thread of the block waits"), std::string::npos) << error;
+  EXPECT_NE(error.find("thread (32,0,0) waits for the phase of parity 0 of mbarrier 0"),
+            std::string::npos)
+      << error;
+}
+
+TEST(ConcurrentTasks, ADeadlockNamesEveryWait) {
+  RingCase c;
+  c.consumerWaitsWrongParity = true;
+  std::string error = runRing(c).error;
+  EXPECT_NE(error.find("deadlock: every thread of the block waits and nothing can end a wait, "
+                       "block (0,0,0)"),
+            std::string::npos)
+      << error;
+  // The producer filled both stages and waits for the consumer to empty
+  // stage 0; the consumer waits for parity 1 of "full" stage 0.
+  EXPECT_NE(error.find("thread (0,0,0) waits for the phase of parity 0 of mbarrier 2"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("thread (32,0,0) waits for the phase of parity 1 of mbarrier 0"),
+            std::string::npos)
+      << error;
+}
+
+std::string registerKernel(int64_t increase, int64_t decrease, bool limit = true) {
+  return std::string(R"(
+gpu.func @k(%out: memref<?xf32>) kernel attributes {)") +
+         (limit ? "nvvm.maxnreg = 128 : i32" : "") + R"(} {
+  %c128 = arith.constant 128 : index
+  %one = arith.constant 1.0 : f32
+  %two = arith.constant 2.0 : f32
+  %t = gpu.thread_id x
+  %consumer = arith.cmpi uge, %t, %c128 : index
+  scf.if %consumer {
+    nvvm.setmaxregister increase )" +
+         std::to_string(increase) + R"(
+    memref.store %one, %out[%t] : memref<?xf32>
+  } else {
+    nvvm.setmaxregister decrease )" +
+         std::to_string(decrease) + R"(
+    memref.store %two, %out[%t] : memref<?xf32>
+  }
+  gpu.return
+})";
+}
+
+std::string runRegisters(int64_t increase, int64_t decrease, bool limit = true) {
+  std::vector<float> out(256, 0.0f);
+  SimtBuffer buf("out", ElementType::F32, out.data(), 256);
+  std::string error = runKernel(registerKernel(increase, decrease, limit), {1, 1, 1},
+                                {256, 1, 1}, {SimtArg::buffer(buf)});
+  if (error.empty())
+    for (int t = 0; t < 256; ++t)
+      EXPECT_EQ(out[size_t(t)], t < 128 ? 2.0f : 1.0f) << "thread " << t;
+  return error;
+}
+
+TEST(ConcurrentTasks, AnIncreaseWaitsForTheRegistersAnotherWarpgroupReleases) {
+  // 128 → 216 needs 88 · 128 registers: exactly what 128 → 40 releases.
+  EXPECT_EQ(runRegisters(216, 40), "");
+  std::string error = runRegisters(224, 40);
+  EXPECT_NE(error.find("warpgroup 1 waits in setmaxregister increase for 12288 registers; the "
+                       "block's pool holds 11264"),
+            std::string::npos)
+      << error;
+  error = runRegisters(216, 160);
+  EXPECT_NE(error.find("nvvm.setmaxregister decrease 160 but the warpgroup holds 128 registers "
+                       "per thread"),
+            std::string::npos)
+      << error;
+  error = runRegisters(216, 40, /*limit=*/false);
+  EXPECT_NE(error.find("nvvm.setmaxregister in a kernel without nvvm.maxnreg"), std::string::npos)
+      << error;
+}
+
+} // namespace
