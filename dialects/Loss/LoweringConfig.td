@@ -74,7 +74,13 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     ring, and with block_k = 64 the gradient products' too (dZ, Wᵀ, dZᵀ, Xᵀ;
     64-line boxes for the MN-major ones); the kernels take the tensor maps
     as by-value parameters and fall back to cp.async when the runtime cannot
-    encode them (an unaligned base or row stride).
+    encode them (an unaligned base or row stride). `tma = 2` is warp
+    specialization on top: the tensor-core kernels get a producer warp
+    (threads + 32 threads per block; `threads` stays the consumer
+    warpgroups' count and the other kernels' block) whose first thread
+    issues the copies while the consumer warpgroups multiply, each stage
+    released through a second mbarrier ring instead of a block barrier per
+    k step.
 
     Example: `#loss.gpu_config<schedule = forward, matmul = simt,
     block_rows = 4, threads = 128, splits = 8, stages = 1>`,

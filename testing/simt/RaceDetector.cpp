@@ -137,8 +137,10 @@ bool Executor::checkWrite(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t 
 std::string Executor::raceText(const char *access, const SimtBuffer &buf, int64_t i,
                                const char *earlier, uint64_t otherBlock,
                                uint32_t otherThread) const {
-  std::string where = otherBlock == blockSerial ? std::string(" with no gpu.barrier in between")
-                                                : " of block " + blockTextOfSerial(otherBlock);
+  std::string where = otherBlock != blockSerial ? " of block " + blockTextOfSerial(otherBlock)
+                     : syncClocks() ? std::string(" with no gpu.barrier in between and no "
+                                                  "mbarrier phase ordering them")
+                                    : std::string(" with no gpu.barrier in between");
   return std::string("data race: ") + access + " of " + elementText(buf, i) + " after a " +
          earlier + " by thread " + threadText(otherThread) + where;
 }

@@ -88,11 +88,12 @@ constexpr int64_t kMnBoxLines = 64;
 /// try_wait.parity's suspend-time hint (nanoseconds; the wait loops anyway).
 constexpr int64_t kWaitTicks = 1000000;
 
+
 class Wgmma : public TileMatmul {
 public:
   explicit Wgmma(const TileConfig &tile)
       : bm(tile.blockRows), bn(tile.blockCols), bk(tile.blockK), stages(tile.stages),
-        threads(tile.threads), tma(tile.tma != 0) {}
+        threads(tile.threads), tma(tile.tma != 0), ws(tile.tma == 2) {}
 
   SmallVector<ScratchBuffer> scratch(Type storage) const override {
     // TMA: rows of BK elements, stages on swizzle atoms.
@@ -122,8 +123,31 @@ public:
                    NVVM::SharedSpaceAttr::get(ie.builder().getContext(),
                                               NVVM::SharedSpace::shared_cta));
              });
+    Value empty;
+    if (ws) {
+      // One arrival per consumer warpgroup and use: its first thread, once
+      // the wgmma group that read the stage retired.
+      empty = nvgpu::MBarrierCreateOp::create(b, e.location(), barrierType(b.getContext()));
+      e.ifThen(e.cmpI(arith::CmpIPredicate::eq, gpuThreadIdx(e), e.index(0)),
+               [&](KernelEmitter &ie) {
+                 for (int64_t s = 0; s < stages; ++s)
+                   nvgpu::MBarrierInitOp::create(ie.builder(), ie.location(), empty,
+                                                 ie.index(consumers()), ie.index(s), Value());
+               });
+    }
+    if (int64_t limit = registerLimit()) {
+      // ptxas sizes registers for the block rounded up to whole warpgroups
+      // (288 threads as 384: 168 registers); the register file holds 224
+      // for each of 288 threads (9 warps).
+      Operation *at = b.getInsertionBlock()->getParentOp();
+      auto func = isa<gpu::GPUFuncOp>(at) ? cast<gpu::GPUFuncOp>(at)
+                                           : at->getParentOfType<gpu::GPUFuncOp>();
+      func->setAttr("nvvm.maxnreg", b.getI32IntegerAttr(int32_t(limit)));
+    }
     gpuBarrier(e);
     scratch.push_back(bars);
+    if (empty)
+      scratch.push_back(empty);
   }
 
   /// Every row lives in one warp's quads: one merge slot per row.
@@ -147,6 +171,16 @@ public:
     f.sharing.laneXor = {1, 2}; // the four lanes of a quad share rows
     f.sharing.lane = l.lane;
     f.sharing.leader = e.cmpI(arith::CmpIPredicate::eq, l.quad, e.index(0));
+    if (ws) {
+      // The producer warp's threads hold no element of C: their fragment
+      // is empty (every line invalid, no merge slot written).
+      Value consumer = isConsumer(e, l);
+      for (Value &valid : f.rowValid)
+        valid = e.andI(valid, consumer);
+      for (Value &valid : f.colValid)
+        valid = e.andI(valid, consumer);
+      f.sharing.leader = e.andI(f.sharing.leader, consumer);
+    }
     f.sharing.group = e.index(0);
     f.sharing.groups = 1;
     return f;
@@ -162,13 +196,16 @@ public:
     // The previous tile's last products may still read the ring.
     gpuBarrier(e);
     Value acc = initialAccumulator(e, init, f);
-    const bool byTma = tma && buffers.size() == 3 && a.tensorMap && b.tensorMap &&
-                       tmaCopies(sa) && tmaCopies(sb);
+    const bool byTma = tma && buffers.size() == (ws ? 4u : 3u) && a.tensorMap &&
+                       b.tensorMap && tmaCopies(sa) && tmaCopies(sb);
     Value result;
     if (byTma)
       result = e.ifElse(
           e.cmpI(arith::CmpIPredicate::ne, e.andI(a.tensorMapReady, b.tensorMapReady), e.index(0)),
           [&](KernelEmitter &te) {
+            if (ws)
+              return specializedProduct(te, a, b, tile, kBegin, kEnd, acc, sa, sb, buffers[2],
+                                        buffers[3], l);
             return tmaProduct(te, a, b, tile, kBegin, kEnd, acc, sa, sb, buffers[2], l);
           },
           [&](KernelEmitter &ce) {
@@ -244,17 +281,21 @@ private:
       // inFlight, whose group the previous step's wait retired.
       fill(le, le.add(kt, le.index(lookahead)));
       Value stage = le.remUI(kt, le.index(stages));
-      return SmallVector<Value>{
-          stageProduct(le, it[0], ringA, ringB, sa, sb, stage, l, inFlight, /*swizzled=*/false)};
+      return SmallVector<Value>{consumersOnly(le, l, it[0], [&](KernelEmitter &pe) {
+        return stageProduct(pe, it[0], ringA, ringB, sa, sb, stage, l, inFlight,
+                            /*swizzled=*/false);
+      })};
     });
     // The accumulators are read next, and nothing may stay in flight into
     // the caller's shared memory reuse.
-    NVVM::WgmmaWaitGroupSyncOp::create(b0, e.location(), 0);
     nvgpu::DeviceAsyncWaitOp::create(b0, e.location(), token, b0.getI32IntegerAttr(0));
     // Nothing reads the accumulators before that wait: the wait is a
     // side-effecting asm with no data link to them, so they pass through one
     // that comes after it (CUTLASS's warpgroup_fence_operand).
-    return fenceAccumulators(e, carried[0]);
+    return consumersOnly(e, l, carried[0], [&](KernelEmitter &we) {
+      NVVM::WgmmaWaitGroupSyncOp::create(we.builder(), we.location(), 0);
+      return fenceAccumulators(we, carried[0]);
+    });
   }
 
   /// `acc` + the products of stage `stage` (one wgmma per k16 step and
@@ -286,30 +327,13 @@ private:
                    const BlockTile &tile, Value kBegin, Value kEnd, Value acc, const Staged &sa,
                    const Staged &sb, Value bars, const Lanes &l) const {
     OpBuilder &b0 = e.builder();
-    MLIRContext *context = b0.getContext();
-    Type elem = cast<MemRefType>(sa.ring.getType()).getElementType();
     Value numK = e.ceilDiv(e.sub(kEnd, kBegin), e.index(bk));
     Value leader = e.cmpI(arith::CmpIPredicate::eq, l.tid, e.index(0));
-    Value mapA = mapOf(e, a, sa, elem), mapB = mapOf(e, b, sb, elem);
+    TmaTiles copies = tmaTiles(e, a, b, tile, kBegin, sa, sb, bars);
     Value ringA = ringAddress(e, sa), ringB = ringAddress(e, sb);
-    const int64_t stageBytes = (bm + bn) * bk * 2;
-    // Box coordinates are relative to the operands' origins (a chunk's dZ).
-    auto relative = [](KernelEmitter &ce, Value v, Value origin) {
-      return origin ? ce.sub(v, origin) : v;
-    };
     auto fill = [&](KernelEmitter &fe, Value kt) {
       fe.ifThen(fe.andI(fe.cmpI(arith::CmpIPredicate::ult, kt, numK), leader),
-                [&](KernelEmitter &ie) {
-                  OpBuilder &ib = ie.builder();
-                  Value stage = ie.remUI(kt, ie.index(stages));
-                  Value k0 = ie.add(kBegin, ie.mul(kt, ie.index(bk)));
-                  nvgpu::MBarrierArriveExpectTxOp::create(ib, ie.location(), bars,
-                                                          ie.index(stageBytes), stage, Value());
-                  copyStage(ie, sa, mapA, bars, stage, relative(ie, k0, a.kOrigin),
-                            relative(ie, tile.rowBegin, a.lineOrigin));
-                  copyStage(ie, sb, mapB, bars, stage, relative(ie, k0, b.kOrigin),
-                            relative(ie, tile.colBegin, b.lineOrigin));
-                });
+                [&](KernelEmitter &ie) { copyTile(ie, copies, kt); });
     };
     const int64_t inFlight = stages >= 3 ? 1 : 0;
     const int64_t lookahead = stages - 1 - inFlight;
@@ -318,14 +342,8 @@ private:
     SmallVector<Value> carried{acc};
     carried = e.forLoop(e.index(0), numK, e.index(1), carried,
                         [&](KernelEmitter &le, Value kt, ValueRange it) {
-      OpBuilder &lb = le.builder();
       Value stage = le.remUI(kt, le.index(stages));
-      // The use (kt / stages) of the stage within this product; every
-      // product starts at an even phase count.
-      Value parity = le.cmpI(arith::CmpIPredicate::ne,
-                             le.remUI(le.divUI(kt, le.index(stages)), le.index(2)), le.index(0));
-      nvgpu::MBarrierTryWaitParityOp::create(lb, le.location(), bars, parity,
-                                             le.index(kWaitTicks), stage);
+      waitForUse(le, bars, kt, 0);
       // Every warpgroup retired the stage the next copy overwrites (read by
       // step kt − 1 − inFlight) and passed its wait on that stage's phase.
       gpuBarrier(le);
@@ -338,24 +356,175 @@ private:
     // Even phase counts for the next product, once no thread waits on any
     // of this product's phases.
     gpuBarrier(e);
-    e.ifThen(leader, [&](KernelEmitter &ie) {
-      for (int64_t s = 0; s < stages; ++s) {
-        // Uses of stage s: the k tiles s, s + stages, … below numK.
-        Value used = ie.cmpI(arith::CmpIPredicate::ugt, numK, ie.index(s));
-        Value uses = ie.select(
-            used, ie.add(ie.divUI(ie.sub(numK, ie.index(s + 1)), ie.index(stages)), ie.index(1)),
-            ie.index(0));
-        ie.ifThen(ie.cmpI(arith::CmpIPredicate::ne, ie.remUI(uses, ie.index(2)), ie.index(0)),
-                  [&](KernelEmitter &pe) {
-                    nvgpu::MBarrierArriveOp::create(
-                        pe.builder(), pe.location(), nvgpu::MBarrierTokenType::get(context),
-                        bars, pe.index(s));
-                  });
-      }
-    });
+    e.ifThen(leader, [&](KernelEmitter &ie) { evenPhases(ie, bars, numK); });
     return result;
   }
 
+  /// The warp-specialized product (tile tma=2): the producer warp's first
+  /// thread copies every k tile by TMA into the `full` ring, waiting on
+  /// `empty` before it refills a stage; the consumer warpgroups wait on
+  /// `full`, multiply, and release each stage on `empty` (one arrival per
+  /// warpgroup, by its first thread) once the wgmma group that read it
+  /// retired. No block barrier inside the k loop: the producer runs up to
+  /// `stages` tiles ahead.
+  Value specializedProduct(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
+                           const BlockTile &tile, Value kBegin, Value kEnd, Value acc,
+                           const Staged &sa, const Staged &sb, Value full, Value empty,
+                           const Lanes &l) const {
+    OpBuilder &b0 = e.builder();
+    Value numK = e.ceilDiv(e.sub(kEnd, kBegin), e.index(bk));
+    TmaTiles copies = tmaTiles(e, a, b, tile, kBegin, sa, sb, full);
+    Value ringA = ringAddress(e, sa), ringB = ringAddress(e, sb);
+    const int64_t inFlight = stages >= 3 ? 1 : 0;
+    Value warpgroupLeader = e.cmpI(arith::CmpIPredicate::eq, e.remUI(l.tid, e.index(kWarpgroup)),
+                                   e.index(0));
+    Value result = e.ifElse(
+        isConsumer(e, l),
+        [&](KernelEmitter &ce) {
+          // Releases the stage k tile `kt` was read from.
+          auto release = [&](KernelEmitter &re, Value kt) {
+            re.ifThen(warpgroupLeader, [&](KernelEmitter &ie) {
+              nvgpu::MBarrierArriveOp::create(
+                  ie.builder(), ie.location(),
+                  nvgpu::MBarrierTokenType::get(ie.builder().getContext()), empty,
+                  ie.remUI(kt, ie.index(stages)));
+            });
+          };
+          SmallVector<Value> carried{acc};
+          carried = ce.forLoop(ce.index(0), numK, ce.index(1), carried,
+                               [&](KernelEmitter &le, Value kt, ValueRange it) {
+            Value stage = le.remUI(kt, le.index(stages));
+            waitForUse(le, full, kt, 0);
+            Value d =
+                stageProduct(le, it[0], ringA, ringB, sa, sb, stage, l, inFlight, /*swizzled=*/true);
+            // The group of step kt − inFlight retired: its stage is free.
+            if (inFlight)
+              le.ifThen(le.cmpI(arith::CmpIPredicate::uge, kt, le.index(inFlight)),
+                        [&](KernelEmitter &re) { release(re, re.sub(kt, re.index(inFlight))); });
+            else
+              release(le, kt);
+            return SmallVector<Value>{d};
+          });
+          NVVM::WgmmaWaitGroupSyncOp::create(ce.builder(), ce.location(), 0);
+          Value done = fenceAccumulators(ce, carried[0]);
+          if (inFlight)
+            ce.ifThen(ce.cmpI(arith::CmpIPredicate::uge, numK, ce.index(inFlight)),
+                      [&](KernelEmitter &re) { release(re, re.sub(numK, re.index(inFlight))); });
+          return done;
+        },
+        [&](KernelEmitter &pe) {
+          Value producerLeader = pe.cmpI(arith::CmpIPredicate::eq, l.tid,
+                                         pe.index(consumers() * kWarpgroup));
+          pe.ifThen(producerLeader, [&](KernelEmitter &ie) {
+            ie.forLoop(ie.index(0), numK, ie.index(1), {},
+                       [&](KernelEmitter &le, Value kt, ValueRange) {
+              // Use u ≥ 1 of a stage waits for the consumers' release of
+              // use u − 1 (phase u − 1 of its `empty` barrier).
+              le.ifThen(le.cmpI(arith::CmpIPredicate::uge, kt, le.index(stages)),
+                        [&](KernelEmitter &we) { waitForUse(we, empty, kt, 1); });
+              copyTile(le, copies, kt);
+              return SmallVector<Value>{};
+            });
+          });
+          return acc;
+        });
+    // Even phase counts on both rings for the next product, once no thread
+    // waits on any of this product's phases.
+    gpuBarrier(e);
+    e.ifThen(e.cmpI(arith::CmpIPredicate::eq, l.tid, e.index(0)),
+             [&](KernelEmitter &ie) { evenPhases(ie, full, numK); });
+    e.ifThen(e.andI(warpgroupLeader, isConsumer(e, l)),
+             [&](KernelEmitter &ie) { evenPhases(ie, empty, numK); });
+    return result;
+  }
+
+  /// What copying a k tile by TMA needs.
+  struct TmaTiles {
+    const MatrixOperand &a, &b;
+    const BlockTile &tile;
+    Value kBegin;
+    const Staged &sa, &sb;
+    Value mapA, mapB, bars;
+  };
+  TmaTiles tmaTiles(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
+                    const BlockTile &tile, Value kBegin, const Staged &sa, const Staged &sb,
+                    Value bars) const {
+    Type elem = cast<MemRefType>(sa.ring.getType()).getElementType();
+    return {a, b, tile, kBegin, sa, sb, mapOf(e, a, sa, elem), mapOf(e, b, sb, elem), bars};
+  }
+
+  /// By one thread: k tile `kt` into its stage — the arrival that expects
+  /// the stage's bytes, then the boxes (coordinates relative to the
+  /// operands' origins, a chunk's dZ).
+  void copyTile(KernelEmitter &e, const TmaTiles &c, Value kt) const {
+    const int64_t stageBytes = (bm + bn) * bk * 2;
+    auto relative = [](KernelEmitter &ce, Value v, Value origin) {
+      return origin ? ce.sub(v, origin) : v;
+    };
+    Value stage = e.remUI(kt, e.index(stages));
+    Value k0 = e.add(c.kBegin, e.mul(kt, e.index(bk)));
+    nvgpu::MBarrierArriveExpectTxOp::create(e.builder(), e.location(), c.bars,
+                                            e.index(stageBytes), stage, Value());
+    copyStage(e, c.sa, c.mapA, c.bars, stage, relative(e, k0, c.a.kOrigin),
+              relative(e, c.tile.rowBegin, c.a.lineOrigin));
+    copyStage(e, c.sb, c.mapB, c.bars, stage, relative(e, k0, c.b.kOrigin),
+              relative(e, c.tile.colBegin, c.b.lineOrigin));
+  }
+
+  /// Waits for the phase of barrier kt % stages that use kt / stages − `back`
+  /// of the stage completed (every product starts at even phase counts).
+  void waitForUse(KernelEmitter &e, Value bars, Value kt, int64_t back) const {
+    Value use = e.sub(e.divUI(kt, e.index(stages)), e.index(back));
+    Value parity = e.cmpI(arith::CmpIPredicate::ne, e.remUI(use, e.index(2)), e.index(0));
+    nvgpu::MBarrierTryWaitParityOp::create(e.builder(), e.location(), bars, parity,
+                                           e.index(kWaitTicks), e.remUI(kt, e.index(stages)));
+  }
+
+  /// One arrival on each barrier of `bars` whose stage `numK` k tiles used
+  /// an odd number of times: with one arrival per phase from each caller,
+  /// every phase count is even again.
+  void evenPhases(KernelEmitter &e, Value bars, Value numK) const {
+    MLIRContext *context = e.builder().getContext();
+    for (int64_t s = 0; s < stages; ++s) {
+      // Uses of stage s: the k tiles s, s + stages, … below numK.
+      Value used = e.cmpI(arith::CmpIPredicate::ugt, numK, e.index(s));
+      Value uses = e.select(
+          used, e.add(e.divUI(e.sub(numK, e.index(s + 1)), e.index(stages)), e.index(1)),
+          e.index(0));
+      e.ifThen(e.cmpI(arith::CmpIPredicate::ne, e.remUI(uses, e.index(2)), e.index(0)),
+               [&](KernelEmitter &pe) {
+                 nvgpu::MBarrierArriveOp::create(pe.builder(), pe.location(),
+                                                 nvgpu::MBarrierTokenType::get(context), bars,
+                                                 pe.index(s));
+               });
+    }
+  }
+
+  /// `product(e)` in the consumer warpgroups; `acc` unchanged in the
+  /// producer warp (tile tma=2), which issues no wgmma.
+  Value consumersOnly(KernelEmitter &e, const Lanes &l, Value acc,
+                      const std::function<Value(KernelEmitter &)> &product) const {
+    if (!ws)
+      return product(e);
+    return e.ifElse(isConsumer(e, l), product, [&](KernelEmitter &) { return acc; });
+  }
+
+  /// Warpgroups that multiply: all of them; with tile tma=2 a producer
+  /// warp follows them.
+  int64_t consumers() const { return bm / kGroupRows; }
+  /// The registers per thread a tma=2 block of consumers and the producer
+  /// warp may each hold (the register file over its warps, in multiples of
+  /// 8), when below the 255 ptxas allows anyway; 0 otherwise.
+  int64_t registerLimit() const {
+    if (!ws)
+      return 0;
+    const int64_t warps = consumers() * 4 + 1;
+    const int64_t limit = 65536 / (warps * 32) / 8 * 8;
+    return limit < 255 ? limit : 0;
+  }
+  Value isConsumer(KernelEmitter &e, const Lanes &l) const {
+    return e.cmpI(arith::CmpIPredicate::ult, l.tid, e.index(consumers() * kWarpgroup));
+  }
   /// The mbarrier ring's type: one barrier per stage, in shared memory.
   nvgpu::MBarrierGroupType barrierType(MLIRContext *context) const {
     return nvgpu::MBarrierGroupType::get(
@@ -542,10 +711,24 @@ private:
   void fillOperand(KernelEmitter &e, const MatrixOperand &op, const Staged &ring, Value stage,
                    Value k0, Value kEnd, Value first, Value limit, Value aligned,
                    const Lanes &l) const {
-    const int64_t lineGroups = ring.lines / 8, kGroups = bk / 8;
     Value base = e.mul(stage, e.index(ring.lines * bk));
     StageTile tile{ring.ring, ring.kMajor, ring.lines * bk / kStagingPiece, k0, kEnd, first, limit,
                    aligned};
+    // (With a producer warpgroup the consumers alone copy: the pieces are
+    // a multiple of their count.)
+    if (ws) {
+      e.ifThen(isConsumer(e, l), [&](KernelEmitter &ce) {
+        fillPieces(ce, op, ring, tile, base, l);
+      });
+      return;
+    }
+    fillPieces(e, op, ring, tile, base, l);
+  }
+
+  /// fillOperand's copies by the threads that make them.
+  void fillPieces(KernelEmitter &e, const MatrixOperand &op, const Staged &ring,
+                  const StageTile &tile, Value base, const Lanes &l) const {
+    const int64_t lineGroups = ring.lines / 8, kGroups = bk / 8;
     stagePieces(e, op, tile, threads, l.tid, [&](KernelEmitter &ce, Value c) {
       Value r8 = ce.remUI(c, ce.index(8));
       Value g = ce.divUI(c, ce.index(8));
@@ -590,7 +773,7 @@ private:
   }
 
   int64_t bm, bn, bk, stages, threads;
-  bool tma;
+  bool tma, ws;
 };
 } // namespace
 

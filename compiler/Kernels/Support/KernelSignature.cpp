@@ -79,7 +79,8 @@ KernelArgs GpuKernelSink::begin(const KernelSignature &signature, const LaunchSh
       gpu::GPUFuncOp::create(b, loc, signature.name(), b.getFunctionType(signature.types(), {}),
                              launch.workgroup, TypeRange{});
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  fn.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({static_cast<int32_t>(blockThreads), 1, 1}));
+  const int64_t threads = launch.threads ? launch.threads : blockThreads;
+  fn.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
   b.setInsertionPointToStart(&fn.getBody().front());
   // Tensor maps: 64-byte aligned pointers, counted for
   // loss-tensor-map-grid-constant.
@@ -102,7 +103,7 @@ KernelArgs GpuKernelSink::begin(const KernelSignature &signature, const LaunchSh
   launchPlan.kernels.push_back({signature.name().str(),
                                 moduleName,
                                 launch.grid,
-                                {blockThreads, 1, 1},
+                                {threads, 1, 1},
                                 dynamicBytes,
                                 signature.bindings(),
                                 "none",

@@ -98,6 +98,9 @@ struct LaunchShape {
   /// shared memory is capped at 48 KiB per kernel, and every view starts
   /// 16-byte aligned as cp.async and ldmatrix need.
   llvm::SmallVector<mlir::Type> dynamicWorkgroup;
+  /// GPU only: threads per block, 0 for the sink's (a tile product's
+  /// strategy may want more: TileConfig::productThreads).
+  int64_t threads = 0;
   /// Per dynamicWorkgroup buffer: its byte alignment when it needs more
   /// than kDynamicSharedAlign (0 or missing: that). A kernel with any such
   /// buffer carries loss.dynamic_shared_align, and its base is that aligned.

@@ -15,7 +15,7 @@ std::string TileConfig::str() const {
          ",matmul=" + loss::stringifyMatmulKind(matmul).str() + ",stages=" + std::to_string(stages) +
          (blockCols ? ",block_cols=" + std::to_string(blockCols) : "") +
          (blockK ? ",block_k=" + std::to_string(blockK) : "") +
-         (gradCols ? ",grad_cols=" + std::to_string(gradCols) : "") + (tma ? ",tma=1" : "");
+         (gradCols ? ",grad_cols=" + std::to_string(gradCols) : "") + (tma ? ",tma=" + std::to_string(tma) : "");
 }
 
 TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {

@@ -40,7 +40,8 @@ struct TileConfig {
   int64_t gradCols = 0;
   /// wgmma: 1 to load the logit products' operands by TMA into swizzled
   /// stages on an mbarrier ring (Wgmma.cpp) — with blockK 64 the gradient
-  /// products' too — 0 for the cp.async ring.
+  /// products' too — 0 for the cp.async ring; 2 for TMA issued by a
+  /// producer warp of its own (warp specialization: productThreads()).
   int64_t tma = 0;
   /// "auto": no tile of its own. The selection pass gives every op the
   /// tile defaultFor() picks for its chip, storage and schedule (the other
@@ -79,6 +80,9 @@ struct TileConfig {
   /// This tile with every set knob replaced.
   TileConfig with(const Knobs &knobs) const;
 
+  /// Threads per block of the kernels that form tile products with this
+  /// tile: `threads`, plus the producer warp with tma=2.
+  int64_t productThreads() const { return threads + (tma == 2 ? 32 : 0); }
   /// Columns of C one block tile covers: BN, or one per thread (simt).
   int64_t tileCols() const { return blockCols ? blockCols : threads; }
   /// The tile of the gradient products dZ·W and dZᵀ·X: this one, with

@@ -169,7 +169,8 @@ TEST(TileConfig, WgmmaTiles) {
   expectError("grad_cols=64", "tile grad_cols is for matmul wgmma (its threads do not depend on "
                               "the columns), got matmul simt");
   // tma: wgmma's swizzled stages only, a flag.
-  expectError("matmul=wgmma,tma=2", "tile tma must be 0 or 1, got 2");
+  expectError("matmul=wgmma,tma=3", "tile tma must be 0 (cp.async), 1 (TMA) or 2 (TMA from a "
+                                    "producer warp), got 3");
   expectError("matmul=mma_sync,tma=1", "tile tma is for matmul wgmma (TMA tiles in the swizzled "
                                        "layouts wgmma reads), got matmul mma_sync");
   auto tma = TileConfig::parse("matmul=wgmma,block_k=64,stages=3,tma=1");

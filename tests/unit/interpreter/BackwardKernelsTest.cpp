@@ -346,6 +346,29 @@ TEST_F(SimtBackward, WgmmaTmaChunkedAndFused) {
   checkCase(odd);
 }
 
+// tma=2: every tensor-core kernel of the backward (lce_bwd_dz, lce_fused_z,
+// dX, dW) gets a producer warpgroup that copies the k tiles by TMA while
+// the consumers multiply; the bits are the cp.async kernels' (each wgmma
+// reads the same operands in the same order).
+TEST_F(SimtBackward, WgmmaWarpSpecializedChunkedAndFused) {
+  for (const char *tile :
+       {"matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=3",
+        "matmul=wgmma,block_cols=64,block_k=64,stages=3"}) {
+    SCOPED_TRACE(tile);
+    GradCase ws{40, 200, 136, "bf16", "mean", true, 0.2};
+    ws.tile = std::string(tile) + ",tma=2";
+    ws.workspaceBytes = 40 * 4 + 12 * 200 * 6; // C = 12 rows: four chunks
+    std::map<std::string, std::vector<char>> specialized, copied;
+    checkCase(ws, &specialized);
+    checkFused(ws);
+    GradCase ring = ws;
+    ring.tile = tile;
+    checkCase(ring, &copied);
+    for (const auto &[name, bytes] : copied)
+      EXPECT_TRUE(bytes == specialized[name]) << name << " differs from the cp.async kernels' bits";
+  }
+}
+
 } // namespace
 
 TEST_F(SimtBackward, Float64ComputesInFloat64) {

@@ -615,24 +615,77 @@ TEST(WgmmaKernels, TmaAndCpAsyncGiveTheSameBits) {
     c.reduction = "none";
     c.chip = "sm_90a";
     c.tile = tile;
-    Case t = c;
-    t.tile = std::string(tile) + " tma=1";
-    SCOPED_TRACE(t.tile);
-    auto copied = lower(c), mapped = lower(t);
-    ASSERT_TRUE(copied && mapped);
-    Inputs in = makeInputs(c);
-    Outputs a, b;
-    ASSERT_EQ("", runPlan(*copied, planOf(*copied), c, in, a));
-    ASSERT_EQ("", runPlan(*mapped, planOf(*mapped), t, in, b));
-    ASSERT_FALSE(planOf(*mapped).tensorMaps.empty());
-    for (int64_t i = 0; i < c.n; ++i) {
-      EXPECT_EQ(std::bit_cast<uint32_t>(a.lse[size_t(i)]), std::bit_cast<uint32_t>(b.lse[size_t(i)]))
-          << "lse row " << i;
-      EXPECT_EQ(std::bit_cast<uint32_t>(a.loss[size_t(i)]),
-                std::bit_cast<uint32_t>(b.loss[size_t(i)]))
-          << "loss row " << i;
+    // tma=2: the same products from a producer warpgroup's copies.
+    for (const char *mode : {" tma=1", " tma=2"}) {
+      Case t = c;
+      t.tile = std::string(tile) + mode;
+      SCOPED_TRACE(t.tile);
+      auto copied = lower(c), mapped = lower(t);
+      ASSERT_TRUE(copied && mapped);
+      Inputs in = makeInputs(c);
+      Outputs a, b;
+      ASSERT_EQ("", runPlan(*copied, planOf(*copied), c, in, a));
+      ASSERT_EQ("", runPlan(*mapped, planOf(*mapped), t, in, b));
+      ASSERT_FALSE(planOf(*mapped).tensorMaps.empty());
+      for (int64_t i = 0; i < c.n; ++i) {
+        EXPECT_EQ(std::bit_cast<uint32_t>(a.lse[size_t(i)]),
+                  std::bit_cast<uint32_t>(b.lse[size_t(i)]))
+            << "lse row " << i;
+        EXPECT_EQ(std::bit_cast<uint32_t>(a.loss[size_t(i)]),
+                  std::bit_cast<uint32_t>(b.loss[size_t(i)]))
+            << "loss row " << i;
+      }
     }
   }
+}
+
+// tma=2: a producer warpgroup copies the k tiles while the consumer
+// warpgroups multiply, stages passed on full/empty mbarrier rings; the
+// interpreter runs the two roles as tasks that wait on each other
+// (ExecTasks.cpp), and orders the stage refills after the consumers'
+// releases (vector clocks) — in lockstep the producer's first wait for an
+// empty stage would deadlock.
+TEST(WgmmaKernels, WarpSpecializedProducerAndConsumers) {
+  // Two consumer warpgroups (setmaxnreg), four k tiles through 3 stages.
+  checkWgmma({9, 150, 200}, "matmul=wgmma block-k=64 stages=3 tma=2");
+  // One split: three products per block, so the phases are evened out
+  // between products on both rings.
+  checkWgmma({9, 150, 200}, "matmul=wgmma block-k=64 stages=3 splits=1 tma=2");
+  // One consumer warpgroup, two stages (no wgmma group in flight), bias.
+  Case c{70, 200, 72};
+  c.dtype = "bf16";
+  c.bias = true;
+  c.reduction = "sum";
+  checkWgmma(c, "matmul=wgmma block-rows=64 threads=128 block-cols=32 block-k=32 stages=2 tma=2");
+  // Maps the runtime cannot encode (74-byte rows): the cp.async ring, with
+  // the producer warpgroup idle but for the barriers.
+  checkWgmma({5, 77, 37}, "matmul=wgmma block-k=64 stages=3 tma=2");
+}
+
+TEST(WgmmaKernels, WarpSpecializedKernelsHaveAProducerWarpgroup) {
+  Case c{9, 150, 200};
+  c.tile = "matmul=wgmma block-k=64 stages=3 tma=2";
+  c.chip = "sm_90a";
+  auto module = lower(c);
+  ASSERT_TRUE(module);
+  const LaunchPlan plan = planOf(*module);
+  for (const PlanKernel &k : plan.kernels) {
+    // lce_partial has the producer; the row kernels keep the consumers'.
+    const int64_t expected = k.name == "lce_partial" ? 384 : 256;
+    EXPECT_EQ(k.block[0], expected) << k.name;
+  }
+  std::map<std::string, int> ops;
+  int maxnreg = 0;
+  module->walk([&](mlir::Operation *op) {
+    ++ops[op->getName().getStringRef().str()];
+    if (auto limit = op->getAttrOfType<mlir::IntegerAttr>("nvvm.maxnreg"))
+      maxnreg = int(limit.getInt());
+  });
+  // Increase and decrease in each role; the limit they are relative to.
+  EXPECT_EQ(ops["nvvm.setmaxregister"], 4);
+  EXPECT_EQ(maxnreg, 168);
+  // Two rings of mbarriers: full (the copies) and empty (the releases).
+  EXPECT_EQ(ops["nvgpu.mbarrier.create"], 2);
 }
 TEST(WgmmaKernels, TmaWithUnalignedRowsTakesTheCpAsyncRing) {
   // D = 37: x's and w's rows are 74 bytes apart, which no tensor map takes

@@ -9,6 +9,7 @@ using namespace lossjit;
 
 void GpuSchedule::stageOperands(LaunchShape &launch, const TileMatmul *product) const {
   MLIRContext *context = sink.builder().getContext();
+  launch.threads = (product ? gradTile() : tile).productThreads();
   auto space = gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
   for (const ScratchBuffer &buffer : (product ? *product : matmul).scratch(storage())) {
     if (buffer.rowElements)

@@ -60,10 +60,11 @@ struct GpuSchedule {
   mlir::MemRefType shared(int64_t count, mlir::Type t) const {
     return GpuKernelSink::shared(sink.builder().getContext(), count, t);
   }
-  /// Adds the operand staging `product` (default: the logits strategy)
-  /// needs (a cp.async ring) to `launch`'s dynamic shared memory: static
-  /// shared memory stops at 48 KiB. staged() gives the buffers once the
-  /// kernel has begun.
+  /// Adds the operand staging `product` (default: the logits strategy;
+  /// else gradMatmul()) needs (a cp.async ring) to `launch`'s dynamic
+  /// shared memory — static shared memory stops at 48 KiB — and its block
+  /// size (a producer warpgroup with tma=2). staged() gives the buffers
+  /// once the kernel has begun.
   void stageOperands(LaunchShape &launch, const TileMatmul *product = nullptr) const;
   /// The staged buffers of a kernel that has begun; when it takes the
   /// operands' tensor maps (declareOperandMaps), also what the logits
