@@ -93,11 +93,14 @@ MMA_TILES=(
 # bundles are built for that arch alone (the test runs them on compute
 # capability 9.0), named mma-*-wgmma<tile> so the same kernel path finds them.
 # The third loads x and w by TMA (tma=1): the test's shapes with D a multiple
-# of 8 take the TMA path, the others its cp.async fallback.
+# of 8 take the TMA path, the others its cp.async fallback. The fourth is
+# warp-specialized (tma=2): a producer warp issues the TMA copies while the
+# consumer warpgroups multiply (288 threads per block).
 WGMMA_TILES=(
   "wgmma128x64x32x4|matmul=wgmma,block_rows=128,block_cols=64,block_k=32,threads=256,stages=4"
   "wgmma64x16x16x2|matmul=wgmma,block_rows=64,block_cols=16,block_k=16,threads=128,stages=2"
   "wgmmatma128x64x64x3|matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=256,stages=3,tma=1"
+  "wgmmaws128x64x64x4|matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=256,stages=4,tma=2"
 )
 
 # The graph (MLIR, the loss dialect) of one test variant: @lce (forward) and

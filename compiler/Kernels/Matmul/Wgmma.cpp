@@ -56,8 +56,24 @@
 // past a map's bounds the boxes read zeros, which is what makes the k rows
 // past a chunk's end harmless in dW (GpuSchedule::declareWeightGradientMaps).
 //
-// Not yet: warp specialization (producer/consumer warpgroups), clusters, a
-// persistent grid; see issue 13.
+// Warp specialization (tile tma=2): a producer warp follows the consumer
+// warpgroups (128·G + 32 threads). Its first thread copies every k tile
+// into its stage as above, but first waits on a second ring of mbarriers,
+// "empty" (G arrivals per phase), for the consumers' release of the stage's
+// previous use. The consumers wait on "full", multiply, and once a wait
+// retired the wgmma group that read a stage, release it: one arrival per
+// warpgroup, by its first thread. No block barrier in the k loop, so the
+// copies run up to `stages` k tiles ahead of the tensor cores. Both rings
+// end a product at even phase counts. The producer warp holds an empty
+// fragment (every line invalid) and joins the epilogue. A warp, not a
+// warpgroup: 288 threads may each hold 224 registers (nvvm.maxnreg; without
+// it ptxas sizes the block as 384 threads and spills), so setmaxnreg would
+// have nothing to trade. The interpreter runs the two roles as tasks that
+// wait on each other (testing/simt/ExecTasks.cpp).
+//
+// Not yet: clusters, a persistent grid, 128×256 tiles (two consumer
+// warpgroups of 64×256 need a producer warpgroup that gives them its
+// registers and skips the epilogue); see issue 13.
 //
 //===----------------------------------------------------------------------===//
 
