@@ -100,7 +100,7 @@ WGMMA_TILES=(
   "wgmma128x64x32x4|matmul=wgmma,block_rows=128,block_cols=64,block_k=32,threads=256,stages=4"
   "wgmma64x16x16x2|matmul=wgmma,block_rows=64,block_cols=16,block_k=16,threads=128,stages=2"
   "wgmmatma128x64x64x3|matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=256,stages=3,tma=1"
-  "wgmmaws128x64x64x4|matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=256,stages=4,tma=2"
+  "wgmmaws128x64x64x2|matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=256,stages=2,tma=2"
 )
 
 # The graph (MLIR, the loss dialect) of one test variant: @lce (forward) and

@@ -205,6 +205,16 @@ VARIANTS = [
      "matmul=wgmma block-cols=128 block-k=64 stages=3 tma=1", "backward"),
     ("fused-wgmma-tma-ws256m", "fused", ", workspace_bytes = 268435456 : i64",
      "matmul=wgmma block-cols=128 block-k=64 stages=3 tma=1", "fused"),
+    # tma=2 (opt-in): the same TMA boxes from a producer warp, the consumer
+    # warpgroups releasing stages on a second mbarrier ring (288 threads,
+    # 224 registers); 128x64 logit tiles, which ptxas takes without spills
+    # at that register cap (128 columns spill).
+    ("fwd-wgmma-spec", "forward", "",
+     "matmul=wgmma block-k=64 stages=3 tma=2", "forward"),
+    ("bwd-chunked-wgmma-spec-ws256m", "backward", ", workspace_bytes = 268435456 : i64",
+     "matmul=wgmma block-k=64 stages=3 tma=2", "backward"),
+    ("fused-wgmma-spec-ws256m", "fused", ", workspace_bytes = 268435456 : i64",
+     "matmul=wgmma block-k=64 stages=3 tma=2", "fused"),
 ]
 # The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
 # adds nothing to the other variants that sm_90 does not show.
@@ -219,7 +229,8 @@ PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64-ws
                    "fwd-mma32": "bwd-chunked-mma64-ws256m",
                    "fwd-wgmma128": "bwd-chunked-wgmma128-ws256m",
                    "fwd-wgmma-auto": "bwd-chunked-wgmma-auto-ws256m",
-                   "fwd-wgmma-tma": "bwd-chunked-wgmma-tma-ws256m"}
+                   "fwd-wgmma-tma": "bwd-chunked-wgmma-tma-ws256m",
+                   "fwd-wgmma-spec": "bwd-chunked-wgmma-spec-ws256m"}
 
 
 class ModelError(Exception):
@@ -370,13 +381,20 @@ _BRANCH = re.compile(r"^(@!?%?\w+\s+)?bra(\.uni)?\s+(\$?[\w$]+);")
 
 
 def ptx_instructions(ptx):
-    """(entry name, list of ('label', name) / ('insn', text)) of the .entry."""
+    """(entry name, list of ('label', name) / ('insn', text)) of the .entry.
+
+    Labels of nested { } scopes (inline asm: every mbarrier wait loop has
+    its own LAB_WAIT and DONE) are renamed per scope, with the branches in
+    that scope that target them.
+    """
     m = re.search(r"\.entry\s+([\w$]+)\s*\(", ptx)
     if not m:
         raise ModelError("no .entry in PTX")
     name = m.group(1)
     body = ptx[ptx.index("{", ptx.index(")", m.end())):]
     items, pending = [], ""
+    scopes, next_scope = [], 0  # open scopes below the entry's own
+    depth = 0
     for raw in body.splitlines():
         line = raw.split("//")[0].strip()
         if pending:
@@ -384,21 +402,47 @@ def ptx_instructions(ptx):
             # operand lists over several lines).
             pending += " " + line
             if pending.endswith(";"):
-                items.append(("insn", pending))
+                items.append(("insn", pending, tuple(scopes)))
                 pending = ""
             continue
-        if not line or line in ("{", "}"):
+        if line == "{":
+            depth += 1
+            if depth > 1:
+                next_scope += 1
+                scopes.append(next_scope)
+            continue
+        if line == "}":
+            depth -= 1
+            if scopes and depth >= 1:
+                scopes.pop()
+            continue
+        if not line:
             continue
         lm = _LABEL.match(line)
         if lm:
-            items.append(("label", lm.group(1)))
+            items.append(("label", lm.group(1), tuple(scopes)))
         elif line.startswith("."):
             continue
         elif line.endswith(";"):
-            items.append(("insn", line))
+            items.append(("insn", line, tuple(scopes)))
         else:
             pending = line
-    return name, items
+    # Scoped names: a label defined in a nested scope is "name@scope", and a
+    # branch resolves its target in its innermost scope that defines it.
+    defined = {(text, sc[-1]) for kind, text, sc in items if kind == "label" and sc}
+    out = []
+    for kind, text, sc in items:
+        if kind == "label":
+            out.append(("label", text + "@%d" % sc[-1] if sc else text))
+            continue
+        bm = _BRANCH.match(text)
+        if bm:
+            for scope in reversed(sc):
+                if (bm.group(3), scope) in defined:
+                    text = text[:bm.start(3)] + bm.group(3) + "@%d" % scope + text[bm.end(3):]
+                    break
+        out.append(("insn", text))
+    return name, out
 
 
 def basic_blocks(items):

@@ -86,8 +86,8 @@ const char *const kTensorCoreTiles[] = {"64x64x32x3", "32x32x16x2"};
 /// The wgmma tiles (sm_90a bundles, run on compute capability 9.0 only);
 /// 128x64x64x3 is built with tma=1: the shapes with D a multiple of 8 (rows
 /// of 16-byte multiples) take its TMA path, the others its cp.async one;
-/// 128x64x64x4 with tma=2 (a producer warp issues the copies, 288 threads).
-const char *const kWgmmaTiles[] = {"128x64x32x4", "64x16x16x2", "128x64x64x3", "128x64x64x4"};
+/// 128x64x64x2 with tma=2 (a producer warp issues the copies, 288 threads).
+const char *const kWgmmaTiles[] = {"128x64x32x4", "64x16x16x2", "128x64x64x3", "128x64x64x2"};
 /// Tensor-core vs SIMT lse: both sum f32 products of the same f16/bf16
 /// values, in another order only, so they agree to a few f32 ulps of |lse|.
 constexpr double kTensorCoreVsSimtUlps = 8;

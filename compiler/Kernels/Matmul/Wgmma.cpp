@@ -730,7 +730,7 @@ private:
     Value base = e.mul(stage, e.index(ring.lines * bk));
     StageTile tile{ring.ring, ring.kMajor, ring.lines * bk / kStagingPiece, k0, kEnd, first, limit,
                    aligned};
-    // (With a producer warpgroup the consumers alone copy: the pieces are
+    // (With a producer warp the consumers alone copy: the pieces are
     // a multiple of their count.)
     if (ws) {
       e.ifThen(isConsumer(e, l), [&](KernelEmitter &ce) {

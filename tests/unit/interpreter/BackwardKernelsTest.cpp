@@ -347,7 +347,7 @@ TEST_F(SimtBackward, WgmmaTmaChunkedAndFused) {
 }
 
 // tma=2: every tensor-core kernel of the backward (lce_bwd_dz, lce_fused_z,
-// dX, dW) gets a producer warpgroup that copies the k tiles by TMA while
+// dX, dW) gets a producer warp that copies the k tiles by TMA while
 // the consumers multiply; the bits are the cp.async kernels' (each wgmma
 // reads the same operands in the same order).
 TEST_F(SimtBackward, WgmmaWarpSpecializedChunkedAndFused) {

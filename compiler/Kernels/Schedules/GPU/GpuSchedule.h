@@ -63,7 +63,7 @@ struct GpuSchedule {
   /// Adds the operand staging `product` (default: the logits strategy;
   /// else gradMatmul()) needs (a cp.async ring) to `launch`'s dynamic
   /// shared memory — static shared memory stops at 48 KiB — and its block
-  /// size (a producer warpgroup with tma=2). staged() gives the buffers
+  /// size (a producer warp with tma=2). staged() gives the buffers
   /// once the kernel has begun.
   void stageOperands(LaunchShape &launch, const TileMatmul *product = nullptr) const;
   /// The staged buffers of a kernel that has begun; when it takes the
