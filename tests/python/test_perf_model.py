@@ -1,0 +1,88 @@
+"""The GPU performance model's PTX analysis (bench/gpu/perf_model.py).
+
+The model itself needs lossjit-opt and ptxas; its PTX reader does not.
+A warp-specialized kernel has two mbarrier wait loops, each an inline-asm
+block with the same LAB_WAIT / DONE labels: read as one set of labels,
+their branches would join the two roles' loops and hide the consumers'.
+"""
+
+import importlib.util
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def load_model():
+    spec = importlib.util.spec_from_file_location("perf_model", ROOT / "bench/gpu/perf_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def wait_loop():
+    return """
+\t{
+\t.reg .pred P1;
+\tLAB_WAIT:
+\tmbarrier.try_wait.parity.shared.b64 P1, [%r1], %r2, %r3;
+\t@P1 bra.uni DONE;
+\tbra.uni LAB_WAIT;
+\tDONE:
+\t}
+"""
+
+
+# Block 0 branches to the consumers ($L__BB0_1, a loop: wait, wgmma, arrive)
+# or the producer ($L__BB0_3, a loop: wait, TMA copy); both end at ret.
+PTX = """
+.visible .entry k(
+\t.param .u64 k_param_0
+)
+{
+\t.reg .pred %p<4>;
+\tsetp.eq.u32 %p1, %r0, 0;
+\t@%p1 bra $L__BB0_3;
+$L__BB0_1:
+""" + wait_loop() + """
+\twgmma.fence.sync.aligned;
+\twgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%r4}, %rd1, %rd2, p, 1, 1, 0, 0;
+\twgmma.commit_group.sync.aligned;
+\twgmma.wait_group.sync.aligned 0;
+\tmbarrier.arrive.shared.b64 %rd3, [%rd4];
+\tsetp.ne.u32 %p2, %r5, 0;
+\t@%p2 bra $L__BB0_1;
+\tret;
+$L__BB0_3:
+""" + wait_loop() + """
+\tmbarrier.arrive.expect_tx.shared.b64 %rd5, [%rd6], %r7;
+\tcp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd7], [%rd8, {%r8, %r9}], [%rd6];
+\tsetp.ne.u32 %p3, %r10, 0;
+\t@%p3 bra $L__BB0_3;
+\tret;
+}
+"""
+
+
+def test_inline_asm_labels_are_scoped_per_block():
+    model = load_model()
+    name, items = model.ptx_instructions(PTX)
+    labels = [text for kind, text in items if kind == "label"]
+    assert name == "k"
+    # Two blocks' LAB_WAIT and DONE, renamed apart; the function's own keep
+    # their names.
+    assert len([l for l in labels if l.startswith("LAB_WAIT@")]) == 2
+    assert len(set(labels)) == len(labels)
+    assert "$L__BB0_1" in labels and "$L__BB0_3" in labels
+
+
+def test_the_consumers_loop_is_the_hot_loop():
+    model = load_model()
+    result = model.analyze_ptx(PTX)
+    hot = result["hot_loop"]
+    assert result["product"] == "wgmma"
+    assert hot is not None
+    # The consumers' loop: its wait, one wgmma, no TMA copy (the producer's
+    # loop is another loop).
+    assert hot["per_iteration"]["wgmma"] == 1
+    assert hot["per_iteration"]["tma"] == 0
+    assert result["total"]["tma"] == 1
