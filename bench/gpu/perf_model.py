@@ -210,11 +210,11 @@ VARIANTS = [
     # 224 registers); 128x64 logit tiles, which ptxas takes without spills
     # at that register cap (128 columns spill).
     ("fwd-wgmma-spec", "forward", "",
-     "matmul=wgmma block-k=64 stages=3 tma=2", "forward"),
+     "matmul=wgmma block-k=64 stages=2 tma=2", "forward"),
     ("bwd-chunked-wgmma-spec-ws256m", "backward", ", workspace_bytes = 268435456 : i64",
-     "matmul=wgmma block-k=64 stages=3 tma=2", "backward"),
+     "matmul=wgmma block-k=64 stages=2 tma=2", "backward"),
     ("fused-wgmma-spec-ws256m", "fused", ", workspace_bytes = 268435456 : i64",
-     "matmul=wgmma block-k=64 stages=3 tma=2", "fused"),
+     "matmul=wgmma block-k=64 stages=2 tma=2", "fused"),
 ]
 # The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
 # adds nothing to the other variants that sm_90 does not show.

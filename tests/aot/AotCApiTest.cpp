@@ -25,6 +25,7 @@
 
 #include "aot_bf16_mma_warp.h"
 #include "aot_bf16_sum_bias.h"
+#include "aot_bf16_spec.h"
 #include "aot_bf16_tma.h"
 #include "aot_f16_mean.h"
 #include "aot_f16_mma.h"
@@ -138,6 +139,10 @@ CApi bf16MmaWarp() {
 // Hopper's TMA kernels (sm_90a only, tile tma=1).
 CApi bf16Tma() {
   return LOSSJIT_BIND_CAPI(aot_bf16_tma, AOT_DIR_bf16_tma, LOSSJIT_WITH_BACKWARD);
+}
+// The same with a producer warp (tile tma=2).
+CApi bf16Spec() {
+  return LOSSJIT_BIND_CAPI(aot_bf16_spec, AOT_DIR_bf16_spec, LOSSJIT_WITH_BACKWARD);
 }
 
 // A graph with static extents (tests/aot/Inputs/static_forward.mlir).
@@ -295,7 +300,11 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
   // calls. D = 100 (200-byte rows) cannot be mapped: zeros, ready 0, no
   // encode — in both. Nor can the backward's dZ maps at V = 8191 (rows of
   // V): dX and dW fall back there, while the logits kernel keeps its maps.
-  CApi api = bf16Tma();
+  // tma=2 (bf16Spec) adds the producer warp to the tensor-core kernels'
+  // blocks: the C API launches them with the plan's 288 threads too.
+  for (const CApi &api : {bf16Tma(), bf16Spec()}) {
+  SCOPED_TRACE(api.name);
+  const bool specialized = api.name.find("spec") != std::string::npos;
   fakecuda::reset();
   ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
   EXPECT_EQ(baseArch(api.handleArch()), "sm_90a");
@@ -350,6 +359,9 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
         auto uses = [&](CUdeviceptr address) {
           return std::count(l.params.begin(), l.params.end(), address);
         };
+        const bool tensorCores = l.kernel == "lce_partial" || l.kernel == "lce_bwd_dz" ||
+                                 l.kernel == "lce_bwd_dx" || l.kernel == "lce_bwd_dw";
+        EXPECT_EQ(l.block[0], tensorCores && specialized ? 288u : 256u) << l.kernel;
         if (l.kernel == "lce_partial" || l.kernel == "lce_bwd_dz") {
           sawLogits = true;
           EXPECT_EQ(uses(buffers[0]), dims[2] % 8 ? 2 : 3) << l.kernel;
@@ -362,6 +374,7 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
     }
   }
   EXPECT_EQ(api.destroy(), 0);
+  }
 }
 
 TEST_F(AotCApiTest, NoRowsStillZeroTheWeightGradients) {

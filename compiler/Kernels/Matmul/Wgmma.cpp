@@ -246,6 +246,7 @@ private:
     Value tid, lane, group, quad; ///< lane / 4 and lane % 4.
     Value warpgroupRow;           ///< 64 · warpgroup: its first tile row.
     Value warpRow;                ///< the warp's first tile row.
+    Value consumer;               ///< i1, tile tma=2: a consumer warpgroup's thread.
   };
 
   /// One operand's ring: `lines` lines per stage.
@@ -273,16 +274,20 @@ private:
     };
     // With three or more stages one wgmma group stays in flight while the
     // next step synchronizes and issues its copies; the stage a fill
-    // overwrites must then be one the group before it read.
-    const int64_t inFlight = stages >= 3 ? 1 : 0;
+    // overwrites must then be one the group before it read. Not in the
+    // fallback of tile tma=2, whose wgmmas sit under the consumers' branch
+    // inside the loop: a group in flight across that branch's join makes
+    // ptxas serialize every wgmma of the kernel (C7514/C7517).
+    const int64_t inFlight = stages >= 3 && !ws ? 1 : 0;
     const int64_t lookahead = stages - 1 - inFlight; // k tiles copied ahead
     Value token;
     for (int64_t s = 0; s < lookahead; ++s)
       token = fill(e, e.index(s));
 
     OpBuilder &b0 = e.builder();
+    Value result = retiredLoop(e, numK, acc, [&](KernelEmitter &ie) {
     SmallVector<Value> carried{acc};
-    carried = e.forLoop(e.index(0), numK, e.index(1), carried,
+    carried = ie.forLoop(ie.index(0), numK, ie.index(1), carried,
                         [&](KernelEmitter &le, Value kt, ValueRange it) {
       OpBuilder &lb = le.builder();
       nvgpu::DeviceAsyncWaitOp::create(lb, le.location(), token,
@@ -302,16 +307,29 @@ private:
                             /*swizzled=*/false);
       })};
     });
-    // The accumulators are read next, and nothing may stay in flight into
-    // the caller's shared memory reuse.
-    nvgpu::DeviceAsyncWaitOp::create(b0, e.location(), token, b0.getI32IntegerAttr(0));
-    // Nothing reads the accumulators before that wait: the wait is a
-    // side-effecting asm with no data link to them, so they pass through one
-    // that comes after it (CUTLASS's warpgroup_fence_operand).
-    return consumersOnly(e, l, carried[0], [&](KernelEmitter &we) {
+    // The accumulators are read next. Nothing reads them before the wait:
+    // it is a side-effecting asm with no data link to them, so they pass
+    // through one that comes after it (CUTLASS's warpgroup_fence_operand).
+    return consumersOnly(ie, l, carried[0], [&](KernelEmitter &we) {
       NVVM::WgmmaWaitGroupSyncOp::create(we.builder(), we.location(), 0);
       return fenceAccumulators(we, carried[0]);
     });
+    });
+    // Nothing may stay in flight into the caller's shared memory reuse.
+    nvgpu::DeviceAsyncWaitOp::create(b0, e.location(), token, b0.getI32IntegerAttr(0));
+    return result;
+  }
+
+  /// `loop(e)` — a k loop from `acc` and the wait that retires its last
+  /// wgmma group — when numK > 0, else `acc`. With the wait inside, the
+  /// loop's exit joins the path that skips the loop only after the group
+  /// retired: a join of that path's accumulators (zeros, set by moves)
+  /// with a group still in flight makes ptxas serialize every wgmma of the
+  /// kernel (advisory C7515).
+  static Value retiredLoop(KernelEmitter &e, Value numK, Value acc,
+                           const std::function<Value(KernelEmitter &)> &loop) {
+    return e.ifElse(e.cmpI(arith::CmpIPredicate::ugt, numK, e.index(0)), loop,
+                    [&](KernelEmitter &) { return acc; });
   }
 
   /// `acc` + the products of stage `stage` (one wgmma per k16 step and
@@ -355,8 +373,9 @@ private:
     const int64_t lookahead = stages - 1 - inFlight;
     for (int64_t s = 0; s < lookahead; ++s)
       fill(e, e.index(s));
+    Value result = retiredLoop(e, numK, acc, [&](KernelEmitter &ie) {
     SmallVector<Value> carried{acc};
-    carried = e.forLoop(e.index(0), numK, e.index(1), carried,
+    carried = ie.forLoop(ie.index(0), numK, ie.index(1), carried,
                         [&](KernelEmitter &le, Value kt, ValueRange it) {
       Value stage = le.remUI(kt, le.index(stages));
       waitForUse(le, bars, kt, 0);
@@ -367,8 +386,9 @@ private:
       return SmallVector<Value>{
           stageProduct(le, it[0], ringA, ringB, sa, sb, stage, l, inFlight, /*swizzled=*/true)};
     });
-    NVVM::WgmmaWaitGroupSyncOp::create(b0, e.location(), 0);
-    Value result = fenceAccumulators(e, carried[0]);
+    NVVM::WgmmaWaitGroupSyncOp::create(ie.builder(), ie.location(), 0);
+    return fenceAccumulators(ie, carried[0]);
+    });
     // Even phase counts for the next product, once no thread waits on any
     // of this product's phases.
     gpuBarrier(e);
@@ -406,8 +426,9 @@ private:
                   ie.remUI(kt, ie.index(stages)));
             });
           };
+          return retiredLoop(ce, numK, acc, [&](KernelEmitter &ie) {
           SmallVector<Value> carried{acc};
-          carried = ce.forLoop(ce.index(0), numK, ce.index(1), carried,
+          carried = ie.forLoop(ie.index(0), numK, ie.index(1), carried,
                                [&](KernelEmitter &le, Value kt, ValueRange it) {
             Value stage = le.remUI(kt, le.index(stages));
             waitForUse(le, full, kt, 0);
@@ -421,12 +442,13 @@ private:
               release(le, kt);
             return SmallVector<Value>{d};
           });
-          NVVM::WgmmaWaitGroupSyncOp::create(ce.builder(), ce.location(), 0);
-          Value done = fenceAccumulators(ce, carried[0]);
+          NVVM::WgmmaWaitGroupSyncOp::create(ie.builder(), ie.location(), 0);
+          Value done = fenceAccumulators(ie, carried[0]);
           if (inFlight)
-            ce.ifThen(ce.cmpI(arith::CmpIPredicate::uge, numK, ce.index(inFlight)),
+            ie.ifThen(ie.cmpI(arith::CmpIPredicate::uge, numK, ie.index(inFlight)),
                       [&](KernelEmitter &re) { release(re, re.sub(numK, re.index(inFlight))); });
           return done;
+          });
         },
         [&](KernelEmitter &pe) {
           Value producerLeader = pe.cmpI(arith::CmpIPredicate::eq, l.tid,
@@ -538,9 +560,7 @@ private:
     const int64_t limit = 65536 / (warps * 32) / 8 * 8;
     return limit < 255 ? limit : 0;
   }
-  Value isConsumer(KernelEmitter &e, const Lanes &l) const {
-    return e.cmpI(arith::CmpIPredicate::ult, l.tid, e.index(consumers() * kWarpgroup));
-  }
+  Value isConsumer(KernelEmitter &e, const Lanes &l) const { return l.consumer; }
   /// The mbarrier ring's type: one barrier per stage, in shared memory.
   nvgpu::MBarrierGroupType barrierType(MLIRContext *context) const {
     return nvgpu::MBarrierGroupType::get(
@@ -669,6 +689,20 @@ private:
     l.quad = e.remUI(l.lane, e.index(4));
     l.warpgroupRow = e.mul(e.divUI(l.tid, e.index(kWarpgroup)), e.index(kGroupRows));
     l.warpRow = e.add(l.warpgroupRow, e.mul(e.divUI(inGroup, e.index(32)), e.index(16)));
+    if (ws) {
+      // The role from lane 0's warp index (shfl.idx), as CUTLASS's
+      // canonical_warp_group_idx: ptxas then knows every branch on it is
+      // warp-uniform, and does not serialize the wgmmas under it (C7518:
+      // "dependence on compiler-inserted WG.DP in divergent path").
+      OpBuilder &b = e.builder();
+      Value warp = arith::IndexCastUIOp::create(b, e.location(), b.getI32Type(),
+                                                e.divUI(l.tid, e.index(32)));
+      Value uniform =
+          gpu::ShuffleOp::create(b, e.location(), warp, 0, 32, gpu::ShuffleMode::IDX)
+              .getShuffleResult();
+      l.consumer = arith::CmpIOp::create(b, e.location(), arith::CmpIPredicate::ult, uniform,
+                                         e.i32(int32_t(consumers() * 4)));
+    }
     return l;
   }
 

@@ -6,12 +6,14 @@
 // bytes on the "full" ring and issues its TMA boxes; the consumers wait on
 // "full", multiply, and release the stage the retired wgmma group read
 // with one arrival per warpgroup — no block barrier in their k loop. ptxas
-// -arch=sm_90a takes every kernel with zero spills.
+// -arch=sm_90a takes every kernel with zero spills (at 2 stages: with 3 or
+// more, lce_partial spills at the 224-register cap) and without advisories
+// that it serialized the wgmmas (C7514-C7518).
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t/k
 // RUN: sed 's/f16/bf16/g' %s > %t/bf16.mlir
-// RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-k=64 stages=3 tma=2" -o %t/f16.mlir
-// RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-k=64 stages=3 tma=2" -o %t/bf16.out.mlir
+// RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-k=64 stages=2 tma=2" -o %t/f16.mlir
+// RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-k=64 stages=2 tma=2" -o %t/bf16.out.mlir
 // RUN: FileCheck %s --check-prefix=PLAN --input-file=%t/f16.mlir
 // RUN: %extract-ptx %t/f16.mlir %t/k/f16 > /dev/null
 // RUN: %extract-ptx %t/bf16.out.mlir %t/k/bf16 > /dev/null
@@ -21,12 +23,12 @@
 // RUN: FileCheck %s %{ptx-forbidden} --check-prefixes=WS,WS128 --input-file=%t/k/bf16/fused_lce_bwd_dw.ptx
 // RUN: FileCheck %s --check-prefix=ROWS --input-file=%t/k/f16/fwd_lce_combine.ptx
 // Every kernel of a variant (one ptxas call links them: one variant at a time).
-// RUN: %ptxas -v -arch=sm_90a %t/k/f16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores"
-// RUN: %ptxas -v -arch=sm_90a %t/k/f16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores"
-// RUN: %ptxas -v -arch=sm_90a %t/k/f16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores"
-// RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores"
-// RUN: %ptxas -v -arch=sm_90a %t/k/bf16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores"
-// RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores"
+// RUN: %ptxas -v -arch=sm_90a %t/k/f16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/f16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/f16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/bf16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C751
 
 // The plan launches the tensor-core kernels with the producer warp and the
 // row kernels with the consumers' 256 threads.
@@ -35,9 +37,9 @@
 
 // WS:          .maxntid 288, 1, 1
 // WS-NEXT:     .maxnreg 224
-// Two rings of three stages: full (one arrival, the expect_tx) and empty
+// Two rings of two stages: full (one arrival, the expect_tx) and empty
 // (one arrival per consumer warpgroup).
-// WS-COUNT-6:  mbarrier.init.shared.b64
+// WS-COUNT-4:  mbarrier.init.shared.b64
 // WS:          bar.sync 0;
 // The consumers: wait for a full stage, multiply, release — no block
 // barrier in between.
