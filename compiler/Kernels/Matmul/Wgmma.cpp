@@ -23,7 +23,9 @@
 // (its group retired by the previous step's wait_group 1), multiplies tile
 // kt and commits, waiting until at most one group is in flight; the tensor
 // cores work on step kt while the threads reach step kt + 1. Two stages:
-// L = 1 and wait_group 0.
+// L = 1 and wait_group 0. The k loop and the wait after it sit under
+// numK > 0 (retiredLoop): ptxas serializes every wgmma of a kernel where a
+// group in flight meets the no-k path's zeroed accumulators.
 //
 // Fragments (PTX ISA, "wgmma .m64nNk16 register fragment layout for
 // accumulator matrix D"): thread t of warpgroup g holds rows 64g + 16·(t/32)
