@@ -201,6 +201,115 @@ TEST(ConcurrentTasks, ADeadlockNamesEveryWait) {
       << error;
 }
 
+// Two consumer warps under a nested scf.if (the producer warp is the outer
+// branch): the consumers' branch defers its second warp too, so the
+// scheduler starts a task inside a task, and the nested join waits for it.
+// Each stage's "empty" barrier expects both consumer warps (64 arrivals),
+// so the producer waits for the second consumer task as well.
+std::string nestedRingKernel() {
+  const std::string bars = kBars;
+  auto wait = [&](const std::string &id, const std::string &parity) {
+    return "nvgpu.mbarrier.try_wait.parity %bar[" + id + "], " + parity + ", %ticks : " + bars +
+           "\n";
+  };
+  auto arrive = [&](const std::string &name, const std::string &id) {
+    return "%" + name + " = nvgpu.mbarrier.arrive %bar[" + id + "] : " + bars +
+           " -> !nvgpu.mbarrier.token\n";
+  };
+  auto consumer = [&](const std::string &half) {
+    return R"(
+      scf.for %k = %c0 to %n step %c1 {
+        %s = arith.remui %k, %c2 : index
+        %use = arith.divui %k, %c2 : index
+        %pb = arith.remui %use, %c2 : index
+        %par = arith.cmpi ne, %pb, %c0 : index
+        )" + wait("%s", "%par") + R"(
+        %r = arith.muli %s, %c32 : index
+        %ri = arith.addi %r, %lane : index
+        %v = memref.load %ring[%ri] : memref<64xf32, #gpu.address_space<workgroup>>
+        %w = arith.addf %v, %v : f32
+        %row = arith.addi %k, )" + half + R"( : index
+        %i = arith.muli %row, %c32 : index
+        %gi = arith.addi %i, %lane : index
+        memref.store %w, %out[%gi] : memref<?xf32>
+        %e = arith.addi %s, %c2 : index
+        )" + arrive("empty", "%e") + R"(
+      }
+)";
+  };
+  return R"(
+gpu.func @k(%in: memref<?xf32>, %out: memref<?xf32>, %n: index)
+    workgroup(%ring: memref<64xf32, #gpu.address_space<workgroup>>) kernel {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  %ticks = arith.constant 1000000 : index
+  %bar = nvgpu.mbarrier.create -> )" +
+         bars + R"(
+  %t = gpu.thread_id x
+  %t0 = arith.cmpi eq, %t, %c0 : index
+  scf.if %t0 {
+    nvgpu.mbarrier.init %bar[%c0], %c32 : )" +
+         bars + R"(
+    nvgpu.mbarrier.init %bar[%c1], %c32 : )" +
+         bars + R"(
+    nvgpu.mbarrier.init %bar[%c2], %c64 : )" +
+         bars + R"(
+    nvgpu.mbarrier.init %bar[%c3], %c64 : )" +
+         bars + R"(
+  }
+  gpu.barrier
+  %lane = arith.remui %t, %c32 : index
+  %producer = arith.cmpi ult, %t, %c32 : index
+  scf.if %producer {
+    scf.for %k = %c0 to %n step %c1 {
+      %s = arith.remui %k, %c2 : index
+      %use = arith.divui %k, %c2 : index
+      %reuse = arith.cmpi uge, %k, %c2 : index
+      scf.if %reuse {
+        %prev = arith.subi %use, %c1 : index
+        %pb = arith.remui %prev, %c2 : index
+        %par = arith.cmpi ne, %pb, %c0 : index
+        %e = arith.addi %s, %c2 : index
+        )" + wait("%e", "%par") + R"(
+      }
+      %i = arith.muli %k, %c32 : index
+      %gi = arith.addi %i, %lane : index
+      %v = memref.load %in[%gi] : memref<?xf32>
+      %r = arith.muli %s, %c32 : index
+      %ri = arith.addi %r, %lane : index
+      memref.store %v, %ring[%ri] : memref<64xf32, #gpu.address_space<workgroup>>
+      )" + arrive("full", "%s") + R"(
+    }
+  } else {
+    %first = arith.cmpi ult, %t, %c64 : index
+    scf.if %first {)" +
+         consumer("%c0") + "    } else {" + consumer("%n") + R"(    }
+  }
+  gpu.return
+})";
+}
+
+TEST(ConcurrentTasks, ATaskStartsTasksOfItsOwn) {
+  for (int64_t tiles : {1, 3, 6}) {
+    std::vector<float> in, out(size_t(2 * tiles * 32), -1.0f);
+    for (int64_t i = 0; i < tiles * 32; ++i)
+      in.push_back(float(i % 89) - 30.0f);
+    SimtBuffer inBuf("in", ElementType::F32, in.data(), int64_t(in.size()));
+    SimtBuffer outBuf("out", ElementType::F32, out.data(), int64_t(out.size()));
+    ASSERT_EQ(runKernel(nestedRingKernel(), {1, 1, 1}, {96, 1, 1},
+                        {SimtArg::buffer(inBuf), SimtArg::buffer(outBuf), SimtArg::integer(tiles)}),
+              "")
+        << tiles << " tiles";
+    // Each consumer warp wrote its own copy: rows [0, n) and [n, 2n).
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_EQ(out[i], 2.0f * in[i % in.size()]) << "element " << i << " of " << tiles << " tiles";
+  }
+}
+
 std::string registerKernel(int64_t increase, int64_t decrease, bool limit = true) {
   return std::string(R"(
 gpu.func @k(%out: memref<?xf32>) kernel attributes {)") +
