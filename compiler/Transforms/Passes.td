@@ -89,7 +89,8 @@ def LossSelectLoweringConfig : Pass<"loss-select-lowering-config", "::mlir::Modu
            "columns of the gradient products' block tile (gpu, wgmma; 0: block-cols)">,
     Option<"tma", "tma", "int64_t", "-1",
            "1: the logit products (and with block-k 64 the gradient products) load their "
-           "operands by TMA into swizzled stages (gpu, wgmma)">,
+           "operands by TMA into swizzled stages (gpu, wgmma); 2: the same copies issued by "
+           "a producer warp while the consumer warpgroups multiply">,
     Option<"vectorRegisters", "vector-registers", "int64_t", "-1",
            "vector registers of the target CPU, holding a vector<vector-width x f32> each "
            "(cpu: 32 with AVX-512, 16 with AVX, 8 with SSE); sizes the register tile">,

@@ -236,7 +236,7 @@ private:
   }
 
   /// The tensor map table and dims function of one (op, arch), when it has
-  /// maps (tile tma=1).
+  /// maps (tile tma=1 or 2).
   runtime::Error emitTensorMaps(std::ostream &os, const runtime::KernelBundle &b,
                                 const std::vector<std::string> &symbols, const std::string &tag,
                                 const FormulaCStyle &style) const {
