@@ -25,6 +25,37 @@ namespace {
 const char *kBars =
     "!nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>";
 
+/// `nvgpu.mbarrier.try_wait.parity` on barrier `id` (a value name).
+std::string waitOn(const std::string &id, const std::string &parity) {
+  return std::string("nvgpu.mbarrier.try_wait.parity %bar[") + id + "], " + parity +
+         ", %ticks : " + kBars + "\n";
+}
+
+/// `%name = nvgpu.mbarrier.arrive` on barrier `id`.
+std::string arriveOn(const std::string &name, const std::string &id) {
+  return "%" + name + " = nvgpu.mbarrier.arrive %bar[" + id + "] : " + kBars +
+         " -> !nvgpu.mbarrier.token\n";
+}
+
+/// The ring's four barriers, made and initialized by thread 0 before a
+/// block barrier: full 0 and 1 (32 arrivals: the producer warp), empty 0
+/// and 1 (`emptyCount` arrivals, a constant's name). Defines %bar, %t, %lane.
+std::string ringBarriers(const std::string &emptyCount) {
+  const std::string bars = kBars;
+  return "  %bar = nvgpu.mbarrier.create -> " + bars + R"(
+  %t = gpu.thread_id x
+  %t0 = arith.cmpi eq, %t, %c0 : index
+  scf.if %t0 {
+    nvgpu.mbarrier.init %bar[%c0], %c32 : )" + bars + R"(
+    nvgpu.mbarrier.init %bar[%c1], %c32 : )" + bars + R"(
+    nvgpu.mbarrier.init %bar[%c2], )" + emptyCount + " : " + bars + R"(
+    nvgpu.mbarrier.init %bar[%c3], )" + emptyCount + " : " + bars + R"(
+  }
+  gpu.barrier
+  %lane = arith.remui %t, %c32 : index
+)";
+}
+
 struct RingCase {
   bool producerFirst = true;   ///< the producer is the scf.if's first branch
   bool skipEmptyWait = false;  ///< the producer refills without waiting
@@ -33,15 +64,8 @@ struct RingCase {
 };
 
 std::string ringKernel(const RingCase &c) {
-  const std::string bars = kBars;
-  auto wait = [&](const std::string &id, const std::string &parity) {
-    return "nvgpu.mbarrier.try_wait.parity %bar[" + id + "], " + parity + ", %ticks : " + bars +
-           "\n";
-  };
-  auto arrive = [&](const std::string &name, const std::string &id) {
-    return "%" + name + " = nvgpu.mbarrier.arrive %bar[" + id + "] : " + bars +
-           " -> !nvgpu.mbarrier.token\n";
-  };
+  auto wait = waitOn;
+  auto arrive = arriveOn;
   std::string producer = R"(
     scf.for %k = %c0 to %n step %c1 {
       %s = arith.remui %k, %c2 : index
@@ -103,24 +127,9 @@ gpu.func @k(%in: memref<?xf32>, %out: memref<?xf32>, %n: index)
   %ticks = arith.constant 1000000 : index
   %true = arith.constant true
   %false = arith.constant false
-  %bar = nvgpu.mbarrier.create -> )" +
-         bars + R"(
-  %t = gpu.thread_id x
+)" + ringBarriers("%c32") + R"(
   %b = gpu.block_id x
   %bn = arith.muli %b, %n : index
-  %t0 = arith.cmpi eq, %t, %c0 : index
-  scf.if %t0 {
-    nvgpu.mbarrier.init %bar[%c0], %c32 : )" +
-         bars + R"(
-    nvgpu.mbarrier.init %bar[%c1], %c32 : )" +
-         bars + R"(
-    nvgpu.mbarrier.init %bar[%c2], %c32 : )" +
-         bars + R"(
-    nvgpu.mbarrier.init %bar[%c3], %c32 : )" +
-         bars + R"(
-  }
-  gpu.barrier
-  %lane = arith.remui %t, %c32 : index
   %first = arith.cmpi )" +
          (c.producerFirst ? "ult" : "uge") + R"(, %t, %c32 : index
   scf.if %first {)" +
@@ -207,15 +216,8 @@ TEST(ConcurrentTasks, ADeadlockNamesEveryWait) {
 // Each stage's "empty" barrier expects both consumer warps (64 arrivals),
 // so the producer waits for the second consumer task as well.
 std::string nestedRingKernel() {
-  const std::string bars = kBars;
-  auto wait = [&](const std::string &id, const std::string &parity) {
-    return "nvgpu.mbarrier.try_wait.parity %bar[" + id + "], " + parity + ", %ticks : " + bars +
-           "\n";
-  };
-  auto arrive = [&](const std::string &name, const std::string &id) {
-    return "%" + name + " = nvgpu.mbarrier.arrive %bar[" + id + "] : " + bars +
-           " -> !nvgpu.mbarrier.token\n";
-  };
+  auto wait = waitOn;
+  auto arrive = arriveOn;
   auto consumer = [&](const std::string &half) {
     return R"(
       scf.for %k = %c0 to %n step %c1 {
@@ -247,22 +249,7 @@ gpu.func @k(%in: memref<?xf32>, %out: memref<?xf32>, %n: index)
   %c32 = arith.constant 32 : index
   %c64 = arith.constant 64 : index
   %ticks = arith.constant 1000000 : index
-  %bar = nvgpu.mbarrier.create -> )" +
-         bars + R"(
-  %t = gpu.thread_id x
-  %t0 = arith.cmpi eq, %t, %c0 : index
-  scf.if %t0 {
-    nvgpu.mbarrier.init %bar[%c0], %c32 : )" +
-         bars + R"(
-    nvgpu.mbarrier.init %bar[%c1], %c32 : )" +
-         bars + R"(
-    nvgpu.mbarrier.init %bar[%c2], %c64 : )" +
-         bars + R"(
-    nvgpu.mbarrier.init %bar[%c3], %c64 : )" +
-         bars + R"(
-  }
-  gpu.barrier
-  %lane = arith.remui %t, %c32 : index
+)" + ringBarriers("%c64") + R"(
   %producer = arith.cmpi ult, %t, %c32 : index
   scf.if %producer {
     scf.for %k = %c0 to %n step %c1 {
