@@ -19,6 +19,19 @@ Value MatrixOperand::offset(KernelEmitter &e, Value line, Value k) const {
   return alongK(e, lineStart(e, line), k);
 }
 
+SmallVector<Value> TileMatmul::sweep(KernelEmitter &e, const MatrixOperand &a,
+                                     const MatrixOperand &b, const TileSweep &tiles,
+                                     Value kBegin, Value kEnd, ValueRange init,
+                                     ArrayRef<Value> scratch, const TileEpilogue &epilogue,
+                                     bool /*overlap*/) const {
+  return e.forLoop(tiles.begin, tiles.end, tiles.step, init,
+                   [&](KernelEmitter &le, Value iv, ValueRange state) {
+                     const BlockTile tile = tiles.tileAt(le, iv);
+                     Fragment f = multiply(le, a, b, tile, kBegin, kEnd, {}, scratch);
+                     return epilogue(le, tile, f, state);
+                   });
+}
+
 namespace {
 /// One registered strategy: the config value that selects it and its
 /// constructor (in its own file under Matmul/).

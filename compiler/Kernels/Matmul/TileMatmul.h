@@ -104,6 +104,23 @@ struct ScratchBuffer {
   int64_t rowElements = 0;
 };
 
+/// The tiles one block multiplies in turn: for iv = begin, begin + step, …
+/// below end, the tile `tileAt(iv)` (all of the strategy's block shape).
+struct TileSweep {
+  mlir::Value begin, end, step;
+  std::function<BlockTile(KernelEmitter &, mlir::Value iv)> tileAt;
+
+  /// How many tiles: ⌈(end − begin) / step⌉ (end ≥ begin).
+  mlir::Value count(KernelEmitter &e) const { return e.ceilDiv(e.sub(end, begin), step); }
+  /// iv of the t-th tile.
+  mlir::Value at(KernelEmitter &e, mlir::Value t) const { return e.add(begin, e.mul(t, step)); }
+};
+
+/// What a sweep does with each tile's product: the carried state after the
+/// tile, from its fragment (values filled) and the state before it.
+using TileEpilogue = std::function<llvm::SmallVector<mlir::Value>(
+    KernelEmitter &, const BlockTile &, Fragment &, mlir::ValueRange state)>;
+
 /// A strategy for multiplying block tiles.
 class TileMatmul {
 public:
@@ -134,6 +151,22 @@ public:
                             const BlockTile &tile, mlir::Value kBegin, mlir::Value kEnd,
                             mlir::ValueRange init = {},
                             llvm::ArrayRef<mlir::Value> scratch = {}) const = 0;
+
+  /// For each tile t of `tiles` in order: its product over [kBegin, kEnd)
+  /// from zero (multiply()), then `epilogue`, which carries `init` through
+  /// the tiles; returns the final state. By default a loop of multiply()
+  /// and epilogue. With `overlap`, the caller promises that the epilogue
+  /// synchronizes nothing (no block barrier, no product of its own, no
+  /// shared memory) and reads nothing another thread's epilogue writes: a
+  /// strategy may then run the products ahead of the epilogues (tma=2: the
+  /// producer warp copies tile t + 1's operands while the consumers finish
+  /// tile t), and a thread that owns no element of C (the producer warp)
+  /// may skip the epilogues and return `init`.
+  virtual llvm::SmallVector<mlir::Value>
+  sweep(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b, const TileSweep &tiles,
+        mlir::Value kBegin, mlir::Value kEnd, mlir::ValueRange init,
+        llvm::ArrayRef<mlir::Value> scratch, const TileEpilogue &epilogue,
+        bool overlap = false) const;
 };
 
 /// The strategy `kind` names, for blocks of `tile.threads` threads.

@@ -73,6 +73,13 @@
 // have nothing to trade. The interpreter runs the two roles as tasks that
 // wait on each other (testing/simt/ExecTasks.cpp).
 //
+// A sweep of tiles (sweep(): lce_partial's column tiles) with tma=2 and an
+// epilogue that synchronizes nothing is one ring sequence through all its
+// tiles: copy g is k tile g mod numK of tile g / numK, in stage g mod
+// stages, so the producer copies the next tile's first k tiles while the
+// consumers retire this tile's last group and fold it; the ring does not
+// drain at every tile boundary as separate products would.
+//
 // Not yet: clusters, a persistent grid, 128×256 tiles (two consumer
 // warpgroups of 64×256 need a producer warpgroup that gives them its
 // registers and skips the epilogue); see issue 13.
@@ -108,6 +115,21 @@ constexpr int64_t kWaitTicks = 1000000;
 
 
 class Wgmma : public TileMatmul {
+  /// Where the calling thread sits in the block.
+  struct Lanes {
+    Value tid, lane, group, quad; ///< lane / 4 and lane % 4.
+    Value warpgroupRow;           ///< 64 · warpgroup: its first tile row.
+    Value warpRow;                ///< the warp's first tile row.
+    Value consumer;               ///< i1, tile tma=2: a consumer warpgroup's thread.
+  };
+
+  /// One operand's ring: `lines` lines per stage.
+  struct Staged {
+    Value ring;
+    int64_t lines;
+    bool kMajor;
+  };
+
 public:
   explicit Wgmma(const TileConfig &tile)
       : bm(tile.blockRows), bn(tile.blockCols), bk(tile.blockK), stages(tile.stages),
@@ -207,6 +229,51 @@ public:
   Fragment multiply(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
                     const BlockTile &tile, Value kBegin, Value kEnd, ValueRange init,
                     ArrayRef<Value> buffers) const override {
+    return product(e, a, b, tile, kBegin, kEnd, init, buffers, /*allowTma=*/true);
+  }
+
+  SmallVector<Value> sweep(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
+                           const TileSweep &tiles, Value kBegin, Value kEnd, ValueRange init,
+                           ArrayRef<Value> buffers, const TileEpilogue &epilogue,
+                           bool overlap) const override {
+    assert(buffers.size() >= 2 && "wgmma: the operand rings");
+    Staged sa{buffers[0], bm, isKMajor(a)}, sb{buffers[1], bn, isKMajor(b)};
+    if (!ws || !overlap || !byTma(a, b, sa, sb, buffers))
+      return TileMatmul::sweep(e, a, b, tiles, kBegin, kEnd, init, buffers, epilogue, overlap);
+    // The previous product's last reads of the ring.
+    gpuBarrier(e);
+    return e.ifElseValues(
+        e.cmpI(arith::CmpIPredicate::ne, e.andI(a.tensorMapReady, b.tensorMapReady), e.index(0)),
+        [&](KernelEmitter &te) {
+          return pipelinedSweep(te, a, b, tiles, kBegin, kEnd, init, sa, sb, buffers[2],
+                                buffers[3], epilogue);
+        },
+        [&](KernelEmitter &ce) {
+          // The maps could not be encoded: tile by tile through cp.async.
+          return ce.forLoop(tiles.begin, tiles.end, tiles.step, init,
+                            [&](KernelEmitter &le, Value iv, ValueRange state) {
+                              const BlockTile tile = tiles.tileAt(le, iv);
+                              Fragment f = product(le, a, b, tile, kBegin, kEnd, {}, buffers,
+                                                   /*allowTma=*/false);
+                              return epilogue(le, tile, f, state);
+                            });
+        });
+  }
+
+private:
+  /// Whether a product of `a` and `b` may copy by TMA: tile tma ≥ 1, the
+  /// ring's mbarriers prepared, both operands with tensor maps whose boxes
+  /// fill the stages.
+  bool byTma(const MatrixOperand &a, const MatrixOperand &b, const Staged &sa, const Staged &sb,
+             ArrayRef<Value> buffers) const {
+    return tma && buffers.size() == (ws ? 4u : 3u) && a.tensorMap && b.tensorMap &&
+           tmaCopies(sa) && tmaCopies(sb);
+  }
+
+  /// multiply(); without `allowTma`, through the cp.async ring only.
+  Fragment product(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
+                   const BlockTile &tile, Value kBegin, Value kEnd, ValueRange init,
+                   ArrayRef<Value> buffers, bool allowTma) const {
     assert(buffers.size() >= 2 && "wgmma: the operand rings");
     Fragment f = layout(e, tile);
     Lanes l = lanes(e);
@@ -214,10 +281,8 @@ public:
     // The previous tile's last products may still read the ring.
     gpuBarrier(e);
     Value acc = initialAccumulator(e, init, f);
-    const bool byTma = tma && buffers.size() == (ws ? 4u : 3u) && a.tensorMap &&
-                       b.tensorMap && tmaCopies(sa) && tmaCopies(sb);
     Value result;
-    if (byTma)
+    if (allowTma && byTma(a, b, sa, sb, buffers))
       result = e.ifElse(
           e.cmpI(arith::CmpIPredicate::ne, e.andI(a.tensorMapReady, b.tensorMapReady), e.index(0)),
           [&](KernelEmitter &te) {
@@ -232,31 +297,20 @@ public:
     else
       result = copiedProduct(e, a, b, tile, kBegin, kEnd, acc, sa, sb, l);
 
-    OpBuilder &b0 = e.builder();
+    fillFragment(e, f, result);
+    return f;
+  }
+
+  /// `f`'s values from the accumulator struct `acc`.
+  void fillFragment(KernelEmitter &e, Fragment &f, Value acc) const {
+    OpBuilder &b = e.builder();
     f.values.assign(f.rows.size() * f.cols.size(), Value());
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t j = 0; j < bn / 8; ++j)
         for (int64_t q = 0; q < 2; ++q)
-          f.at(h, j * 2 + q) = LLVM::ExtractValueOp::create(b0, e.location(), result,
-                                                            ArrayRef<int64_t>{register_(h, j, q)});
-    return f;
+          f.at(h, j * 2 + q) = LLVM::ExtractValueOp::create(b, e.location(), acc,
+                                                           ArrayRef<int64_t>{register_(h, j, q)});
   }
-
-private:
-  /// Where the calling thread sits in the block.
-  struct Lanes {
-    Value tid, lane, group, quad; ///< lane / 4 and lane % 4.
-    Value warpgroupRow;           ///< 64 · warpgroup: its first tile row.
-    Value warpRow;                ///< the warp's first tile row.
-    Value consumer;               ///< i1, tile tma=2: a consumer warpgroup's thread.
-  };
-
-  /// One operand's ring: `lines` lines per stage.
-  struct Staged {
-    Value ring;
-    int64_t lines;
-    bool kMajor;
-  };
 
   /// The product through the cp.async ring in the no-swizzle layout: `acc`
   /// plus A·Bᵀ over [kBegin, kEnd), as the accumulator struct.
@@ -478,6 +532,101 @@ private:
     return result;
   }
 
+  /// sweep() with tile tma=2 and ready maps: one ring sequence through
+  /// every tile of the sweep. Copy g (k tile g mod numK of tile g / numK)
+  /// takes stage g mod stages at use g / stages, so the producer warp runs
+  /// up to `stages` k tiles ahead across tile boundaries: it copies tile
+  /// t + 1's first k tiles while the consumers run tile t's epilogue. The
+  /// consumers retire each tile's last wgmma group before its epilogue;
+  /// the producer warp skips the epilogues (its fragment is empty) and
+  /// returns `init`.
+  SmallVector<Value> pipelinedSweep(KernelEmitter &e, const MatrixOperand &a,
+                                    const MatrixOperand &b, const TileSweep &tiles, Value kBegin,
+                                    Value kEnd, ValueRange init, const Staged &sa,
+                                    const Staged &sb, Value full, Value empty,
+                                    const TileEpilogue &epilogue) const {
+    Lanes l = lanes(e);
+    Value numK = e.ceilDiv(e.sub(kEnd, kBegin), e.index(bk));
+    Value count = tiles.count(e);
+    Value total = e.mul(count, numK);
+    Value ringA = ringAddress(e, sa), ringB = ringAddress(e, sb);
+    Type elem = cast<MemRefType>(sa.ring.getType()).getElementType();
+    Value mapA = mapOf(e, a, sa, elem), mapB = mapOf(e, b, sb, elem);
+    const int64_t inFlight = stages >= 3 ? 1 : 0;
+    Value warpgroupLeader = e.cmpI(arith::CmpIPredicate::eq, e.remUI(l.tid, e.index(kWarpgroup)),
+                                   e.index(0));
+    auto release = [&](KernelEmitter &re, Value slot) {
+      re.ifThen(warpgroupLeader, [&](KernelEmitter &ie) {
+        nvgpu::MBarrierArriveOp::create(ie.builder(), ie.location(),
+                                        nvgpu::MBarrierTokenType::get(ie.builder().getContext()),
+                                        empty, ie.remUI(slot, ie.index(stages)));
+      });
+    };
+    SmallVector<Value> state = e.ifElseValues(
+        isConsumer(e, l),
+        [&](KernelEmitter &ce) {
+          return ce.forLoop(ce.index(0), count, ce.index(1), init,
+                            [&](KernelEmitter &te, Value t, ValueRange carried) {
+            const BlockTile tile = tiles.tileAt(te, tiles.at(te, t));
+            Fragment f = layout(te, tile);
+            Value first = te.mul(t, numK); // the tile's first slot
+            Value acc = initialAccumulator(te, {}, f);
+            acc = retiredLoop(te, numK, acc, [&](KernelEmitter &ie) {
+              SmallVector<Value> it{acc};
+              it = ie.forLoop(ie.index(0), numK, ie.index(1), it,
+                              [&](KernelEmitter &le, Value kt, ValueRange c) {
+                Value slot = le.add(first, kt);
+                waitForUse(le, full, slot, 0);
+                Value d = stageProduct(le, c[0], ringA, ringB, sa, sb,
+                                       le.remUI(slot, le.index(stages)), l, inFlight,
+                                       /*swizzled=*/true);
+                // The group of step kt − inFlight retired: its stage is free.
+                if (inFlight)
+                  le.ifThen(le.cmpI(arith::CmpIPredicate::uge, kt, le.index(inFlight)),
+                            [&](KernelEmitter &re) { release(re, re.sub(slot, re.index(1))); });
+                else
+                  release(le, slot);
+                return SmallVector<Value>{d};
+              });
+              NVVM::WgmmaWaitGroupSyncOp::create(ie.builder(), ie.location(), 0);
+              Value done = fenceAccumulators(ie, it[0]);
+              if (inFlight)
+                release(ie, ie.sub(ie.add(first, numK), ie.index(1)));
+              return done;
+            });
+            fillFragment(te, f, acc);
+            return epilogue(te, tile, f, carried);
+          });
+        },
+        [&](KernelEmitter &pe) {
+          Value producerLeader =
+              pe.cmpI(arith::CmpIPredicate::eq, l.tid, pe.index(consumers() * kWarpgroup));
+          pe.ifThen(producerLeader, [&](KernelEmitter &ie) {
+            ie.forLoop(ie.index(0), total, ie.index(1), {},
+                       [&](KernelEmitter &le, Value slot, ValueRange) {
+              Value t = le.divUI(slot, numK);
+              const BlockTile tile = tiles.tileAt(le, tiles.at(le, t));
+              // Use u ≥ 1 of a stage waits for the consumers' release of
+              // use u − 1.
+              le.ifThen(le.cmpI(arith::CmpIPredicate::uge, slot, le.index(stages)),
+                        [&](KernelEmitter &we) { waitForUse(we, empty, slot, 1); });
+              copyTile(le, TmaTiles{a, b, tile, kBegin, sa, sb, mapA, mapB, full},
+                       le.sub(slot, le.mul(t, numK)), slot);
+              return SmallVector<Value>{};
+            });
+          });
+          return SmallVector<Value>(init);
+        });
+    // Even phase counts on both rings, once no thread waits on any of the
+    // sweep's phases.
+    gpuBarrier(e);
+    e.ifThen(e.cmpI(arith::CmpIPredicate::eq, l.tid, e.index(0)),
+             [&](KernelEmitter &ie) { evenPhases(ie, full, total); });
+    e.ifThen(e.andI(warpgroupLeader, isConsumer(e, l)),
+             [&](KernelEmitter &ie) { evenPhases(ie, empty, total); });
+    return state;
+  }
+
   /// What copying a k tile by TMA needs.
   struct TmaTiles {
     const MatrixOperand &a, &b;
@@ -495,13 +644,14 @@ private:
 
   /// By one thread: k tile `kt` into its stage — the arrival that expects
   /// the stage's bytes, then the boxes (coordinates relative to the
-  /// operands' origins, a chunk's dZ).
-  void copyTile(KernelEmitter &e, const TmaTiles &c, Value kt) const {
+  /// operands' origins, a chunk's dZ). `slot`: the copy's place in the
+  /// ring's sequence when it differs from kt (a sweep's later tiles).
+  void copyTile(KernelEmitter &e, const TmaTiles &c, Value kt, Value slot = {}) const {
     const int64_t stageBytes = (bm + bn) * bk * 2;
     auto relative = [](KernelEmitter &ce, Value v, Value origin) {
       return origin ? ce.sub(v, origin) : v;
     };
-    Value stage = e.remUI(kt, e.index(stages));
+    Value stage = e.remUI(slot ? slot : kt, e.index(stages));
     Value k0 = e.add(c.kBegin, e.mul(kt, e.index(bk)));
     nvgpu::MBarrierArriveExpectTxOp::create(e.builder(), e.location(), c.bars,
                                             e.index(stageBytes), stage, Value());

@@ -160,3 +160,19 @@ Value KernelEmitter::ifElse(Value cond, const std::function<Value(KernelEmitter 
       });
   return op.getResult(0);
 }
+
+KernelEmitter::Values
+KernelEmitter::ifElseValues(Value cond, const std::function<Values(KernelEmitter &)> &then,
+                            const std::function<Values(KernelEmitter &)> &otherwise) {
+  auto op = scf::IfOp::create(
+      b, loc, cond,
+      [&](OpBuilder &nb, Location nloc) {
+        KernelEmitter inner = at(nb, nloc);
+        scf::YieldOp::create(nb, nloc, then(inner));
+      },
+      [&](OpBuilder &nb, Location nloc) {
+        KernelEmitter inner = at(nb, nloc);
+        scf::YieldOp::create(nb, nloc, otherwise(inner));
+      });
+  return Values(op.getResults());
+}

@@ -120,6 +120,10 @@ public:
   /// scf.if yielding one value from each branch.
   mlir::Value ifElse(mlir::Value cond, const std::function<mlir::Value(KernelEmitter &)> &then,
                      const std::function<mlir::Value(KernelEmitter &)> &otherwise);
+  using Values = llvm::SmallVector<mlir::Value>;
+  /// scf.if yielding several values from each branch (their types agree).
+  Values ifElseValues(mlir::Value cond, const std::function<Values(KernelEmitter &)> &then,
+                      const std::function<Values(KernelEmitter &)> &otherwise);
 
 private:
   mlir::OpBuilder &b;

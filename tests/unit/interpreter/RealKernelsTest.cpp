@@ -648,9 +648,12 @@ TEST(WgmmaKernels, TmaAndCpAsyncGiveTheSameBits) {
 TEST(WgmmaKernels, WarpSpecializedProducerAndConsumers) {
   // Two consumer warpgroups, four k tiles through 3 stages.
   checkWgmma({9, 150, 200}, "matmul=wgmma block-k=64 stages=3 tma=2");
-  // One split: three products per block, so the phases are evened out
-  // between products on both rings.
+  // One split: a sweep of three column tiles per block, one ring sequence
+  // of twelve k tiles through them (the producer runs into the next tile).
   checkWgmma({9, 150, 200}, "matmul=wgmma block-k=64 stages=3 splits=1 tma=2");
+  // Eight splits of 3 columns over V = 20: the last split has no column
+  // tile (a sweep without a copy).
+  checkWgmma({9, 20, 64}, "matmul=wgmma block-k=64 stages=3 splits=8 tma=2");
   // One consumer warpgroup, two stages (no wgmma group in flight), bias.
   Case c{70, 200, 72};
   c.dtype = "bf16";

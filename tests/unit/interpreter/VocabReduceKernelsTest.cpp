@@ -47,6 +47,7 @@ struct Case {
   bool teacherBias = false;
   double teacherScale = 1.0;
   double jsdBeta = 0.5; ///< β of jsd / mixture_kl.
+  std::string chip = "sm_80"; ///< the GPU lowering's chip.
 };
 
 std::string describe(const Case &c) {
@@ -224,7 +225,7 @@ protected:
     ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
     auto tile = TileConfig::parse(c.tile);
     ASSERT_TRUE(static_cast<bool>(tile)) << llvm::toString(tile.takeError());
-    std::vector<Stage> stages = gpuStages(GpuTarget{}, *tile);
+    std::vector<Stage> stages = gpuStages(GpuTarget{c.chip}, *tile);
     while (stages.back().name != "kernels")
       stages.pop_back();
     auto timings = runStages(**graph, stages);
@@ -515,6 +516,31 @@ TEST_F(VocabReduceKernels, TeacherLogitsTakeTheStudentsTileProduct) {
     tc.teacherBias = true;
     tc.teacherScale = 0.8;
     tc.tile = "matmul=mma_sync";
+    checkForward(tc, "simt");
+    checkBackward(tc, "simt");
+  }
+}
+
+TEST_F(VocabReduceKernels, HopperWarpSpecializedSweeps) {
+  // sm_90a, tile tma=2: without a teacher, lce_partial's sweep over a
+  // split's column tiles runs one TMA ring through all of them (the
+  // producer warp copies the next tile while the consumers fold this one);
+  // with one, each tile forms two products (the teacher's operands carry no
+  // tensor maps: the cp.async ring), so the sweep goes tile by tile.
+  // D and T are multiples of 8 (16-byte rows): the runtime encodes the maps;
+  // three k tiles per column tile and three column tiles per split wrap the
+  // three-stage ring across tiles.
+  for (int64_t teacherDim : {0, 40}) {
+    SCOPED_TRACE(teacherDim);
+    Case tc{20, 300, 136, "bf16"};
+    if (teacherDim) {
+      tc.statistics = {"lse", "teacher_lse", "teacher_entropy", "cross_entropy"};
+      tc.teacherDim = teacherDim;
+      tc.teacherBias = true;
+      tc.teacherScale = 0.8;
+    }
+    tc.chip = "sm_90a";
+    tc.tile = "matmul=wgmma,block_k=64,stages=3,splits=2,tma=2";
     checkForward(tc, "simt");
     checkBackward(tc, "simt");
   }

@@ -72,11 +72,15 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
       rowTeacherLse.push_back(e.load(a["row_teacher_lse"], r));
     }
   Value beta = dependent ? e.real(s.spec.jsdBeta) : Value();
-  SmallVector<Value> state = e.forLoop(
-      colBegin, colEnd, e.index(cols), stats.identity(e, rows),
-      [&](KernelEmitter &le, Value c0, ValueRange it) {
-        const BlockTile tile{rowBase, bn, n, c0, cols, colEnd};
-        Fragment z = s.matmul.multiply(le, xs, ws, tile, le.index(0), d, {}, scratch);
+  // The split's column tiles in order.
+  const TileSweep tiles{colBegin, colEnd, e.index(cols), [&](KernelEmitter &, Value c0) {
+                          return BlockTile{rowBase, bn, n, c0, cols, colEnd};
+                        }};
+  // Each thread folds its own fragment: the epilogue synchronizes nothing
+  // unless it forms the teacher's product too.
+  SmallVector<Value> state = s.matmul.sweep(
+      e, xs, ws, tiles, e.index(0), d, stats.identity(e, rows), scratch,
+      [&](KernelEmitter &le, const BlockTile &tile, Fragment &z, ValueRange it) {
         // The teacher's logits of the same tile, by the same product.
         Fragment u;
         if (s.spec.hasTeacher)
@@ -112,7 +116,8 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
               next, stats.pushMany(le, stats.row(it, i), logits, z.colValid, inputs));
         }
         return next;
-      });
+      },
+      /*overlap=*/!s.spec.hasTeacher);
   // Rows past N are never written.
   stats.mergeFragmentRows(e, shape.sharing, shared, state, bn,
                           [&](KernelEmitter &we, Value tileRow, ValueRange merged) {
