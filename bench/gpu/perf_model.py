@@ -215,6 +215,18 @@ VARIANTS = [
      "matmul=wgmma block-k=64 stages=2 tma=2", "backward"),
     ("fused-wgmma-spec-ws256m", "fused", ", workspace_bytes = 268435456 : i64",
      "matmul=wgmma block-k=64 stages=2 tma=2", "fused"),
+    # persistent=132 (opt-in): the gradient-side products (dZ, dX, dW,
+    # lce_fused_z) on one block per SM of an H200, each sweeping its tiles;
+    # on auto's tiles (128x128 logits) and with the producer warp (one TMA
+    # ring through a block's tiles). The model has no overlap: it sees the
+    # grid, not the ring that no longer drains between tiles.
+    ("bwd-chunked-wgmma-persist-ws256m", "backward", ", workspace_bytes = 268435456 : i64",
+     "matmul=wgmma block-cols=128 persistent=132", "backward"),
+    ("fused-wgmma-persist-ws256m", "fused", ", workspace_bytes = 268435456 : i64",
+     "matmul=wgmma block-cols=128 persistent=132", "fused"),
+    ("bwd-chunked-wgmma-spec-persist-ws256m", "backward",
+     ", workspace_bytes = 268435456 : i64",
+     "matmul=wgmma block-k=64 stages=2 tma=2 persistent=132", "backward"),
 ]
 # The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
 # adds nothing to the other variants that sm_90 does not show.
@@ -775,7 +787,7 @@ def issue_factor(chip, unit, hot):
     return min(1.0, ISSUE_PER_CLOCK * per["fma.rn.f32"] / (insns * fma_rate))
 
 
-def occupancy_factor(chip, unit, occ, blocks, warps_per_block):
+def occupancy_factor(chip, unit, occ, blocks, warps_per_block, persistent=0):
     """f_occ = min(1, W_avg / W_sat).
 
     W_avg is the average number of warps resident per SM while the grid
@@ -784,13 +796,19 @@ def occupancy_factor(chip, unit, occ, blocks, warps_per_block):
     grid fill into one number: a grid smaller than the machine (one block,
     one thread per row of a small chunk) leaves SMs idle or nearly so, and
     the model says so. W_sat is W_SAT_TENSOR warps for tensor-core kernels
-    and W_SAT_SIMT for the rest.
+    and W_SAT_SIMT for the rest. A persistent kernel (`persistent` = P
+    blocks, `blocks` its tiles) runs its tiles in waves of at most P: the
+    busiest block takes ceil(tiles / P) of them, which a grid of one wave
+    does not show.
     """
     c = CHIPS[chip]
     if occ["blocks_per_sm"] == 0:
         return 0.0
     sat = W_SAT_TENSOR if unit == "tensor core" else W_SAT_SIMT
-    waves = cdiv(blocks, c["sms"] * occ["blocks_per_sm"])
+    concurrent = c["sms"] * occ["blocks_per_sm"]
+    if persistent:
+        concurrent = min(concurrent, persistent)
+    waves = cdiv(blocks, concurrent)
     avg = min(occ["warps_per_sm"], blocks * warps_per_block / (waves * c["sms"]))
     return min(1.0, avg / sat)
 
@@ -811,6 +829,13 @@ def model_kernel(chip, shape, plan, kernel, ptx, info, e):
     blocks = 1
     for g in kernel["grid"]:
         blocks *= evaluate(g, grid_env)
+    # Tile persistent=P: grid.x is min(tiles, P) and each block sweeps
+    # tiles; the waves are the tiles'.
+    tiles, persistent = blocks, 0
+    swept = re.fullmatch(r"min\((.*),(\d+)\)", kernel["grid"][0])
+    if plan["tile"].get("persistent") and swept:
+        persistent = int(swept.group(2))
+        tiles = evaluate(swept.group(1), grid_env)
     threads = kernel["block"][0] * kernel["block"][1] * kernel["block"][2]
     smem = info["smem"] + kernel["dynamic_smem"]
     occ = occupancy(chip, info["registers"], smem, threads)
@@ -834,7 +859,7 @@ def model_kernel(chip, shape, plan, kernel, ptx, info, e):
     t_l2 = w["tile_bytes"] / c["l2_bw"]
     t_smem = w["smem_bytes"] / smem_bw
     f_issue = issue_factor(chip, unit, hot)
-    f_occ = occupancy_factor(chip, unit, occ, blocks, cdiv(threads, 32))
+    f_occ = occupancy_factor(chip, unit, occ, tiles, cdiv(threads, 32), persistent)
     overhead = launches * T_LAUNCH
     if f_occ > 0:
         t_est = max(t_flop / f_issue, t_dram, t_smem) / f_occ + overhead

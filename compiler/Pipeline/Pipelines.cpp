@@ -117,8 +117,22 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
   // input IR already carries keeps its other fields.
   const TileConfig defaults = TileConfig::forMatmul(tile.matmul);
   std::string select = "target=gpu chip=" + target.chip;
-  if (tile.automatic)
+  if (tile.automatic) {
     select += " matmul=auto";
+    // The knobs a caller set go over each op's choice, as given.
+    const TileConfig::Knobs &o = tile.overrides;
+    for (auto [name, value] : {std::pair<const char *, int64_t>{"block-rows", o.blockRows},
+                               {"threads", o.threads},
+                               {"splits", o.splits},
+                               {"stages", o.stages},
+                               {"block-cols", o.blockCols},
+                               {"block-k", o.blockK},
+                               {"grad-cols", o.gradCols},
+                               {"tma", o.tma},
+                               {"persistent", o.persistent}})
+      if (value != -1)
+        select += " " + std::string(name) + "=" + std::to_string(value);
+  }
   // The strategy first: selecting it starts from its own tile.
   else if (tile.matmul != TileConfig().matmul)
     select += " matmul=" + loss::stringifyMatmulKind(tile.matmul).str();
@@ -134,6 +148,7 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
   knob("block-k", tile.blockK, defaults.blockK);
   knob("grad-cols", tile.gradCols, defaults.gradCols);
   knob("tma", tile.tma, defaults.tma);
+  knob("persistent", tile.persistent, defaults.persistent);
   stages.push_back({"kernels", "builtin.module(loss-select-lowering-config{" + select +
                                    "},loss-lower-to-gpu{chip=" + target.chip +
                                    "},canonicalize,cse)"});

@@ -55,6 +55,7 @@ struct GpuPipelineOptions : PassPipelineOptions<GpuPipelineOptions> {
   Option<int64_t> blockK{*this, "block-k", llvm::cl::init(-1)};
   Option<int64_t> gradCols{*this, "grad-cols", llvm::cl::init(-1)};
   Option<int64_t> tma{*this, "tma", llvm::cl::init(-1)};
+  Option<int64_t> persistent{*this, "persistent", llvm::cl::init(-1)};
 };
 
 struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
@@ -86,14 +87,15 @@ void lossjit::registerLossJITPasses() {
         [](OpPassManager &pm, const GpuPipelineOptions &o) {
           GpuTarget target{o.chip, o.features};
           using Matmul = GpuPipelineOptions::Matmul;
+          const TileConfig::Knobs knobs{o.blockRows, o.threads,  o.splits, o.stages,    o.blockCols,
+                                        o.blockK,    o.gradCols, o.tma,    o.persistent};
           TileConfig tile =
               o.matmul == Matmul::automatic
-                  ? TileConfig::automaticChoice()
+                  ? TileConfig::automaticChoice(knobs)
                   : TileConfig::forMatmul(o.matmul == Matmul::mma_sync ? loss::MatmulKind::mma_sync
                                           : o.matmul == Matmul::wgmma  ? loss::MatmulKind::wgmma
                                                                        : loss::MatmulKind::simt)
-                        .with({o.blockRows, o.threads, o.splits, o.stages, o.blockCols,
-                               o.blockK, o.gradCols, o.tma});
+                        .with(knobs);
           (void)addStages(pm, gpuStages(target, tile));
         });
     PassPipelineRegistration<CpuPipelineOptions>(

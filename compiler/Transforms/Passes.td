@@ -91,6 +91,9 @@ def LossSelectLoweringConfig : Pass<"loss-select-lowering-config", "::mlir::Modu
            "1: the logit products (and with block-k 64 the gradient products) load their "
            "operands by TMA into swizzled stages (gpu, wgmma); 2: the same copies issued by "
            "a producer warp while the consumer warpgroups multiply">,
+    Option<"persistent", "persistent", "int64_t", "-1",
+           "the most blocks the gradient-side product kernels launch, each sweeping "
+           "several tiles (gpu, tensor cores; 0: a block per tile)">,
     Option<"vectorRegisters", "vector-registers", "int64_t", "-1",
            "vector registers of the target CPU, holding a vector<vector-width x f32> each "
            "(cpu: 32 with AVX-512, 16 with AVX, 8 with SSE); sizes the register tile">,

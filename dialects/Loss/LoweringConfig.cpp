@@ -12,7 +12,8 @@ using namespace lossjit::loss;
 
 std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads,
                                           int64_t splits, int64_t stages, int64_t blockCols,
-                                          int64_t blockK, int64_t gradCols, int64_t tma) {
+                                          int64_t blockK, int64_t gradCols, int64_t tma,
+                                          int64_t persistent) {
   auto text = [](int64_t v) { return std::to_string(v); };
   if (threads < 32 || threads > 1024 || !llvm::isPowerOf2_64(threads))
     return "tile threads must be a power of two in [32, 1024], got " + text(threads);
@@ -32,6 +33,14 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
   if (tma != 0 && matmul != MatmulKind::wgmma)
     return "tile tma is for matmul wgmma (TMA tiles in the swizzled layouts wgmma reads), got "
            "matmul " +
+           stringifyMatmulKind(matmul).str();
+  if (persistent < 0 || persistent > kMaxPersistentBlocks)
+    return "tile persistent must be 0 (a block per tile) or the most blocks a product kernel "
+           "launches, in [1, " +
+           text(kMaxPersistentBlocks) + "], got " + text(persistent);
+  // The SIMT kernels' blocks sweep their own loops already.
+  if (persistent != 0 && !isTensorCoreMatmul(matmul))
+    return "tile persistent is for tensor-core products (matmul mma_sync or wgmma), got matmul " +
            stringifyMatmulKind(matmul).str();
   if (matmul == MatmulKind::simt) {
     if (blockRows < 1 || blockRows > 16)
@@ -145,9 +154,10 @@ Attribute lossjit::loss::getLoweringConfig(Operation *op) {
 LogicalResult GpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError, Schedule schedule,
                                     MatmulKind matmul, int64_t blockRows, int64_t threads,
                                     int64_t splits, int64_t stages, int64_t blockCols,
-                                    int64_t blockK, int64_t gradCols, int64_t tma) {
-  std::string why =
-      checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK, gradCols, tma);
+                                    int64_t blockK, int64_t gradCols, int64_t tma,
+                                    int64_t persistent) {
+  std::string why = checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK,
+                                   gradCols, tma, persistent);
   if (!why.empty())
     return emitError() << why;
   // The recompute kernels form logits in SIMT tiles inside dX/dW; the

@@ -24,11 +24,14 @@ inline constexpr llvm::StringLiteral kTensorMapsAttrName = "loss.tensor_maps";
 /// honours.
 inline constexpr llvm::StringLiteral kDynamicSharedAlignAttrName = "loss.dynamic_shared_align";
 
+/// The most blocks tile persistent may name (grid.x of the kernels it
+/// applies to; a multiple of any SM count in sight).
+inline constexpr int64_t kMaxPersistentBlocks = 65536;
 /// The rules every GPU tile must meet; "" when it does, else why not (the
 /// attribute's verifier and the compiler's TileConfig share them).
 std::string checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads, int64_t splits,
-                           int64_t stages, int64_t blockCols, int64_t blockK,
-                           int64_t gradCols = 0, int64_t tma = 0);
+                           int64_t stages, int64_t blockCols, int64_t blockK, int64_t gradCols = 0,
+                           int64_t tma = 0, int64_t persistent = 0);
 /// Whether `matmul` multiplies on tensor cores (16-bit operands, f32
 /// accumulators): mma_sync and wgmma.
 inline bool isTensorCoreMatmul(MatmulKind matmul) { return matmul != MatmulKind::simt; }

@@ -80,7 +80,12 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     warpgroups' count and the other kernels' block) whose first thread
     issues the copies while the consumer warpgroups multiply, each stage
     released through a second mbarrier ring instead of a block barrier per
-    k step.
+    k step. `persistent = P` (tensor-core matmuls; 0: off) launches the
+    gradient-side product kernels (lce_bwd_dz, lce_fused_z, lce_bwd_dx,
+    lce_bwd_dw) on at most P blocks, each taking tiles blockIdx.x,
+    blockIdx.x + P, … of the grid a block per tile would have (row blocks
+    first); with `tma = 2` one TMA ring runs through all of a block's
+    tiles. P is typically the device's SM count.
 
     Example: `#loss.gpu_config<schedule = forward, matmul = simt,
     block_rows = 4, threads = 128, splits = 8, stages = 1>`,
@@ -95,7 +100,8 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
                         DefaultValuedParameter<"int64_t", "0">:$block_cols,
                         DefaultValuedParameter<"int64_t", "0">:$block_k,
                         DefaultValuedParameter<"int64_t", "0">:$grad_cols,
-                        DefaultValuedParameter<"int64_t", "0">:$tma);
+                        DefaultValuedParameter<"int64_t", "0">:$tma,
+                        DefaultValuedParameter<"int64_t", "0">:$persistent);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

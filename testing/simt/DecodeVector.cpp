@@ -153,6 +153,25 @@ std::optional<llvm::Error> Decoder::decodeVectorOp(Operation &op) {
   // ("=f,...,0,1,..."): the wgmma accumulator fence, an identity on values
   // (the order it imposes is the compiler's concern).
   if (auto fence = dyn_cast<LLVM::InlineAsmOp>(o)) {
+    // The one-register form ("=r,0" on an i32): an opaque copy of an
+    // integer (opaqueThreadIdx), which keeps LLVM from hoisting.
+    if (fence.getConstraints() == "=r,0") {
+      if (!llvm::StringRef(fence.getAsmString()).trim().empty() || !fence.getHasSideEffects() ||
+          fence.getNumOperands() != 1 || !fence.getRes() ||
+          !fence.getOperand(0).getType().isInteger(32) || !fence.getRes().getType().isInteger(32))
+        return unsupported(o, "llvm.inline_asm (\"=r,0\": only the empty fence of one i32)");
+      instr.opc = Opc::IntCastU;
+      instr.ty = instr.rty = ElementType::I32;
+      instr.width = 32;
+      instr.lanes = 1;
+      instr.a = use(fence.getOperand(0));
+      auto res = define(fence.getRes(), o);
+      if (!res)
+        return res.takeError();
+      instr.res = *res;
+      emit(instr);
+      return llvm::Error::success();
+    }
     const unsigned n = fence.getNumOperands();
     std::string expected;
     for (unsigned i = 0; i < n; ++i)

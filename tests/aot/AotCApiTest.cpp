@@ -301,7 +301,8 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
   // encode — in both. Nor can the backward's dZ maps at V = 8191 (rows of
   // V): dX and dW fall back there, while the logits kernel keeps its maps.
   // tma=2 (bf16Spec) adds the producer warp to the tensor-core kernels'
-  // blocks: the C API launches them with the plan's 288 threads too.
+  // blocks: the C API launches them with the plan's 288 threads too, and
+  // its persistent backward products on the plan's min(tiles, 5) blocks.
   for (const CApi &api : {bf16Tma(), bf16Spec()}) {
   SCOPED_TRACE(api.name);
   const bool specialized = api.name.find("spec") != std::string::npos;
@@ -362,6 +363,12 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
         const bool tensorCores = l.kernel == "lce_partial" || l.kernel == "lce_bwd_dz" ||
                                  l.kernel == "lce_bwd_dx" || l.kernel == "lce_bwd_dw";
         EXPECT_EQ(l.block[0], tensorCores && specialized ? 288u : 256u) << l.kernel;
+        // bf16Spec's backward products are persistent: at most 5 blocks,
+        // each sweeping several tiles.
+        if (specialized && tensorCores && l.kernel != "lce_partial") {
+          EXPECT_LE(l.grid[0], 5u) << l.kernel;
+          EXPECT_EQ(l.grid[1], 1u) << l.kernel;
+        }
         if (l.kernel == "lce_partial" || l.kernel == "lce_bwd_dz") {
           sawLogits = true;
           EXPECT_EQ(uses(buffers[0]), dims[2] % 8 ? 2 : 3) << l.kernel;

@@ -86,3 +86,20 @@ def test_the_consumers_loop_is_the_hot_loop():
     assert hot["per_iteration"]["wgmma"] == 1
     assert hot["per_iteration"]["tma"] == 0
     assert result["total"]["tma"] == 1
+
+
+def test_persistent_grids_take_the_waves_of_their_tiles():
+    # A block per tile: 288 tiles of one 8-warp block per SM on 132 SMs run
+    # in 3 waves, the last one 24 blocks. A persistent grid of
+    # min(288, 132) blocks sweeps the same tiles, its busiest blocks three
+    # of them: the same waves, not one full wave.
+    model = load_model()
+    occ = {"blocks_per_sm": 1, "warps_per_sm": 8}
+    per_tile = model.occupancy_factor("sm_90a", "tensor core", occ, 288, 8)
+    assert per_tile < 0.75
+    assert model.occupancy_factor("sm_90a", "tensor core", occ, 288, 8, persistent=132) == per_tile
+    # Fewer blocks than SMs: 64 blocks take 288 tiles in 5 rounds, on 64 SMs.
+    assert model.occupancy_factor("sm_90a", "tensor core", occ, 288, 8, persistent=64) == \
+        min(1.0, 288 * 8 / (5 * 132) / model.W_SAT_TENSOR)
+    # One full wave of tiles is one full wave either way.
+    assert model.occupancy_factor("sm_90a", "tensor core", occ, 132, 8, persistent=132) == 1.0

@@ -1,6 +1,7 @@
 //===- TileMatmul.cpp - operands and the strategy registry ---------------===//
 
 #include "compiler/Kernels/Matmul/TileMatmul.h"
+#include "compiler/Kernels/Support/BlockReduce.h"
 
 using namespace mlir;
 using namespace lossjit;
@@ -19,6 +20,10 @@ Value MatrixOperand::offset(KernelEmitter &e, Value line, Value k) const {
   return alongK(e, lineStart(e, line), k);
 }
 
+KernelEmitter TileSweep::pinned(KernelEmitter &e) const {
+  return pinThread ? e.withThreadId(opaqueThreadIdx(e)) : e.at(e.builder(), e.location());
+}
+
 SmallVector<Value> TileMatmul::sweep(KernelEmitter &e, const MatrixOperand &a,
                                      const MatrixOperand &b, const TileSweep &tiles,
                                      Value kBegin, Value kEnd, ValueRange init,
@@ -26,9 +31,10 @@ SmallVector<Value> TileMatmul::sweep(KernelEmitter &e, const MatrixOperand &a,
                                      bool /*overlap*/) const {
   return e.forLoop(tiles.begin, tiles.end, tiles.step, init,
                    [&](KernelEmitter &le, Value iv, ValueRange state) {
-                     const BlockTile tile = tiles.tileAt(le, iv);
-                     Fragment f = multiply(le, a, b, tile, kBegin, kEnd, {}, scratch);
-                     return epilogue(le, tile, f, state);
+                     KernelEmitter te = tiles.pinned(le);
+                     const BlockTile tile = tiles.tileAt(te, iv);
+                     Fragment f = multiply(te, a, b, tile, kBegin, kEnd, {}, scratch);
+                     return epilogue(te, tile, f, state);
                    });
 }
 

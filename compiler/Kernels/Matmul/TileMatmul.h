@@ -109,11 +109,19 @@ struct ScratchBuffer {
 struct TileSweep {
   mlir::Value begin, end, step;
   std::function<BlockTile(KernelEmitter &, mlir::Value iv)> tileAt;
+  /// Whether each tile reads the thread's id afresh (opaqueThreadIdx):
+  /// otherwise LLVM hoists the lane offsets of the operand copies and of
+  /// the fragment out of the tile loop, where they stay live through every
+  /// epilogue (a persistent 128-column wgmma dW spills 88 bytes at 255
+  /// registers; 176 without the loop).
+  bool pinThread = false;
 
   /// How many tiles: ⌈(end − begin) / step⌉ (end ≥ begin).
   mlir::Value count(KernelEmitter &e) const { return e.ceilDiv(e.sub(end, begin), step); }
   /// iv of the t-th tile.
   mlir::Value at(KernelEmitter &e, mlir::Value t) const { return e.add(begin, e.mul(t, step)); }
+  /// `e` for one tile's body: with pinThread, reading the thread's id anew.
+  KernelEmitter pinned(KernelEmitter &e) const;
 };
 
 /// What a sweep does with each tile's product: the carried state after the

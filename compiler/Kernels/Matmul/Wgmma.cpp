@@ -47,12 +47,12 @@
 // The descriptors name the swizzle: K-major, SBO = 8·S (the next 8 rows),
 // the k16 step at +32 bytes in the row; MN-major, LBO = the next box of 64
 // lines, SBO = 1024 bytes (the next 8 k rows), the k16 step at +16 rows. No
-// fence is needed, as TMA writes and wgmma reads through the async proxy. A product leaves every stage's
-// barrier at an even phase count (an extra arrival where a stage was used
-// an odd number of times, after a block barrier so no thread still waits
-// on it), so the next product's parities start at 0. When the runtime
-// could not encode the maps (tensorMapReady 0) the same rings, read as flat
-// buffers, take the cp.async path.
+// fence is needed, as TMA writes and wgmma reads through the async proxy.
+// A product leaves every stage's barrier at an even phase count (an extra
+// arrival where a stage was used an odd number of times, after a block
+// barrier so no thread still waits on it), so the next product's parities
+// start at 0. When the runtime could not encode the maps (tensorMapReady
+// 0) the same rings, read as flat buffers, take the cp.async path.
 //
 // Box coordinates are relative to the operands' origins (a chunk's dZ);
 // past a map's bounds the boxes read zeros, which is what makes the k rows
@@ -80,9 +80,12 @@
 // consumers retire this tile's last group and fold it; the ring does not
 // drain at every tile boundary as separate products would.
 //
-// Not yet: clusters, a persistent grid, 128×256 tiles (two consumer
-// warpgroups of 64×256 need a producer warpgroup that gives them its
-// registers and skips the epilogue); see issue 13.
+// The persistent product kernels (tile persistent, GpuSchedule::forEachTile)
+// are such sweeps over the tiles blockIdx.x, + gridDim.x, ….
+//
+// Not yet: clusters, 128×256 tiles (two consumer warpgroups of 64×256 need
+// a producer warpgroup that gives them its registers and skips the
+// epilogue); see issue 13.
 //
 //===----------------------------------------------------------------------===//
 
@@ -252,10 +255,11 @@ public:
           // The maps could not be encoded: tile by tile through cp.async.
           return ce.forLoop(tiles.begin, tiles.end, tiles.step, init,
                             [&](KernelEmitter &le, Value iv, ValueRange state) {
-                              const BlockTile tile = tiles.tileAt(le, iv);
-                              Fragment f = product(le, a, b, tile, kBegin, kEnd, {}, buffers,
+                              KernelEmitter te = tiles.pinned(le);
+                              const BlockTile tile = tiles.tileAt(te, iv);
+                              Fragment f = product(te, a, b, tile, kBegin, kEnd, {}, buffers,
                                                    /*allowTma=*/false);
-                              return epilogue(le, tile, f, state);
+                              return epilogue(te, tile, f, state);
                             });
         });
   }
@@ -565,38 +569,43 @@ private:
     SmallVector<Value> state = e.ifElseValues(
         isConsumer(e, l),
         [&](KernelEmitter &ce) {
-          return ce.forLoop(ce.index(0), count, ce.index(1), init,
-                            [&](KernelEmitter &te, Value t, ValueRange carried) {
-            const BlockTile tile = tiles.tileAt(te, tiles.at(te, t));
-            Fragment f = layout(te, tile);
-            Value first = te.mul(t, numK); // the tile's first slot
-            Value acc = initialAccumulator(te, {}, f);
-            acc = retiredLoop(te, numK, acc, [&](KernelEmitter &ie) {
-              SmallVector<Value> it{acc};
-              it = ie.forLoop(ie.index(0), numK, ie.index(1), it,
-                              [&](KernelEmitter &le, Value kt, ValueRange c) {
-                Value slot = le.add(first, kt);
-                waitForUse(le, full, slot, 0);
-                Value d = stageProduct(le, c[0], ringA, ringB, sa, sb,
-                                       le.remUI(slot, le.index(stages)), l, inFlight,
-                                       /*swizzled=*/true);
-                // The group of step kt − inFlight retired: its stage is free.
-                if (inFlight)
-                  le.ifThen(le.cmpI(arith::CmpIPredicate::uge, kt, le.index(inFlight)),
-                            [&](KernelEmitter &re) { release(re, re.sub(slot, re.index(1))); });
-                else
-                  release(le, slot);
-                return SmallVector<Value>{d};
+          return ce.forLoop(
+              ce.index(0), count, ce.index(1), init,
+              [&](KernelEmitter &oe, Value t, ValueRange carried) {
+                KernelEmitter te = tiles.pinned(oe);
+                const Lanes tl = lanes(te);
+                const BlockTile tile = tiles.tileAt(te, tiles.at(te, t));
+                Fragment f = layout(te, tile);
+                Value first = te.mul(t, numK); // the tile's first slot
+                Value acc = initialAccumulator(te, {}, f);
+                acc = retiredLoop(te, numK, acc, [&](KernelEmitter &ie) {
+                  SmallVector<Value> it{acc};
+                  it = ie.forLoop(
+                      ie.index(0), numK, ie.index(1), it,
+                      [&](KernelEmitter &le, Value kt, ValueRange c) {
+                        Value slot = le.add(first, kt);
+                        waitForUse(le, full, slot, 0);
+                        Value d = stageProduct(le, c[0], ringA, ringB, sa, sb,
+                                               le.remUI(slot, le.index(stages)), tl, inFlight,
+                                               /*swizzled=*/true);
+                        // The group of step kt − inFlight retired: its stage is free.
+                        if (inFlight)
+                          le.ifThen(
+                              le.cmpI(arith::CmpIPredicate::uge, kt, le.index(inFlight)),
+                              [&](KernelEmitter &re) { release(re, re.sub(slot, re.index(1))); });
+                        else
+                          release(le, slot);
+                        return SmallVector<Value>{d};
+                      });
+                  NVVM::WgmmaWaitGroupSyncOp::create(ie.builder(), ie.location(), 0);
+                  Value done = fenceAccumulators(ie, it[0]);
+                  if (inFlight)
+                    release(ie, ie.sub(ie.add(first, numK), ie.index(1)));
+                  return done;
+                });
+                fillFragment(te, f, acc);
+                return epilogue(te, tile, f, carried);
               });
-              NVVM::WgmmaWaitGroupSyncOp::create(ie.builder(), ie.location(), 0);
-              Value done = fenceAccumulators(ie, it[0]);
-              if (inFlight)
-                release(ie, ie.sub(ie.add(first, numK), ie.index(1)));
-              return done;
-            });
-            fillFragment(te, f, acc);
-            return epilogue(te, tile, f, carried);
-          });
         },
         [&](KernelEmitter &pe) {
           Value producerLeader =

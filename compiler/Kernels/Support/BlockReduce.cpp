@@ -3,6 +3,7 @@
 #include "compiler/Kernels/Support/BlockReduce.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 using namespace mlir;
 using namespace lossjit;
@@ -12,7 +13,22 @@ gpu::Dimension dimension(unsigned dim) { return dim == 0 ? gpu::Dimension::x : g
 } // namespace
 
 Value lossjit::gpuThreadIdx(KernelEmitter &e) {
+  if (Value fixed = e.fixedThreadId())
+    return fixed;
   return gpu::ThreadIdOp::create(e.builder(), e.location(), gpu::Dimension::x);
+}
+
+Value lossjit::opaqueThreadIdx(KernelEmitter &e) {
+  OpBuilder &b = e.builder();
+  Value tid = gpu::ThreadIdOp::create(b, e.location(), gpu::Dimension::x);
+  Value word = arith::IndexCastUIOp::create(b, e.location(), b.getI32Type(), tid);
+  Value pinned =
+      LLVM::InlineAsmOp::create(b, e.location(), b.getI32Type(), ValueRange{word}, "", "=r,0",
+                                /*has_side_effects=*/true,
+                                /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+                                LLVM::AsmDialectAttr(), ArrayAttr())
+          .getRes();
+  return arith::IndexCastUIOp::create(b, e.location(), b.getIndexType(), pinned);
 }
 
 Value lossjit::gpuBlockIdx(KernelEmitter &e, unsigned dim) {

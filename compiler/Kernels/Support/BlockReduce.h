@@ -14,8 +14,13 @@
 
 namespace lossjit {
 
-/// gpu.thread_id x.
+/// gpu.thread_id x, or the id `e` was given (KernelEmitter::withThreadId).
 mlir::Value gpuThreadIdx(KernelEmitter &e);
+/// gpu.thread_id x through an empty side-effecting asm ("=r,0"): the same
+/// value, but opaque to LLVM, so what is derived from it in a loop body is
+/// not hoisted out of the loop (where it would stay live through the whole
+/// loop; see TileSweep::pinThread).
+mlir::Value opaqueThreadIdx(KernelEmitter &e);
 /// gpu.block_id / gpu.grid_dim along x (0), y (1).
 mlir::Value gpuBlockIdx(KernelEmitter &e, unsigned dim);
 mlir::Value gpuGridDim(KernelEmitter &e, unsigned dim);

@@ -36,8 +36,18 @@ public:
   KernelEmitter at(mlir::OpBuilder &builder, mlir::Location where) const {
     KernelEmitter e(builder, where, computeType);
     e.width = width;
+    e.threadId = threadId;
     return e;
   }
+  /// This emitter, and those nested in it, with the thread's id
+  /// (gpuThreadIdx) taken from `tid` instead of read afresh.
+  KernelEmitter withThreadId(mlir::Value tid) const {
+    KernelEmitter e = at(b, loc);
+    e.threadId = tid;
+    return e;
+  }
+  /// The id withThreadId() set; null when none.
+  mlir::Value fixedThreadId() const { return threadId; }
   /// An emitter whose values are vector<n> of the compute type (n > 1):
   /// real() is a splat, toReal() widens vectors, so the float math written
   /// for one value (exp, the logit maps, a statistic's push) runs lane-wise
@@ -45,6 +55,7 @@ public:
   KernelEmitter lanes(int64_t n) const {
     KernelEmitter e(b, loc, computeType);
     e.width = n;
+    e.threadId = threadId;
     return e;
   }
   /// Lanes per value (1: scalars).
@@ -131,6 +142,8 @@ private:
   mlir::Type computeType;
   /// Lanes of a vector emitter; 0 for scalars.
   int64_t width = 0;
+  /// withThreadId()'s id, or null.
+  mlir::Value threadId;
 };
 
 } // namespace lossjit

@@ -12,10 +12,13 @@ std::string TileConfig::str() const {
     return "auto";
   return "block_rows=" + std::to_string(blockRows) + ",threads=" + std::to_string(threads) +
          ",splits=" + std::to_string(splits) +
-         ",matmul=" + loss::stringifyMatmulKind(matmul).str() + ",stages=" + std::to_string(stages) +
+         ",matmul=" + loss::stringifyMatmulKind(matmul).str() +
+         ",stages=" + std::to_string(stages) +
          (blockCols ? ",block_cols=" + std::to_string(blockCols) : "") +
          (blockK ? ",block_k=" + std::to_string(blockK) : "") +
-         (gradCols ? ",grad_cols=" + std::to_string(gradCols) : "") + (tma ? ",tma=" + std::to_string(tma) : "");
+         (gradCols ? ",grad_cols=" + std::to_string(gradCols) : "") +
+         (tma ? ",tma=" + std::to_string(tma) : "") +
+         (persistent ? ",persistent=" + std::to_string(persistent) : "");
 }
 
 TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
@@ -72,6 +75,7 @@ TileConfig TileConfig::with(const Knobs &knobs) const {
   set(t.blockK, knobs.blockK);
   set(t.gradCols, knobs.gradCols);
   set(t.tma, knobs.tma);
+  set(t.persistent, knobs.persistent);
   return t;
 }
 
@@ -79,7 +83,7 @@ llvm::Error TileConfig::validate() const {
   if (automatic)
     return llvm::Error::success();
   std::string why = loss::checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols,
-                                         blockK, gradCols, tma);
+                                         blockK, gradCols, tma, persistent);
   if (!why.empty())
     return llvm::createStringError(why);
   return llvm::Error::success();
@@ -134,10 +138,12 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
       knobs.gradCols = number;
     else if (key == "tma")
       knobs.tma = number;
+    else if (key == "persistent")
+      knobs.persistent = number;
     else
       return llvm::createStringError("unknown tile key '" + key.str() +
                                      "' (expected block_rows, threads, splits, matmul, stages, "
-                                     "block_cols, block_k, grad_cols, tma)");
+                                     "block_cols, block_k, grad_cols, tma, persistent)");
   }
   config = config.with(knobs);
   if (llvm::Error err = config.validate())
@@ -147,7 +153,7 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
 
 loss::GpuConfigAttr TileConfig::toAttr(mlir::MLIRContext *context, loss::Schedule schedule) const {
   return loss::GpuConfigAttr::get(context, schedule, matmul, blockRows, threads, splits, stages,
-                                  blockCols, blockK, gradCols, tma);
+                                  blockCols, blockK, gradCols, tma, persistent);
 }
 
 TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
@@ -161,6 +167,7 @@ TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
   t.blockK = attr.getBlockK();
   t.gradCols = attr.getGradCols();
   t.tma = attr.getTma();
+  t.persistent = attr.getPersistent();
   return t;
 }
 

@@ -43,6 +43,9 @@ struct TileConfig {
   /// products' too — 0 for the cp.async ring; 2 for TMA issued by a
   /// producer warp of its own (warp specialization: productThreads()).
   int64_t tma = 0;
+  /// Tensor cores: 0, or the most blocks the gradient-side product kernels
+  /// launch, each sweeping several tiles (GpuSchedule::forEachTile).
+  int64_t persistent = 0;
   /// "auto": no tile of its own. The selection pass gives every op the
   /// tile defaultFor() picks for its chip, storage and schedule (the other
   /// fields are unused). What the JIT and lossjit-aot compile with unless
@@ -75,10 +78,19 @@ struct TileConfig {
   /// Knobs a user or a pass option sets; -1 leaves a field as it is.
   struct Knobs {
     int64_t blockRows = -1, threads = -1, splits = -1, stages = -1, blockCols = -1, blockK = -1;
-    int64_t gradCols = -1, tma = -1;
+    int64_t gradCols = -1, tma = -1, persistent = -1;
   };
   /// This tile with every set knob replaced.
   TileConfig with(const Knobs &knobs) const;
+  /// With `automatic`: the knobs the selection sets over each op's choice
+  /// (lossjit-gpu-pipeline="matmul=auto persistent=132"); all unset else.
+  Knobs overrides;
+  /// The automatic choice with `knobs` over it.
+  static TileConfig automaticChoice(const Knobs &knobs) {
+    TileConfig t = automaticChoice();
+    t.overrides = knobs;
+    return t;
+  }
 
   /// Threads per block of the kernels that form tile products with this
   /// tile: `threads`, plus the producer warp with tma=2.

@@ -32,7 +32,7 @@ TEST(TileConfig, RejectsBadInput) {
     EXPECT_EQ(llvm::toString(t.takeError()), message.str());
   };
   expectError("warps=4", "unknown tile key 'warps' (expected block_rows, threads, splits, "
-                         "matmul, stages, block_cols, block_k, grad_cols, tma)");
+                         "matmul, stages, block_cols, block_k, grad_cols, tma, persistent)");
   expectError("threads=abc", "tile 'threads' expects an integer, got 'abc'");
   expectError("threads=-1", "tile 'threads' must not be negative, got -1");
   expectError("threads=48", "tile threads must be a power of two in [32, 1024], got 48");
@@ -182,6 +182,21 @@ TEST(TileConfig, WgmmaTiles) {
   ASSERT_TRUE(static_cast<bool>(again));
   EXPECT_EQ(again->str(), tma->str());
   EXPECT_EQ(TileConfig::parse("matmul=wgmma,tma=0")->str().find("tma"), std::string::npos);
+  // persistent: a block count for the tensor-core product kernels.
+  expectError("persistent=4", "tile persistent is for tensor-core products (matmul mma_sync or "
+                              "wgmma), got matmul simt");
+  expectError("matmul=wgmma,persistent=65537",
+              "tile persistent must be 0 (a block per tile) or the most blocks a product kernel "
+              "launches, in [1, 65536], got 65537");
+  expectError("matmul=wgmma,persistent=-2", "tile 'persistent' must not be negative, got -2");
+  auto persistent = TileConfig::parse("matmul=mma_sync,persistent=132");
+  ASSERT_TRUE(static_cast<bool>(persistent)) << llvm::toString(persistent.takeError());
+  EXPECT_EQ(persistent->persistent, 132);
+  EXPECT_EQ(persistent->str(), "block_rows=64,threads=128,splits=8,matmul=mma_sync,stages=3,"
+                               "block_cols=64,block_k=32,persistent=132");
+  EXPECT_EQ(TileConfig::parse(persistent->str())->str(), persistent->str());
+  EXPECT_EQ(TileConfig::parse("matmul=wgmma,persistent=0")->str().find("persistent"),
+            std::string::npos);
   // Only sm_90a has wgmma.
   using lossjit::loss::MatmulKind;
   EXPECT_EQ(lossjit::loss::checkMatmulChip(MatmulKind::wgmma, "sm_90a"), "");

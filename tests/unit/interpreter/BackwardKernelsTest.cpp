@@ -369,6 +369,34 @@ TEST_F(SimtBackward, WgmmaWarpSpecializedChunkedAndFused) {
   }
 }
 
+// tile persistent=P: the product kernels (lce_bwd_dz, lce_fused_z, dX, dW)
+// launch at most P blocks, each taking the tiles blockIdx.x, + P, … (with
+// tma=2 through one TMA ring). Each tile's product and epilogue are the
+// ones its own block would form: the same bits, bias gradient included
+// (the tiles of the first column own db, whichever block takes them).
+TEST_F(SimtBackward, PersistentProductKernelsGiveTheSameBits) {
+  const std::string narrow = "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,"
+                             "stages=3";
+  for (const std::string &tile :
+       {std::string("matmul=mma_sync"), narrow, narrow + ",tma=1", narrow + ",tma=2",
+        std::string("matmul=wgmma,block_cols=64,block_k=64,stages=2,tma=2")}) {
+    SCOPED_TRACE(tile);
+    GradCase one{40, 200, 136, "bf16", "mean", true, 0.2};
+    one.tile = tile;
+    one.workspaceBytes = 40 * 4 + 12 * 200 * 6; // C = 12 rows: four chunks
+    std::map<std::string, std::vector<char>> perTile, swept;
+    checkCase(one, &perTile);
+    // 3 blocks: dZ's 7 tiles (one row block × 200/32 columns) are 3, 2 and
+    // 2 per block, dW's 4 × 5 (64-row tiles) 7, 7 and 6.
+    GradCase p = one;
+    p.tile = tile + ",persistent=3";
+    checkCase(p, &swept);
+    checkFused(p);
+    for (const auto &[name, bytes] : perTile)
+      EXPECT_TRUE(bytes == swept[name]) << name << " differs from a block per tile's bits";
+  }
+}
+
 } // namespace
 
 TEST_F(SimtBackward, Float64ComputesInFloat64) {

@@ -244,3 +244,26 @@ TEST(VectorOps, ConstantMaskAndPoison) {
 }
 
 } // namespace
+
+namespace {
+TEST(VectorOps, IntegerRegisterFenceIsAnOpaqueCopy) {
+  // opaqueThreadIdx: an empty side-effecting asm "=r,0" over an i32 returns
+  // its operand (it only keeps LLVM from hoisting what uses it).
+  auto out = run(R"(
+  %w = arith.index_castui %t : index to i32
+  %p = llvm.inline_asm has_side_effects "", "=r,0" %w : (i32) -> i32
+  %i = arith.index_castui %p : i32 to index
+  %v = memref.load %in[%i] : memref<?xf32>
+  memref.store %v, %out[%base] : memref<?xf32>)",
+                 3);
+  for (int t = 0; t < 3; ++t)
+    EXPECT_EQ(out[size_t(t * 8)], float(t + 1));
+  // Any other asm text under that constraint is refused, not guessed at.
+  std::string error;
+  run(R"(
+  %w = arith.index_castui %t : index to i32
+  %p = llvm.inline_asm has_side_effects "mov.u32 $0, 7;", "=r,0" %w : (i32) -> i32)",
+      1, &error);
+  EXPECT_NE(error.find("only the empty fence of one i32"), std::string::npos) << error;
+}
+} // namespace

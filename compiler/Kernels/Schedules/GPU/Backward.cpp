@@ -193,47 +193,56 @@ struct Backward : ChunkedBackwardSteps {
     // The logits product: the configured strategy's block tile (BM rows ×
     // BN columns; SIMT: block_rows × one column per thread).
     const int64_t bm = s.tile.blockRows, cols = s.tile.tileCols();
-    LaunchShape launch{{"cdiv(C," + s.bn() + ")", "cdiv(V," + std::to_string(cols) + ")", "1"},
-                       "none",
-                       /*perChunk=*/true};
+    LaunchShape launch{
+        s.productGrid(s.tile, "cdiv(C," + s.bn() + ")", "cdiv(V," + std::to_string(cols) + ")"),
+        "none",
+        /*perChunk=*/true};
     s.stageOperands(launch);
     s.declareOperandMaps(sig);
     KernelArgs a = s.sink.begin(sig, launch);
     SmallVector<Value> scratch = s.staged(a, launch);
-    KernelEmitter e = emitter();
-    Value v = a["V"], d = a["D"], cb = a["chunk_begin"];
-    Value first = e.add(cb, e.mul(gpuBlockIdx(e, 0), e.index(bm)));
-    Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(cols));
-    Value invG = scaled ? inverseGradScale(e, a) : Value();
-    const BlockTile tile{first, bm, a["chunk_end"], c0, cols, v};
-    Fragment z =
-        s.matmul.multiply(e, s.operandX(a, d), s.operandW(a, d), tile, e.index(0), d, {}, scratch);
-    // The teacher's logits of the same tile, where an adjoint reads them.
-    Fragment u;
-    if (!storeRaw && a["teacher_x"])
-      u = s.teacherTile(e, a, s.matmul, tile, scratch);
-    SmallVector<Value> bv, weights;
-    for (Value col : z.cols) {
-      bv.push_back(a["bias"] ? e.loadReal(a["bias"], col) : Value());
-      weights.push_back(storeRaw ? Value() : loadColumnWeight(e, s.spec, a, col));
-    }
-    for (size_t i = 0; i < z.rows.size(); ++i) {
-      Value row = z.rows[i];
-      RowAdjoint adj;
-      if (!storeRaw)
-        adj = loadRowAdjoint(e, s.spec, a, row);
-      for (size_t j = 0; j < z.cols.size(); ++j) {
-        Value col = z.cols[j];
-        if (!u.values.empty())
-          adj.teacherAt = teacherFrom(s.spec, a, u.at(i, j));
-        Value raw = bv[j] ? e.addF(z.at(i, j), bv[j]) : z.at(i, j);
-        Value dz = storeRaw ? raw : emitRawGrad(e, s.spec, adj, raw, col, weights[j]);
-        e.ifThen(e.andI(z.rowValid[i], z.colValid[j]), [&](KernelEmitter &se) {
-          se.store(storeRaw ? dz : productDz(se, dz, invG), a["dz"],
-                   se.add(se.mul(se.sub(row, cb), v), col));
-        });
-      }
-    }
+    KernelEmitter e0 = emitter();
+    Value v = a["V"], d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
+    Value invG = scaled ? inverseGradScale(e0, a) : Value();
+    // The teacher's logits of the same tile, where an adjoint reads them:
+    // a second product per tile.
+    const bool teacher = !storeRaw && a["teacher_x"];
+    s.forEachTile(
+        e0, s.tile, s.matmul, s.operandX(a, d), s.operandW(a, d),
+        e0.ceilDiv(e0.sub(ce, cb), e0.index(bm)), e0.ceilDiv(v, e0.index(cols)),
+        [&](KernelEmitter &te, Value rowBlock, Value colBlock) {
+          Value first = te.add(cb, te.mul(rowBlock, te.index(bm)));
+          return BlockTile{first, bm, ce, te.mul(colBlock, te.index(cols)), cols, v};
+        },
+        e0.index(0), d, scratch,
+        [&](KernelEmitter &e, const BlockTile &tile, Fragment &z) {
+          Fragment u;
+          if (teacher)
+            u = s.teacherTile(e, a, s.matmul, tile, scratch);
+          SmallVector<Value> bv, weights;
+          for (Value col : z.cols) {
+            bv.push_back(a["bias"] ? e.loadReal(a["bias"], col) : Value());
+            weights.push_back(storeRaw ? Value() : loadColumnWeight(e, s.spec, a, col));
+          }
+          for (size_t i = 0; i < z.rows.size(); ++i) {
+            Value row = z.rows[i];
+            RowAdjoint adj;
+            if (!storeRaw)
+              adj = loadRowAdjoint(e, s.spec, a, row);
+            for (size_t j = 0; j < z.cols.size(); ++j) {
+              Value col = z.cols[j];
+              if (!u.values.empty())
+                adj.teacherAt = teacherFrom(s.spec, a, u.at(i, j));
+              Value raw = bv[j] ? e.addF(z.at(i, j), bv[j]) : z.at(i, j);
+              Value dz = storeRaw ? raw : emitRawGrad(e, s.spec, adj, raw, col, weights[j]);
+              e.ifThen(e.andI(z.rowValid[i], z.colValid[j]), [&](KernelEmitter &se) {
+                se.store(storeRaw ? dz : productDz(se, dz, invG), a["dz"],
+                         se.add(se.mul(se.sub(row, cb), v), col));
+              });
+            }
+          }
+        },
+        /*overlap=*/!teacher);
     s.sink.end();
   }
 
@@ -257,8 +266,8 @@ struct Backward : ChunkedBackwardSteps {
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     const int64_t rows = tile.blockRows, cols = tile.tileCols();
-    LaunchShape launch{{"cdiv(C," + std::to_string(rows) + ")",
-                        "cdiv(D," + std::to_string(cols) + ")", "1"},
+    LaunchShape launch{s.productGrid(tile, "cdiv(C," + std::to_string(rows) + ")",
+                                     "cdiv(D," + std::to_string(cols) + ")"),
                        "none",
                        /*perChunk=*/true};
     if (s.tensorCoreGradients())
@@ -267,21 +276,33 @@ struct Backward : ChunkedBackwardSteps {
     KernelArgs a = s.sink.begin(sig, launch);
     SmallVector<Value> scratch = s.staged(a, launch, &s.gradMatmul());
     KernelEmitter e = emitter();
-    Value v = a["V"], d = a["D"], cb = a["chunk_begin"];
-    Value first = e.add(cb, e.mul(gpuBlockIdx(e, 0), e.index(rows)));
-    Value c0 = e.mul(gpuBlockIdx(e, 1), e.index(cols));
+    Value v = a["V"], d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
     Value g = s.tensorCoreGradients() ? e.load(a["gscale"], e.index(0)) : Value();
     // A = dZ [chunk rows × V] (chunk-relative), B = Wᵀ [D × V].
     MatrixOperand dz{a[productDzName()], v, Value(), cb, {}, a["dz_map"], a["tma_ready"]};
     MatrixOperand wt{a["w"], Value(), d, {}, {}, a["wt_map"], a["tma_ready"]};
-    Fragment dx = s.gradMatmul().multiply(e, dz, wt, {first, rows, a["chunk_end"], c0, cols, d},
-                                          e.index(0), v, {}, scratch);
-    for (size_t i = 0; i < dx.rows.size(); ++i)
-      for (size_t j = 0; j < dx.cols.size(); ++j)
-        e.ifThen(e.andI(dx.rowValid[i], dx.colValid[j]), [&](KernelEmitter &se) {
-          Value sum = g ? se.mulF(dx.at(i, j), g) : dx.at(i, j);
-          se.store(se.toStorage(sum, st()), a["grad_x"], se.add(se.mul(dx.rows[i], d), dx.cols[j]));
-        });
+    s.forEachTile(
+        e, tile, s.gradMatmul(), dz, wt, e.ceilDiv(e.sub(ce, cb), e.index(rows)),
+        e.ceilDiv(d, e.index(cols)),
+        [&](KernelEmitter &te, Value rowBlock, Value colBlock) {
+          return BlockTile{te.add(cb, te.mul(rowBlock, te.index(rows))),
+                           rows,
+                           ce,
+                           te.mul(colBlock, te.index(cols)),
+                           cols,
+                           d};
+        },
+        e.index(0), v, scratch,
+        [&](KernelEmitter &te, const BlockTile &, Fragment &dx) {
+          for (size_t i = 0; i < dx.rows.size(); ++i)
+            for (size_t j = 0; j < dx.cols.size(); ++j)
+              te.ifThen(te.andI(dx.rowValid[i], dx.colValid[j]), [&](KernelEmitter &se) {
+                Value sum = g ? se.mulF(dx.at(i, j), g) : dx.at(i, j);
+                se.store(se.toStorage(sum, st()), a["grad_x"],
+                         se.add(se.mul(dx.rows[i], d), dx.cols[j]));
+              });
+        },
+        /*overlap=*/true);
     s.sink.end();
   }
 
@@ -321,8 +342,8 @@ struct Backward : ChunkedBackwardSteps {
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     const int64_t rows = tileConfig.blockRows, cols = tileConfig.tileCols();
-    LaunchShape launch{{"cdiv(V," + std::to_string(rows) + ")",
-                        "cdiv(D," + std::to_string(cols) + ")", "1"},
+    LaunchShape launch{s.productGrid(tileConfig, "cdiv(V," + std::to_string(rows) + ")",
+                                     "cdiv(D," + std::to_string(cols) + ")"),
                        "none",
                        /*perChunk=*/true};
     if (scaled)
@@ -333,57 +354,71 @@ struct Backward : ChunkedBackwardSteps {
     KernelEmitter e = emitter();
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
     Value dzBuf = a[productDzName()];
-    BlockTile tile{e.mul(gpuBlockIdx(e, 0), e.index(rows)), rows, v,
-                   e.mul(gpuBlockIdx(e, 1), e.index(cols)), cols, d};
     // SIMT: each element's sum continues from its accumulator, term by term
     // in row order. Tensor cores: the chunk's products of dZ / G form from
     // zero, and the epilogue adds G·sum to the accumulator (the QuACK-style
     // C += per chunk; fewer registers live through the k loop).
     Value g = scaled ? e.load(a["gscale"], e.index(0)) : Value();
-    SmallVector<Value> init;
-    if (!scaled) {
-      Fragment owned = s.gradMatmul().layout(e, tile);
-      for (size_t i = 0; i < owned.rows.size(); ++i)
-        for (size_t j = 0; j < owned.cols.size(); ++j) {
-          Value at = e.add(e.mul(owned.rows[i], d), owned.cols[j]);
-          init.push_back(e.ifElse(
-              owned.colValid[j], [&](KernelEmitter &l) { return l.load(a["dw_acc"], at); },
-              [](KernelEmitter &z) { return z.real(0.0); }));
-        }
-    }
+    auto store = [&](KernelEmitter &te, const BlockTile &tile, Fragment &dw) {
+      for (size_t i = 0; i < dw.rows.size(); ++i)
+        for (size_t j = 0; j < dw.cols.size(); ++j)
+          te.ifThen(te.andI(dw.rowValid[i], dw.colValid[j]), [&](KernelEmitter &se) {
+            Value at = se.add(se.mul(dw.rows[i], d), dw.cols[j]);
+            Value sum =
+                g ? se.addF(se.load(a["dw_acc"], at), se.mulF(dw.at(i, j), g)) : dw.at(i, j);
+            se.store(sum, a["dw_acc"], at);
+          });
+      if (Value db = a["db_acc"]) {
+        // The tiles of the first column tile own db: thread t sums the
+        // vocabulary rows rowBegin + t, + T, … of the tile over the chunk's
+        // rows in order.
+        Value firstTile = te.cmpI(arith::CmpIPredicate::eq, tile.colBegin, te.index(0));
+        te.ifThen(firstTile, [&](KernelEmitter &fe) {
+          forThreadColumns(fe, gpuThreadIdx(fe), tileConfig.threads, fe.index(rows),
+                           [&](KernelEmitter &ce0, Value t) {
+                             Value j = ce0.add(tile.rowBegin, t);
+                             ce0.ifThen(below(ce0, j, v), [&](KernelEmitter &be) {
+                               Value sum =
+                                   be.forLoop(cb, ce, be.index(1), {be.load(db, j)},
+                                              [&](KernelEmitter &ke, Value r, ValueRange it) {
+                                                Value at = ke.add(ke.mul(ke.sub(r, cb), v), j);
+                                                Value term = ke.loadReal(dzBuf, at);
+                                                return SmallVector<Value>{
+                                                    ke.addF(it[0], g ? ke.mulF(term, g) : term)};
+                                              })[0];
+                               be.store(sum, db, j);
+                             });
+                           });
+        });
+      }
+    };
     // A = dZᵀ [V × chunk rows], B = Xᵀ [D × rows]: k runs over the chunk's rows.
     MatrixOperand dzt{dzBuf, Value(), v, Value(), cb, a["dzt_map"], a["tma_ready"]};
     MatrixOperand xt{a["x"], Value(), d, {}, {}, a["xt_map"], a["tma_ready"]};
-    Fragment dw = s.gradMatmul().multiply(e, dzt, xt, tile, cb, ce, init, scratch);
-    for (size_t i = 0; i < dw.rows.size(); ++i)
-      for (size_t j = 0; j < dw.cols.size(); ++j)
-        e.ifThen(e.andI(dw.rowValid[i], dw.colValid[j]), [&](KernelEmitter &se) {
-          Value at = se.add(se.mul(dw.rows[i], d), dw.cols[j]);
-          Value sum = g ? se.addF(se.load(a["dw_acc"], at), se.mulF(dw.at(i, j), g)) : dw.at(i, j);
-          se.store(sum, a["dw_acc"], at);
-        });
-    if (Value db = a["db_acc"]) {
-      // The blocks of the first column tile own db: thread t sums the
-      // vocabulary rows rowBegin + t, + T, … of the tile over the chunk's
-      // rows in order.
-      Value firstTile = e.cmpI(arith::CmpIPredicate::eq, gpuBlockIdx(e, 1), e.index(0));
-      e.ifThen(firstTile, [&](KernelEmitter &fe) {
-        forThreadColumns(fe, gpuThreadIdx(fe), tileConfig.threads, fe.index(rows),
-                         [&](KernelEmitter &te, Value t) {
-          Value j = te.add(tile.rowBegin, t);
-          te.ifThen(below(te, j, v), [&](KernelEmitter &be) {
-            Value sum = be.forLoop(cb, ce, be.index(1), {be.load(db, j)},
-                                   [&](KernelEmitter &ke, Value r, ValueRange it) {
-                                     Value at = ke.add(ke.mul(ke.sub(r, cb), v), j);
-                                     Value term = ke.loadReal(dzBuf, at);
-                                     return SmallVector<Value>{
-                                         ke.addF(it[0], g ? ke.mulF(term, g) : term)};
-                                   })[0];
-            be.store(sum, db, j);
-          });
-        });
-      });
+    auto tileOf = [&](KernelEmitter &te, Value rowBlock, Value colBlock) {
+      return BlockTile{te.mul(rowBlock, te.index(rows)), rows, v,
+                       te.mul(colBlock, te.index(cols)), cols, d};
+    };
+    if (scaled) {
+      // Each tile's epilogue touches only its own accumulators and db rows.
+      s.forEachTile(e, tileConfig, s.gradMatmul(), dzt, xt, e.ceilDiv(v, e.index(rows)),
+                    e.ceilDiv(d, e.index(cols)), tileOf, cb, ce, scratch, store,
+                    /*overlap=*/true);
+      s.sink.end();
+      return;
     }
+    const BlockTile tile = tileOf(e, gpuBlockIdx(e, 0), gpuBlockIdx(e, 1));
+    SmallVector<Value> init;
+    Fragment owned = s.gradMatmul().layout(e, tile);
+    for (size_t i = 0; i < owned.rows.size(); ++i)
+      for (size_t j = 0; j < owned.cols.size(); ++j) {
+        Value at = e.add(e.mul(owned.rows[i], d), owned.cols[j]);
+        init.push_back(e.ifElse(
+            owned.colValid[j], [&](KernelEmitter &l) { return l.load(a["dw_acc"], at); },
+            [](KernelEmitter &z) { return z.real(0.0); }));
+      }
+    Fragment dw = s.gradMatmul().multiply(e, dzt, xt, tile, cb, ce, init, scratch);
+    store(e, tile, dw);
     s.sink.end();
   }
 

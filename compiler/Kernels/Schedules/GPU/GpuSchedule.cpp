@@ -2,6 +2,8 @@
 
 #include "compiler/Kernels/Schedules/GPU/GpuSchedule.h"
 
+#include "compiler/Kernels/Support/BlockReduce.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
 using namespace mlir;
@@ -34,6 +36,40 @@ SmallVector<Value> GpuSchedule::staged(const KernelArgs &args, const LaunchShape
     (product ? *product : matmul).prepare(e, buffers);
   }
   return buffers;
+}
+
+std::array<std::string, 3> GpuSchedule::productGrid(const TileConfig &product,
+                                                    const std::string &rowBlocks,
+                                                    const std::string &colBlocks) const {
+  if (!persistent(product))
+    return {rowBlocks, colBlocks, "1"};
+  return {"min(" + rowBlocks + "*" + colBlocks + "," + std::to_string(tile.persistent) + ")", "1",
+          "1"};
+}
+
+void GpuSchedule::forEachTile(KernelEmitter &e, const TileConfig &product, const TileMatmul &matmul,
+                              const MatrixOperand &a, const MatrixOperand &b, Value rowBlocks,
+                              Value colBlocks, const TileOf &tileOf, Value kBegin, Value kEnd,
+                              ArrayRef<Value> scratch, const TileBody &body, bool overlap) const {
+  if (!persistent(product)) {
+    const BlockTile t = tileOf(e, gpuBlockIdx(e, 0), gpuBlockIdx(e, 1));
+    Fragment f = matmul.multiply(e, a, b, t, kBegin, kEnd, {}, scratch);
+    body(e, t, f);
+    return;
+  }
+  const TileSweep tiles{gpuBlockIdx(e, 0), e.mul(rowBlocks, colBlocks), gpuGridDim(e, 0),
+                        [&](KernelEmitter &te, Value linear) {
+                          return tileOf(te, te.remUI(linear, rowBlocks),
+                                        te.divUI(linear, rowBlocks));
+                        },
+                        /*pinThread=*/true};
+  matmul.sweep(
+      e, a, b, tiles, kBegin, kEnd, {}, scratch,
+      [&](KernelEmitter &te, const BlockTile &t, Fragment &f, ValueRange) {
+        body(te, t, f);
+        return SmallVector<Value>{};
+      },
+      overlap);
 }
 
 namespace {

@@ -111,6 +111,34 @@ struct GpuSchedule {
     return product.multiply(e, vocabRows ? ws : xs, vocabRows ? xs : ws, tile, e.index(0),
                             a["T"], {}, scratch);
   }
+  /// Whether the product kernels of `product` (a tile of this schedule)
+  /// are persistent: tile persistent set and `product` on tensor cores.
+  bool persistent(const TileConfig &product) const {
+    return tile.persistent && loss::isTensorCoreMatmul(product.matmul);
+  }
+  /// The grid of a product kernel of `product` over `rowBlocks` ×
+  /// `colBlocks` tiles (formulas): a block per tile (x: row blocks, y:
+  /// column blocks), or when persistent(product) at most tile.persistent
+  /// blocks along x (forEachTile).
+  std::array<std::string, 3> productGrid(const TileConfig &product, const std::string &rowBlocks,
+                                         const std::string &colBlocks) const;
+  /// What a product kernel does with each of its tiles' fragments.
+  using TileBody = std::function<void(KernelEmitter &, const BlockTile &, Fragment &)>;
+  /// The tile (rowBlock, colBlock) of a product kernel's grid.
+  using TileOf =
+      std::function<BlockTile(KernelEmitter &, mlir::Value rowBlock, mlir::Value colBlock)>;
+  /// Multiplies the tiles of a kernel launched on productGrid(): its own
+  /// (blockIdx.x, blockIdx.y), or when persistent(product) the tiles
+  /// blockIdx.x, + gridDim.x, … of the rowBlocks × colBlocks tiles (row
+  /// blocks fastest: the order a block per tile runs in), as one
+  /// TileMatmul::sweep (a tma=2 ring through all of them when `overlap`,
+  /// see TileMatmul::sweep). `body` takes each product (over [kBegin, kEnd)
+  /// from zero).
+  void forEachTile(KernelEmitter &e, const TileConfig &product, const TileMatmul &matmul,
+                   const MatrixOperand &a, const MatrixOperand &b, mlir::Value rowBlocks,
+                   mlir::Value colBlocks, const TileOf &tileOf, mlir::Value kBegin,
+                   mlir::Value kEnd, llvm::ArrayRef<mlir::Value> scratch, const TileBody &body,
+                   bool overlap) const;
   std::string bn() const { return std::to_string(tile.blockRows); }
   std::string simtBn() const { return std::to_string(simtTile.blockRows); }
   std::string threads() const { return std::to_string(tile.threads); }
