@@ -81,8 +81,9 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     issues the copies while the consumer warpgroups multiply, each stage
     released through a second mbarrier ring instead of a block barrier per
     k step. `persistent = P` (tensor-core matmuls; 0: off) launches the
-    gradient-side product kernels (lce_bwd_dz, lce_fused_z, lce_bwd_dx,
-    lce_bwd_dw) on at most P blocks, each taking tiles blockIdx.x,
+    gradient-side product kernels (lce_bwd_dz, lce_fused_z, and lce_bwd_dx
+    and lce_bwd_dw where the gradients run on tensor cores) on at most P
+    blocks, each taking tiles blockIdx.x,
     blockIdx.x + P, … of the grid a block per tile would have (row blocks
     first); with `tma = 2` one TMA ring runs through all of a block's
     tiles. P is typically the device's SM count.

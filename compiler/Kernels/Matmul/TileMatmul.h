@@ -116,8 +116,13 @@ struct TileSweep {
   /// registers; 176 without the loop).
   bool pinThread = false;
 
-  /// How many tiles: ⌈(end − begin) / step⌉ (end ≥ begin).
-  mlir::Value count(KernelEmitter &e) const { return e.ceilDiv(e.sub(end, begin), step); }
+  /// How many tiles: ⌈(end − begin) / step⌉, 0 when begin ≥ end (a
+  /// persistent block past the tiles of a short last chunk: the grid is
+  /// sized for a full one).
+  mlir::Value count(KernelEmitter &e) const {
+    mlir::Value past = e.cmpI(mlir::arith::CmpIPredicate::uge, begin, end);
+    return e.select(past, e.index(0), e.ceilDiv(e.sub(end, begin), step));
+  }
   /// iv of the t-th tile.
   mlir::Value at(KernelEmitter &e, mlir::Value t) const { return e.add(begin, e.mul(t, step)); }
   /// `e` for one tile's body: with pinThread, reading the thread's id anew.

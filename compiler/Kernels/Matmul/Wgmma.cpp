@@ -81,7 +81,8 @@
 // drain at every tile boundary as separate products would.
 //
 // The persistent product kernels (tile persistent, GpuSchedule::forEachTile)
-// are such sweeps over the tiles blockIdx.x, + gridDim.x, ….
+// are such sweeps over the tiles blockIdx.x, + gridDim.x, … (but for a
+// teacher's dZ, whose second product per tile keeps it tile by tile).
 //
 // Not yet: clusters, 128×256 tiles (two consumer warpgroups of 64×256 need
 // a producer warpgroup that gives them its registers and skips the
@@ -471,43 +472,14 @@ private:
     Value numK = e.ceilDiv(e.sub(kEnd, kBegin), e.index(bk));
     TmaTiles copies = tmaTiles(e, a, b, tile, kBegin, sa, sb, full);
     Value ringA = ringAddress(e, sa), ringB = ringAddress(e, sb);
-    const int64_t inFlight = stages >= 3 ? 1 : 0;
     Value warpgroupLeader = e.cmpI(arith::CmpIPredicate::eq, e.remUI(l.tid, e.index(kWarpgroup)),
                                    e.index(0));
     Value result = e.ifElse(
         isConsumer(e, l),
         [&](KernelEmitter &ce) {
-          // Releases the stage k tile `kt` was read from.
-          auto release = [&](KernelEmitter &re, Value kt) {
-            re.ifThen(warpgroupLeader, [&](KernelEmitter &ie) {
-              nvgpu::MBarrierArriveOp::create(
-                  ie.builder(), ie.location(),
-                  nvgpu::MBarrierTokenType::get(ie.builder().getContext()), empty,
-                  ie.remUI(kt, ie.index(stages)));
-            });
-          };
           return retiredLoop(ce, numK, acc, [&](KernelEmitter &ie) {
-          SmallVector<Value> carried{acc};
-          carried = ie.forLoop(ie.index(0), numK, ie.index(1), carried,
-                               [&](KernelEmitter &le, Value kt, ValueRange it) {
-            Value stage = le.remUI(kt, le.index(stages));
-            waitForUse(le, full, kt, 0);
-            Value d =
-                stageProduct(le, it[0], ringA, ringB, sa, sb, stage, l, inFlight, /*swizzled=*/true);
-            // The group of step kt − inFlight retired: its stage is free.
-            if (inFlight)
-              le.ifThen(le.cmpI(arith::CmpIPredicate::uge, kt, le.index(inFlight)),
-                        [&](KernelEmitter &re) { release(re, re.sub(kt, re.index(inFlight))); });
-            else
-              release(le, kt);
-            return SmallVector<Value>{d};
-          });
-          NVVM::WgmmaWaitGroupSyncOp::create(ie.builder(), ie.location(), 0);
-          Value done = fenceAccumulators(ie, carried[0]);
-          if (inFlight)
-            ie.ifThen(ie.cmpI(arith::CmpIPredicate::uge, numK, ie.index(inFlight)),
-                      [&](KernelEmitter &re) { release(re, re.sub(numK, re.index(inFlight))); });
-          return done;
+            return consumeSlots(ie, ie.index(0), numK, acc, ringA, ringB, sa, sb, full, empty,
+                                warpgroupLeader, l);
           });
         },
         [&](KernelEmitter &pe) {
@@ -556,16 +528,8 @@ private:
     Value ringA = ringAddress(e, sa), ringB = ringAddress(e, sb);
     Type elem = cast<MemRefType>(sa.ring.getType()).getElementType();
     Value mapA = mapOf(e, a, sa, elem), mapB = mapOf(e, b, sb, elem);
-    const int64_t inFlight = stages >= 3 ? 1 : 0;
     Value warpgroupLeader = e.cmpI(arith::CmpIPredicate::eq, e.remUI(l.tid, e.index(kWarpgroup)),
                                    e.index(0));
-    auto release = [&](KernelEmitter &re, Value slot) {
-      re.ifThen(warpgroupLeader, [&](KernelEmitter &ie) {
-        nvgpu::MBarrierArriveOp::create(ie.builder(), ie.location(),
-                                        nvgpu::MBarrierTokenType::get(ie.builder().getContext()),
-                                        empty, ie.remUI(slot, ie.index(stages)));
-      });
-    };
     SmallVector<Value> state = e.ifElseValues(
         isConsumer(e, l),
         [&](KernelEmitter &ce) {
@@ -579,29 +543,8 @@ private:
                 Value first = te.mul(t, numK); // the tile's first slot
                 Value acc = initialAccumulator(te, {}, f);
                 acc = retiredLoop(te, numK, acc, [&](KernelEmitter &ie) {
-                  SmallVector<Value> it{acc};
-                  it = ie.forLoop(
-                      ie.index(0), numK, ie.index(1), it,
-                      [&](KernelEmitter &le, Value kt, ValueRange c) {
-                        Value slot = le.add(first, kt);
-                        waitForUse(le, full, slot, 0);
-                        Value d = stageProduct(le, c[0], ringA, ringB, sa, sb,
-                                               le.remUI(slot, le.index(stages)), tl, inFlight,
-                                               /*swizzled=*/true);
-                        // The group of step kt − inFlight retired: its stage is free.
-                        if (inFlight)
-                          le.ifThen(
-                              le.cmpI(arith::CmpIPredicate::uge, kt, le.index(inFlight)),
-                              [&](KernelEmitter &re) { release(re, re.sub(slot, re.index(1))); });
-                        else
-                          release(le, slot);
-                        return SmallVector<Value>{d};
-                      });
-                  NVVM::WgmmaWaitGroupSyncOp::create(ie.builder(), ie.location(), 0);
-                  Value done = fenceAccumulators(ie, it[0]);
-                  if (inFlight)
-                    release(ie, ie.sub(ie.add(first, numK), ie.index(1)));
-                  return done;
+                  return consumeSlots(ie, first, numK, acc, ringA, ringB, sa, sb, full, empty,
+                                      warpgroupLeader, tl);
                 });
                 fillFragment(te, f, acc);
                 return epilogue(te, tile, f, carried);
@@ -634,6 +577,48 @@ private:
     e.ifThen(e.andI(warpgroupLeader, isConsumer(e, l)),
              [&](KernelEmitter &ie) { evenPhases(ie, empty, total); });
     return state;
+  }
+
+  /// The consumers' k loop of a warp-specialized product: `acc` plus the
+  /// products of the k tiles in ring slots first … first + numK − 1, each
+  /// waited for on `full` and its stage released on `empty` (one arrival
+  /// per warpgroup, by its first thread) once the wgmma group that read it
+  /// retired; then the wait that retires the last group. numK > 0 (under
+  /// retiredLoop): every slot is released exactly once.
+  Value consumeSlots(KernelEmitter &e, Value first, Value numK, Value acc, Value ringA,
+                     Value ringB, const Staged &sa, const Staged &sb, Value full, Value empty,
+                     Value warpgroupLeader, const Lanes &l) const {
+    const int64_t inFlight = stages >= 3 ? 1 : 0;
+    auto release = [&](KernelEmitter &re, Value slot) {
+      re.ifThen(warpgroupLeader, [&](KernelEmitter &ie) {
+        nvgpu::MBarrierArriveOp::create(ie.builder(), ie.location(),
+                                        nvgpu::MBarrierTokenType::get(ie.builder().getContext()),
+                                        empty, ie.remUI(slot, ie.index(stages)));
+      });
+    };
+    SmallVector<Value> it{acc};
+    it = e.forLoop(e.index(0), numK, e.index(1), it,
+                   [&](KernelEmitter &le, Value kt, ValueRange c) {
+                     Value slot = le.add(first, kt);
+                     waitForUse(le, full, slot, 0);
+                     Value d = stageProduct(le, c[0], ringA, ringB, sa, sb,
+                                            le.remUI(slot, le.index(stages)), l, inFlight,
+                                            /*swizzled=*/true);
+                     // The group of step kt − inFlight retired: its stage is free.
+                     if (inFlight)
+                       le.ifThen(le.cmpI(arith::CmpIPredicate::uge, kt, le.index(inFlight)),
+                                 [&](KernelEmitter &re) {
+                                   release(re, re.sub(slot, re.index(inFlight)));
+                                 });
+                     else
+                       release(le, slot);
+                     return SmallVector<Value>{d};
+                   });
+    NVVM::WgmmaWaitGroupSyncOp::create(e.builder(), e.location(), 0);
+    Value done = fenceAccumulators(e, it[0]);
+    if (inFlight)
+      release(e, e.sub(e.add(first, numK), e.index(inFlight)));
+    return done;
   }
 
   /// What copying a k tile by TMA needs.

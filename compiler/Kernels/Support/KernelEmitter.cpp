@@ -148,17 +148,9 @@ void KernelEmitter::ifThenElse(Value cond, const std::function<void(KernelEmitte
 
 Value KernelEmitter::ifElse(Value cond, const std::function<Value(KernelEmitter &)> &then,
                             const std::function<Value(KernelEmitter &)> &otherwise) {
-  auto op = scf::IfOp::create(
-      b, loc, cond,
-      [&](OpBuilder &nb, Location nloc) {
-        KernelEmitter inner = at(nb, nloc);
-        scf::YieldOp::create(nb, nloc, then(inner));
-      },
-      [&](OpBuilder &nb, Location nloc) {
-        KernelEmitter inner = at(nb, nloc);
-        scf::YieldOp::create(nb, nloc, otherwise(inner));
-      });
-  return op.getResult(0);
+  return ifElseValues(
+      cond, [&](KernelEmitter &e) { return Values{then(e)}; },
+      [&](KernelEmitter &e) { return Values{otherwise(e)}; })[0];
 }
 
 KernelEmitter::Values

@@ -395,6 +395,20 @@ TEST_F(SimtBackward, PersistentProductKernelsGiveTheSameBits) {
     for (const auto &[name, bytes] : perTile)
       EXPECT_TRUE(bytes == swept[name]) << name << " differs from a block per tile's bits";
   }
+  // A last chunk with fewer row blocks than a full one: chunks of C = 100
+  // and 50 rows in 64-row tiles. The grid is sized from C (dX: 2 x 2 tiles
+  // on 4 blocks), so in the last chunk blocks 2 and 3 are past its 2 tiles
+  // and take none (an unsigned count would wrap and never end).
+  GradCase one{150, 200, 136, "bf16", "mean", true, 0.2};
+  one.tile = narrow + ",tma=2";
+  one.workspaceBytes = 150 * 4 + 100 * 200 * 2;
+  std::map<std::string, std::vector<char>> perTile, swept;
+  checkCase(one, &perTile);
+  GradCase p = one;
+  p.tile += ",persistent=4";
+  checkCase(p, &swept);
+  for (const auto &[name, bytes] : perTile)
+    EXPECT_TRUE(bytes == swept[name]) << name << " differs from a block per tile's bits";
 }
 
 } // namespace
