@@ -67,6 +67,19 @@ AOT_VARIANTS=(
   "bf16-sum-bias-i32|--dtype bf16 --reduction sum --bias --label-type i32 --ignore-index 5"
   "f32-none|--dtype f32 --reduction none"
 )
+# Hopper tiles of the benchmark's bf16-mean graph, for sm_90a alone (built
+# when --arch names it): TMA (tma=1), warp specialization (tma=2) and
+# persistent backward products on one block per H200 SM. The consumer step
+# checks each forward and backward against its fp64 reference on compute
+# capability 9.0 (its default shapes take the TMA paths where V and D are
+# multiples of 8, the cp.async fallbacks elsewhere); the benchmark times
+# them next to the default tile (impls lossjit-tma, lossjit-ws,
+# lossjit-persist).
+HOPPER_AOT_VARIANTS=(
+  "bf16-mean-sm90a-tma|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1"
+  "bf16-mean-sm90a-ws|--dtype bf16 --reduction mean --tile matmul=wgmma,block_k=64,stages=2,tma=2"
+  "bf16-mean-sm90a-persist|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,persistent=132"
+)
 
 # Test-only bundles (.bundle/test-kernels/<name>/) for tests/gpu/
 # CompilerKernelGpuTest.cpp: the chunked backward with a workspace budget so
@@ -150,6 +163,13 @@ prepare() {
     args=${entry#*|}
     jobs+=("--preset linear-cross-entropy $args --arch $ARCHES -o $BUNDLE/aot/$name")
   done
+  if [[ ,$ARCHES, == *,sm_90a,* ]]; then
+    for entry in "${HOPPER_AOT_VARIANTS[@]}"; do
+      name=${entry%%|*}
+      args=${entry#*|}
+      jobs+=("--preset linear-cross-entropy $args --arch sm_90a -o $BUNDLE/aot/$name")
+    done
+  fi
   # A cubin variant where this machine can assemble (nvJitLink or ptxas).
   if command -v ptxas >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas" ] ||
     ls "${CUDA_HOME:-/usr/local/cuda}"/lib64/libnvJitLink.so* >/dev/null 2>&1; then
@@ -422,9 +442,16 @@ step_consumer() {
   local dir name failed=0 ran=0
   local log="$OUTDIR/consumer.log"
   : >"$log"
+  local cc
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)
   for dir in "$BUNDLE"/aot/*/; do
     name=$(basename "$dir")
     [ -f "$dir/lce.h" ] || continue
+    # sm_90a code loads on compute capability 9.0 alone.
+    if [[ $name == *-sm90a-* && ${cc// /} != 9.0 ]]; then
+      echo "consumer $name: skipped (sm_90a only, this device is ${cc:-unknown})"
+      continue
+    fi
     ran=$((ran + 1))
     local b="$BUILD/consumer-$name"
     if ! { cmake -G Ninja -S "$ROOT/examples/aot_consumer" -B "$b" -DCMAKE_BUILD_TYPE=Release \

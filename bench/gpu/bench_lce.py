@@ -156,13 +156,17 @@ class AotLibrary:
 MAX_BACKWARD_CHUNKS = 256
 
 
-def make_aot_impl(aot_dir, dtype_name, shape):
-    variant = os.path.join(aot_dir, f"{dtype_name}-mean")
+def make_aot_impl(aot_dir, dtype_name, shape, tile=None):
+    """The prepared AOT variant <dtype>-mean, or with `tile` (tma, ws,
+    persist) its Hopper tile <dtype>-mean-sm90a-<tile> (scripts/gpu-check.sh
+    HOPPER_AOT_VARIANTS)."""
+    name = f"{dtype_name}-mean" + (f"-sm90a-{tile}" if tile else "")
+    variant = os.path.join(aot_dir, name)
     if not os.path.exists(os.path.join(variant, "manifest.json")):
         raise RuntimeError(f"no prepared AOT variant {variant}")
     lib = AotLibrary(variant, "/tmp/lossjit-bench-aot")
     has_backward = "backward" in lib.ops
-    note = f"AOT C API {lib.arch}"
+    note = f"AOT C API {lib.arch}" + (f", tile {tile}" if tile else "")
     if not has_backward:
         note += ", forward only (no backward in the AOT output)"
     else:
@@ -256,7 +260,19 @@ def make_impl(name, args, dtype_name, shape):
         except Exception as e:  # noqa: BLE001
             reasons.append(f"AOT: {type(e).__name__}: {e}")
         raise RuntimeError("; ".join(reasons))
+    if name in HOPPER_TILES:
+        # The same op on an opt-in Hopper tile, through its AOT C API.
+        if args.device != "cuda":
+            raise RuntimeError("needs CUDA")
+        major, minor = torch.cuda.get_device_capability()
+        if (major, minor) != (9, 0):
+            raise RuntimeError(f"sm_90a code needs compute capability 9.0, not {major}.{minor}")
+        return make_aot_impl(args.aot_dir, dtype_name, shape, HOPPER_TILES[name])
     raise ValueError(name)
+
+
+# Benchmark impls of lossjit's opt-in Hopper tiles: impl -> AOT tile suffix.
+HOPPER_TILES = {"lossjit-tma": "tma", "lossjit-ws": "ws", "lossjit-persist": "persist"}
 
 
 def _version(module):
@@ -350,7 +366,8 @@ def main():
     ap.add_argument("--d", type=int, default=4096)
     ap.add_argument("--v", type=int, default=128256)
     ap.add_argument("--dtypes", default="fp16,bf16")
-    ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,compile")
+    ap.add_argument("--impls", default="eager,torch_lce,lossjit,lossjit-tma,lossjit-ws,"
+                    "lossjit-persist,liger,cce,compile")
     ap.add_argument("--aot-dir", default=os.path.join(os.path.dirname(__file__), "../../.bundle/aot"))
     ap.add_argument("--seconds", type=float, default=3.0, help="timing per measurement")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -402,7 +419,7 @@ def main():
                 results.append(row)
                 continue
             # lossjit's AOT path decides per shape (backward chunking).
-            key = (name, dtype_name, n if name == "lossjit" else None)
+            key = (name, dtype_name, n if name.startswith("lossjit") else None)
             try:
                 if key not in impl_cache:
                     impl_cache[key] = make_impl(name, args, dtype_name, (n, v, d))
