@@ -153,6 +153,15 @@ std::optional<llvm::Error> Decoder::decodeVectorOp(Operation &op) {
   // ("=f,...,0,1,..."): the wgmma accumulator fence, an identity on values
   // (the order it imposes is the compiler's concern).
   if (auto fence = dyn_cast<LLVM::InlineAsmOp>(o)) {
+    // Both forms are identities on their operands: defines the result, emits.
+    auto emitFence = [&]() -> llvm::Error {
+      auto res = define(fence.getRes(), o);
+      if (!res)
+        return res.takeError();
+      instr.res = *res;
+      emit(instr);
+      return llvm::Error::success();
+    };
     // The one-register form ("=r,0" on an i32): an opaque copy of an
     // integer (opaqueThreadIdx), which keeps LLVM from hoisting.
     if (fence.getConstraints() == "=r,0") {
@@ -165,12 +174,7 @@ std::optional<llvm::Error> Decoder::decodeVectorOp(Operation &op) {
       instr.width = 32;
       instr.lanes = 1;
       instr.a = use(fence.getOperand(0));
-      auto res = define(fence.getRes(), o);
-      if (!res)
-        return res.takeError();
-      instr.res = *res;
-      emit(instr);
-      return llvm::Error::success();
+      return emitFence();
     }
     const unsigned n = fence.getNumOperands();
     std::string expected;
@@ -188,12 +192,7 @@ std::optional<llvm::Error> Decoder::decodeVectorOp(Operation &op) {
     instr.ty = instr.rty = ElementType::F32;
     instr.lanes = n;
     instr.aux = pushSlots(fence.getOperands());
-    auto res = define(fence.getRes(), o);
-    if (!res)
-      return res.takeError();
-    instr.res = *res;
-    emit(instr);
-    return llvm::Error::success();
+    return emitFence();
   }
   if (auto from = dyn_cast<vector::FromElementsOp>(o)) {
     instr.opc = Opc::FromElements;

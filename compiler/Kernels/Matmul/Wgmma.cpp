@@ -498,14 +498,21 @@ private:
           });
           return acc;
         });
-    // Even phase counts on both rings for the next product, once no thread
-    // waits on any of this product's phases.
+    evenBothRings(e, l, full, empty, numK, warpgroupLeader);
+    return result;
+  }
+
+  /// Even phase counts on both rings of a warp-specialized product or
+  /// sweep that used `uses` slots (full: one arrival by thread 0; empty: one
+  /// per consumer warpgroup), after a block barrier so that no thread still
+  /// waits on any of their phases: the next product's parities start at 0.
+  void evenBothRings(KernelEmitter &e, const Lanes &l, Value full, Value empty, Value uses,
+                     Value warpgroupLeader) const {
     gpuBarrier(e);
     e.ifThen(e.cmpI(arith::CmpIPredicate::eq, l.tid, e.index(0)),
-             [&](KernelEmitter &ie) { evenPhases(ie, full, numK); });
+             [&](KernelEmitter &ie) { evenPhases(ie, full, uses); });
     e.ifThen(e.andI(warpgroupLeader, isConsumer(e, l)),
-             [&](KernelEmitter &ie) { evenPhases(ie, empty, numK); });
-    return result;
+             [&](KernelEmitter &ie) { evenPhases(ie, empty, uses); });
   }
 
   /// sweep() with tile tma=2 and ready maps: one ring sequence through
@@ -569,13 +576,7 @@ private:
           });
           return SmallVector<Value>(init);
         });
-    // Even phase counts on both rings, once no thread waits on any of the
-    // sweep's phases.
-    gpuBarrier(e);
-    e.ifThen(e.cmpI(arith::CmpIPredicate::eq, l.tid, e.index(0)),
-             [&](KernelEmitter &ie) { evenPhases(ie, full, total); });
-    e.ifThen(e.andI(warpgroupLeader, isConsumer(e, l)),
-             [&](KernelEmitter &ie) { evenPhases(ie, empty, total); });
+    evenBothRings(e, l, full, empty, total, warpgroupLeader);
     return state;
   }
 
