@@ -37,12 +37,25 @@ std::string arriveOn(const std::string &name, const std::string &id) {
          " -> !nvgpu.mbarrier.token\n";
 }
 
-/// The ring's four barriers, made and initialized by thread 0 before a
-/// block barrier: full 0 and 1 (32 arrivals: the producer warp), empty 0
-/// and 1 (`emptyCount` arrivals, a constant's name). Defines %bar, %t, %lane.
-std::string ringBarriers(const std::string &emptyCount) {
+/// The ring kernels' start: @k(%in, %out, %n) with a ring of two 32-float
+/// stages, the constants 0-3, 32 and %ticks (plus `constants`, lines of
+/// MLIR), and the ring's four barriers, made and initialized by thread 0
+/// before a block barrier: full 0 and 1 (32 arrivals: the producer warp),
+/// empty 0 and 1 (`emptyCount` arrivals, a constant's name). Defines %bar,
+/// %t, %lane.
+std::string ringPrologue(const std::string &emptyCount, const std::string &constants = "") {
   const std::string bars = kBars;
-  return "  %bar = nvgpu.mbarrier.create -> " + bars + R"(
+  return R"(
+gpu.func @k(%in: memref<?xf32>, %out: memref<?xf32>, %n: index)
+    workgroup(%ring: memref<64xf32, #gpu.address_space<workgroup>>) kernel {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c32 = arith.constant 32 : index
+  %ticks = arith.constant 1000000 : index
+)" + constants +
+         "  %bar = nvgpu.mbarrier.create -> " + bars + R"(
   %t = gpu.thread_id x
   %t0 = arith.cmpi eq, %t, %c0 : index
   scf.if %t0 {
@@ -63,33 +76,40 @@ struct RingCase {
   bool consumerWaitsWrongParity = false;
 };
 
-std::string ringKernel(const RingCase &c) {
-  auto wait = waitOn;
-  auto arrive = arriveOn;
+/// The producer warp's loop: tile k of %in into stage k % 2, announced on
+/// "full"; from the third tile on it first waits for the consumers'
+/// release of the stage's previous use on "empty" (unless `skipEmptyWait`).
+std::string producerLoop(bool skipEmptyWait) {
   std::string producer = R"(
     scf.for %k = %c0 to %n step %c1 {
       %s = arith.remui %k, %c2 : index
       %use = arith.divui %k, %c2 : index
       %reuse = arith.cmpi uge, %k, %c2 : index
 )";
-  if (!c.skipEmptyWait)
+  if (!skipEmptyWait)
     producer += R"(
       scf.if %reuse {
         %prev = arith.subi %use, %c1 : index
         %pb = arith.remui %prev, %c2 : index
         %par = arith.cmpi ne, %pb, %c0 : index
         %e = arith.addi %s, %c2 : index
-        )" + wait("%e", "%par") +
+        )" + waitOn("%e", "%par") +
                 "      }\n";
-  producer += R"(
+  return producer + R"(
       %i = arith.muli %k, %c32 : index
       %gi = arith.addi %i, %lane : index
       %v = memref.load %in[%gi] : memref<?xf32>
       %r = arith.muli %s, %c32 : index
       %ri = arith.addi %r, %lane : index
       memref.store %v, %ring[%ri] : memref<64xf32, #gpu.address_space<workgroup>>
-      )" + arrive("full", "%s") +
-              "    }\n";
+      )" + arriveOn("full", "%s") +
+         "    }\n";
+}
+
+std::string ringKernel(const RingCase &c) {
+  auto wait = waitOn;
+  auto arrive = arriveOn;
+  const std::string producer = producerLoop(c.skipEmptyWait);
   std::string consumer = R"(
     scf.for %k = %c0 to %n step %c1 {
       %s = arith.remui %k, %c2 : index
@@ -116,18 +136,9 @@ std::string ringKernel(const RingCase &c) {
   if (!c.releaseBeforeRead)
     consumer += "      " + arrive("empty", "%e");
   consumer += "    }\n";
-  return R"(
-gpu.func @k(%in: memref<?xf32>, %out: memref<?xf32>, %n: index)
-    workgroup(%ring: memref<64xf32, #gpu.address_space<workgroup>>) kernel {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c2 = arith.constant 2 : index
-  %c3 = arith.constant 3 : index
-  %c32 = arith.constant 32 : index
-  %ticks = arith.constant 1000000 : index
-  %true = arith.constant true
-  %false = arith.constant false
-)" + ringBarriers("%c32") + R"(
+  return ringPrologue("%c32", "  %true = arith.constant true\n"
+                              "  %false = arith.constant false\n") +
+         R"(
   %b = gpu.block_id x
   %bn = arith.muli %b, %n : index
   %first = arith.cmpi )" +
@@ -239,38 +250,10 @@ std::string nestedRingKernel() {
       }
 )";
   };
-  return R"(
-gpu.func @k(%in: memref<?xf32>, %out: memref<?xf32>, %n: index)
-    workgroup(%ring: memref<64xf32, #gpu.address_space<workgroup>>) kernel {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c2 = arith.constant 2 : index
-  %c3 = arith.constant 3 : index
-  %c32 = arith.constant 32 : index
-  %c64 = arith.constant 64 : index
-  %ticks = arith.constant 1000000 : index
-)" + ringBarriers("%c64") + R"(
+  return ringPrologue("%c64", "  %c64 = arith.constant 64 : index\n") + R"(
   %producer = arith.cmpi ult, %t, %c32 : index
-  scf.if %producer {
-    scf.for %k = %c0 to %n step %c1 {
-      %s = arith.remui %k, %c2 : index
-      %use = arith.divui %k, %c2 : index
-      %reuse = arith.cmpi uge, %k, %c2 : index
-      scf.if %reuse {
-        %prev = arith.subi %use, %c1 : index
-        %pb = arith.remui %prev, %c2 : index
-        %par = arith.cmpi ne, %pb, %c0 : index
-        %e = arith.addi %s, %c2 : index
-        )" + wait("%e", "%par") + R"(
-      }
-      %i = arith.muli %k, %c32 : index
-      %gi = arith.addi %i, %lane : index
-      %v = memref.load %in[%gi] : memref<?xf32>
-      %r = arith.muli %s, %c32 : index
-      %ri = arith.addi %r, %lane : index
-      memref.store %v, %ring[%ri] : memref<64xf32, #gpu.address_space<workgroup>>
-      )" + arrive("full", "%s") + R"(
-    }
+  scf.if %producer {)" +
+         producerLoop(/*skipEmptyWait=*/false) + R"(
   } else {
     %first = arith.cmpi ult, %t, %c64 : index
     scf.if %first {)" +
