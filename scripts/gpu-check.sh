@@ -3,7 +3,7 @@
 #
 # 1) Here, on a machine with the compiler (MLIR):
 #      scripts/gpu-check.sh --prepare [--no-wheels] [--arch sm_90,sm_90a] [--aot PATH]
-#    builds lossjit-aot and writes .bundle/ (git-ignored, a few MB): kernel
+#    builds lossjit-aot and writes .bundle/ and .bundle.tar.gz (git-ignored): kernel
 #    bundles for LOSSJIT_KERNEL_PATH, test-only bundles for ctest -L gpu
 #    (chunked backward, tensor-core forward), AOT
 #    C API outputs for the example consumer and the benchmark, googletest
@@ -116,6 +116,19 @@ WGMMA_TILES=(
   "wgmmaws128x64x64x2|matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=256,stages=2,tma=2"
 )
 
+# Hopper-tile gradient check bundles (.bundle/test-kernels/hopper-<dtype>-
+# <reduction>-<bias>-<tile>/), sm_90a alone: the chunked backward within 1 MiB
+# (and the fused op for mean) on one wgmma tile five ways — the cp.async ring
+# the others must equal bit for bit, TMA, warp specialization, and persistent
+# grids of 3 blocks on both rings. CompilerKernelGpuTest's
+# HopperTilesBackwardMatchFp64AndTheCpAsyncBits runs them at V = 1000,
+# D = 200 (multiples of 8: the TMA paths) on compute capability 9.0.
+HOPPER_TEST_WORKSPACE_BYTES=1048576
+HOPPER_TEST_TILE="matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=256,stages=2,grad_cols=128"
+HOPPER_TEST_TILES=("cpasync|" "tma|,tma=1" "spec|,tma=2" "persist|,persistent=3"
+  "specpersist|,tma=2,persistent=3")
+HOPPER_TEST_VARIANTS=("bf16 mean 1" "f16 none 0")
+
 # The graph (MLIR, the loss dialect) of one test variant: @lce (forward) and
 # @lce_grad (chunked backward within $4 bytes), int64 labels, ignore_index -100.
 test_graph() { # DTYPE REDUCTION BIAS(0|1) WORKSPACE_BYTES
@@ -218,13 +231,28 @@ prepare() {
       done
     done
   done
+  # Hopper-tile gradient check bundles (see HOPPER_TEST_TILES).
+  if [[ ,$ARCHES, == *,sm_90a,* ]]; then
+    for variant in "${HOPPER_TEST_VARIANTS[@]}"; do
+      read -r dtype reduction bias <<<"$variant"
+      for tile in "${HOPPER_TEST_TILES[@]}"; do
+        args="--dtype $dtype --reduction $reduction --workspace-bytes $HOPPER_TEST_WORKSPACE_BYTES"
+        args="$args --tile $HOPPER_TEST_TILE${tile#*|}"
+        ((bias)) && args="$args --bias"
+        [ "$reduction" != none ] && args="$args --fused"
+        name="hopper-$dtype-$reduction-$( ((bias)) && echo bias || echo nobias)-${tile%%|*}"
+        jobs+=("--preset linear-cross-entropy $args --no-c-api --arch sm_90a -o $BUNDLE/test-kernels/$name")
+      done
+    done
+  fi
   printf '%s\n' "${jobs[@]}" >"$BUNDLE/jobs.txt"
   export AOT
   # shellcheck disable=SC2016
   xargs -a "$BUNDLE/jobs.txt" -P 2 -I{} bash -c \
     '"$AOT" --quiet {} || { echo "FAILED: lossjit-aot {}"; exit 255; }'
   for dir in "$BUNDLE"/aot/* "$BUNDLE"/kernels/* "$BUNDLE"/test-kernels/*-ws* \
-    "$BUNDLE"/test-kernels/mma-*; do
+    "$BUNDLE"/test-kernels/mma-* "$BUNDLE"/test-kernels/hopper-*; do
+    [ -d "$dir" ] || continue
     "$AOT" --check "$dir" --quiet
   done
   rm -f "$BUNDLE/jobs.txt"
@@ -284,14 +312,35 @@ PY
     echo "kernels: $(cd "$BUNDLE/kernels" && ls -d */ | wc -l) variants"
     echo "test-kernels: $(cd "$BUNDLE/test-kernels" && ls -d *-ws*/ | wc -l) variants"
     echo "mma-kernels: $(cd "$BUNDLE/test-kernels" && ls -d mma-*/ | wc -l) tensor-core check variants (forward, with their SIMT references)"
+    echo "hopper-kernels: $(cd "$BUNDLE/test-kernels" && ls -d hopper-*/ 2>/dev/null | wc -l) Hopper-tile gradient check variants"
   } >"$BUNDLE/PREPARED"
   local size
+  # What travels to the GPU machine: one gzip'ed tarball (PTX text packs
+  # about 6:1), unpacked there by the run (unpack_bundle). Written under a
+  # temporary name first, so an interrupted --prepare leaves no torn one.
+  tar -C "$BUNDLE" --exclude=./.unpacked -czf "$BUNDLE.tar.gz.tmp" . && mv -f "$BUNDLE.tar.gz.tmp" "$BUNDLE.tar.gz"
+  local size packed
   size=$(du -sm "$BUNDLE" | cut -f1)
-  echo "gpu-check --prepare: done in $((SECONDS - start)) s; $BUNDLE is ${size} MiB"
+  packed=$(du -sm "$BUNDLE.tar.gz" | cut -f1)
+  echo "gpu-check --prepare: done in $((SECONDS - start)) s; $BUNDLE is ${size} MiB," \
+    "packed into $BUNDLE.tar.gz (${packed} MiB: carry this)"
   [ -d "$ROOT/.whl" ] && echo "gpu-check --prepare: .whl is $(du -sm "$ROOT/.whl" | cut -f1) MiB"
-  if ((size > 40)); then
+  if ((packed > 40)); then
     echo "gpu-check --prepare: warning: the bundle is large for a 64 MiB working-tree transfer"
   fi
+}
+
+# On the GPU machine: unpack the carried $BUNDLE.tar.gz into $BUNDLE unless
+# that tarball was unpacked there already (a .bundle an earlier call left
+# behind is replaced, never mixed with a newer tarball).
+unpack_bundle() {
+  local tarball="$BUNDLE.tar.gz" stamp
+  [ -f "$tarball" ] || return 0
+  stamp=$(cksum <"$tarball")
+  [ "$(cat "$BUNDLE/.unpacked" 2>/dev/null)" = "$stamp" ] && return 0
+  rm -rf "$BUNDLE" && mkdir -p "$BUNDLE" && tar -C "$BUNDLE" -xzf "$tarball" &&
+    echo "$stamp" >"$BUNDLE/.unpacked" &&
+    echo "gpu-check: unpacked $tarball ($(du -sm "$BUNDLE" | cut -f1) MiB)"
 }
 
 download_wheels() {
@@ -334,7 +383,8 @@ kernel_path() {
 # ctest -L gpu only: the kernel path plus the test-only bundles (chunked
 # backward with a small budget, tensor-core forwards).
 test_kernel_path() {
-  local dirs=("$BUNDLE"/kernels/*/ "$BUNDLE"/test-kernels/*-ws*/ "$BUNDLE"/test-kernels/mma-*/)
+  local dirs=("$BUNDLE"/kernels/*/ "$BUNDLE"/test-kernels/*-ws*/ "$BUNDLE"/test-kernels/mma-*/
+    "$BUNDLE"/test-kernels/hopper-*/)
   local existing=() d
   for d in "${dirs[@]}"; do
     [ -d "$d" ] && existing+=("${d%/}")
@@ -356,7 +406,7 @@ step_info() {
   command -v nvcc >/dev/null && nvcc --version | tail -1
   if [ ! -f "$BUNDLE/PREPARED" ]; then
     echo "no $BUNDLE/PREPARED: run scripts/gpu-check.sh --prepare first (on a machine with" \
-      "MLIR) and carry .bundle (and .whl) to this machine"
+      "MLIR) and carry .bundle.tar.gz (and .whl) to this machine"
     return 1
   fi
   cat "$BUNDLE/PREPARED"
@@ -416,7 +466,7 @@ step_ctest() {
   export LOSSJIT_KERNEL_PATH
   LOSSJIT_KERNEL_PATH="$(test_kernel_path)"
   echo "LOSSJIT_KERNEL_PATH: $(tr ':' '\n' <<<"$LOSSJIT_KERNEL_PATH" | grep -c .) bundle roots" \
-    "(.bundle/kernels/*, .bundle/test-kernels/*-ws*, .bundle/test-kernels/mma-*)"
+    "(.bundle/kernels/*, .bundle/test-kernels/*-ws*, .bundle/test-kernels/mma-*, .bundle/test-kernels/hopper-*)"
   cd "$BUILD" && ctest -L gpu --output-on-failure \
     --timeout 120 --output-junit "$OUTDIR/ctest-gpu.xml"
 }
@@ -559,6 +609,7 @@ fi
 if [ "$MODE" = prepare ]; then
   prepare
 else
+  unpack_bundle || { echo "gpu-check: cannot unpack $BUNDLE.tar.gz" >&2; exit 1; }
   mkdir -p "$OUTDIR" "$LOGS"
   OUTDIR="$(cd "$OUTDIR" && pwd)"
   run_all 2>&1 | tee "$OUTDIR/gpu-check.log"
