@@ -77,7 +77,7 @@ AOT_VARIANTS=(
 # lossjit-persist).
 HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-tma|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1"
-  "bf16-mean-sm90a-ws|--dtype bf16 --reduction mean --tile matmul=wgmma,block_k=64,stages=2,tma=2"
+  "bf16-mean-sm90a-ws|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2"
   "bf16-mean-sm90a-persist|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,persistent=132"
 )
 

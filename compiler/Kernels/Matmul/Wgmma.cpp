@@ -327,10 +327,18 @@ private:
     // Shared-window byte addresses of the rings, for the descriptors.
     Value ringA = ringAddress(e, sa), ringB = ringAddress(e, sb);
 
+    // Each step's copies read the thread's id afresh (opaqueThreadIdx):
+    // otherwise LLVM hoists their pieces' offsets (64-bit, several per
+    // operand) out of the k loop, live through every wgmma and the
+    // epilogue. Recomputing them costs a few integer ops per step; keeping
+    // them cost lce_partial up to 264 bytes of spills (128 columns, bias)
+    // and dX/dW 50 registers.
     auto fill = [&](KernelEmitter &fe, Value kt) {
       return k.fill(fe, kt, [&](KernelEmitter &ie, Value stage, Value k0) {
-        fillOperand(ie, a, sa, stage, k0, kEnd, tile.rowBegin, tile.rowLimit, k.alignedA, l);
-        fillOperand(ie, b, sb, stage, k0, kEnd, tile.colBegin, tile.colLimit, k.alignedB, l);
+        KernelEmitter pe = ie.withThreadId(opaqueThreadIdx(ie));
+        const Lanes pl = lanes(pe);
+        fillOperand(pe, a, sa, stage, k0, kEnd, tile.rowBegin, tile.rowLimit, k.alignedA, pl);
+        fillOperand(pe, b, sb, stage, k0, kEnd, tile.colBegin, tile.colLimit, k.alignedB, pl);
       });
     };
     // With three or more stages one wgmma group stays in flight while the

@@ -379,7 +379,8 @@ TEST_F(SimtBackward, PersistentProductKernelsGiveTheSameBits) {
                              "stages=3";
   for (const std::string &tile :
        {std::string("matmul=mma_sync"), narrow, narrow + ",tma=1", narrow + ",tma=2",
-        std::string("matmul=wgmma,block_cols=64,block_k=64,stages=2,tma=2")}) {
+        std::string("matmul=wgmma,block_cols=64,block_k=64,stages=2,tma=2"),
+        std::string("matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2")}) {
     SCOPED_TRACE(tile);
     GradCase one{40, 200, 136, "bf16", "mean", true, 0.2};
     one.tile = tile;

@@ -660,6 +660,12 @@ TEST(WgmmaKernels, WarpSpecializedProducerAndConsumers) {
   c.bias = true;
   c.reduction = "sum";
   checkWgmma(c, "matmul=wgmma block-rows=64 threads=128 block-cols=32 block-k=32 stages=2 tma=2");
+  // 128-column tiles (m64n128k16) with a bias: three column tiles, the
+  // last partial, and three k tiles through 2 stages.
+  Case wide{9, 300, 136};
+  wide.dtype = "bf16";
+  wide.bias = true;
+  checkWgmma(wide, "matmul=wgmma block-cols=128 block-k=64 stages=2 splits=1 tma=2");
   // Maps the runtime cannot encode (74-byte rows): the cp.async ring, with
   // the producer warp idle but for the barriers.
   checkWgmma({5, 77, 37}, "matmul=wgmma block-k=64 stages=3 tma=2");
