@@ -167,7 +167,8 @@ prepare() {
   fi
   [ -x "$AOT" ] || { echo "gpu-check: no lossjit-aot at $AOT" >&2; exit 1; }
   echo "gpu-check --prepare: $AOT -> $BUNDLE (arches $ARCHES)"
-  rm -rf "$BUNDLE/aot" "$BUNDLE/kernels" "$BUNDLE/test-kernels" "$BUNDLE/googletest"
+  rm -rf "$BUNDLE/aot" "$BUNDLE/kernels" "$BUNDLE/test-kernels" "$BUNDLE/googletest" \
+    "$BUNDLE/.unpacked" "$BUNDLE.tar.gz" "$BUNDLE.tar.gz.tmp"
   mkdir -p "$BUNDLE/aot" "$BUNDLE/kernels" "$BUNDLE/test-kernels/graphs"
 
   local entry name args jobs=()
@@ -314,11 +315,12 @@ PY
     echo "mma-kernels: $(cd "$BUNDLE/test-kernels" && ls -d mma-*/ | wc -l) tensor-core check variants (forward, with their SIMT references)"
     echo "hopper-kernels: $(cd "$BUNDLE/test-kernels" && ls -d hopper-*/ 2>/dev/null | wc -l) Hopper-tile gradient check variants"
   } >"$BUNDLE/PREPARED"
-  local size
   # What travels to the GPU machine: one gzip'ed tarball (PTX text packs
   # about 6:1), unpacked there by the run (unpack_bundle). Written under a
-  # temporary name first, so an interrupted --prepare leaves no torn one.
-  tar -C "$BUNDLE" --exclude=./.unpacked -czf "$BUNDLE.tar.gz.tmp" . && mv -f "$BUNDLE.tar.gz.tmp" "$BUNDLE.tar.gz"
+  # temporary name first, so an interrupted --prepare leaves no torn one
+  # (and the previous tarball is gone: no stale one can travel).
+  tar -C "$BUNDLE" -czf "$BUNDLE.tar.gz.tmp" .
+  mv -f "$BUNDLE.tar.gz.tmp" "$BUNDLE.tar.gz"
   local size packed
   size=$(du -sm "$BUNDLE" | cut -f1)
   packed=$(du -sm "$BUNDLE.tar.gz" | cut -f1)
@@ -331,11 +333,17 @@ PY
 }
 
 # On the GPU machine: unpack the carried $BUNDLE.tar.gz into $BUNDLE unless
-# that tarball was unpacked there already (a .bundle an earlier call left
-# behind is replaced, never mixed with a newer tarball).
+# that tarball was unpacked there already. A $BUNDLE some earlier call
+# unpacked (it has a .unpacked stamp) is replaced, never mixed with a newer
+# tarball; one that --prepare wrote or that travelled unpacked (PREPARED but
+# no stamp) is used as it is, whatever tarball an earlier call left.
 unpack_bundle() {
   local tarball="$BUNDLE.tar.gz" stamp
   [ -f "$tarball" ] || return 0
+  if [ -f "$BUNDLE/PREPARED" ] && [ ! -f "$BUNDLE/.unpacked" ]; then
+    echo "gpu-check: $BUNDLE was not unpacked from a tarball: using it, not $tarball"
+    return 0
+  fi
   stamp=$(cksum <"$tarball")
   [ "$(cat "$BUNDLE/.unpacked" 2>/dev/null)" = "$stamp" ] && return 0
   rm -rf "$BUNDLE" && mkdir -p "$BUNDLE" && tar -C "$BUNDLE" -xzf "$tarball" &&
@@ -381,7 +389,8 @@ kernel_path() {
 }
 
 # ctest -L gpu only: the kernel path plus the test-only bundles (chunked
-# backward with a small budget, tensor-core forwards).
+# backward with a small budget, tensor-core forwards, Hopper tiles'
+# gradients).
 test_kernel_path() {
   local dirs=("$BUNDLE"/kernels/*/ "$BUNDLE"/test-kernels/*-ws*/ "$BUNDLE"/test-kernels/mma-*/
     "$BUNDLE"/test-kernels/hopper-*/)
@@ -549,6 +558,7 @@ run_all() {
   local -a rows=()
   local failed=0
   echo "gpu-check: budget ${BUDGET}s, output in $OUTDIR"
+  unpack_bundle || { echo "gpu-check: cannot unpack $BUNDLE.tar.gz"; return 1; }
   for name in "${STEPS[@]}"; do
     left=$((BUDGET - (SECONDS - start) - 5))
     limit=${CAP[$name]}
@@ -609,7 +619,6 @@ fi
 if [ "$MODE" = prepare ]; then
   prepare
 else
-  unpack_bundle || { echo "gpu-check: cannot unpack $BUNDLE.tar.gz" >&2; exit 1; }
   mkdir -p "$OUTDIR" "$LOGS"
   OUTDIR="$(cd "$OUTDIR" && pwd)"
   run_all 2>&1 | tee "$OUTDIR/gpu-check.log"

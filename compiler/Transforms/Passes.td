@@ -75,8 +75,8 @@ def LossSelectLoweringConfig : Pass<"loss-select-lowering-config", "::mlir::Modu
     Option<"matmul", "matmul", "std::string", "\"\"",
            "tile-product strategy (gpu): simt, mma_sync, wgmma (sm_90a), or auto (per op: "
            "for f16/bf16 on sm_80+ except the recompute schedule wgmma's default tile on "
-           "sm_90a (128 logit columns for the cross-entropy ops without a softcap, but "
-           "64 for the chunked backward with a bias) "
+           "sm_90a (128 logit columns for the cross-entropy ops, but 64 for a forward "
+           "with both a bias and a softcap) "
            "and mma_sync's elsewhere, else simt; what the JIT and lossjit-aot use)">,
     Option<"blockRows", "block-rows", "int64_t", "-1", "rows per block / register block">,
     Option<"threads", "threads", "int64_t", "-1", "threads per block (gpu)">,

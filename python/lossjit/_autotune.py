@@ -48,9 +48,10 @@ TENSOR_CORE_TILES = (
 )
 #: Hopper's warpgroup MMA (sm_90a, the default arch on compute capability
 #: 9.0): its tile (128x64 logits, 128x128 gradient products) first, the one
-#: auto gives the ops without a softcap (128x128 logits; it spills with a
-#: softcap, and in the chunked backward with a bias) second, then tiles every kernel of which ptxas takes without
-#: spills; then the mma.sync space, which sm_90a modules also run. (The TMA
+#: auto gives the cross-entropy ops (128x128 logits; but for a forward with
+#: both a bias and a softcap, at ptxas's register cap there) second, then
+#: tiles every kernel of which ptxas takes without spills; then the mma.sync
+#: space, which sm_90a modules also run. (The TMA
 #: tile, tma=1, joins when a Hopper has run it: a wrong barrier phase there
 #: would hang the tuning run, not just lose it.)
 WGMMA_TILES = (

@@ -136,13 +136,9 @@ Value lossjit::emitRowActive(KernelEmitter &e, const LceSpec &spec, const RowAdj
   return active ? active : e.cmpI(arith::CmpIPredicate::eq, e.index(0), e.index(0));
 }
 
-bool lossjit::hasColumnWeight(const LceSpec &spec) {
-  return spec.isVocabReduce() && spec.hasClassWeights;
-}
-
 Value lossjit::loadColumnWeight(KernelEmitter &e, const LceSpec &spec, const KernelArgs &a,
                                 Value col) {
-  if (!hasColumnWeight(spec))
+  if (!spec.isVocabReduce() || !spec.hasClassWeights)
     return {};
   return e.loadReal(a["class_weights"], col);
 }

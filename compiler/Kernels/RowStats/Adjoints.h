@@ -82,9 +82,6 @@ RowAdjoint loadRowAdjoint(KernelEmitter &e, const LceSpec &spec, const KernelArg
 /// kernel may skip the products of a row where it is false.
 mlir::Value emitRowActive(KernelEmitter &e, const LceSpec &spec, const RowAdjoint &row);
 
-/// Whether dZ reads a class weight per column (loadColumnWeight loads one).
-bool hasColumnWeight(const LceSpec &spec);
-
 /// The f32 class weight of column `col` when dZ reads one, else null.
 mlir::Value loadColumnWeight(KernelEmitter &e, const LceSpec &spec, const KernelArgs &a,
                              mlir::Value col);

@@ -30,10 +30,10 @@
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C751
-// matmul=auto (what the JIT builds on a Hopper): the ops without a softcap
-// take 128-column logit tiles, except the backward with a bias (its dZ
-// kernel would spill), which keeps 64; every kernel still assembles
-// without spills.
+// matmul=auto (what the JIT builds on a Hopper): the ops take 128-column
+// logit tiles, the backward with a bias too (its dZ kernel spilled before
+// it went through its fragment column by column); every kernel still
+// assembles without spills.
 // RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=auto" -o %t/auto-f16.mlir
 // RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=auto" -o %t/auto-bf16.mlir
 // RUN: FileCheck %s --check-prefix=AUTO --input-file=%t/auto-bf16.mlir
@@ -91,7 +91,7 @@
 // FZ-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, p, 1, 1, 0, 0;
 
 // AUTO:       fwd = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=128,block_k=32,grad_cols=128"
-// AUTO:       grad = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=64,block_k=32,grad_cols=128"
+// AUTO:       grad = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=128,block_k=32,grad_cols=128"
 // AUTO:       fused = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=128,block_k=32,grad_cols=128"
 // WIDE-LABEL: .visible .entry lce_partial(
 // WIDE-COUNT-2: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16

@@ -36,13 +36,18 @@
 // PLAN:      grid = ["cdiv(C,128)", "cdiv(V,128)", "1"], module = "grad_lce_bwd_dz"
 // PLAN:      grid = ["cdiv(C,128)", "cdiv(V,128)", "1"], module = "fused_lce_fused_z"
 
-// The cp.async ring's k loop: each step's copies start from the thread's
-// id through the empty asm.
-// FILL:      cp.async.wait_group
-// FILL:      bar.sync 0;
-// FILL:      // begin inline asm
-// FILL:      cp.async.cg.shared.global
+// The cp.async fallback's k loop (after the TMA path's products): once
+// the stage landed and the block synchronized, the step's copies start
+// from the thread's id through the empty asm, not from offsets formed
+// before the loop.
 // FILL:      wgmma.mma_async.sync.aligned.m64n128k16
+// FILL:      fence.proxy.async.shared::cta;
+// FILL-NEXT: bar.sync 0;
+// FILL-NOT:  cp.async.cg
+// FILL:      // begin inline asm
+// FILL-NOT:  cp.async.cg
+// FILL:      // end inline asm
+// FILL:      cp.async.cg.shared.global
 
 // FWD-COUNT-3:   0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // GRAD-COUNT-6:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

@@ -1,8 +1,8 @@
 // loss-select-lowering-config with matmul=auto (what the JIT and
 // lossjit-aot compile with): per op, tensor cores for f16/bf16 storage on
 // sm_80 and newer (wgmma's default tile on sm_90a, what the JIT builds on a
-// Hopper, 128 logit columns wide for the cross-entropy ops without a
-// softcap (and the backward without a bias), whose epilogues fit them;
+// Hopper, 128 logit columns wide for the cross-entropy ops, whose
+// epilogues fit them, but for a forward with both a bias and a softcap;
 // mma_sync's on every other arch,
 // sm_90 included), SIMT for f32 storage
 // (TF32 is never a default), for the recompute schedule (tensor cores do
@@ -63,9 +63,9 @@ func.func @bf16_fused(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi
   return %l, %lse, %dx, %dw : tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>
 }
 
-// A bias still fits 128 columns except in the chunked backward's dZ
-// kernel; a softcap keeps wgmma's 64-column logits tile (its epilogue would
-// spill at 128).
+// A bias or a softcap still fits 128 columns, the chunked backward's dZ
+// kernel included; a forward with both keeps wgmma's 64-column logits tile
+// (its lce_partial would take every one of ptxas's 255 registers).
 // CHECK-LABEL: func.func @bf16_forward_bias
 // CHECK:         #loss.gpu_config<schedule = forward, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
 // HOPPER-LABEL: func.func @bf16_forward_bias
@@ -77,10 +77,27 @@ func.func @bf16_forward_bias(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: ten
 // CHECK-LABEL: func.func @f16_fused_softcap
 // CHECK:         #loss.gpu_config<schedule = fused, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
 // HOPPER-LABEL: func.func @f16_fused_softcap
-// HOPPER:         #loss.gpu_config<schedule = fused, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
+// HOPPER:         #loss.gpu_config<schedule = fused, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 128, block_k = 32, grad_cols = 128>
 func.func @f16_fused_softcap(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>, tensor<?x?xf16>, tensor<?x?xf16>) {
   %l, %lse, %dx, %dw = loss.linear_cross_entropy_with_grad %x, %w, %y {storage = f16, compute = f32, softcap = 30.0} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>, tensor<?x?xf16>, tensor<?x?xf16>
   return %l, %lse, %dx, %dw : tensor<f32>, tensor<?xf32>, tensor<?x?xf16>, tensor<?x?xf16>
+}
+
+// CHECK-LABEL: func.func @bf16_grad_bias
+// CHECK:         #loss.gpu_config<schedule = chunked, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
+// HOPPER-LABEL: func.func @bf16_grad_bias
+// HOPPER:         #loss.gpu_config<schedule = chunked, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 128, block_k = 32, grad_cols = 128>
+func.func @bf16_grad_bias(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %b: tensor<?xbf16>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>) {
+  %dx, %dw, %db = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g bias %b {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32>, tensor<?xbf16> -> tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>
+  return %dx, %dw, %db : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>
+}
+// CHECK-LABEL: func.func @bf16_forward_bias_softcap
+// CHECK:         #loss.gpu_config<schedule = forward, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
+// HOPPER-LABEL: func.func @bf16_forward_bias_softcap
+// HOPPER:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
+func.func @bf16_forward_bias_softcap(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %b: tensor<?xbf16>) -> (tensor<f32>, tensor<?xf32>) {
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y, %b {storage = bf16, compute = f32, softcap = 30.0} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xbf16> -> tensor<f32>, tensor<?xf32>
+  return %l, %lse : tensor<f32>, tensor<?xf32>
 }
 
 //--- given.mlir

@@ -285,9 +285,8 @@ TEST_F(SimtBackward, WgmmaChunkedAndFused) {
   checkCase(split);
   split.tile += ",stages=3";
   checkFused(split);
-  // 128-column logit tiles (what matmul=auto gives a Hopper's ops without a
-  // bias or softcap; the interpreter has no registers to spill, so a bias
-  // runs here too): dZ in 128x128 tiles, V = 200 in two column tiles.
+  // 128-column logit tiles (what matmul=auto gives a Hopper's backward,
+  // with a bias too): dZ in 128x128 tiles, V = 200 in two column tiles.
   GradCase wide128{45, 200, 40, "bf16", "mean", true, 0.1};
   wide128.tile = "matmul=wgmma,block_cols=128";
   wide128.workspaceBytes = 45 * 4 + 20 * 200 * 6;

@@ -240,13 +240,14 @@ struct Backward : ChunkedBackwardSteps {
           };
           // The order decides which lines' values stay live through the
           // tile: row by row keeps every column's (offset, validity, bias,
-          // weight), column by column every row's (offset, adjoint). Wide
-          // fragments (wgmma: 2 rows × up to 64 columns per thread) go
-          // column by column: row by row kept their column values live
-          // across both rows (dZ of 128-column tiles: 214 registers against
-          // 147; with a bias, 224 and 192 bytes of spills). Narrow ones
-          // (mma_sync: 4 × 8) row by row: column by column, ptxas spills
-          // 8 bytes of sm_80's lce_fused_z.
+          // weight), column by column every row's (offset, adjoint).
+          // Fragments with at least 4 columns per row (wgmma's: 2 rows ×
+          // BN/4 columns per thread) go column by column: row by row kept
+          // their column values live across both rows (dZ of 128-column
+          // tiles with tma=2: 214 registers against 147; with a bias the
+          // 224-register cap and 192 bytes of spills). Narrower ones
+          // (mma_sync's 4 × 8) row by row: column by column, ptxas spills 8
+          // bytes of sm_80's lce_fused_z.
           SmallVector<Value> biases, weights;
           auto loadColumn = [&](size_t j) {
             Value col = z.cols[j];
