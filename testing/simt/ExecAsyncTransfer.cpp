@@ -5,7 +5,9 @@
 // destination swizzled by its shared-window address) and applies its
 // complete_tx to the mbarrier at once; its destination stays in flight —
 // any access is an error — until that mbarrier's phase completes, when the
-// copy lands for every thread of the block. A parity wait whose phase has
+// copy lands: as a write by the issuing thread released into that phase, so
+// a thread that reads it without passing the phase's wait (or a gpu.barrier
+// after it) races with it. A parity wait whose phase has
 // not completed blocks its task (ExecTasks.cpp): other threads run until
 // the phase completes, or the block deadlocks. Arrivals release the
 // arriving thread's vector clocks into the phase and a passed wait
@@ -34,11 +36,20 @@ MbarrierModel *Executor::mbarrier(const Instr &in, uint32_t t, uint64_t group, u
 }
 
 void Executor::completePhase(uint64_t group, uint64_t id) {
-  completePhaseClocks(group, id, mbarriers[group][id].phases());
-  landTma(group, id);
+  const uint64_t phases = mbarriers[group][id].phases();
+  completePhaseClocks(group, id, phases);
+  landTma(group, id, phases);
 }
 
-void Executor::landTma(uint64_t group, uint64_t id) {
+void Executor::landTma(uint64_t group, uint64_t id, uint64_t phases) {
+  // The phase that completed (phases − 1) carries the clocks its arrivals
+  // released: a copy lands as a write by its issuing thread at that
+  // thread's clock there, so only a thread that acquires the phase (or
+  // passes a gpu.barrier after it) is ordered after it. The issuing
+  // thread arrived (expect_tx) in the phase, or the phase would not have
+  // been waiting for the copy's bytes.
+  const std::vector<uint32_t> *released =
+      syncClocks() ? &barrierClocks[group][id].completed[(phases - 1) & 1] : nullptr;
   auto landed = [&](const PendingTma &copy) {
     if (copy.group != group || copy.barrier != id)
       return false;
@@ -46,9 +57,15 @@ void Executor::landTma(uint64_t group, uint64_t id) {
       for (int64_t e : copy.elements) {
         AccessShadow &s = copy.buffer->shadow[size_t(e)];
         s.asyncPending = false;
+        s.tmaWrite = true;
         s.writeBlock = blockSerial;
         s.writeEpoch = epoch;
-        s.writeThread = AccessShadow::kAsyncProxy;
+        if (released && copy.thread < released->size()) {
+          s.writeThread = copy.thread;
+          s.writeClock = (*released)[copy.thread];
+        } else {
+          s.writeThread = AccessShadow::kAsyncProxy;
+        }
         s.readBlock = 0;
       }
     return true;
@@ -191,7 +208,7 @@ bool Executor::execTmaLoad(const Instr &in, uint32_t t) {
   const uint64_t fill = map.oobFill == TmaOobFill::Nan
                             ? makeFloatWord(map.type, std::numeric_limits<double>::quiet_NaN())
                             : 0;
-  PendingTma copy{&shared, {}, group, id};
+  PendingTma copy{&shared, {}, group, id, t};
   std::array<uint32_t, 5> index{};
   const int64_t boxElements = map.boxBytes() / bytes;
   for (int64_t e = 0; e < boxElements; ++e) {

@@ -63,8 +63,7 @@ bool Executor::readAsyncProxy(const Instr &in, int64_t address, ElementType inpu
       return false;
     if (tracksRaces(*buf)) {
       const AccessShadow &s = buf->shadow[size_t(i)];
-      if (s.writeBlock == blockSerial && s.writeThread != AccessShadow::kAsyncProxy &&
-          proxyFences[s.writeThread] == s.writeFences)
+      if (s.writeBlock == blockSerial && !s.tmaWrite && proxyFences[s.writeThread] == s.writeFences)
         return fail(in, t,
                     "wgmma reads " + elementText(*buf, i) + ", written by thread " +
                         threadText(s.writeThread) +

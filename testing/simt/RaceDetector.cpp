@@ -43,7 +43,9 @@ bool Executor::checkRead(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t t
                     "(no nvgpu.device_async_wait covered its group) or a TMA copy to it "
                     "(its mbarrier phase has not completed)");
   if (s.writeBlock >= launchFirstSerial && !writeOrdered(s, t))
-    return fail(in, t, raceText("read", buf, i, "write", s.writeBlock, s.writeThread));
+    return fail(in, t,
+                raceText("read", buf, i, s.tmaWrite ? "TMA copy issued" : "write", s.writeBlock,
+                         s.writeThread));
   const bool sameBlock = s.readBlock == blockSerial;
   if (s.readBlock < launchFirstSerial || !sameBlock || s.readEpoch != epoch) {
     // A fresh record: the first read since the write, or in this block, or
@@ -100,7 +102,9 @@ bool Executor::checkWrite(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t 
                 "write to " + elementText(buf, i) +
                     " while an nvgpu.device_async_copy to it is in flight");
   if (s.writeBlock >= launchFirstSerial && !writeOrdered(s, t))
-    return fail(in, t, raceText("write", buf, i, "write", s.writeBlock, s.writeThread));
+    return fail(in, t,
+                raceText("write", buf, i, s.tmaWrite ? "TMA copy issued" : "write", s.writeBlock,
+                         s.writeThread));
   if (s.readBlock >= launchFirstSerial) {
     if (s.readInManyBlocks || s.readBlock != blockSerial)
       return fail(in, t,
@@ -129,6 +133,7 @@ bool Executor::checkWrite(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t 
   s.writeThread = t;
   s.writeClock = ownClock(t);
   s.writeFences = proxyFences[t];
+  s.tmaWrite = false;
   s.readBlock = 0;
   s.readInManyBlocks = false;
   return true;
@@ -177,6 +182,7 @@ void Executor::landAsyncCopy(const PendingCopy &copy, uint32_t t) {
       s.writeThread = t;
       s.writeClock = ownClock(t);
       s.writeFences = proxyFences[t];
+      s.tmaWrite = false;
     }
 }
 

@@ -57,9 +57,14 @@ struct AccessShadow {
   /// an error until a wgmma.wait_group has covered that group.
   uint32_t wgmmaWarpgroup = 0, wgmmaGroup = 0;
   static constexpr uint32_t kManyThreads = ~0u;
-  /// writeThread of a TMA copy landed by its mbarrier's phase completion:
-  /// ordered before every thread of the block (they reach the data through
-  /// the mbarrier wait; no proxy fence is needed for the async proxy).
+  /// Written by a TMA copy (the async proxy: wgmma reads it with no proxy
+  /// fence). It landed at its mbarrier's phase completion; writeThread is
+  /// the thread that issued it and writeClock that thread's clock in the
+  /// phase, so a thread reaches the data by acquiring that phase (passing
+  /// its wait) or by a gpu.barrier after the landing.
+  bool tmaWrite = false;
+  /// writeThread of a landed TMA copy in a kernel without vector clocks:
+  /// ordered before every thread of the block.
   static constexpr uint32_t kAsyncProxy = ~0u - 1;
 };
 

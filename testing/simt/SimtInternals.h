@@ -357,6 +357,7 @@ private:
     SimtBuffer *buffer;
     std::vector<int64_t> elements;
     uint64_t group, barrier;
+    uint32_t thread; ///< the issuing thread
   };
   std::vector<PendingTma> pendingTma;
 
@@ -640,8 +641,9 @@ private:
   bool execMbarrierWait(const Instr &in, const uint32_t *act, uint32_t n);
   /// Barrier (group, id) completed a phase: its clocks and TMA copies.
   void completePhase(uint64_t group, uint64_t id);
-  /// Lands the TMA copies tracked by barrier (group, id): its phase completed.
-  void landTma(uint64_t group, uint64_t id);
+  /// Lands the TMA copies tracked by barrier (group, id), whose phase
+  /// `phases` − 1 completed: ordered after the issuing thread's clock there.
+  void landTma(uint64_t group, uint64_t id, uint64_t phases);
   /// One nvgpu.tma.async.load by thread t.
   bool execTmaLoad(const Instr &in, uint32_t t);
 };

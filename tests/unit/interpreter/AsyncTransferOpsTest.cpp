@@ -29,6 +29,10 @@ struct TmaCase {
   int64_t viewOffset = 1008; ///< shared address 1040 + 1008 = 2048
   int64_t txBytes = -1;      ///< -1: the box's bytes
   bool readBeforeWait = false;
+  /// Threads from this one on skip the wait (128: none do).
+  int64_t waitingThreads = 128;
+  /// A gpu.barrier between the wait and the reads.
+  bool barrierAfterWait = false;
   uint32_t mapBoxCols = 0;   ///< 0: boxCols (else a map that disagrees)
   uint64_t rowStride = kPitch * 2;
 };
@@ -52,6 +56,10 @@ std::string tmaKernel(const TmaCase &c) {
   }
 )";
   std::string wait = "  nvgpu.mbarrier.try_wait.parity %bar[%c1], %false, %ticks : " + bars + "\n";
+  if (c.waitingThreads < 128)
+    wait = "  %waits = arith.cmpi ult, %t, %nwait : index\n  scf.if %waits {\n  " + wait + "  }\n";
+  if (c.barrierAfterWait)
+    wait += "  gpu.barrier\n";
   return R"(
 gpu.func @k(%tm: !llvm.ptr {llvm.align = 64 : i64}, %out: memref<?xf32>, %x0: index, %y0: index,
             %tx: index) kernel attributes {loss.tensor_maps = 1 : i64} {
@@ -60,25 +68,36 @@ gpu.func @k(%tm: !llvm.ptr {llvm.align = 64 : i64}, %out: memref<?xf32>, %x0: in
   %c128 = arith.constant 128 : index
   %ticks = arith.constant 1000000 : index
   %false = arith.constant false
-  %off = arith.constant )" + std::to_string(c.viewOffset) + R"( : index
-  %cols = arith.constant )" + std::to_string(c.boxCols) + R"( : index
-  %total = arith.constant )" + std::to_string(c.boxCols * c.boxRows) + R"( : index
+  %off = arith.constant )" +
+         std::to_string(c.viewOffset) + R"( : index
+  %cols = arith.constant )" +
+         std::to_string(c.boxCols) + R"( : index
+  %total = arith.constant )" +
+         std::to_string(c.boxCols * c.boxRows) + R"( : index
+  %nwait = arith.constant )" +
+         std::to_string(c.waitingThreads) + R"( : index
   %dyn = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
-  %v = memref.view %dyn[%off][] : memref<?xi8, #gpu.address_space<workgroup>> to )" + view + R"(
-  %desc = builtin.unrealized_conversion_cast %tm : !llvm.ptr to )" + tm + R"(
-  %bar = nvgpu.mbarrier.create -> )" + bars + R"(
+  %v = memref.view %dyn[%off][] : memref<?xi8, #gpu.address_space<workgroup>> to )" +
+         view + R"(
+  %desc = builtin.unrealized_conversion_cast %tm : !llvm.ptr to )" +
+         tm + R"(
+  %bar = nvgpu.mbarrier.create -> )" +
+         bars + R"(
   %t = gpu.thread_id x
   %t0 = arith.cmpi eq, %t, %c0 : index
   scf.if %t0 {
-    nvgpu.mbarrier.init %bar[%c1], %c1 : )" + bars + R"(
+    nvgpu.mbarrier.init %bar[%c1], %c1 : )" +
+         bars + R"(
   }
   gpu.barrier
   scf.if %t0 {
-    nvgpu.mbarrier.arrive.expect_tx %bar[%c1], %tx : )" + bars + R"(
-    nvgpu.tma.async.load %desc[%x0, %y0], %bar[%c1] to %v : )" + tm + ", " + bars + " -> " +
-         view + R"(
+    nvgpu.mbarrier.arrive.expect_tx %bar[%c1], %tx : )" +
+         bars + R"(
+    nvgpu.tma.async.load %desc[%x0, %y0], %bar[%c1] to %v : )" +
+         tm + ", " + bars + " -> " + view + R"(
   }
-)" + (c.readBeforeWait ? read + wait : wait + read) + R"(
+)" + (c.readBeforeWait ? read + wait : wait + read) +
+         R"(
   gpu.return
 })";
 }
@@ -184,6 +203,32 @@ TEST(AsyncTransferOps, ReadingTheDestinationBeforeTheWaitIsAnError) {
   EXPECT_NE(error.find("a TMA copy to it (its mbarrier phase has not completed)"),
             std::string::npos)
       << error;
+}
+
+// The copy lands at its phase's completion, ordered after the issuing
+// thread's arrival in that phase: a thread reaches the data by passing the
+// phase's wait. One that skips it races with the copy even when, in the
+// interpreter's order, the phase completed long before its read (on a GPU
+// it may see stale bytes). A gpu.barrier after a wait orders every thread.
+TEST(AsyncTransferOps, ReadingLandedDataWithoutTheWaitIsARace) {
+  TmaCase c;
+  c.waitingThreads = 64;
+  std::string error = runTma(c, 0, 0).error;
+  EXPECT_NE(error.find("data race: read of element"), std::string::npos) << error;
+  EXPECT_NE(error.find("after a TMA copy issued by thread (0,0,0) with no gpu.barrier in between "
+                       "and no mbarrier phase ordering them, thread (64,0,0)"),
+            std::string::npos)
+      << error;
+  // Only thread 0 waits, then the block synchronizes: every read is ordered.
+  TmaCase one;
+  one.waitingThreads = 1;
+  one.barrierAfterWait = true;
+  expectBox(one, 0, 0);
+  // Only thread 0 waits and nothing else orders the others.
+  one.barrierAfterWait = false;
+  error = runTma(one, 0, 0).error;
+  EXPECT_NE(error.find("after a TMA copy issued by thread (0,0,0)"), std::string::npos) << error;
+  EXPECT_NE(error.find("thread (1,0,0)"), std::string::npos) << error;
 }
 
 TEST(AsyncTransferOps, TheMapMustBeTheOneTheDescriptorTypePromises) {
