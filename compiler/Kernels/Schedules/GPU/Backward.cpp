@@ -254,22 +254,20 @@ struct Backward : ChunkedBackwardSteps {
             biases.push_back(a["bias"] ? e.loadReal(a["bias"], col) : Value());
             weights.push_back(storeRaw ? Value() : loadColumnWeight(e, s.spec, a, col));
           };
-          if (z.cols.size() < 4 * z.rows.size()) {
-            for (size_t j = 0; j < z.cols.size(); ++j)
-              loadColumn(j);
-            for (size_t i = 0; i < z.rows.size(); ++i) {
-              loadRow(i);
-              for (size_t j = 0; j < z.cols.size(); ++j)
-                element(i, j, biases[j], weights[j]);
-            }
-            return;
-          }
-          for (size_t i = 0; i < z.rows.size(); ++i)
-            loadRow(i);
-          for (size_t j = 0; j < z.cols.size(); ++j) {
-            loadColumn(j);
-            for (size_t i = 0; i < z.rows.size(); ++i)
+          // The inner lines' values first, then each outer line's as the
+          // walk reaches it.
+          const bool byColumn = z.cols.size() >= 4 * z.rows.size();
+          const size_t outer = byColumn ? z.cols.size() : z.rows.size();
+          const size_t inner = byColumn ? z.rows.size() : z.cols.size();
+          auto loadLine = [&](bool column, size_t k) { column ? loadColumn(k) : loadRow(k); };
+          for (size_t k = 0; k < inner; ++k)
+            loadLine(!byColumn, k);
+          for (size_t o = 0; o < outer; ++o) {
+            loadLine(byColumn, o);
+            for (size_t n = 0; n < inner; ++n) {
+              const size_t i = byColumn ? n : o, j = byColumn ? o : n;
               element(i, j, biases[j], weights[j]);
+            }
           }
         },
         /*overlap=*/!teacher);
