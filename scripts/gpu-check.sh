@@ -11,6 +11,7 @@
 # 2) There, on the GPU machine (CUDA, CMake, ninja, python3 + torch; no MLIR),
 #    in one call, in under 8 minutes:
 #      scripts/gpu-check.sh [--out DIR] [--budget SECONDS] [--skip STEP,...]
+#                           [--steps STEP,...] [--cap STEP=SECONDS,...]
 #    builds the runtime-only configuration (+ the Python extension when
 #    python/ exists), runs ctest -L gpu, the pytest suite on CUDA, the AOT
 #    consumer against every prepared variant, and the fwd+bwd benchmark; every
@@ -39,6 +40,8 @@ ARCHES="${LOSSJIT_GPU_ARCHES:-sm_90,sm_90a}"
 OUTDIR="${OUT:-$ROOT/build-gpu/out}"
 BUDGET="${LOSSJIT_GPU_BUDGET:-430}"
 SKIP=""
+STEP_ORDER=""
+CAPS=""
 INTERNAL=""
 while (($#)); do
   case "$1" in
@@ -50,6 +53,8 @@ while (($#)); do
   --out) OUTDIR="$2"; shift ;;
   --budget) BUDGET="$2"; shift ;;
   --skip) SKIP="$2"; shift ;;
+  --steps) STEP_ORDER="$2"; shift ;;
+  --cap) CAPS="$2"; shift ;;
   --internal-step) INTERNAL="$2"; shift ;;
   -h | --help) usage 0 ;;
   *) echo "gpu-check: unknown argument '$1'" >&2; usage 3 ;;
@@ -378,6 +383,30 @@ STEPS=(info gtest build ctest pytest consumer bench)
 declare -A CAP=([info]=20 [gtest]=90 [build]=170 [ctest]=150 [pytest]=120 [consumer]=120
   [bench]=600)
 
+# --steps reorders (or subsets) the steps, --cap changes their caps: a short
+# lease puts the measurements before the slower checks.
+apply_step_options() {
+  local name entry
+  if [ -n "$STEP_ORDER" ]; then
+    IFS=, read -r -a STEPS <<<"$STEP_ORDER"
+    for name in "${STEPS[@]}"; do
+      [ -n "${CAP[$name]:-}" ] || { echo "gpu-check: --steps: unknown step '$name'" \
+        "(expected some of info,gtest,build,ctest,pytest,consumer,bench)" >&2; return 3; }
+    done
+  fi
+  [ -n "$CAPS" ] || return 0
+  local -a entries
+  IFS=, read -r -a entries <<<"$CAPS"
+  for entry in "${entries[@]}"; do
+    name=${entry%%=*}
+    if [ -z "${CAP[$name]:-}" ] || ! [[ ${entry#*=} =~ ^[0-9]+$ ]]; then
+      echo "gpu-check: --cap: '$entry' is not STEP=SECONDS with a known step" >&2
+      return 3
+    fi
+    CAP[$name]=${entry#*=}
+  done
+}
+
 BUILD="$ROOT/build-gpu"
 LOGS="$BUILD/logs"
 GTEST_PREFIX=/tmp/lossjit-gtest
@@ -476,7 +505,9 @@ step_ctest() {
   LOSSJIT_KERNEL_PATH="$(test_kernel_path)"
   echo "LOSSJIT_KERNEL_PATH: $(tr ':' '\n' <<<"$LOSSJIT_KERNEL_PATH" | grep -c .) bundle roots" \
     "(.bundle/kernels/*, .bundle/test-kernels/*-ws*, .bundle/test-kernels/mma-*, .bundle/test-kernels/hopper-*)"
-  cd "$BUILD" && ctest -L gpu --output-on-failure \
+  # Four at a time: one GPU runs several contexts, and a kernel that hangs
+  # costs its own test's timeout, not the time of every test after it.
+  cd "$BUILD" && ctest -L gpu -j 4 --output-on-failure \
     --timeout 120 --output-junit "$OUTDIR/ctest-gpu.xml"
 }
 
@@ -543,7 +574,7 @@ step_bench() {
     PYTHONPATH="$site:$ROOT/python:$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" \
     LOSSJIT_KERNEL_PATH="$(kernel_path)" \
     python3 "$ROOT/bench/gpu/bench_lce.py" --out "$OUTDIR" --budget "$((budget - 10))" \
-    --aot-dir "$BUNDLE/aot"
+    --aot-dir "$BUNDLE/aot" ${LOSSJIT_BENCH_ARGS:-}
 }
 
 run_internal() {
@@ -557,7 +588,8 @@ run_all() {
   local start=$SECONDS name status limit left t0
   local -a rows=()
   local failed=0
-  echo "gpu-check: budget ${BUDGET}s, output in $OUTDIR"
+  apply_step_options || return 3
+  echo "gpu-check: budget ${BUDGET}s, steps ${STEPS[*]}, output in $OUTDIR"
   unpack_bundle || { echo "gpu-check: cannot unpack $BUNDLE.tar.gz"; return 1; }
   for name in "${STEPS[@]}"; do
     left=$((BUDGET - (SECONDS - start) - 5))
