@@ -2,7 +2,8 @@
 # The GPU check: ONE prepared command for a machine with a GPU (docs/gpu-check.md).
 #
 # 1) Here, on a machine with the compiler (MLIR):
-#      scripts/gpu-check.sh --prepare [--no-wheels] [--arch sm_90,sm_90a] [--aot PATH]
+#      scripts/gpu-check.sh --prepare [--no-wheels] [--no-pytest-kernels] [--arch sm_90,sm_90a]
+#                           [--aot PATH]
 #    builds lossjit-aot and writes .bundle/ and .bundle.tar.gz (git-ignored): kernel
 #    bundles for LOSSJIT_KERNEL_PATH, test-only bundles for ctest -L gpu
 #    (chunked backward, tensor-core forward), AOT
@@ -31,6 +32,7 @@ usage() {
 # ------------------------------------------------------------------ options
 MODE=run
 WHEELS=1
+PYTEST_KERNELS=1
 AOT=""
 BUNDLE="${LOSSJIT_GPU_BUNDLE:-$ROOT/.bundle}"
 # The lent device is an H200: sm_90 (mma.sync) and sm_90a (wgmma, what a
@@ -47,6 +49,7 @@ while (($#)); do
   case "$1" in
   --prepare) MODE=prepare ;;
   --no-wheels) WHEELS=0 ;;
+  --no-pytest-kernels) PYTEST_KERNELS=0 ;;
   --aot) AOT="$2"; shift ;;
   --bundle-dir) BUNDLE="$2"; shift ;;
   --arch) ARCHES="$2"; shift ;;
@@ -172,7 +175,8 @@ prepare() {
   fi
   [ -x "$AOT" ] || { echo "gpu-check: no lossjit-aot at $AOT" >&2; exit 1; }
   echo "gpu-check --prepare: $AOT -> $BUNDLE (arches $ARCHES)"
-  rm -rf "$BUNDLE/aot" "$BUNDLE/kernels" "$BUNDLE/test-kernels" "$BUNDLE/googletest" \
+  rm -rf "$BUNDLE/aot" "$BUNDLE/kernels" "$BUNDLE/test-kernels" "$BUNDLE/pytest-kernels" \
+    "$BUNDLE/googletest" \
     "$BUNDLE/.unpacked" "$BUNDLE.tar.gz" "$BUNDLE.tar.gz.tmp"
   mkdir -p "$BUNDLE/aot" "$BUNDLE/kernels" "$BUNDLE/test-kernels/graphs"
 
@@ -262,6 +266,15 @@ prepare() {
     "$AOT" --check "$dir" --quiet
   done
   rm -f "$BUNDLE/jobs.txt"
+  # The variants the pytest suite's CUDA tests use (logit transforms, label
+  # types, ignore indices): a runtime-only build finds nothing else.
+  # (A few minutes: --no-pytest-kernels skips them, as the CPU test of
+  # --prepare does.)
+  rm -rf "$BUNDLE/pytest-kernels"
+  if ((PYTEST_KERNELS)); then
+    python3 "$ROOT/tests/python/make_cuda_bundles.py" --aot "$AOT" --arch "$ARCHES" \
+      --jobs 2 -o "$BUNDLE/pytest-kernels"
+  fi
 
   # One index over all kernel-path variants: options, op and arch -> bundle
   # key, for runtime-only code that cannot compute cache keys.
@@ -317,6 +330,7 @@ PY
     echo "aot: $(cd "$BUNDLE/aot" && echo *)"
     echo "kernels: $(cd "$BUNDLE/kernels" && ls -d */ | wc -l) variants"
     echo "test-kernels: $(cd "$BUNDLE/test-kernels" && ls -d *-ws*/ | wc -l) variants"
+    echo "pytest-kernels: $(ls -d "$BUNDLE"/pytest-kernels/*/ 2>/dev/null | wc -l) bundles (make_cuda_bundles.py)"
     echo "mma-kernels: $(cd "$BUNDLE/test-kernels" && ls -d mma-*/ | wc -l) tensor-core check variants (forward, with their SIMT references)"
     echo "hopper-kernels: $(cd "$BUNDLE/test-kernels" && ls -d hopper-*/ 2>/dev/null | wc -l) Hopper-tile gradient check variants"
   } >"$BUNDLE/PREPARED"
@@ -379,9 +393,9 @@ download_wheels() {
 # ===================================================================== run
 # Steps, in order; each runs as `gpu-check.sh --internal-step NAME` under a
 # timeout. Caps are seconds; a step also never runs past the budget.
-STEPS=(info gtest build ctest pytest consumer bench)
+STEPS=(info gtest build ctest pytest consumer bench profile)
 declare -A CAP=([info]=20 [gtest]=90 [build]=170 [ctest]=150 [pytest]=120 [consumer]=120
-  [bench]=600)
+  [bench]=600 [profile]=150)
 
 # --steps reorders (or subsets) the steps, --cap changes their caps: a short
 # lease puts the measurements before the slower checks.
@@ -391,7 +405,7 @@ apply_step_options() {
     IFS=, read -r -a STEPS <<<"$STEP_ORDER"
     for name in "${STEPS[@]}"; do
       [ -n "${CAP[$name]:-}" ] || { echo "gpu-check: --steps: unknown step '$name'" \
-        "(expected some of info,gtest,build,ctest,pytest,consumer,bench)" >&2; return 3; }
+        "(expected some of info,gtest,build,ctest,pytest,consumer,bench,profile)" >&2; return 3; }
     done
   fi
   [ -n "$CAPS" ] || return 0
@@ -520,11 +534,17 @@ step_pytest() {
     echo "the Python extension was not built"
     return 1
   fi
-  local timeout_flag=()
-  python3 -c 'import pytest_timeout' 2>/dev/null && timeout_flag=(--timeout=90)
+  local flags=()
+  python3 -c 'import pytest_timeout' 2>/dev/null && flags+=(--timeout=90)
+  # Four processes share the GPU; the CPU cases skip anyway (no compiler).
+  python3 -c 'import xdist' 2>/dev/null && flags+=(-n 4)
+  # The kernel path plus the suite's own variants (make_cuda_bundles.py).
+  local path
+  path="$(kernel_path)"
+  [ -d "$BUNDLE/pytest-kernels" ] && path="$BUNDLE/pytest-kernels${path:+:$path}"
   cd "$ROOT" && PYTHONPATH="$ROOT/python:$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" \
-    LOSSJIT_KERNEL_PATH="$(kernel_path)" \
-    python3 -m pytest tests/python -q -rs -p no:cacheprovider "${timeout_flag[@]}" \
+    LOSSJIT_KERNEL_PATH="$path" \
+    python3 -m pytest tests/python -q -rf -k cuda -p no:cacheprovider "${flags[@]}" \
     --junitxml="$OUTDIR/pytest.xml"
 }
 
@@ -577,9 +597,32 @@ step_bench() {
     --aot-dir "$BUNDLE/aot" ${LOSSJIT_BENCH_ARGS:-}
 }
 
+# Nsight Compute over one forward + backward of the benchmark's shape on
+# the TMA tile (bf16): speed of light, memory workload, occupancy and launch
+# statistics of every lce_* kernel, as CSV (profile.csv). The clocks stay
+# as they are (--clock-control none; METHOD.md).
+step_profile() {
+  local ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] && [ -x "$ncu" ] || { echo "no ncu on this machine"; return 77; }
+  [ -d "$BUNDLE/aot/bf16-mean-sm90a-tma" ] || { echo "no bf16-mean-sm90a-tma AOT variant"; return 77; }
+  echo "ncu: $ncu"
+  cd "$ROOT" && PYTHONUNBUFFERED=1 timeout $((${STEP_LIMIT:-150} - 5)) "$ncu" --clock-control none \
+    --target-processes all --kernel-name regex:'^lce_' --launch-count 24 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+    --section LaunchStats --csv --page details \
+    python3 "$ROOT/bench/gpu/bench_lce.py" --out /tmp/lossjit-profile --budget 60 --seconds 0.1 \
+    --n 4096 --dtypes bf16 --impls lossjit-tma --aot-dir "$BUNDLE/aot" \
+    >"$OUTDIR/profile.csv" 2>"$LOGS/profile.err"
+  local status=$?
+  tail -5 "$LOGS/profile.err"
+  echo "profile.csv: $(grep -c '"lce_' "$OUTDIR/profile.csv") metric rows of lce_* kernels"
+  return $status
+}
+
 run_internal() {
   case "$INTERNAL" in
-  info | gtest | build | ctest | pytest | consumer | bench) "step_$INTERNAL" ;;
+  info | gtest | build | ctest | pytest | consumer | bench | profile) "step_$INTERNAL" ;;
   *) echo "unknown step $INTERNAL" >&2; return 3 ;;
   esac
 }

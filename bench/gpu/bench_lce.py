@@ -8,10 +8,13 @@
 For every dtype x N (D and V fixed, reduction mean, int64 labels with a few
 ignore_index rows) each implementation runs loss = f(x, w, y) and the
 backward for dX and dW. Reported per run: median fwd+bwd time over CUDA
-events (after a warm-up), TFLOP/s at 6*N*D*V, peak memory allocated above the
+events (after a warm-up), TFLOP/s at 6*N*D*V, the forward alone (no
+gradients kept; TFLOP/s at 2*N*D*V), peak memory allocated above the
 inputs (torch's allocator; lossjit's workspace comes from it too), the loss's
-error against an fp32 reference, and dX/dW's norm-wise difference from eager
-PyTorch.
+error against an fp32 reference, and dX/dW's norm-wise error against fp32
+gradients computed from the stored inputs (the table; bench.json also has
+their difference from eager PyTorch's, which rounds dlogits to the storage
+type).
 
 Implementations, measured in this order for each shape, smaller N first
 (each reported as unavailable, with the reason, when it cannot run):
@@ -23,6 +26,9 @@ Implementations, measured in this order for each shape, smaller N first
              compiled here into a shared library and called through ctypes
              on torch's stream and memory; its backward is skipped (forward
              only, said in the note) when it would run > 256 row chunks
+  lossjit-aot
+             lossjit's default tile through the AOT C API even where the
+             package works (not in the default list)
   liger      Liger-Kernel's fused linear cross-entropy (wheel from .whl/)
   cce        Apple's cut-cross-entropy (wheel from .whl/; default filter_eps)
   lossjit-persist, lossjit-tma, lossjit-ws
@@ -82,29 +88,33 @@ class AotLibrary:
         self.lib = ctypes.CDLL(so)
         p = self.prefix
         c = ctypes
-        self.lib[f"{p}_create"].argtypes = [c.c_void_p, c.POINTER(c.c_void_p)]
-        self.lib[f"{p}_create"].restype = c.c_int
-        self.lib[f"{p}_last_error"].restype = c.c_char_p
-        self.lib[f"{p}_handle_arch"].argtypes = [c.c_void_p]
-        self.lib[f"{p}_handle_arch"].restype = c.c_char_p
+        # Attribute access: ctypes caches the function object (CDLL's
+        # lib["name"] makes a new one per call, which forgets its restype).
+        self.fn = {}
+
+        def bind(name, argtypes, restype):
+            f = getattr(self.lib, name)
+            f.argtypes, f.restype = argtypes, restype
+            self.fn[name] = f
+
+        bind(f"{p}_create", [c.c_void_p, c.POINTER(c.c_void_p)], c.c_int)
+        bind(f"{p}_last_error", [], c.c_char_p)
+        bind(f"{p}_handle_arch", [c.c_void_p], c.c_char_p)
         for role in self.ops:
-            fn = self.lib[f"{p}_{role}_v"]
-            fn.argtypes = [c.c_void_p, c.c_void_p, c.POINTER(c.c_uint64), c.c_int,
-                           c.POINTER(c.c_int64), c.c_int, c.c_uint64, c.c_size_t]
-            fn.restype = c.c_int
-            ws = self.lib[f"{p}_{role}_workspace_bytes"]
-            ws.argtypes = [c.c_int64] * 3
-            ws.restype = c.c_size_t
+            bind(f"{p}_{role}_v", [c.c_void_p, c.c_void_p, c.POINTER(c.c_uint64), c.c_int,
+                                   c.POINTER(c.c_int64), c.c_int, c.c_uint64, c.c_size_t],
+                 c.c_int)
+            bind(f"{p}_{role}_workspace_bytes", [c.c_int64] * 3, c.c_size_t)
         self.handle = c.c_void_p()
         torch.cuda.init()
         torch.empty(1, device="cuda")  # makes the primary context current
-        status = self.lib[f"{p}_create"](None, c.byref(self.handle))
+        status = self.fn[f"{p}_create"](None, c.byref(self.handle))
         if status != 0:
             raise RuntimeError(f"{p}_create: {self.error()}")
-        self.arch = self.lib[f"{p}_handle_arch"](self.handle).decode()
+        self.arch = self.fn[f"{p}_handle_arch"](self.handle).decode()
 
     def error(self):
-        return self.lib[f"{self.prefix}_last_error"]().decode(errors="replace")
+        return (self.fn[f"{self.prefix}_last_error"]() or b"").decode(errors="replace")
 
     def _compile(self, so):
         cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
@@ -141,17 +151,19 @@ class AotLibrary:
         for i, p in enumerate(op["params"]):
             buffers[i] = tensors[p["name"]].data_ptr()
         d = (ctypes.c_int64 * len(dims))(*dims)
-        nbytes = self.lib[f"{self.prefix}_{role}_workspace_bytes"](*dims)
+        nbytes = self.fn[f"{self.prefix}_{role}_workspace_bytes"](*dims)
         ws = workspace
         if nbytes and (ws is None or ws.numel() < nbytes):
             ws = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
         stream = torch.cuda.current_stream().cuda_stream
-        status = self.lib[f"{self.prefix}_{role}_v"](
+        status = self.fn[f"{self.prefix}_{role}_v"](
             self.handle, ctypes.c_void_p(stream), buffers, len(op["params"]), d, len(dims),
             ws.data_ptr() if nbytes else 0, nbytes)
         if status != 0:
             raise RuntimeError(f"{self.prefix}_{role}: {self.error()}")
 
+
+AOT_DTYPES = {"fp16": "f16", "fp32": "f32"}
 
 # A backward whose chunk size collapses (a workspace budget below the fp32 dW
 # accumulator gives 1-row chunks) would run for hours at the benchmark shape;
@@ -163,7 +175,8 @@ def make_aot_impl(aot_dir, dtype_name, shape, tile=None):
     """The prepared AOT variant <dtype>-mean, or with `tile` (tma, ws,
     persist) its Hopper tile <dtype>-mean-sm90a-<tile> (scripts/gpu-check.sh
     HOPPER_AOT_VARIANTS)."""
-    name = f"{dtype_name}-mean" + (f"-sm90a-{tile}" if tile else "")
+    # The bench's dtype names (fp16, bf16) against lossjit's (f16, bf16).
+    name = f"{AOT_DTYPES.get(dtype_name, dtype_name)}-mean" + (f"-sm90a-{tile}" if tile else "")
     variant = os.path.join(aot_dir, name)
     if not os.path.exists(os.path.join(variant, "manifest.json")):
         raise RuntimeError(f"no prepared AOT variant {variant}")
@@ -194,6 +207,14 @@ def make_aot_impl(aot_dir, dtype_name, shape, tile=None):
         lib.run("backward", t, (n, v, d))
         return loss, gx, gw
 
+    def forward(x, w, y):
+        n, d = x.shape
+        loss = torch.empty((), dtype=torch.float32, device="cuda")
+        lse = torch.empty(n, dtype=torch.float32, device="cuda")
+        lib.run("forward", {"x": x, "w": w, "labels": y, "loss": loss, "lse": lse},
+                (n, w.shape[0], d))
+        return loss
+    fwd_bwd.forward = forward
     return fwd_bwd, note
 
 
@@ -224,6 +245,11 @@ def autograd_impl(loss_fn):
         loss = loss_fn(xg, wg, y)
         loss.backward()
         return loss.detach(), xg.grad, wg.grad
+
+    def forward(x, w, y):
+        with torch.no_grad():
+            return loss_fn(x, w, y)
+    fwd_bwd.forward = forward
     return fwd_bwd
 
 
@@ -263,6 +289,11 @@ def make_impl(name, args, dtype_name, shape):
         except Exception as e:  # noqa: BLE001
             reasons.append(f"AOT: {type(e).__name__}: {e}")
         raise RuntimeError("; ".join(reasons))
+    if name == "lossjit-aot":
+        # The default tile through the AOT C API, whatever the package does.
+        if args.device != "cuda":
+            raise RuntimeError("needs CUDA")
+        return make_aot_impl(args.aot_dir, dtype_name, shape)
     if name in HOPPER_TILES:
         # The same op on an opt-in Hopper tile, through its AOT C API.
         if args.device != "cuda":
@@ -339,6 +370,28 @@ def measure(fwd_bwd, x, w, y, device, seconds):
     return statistics.median(times), times, first_ms, peak, out
 
 
+def measure_forward(forward, x, w, y, device, seconds):
+    """Median ms of the forward alone (the issue's forward target counts
+    2·N·D·V), after one warm-up."""
+    forward(x, w, y)
+    sync(device)
+    times = []
+    deadline = time.perf_counter() + seconds
+    while len(times) < 3 or (time.perf_counter() < deadline and len(times) < 20):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            forward(x, w, y)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t = time.perf_counter()
+            forward(x, w, y)
+            times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
 def reference_loss(x, w, y, chunk=2048):
     """fp32 mean cross-entropy from the stored inputs, in row chunks."""
     total = torch.zeros((), dtype=torch.float64, device=x.device)
@@ -349,6 +402,29 @@ def reference_loss(x, w, y, chunk=2048):
         total += F.cross_entropy(z, y[i:i + chunk], ignore_index=IGNORE_INDEX,
                                  reduction="sum").double()
     return (total / max(count, 1)).item()
+
+
+def reference_grads(x, w, y, chunk=1024):
+    """dX and dW of the mean loss in fp32 from the stored inputs (TF32 off),
+    in row chunks: the yardstick for every implementation's gradients,
+    eager's included (which rounds dlogits to the storage type)."""
+    count = max(int((y != IGNORE_INDEX).sum()), 1)
+    wf = w.float()
+    gx = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    gw = torch.zeros(w.shape, dtype=torch.float32, device=x.device)
+    for i in range(0, x.shape[0], chunk):
+        xs = x[i:i + chunk].float()
+        ys = y[i:i + chunk]
+        p = torch.softmax(xs @ wf.T, dim=1)
+        valid = ys != IGNORE_INDEX
+        rows = torch.arange(ys.shape[0], device=x.device)[valid]
+        p[rows, ys[valid]] -= 1.0
+        p[~valid] = 0.0
+        p /= count
+        gx[i:i + chunk] = p @ wf
+        gw += p.T @ xs
+        del p, xs
+    return gx, gw
 
 
 def rel(a, b):
@@ -411,6 +487,7 @@ def main():
         ref = reference_loss(x, w, y)
         flops = 6.0 * n * d * v
         eager_grads = None
+        ref_grads = None  # fp32 dX, dW: computed at the first gradients
         for name in args.impls.split(","):
             row = {"impl": name, "dtype": dtype_name, "N": n, "D": d, "V": v}
             left = args.budget - elapsed()
@@ -449,11 +526,21 @@ def main():
                            note=note)
                 if gx is None:
                     row["status"] = "ok (forward only)"
+                if getattr(fwd_bwd, "forward", None) is not None:
+                    fwd_ms = measure_forward(fwd_bwd.forward, x, w, y, device,
+                                             min(args.seconds, max(0.5, left / 40)))
+                    row.update(fwd_ms=fwd_ms,
+                               fwd_tflops=2.0 * n * d * v / (fwd_ms * 1e-3) / 1e12)
                 if name == "eager":
                     eager_grads = (gx, gw)
                 elif eager_grads is not None and gx is not None:
                     row["dx_vs_eager"] = rel(gx, eager_grads[0])
                     row["dw_vs_eager"] = rel(gw, eager_grads[1])
+                if gx is not None:
+                    if ref_grads is None:
+                        ref_grads = reference_grads(x, w, y)
+                    row["dx_err"] = rel(gx, ref_grads[0])
+                    row["dw_err"] = rel(gw, ref_grads[1])
                 del out, loss, gx, gw
                 log(f"{name} {dtype_name} N={n}: {median:.2f} ms "
                     f"(first call {first:.0f} ms) peak "
@@ -468,7 +555,7 @@ def main():
             save(args.out, info, results)  # partial results survive a kill
             if device == "cuda":
                 torch.cuda.empty_cache()
-        eager_grads = None
+        eager_grads = ref_grads = None
         del x, w, y
     table = save(args.out, info, results)
     print()
@@ -493,9 +580,9 @@ def render(info, results):
         f"### fwd+bwd, linear + cross-entropy (mean), D={info['shape']['D']}, "
         f"V={info['shape']['V']}: {info['device']}, torch {info['torch']}",
         "",
-        "| impl | dtype | N | fwd+bwd ms | TFLOP/s | peak GiB | first call ms | loss err | "
-        "dX vs eager | dW vs eager | status / note |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| impl | dtype | N | fwd+bwd ms | TFLOP/s | fwd ms | fwd TFLOP/s | peak GiB | "
+        "first call ms | loss err | dX err | dW err | status / note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         note = r.get("status", "")
@@ -503,10 +590,11 @@ def render(info, results):
             note += f": {r['note']}"
         lines.append(
             f"| {r['impl']} | {r['dtype']} | {r['N']} | {f(r.get('ms'), '.2f')} | "
-            f"{f(r.get('tflops'), '.0f')} | {f(r.get('peak_gib'), '.2f')} | "
+            f"{f(r.get('tflops'), '.0f')} | {f(r.get('fwd_ms'), '.2f')} | "
+            f"{f(r.get('fwd_tflops'), '.0f')} | {f(r.get('peak_gib'), '.2f')} | "
             f"{f(r.get('first_call_ms'), '.0f')} | "
-            f"{f(r.get('loss_err'), '.1e')} | {f(r.get('dx_vs_eager'), '.1e')} | "
-            f"{f(r.get('dw_vs_eager'), '.1e')} | {note.replace('|', '/')[:160]} |")
+            f"{f(r.get('loss_err'), '.1e')} | {f(r.get('dx_err'), '.1e')} | "
+            f"{f(r.get('dw_err'), '.1e')} | {note.replace('|', '/')[:160]} |")
     return "\n".join(lines) + "\n"
 
 

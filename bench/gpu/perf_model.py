@@ -206,10 +206,9 @@ VARIANTS = [
     ("fused-wgmma-tma-ws256m", "fused", ", workspace_bytes = 268435456 : i64",
      "matmul=wgmma block-cols=128 block-k=64 stages=3 tma=1", "fused"),
     # tma=2 (opt-in): the same TMA boxes from a producer warp, the consumer
-    # warpgroups releasing stages on a second mbarrier ring (288 threads,
-    # 224 registers); auto's 128x128 logit tiles, which ptxas takes without
-    # spills at that register cap with 2 stages (since the cp.async fill
-    # and dZ's columns stopped being hoisted; 128x64 until then).
+    # warpgroups releasing stages on a second mbarrier ring (288 threads, at
+    # most 168 registers: a launch counts 9 warps as 12); auto's 128x128
+    # logit tiles, which ptxas takes without spills there with 2 stages.
     ("fwd-wgmma-spec", "forward", "",
      "matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2", "forward"),
     ("bwd-chunked-wgmma-spec-ws256m", "backward", ", workspace_bytes = 268435456 : i64",
@@ -618,10 +617,18 @@ def occupancy(chip, regs, smem_per_block, threads):
     warps = -(-threads // 32)
     g = c["reg_granularity_per_warp"]
     regs_per_warp = -(-max(regs, 1) * 32 // g) * g
+    # As the hardware checks a launch (cuda_occupancy.h): the block's warps
+    # count rounded up to the 4 sub-partitions, whose register files are a
+    # quarter of the SM's each. 288 threads at 224 registers assembled but
+    # never launched on an H200 (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES).
+    partitions = 4
+    if regs_per_warp * (-(-warps // partitions) * partitions) > c["regs_per_sm"]:
+        raise ValueError(f"a block of {threads} threads at {regs} registers cannot launch: "
+                         f"{warps} warps count as {-(-warps // partitions) * partitions}")
     limits = {
         "threads": c["max_threads_per_sm"] // (warps * 32),
         "blocks": c["max_blocks_per_sm"],
-        "registers": (c["regs_per_sm"] // regs_per_warp) // warps,
+        "registers": (c["regs_per_sm"] // partitions // regs_per_warp) * partitions // warps,
         "smem": c["smem_per_sm"] // (smem_per_block + c["smem_reserved_per_block"]),
     }
     blocks = min(limits.values())

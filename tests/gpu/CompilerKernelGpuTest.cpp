@@ -89,7 +89,8 @@ const char *const kTensorCoreTiles[] = {"64x64x32x3", "32x32x16x2"};
 /// 128x64x64x2 with tma=2 (a producer warp issues the copies, 288 threads).
 const char *const kWgmmaTiles[] = {"128x64x32x4", "64x16x16x2", "128x64x64x3", "128x64x64x2"};
 /// Tensor-core vs SIMT lse: both sum f32 products of the same f16/bf16
-/// values, in another order only, so they agree to a few f32 ulps of |lse|.
+/// values, in another order only, so they agree to a few f32 ulps of |lse|
+/// at D <= 64, growing as sqrt(D) (8.5 ulps at D = 520 on an H200).
 constexpr double kTensorCoreVsSimtUlps = 8;
 
 // --------------------------------------------------------------- bundles
@@ -569,7 +570,9 @@ protected:
                             {"reduction", reduction},
                             {"label_type", "i64"},
                             {"ignore_index", std::to_string(kIgnore)}};
-          std::vector<FoundBundle> found = requireBundles(wanted);
+          // Every forward on the path, whatever its matmul: the kernel path's
+          // f16/bf16 bundles are tensor-core ones (lossjit-aot's tile auto).
+          std::vector<FoundBundle> found = requireBundles(wanted, "any");
           for (const FoundBundle &f : found) {
             SCOPED_TRACE("forward " + describeOptions(wanted) + " bundle " + f.describe());
             BundleRef bundle = load(f);
@@ -944,17 +947,23 @@ TEST_F(CompilerKernelTest, TensorCoreForwardMatchesFp64AndSimt) {
             ASSERT_EQ(bySimt.lse.size(), first.lse.size());
             ASSERT_EQ(bySimt.loss.size(), first.loss.size());
             double maxAbsLse = 1;
+            // Two fp32 sums of D products in different orders drift apart
+            // like a random walk: the bound, set at D <= 64, grows as sqrt(D).
+            const double allowedUlps =
+                kTensorCoreVsSimtUlps * std::max(1.0, std::sqrt(double(s.d) / 64));
+            const ForwardExpectation exact = expectationFor(inputs.problem);
             {
-              Mismatches m("lse vs the SIMT bundle (" + std::to_string(static_cast<int>(kTensorCoreVsSimtUlps)) +
+              Mismatches m("lse vs the SIMT bundle (" + std::to_string(allowedUlps) +
                            " f32 ulps of max(1, |lse|))");
               for (size_t r = 0; r < first.lse.size(); ++r) {
                 double scale = std::max(1.0, std::fabs(double(bySimt.lse[r])));
                 maxAbsLse = std::max(maxAbsLse, scale);
                 double ulps = std::fabs(double(first.lse[r]) - bySimt.lse[r]) / (ulp * scale);
                 // NaN (a row the kernel never wrote) fails the comparison too.
-                if (!(ulps <= kTensorCoreVsSimtUlps))
+                if (!(ulps <= allowedUlps))
                   m.add("row " + std::to_string(r) + ": " + gotWant(first.lse[r], bySimt.lse[r]) +
-                        ", " + std::to_string(ulps) + " ulps");
+                        ", " + std::to_string(ulps) + " ulps; fp64 " +
+                        std::to_string(exact.lse[r]));
                 else
                   worstUlps = std::max(worstUlps, ulps);
               }
@@ -969,7 +978,7 @@ TEST_F(CompilerKernelTest, TensorCoreForwardMatchesFp64AndSimt) {
                                                   std::fabs(double(bySimt.loss[r]))})
                                       : std::max(maxAbsLse, std::fabs(double(bySimt.loss[r])));
                 double diff = std::fabs(double(first.loss[r]) - bySimt.loss[r]);
-                if (!(diff <= kTensorCoreVsSimtUlps * ulp * scale))
+                if (!(diff <= allowedUlps * ulp * scale))
                   m.add((perRow ? "row " + std::to_string(r) : std::string(reduction)) + ": " +
                         gotWant(first.loss[r], bySimt.loss[r]));
               }

@@ -25,7 +25,7 @@ config.name = "lossjit"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir"]
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in",
-                   "extract-ptx.py", "README.md"]
+                   "extract-ptx.py", "launch-fits.py", "README.md"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.lossjit_obj_root, "tests", "lit")
 

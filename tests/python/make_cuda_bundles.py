@@ -21,6 +21,7 @@ and on the GPU machine:
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import itertools
 import subprocess
 import sys
@@ -64,13 +65,16 @@ def main() -> None:
     parser.add_argument("--arch", default="sm_90,sm_90a",
                         help="comma-separated, e.g. sm_80 or sm_90,sm_90a")
     parser.add_argument("-o", "--output", required=True, help="bundle directory")
+    parser.add_argument("--jobs", type=int, default=1, help="lossjit-aot runs at a time")
     args = parser.parse_args()
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     start = time.time()
-    count = 0
     variants = [(*v, 1.0, 0.0) for v in itertools.product(
         DTYPES, LABELS, [False, True], REDUCTIONS, IGNORE_INDEX)]
     variants += [(dtype, label, bias, reduction, -100, scale, cap)
                  for dtype, label, bias, reduction, scale, cap in TRANSFORMED]
+    commands = []
     for dtype, label, bias, reduction, ignore, scale, cap in variants:
         cmd = [args.aot, "--preset", "linear-cross-entropy", "--quiet", "--dtype", dtype,
                "--label-type", label, "--reduction", reduction, f"--ignore-index={ignore}",
@@ -83,10 +87,13 @@ def main() -> None:
             cmd.append(f"--logit-scale={scale!r}")
         if cap != 0.0:
             cmd.append(f"--softcap={cap!r}")
-        result = subprocess.run(cmd, capture_output=True, text=True)
-        if result.returncode:
-            sys.exit(f"make_cuda_bundles: {' '.join(cmd)} failed:\n{result.stderr}")
-        count += 1
+        commands.append(cmd)
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        for cmd, result in zip(commands, pool.map(
+                lambda c: subprocess.run(c, capture_output=True, text=True), commands)):
+            if result.returncode:
+                sys.exit(f"make_cuda_bundles: {' '.join(cmd)} failed:\n{result.stderr}")
+    count = len(commands)
     print(f"make_cuda_bundles: {count} variants for {args.arch} in {args.output} "
           f"({time.time() - start:.0f} s)")
 

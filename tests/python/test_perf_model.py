@@ -103,3 +103,21 @@ def test_persistent_grids_take_the_waves_of_their_tiles():
         min(1.0, 288 * 8 / (5 * 132) / model.W_SAT_TENSOR)
     # One full wave of tiles is one full wave either way.
     assert model.occupancy_factor("sm_90a", "tensor core", occ, 132, 8, persistent=132) == 1.0
+
+
+def test_occupancy_counts_warps_by_sub_partition():
+    """A launch counts a block's warps rounded up to the SM's 4 register
+    sub-partitions (cuda_occupancy.h): 288 threads get the registers of 384."""
+    model = load_model()
+    # 9 warps at 168 registers: 12 * 32 * 168 = 64512 of 65536, one block.
+    fits = model.occupancy("sm_90a", 168, 1024, 288)
+    assert fits["blocks_per_sm"] == 1 and fits["limiter"] == "registers"
+    # 224 registers assembled but failed every launch on an H200.
+    try:
+        model.occupancy("sm_90a", 224, 1024, 288)
+    except ValueError as e:
+        assert "cannot launch" in str(e)
+    else:
+        raise AssertionError("288 threads at 224 registers must not launch")
+    # 8 warps at 128 registers: two blocks of a sub-partition's 16384 each.
+    assert model.occupancy("sm_90a", 128, 1024, 256)["blocks_per_sm"] == 2

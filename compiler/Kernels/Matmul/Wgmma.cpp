@@ -68,9 +68,13 @@
 // copies run up to `stages` k tiles ahead of the tensor cores. Both rings
 // end a product at even phase counts. The producer warp holds an empty
 // fragment (every line invalid) and joins the epilogue. A warp, not a
-// warpgroup: 288 threads may each hold 224 registers (nvvm.maxnreg; without
-// it ptxas sizes the block as 384 threads and spills), so setmaxnreg would
-// have nothing to trade. The interpreter runs the two roles as tasks that
+// warpgroup, but it costs the consumers as much: a launch counts a block's
+// warps rounded up to the SM's 4 sub-partitions, so 288 threads get the
+// registers of 384, 168 each (ptxas's own cap for .maxntid 288; more, e.g.
+// nvvm.maxnreg 224, assembles but fails every launch with
+// CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, seen on an H200). More registers for
+// the consumers need a producer warpgroup that gives its own back
+// (setmaxnreg). The interpreter runs the two roles as tasks that
 // wait on each other (testing/simt/ExecTasks.cpp).
 //
 // A sweep of tiles (sweep(): lce_partial's column tiles) with tma=2 and an
@@ -178,15 +182,6 @@ public:
                    nvgpu::MBarrierInitOp::create(ie.builder(), ie.location(), empty,
                                                  ie.index(consumers()), ie.index(s), Value());
                });
-    }
-    if (int64_t limit = registerLimit()) {
-      // ptxas sizes registers for the block rounded up to whole warpgroups
-      // (288 threads as 384: 168 registers); the register file holds 224
-      // for each of 288 threads (9 warps).
-      Operation *at = b.getInsertionBlock()->getParentOp();
-      auto func = isa<gpu::GPUFuncOp>(at) ? cast<gpu::GPUFuncOp>(at)
-                                           : at->getParentOfType<gpu::GPUFuncOp>();
-      func->setAttr("nvvm.maxnreg", b.getI32IntegerAttr(int32_t(limit)));
     }
     gpuBarrier(e);
     scratch.push_back(bars);
@@ -708,13 +703,6 @@ private:
   /// The registers per thread a tma=2 block of consumers and the producer
   /// warp may each hold (the register file over its warps, in multiples of
   /// 8), when below the 255 ptxas allows anyway; 0 otherwise.
-  int64_t registerLimit() const {
-    if (!ws)
-      return 0;
-    const int64_t warps = consumers() * 4 + 1;
-    const int64_t limit = 65536 / (warps * 32) / 8 * 8;
-    return limit < 255 ? limit : 0;
-  }
   Value isConsumer(KernelEmitter &e, const Lanes &l) const { return l.consumer; }
   /// The mbarrier ring's type: one barrier per stage, in shared memory.
   nvgpu::MBarrierGroupType barrierType(MLIRContext *context) const {

@@ -90,9 +90,9 @@
 // FZ-LABEL: .visible .entry lce_fused_z(
 // FZ-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, p, 1, 1, 0, 0;
 
-// AUTO:       fwd = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=128,block_k=32,grad_cols=128"
-// AUTO:       grad = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=128,block_k=32,grad_cols=128"
-// AUTO:       fused = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=128,block_k=32,grad_cols=128"
+// AUTO:       fwd = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=3,block_cols=128,block_k=64,grad_cols=128,tma=1"
+// AUTO:       grad = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=3,block_cols=128,block_k=64,grad_cols=128,tma=1"
+// AUTO:       fused = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=3,block_cols=128,block_k=64,grad_cols=128,tma=1"
 // WIDE-LABEL: .visible .entry lce_partial(
 // WIDE-COUNT-2: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 

@@ -38,7 +38,7 @@
 // MMA:          loss.launch_plans
 // MMA-SAME:     grid = ["min(cdiv(C,64)*cdiv(V,64),216)", "1", "1"], {{.*}}name = "lce_bwd_dz"
 // AUTO:         grid = ["min(cdiv(C,128)*cdiv(V,128),132)", "1", "1"], module = "grad_lce_bwd_dz"
-// AUTO-SAME:    tile = "block_rows=128,threads=256,splits=4,matmul=wgmma,stages=4,block_cols=128,block_k=32,grad_cols=128,persistent=132"
+// AUTO-SAME:    tile = "block_rows=128,threads=256,splits=4,matmul=wgmma,stages=3,block_cols=128,block_k=64,grad_cols=128,tma=1,persistent=132"
 // SIMT: error: loss-select-lowering-config: tile persistent is for tensor-core products (matmul mma_sync or wgmma), got matmul simt
 // LARGE: error: loss-select-lowering-config: tile persistent must be 0 (a block per tile) or the most blocks a product kernel launches, in [1, 65536], got 65537
 func.func @grad(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xbf16>, tensor<?x?xbf16>) {

@@ -557,8 +557,9 @@ TEST(WgmmaKernels, VocabularySmallerThanOneTileAndOneRow) {
 
 TEST(WgmmaKernels, WideLogitTilesOfTheAutomaticChoice) {
   // matmul=auto on sm_90a gives the cross-entropy ops without a bias or
-  // softcap 128x128 logit tiles (m64n128k16): two column tiles, the last
-  // one partial, and several k steps through the 4-stage ring.
+  // softcap 128x128 logit tiles (m64n128k16) on the TMA ring (k 64, 3
+  // stages; 64.3 ms against the cp.async ring's 139.5 on an H200): two
+  // column tiles, the last one partial, and two k steps (D = 72).
   Case c{9, 200, 72};
   c.dtype = "bf16";
   checkWgmma(c, "matmul=auto");
@@ -567,8 +568,8 @@ TEST(WgmmaKernels, WideLogitTilesOfTheAutomaticChoice) {
   auto module = lower(c);
   ASSERT_TRUE(module);
   EXPECT_EQ(planOf(*module).tile,
-            "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=4,block_cols=128,block_k=32,"
-            "grad_cols=128");
+            "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=3,block_cols=128,block_k=64,"
+            "grad_cols=128,tma=1");
   Case none{130, 150, 40};
   none.reduction = "none";
   none.ignored = 0.3;
@@ -691,8 +692,10 @@ TEST(WgmmaKernels, WarpSpecializedKernelsHaveAProducerWarp) {
     if (auto limit = op->getAttrOfType<mlir::IntegerAttr>("nvvm.maxnreg"))
       maxnreg = int(limit.getInt());
   });
-  // 224 registers for each of 288 threads: ptxas would size them as 384.
-  EXPECT_EQ(maxnreg, 224);
+  // No register cap of our own: a launch counts 9 warps as 12, so ptxas's
+  // 168 for .maxntid 288 is the most that launches (224 assembled but failed
+  // every launch on an H200).
+  EXPECT_EQ(maxnreg, 0);
   EXPECT_EQ(ops["nvvm.setmaxregister"], 0);
   // Two rings of mbarriers: full (the copies) and empty (the releases).
   EXPECT_EQ(ops["nvgpu.mbarrier.create"], 2);
