@@ -329,6 +329,26 @@ def sync(device):
 SLOW_CALL_SECONDS = 10.0
 
 
+def timed_calls(fn, x, w, y, device, seconds):
+    """ms of each call of fn(x, w, y): at least 3, at most 20, for about
+    `seconds` (CUDA events on CUDA)."""
+    times = []
+    deadline = time.perf_counter() + seconds
+    while len(times) < 3 or (time.perf_counter() < deadline and len(times) < 20):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn(x, w, y)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t = time.perf_counter()
+            fn(x, w, y)
+            times.append((time.perf_counter() - t) * 1e3)
+    return times
+
+
 def measure(fwd_bwd, x, w, y, device, seconds):
     """(median ms, all ms, first-call ms, peak bytes, outputs)."""
     if device == "cuda":
@@ -343,20 +363,7 @@ def measure(fwd_bwd, x, w, y, device, seconds):
         peak = torch.cuda.max_memory_allocated() - base if device == "cuda" else None
         return first_ms, [first_ms], first_ms, peak, out
     out = None
-    times = []
-    deadline = time.perf_counter() + seconds
-    while len(times) < 3 or (time.perf_counter() < deadline and len(times) < 20):
-        if device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fwd_bwd(x, w, y)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            t = time.perf_counter()
-            fwd_bwd(x, w, y)
-            times.append((time.perf_counter() - t) * 1e3)
+    times = timed_calls(fwd_bwd, x, w, y, device, seconds)
     peak = None
     if device == "cuda":
         sync(device)
@@ -375,21 +382,7 @@ def measure_forward(forward, x, w, y, device, seconds):
     2·N·D·V), after one warm-up."""
     forward(x, w, y)
     sync(device)
-    times = []
-    deadline = time.perf_counter() + seconds
-    while len(times) < 3 or (time.perf_counter() < deadline and len(times) < 20):
-        if device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            forward(x, w, y)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            t = time.perf_counter()
-            forward(x, w, y)
-            times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
+    return statistics.median(timed_calls(forward, x, w, y, device, seconds))
 
 
 def reference_loss(x, w, y, chunk=2048):
