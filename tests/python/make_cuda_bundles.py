@@ -8,7 +8,7 @@ suite's CUDA tests use (forward and backward bundles for each, and for mean/sum
 the fused forward+backward of fused_backward=True, pass "forward_backward"):
 
     python3 tests/python/make_cuda_bundles.py --aot build/bin/lossjit-aot \\
-        --arch sm_90,sm_90a -o out/cuda-bundles     # ~12 MB per arch
+        --arch sm_90,sm_90a --jobs 2 -o out/cuda-bundles  # ~65 MB per arch
 
 and on the GPU machine:
 
