@@ -25,7 +25,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SELF="$ROOT/scripts/gpu-check.sh"
 
 usage() {
-  sed -n '2,20p' "$SELF" | sed 's/^# \{0,1\}//'
+  # The header comment, up to the first line that is not one.
+  awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$SELF"
   exit "${1:-0}"
 }
 
@@ -393,6 +394,8 @@ download_wheels() {
 # ===================================================================== run
 # Steps, in order; each runs as `gpu-check.sh --internal-step NAME` under a
 # timeout. Caps are seconds; a step also never runs past the budget.
+# profile runs after bench, which takes what is left of the default budget:
+# name it in --steps (before bench, or with --cap bench=...) to get it.
 STEPS=(info gtest build ctest pytest consumer bench profile)
 declare -A CAP=([info]=20 [gtest]=90 [build]=170 [ctest]=150 [pytest]=120 [consumer]=120
   [bench]=600 [profile]=150)
@@ -413,7 +416,7 @@ apply_step_options() {
   IFS=, read -r -a entries <<<"$CAPS"
   for entry in "${entries[@]}"; do
     name=${entry%%=*}
-    if [ -z "${CAP[$name]:-}" ] || ! [[ ${entry#*=} =~ ^[0-9]+$ ]]; then
+    if [ -z "${CAP[$name]:-}" ] || ! [[ ${entry#*=} =~ ^(0|[1-9][0-9]*)$ ]]; then
       echo "gpu-check: --cap: '$entry' is not STEP=SECONDS with a known step" >&2
       return 3
     fi
@@ -607,15 +610,17 @@ step_profile() {
   [ -n "$ncu" ] && [ -x "$ncu" ] || { echo "no ncu on this machine"; return 77; }
   [ -d "$BUNDLE/aot/bf16-mean-sm90a-tma" ] || { echo "no bf16-mean-sm90a-tma AOT variant"; return 77; }
   echo "ncu: $ncu"
+  # ncu's report alone goes to profile.csv (--log-file); the benchmark's
+  # own output to the logs.
   cd "$ROOT" && PYTHONUNBUFFERED=1 timeout $((${STEP_LIMIT:-150} - 5)) "$ncu" --clock-control none \
     --target-processes all --kernel-name regex:'^lce_' --launch-count 24 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
-    --section LaunchStats --csv --page details \
+    --section LaunchStats --csv --page details --log-file "$OUTDIR/profile.csv" \
     python3 "$ROOT/bench/gpu/bench_lce.py" --out /tmp/lossjit-profile --budget 60 --seconds 0.1 \
     --n 4096 --dtypes bf16 --impls lossjit-tma --aot-dir "$BUNDLE/aot" \
-    >"$OUTDIR/profile.csv" 2>"$LOGS/profile.err"
+    >"$LOGS/profile.out" 2>&1
   local status=$?
-  tail -5 "$LOGS/profile.err"
+  tail -5 "$LOGS/profile.out"
   echo "profile.csv: $(grep -c '"lce_' "$OUTDIR/profile.csv") metric rows of lce_* kernels"
   return $status
 }

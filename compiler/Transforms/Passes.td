@@ -76,7 +76,8 @@ def LossSelectLoweringConfig : Pass<"loss-select-lowering-config", "::mlir::Modu
            "tile-product strategy (gpu): simt, mma_sync, wgmma (sm_90a), or auto (per op: "
            "for f16/bf16 on sm_80+ except the recompute schedule wgmma's default tile on "
            "sm_90a (128 logit columns for the cross-entropy ops, but 64 for a forward "
-           "with both a bias and a softcap) "
+           "with both a bias and a softcap, and there x and w by TMA, k 64, 3 stages; "
+           "tma=0 keeps the cp.async ring) "
            "and mma_sync's elsewhere, else simt; what the JIT and lossjit-aot use)">,
     Option<"blockRows", "block-rows", "int64_t", "-1", "rows per block / register block">,
     Option<"threads", "threads", "int64_t", "-1", "threads per block (gpu)">,

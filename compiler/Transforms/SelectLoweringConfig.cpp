@@ -133,13 +133,22 @@ struct SelectLoweringConfigPass
       // V=128256, bf16, forward + backward) 64.3 ms against 139.5 ms for
       // the cp.async ring (k 32, 4 stages). Operands TMA cannot map (rows
       // not a multiple of 16 bytes) take the kernels' cp.async fallback.
-      if (tile.matmul == loss::MatmulKind::wgmma && wideWgmmaLogitsFit(op, tma)) {
+      // tma=0 given keeps the cp.async ring as it was (k 32, 4 stages).
+      const bool wgmma = tile.matmul == loss::MatmulKind::wgmma;
+      if (wgmma && wideWgmmaLogitsFit(op, tma)) {
         tile.blockCols = 128;
+        if (tma != 0) {
+          tile.blockK = 64;
+          // A warp-specialized block (tma=2) gets 168 registers; its
+          // lce_partial spills 8 bytes at 3 stages, none at 2.
+          tile.stages = tma == 2 ? 2 : 3;
+          tile.tma = 1;
+        }
+      } else if (wgmma && tma == 2) {
+        // 64 logit columns with a producer warp: the tile that ran on the
+        // H200 (128x64, k 64, 2 stages), not the cp.async ring's k 32.
         tile.blockK = 64;
-        // A warp-specialized block (tma=2) gets 168 registers; its
-        // lce_partial spills 8 bytes at 3 stages, none at 2.
-        tile.stages = tma == 2 ? 2 : 3;
-        tile.tma = 1;
+        tile.stages = 2;
       }
     }
     if (forwardWithTeacher(op))

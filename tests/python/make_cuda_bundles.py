@@ -76,7 +76,9 @@ def main() -> None:
                  for dtype, label, bias, reduction, scale, cap in TRANSFORMED]
     commands = []
     for dtype, label, bias, reduction, ignore, scale, cap in variants:
-        cmd = [args.aot, "--preset", "linear-cross-entropy", "--quiet", "--dtype", dtype,
+        # --no-c-api: the kernel path reads the bundles alone (and parallel
+        # runs would rewrite one C API file).
+        cmd = [args.aot, "--preset", "linear-cross-entropy", "--quiet", "--no-c-api", "--dtype", dtype,
                "--label-type", label, "--reduction", reduction, f"--ignore-index={ignore}",
                "--arch", args.arch, "-o", args.output]
         if bias:

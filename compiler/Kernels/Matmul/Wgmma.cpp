@@ -700,9 +700,7 @@ private:
   /// Warpgroups that multiply: all of them; with tile tma=2 a producer
   /// warp follows them.
   int64_t consumers() const { return bm / kGroupRows; }
-  /// The registers per thread a tma=2 block of consumers and the producer
-  /// warp may each hold (the register file over its warps, in multiples of
-  /// 8), when below the 255 ptxas allows anyway; 0 otherwise.
+  /// Whether this thread multiplies (not the tma=2 producer warp).
   Value isConsumer(KernelEmitter &e, const Lanes &l) const { return l.consumer; }
   /// The mbarrier ring's type: one barrier per stage, in shared memory.
   nvgpu::MBarrierGroupType barrierType(MLIRContext *context) const {

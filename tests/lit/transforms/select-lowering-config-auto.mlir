@@ -17,9 +17,13 @@
 // RUN: lossjit-opt %t/ops.mlir --loss-select-lowering-config="target=gpu chip=sm_75 matmul=auto" \
 // RUN:   | FileCheck %t/ops.mlir --check-prefix=TURING
 // With tma=2 (288 threads, 168 registers a launch can give) a forward with
-// a bias keeps 64 columns: 128 spill 388 bytes in lce_partial.
+// a bias keeps 64 columns (128 spill 388 bytes in lce_partial), on the
+// warp-specialized tile that ran on an H200: k 64, 2 stages. tma=0 keeps the
+// cp.async ring: 128 columns, k 32, 4 stages.
 // RUN: lossjit-opt %t/ws.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=auto tma=2" \
 // RUN:   | FileCheck %t/ws.mlir
+// RUN: lossjit-opt %t/ws.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=auto tma=0" \
+// RUN:   | FileCheck %t/ws.mlir --check-prefix=CPASYNC
 // RUN: lossjit-opt %t/given.mlir --loss-select-lowering-config="target=gpu matmul=auto" \
 // RUN:   | FileCheck %t/given.mlir
 // RUN: not lossjit-opt %t/given.mlir --loss-select-lowering-config="target=gpu matmul=tf32" 2>&1 \
@@ -108,7 +112,7 @@ func.func @bf16_forward_bias_softcap(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>,
 
 //--- ws.mlir
 // CHECK-LABEL: func.func @bf16_forward_bias_ws
-// CHECK:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128, tma = 2>
+// CHECK:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 2, block_cols = 64, block_k = 64, grad_cols = 128, tma = 2>
 func.func @bf16_forward_bias_ws(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %b: tensor<?xbf16>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y, %b {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xbf16> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>
@@ -117,6 +121,8 @@ func.func @bf16_forward_bias_ws(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: 
 // spills 8 bytes at 3).
 // CHECK-LABEL: func.func @bf16_forward_ws
 // CHECK:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 2, block_cols = 128, block_k = 64, grad_cols = 128, tma = 2>
+// CPASYNC-LABEL: func.func @bf16_forward_ws
+// CPASYNC:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 128, block_k = 32, grad_cols = 128>
 func.func @bf16_forward_ws(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>

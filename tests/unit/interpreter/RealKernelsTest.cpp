@@ -559,8 +559,9 @@ TEST(WgmmaKernels, WideLogitTilesOfTheAutomaticChoice) {
   // matmul=auto on sm_90a gives the cross-entropy ops without a bias or
   // softcap 128x128 logit tiles (m64n128k16) on the TMA ring (k 64, 3
   // stages; 64.3 ms against the cp.async ring's 139.5 on an H200): two
-  // column tiles, the last one partial, and two k steps (D = 72).
-  Case c{9, 200, 72};
+  // column tiles, the last one partial, and four k steps (D = 200, the
+  // last partial): the 3-stage ring wraps and its phases flip.
+  Case c{9, 200, 200};
   c.dtype = "bf16";
   checkWgmma(c, "matmul=auto");
   c.tile = "matmul=auto";
