@@ -31,9 +31,10 @@
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C751
 // matmul=auto (what the JIT builds on a Hopper): the ops take 128-column
-// logit tiles, the backward with a bias too (its dZ kernel spilled before
-// it went through its fragment column by column); every kernel still
-// assembles without spills.
+// logit tiles on the TMA ring, the backward with a bias too (its dZ kernel
+// spilled before it went through its fragment column by column); every
+// kernel still assembles without spills, and the registers ptxas gave it
+// are ones a launch can give (launch-fits.py: the check the hardware makes).
 // RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=auto" -o %t/auto-f16.mlir
 // RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=auto" -o %t/auto-bf16.mlir
 // RUN: FileCheck %s --check-prefix=AUTO --input-file=%t/auto-bf16.mlir
@@ -46,6 +47,9 @@
 // RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/fwd_*.ptx -o %t/a.cubin 2>&1 | %python %S/../launch-fits.py %t/k/auto-bf16/fwd_*.ptx | FileCheck %s --check-prefix=FITS
+// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/grad_*.ptx -o %t/a.cubin 2>&1 | %python %S/../launch-fits.py %t/k/auto-bf16/grad_*.ptx | FileCheck %s --check-prefix=FITS
+// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/fused_*.ptx -o %t/a.cubin 2>&1 | %python %S/../launch-fits.py %t/k/auto-bf16/fused_*.ptx | FileCheck %s --check-prefix=FITS
 // The strategy exists on sm_90a only.
 // RUN: not lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90 matmul=wgmma" -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=CHIP
@@ -93,6 +97,9 @@
 // AUTO:       fwd = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=3,block_cols=128,block_k=64,grad_cols=128,tma=1"
 // AUTO:       grad = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=3,block_cols=128,block_k=64,grad_cols=128,tma=1"
 // AUTO:       fused = {{.*}}tile = "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=3,block_cols=128,block_k=64,grad_cols=128,tma=1"
+// FITS:        : 256 threads x {{[0-9]+}} registers: fits
+// FITS-NOT:    DOES NOT LAUNCH
+
 // WIDE-LABEL: .visible .entry lce_partial(
 // WIDE-COUNT-2: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 
