@@ -149,12 +149,15 @@ Error KernelBundle::verify() const {
                                "chunk size in rows)");
     bool hasRows = false;
     for (const std::string &d : dims)
-      hasRows = hasRows || d == kChunkRowsDim;
+      hasRows = hasRows || d == chunkDim;
     if (!hasRows)
-      return fail("chunk", "chunked launches split the rows of dim \"" +
-                               std::string(kChunkRowsDim) +
-                               "\", but the bundle has no dim \"" +
-                               std::string(kChunkRowsDim) + "\"");
+      return fail(chunkDim == kChunkRowsDim ? "chunk" : "chunk_dim",
+                  "chunked launches split the rows of dim \"" + chunkDim +
+                      "\", but the bundle has no dim \"" + chunkDim + "\"");
+  } else if (chunkDim != kChunkRowsDim) {
+    return fail("chunk_dim", "\"" + chunkDim +
+                                 "\" is set but the bundle has no \"chunk\" (the "
+                                 "chunk size it splits by)");
   }
   for (size_t i = 0; i < params.size(); ++i) {
     const BundleParam &p = params[i];
@@ -365,6 +368,8 @@ JsonValue KernelBundle::toManifest() const {
   }
   if (!chunk.empty())
     m.set("chunk", chunk);
+  if (chunkDim != kChunkRowsDim)
+    m.set("chunk_dim", chunkDim);
 
   JsonValue jsonWorkspaces = JsonValue::array();
   for (const BundleWorkspace &w : workspaces) {
@@ -633,6 +638,7 @@ Expected<KernelBundle> KernelBundle::fromManifest(const JsonValue &m,
       b.derived.emplace_back(std::move(name), std::move(formula));
     }
   LOSSJIT_ASSIGN(b.chunk, R::string(m, root, "chunk", false));
+  LOSSJIT_ASSIGN(b.chunkDim, R::string(m, root, "chunk_dim", false, kChunkRowsDim));
 
   const JsonValue::Array *workspaces;
   LOSSJIT_ASSIGN(workspaces, R::array(m, root, "workspaces", false));

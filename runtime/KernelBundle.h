@@ -29,6 +29,7 @@
 //     "derived": [ {"name": "C",            // optional: computed symbols
 //                   "formula": "max(1,min(N,(WB-V*D*4)/(V*4)))"} ],
 //     "chunk": "C",                         // optional: rows per chunk
+//     "chunk_dim": "V",                     // optional: the dim chunks split (N)
 //     "workspaces": [ {"name": "part_m", "dtype": "f32", "count": "S*N"} ],
 //     "tensor_maps": [ {"name": "x_tma_128x64",   // optional: TMA maps
 //                       "buffer": "x", "dims": ["D", "N"],
@@ -62,9 +63,11 @@
 // run of consecutive "per_chunk" kernels runs as a group once per chunk of
 // rows: for chunk_begin = 0, C, 2C, ... while chunk_begin < N, every kernel of
 // the group runs with chunk_end = min(N, chunk_begin + C), where N is the dim
-// named "N" and C the value of the constant or derived symbol named by
+// named by "chunk_dim" ("N" when absent; "V" for schedules that cut the
+// vocabulary) and C the value of the constant or derived symbol named by
 // "chunk" (values below 1 count as 1). With N = 0 a group runs zero times.
-// per_chunk kernels need "chunk"; "chunk" needs a dim "N". The reserved names
+// per_chunk kernels need "chunk"; "chunk" needs its chunk_dim among the
+// dims; "chunk_dim" needs "chunk". The reserved names
 // "chunk_begin" and "chunk_end" may appear as args of per_chunk kernels only.
 // "derived", "chunk" and "per_chunk" are optional (written only when used),
 // so manifests without them read as before.
@@ -140,7 +143,8 @@ inline constexpr uint64_t kMaxBundleBytes = uint64_t(4) << 30;
 /// The special int64 args of per-chunk kernels: the chunk's row range.
 inline constexpr const char *kChunkBeginArg = "chunk_begin";
 inline constexpr const char *kChunkEndArg = "chunk_end";
-/// The dim whose rows chunked launches split.
+/// The dim whose rows chunked launches split unless the manifest's
+/// "chunk_dim" names another.
 inline constexpr const char *kChunkRowsDim = "N";
 
 /// Size in bytes of a manifest dtype, or an error naming the valid ones.
@@ -220,6 +224,9 @@ struct KernelBundle {
   /// Empty: no chunking. Else the constant or derived symbol giving the rows
   /// per chunk of the per-chunk kernel groups (values < 1 count as 1).
   std::string chunk;
+  /// The dim the chunks split (manifest "chunk_dim"; written only when it
+  /// is not kChunkRowsDim, so row-chunked manifests read as before).
+  std::string chunkDim = kChunkRowsDim;
   std::vector<BundleWorkspace> workspaces;
   std::vector<BundleTensorMap> tensorMaps;
   std::vector<BundleKernel> kernels;

@@ -31,16 +31,15 @@ Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
   }
   if (!bundle.chunk.empty()) {
     plan.chunkSymbol = symbolIndex(bundle.chunk);
-    plan.chunkRowsDim = symbolIndex(kChunkRowsDim);
+    plan.chunkRowsDim = symbolIndex(bundle.chunkDim);
     // verify() makes these unreachable (the chunk is a constant or derived
-    // symbol, and N a dim, which come first in `symbols`).
+    // symbol, and the chunk dim a dim, which come first in `symbols`).
     if (plan.chunkSymbol < static_cast<int64_t>(bundle.dims.size()))
       return makeError("chunk '" + bundle.chunk +
                        "' names no derived symbol or constant");
     if (plan.chunkRowsDim < 0 ||
         plan.chunkRowsDim >= static_cast<int64_t>(bundle.dims.size()))
-      return makeError("chunked bundle has no dim '" +
-                       std::string(kChunkRowsDim) + "'");
+      return makeError("chunked bundle has no dim '" + bundle.chunkDim + "'");
   }
 
   for (const BundleParam &p : bundle.params) {

@@ -80,7 +80,8 @@ struct ResolvedLaunch {
   /// dims, then constants, then derived symbols: the values the formulas saw.
   std::vector<int64_t> symbolValues;
   /// Chunked bundles (LaunchPlan::isChunked()): the rows the per-chunk groups
-  /// split (dim N) and the rows per chunk (the chunk symbol, at least 1).
+  /// split (the bundle's chunk_dim: N, or V for vocabulary chunks) and the
+  /// rows per chunk (the chunk symbol, at least 1).
   /// Both 0 for bundles without chunking.
   int64_t chunkRows = 0;
   int64_t chunkSize = 0;

@@ -124,9 +124,10 @@ lossjit::buildLinearCrossEntropyGraph(MLIRContext &ctx,
   if (options.name.empty())
     return llvm::createStringError("function name must not be empty");
   if (options.gradient && options.strategy != "auto" && options.strategy != "chunked" &&
-      options.strategy != "recompute")
-    return llvm::createStringError("strategy must be auto, chunked or recompute, got '" +
-                                   options.strategy + "'");
+      options.strategy != "vocab_chunked" && options.strategy != "recompute")
+    return llvm::createStringError(
+        "strategy must be auto, chunked, vocab_chunked or recompute, got '" + options.strategy +
+        "'");
   if (options.gradient && !options.needsGradX && !options.needsGradW)
     return llvm::createStringError(
         "a gradient graph needs grad_x or grad_w (both were turned off)");

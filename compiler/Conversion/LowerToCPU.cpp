@@ -47,6 +47,9 @@ struct LowerToCPUPass : lossjit::impl::LossLowerToCPUBase<LowerToCPUPass> {
       spec.strategy = schedule == loss::Schedule::recompute ? "recompute" : "chunked";
       spec.vocabChunks = schedule == loss::Schedule::vocab_chunked ||
                          schedule == loss::Schedule::fused_vocab_chunked;
+      // The plan's options name the schedule a bundle holds.
+      if (schedule == loss::Schedule::vocab_chunked)
+        spec.strategy = "vocab_chunked";
       if (llvm::Error err = buildCpuSchedule(b, f.func.getLoc(), *kernels.getSymName(), spec,
                                              CpuTileConfig::fromAttr(config), plan)) {
         f.op->emitError() << "loss-lower-to-cpu: " << llvm::toString(std::move(err));

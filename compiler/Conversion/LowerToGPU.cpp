@@ -45,11 +45,11 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
                              "loss-select-lowering-config{target=gpu} first)";
         return signalPassFailure();
       }
-      if (config.getSchedule() == loss::Schedule::vocab_chunked ||
-          config.getSchedule() == loss::Schedule::fused_vocab_chunked) {
+      if (config.getSchedule() == loss::Schedule::fused_vocab_chunked) {
         f.op->emitError() << "loss-lower-to-gpu: schedule "
                           << loss::stringifySchedule(config.getSchedule())
-                          << " is host-only; the GPU chunks rows (chunked, fused)";
+                          << " is host-only; the GPU's fused forward+backward chunks rows "
+                             "(fused), its backward either (chunked, vocab_chunked)";
         return signalPassFailure();
       }
       if (std::string why = loss::checkMatmulChip(config.getMatmul(), chip); !why.empty()) {
@@ -61,6 +61,9 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
       spec.strategy = schedule == loss::Schedule::recompute ? "recompute" : "chunked";
       spec.vocabChunks = schedule == loss::Schedule::vocab_chunked ||
                          schedule == loss::Schedule::fused_vocab_chunked;
+      // The plan's options name the schedule a bundle holds.
+      if (schedule == loss::Schedule::vocab_chunked)
+        spec.strategy = "vocab_chunked";
       if (llvm::Error err = buildGpuSchedule(b, f.func.getLoc(), f.func.getName(), spec,
                                              TileConfig::fromAttr(config), plan)) {
         f.op->emitError() << "loss-lower-to-gpu: " << llvm::toString(std::move(err));

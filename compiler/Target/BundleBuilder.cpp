@@ -63,6 +63,7 @@ runtime::KernelBundle lossjit::bundleSkeleton(const LaunchPlan &plan,
     bundle.constants.push_back({k, v});
   bundle.derived = plan.derived;
   bundle.chunk = plan.chunkSymbol;
+  bundle.chunkDim = plan.chunkDim;
   for (const PlanWorkspace &w : plan.workspaces)
     bundle.workspaces.push_back({w.name, w.dtype, w.count});
   for (const PlanTensorMap &m : plan.tensorMaps)

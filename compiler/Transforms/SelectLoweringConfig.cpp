@@ -19,6 +19,7 @@ namespace {
 /// workspace budget. On the host, 16-bit storage chunks the vocabulary
 /// instead of the rows: the rows would need a V×D f32 dW accumulator
 /// outside any budget (f32 and f64 storage accumulate in grad_w itself).
+/// "vocab_chunked" asks for the vocabulary chunks on either target.
 loss::Schedule defaultSchedule(loss::FusedOpInterface op, bool host) {
   const bool wide = !host || op.getStorage() == loss::computeTypeFor(op.getStorage());
   switch (op.getKernelPass()) {
@@ -32,6 +33,8 @@ loss::Schedule defaultSchedule(loss::FusedOpInterface op, bool host) {
   StringRef strategy = op.getGradientStrategy();
   if (strategy == "recompute")
     return loss::Schedule::recompute;
+  if (strategy == "vocab_chunked")
+    return loss::Schedule::vocab_chunked;
   if (strategy == "auto" && !wide)
     return loss::Schedule::vocab_chunked;
   return loss::Schedule::chunked;

@@ -36,8 +36,9 @@ def Loss_FusedOpInterface : OpInterface<"FusedOpInterface"> {
                     "getStorage">,
     InterfaceMethod<"Which kernel pass the op is.", "::lossjit::loss::KernelPass",
                     "getKernelPass">,
-    InterfaceMethod<[{The gradient strategy the op asks for ("auto", "chunked" or
-                      "recompute"); "" for a forward op.}],
+    InterfaceMethod<[{The gradient strategy the op asks for ("auto", "chunked",
+                      "vocab_chunked" or "recompute"; a vocabulary reduction's
+                      no vocab_chunked); "" for a forward op.}],
                     "::llvm::StringRef", "getGradientStrategy">,
   ];
 }

@@ -266,8 +266,9 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
   if (failed(verifyStorageAndCompute(*this, storage, getCompute(), getInput())))
     return failure();
   StringRef strategy = getStrategy();
-  if (strategy != "auto" && strategy != "chunked" && strategy != "recompute")
-    return emitOpError() << "strategy must be auto, chunked or recompute, got '"
+  if (strategy != "auto" && strategy != "chunked" && strategy != "vocab_chunked" &&
+      strategy != "recompute")
+    return emitOpError() << "strategy must be auto, chunked, vocab_chunked or recompute, got '"
                          << strategy << "'";
   if (getWorkspaceBytes() < 1)
     return emitOpError() << "workspace_bytes must be positive, got "

@@ -210,7 +210,8 @@ llvm::Error lossjit::simt::runPlanOnSimt(
 
   // Per-chunk kernels run as a group once per chunk of rows, in chunk order
   // (as on the CPU backend); every other kernel once over all rows.
-  int64_t rows = symbols.count("N") ? symbols["N"] : 0;
+  // (The chunk dim: N, or V for schedules that cut the vocabulary.)
+  int64_t rows = symbols.count(plan.chunkDim) ? symbols[plan.chunkDim] : 0;
   for (size_t k = 0; k < plan.kernels.size();) {
     if (!plan.kernels[k].perChunk) {
       if (llvm::Error err = launch(k, 0, rows))

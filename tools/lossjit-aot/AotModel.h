@@ -46,8 +46,9 @@ struct AotArchBuild {
   /// the chunk-size symbol ("" when no kernel is per-chunk);
   std::string chunkSymbol;
   /// per kernel: launched once per row chunk [chunk_begin, chunk_end) of
-  /// `chunkSymbol` rows of N, consecutive per-chunk kernels as a group.
-  /// Other kernels see chunk_begin = 0, chunk_end = N.
+  /// `chunkSymbol` rows of the bundle's chunk_dim (N, or V for vocabulary
+  /// chunks), consecutive per-chunk kernels as a group. Other kernels see
+  /// chunk_begin = 0, chunk_end = that dim.
   std::vector<bool> perChunk;
 
   bool usesChunks() const;

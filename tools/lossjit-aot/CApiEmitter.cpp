@@ -293,10 +293,11 @@ private:
     return symbols;
   }
 
-  /// The dim the chunks of per-chunk kernels split: "N", else the first.
+  /// The dim the chunks of per-chunk kernels split (the bundle's chunk_dim:
+  /// N, or V for vocabulary chunks), else the first.
   static size_t chunkDim(const runtime::KernelBundle &b) {
     for (size_t i = 0; i < b.dims.size(); ++i)
-      if (b.dims[i] == "N")
+      if (b.dims[i] == b.chunkDim)
         return i;
     return 0;
   }

@@ -110,6 +110,8 @@ runtime::Expected<JsonValue> buildIndexManifest(const AotOutput &output, bool wi
       }
       ja.set("derived", std::move(derived));
       ja.set("chunk", build.usesChunks() ? build.chunkSymbol : std::string());
+      if (build.usesChunks() && b.chunkDim != runtime::kChunkRowsDim)
+        ja.set("chunk_dim", b.chunkDim);
       JsonValue workspaces = JsonValue::array();
       for (const runtime::BundleWorkspace &w : b.workspaces) {
         JsonValue jw = JsonValue::object();

@@ -37,7 +37,9 @@ struct LceSpec {
   /// Backward: a per-row gradient of lse is given ("grad_lse", [N] f32):
   /// dZ = (g·(p − onehot) + a·p) · ∂z/∂raw (emitLogitGrad).
   bool hasGradLse = false;
-  std::string strategy = "chunked"; ///< "chunked" or "recompute" (resolved).
+  /// "chunked", "vocab_chunked" (with vocabChunks, the backward) or
+  /// "recompute" (resolved).
+  std::string strategy = "chunked";
 
   /// A vocabulary reduction (loss.vocab_reduce / _grad): the statistics it
   /// yields, in result order. Empty for the cross-entropy ops, which are

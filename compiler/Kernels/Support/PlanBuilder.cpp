@@ -58,10 +58,14 @@ ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec, llvm::StringRef pr
   return acc;
 }
 
-void PlanBuilder::vocabChunks(const LceSpec &spec, llvm::StringRef columnsFormula) {
+void PlanBuilder::vocabChunks(const LceSpec &spec, llvm::StringRef columnsFormula,
+                              llvm::StringRef productDzType) {
   constant("WB", spec.workspaceBytes);
   plan.derived = {{"C", columnsFormula.str()}};
   plan.chunkSymbol = "C";
   plan.chunkDim = "V";
-  workspace("dz", spec.computeName(), "N*C");
+  const bool dz16 = !productDzType.empty() && productDzType != spec.computeName();
+  workspace("dz", dz16 ? productDzType : llvm::StringRef(spec.computeName()), "N*C");
+  if (dz16)
+    workspace("gscale", "f32", "1");
 }

@@ -45,10 +45,12 @@ public:
   ChunkedAccumulators chunked(const LceSpec &spec, llvm::StringRef productDzType = "",
                               llvm::StringRef reserve = "");
 
-  /// Chunks over the vocabulary (host schedules): the budget constant WB,
-  /// the chunk width C = `columnsFormula` (over N, V, D, WB) and the dZ
-  /// workspace [N × C].
-  void vocabChunks(const LceSpec &spec, llvm::StringRef columnsFormula);
+  /// Chunks over the vocabulary: the budget constant WB, the chunk width
+  /// C = `columnsFormula` (over N, V, D, WB) and the dZ workspace [N × C]
+  /// of the compute type, or of `productDzType` (tensor-core products) with
+  /// its power-of-two scale in "gscale".
+  void vocabChunks(const LceSpec &spec, llvm::StringRef columnsFormula,
+                   llvm::StringRef productDzType = "");
 
 private:
   LaunchPlan &plan;

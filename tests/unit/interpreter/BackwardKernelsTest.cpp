@@ -11,6 +11,7 @@
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Pipeline/StageRunner.h"
 #include "compiler/Target/CpuJit.h"
+#include "runtime/Formula.h"
 #include "testing/reference/HalfFloat.h"
 #include "testing/reference/Reference.h"
 
@@ -238,6 +239,30 @@ protected:
     EXPECT_LE(relativeL2Error(gx.data(), c.dtype, gref.gradX), tol) << "grad_x";
     EXPECT_LE(relativeL2Error(gw.data(), c.dtype, gref.gradW), tol) << "grad_w";
     EXPECT_LE(relativeL2Error(gb.data(), c.dtype, gref.gradBias), tol) << "grad_bias";
+  }
+
+  /// The chunks `c`'s backward plan cuts its chunk dim into (1 without
+  /// chunking), from the plan's own formulas.
+  int64_t chunksOf(const GradCase &c) {
+    auto graph = buildLinearCrossEntropyGraph(*context, options(c, true));
+    EXPECT_TRUE(static_cast<bool>(graph));
+    if (!graph)
+      return 0;
+    LaunchPlan plan = lowerToKernels(**graph, c.tile);
+    if (plan.chunkSymbol.empty())
+      return 1;
+    std::map<std::string, int64_t> symbols = {{"N", c.n}, {"V", c.v}, {"D", c.d}};
+    for (const auto &[name, value] : plan.constants)
+      symbols[name] = value;
+    for (const auto &[name, formula] : plan.derived) {
+      auto value = runtime::evaluateFormula(formula, symbols);
+      EXPECT_TRUE(static_cast<bool>(value)) << formula;
+      if (!value)
+        return 0;
+      symbols[name] = *value;
+    }
+    const int64_t extent = symbols[plan.chunkDim], size = symbols[plan.chunkSymbol];
+    return (extent + size - 1) / size;
   }
 
   mlir::DialectRegistry registry;
@@ -656,15 +681,103 @@ TEST_F(SimtBackward, GradientOfLseOnEveryScheduleAndStrategy) {
   }
 }
 
+// --- Vocabulary chunks (strategy vocab_chunked) ----------------------------
+//
+// Per chunk of C columns: every row's dZ of the chunk, dX += dZ · W[chunk]
+// into an f32 accumulator, dW[chunk] = dZᵀ·X over all rows rounded once
+// into grad_w (no V × D accumulator). Against fp64 and the CPU backend's
+// vocabulary chunks, over several chunks with a short last one, on every
+// matmul strategy. The budget holds grow, the dX accumulator (16-bit
+// storage) and the dZ chunk, but gives the chunk at least half of it.
+
+TEST_F(SimtBackward, VocabChunkedEveryDtypeAndReduction) {
+  for (std::string dtype : {"f32", "f16", "bf16"})
+    for (std::string reduction : {"mean", "sum", "none"}) {
+      GradCase c{7, 41, 9, dtype, reduction, true, 0.2};
+      c.strategy = "vocab_chunked";
+      // grow, the f32 dX accumulator of 16-bit storage, and 9 columns of
+      // f32 dZ (SIMT products).
+      c.workspaceBytes = 7 * 4 + (dtype == "f32" ? 0 : 7 * 9 * 4) + 9 * 7 * 4;
+      ASSERT_EQ(chunksOf(c), 5) << "41 columns in chunks of 9";
+      checkCase(c);
+    }
+  GradCase tiny{1, 1, 1, "f32"};
+  tiny.strategy = "vocab_chunked";
+  checkCase(tiny);
+}
+
+TEST_F(SimtBackward, VocabChunkedOneGradientAndTheBudget) {
+  GradCase onlyW{6, 30, 7, "bf16", "mean", true, 0.5};
+  onlyW.strategy = "vocab_chunked";
+  onlyW.needsX = false;
+  onlyW.workspaceBytes = 6 * 4 + 4 * 6 * 4;
+  ASSERT_EQ(chunksOf(onlyW), 8);
+  checkCase(onlyW);
+  GradCase onlyX{6, 30, 7, "f16", "none", false, 0.5};
+  onlyX.strategy = "vocab_chunked";
+  onlyX.needsW = false;
+  onlyX.workspaceBytes = 6 * 4 + 6 * 7 * 4 + 11 * 6 * 4;
+  ASSERT_EQ(chunksOf(onlyX), 3);
+  checkCase(onlyX);
+  // An accumulator beyond half the budget stays outside it: the chunk gets
+  // half the budget, not the few bytes the accumulator leaves.
+  GradCase big{6, 30, 7, "bf16", "mean", true, 0.0};
+  big.strategy = "vocab_chunked";
+  big.workspaceBytes = 2 * (6 * 4 + 5 * 6 * 4);
+  ASSERT_EQ(chunksOf(big), 6) << "30 columns in chunks of 5";
+  checkCase(big);
+  // Once 64 columns fit, chunks are whole multiples of 64 (TMA boxes).
+  GradCase wide{4, 300, 8, "bf16", "mean", false, 0.0};
+  wide.strategy = "vocab_chunked";
+  wide.workspaceBytes = 4 * 4 + 4 * 8 * 4 + 100 * 4 * 4;
+  ASSERT_EQ(chunksOf(wide), 5) << "300 columns in chunks of 64, not 100";
+  checkCase(wide);
+}
+
+TEST_F(SimtBackward, VocabChunkedTensorCores) {
+  // mma.sync: dZ [N × C] prescaled to 16 bits; dX's k and dW's lines start
+  // mid-tensor at the chunk (plain loads: C = 13 is no multiple of 8).
+  for (std::string dtype : {"f16", "bf16"}) {
+    GradCase c{37, 70, 24, dtype, "mean", true, 0.2};
+    c.tile = kMmaOneWarp;
+    c.strategy = "vocab_chunked";
+    c.workspaceBytes = 2 * (37 * 4 + 13 * 37 * 2);
+    ASSERT_EQ(chunksOf(c), 6);
+    checkCase(c);
+  }
+  // wgmma over cp.async rings, then TMA (tma=1): 64-column chunks of V =
+  // 200 (the last one 8 wide), D = 96 in 64-column boxes; the dZ map is
+  // [N rows × C], and dX's boxes read k from the chunk's start.
+  for (std::string tile :
+       {std::string(kWgmmaNarrow), std::string("matmul=wgmma,block_cols=128"),
+        std::string("matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,"
+                    "stages=3,tma=1"),
+        std::string("matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1")}) {
+    SCOPED_TRACE(tile);
+    GradCase w{40, 200, 96, "bf16", "sum", true, 0.2};
+    w.tile = tile;
+    w.strategy = "vocab_chunked";
+    w.workspaceBytes = 2 * (40 * 4 + 64 * 40 * 2);
+    ASSERT_EQ(chunksOf(w), 4);
+    checkCase(w);
+  }
+  GradCase none{33, 150, 136, "f16", "none", false, 0.1};
+  none.tile = "matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1";
+  none.strategy = "vocab_chunked";
+  none.workspaceBytes = 2 * (33 * 4 + 64 * 33 * 2);
+  ASSERT_EQ(chunksOf(none), 3);
+  checkCase(none);
+}
+
 TEST_F(SimtBackward, NoRowsWriteZeroGradients) {
   // Issue 16: N = 0 left grad_w and grad_bias as the caller allocated them
   // (torch.empty_like): per-chunk kernels ran zero times, and with f32
   // storage lce_bwd_dw is what writes grad_w (with 16-bit storage the finish
   // kernel rounded a never-zeroed accumulator). The sum over no rows is 0.
   for (std::string dtype : {"f32", "bf16"})
-    for (std::string schedule : {"chunked", "recompute", "fused"}) {
+    for (std::string schedule : {"chunked", "vocab_chunked", "recompute", "fused"}) {
       GradCase c{0, 37, 9, dtype, "sum", true};
-      c.strategy = schedule == "recompute" ? "recompute" : "chunked";
+      c.strategy = schedule == "fused" ? "chunked" : schedule;
       SCOPED_TRACE(describe(c) + " " + schedule);
       LceGraphOptions g = options(c, true);
       g.fusedForward = schedule == "fused";

@@ -178,6 +178,17 @@ struct Backward : ChunkedBackwardSteps {
   /// lce_bwd_dz (per chunk): the [BN × T] logit tile of rows of the chunk →
   /// dZ into the [C, V] workspace. With `storeRaw` (lce_fused_z) the raw
   /// logits x·w + b instead, which lce_fused_lse / lce_fused_dz consume.
+  /// Vocabulary chunks (spec.vocabChunks): chunk_begin / chunk_end are
+  /// columns, and the products run over every row.
+  bool vocab() const { return s.spec.vocabChunks; }
+  /// The chunk range's args, and with vocabulary chunks N and the chunk
+  /// width C (the dZ workspace's row stride).
+  void chunkArgs(KernelSignature &sig) const {
+    sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
+    if (vocab())
+      sig.arg("N", s.index()).arg("C", s.index());
+  }
+
   void buildDz(bool storeRaw) {
     KernelSignature sig(storeRaw ? "lce_fused_z" : "lce_bwd_dz");
     sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
@@ -188,15 +199,18 @@ struct Backward : ChunkedBackwardSteps {
     // Raw logits stay f32 (lse is formed from them); dZ is what the
     // gradient products read.
     sig.arg("dz", flat(storeRaw ? s.compute() : s.dzType()));
-    sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
+    chunkArgs(sig);
     sig.arg("V", s.index()).arg("D", s.index());
     // The logits product: the configured strategy's block tile (BM rows ×
-    // BN columns; SIMT: block_rows × one column per thread).
+    // BN columns; SIMT: block_rows × one column per thread) over the
+    // chunk's rows and every column, or (vocabulary chunks) every row and
+    // the chunk's columns.
     const int64_t bm = s.tile.blockRows, cols = s.tile.tileCols();
-    LaunchShape launch{
-        s.productGrid(s.tile, "cdiv(C," + s.bn() + ")", "cdiv(V," + std::to_string(cols) + ")"),
-        "none",
-        /*perChunk=*/true};
+    const std::string colTiles = "," + std::to_string(cols) + ")";
+    LaunchShape launch{vocab() ? s.productGrid(s.tile, "cdiv(N," + s.bn() + ")", "cdiv(C" + colTiles)
+                               : s.productGrid(s.tile, "cdiv(C," + s.bn() + ")", "cdiv(V" + colTiles),
+                       "none",
+                       /*perChunk=*/true};
     s.stageOperands(launch);
     s.declareOperandMaps(sig);
     KernelArgs a = s.sink.begin(sig, launch);
@@ -207,12 +221,26 @@ struct Backward : ChunkedBackwardSteps {
     // The teacher's logits of the same tile, where an adjoint reads them:
     // a second product per tile.
     const bool teacher = !storeRaw && a["teacher_x"];
+    // dZ[(row − rowOrigin)·stride + col − colOrigin]: the chunk's rows of V
+    // columns, or every row's C columns of the chunk (null: origin 0).
+    Value rowOrigin = vocab() ? Value() : cb, colOrigin = vocab() ? cb : Value();
+    Value rowEnd = vocab() ? a["N"] : ce, colEnd = vocab() ? ce : v;
+    Value stride = vocab() ? a["C"] : v;
+    auto relative = [](KernelEmitter &re, Value i, Value origin) {
+      return origin ? re.sub(i, origin) : i;
+    };
     s.forEachTile(
         e0, s.tile, s.matmul, s.operandX(a, d), s.operandW(a, d),
-        e0.ceilDiv(e0.sub(ce, cb), e0.index(bm)), e0.ceilDiv(v, e0.index(cols)),
+        e0.ceilDiv(relative(e0, rowEnd, rowOrigin), e0.index(bm)),
+        e0.ceilDiv(relative(e0, colEnd, colOrigin), e0.index(cols)),
         [&](KernelEmitter &te, Value rowBlock, Value colBlock) {
-          Value first = te.add(cb, te.mul(rowBlock, te.index(bm)));
-          return BlockTile{first, bm, ce, te.mul(colBlock, te.index(cols)), cols, v};
+          Value firstRow = te.mul(rowBlock, te.index(bm));
+          if (rowOrigin)
+            firstRow = te.add(rowOrigin, firstRow);
+          Value firstCol = te.mul(colBlock, te.index(cols));
+          if (colOrigin)
+            firstCol = te.add(colOrigin, firstCol);
+          return BlockTile{firstRow, bm, rowEnd, firstCol, cols, colEnd};
         },
         e0.index(0), d, scratch,
         [&](KernelEmitter &e, const BlockTile &tile, Fragment &z) {
@@ -235,7 +263,8 @@ struct Backward : ChunkedBackwardSteps {
             Value dz = storeRaw ? raw : emitRawGrad(e, s.spec, adj, raw, col, weight);
             e.ifThen(e.andI(z.rowValid[i], z.colValid[j]), [&](KernelEmitter &se) {
               se.store(storeRaw ? dz : productDz(se, dz, invG), a["dz"],
-                       se.add(se.mul(se.sub(row, cb), v), col));
+                       se.add(se.mul(relative(se, row, rowOrigin), stride),
+                              relative(se, col, colOrigin)));
             });
           };
           // The order decides which lines' values stay live through the
@@ -285,16 +314,25 @@ struct Backward : ChunkedBackwardSteps {
   /// tile of the gradient strategy per block (SIMT: BN rows × one column
   /// per thread; tensor cores: BM × BN), each element summed over the whole
   /// vocabulary by its one owner.
-  void buildDx() {
+  ///
+  /// Vocabulary chunks: every row's dX += the chunk's dZ columns · the
+  /// chunk's rows of W, into `dxAcc` (an f32 accumulator, or f32 grad_x),
+  /// which lce_bwd_zero_dx zeroed before the chunks; the chunks add in
+  /// order, each element by its one owner.
+  void buildDx(const std::string &dxAcc = "grad_x") {
     const TileConfig &tile = s.gradTile();
     KernelSignature sig("lce_bwd_dx");
     sig.arg(productDzName(), flat(s.dzType())).arg("w", flat(st()));
     sig.argIf(s.tensorCoreGradients(), "gscale", flat(s.compute()));
-    sig.arg("grad_x", flat(st()));
-    sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
+    if (vocab())
+      sig.arg("dx_acc", flat(s.compute()), dxAcc);
+    else
+      sig.arg("grad_x", flat(st()));
+    chunkArgs(sig);
     sig.arg("V", s.index()).arg("D", s.index());
     const int64_t rows = tile.blockRows, cols = tile.tileCols();
-    LaunchShape launch{s.productGrid(tile, "cdiv(C," + std::to_string(rows) + ")",
+    LaunchShape launch{s.productGrid(tile,
+                                     (vocab() ? "cdiv(N," : "cdiv(C,") + std::to_string(rows) + ")",
                                      "cdiv(D," + std::to_string(cols) + ")"),
                        "none",
                        /*perChunk=*/true};
@@ -306,6 +344,32 @@ struct Backward : ChunkedBackwardSteps {
     KernelEmitter e = emitter();
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
     Value g = s.tensorCoreGradients() ? e.load(a["gscale"], e.index(0)) : Value();
+    if (vocab()) {
+      // A = dZ [N × the chunk's columns] (k from cb), B = Wᵀ [D × V].
+      MatrixOperand dz{a[productDzName()], a["C"], Value(), {}, cb, a["dz_map"], a["tma_ready"]};
+      MatrixOperand wt{a["w"], Value(), d, {}, {}, a["wt_map"], a["tma_ready"]};
+      Value acc = a["dx_acc"];
+      s.forEachTile(
+          e, tile, s.gradMatmul(), dz, wt, e.ceilDiv(a["N"], e.index(rows)),
+          e.ceilDiv(d, e.index(cols)),
+          [&](KernelEmitter &te, Value rowBlock, Value colBlock) {
+            return BlockTile{te.mul(rowBlock, te.index(rows)), rows, a["N"],
+                             te.mul(colBlock, te.index(cols)), cols, d};
+          },
+          cb, ce, scratch,
+          [&](KernelEmitter &te, const BlockTile &, Fragment &dx) {
+            for (size_t i = 0; i < dx.rows.size(); ++i)
+              for (size_t j = 0; j < dx.cols.size(); ++j)
+                te.ifThen(te.andI(dx.rowValid[i], dx.colValid[j]), [&](KernelEmitter &se) {
+                  Value at = se.add(se.mul(dx.rows[i], d), dx.cols[j]);
+                  Value sum = g ? se.mulF(dx.at(i, j), g) : dx.at(i, j);
+                  se.store(se.addF(se.load(acc, at), sum), acc, at);
+                });
+          },
+          /*overlap=*/true);
+      s.sink.end();
+      return;
+    }
     // A = dZ [chunk rows × V] (chunk-relative), B = Wᵀ [D × V].
     MatrixOperand dz{a[productDzName()], v, Value(), cb, {}, a["dz_map"], a["tma_ready"]};
     MatrixOperand wt{a["w"], Value(), d, {}, {}, a["wt_map"], a["tma_ready"]};
@@ -360,6 +424,8 @@ struct Backward : ChunkedBackwardSteps {
   /// gradient strategy per block; db likewise. Only the thread that stores
   /// an accumulator reads it.
   void buildDw() {
+    if (vocab())
+      return buildVocabDw();
     const TileConfig &tileConfig = s.gradTile();
     const bool scaled = s.tensorCoreGradients();
     KernelSignature sig("lce_bwd_dw");
@@ -447,6 +513,112 @@ struct Backward : ChunkedBackwardSteps {
       }
     Fragment dw = s.gradMatmul().multiply(e, dzt, xt, tile, cb, ce, init, scratch);
     store(e, tile, dw);
+    s.sink.end();
+  }
+
+  /// lce_bwd_dw (per vocabulary chunk): dW[j, d] = Σ_r dZ[r, j]·X[r, d]
+  /// for the chunk's vocabulary rows j, over every row r at once (k = the
+  /// N rows), rounded once straight into grad_w: no V × D accumulator. db
+  /// likewise: the tiles of the first column tile sum their rows' dZ
+  /// column over r in order.
+  void buildVocabDw() {
+    const TileConfig &tileConfig = s.gradTile();
+    const bool scaled = s.tensorCoreGradients();
+    KernelSignature sig("lce_bwd_dw");
+    sig.arg(productDzName(), flat(s.dzType())).arg("x", flat(st()));
+    sig.argIf(scaled, "gscale", flat(s.compute()));
+    sig.arg("grad_w", flat(st()));
+    sig.argIf(s.spec.needsGradBias(), "grad_bias", flat(st()));
+    chunkArgs(sig);
+    sig.arg("V", s.index()).arg("D", s.index());
+    const int64_t rows = tileConfig.blockRows, cols = tileConfig.tileCols();
+    LaunchShape launch{s.productGrid(tileConfig, "cdiv(C," + std::to_string(rows) + ")",
+                                     "cdiv(D," + std::to_string(cols) + ")"),
+                       "none",
+                       /*perChunk=*/true};
+    if (scaled)
+      s.stageOperands(launch, &s.gradMatmul());
+    s.declareWeightGradientMaps(sig, productDzName());
+    KernelArgs a = s.sink.begin(sig, launch);
+    SmallVector<Value> scratch = s.staged(a, launch, &s.gradMatmul());
+    KernelEmitter e = emitter();
+    Value d = a["D"], n = a["N"], c = a["C"], cb = a["chunk_begin"], ce = a["chunk_end"];
+    Value dzBuf = a[productDzName()];
+    Value g = scaled ? e.load(a["gscale"], e.index(0)) : Value();
+    auto store = [&](KernelEmitter &te, const BlockTile &tile, Fragment &dw) {
+      for (size_t i = 0; i < dw.rows.size(); ++i)
+        for (size_t j = 0; j < dw.cols.size(); ++j)
+          te.ifThen(te.andI(dw.rowValid[i], dw.colValid[j]), [&](KernelEmitter &se) {
+            Value sum = g ? se.mulF(dw.at(i, j), g) : dw.at(i, j);
+            se.store(se.toStorage(sum, st()), a["grad_w"],
+                     se.add(se.mul(dw.rows[i], d), dw.cols[j]));
+          });
+      Value db = a["grad_bias"];
+      if (!db)
+        return;
+      Value firstTile = te.cmpI(arith::CmpIPredicate::eq, tile.colBegin, te.index(0));
+      te.ifThen(firstTile, [&](KernelEmitter &fe) {
+        forThreadColumns(fe, gpuThreadIdx(fe), tileConfig.threads, fe.index(rows),
+                         [&](KernelEmitter &ce0, Value t) {
+                           Value j = ce0.add(tile.rowBegin, t);
+                           ce0.ifThen(below(ce0, j, ce), [&](KernelEmitter &be) {
+                             Value col = be.sub(j, cb);
+                             Value sum =
+                                 be.forLoop(be.index(0), n, be.index(1), {be.real(0.0)},
+                                            [&](KernelEmitter &ke, Value r, ValueRange it) {
+                                              Value term =
+                                                  ke.loadReal(dzBuf, ke.add(ke.mul(r, c), col));
+                                              return SmallVector<Value>{
+                                                  ke.addF(it[0], g ? ke.mulF(term, g) : term)};
+                                            })[0];
+                             be.store(be.toStorage(sum, st()), db, j);
+                           });
+                         });
+      });
+    };
+    // A = dZᵀ [the chunk's vocabulary rows × N] (lines from cb), B = Xᵀ
+    // [D × N]: k runs over every row.
+    MatrixOperand dzt{dzBuf, Value(), c, cb, Value(), a["dzt_map"], a["tma_ready"]};
+    MatrixOperand xt{a["x"], Value(), d, {}, {}, a["xt_map"], a["tma_ready"]};
+    s.forEachTile(
+        e, tileConfig, s.gradMatmul(), dzt, xt, e.ceilDiv(e.sub(ce, cb), e.index(rows)),
+        e.ceilDiv(d, e.index(cols)),
+        [&](KernelEmitter &te, Value rowBlock, Value colBlock) {
+          return BlockTile{te.add(cb, te.mul(rowBlock, te.index(rows))), rows, ce,
+                           te.mul(colBlock, te.index(cols)), cols, d};
+        },
+        e.index(0), n, scratch, store, /*overlap=*/true);
+    s.sink.end();
+  }
+
+  /// lce_bwd_zero_dx: the vocabulary chunks' dX accumulator (`dxAcc`: an
+  /// f32 workspace, or f32 grad_x) = 0 before the chunks, which add to it.
+  void buildZeroDx(const std::string &dxAcc) {
+    KernelSignature sig("lce_bwd_zero_dx");
+    sig.arg("dx_acc", flat(s.compute()), dxAcc);
+    sig.arg("N", s.index()).arg("D", s.index());
+    LaunchShape launch{{"cdiv(N*D," + s.threads() + ")", "1", "1"}};
+    KernelArgs a = s.sink.begin(sig, launch);
+    KernelEmitter e = emitter();
+    Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e));
+    e.ifThen(below(e, i, e.mul(a["N"], a["D"])),
+             [&](KernelEmitter &se) { se.store(se.real(0.0), a["dx_acc"], i); });
+    s.sink.end();
+  }
+
+  /// lce_bwd_finish_dx: one rounding of the vocabulary chunks' f32 dX
+  /// accumulator to storage.
+  void buildFinishDx() {
+    KernelSignature sig("lce_bwd_finish_dx");
+    sig.arg("dx_acc", flat(s.compute())).arg("grad_x", flat(st()));
+    sig.arg("N", s.index()).arg("D", s.index());
+    LaunchShape launch{{"cdiv(N*D," + s.threads() + ")", "1", "1"}};
+    KernelArgs a = s.sink.begin(sig, launch);
+    KernelEmitter e = emitter();
+    Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e));
+    e.ifThen(below(e, i, e.mul(a["N"], a["D"])), [&](KernelEmitter &se) {
+      se.store(se.toStorage(se.load(a["dx_acc"], i), st()), a["grad_x"], i);
+    });
     s.sink.end();
   }
 
@@ -756,6 +928,54 @@ struct Backward : ChunkedBackwardSteps {
 };
 } // namespace
 
+namespace {
+/// The backward in vocabulary chunks: scale; zero the dX accumulator; per
+/// chunk of C columns lce_bwd_dz (every row's dZ of the chunk's columns
+/// into the [N, C] workspace), lce_bwd_dx (dX += dZ · W[chunk]) and
+/// lce_bwd_dw (dW[chunk] = dZᵀ·X over all rows, rounded once into grad_w);
+/// round dX. Same 6·N·D·V as the row chunks, but the only gradient-sized
+/// scratch is dX's f32 accumulator (16-bit storage): no V × D f32 dW, so
+/// the peak memory above the gradients is N·D·4 plus the budgeted chunk.
+/// The budget WB holds grow, the dX accumulator (while it takes at most
+/// half of it) and the [N, C] dZ; C is a multiple of 64 columns when at
+/// least 64 fit (whole TMA boxes and 16-byte aligned dZ rows).
+llvm::Error buildVocabChunkedBackward(GpuSchedule &s, Backward &b, PlanBuilder &plan) {
+  const LceSpec &spec = s.spec;
+  if (spec.fusedForward)
+    return llvm::createStringError(
+        "the GPU fused forward+backward chunks rows; vocabulary chunks are for the backward");
+  const std::string cb = std::to_string(spec.computeBytes());
+  const bool dx16 = spec.needsGradX && !spec.storesCompute();
+  const std::string rows = spec.isVocabReduce() ? "0" : "N*" + cb;
+  // The dZ chunk gets what grow and the dX accumulator leave of the budget,
+  // but at least half of it: an accumulator beyond half the budget (a very
+  // large N·D) is kept outside it, as the row chunks keep their dW one,
+  // rather than shrinking the chunks to a few columns.
+  std::string left = "WB-" + rows;
+  if (dx16)
+    left = "max(WB-" + rows + "-N*D*" + cb + ",WB/2-" + rows + ")";
+  const std::string dzType = b.productDzType();
+  const int64_t dzBytes = dzType == spec.computeName() ? spec.computeBytes() : 2;
+  const std::string fit = "((" + left + ")/(max(1,N)*" + std::to_string(dzBytes) + "))";
+  plan.vocabChunks(spec, "max(1,min(V,max(" + fit + "/64*64,min(" + fit + ",63))))", dzType);
+  const std::string dxAcc = dx16 ? "dx_acc" : "grad_x";
+  if (dx16)
+    plan.workspace("dx_acc", spec.computeName(), "N*D");
+  if (!spec.isVocabReduce())
+    b.buildScale();
+  if (spec.needsGradX)
+    b.buildZeroDx(dxAcc);
+  b.buildDz(/*storeRaw=*/false);
+  if (spec.needsGradX)
+    b.buildDx(dxAcc);
+  if (spec.needsGradW)
+    b.buildDw();
+  if (dx16)
+    b.buildFinishDx();
+  return llvm::Error::success();
+}
+} // namespace
+
 llvm::Error lossjit::buildGpuBackward(GpuSchedule &s) {
   const LceSpec &spec = s.spec;
   if (spec.fusedForward && spec.strategy == "recompute")
@@ -787,6 +1007,8 @@ llvm::Error lossjit::buildGpuBackward(GpuSchedule &s) {
     }
     return llvm::Error::success();
   }
+  if (spec.vocabChunks)
+    return buildVocabChunkedBackward(s, b, plan);
   buildChunkedBackward(b, plan, spec);
   return llvm::Error::success();
 }

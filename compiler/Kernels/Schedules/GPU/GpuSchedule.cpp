@@ -80,6 +80,13 @@ void recordMap(LaunchPlan &plan, PlanTensorMap map) {
 }
 } // namespace
 
+std::array<std::string, 2> GpuSchedule::dzMapDims() const {
+  // Row chunks: [min(C, N) rows of V]; vocabulary chunks: [N rows of C].
+  if (spec.vocabChunks)
+    return {"C", "N"};
+  return {"V", "min(C,N)"};
+}
+
 void GpuSchedule::declareGradientMaps(KernelSignature &sig, llvm::StringRef dzName) const {
   const TileConfig &g = gradTile();
   constexpr int64_t kBox = 64; // BK and the MN-major box's lines: one 128-byte span
@@ -89,7 +96,7 @@ void GpuSchedule::declareGradientMaps(KernelSignature &sig, llvm::StringRef dzNa
   // dZ rows past the last chunk's are the previous chunk's (initialized,
   // never stored); past min(C, N) the box reads zeros.
   std::string dz = (dzName + "_tma_" + std::to_string(g.blockRows) + "x64").str();
-  recordMap(sink.plan(), {dz, dzName.str(), {"V", "min(C,N)"}, {kBox, g.blockRows}, 2 * kBox});
+  recordMap(sink.plan(), {dz, dzName.str(), dzMapDims(), {kBox, g.blockRows}, 2 * kBox});
   sig.tensorMap("dz_map", dz, context);
   recordMap(sink.plan(), {"wt_tma_64x64", "w", {"D", "V"}, {kBox, kBox}, 2 * kBox});
   sig.tensorMap("wt_map", "wt_tma_64x64", context);
@@ -104,7 +111,7 @@ void GpuSchedule::declareWeightGradientMaps(KernelSignature &sig, llvm::StringRe
     return;
   MLIRContext *context = sink.builder().getContext();
   std::string dzt = (dzName + "t_tma_64x64").str();
-  recordMap(sink.plan(), {dzt, dzName.str(), {"V", "min(C,N)"}, {kBox, kBox}, 2 * kBox});
+  recordMap(sink.plan(), {dzt, dzName.str(), dzMapDims(), {kBox, kBox}, 2 * kBox});
   sig.tensorMap("dzt_map", dzt, context);
   recordMap(sink.plan(), {"xt_tma_64x64", "x", {"D", "N"}, {kBox, kBox}, 2 * kBox});
   sig.tensorMap("xt_map", "xt_tma_64x64", context);

@@ -9,7 +9,9 @@
 #include "compiler/Kernels/Support/LceSpec.h"
 #include "dialects/Loss/LoweringConfig.h"
 
+#include <array>
 #include <cassert>
+#include <string>
 
 namespace lossjit {
 
@@ -82,6 +84,11 @@ struct GpuSchedule {
   /// Wᵀ (MN-major: boxes of 64 columns of D × 64 rows of W) — and
   /// tma_ready. Nothing otherwise.
   void declareGradientMaps(KernelSignature &sig, llvm::StringRef dzName) const;
+  /// The dZ workspace's dims as a tensor map (contiguous, rows): V × min(C,
+  /// N) for row chunks; C × N for vocabulary chunks, whose dX reads k (the
+  /// chunk's columns) from cb on and past the chunk's width zeros (but in
+  /// the last chunk, where W's rows past V are the zeros).
+  std::array<std::string, 2> dzMapDims() const;
   /// Likewise for dW = dZᵀ·X, both operands MN-major: `dzt_map` over the dZ
   /// workspace and `xt_map` over x, boxes of 64 lines (vocabulary rows of
   /// dZ, columns of X) × 64 rows. k runs over the chunk's rows, and a box
