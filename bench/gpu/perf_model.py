@@ -228,6 +228,17 @@ VARIANTS = [
     ("bwd-chunked-wgmma-spec-persist-ws256m", "backward",
      ", workspace_bytes = 268435456 : i64",
      "matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 persistent=132", "backward"),
+    # Vocabulary chunks (strategy vocab_chunked) on auto's tiles at the
+    # 256 MiB budget: no f32 V x D dW accumulator (its zeroing, per-chunk
+    # read-modify-write and rounding); dX is what is read and written back
+    # per chunk. The forward is auto's, listed again to pair with it.
+    ("fwd-wgmma-auto-vocab", "forward", "", "matmul=auto", "forward"),
+    ("bwd-vocab-wgmma-auto-ws256m", "backward",
+     ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64', "matmul=auto",
+     "backward"),
+    ("bwd-vocab-mma64-ws256m", "backward",
+     ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64', "matmul=mma_sync",
+     "backward"),
 ]
 # The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
 # adds nothing to the other variants that sm_90 does not show.
@@ -243,7 +254,8 @@ PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64-ws
                    "fwd-wgmma128": "bwd-chunked-wgmma128-ws256m",
                    "fwd-wgmma-auto": "bwd-chunked-wgmma-auto-ws256m",
                    "fwd-wgmma-tma": "bwd-chunked-wgmma-tma-ws256m",
-                   "fwd-wgmma-spec": "bwd-chunked-wgmma-spec-ws256m"}
+                   "fwd-wgmma-spec": "bwd-chunked-wgmma-spec-ws256m",
+                   "fwd-wgmma-auto-vocab": "bwd-vocab-wgmma-auto-ws256m"}
 
 
 class ModelError(Exception):
@@ -309,6 +321,8 @@ def parse_plan(mlir_text):
     if m:
         for name, value in re.findall(r"(\w+) = (-?\d+) : i64", m.group(1)):
             plan["constants"][name] = int(value)
+    m = re.search(r'chunk_dim = "(\w+)"', text)
+    plan["chunk_dim"] = m.group(1) if m else "N"
     m = re.search(r"derived = \[(.*?)\]\], ", text) or re.search(r"derived = \[(.*?)\]\]", text)
     if m:
         plan["derived"] = re.findall(r'\["(\w+)", "([^"]*)"', m.group(1) + "]")
@@ -645,7 +659,7 @@ def cdiv(a, b):
     return -(-a // b)
 
 
-def kernel_work(kind, shape, tile, env, chunks, e):
+def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
     """FLOPs (matmul), DRAM bytes (tile loads and compulsory floor) and
     shared-memory bytes of one kernel summed over all its launches.
 
@@ -688,6 +702,32 @@ def kernel_work(kind, shape, tile, env, chunks, e):
         return blocks * k * e * (BR * (1 + wn) + BC * (1 + wm))
     r = {"flops": 0, "tile_bytes": 0, "floor_bytes": 0, "smem_bytes": 0}
 
+    if vocab and kind in ("lce_bwd_dz", "lce_bwd_dx", "lce_bwd_dw"):
+        # Vocabulary chunks (strategy vocab_chunked): per chunk of C
+        # columns, every row's dZ of them; dX += dZ·W[chunk] (k = C) read
+        # and written back in f32 per chunk; dW[chunk] = dZᵀ·X (k = N)
+        # stored once in the storage type.
+        rb, dt, ct = cdiv(N, BR), cdiv(D, BC), cdiv(C, BC)
+        r["flops"] = 2 * N * D * V
+        if kind == "lce_bwd_dz":
+            r["tile_bytes"] = chunks * rb * ct * (BR + BC) * D * e + z_bytes
+            r["floor_bytes"] = chunks * x_bytes + w_bytes + z_bytes
+            if mma:
+                r["smem_bytes"] = mma_smem(chunks * rb * ct, D)
+        elif kind == "lce_bwd_dx":
+            acc = chunks * 2 * N * D * f
+            r["tile_bytes"] = z_bytes * dt + chunks * rb * C * D * e + acc
+            r["floor_bytes"] = z_bytes + w_bytes + acc
+            if mma:
+                r["smem_bytes"] = mma_smem(chunks * rb * dt, C)
+        else:
+            vb = chunks * cdiv(C, BR)
+            r["tile_bytes"] = z_bytes * dt + vb * N * D * e + V * D * e
+            r["floor_bytes"] = z_bytes + chunks * x_bytes + V * D * e
+            if mma:
+                r["smem_bytes"] = mma_smem(vb * dt, N)
+        r["tile_bytes"] = max(r["tile_bytes"], r["floor_bytes"])
+        return r
     if kind == "lce_partial":
         rb = cdiv(N, BR)
         tiles = S * cdiv(cdiv(V, S), BC)            # vocabulary tiles per row block
@@ -746,6 +786,12 @@ def kernel_work(kind, shape, tile, env, chunks, e):
         r.update(tile_bytes=b, floor_bytes=b)
     elif kind == "lce_bwd_finish":
         b = V * D * (f + e)
+        r.update(tile_bytes=b, floor_bytes=b)
+    elif kind == "lce_bwd_zero_dx":
+        b = N * D * f                               # the dX accumulator set to 0
+        r.update(tile_bytes=b, floor_bytes=b)
+    elif kind == "lce_bwd_finish_dx":
+        b = N * D * (f + e)
         r.update(tile_bytes=b, floor_bytes=b)
     elif kind == "lce_bwd_dx_rc":
         # Per row block, per vocabulary tile of T: logits (W tile, x rows),
@@ -830,7 +876,8 @@ def model_kernel(chip, shape, plan, kernel, ptx, info, e):
     env.update(plan["constants"])
     for name, formula in plan["derived"]:
         env[name] = evaluate(formula, env)
-    chunks = cdiv(N, env["C"]) if "C" in env else 1
+    vocab = plan.get("chunk_dim") == "V"
+    chunks = cdiv(V if vocab else N, env["C"]) if "C" in env else 1
     launches = chunks if kernel["per_chunk"] else 1
     grid_env = dict(env)
     if kernel["per_chunk"]:
@@ -859,7 +906,7 @@ def model_kernel(chip, shape, plan, kernel, ptx, info, e):
     else:
         unit = "memory"
     w = kernel_work(kernel["name"], shape, plan["tile"], env,
-                    chunks if "C" in env else 0, e)
+                    chunks if "C" in env else 0, e, vocab)
     peak = {"tensor core": c["tc_practical"], "FMA": c["fma_peak"]}.get(unit)
     smem_bw = c["sms"] * 128 * c["clock_ghz"] * 1e9
     t_flop = w["flops"] / peak if peak else 0.0

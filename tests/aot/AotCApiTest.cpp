@@ -27,6 +27,7 @@
 #include "aot_bf16_sum_bias.h"
 #include "aot_bf16_spec.h"
 #include "aot_bf16_tma.h"
+#include "aot_bf16_vocab.h"
 #include "aot_f16_mean.h"
 #include "aot_f16_mma.h"
 #include "aot_f32_none.h"
@@ -143,6 +144,11 @@ CApi bf16Tma() {
 // The same with a producer warp (tile tma=2).
 CApi bf16Spec() {
   return LOSSJIT_BIND_CAPI(aot_bf16_spec, AOT_DIR_bf16_spec, LOSSJIT_WITH_BACKWARD);
+}
+
+// The backward in vocabulary chunks, on a small workspace budget.
+CApi bf16Vocab() {
+  return LOSSJIT_BIND_CAPI(aot_bf16_vocab, AOT_DIR_bf16_vocab, LOSSJIT_WITH_BACKWARD);
 }
 
 // A graph with static extents (tests/aot/Inputs/static_forward.mlir).
@@ -381,6 +387,59 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
     }
   }
   EXPECT_EQ(api.destroy(), 0);
+  }
+}
+
+TEST_F(AotCApiTest, VocabChunksMatchTheRuntimeLauncher) {
+  // Strategy vocab_chunked: the bundle's chunk_dim is V, and the C API runs
+  // its per-chunk groups over column ranges of V exactly as the runtime's
+  // launcher does — on sm_80 (mma.sync) and on a Hopper (TMA maps of the
+  // [N, C] dZ workspace) — with as many chunks as the plan's C gives.
+  const CApi api = bf16Vocab();
+  for (auto [major, minor] : {std::pair{8, 0}, std::pair{9, 0}}) {
+    SCOPED_TRACE("sm_" + std::to_string(major) + std::to_string(minor));
+    fakecuda::reset();
+    fakecuda::state().major = major;
+    fakecuda::state().minor = minor;
+    ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
+    const std::string arch = baseArch(api.handleArch());
+    EXPECT_EQ(arch, major == 9 ? "sm_90a" : "sm_80");
+    auto bundle = runtime::readBundleDirectory(bundleDir(api.dir, "backward", arch));
+    ASSERT_TRUE(bundle) << bundle.errorMessage();
+    EXPECT_EQ(bundle->chunkDim, "V");
+    auto plan = runtime::LaunchPlan::build(*bundle);
+    ASSERT_TRUE(plan) << plan.errorMessage();
+    std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
+    for (const std::vector<int64_t> &dims : std::vector<std::vector<int64_t>>{
+             {130, 8191, 96}, {300, 5000, 64}, {96, 3000, 136}, {0, 300, 8}}) {
+      SCOPED_TRACE("N=" + std::to_string(dims[0]) + " V=" + std::to_string(dims[1]) +
+                   " D=" + std::to_string(dims[2]));
+      auto resolved = plan->resolve(dims);
+      ASSERT_TRUE(resolved) << resolved.errorMessage();
+      EXPECT_EQ(resolved->chunkRows, dims[1]) << "chunks split V";
+      const int64_t chunks = (dims[1] + resolved->chunkSize - 1) / resolved->chunkSize;
+      const CUdeviceptr base = 0x5000000000ull;
+      size_t bytes = api.workspaceBytes("backward", dims[0], dims[1], dims[2]);
+      fakecuda::state().launches.clear();
+      ASSERT_EQ(api.run("backward", testStream(), buffers, dims, base, bytes), 0)
+          << api.lastError();
+      std::vector<fakecuda::Launch> mine = fakecuda::state().launches;
+      runtime::Error error = runtime::Error::success();
+      std::vector<fakecuda::Launch> theirs = runtimeLaunches(*bundle, buffers, dims, base, &error);
+      ASSERT_FALSE(error) << error.message();
+      EXPECT_EQ(mine, theirs);
+      // dW is launched once per chunk whatever N (N = 0: zeros), dZ only
+      // with rows to form.
+      auto launches = [&](const char *kernel) {
+        return std::count_if(mine.begin(), mine.end(),
+                             [&](const fakecuda::Launch &l) { return l.kernel == kernel; });
+      };
+      EXPECT_GT(chunks, dims[0] ? 1 : 0);
+      EXPECT_EQ(launches("lce_bwd_dw"), chunks);
+      EXPECT_EQ(launches("lce_bwd_dz"), dims[0] ? chunks : 0);
+      EXPECT_EQ(launches("lce_bwd_finish_dx"), dims[0] ? 1 : 0);
+    }
+    EXPECT_EQ(api.destroy(), 0);
   }
 }
 

@@ -111,7 +111,7 @@ static cl::opt<bool> noGradients("no-gradients",
                                  cl::desc("preset: emit the forward op only"),
                                  cl::init(false), cl::cat(aotCategory));
 static cl::opt<std::string> strategy("strategy",
-                                     cl::desc("preset backward: auto|chunked|recompute"),
+                                     cl::desc("preset backward: auto|chunked|vocab_chunked|recompute"),
                                      cl::init("auto"), cl::cat(aotCategory));
 static cl::opt<bool> noGradX("no-grad-x", cl::desc("preset backward: skip grad_x"),
                              cl::init(false), cl::cat(aotCategory));

@@ -59,9 +59,12 @@ ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec, llvm::StringRef pr
 }
 
 void PlanBuilder::vocabChunks(const LceSpec &spec, llvm::StringRef columnsFormula,
-                              llvm::StringRef productDzType) {
+                              llvm::StringRef productDzType, bool balanced) {
   constant("WB", spec.workspaceBytes);
   plan.derived = {{"C", columnsFormula.str()}};
+  if (balanced)
+    plan.derived = {{"CMAX", columnsFormula.str()},
+                    {"C", "min(CMAX,cdiv(cdiv(V,cdiv(V,CMAX)),64)*64)"}};
   plan.chunkSymbol = "C";
   plan.chunkDim = "V";
   const bool dz16 = !productDzType.empty() && productDzType != spec.computeName();

@@ -48,9 +48,12 @@ public:
   /// Chunks over the vocabulary: the budget constant WB, the chunk width
   /// C = `columnsFormula` (over N, V, D, WB) and the dZ workspace [N × C]
   /// of the compute type, or of `productDzType` (tensor-core products) with
-  /// its power-of-two scale in "gscale".
+  /// its power-of-two scale in "gscale". `balanced`: the formula gives the
+  /// widest chunk CMAX, and C evens the chunks out (as many as CMAX needs,
+  /// widths rounded up to 64 columns within CMAX), so that a grid sized for
+  /// a full chunk does not run mostly empty tiles in a short last one.
   void vocabChunks(const LceSpec &spec, llvm::StringRef columnsFormula,
-                   llvm::StringRef productDzType = "");
+                   llvm::StringRef productDzType = "", bool balanced = false);
 
 private:
   LaunchPlan &plan;

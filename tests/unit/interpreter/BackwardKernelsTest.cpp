@@ -241,16 +241,16 @@ protected:
     EXPECT_LE(relativeL2Error(gb.data(), c.dtype, gref.gradBias), tol) << "grad_bias";
   }
 
-  /// The chunks `c`'s backward plan cuts its chunk dim into (1 without
-  /// chunking), from the plan's own formulas.
-  int64_t chunksOf(const GradCase &c) {
+  /// How many chunks `c`'s backward plan cuts its chunk dim into (1
+  /// without chunking) and of what size, from the plan's own formulas.
+  std::pair<int64_t, int64_t> chunking(const GradCase &c) {
     auto graph = buildLinearCrossEntropyGraph(*context, options(c, true));
     EXPECT_TRUE(static_cast<bool>(graph));
     if (!graph)
-      return 0;
+      return {0, 0};
     LaunchPlan plan = lowerToKernels(**graph, c.tile);
     if (plan.chunkSymbol.empty())
-      return 1;
+      return {1, 0};
     std::map<std::string, int64_t> symbols = {{"N", c.n}, {"V", c.v}, {"D", c.d}};
     for (const auto &[name, value] : plan.constants)
       symbols[name] = value;
@@ -258,12 +258,13 @@ protected:
       auto value = runtime::evaluateFormula(formula, symbols);
       EXPECT_TRUE(static_cast<bool>(value)) << formula;
       if (!value)
-        return 0;
+        return {0, 0};
       symbols[name] = *value;
     }
     const int64_t extent = symbols[plan.chunkDim], size = symbols[plan.chunkSymbol];
-    return (extent + size - 1) / size;
+    return {(extent + size - 1) / size, size};
   }
+  int64_t chunksOf(const GradCase &c) { return chunking(c).first; }
 
   mlir::DialectRegistry registry;
   std::unique_ptr<mlir::MLIRContext> context;
@@ -665,7 +666,7 @@ TEST_F(SimtBackward, GradientOfLseOnEveryScheduleAndStrategy) {
   // A z-loss's gradient reaches lse: dZ gains a_r · softmax on the GPU
   // kernels of both SIMT strategies and on the tensor-core backward (whose
   // dZ scale G must then bound |g| + |a|), against fp64 and the CPU backend.
-  for (std::string strategy : {"chunked", "recompute"})
+  for (std::string strategy : {"chunked", "vocab_chunked", "recompute"})
     for (std::string dtype : {"f32", "bf16"}) {
       GradCase c{29, 45, 17, dtype, "none", true, 0.25};
       c.strategy = strategy;
@@ -673,12 +674,15 @@ TEST_F(SimtBackward, GradientOfLseOnEveryScheduleAndStrategy) {
       c.workspaceBytes = 29 * 4 + 9 * 45 * 4;
       checkCase(c);
     }
-  for (std::string reduction : {"mean", "none"}) {
-    GradCase c{37, 70, 24, "f16", reduction, true, 0.2};
-    c.tile = kMmaOneWarp;
-    c.gradLse = true;
-    checkCase(c);
-  }
+  for (std::string strategy : {"chunked", "vocab_chunked"})
+    for (std::string reduction : {"mean", "none"}) {
+      GradCase c{37, 70, 24, "f16", reduction, true, 0.2};
+      c.tile = kMmaOneWarp;
+      c.strategy = strategy;
+      c.gradLse = true;
+      c.workspaceBytes = 2 * (37 * 4 + 20 * 37 * 2);
+      checkCase(c);
+    }
 }
 
 // --- Vocabulary chunks (strategy vocab_chunked) ----------------------------
@@ -732,6 +736,13 @@ TEST_F(SimtBackward, VocabChunkedOneGradientAndTheBudget) {
   wide.workspaceBytes = 4 * 4 + 4 * 8 * 4 + 100 * 4 * 4;
   ASSERT_EQ(chunksOf(wide), 5) << "300 columns in chunks of 64, not 100";
   checkCase(wide);
+  // The chunks are evened out: 1000 columns with room for 640 are two of
+  // 512 (488 in the last), not 640 and a short 360.
+  GradCase even{4, 1000, 8, "bf16", "mean", false, 0.0};
+  even.strategy = "vocab_chunked";
+  even.workspaceBytes = 4 * 4 + 4 * 8 * 4 + 640 * 4 * 4;
+  ASSERT_EQ(chunking(even), std::make_pair(int64_t{2}, int64_t{512}));
+  checkCase(even);
 }
 
 TEST_F(SimtBackward, VocabChunkedTensorCores) {

@@ -36,6 +36,7 @@ struct Case {
   double magnitude = 4.0; ///< typical |x·w| of the random inputs.
   std::string strategy = "chunked";
   std::string tile = "block_rows=2,threads=32,splits=3";
+  int64_t workspaceBytes = 64ll << 20;
 };
 
 std::string describe(const Case &c) {
@@ -62,6 +63,7 @@ protected:
     o.softcap = c.cap;
     o.gradient = gradient;
     o.strategy = c.strategy;
+    o.workspaceBytes = c.workspaceBytes;
     return o;
   }
 
@@ -213,6 +215,16 @@ TEST_F(SimtSoftcap, SaturatingSoftcapAndScale) {
 TEST_F(SimtSoftcap, ScaleAlone) {
   checkCase({5, 33, 7, "f16", "mean", 1.0 / 0.7, 0.0, true, 0.0, 4.0});
   checkCase({3, 20, 5, "f32", "none", -2.0, 0.0, false, 0.0, 4.0});
+}
+
+TEST_F(SimtSoftcap, VocabChunkedStrategy) {
+  // dZ through the cap and scale per chunk of columns, several chunks.
+  for (std::string dtype : {"f32", "bf16"}) {
+    Case c{6, 45, 9, dtype, "mean", 2.0, 10.0, true, 0.2, 12.0};
+    c.strategy = "vocab_chunked";
+    c.workspaceBytes = 2 * (6 * 4 + 10 * 6 * 4);
+    checkCase(c);
+  }
 }
 
 TEST_F(SimtSoftcap, RecomputeStrategy) {

@@ -938,15 +938,21 @@ namespace {
 /// the peak memory above the gradients is N·D·4 plus the budgeted chunk.
 /// The budget WB holds grow, the dX accumulator (while it takes at most
 /// half of it) and the [N, C] dZ; C is a multiple of 64 columns when at
-/// least 64 fit (whole TMA boxes and 16-byte aligned dZ rows).
+/// least 64 fit (whole TMA boxes and 16-byte aligned dZ rows), and the
+/// chunks are evened out (PlanBuilder::vocabChunks).
 llvm::Error buildVocabChunkedBackward(GpuSchedule &s, Backward &b, PlanBuilder &plan) {
   const LceSpec &spec = s.spec;
   if (spec.fusedForward)
     return llvm::createStringError(
         "the GPU fused forward+backward chunks rows; vocabulary chunks are for the backward");
+  // The vocabulary reductions' teacher streams and targets go through the
+  // row chunks on the GPU (their vocabulary chunks are the host's).
+  if (spec.isVocabReduce())
+    return llvm::createStringError("vocabulary chunks on the GPU serve the cross-entropy "
+                                   "backward; a vocabulary reduction's chunks rows (chunked)");
   const std::string cb = std::to_string(spec.computeBytes());
   const bool dx16 = spec.needsGradX && !spec.storesCompute();
-  const std::string rows = spec.isVocabReduce() ? "0" : "N*" + cb;
+  const std::string rows = "N*" + cb;
   // The dZ chunk gets what grow and the dX accumulator leave of the budget,
   // but at least half of it: an accumulator beyond half the budget (a very
   // large N·D) is kept outside it, as the row chunks keep their dW one,
@@ -957,12 +963,12 @@ llvm::Error buildVocabChunkedBackward(GpuSchedule &s, Backward &b, PlanBuilder &
   const std::string dzType = b.productDzType();
   const int64_t dzBytes = dzType == spec.computeName() ? spec.computeBytes() : 2;
   const std::string fit = "((" + left + ")/(max(1,N)*" + std::to_string(dzBytes) + "))";
-  plan.vocabChunks(spec, "max(1,min(V,max(" + fit + "/64*64,min(" + fit + ",63))))", dzType);
+  plan.vocabChunks(spec, "max(1,min(V,max(" + fit + "/64*64,min(" + fit + ",63))))", dzType,
+                   /*balanced=*/true);
   const std::string dxAcc = dx16 ? "dx_acc" : "grad_x";
   if (dx16)
     plan.workspace("dx_acc", spec.computeName(), "N*D");
-  if (!spec.isVocabReduce())
-    b.buildScale();
+  b.buildScale();
   if (spec.needsGradX)
     b.buildZeroDx(dxAcc);
   b.buildDz(/*storeRaw=*/false);

@@ -162,7 +162,8 @@ void buildGpuForward(GpuSchedule &s);
 /// lce_reduce(labels, loss_rows, loss, N): one block, thread t sums rows
 /// t, t+T, … in order, then a tree (the forward and the fused op share it).
 void buildGpuReduceKernel(GpuSchedule &s);
-/// The backward (chunked or recompute) or fused forward+backward, and plan.
+/// The backward (chunked, vocab_chunked or recompute) or fused forward+backward,
+/// and plan.
 llvm::Error buildGpuBackward(GpuSchedule &s);
 
 } // namespace lossjit
