@@ -75,6 +75,9 @@ AOT_VARIANTS=(
   "bf16-mean|--dtype bf16 --reduction mean"
   "bf16-sum-bias-i32|--dtype bf16 --reduction sum --bias --label-type i32 --ignore-index 5"
   "f32-none|--dtype f32 --reduction none"
+  # The backward in vocabulary chunks (chunk_dim V) on a budget small enough
+  # that the consumer's 130 x 8191 shape takes 16 chunks of 512 columns.
+  "bf16-mean-bias-vocab|--dtype bf16 --reduction mean --bias --strategy vocab_chunked --workspace-bytes 200000"
 )
 # Hopper tiles of the benchmark's bf16-mean graph, for sm_90a alone (built
 # when --arch names it): TMA (tma=1), warp specialization (tma=2) and
@@ -83,11 +86,13 @@ AOT_VARIANTS=(
 # capability 9.0 (its default shapes take the TMA paths where V and D are
 # multiples of 8, the cp.async fallbacks elsewhere); the benchmark times
 # them next to the default tile (impls lossjit-tma, lossjit-ws,
-# lossjit-persist).
+# lossjit-persist), and auto's tile with the backward in vocabulary chunks
+# (impl lossjit-vocab: no f32 V x D dW accumulator).
 HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-tma|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1"
   "bf16-mean-sm90a-ws|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2"
   "bf16-mean-sm90a-persist|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,persistent=132"
+  "bf16-mean-sm90a-vocab|--dtype bf16 --reduction mean --strategy vocab_chunked"
 )
 
 # Test-only bundles (.bundle/test-kernels/<name>/) for tests/gpu/
@@ -213,6 +218,11 @@ prepare() {
         # mean/sum also get the fused forward+backward (fused_backward=True).
         [ "$reduction" != none ] && args="$args --fused"
         jobs+=("--preset linear-cross-entropy $args --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias")
+        # The Python package's CUDA backward for N <= V with 16-bit storage
+        # (lossjit._kernels.backward_strategy): the benchmark's mean.
+        if [[ $dtype == *16 && $reduction == mean ]]; then
+          jobs+=("--preset linear-cross-entropy $args --strategy vocab_chunked --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias-vocab")
+        fi
       done
     done
   done

@@ -35,6 +35,10 @@ Implementations, measured in this order for each shape, smaller N first
              lossjit's Hopper tiles (bf16, compute capability 9.0): the AOT
              variants bf16-mean-sm90a-{persist,tma,ws} (tma is what auto
              now takes; persist and ws are opt-in)
+  lossjit-vocab
+             auto's Hopper tile with the backward in vocabulary chunks (AOT
+             variant bf16-mean-sm90a-vocab): what the package runs on CUDA
+             for N <= V, no f32 V x D dW accumulator
   compile    torch.compile of eager (compiles per shape: first-call column)
 
 The run stops starting measurements when --budget runs low and marks the rest
@@ -132,7 +136,8 @@ class AotLibrary:
         subprocess.run(cmd, check=True, capture_output=True, text=True)
 
     def chunk_launches(self, role, dims):
-        """(chunks, rows per chunk) the op's per-chunk kernel groups run for dims."""
+        """(chunks, rows per chunk) the op's per-chunk kernel groups run for dims
+        (rows of the chunk dim: N, or V for vocabulary chunks)."""
         op = self.ops.get(role)
         arch = next((a for a in op["arches"] if a["arch"] == self.arch.split(":")[0]),
                     op["arches"][0]) if op else None
@@ -144,7 +149,9 @@ class AotLibrary:
         for d in arch["derived"]:
             values[d["name"]] = eval(d["formula"].replace("/", "//"), env, dict(values))
         rows = max(1, values[arch["chunk"]])
-        return -(-dims[0] // rows), rows
+        # Rows of N, or columns of V (strategy vocab_chunked: chunk_dim V).
+        extent = values[arch.get("chunk_dim", "N")]
+        return -(-extent // rows), rows
 
     def run(self, role, tensors, dims, workspace=None):
         op = self.ops[role]
@@ -307,7 +314,8 @@ def make_impl(name, args, dtype_name, shape):
 
 
 # Benchmark impls of lossjit's opt-in Hopper tiles: impl -> AOT tile suffix.
-HOPPER_TILES = {"lossjit-tma": "tma", "lossjit-ws": "ws", "lossjit-persist": "persist"}
+HOPPER_TILES = {"lossjit-tma": "tma", "lossjit-ws": "ws", "lossjit-persist": "persist",
+                "lossjit-vocab": "vocab"}
 
 
 def _version(module):
@@ -441,8 +449,8 @@ def main():
     ap.add_argument("--dtypes", default="fp16,bf16")
     # The peers before lossjit's explicit Hopper tiles: a tile that hangs or
     # fails on new hardware then costs no comparison with what users run.
-    ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,lossjit-persist,"
-                    "lossjit-tma,lossjit-ws,compile")
+    ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,lossjit-vocab,"
+                    "lossjit-persist,lossjit-tma,lossjit-ws,compile")
     ap.add_argument("--aot-dir", default=os.path.join(os.path.dirname(__file__), "../../.bundle/aot"))
     ap.add_argument("--seconds", type=float, default=3.0, help="timing per measurement")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])

@@ -4,8 +4,10 @@
 A GPU machine without MLIR builds `_lossjit` with LOSSJIT_ENABLE_COMPILER=OFF;
 its CUDA path then looks kernels up in LOSSJIT_KERNEL_PATH by their manifest
 options. This makes, with lossjit-aot from a compiler build, every variant the
-suite's CUDA tests use (forward and backward bundles for each, and for mean/sum
-the fused forward+backward of fused_backward=True, pass "forward_backward"):
+suite's CUDA tests use (forward and backward bundles for each, for 16-bit
+storage also the backward in vocabulary chunks the package asks for when
+N <= V, and for mean/sum the fused forward+backward of fused_backward=True,
+pass "forward_backward"):
 
     python3 tests/python/make_cuda_bundles.py --aot build/bin/lossjit-aot \\
         --arch sm_90,sm_90a --jobs 2 -o out/cuda-bundles  # ~65 MB per arch
@@ -90,6 +92,10 @@ def main() -> None:
         if cap != 0.0:
             cmd.append(f"--softcap={cap!r}")
         commands.append(cmd)
+        # The package's CUDA backward for N <= V with 16-bit storage
+        # (lossjit._kernels.backward_strategy): vocabulary chunks.
+        if dtype in ("f16", "bf16"):
+            commands.append(cmd + ["--strategy", "vocab_chunked"])
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for cmd, result in zip(commands, pool.map(
                 lambda c: subprocess.run(c, capture_output=True, text=True), commands)):

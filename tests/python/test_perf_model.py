@@ -121,3 +121,23 @@ def test_occupancy_counts_warps_by_sub_partition():
         raise AssertionError("288 threads at 224 registers must not launch")
     # 8 warps at 128 registers: two blocks of a sub-partition's 16384 each.
     assert model.occupancy("sm_90a", 128, 1024, 256)["blocks_per_sm"] == 2
+
+
+def test_vocabulary_chunks_trade_the_dw_accumulator_for_dx():
+    # At the Llama-3 head: the row chunks read and write an f32 V x D dW
+    # accumulator per chunk; the vocabulary chunks store dW once in bf16 and
+    # read and write an f32 N x D dX per chunk instead.
+    m = load_model()
+    shape = {"N": 4096, "D": 4096, "V": 128256}
+    tile = {"matmul": "wgmma", "block_rows": 128, "block_cols": 128, "threads": 256}
+    n, d, v = shape["N"], shape["D"], shape["V"]
+    rows_dw = m.kernel_work("lce_bwd_dw", shape, tile, {"C": 1046}, 4, 2)
+    vocab_dw = m.kernel_work("lce_bwd_dw", shape, tile, {"C": 21376}, 6, 2, vocab=True)
+    assert rows_dw["floor_bytes"] - vocab_dw["floor_bytes"] > 6 * v * d * 4
+    vocab_dx = m.kernel_work("lce_bwd_dx", shape, tile, {"C": 21376}, 6, 2, vocab=True)
+    # dZ and W once (W's chunks are disjoint), dX's f32 read and write per chunk.
+    assert vocab_dx["floor_bytes"] == n * v * 2 + v * d * 2 + 6 * 2 * n * d * 4
+    assert vocab_dw["flops"] == vocab_dx["flops"] == 2 * n * d * v
+    plan = m.parse_plan('loss.launch_plans = {g = {chunk = "C", chunk_dim = "V", '
+                        'kernels = [{args = ["dz"], name = "lce_bwd_dw", per_chunk = true}]}}')
+    assert plan["chunk_dim"] == "V"

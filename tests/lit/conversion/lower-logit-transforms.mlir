@@ -100,7 +100,7 @@ func.func @capped(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -
 // GPU:           %[[G:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
 // GPU-NEXT:      arith.mulf %[[G]], %[[DZDRAW]] : f32
 // CPU-LABEL: loss.launch_plans = {capped_grad = {
-// CPU-SAME:    logit_scale = "2.0", pass = "backward", reduction = "mean", softcap = "15.0", strategy = "chunked"
+// CPU-SAME:    logit_scale = "2.0", pass = "backward", reduction = "mean", softcap = "15.0", strategy = "vocab_chunked"
 // CPU:         func.func @lce_bwd_dz
 // CPU:           arith.divf
 // CPU:           math.exp2

@@ -51,7 +51,7 @@ func.func @stats(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, 
 // CPU-SAME:    kernels = [{args = ["x", "w", "lse", "entropy", "grad_lse", "grad_logit_sum", "grad_entropy", "dz", "row_begin", "row_end", "chunk_begin", "chunk_end", "V", "D"]
 // CPU-SAME:    name = "lce_bwd_dz_v"
 // CPU-NOT:     lce_bwd_scale
-// CPU-SAME:    options = {bias = "false", class_weights = "false", dtype = "bf16", grad_w = "true", grad_x = "true", pass = "backward", statistics = "lse,logit_sum,entropy", strategy = "chunked", targets = "none", workspace_bytes = "67108864"}
+// CPU-SAME:    options = {bias = "false", class_weights = "false", dtype = "bf16", grad_w = "true", grad_x = "true", pass = "backward", statistics = "lse,logit_sum,entropy", strategy = "vocab_chunked", targets = "none", workspace_bytes = "67108864"}
 // CPU-NOT:     "grow"
 // CONFIG-LABEL: func.func @grad
 // CONFIG: loss.lowering_config = #loss.gpu_config<schedule = chunked, matmul = simt

@@ -59,7 +59,7 @@ func.func @none_needs_row_gradients(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y
 // -----
 
 func.func @bad_strategy(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> tensor<?x?xf32> {
-  // expected-error @+1 {{strategy must be auto, chunked or recompute, got 'fast'}}
+  // expected-error @+1 {{strategy must be auto, chunked, vocab_chunked or recompute, got 'fast'}}
   %dx = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = f32, compute = f32, strategy = "fast", needs_weight = false} : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?xf32>
   return %dx : tensor<?x?xf32>
 }

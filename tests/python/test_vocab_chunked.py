@@ -1,0 +1,102 @@
+"""The backward in vocabulary chunks (strategy "vocab_chunked").
+
+On CUDA with 16-bit storage the package takes it for N <= V: each dW row is
+formed once over all rows and rounded straight into grad_weight, so the f32
+scratch is dX's N x D, not the row chunks' V x D dW accumulator. A build
+without the compiler takes such bundles where its kernel path has them and
+any backward otherwise. The strategy is plumbed to the compiler on every
+device, so the host runs it here; the CUDA test runs where a GPU is.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lossjit
+from lossjit import _kernels as K
+
+from conftest import CUDA, NO_CUDA, make_inputs, needs_cpu_backend, reference_grads, tolerance
+
+
+@pytest.mark.parametrize("device,dtype,n,v,expected", [
+    ("cuda", torch.bfloat16, 4096, 128256, "vocab_chunked"),
+    ("cuda", torch.float16, 7, 7, "vocab_chunked"),
+    ("cuda", torch.bfloat16, 8, 7, "auto"),            # N > V: dX would be the bigger scratch
+    ("cuda", torch.float32, 4096, 128256, "auto"),     # f32 sums dW in grad_weight itself
+    ("cpu", torch.bfloat16, 4096, 128256, "auto"),     # the host's auto chunks V already
+])
+def test_the_backward_strategy_follows_device_dtype_and_shape(device, dtype, n, v, expected):
+    assert K.backward_strategy(dtype, torch.device(device), n, v) == expected
+
+
+def _run_backward(kernel, hidden, weight, target, lse, grad_loss):
+    n, d = hidden.shape
+    v = weight.shape[0]
+    buffers = {"x": hidden, "w": weight, "labels": target, "lse": lse,
+               "grad_loss": grad_loss, "grad_x": torch.empty_like(hidden),
+               "grad_w": torch.empty_like(weight)}
+    kernel.run(hidden.device, n, v, d, buffers)
+    return buffers["grad_x"], buffers["grad_w"]
+
+
+@needs_cpu_backend
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_vocab_chunks_through_the_package_match_fp64(dtype, tmp_path, monkeypatch):
+    # A budget of a few columns: 41 columns in several chunks.
+    monkeypatch.setenv("LOSSJIT_CACHE_DIR", str(tmp_path))
+    hidden, weight, target, _ = make_inputs("cpu", dtype, n=13, v=41, d=16)
+    lse = torch.logsumexp((hidden.double() @ weight.double().T), -1).float()
+    grad_loss = torch.tensor(0.75)
+    flags = K.BackwardFlags(True, True, strategy="vocab_chunked", workspace_bytes=4096)
+    kernel = K.backward_kernel(dtype, torch.int64, False, -100, "mean", flags,
+                               torch.device("cpu"))
+    assert kernel.options["strategy"] == "vocab_chunked"
+    gx, gw = _run_backward(kernel, hidden, weight, target, lse, grad_loss)
+    rx, rw = reference_grads(hidden, weight, target, None, grad_loss)
+    rtol, atol = tolerance(dtype)
+    torch.testing.assert_close(gx.double(), rx, rtol=rtol, atol=atol)
+    torch.testing.assert_close(gw.double(), rw, rtol=rtol, atol=atol)
+
+
+def test_a_kernel_path_without_vocab_chunks_serves_any_backward(monkeypatch):
+    # A runtime-only build asks its kernel path for vocab_chunked bundles
+    # first; where it has none it takes whatever backward it holds, once.
+    asked = []
+
+    def new_kernel(dtype, label_dtype, bias, ignore_index, reduction, flags, device,
+                   logit_scale, softcap):
+        asked.append(flags.strategy)
+        if flags.strategy == "vocab_chunked":
+            raise RuntimeError("no prebuilt kernel for linear_cross_entropy {...}")
+        return "row-chunked bundle"
+
+    monkeypatch.setattr(K, "HAS_COMPILER", False)
+    monkeypatch.setattr(K, "_new_backward_kernel", new_kernel)
+    monkeypatch.setattr(K, "_backward_ops", {})
+    flags = K.BackwardFlags(True, True, strategy="vocab_chunked")
+    cuda = torch.device("cuda", 0)
+    for _ in range(2):
+        assert K.backward_kernel(torch.bfloat16, torch.int64, False, -100, "mean", flags,
+                                 cuda) == "row-chunked bundle"
+    assert asked == ["vocab_chunked", "auto"]
+    # With the compiler a failure is the compiler's to report, not hidden.
+    monkeypatch.setattr(K, "HAS_COMPILER", True)
+    monkeypatch.setattr(K, "_backward_ops", {})
+    with pytest.raises(RuntimeError, match="no prebuilt kernel"):
+        K.backward_kernel(torch.bfloat16, torch.int64, False, -100, "mean", flags, cuda)
+
+
+@pytest.mark.skipif(not CUDA, reason=NO_CUDA)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cuda_backward_takes_vocab_chunks_and_matches_fp64(dtype):
+    hidden, weight, target, bias = make_inputs("cuda", dtype, n=64, v=3000, d=72, bias=True,
+                                               requires_grad=True)
+    loss = lossjit.linear_cross_entropy(hidden, weight, target, bias=bias)
+    loss.backward()
+    assert any(key[5].strategy == "vocab_chunked" for key in K._backward_ops)
+    rx, rw, rb = reference_grads(hidden, weight, target, bias, torch.tensor(1.0))
+    rtol, atol = tolerance(dtype)
+    torch.testing.assert_close(hidden.grad.double().cpu(), rx, rtol=rtol, atol=atol)
+    torch.testing.assert_close(weight.grad.double().cpu(), rw, rtol=rtol, atol=atol)
+    torch.testing.assert_close(bias.grad.double().cpu(), rb, rtol=rtol, atol=atol)
