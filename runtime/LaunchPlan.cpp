@@ -351,8 +351,9 @@ Error LaunchPlan::packArguments(size_t kernel, const ResolvedLaunch &launch,
       !(0 <= chunkBegin && chunkBegin <= chunkEnd && chunkEnd <= launch.chunkRows))
     return makeError("kernel '" + k.name + "': chunk [" +
                      std::to_string(chunkBegin) + ", " + std::to_string(chunkEnd) +
-                     ") is not a row range within [0, " +
-                     std::to_string(launch.chunkRows) + ")");
+                     ") is not a range within [0, " +
+                     std::to_string(launch.chunkRows) + ") of dim " +
+                     dimNames[static_cast<size_t>(chunkRowsDim)]);
   if (!encoded.empty() && (maps.size() != tensorMaps.size() || encoded.size() != tensorMaps.size()))
     return makeError("kernel '" + k.name + "': expected " + std::to_string(tensorMaps.size()) +
                      " tensor maps and encoded flags, got " + std::to_string(maps.size()) +

@@ -38,6 +38,7 @@ void expectSameBundle(const KernelBundle &a, const KernelBundle &b,
   EXPECT_EQ(a.constants, b.constants);
   EXPECT_EQ(a.derived, b.derived);
   EXPECT_EQ(a.chunk, b.chunk);
+  EXPECT_EQ(a.chunkDim, b.chunkDim);
   ASSERT_EQ(a.workspaces.size(), b.workspaces.size());
   for (size_t i = 0; i < a.workspaces.size(); ++i) {
     EXPECT_EQ(a.workspaces[i].name, b.workspaces[i].name);
@@ -515,6 +516,29 @@ TEST(KernelBundle, ChunkedManifestRoundTrip) {
   Expected<KernelBundle> read = readBundleDirectory(dir / b.key, b.key);
   ASSERT_TRUE(read) << read.errorMessage();
   expectSameBundle(b, *read, /*compareImages=*/true);
+}
+
+TEST(KernelBundle, VocabularyChunksNameTheirDim) {
+  // chunk_dim is written only when it is not N, read back, and must name a
+  // dim of a chunked bundle.
+  KernelBundle b = makeChunkedTestBundle(testKey("chunk-dim"));
+  EXPECT_FALSE(b.toManifest().find("chunk_dim")) << "N is the default, not written";
+  b.chunkDim = "V";
+  ASSERT_FALSE(b.verify());
+  JsonValue manifest = b.toManifest();
+  ASSERT_TRUE(manifest.find("chunk_dim"));
+  EXPECT_EQ(manifest.find("chunk_dim")->getString(), "V");
+  Expected<KernelBundle> back = KernelBundle::fromManifest(manifest);
+  ASSERT_TRUE(back) << back.errorMessage();
+  EXPECT_EQ(back->chunkDim, "V");
+
+  KernelBundle noDim = b;
+  noDim.chunkDim = "T";
+  EXPECT_NE(verifyError(noDim).find("chunk_dim"), std::string::npos);
+  EXPECT_NE(verifyError(noDim).find("no dim \"T\""), std::string::npos);
+  KernelBundle unchunked = makeTestBundle(testKey("chunk-dim-alone"));
+  unchunked.chunkDim = "V";
+  EXPECT_NE(verifyError(unchunked).find("has no \"chunk\""), std::string::npos);
 }
 
 TEST(KernelBundle, UnchunkedManifestsHaveNoNewFields) {

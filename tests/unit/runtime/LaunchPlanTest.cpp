@@ -172,6 +172,27 @@ TEST(LaunchPlan, ResolvesDerivedSymbolsInGridsAndWorkspaces) {
             "lce_bwd_dz grid=(8,4,240) block=(128,1,1) smem=0");
 }
 
+TEST(LaunchPlan, VocabularyChunksSplitV) {
+  // chunk_dim V: the per-chunk groups split the vocabulary, chunk ranges
+  // are bounded by V (packArguments refuses a range past it).
+  KernelBundle b = makeChunkedTestBundle(testKey("chunk-dim-v"));
+  b.chunkDim = "V";
+  Expected<LaunchPlan> plan = LaunchPlan::build(b);
+  ASSERT_TRUE(plan) << plan.errorMessage();
+  std::vector<int64_t> dims = {10, 8, 2};
+  Expected<ResolvedLaunch> r = plan->resolve(dims);
+  ASSERT_TRUE(r) << r.errorMessage();
+  EXPECT_EQ(r->chunkRows, 8);
+  EXPECT_EQ(r->chunkSize, 4);
+  PackedArgs args;
+  std::vector<uint64_t> params(b.params.size(), 0x1000), workspaces(b.workspaces.size(), 0x2000);
+  EXPECT_FALSE(plan->packArguments(1, *r, params, workspaces, args, 4, 8));
+  Error past = plan->packArguments(1, *r, params, workspaces, args, 4, 9);
+  ASSERT_TRUE(static_cast<bool>(past));
+  EXPECT_NE(past.message().find("within [0, 8) of dim V"), std::string::npos)
+      << past.message();
+}
+
 TEST(LaunchPlan, ChunkSizeBelowOneCountsAsOne) {
   KernelBundle b = makeChunkedTestBundle(testKey("chunk-zero"));
   b.derived[0].second = "N-N-3"; // C = -3
@@ -259,8 +280,8 @@ TEST(LaunchPlan, PacksChunkBoundsAndDerivedArgs) {
   // Bounds outside [0, N] are rejected for per-chunk kernels...
   Error bad = plan.packArguments(1, r, params, workspaces, args, 8, 12);
   ASSERT_TRUE(static_cast<bool>(bad));
-  EXPECT_NE(bad.message().find("kernel 'lce_bwd_dz': chunk [8, 12) is not a row range "
-                               "within [0, 10)"),
+  EXPECT_NE(bad.message().find("kernel 'lce_bwd_dz': chunk [8, 12) is not a range "
+                               "within [0, 10) of dim N"),
             std::string::npos)
       << bad.message();
   EXPECT_TRUE(static_cast<bool>(plan.packArguments(1, r, params, workspaces, args, 5, 4)));
