@@ -313,7 +313,8 @@ uint64_t KernelBundle::imageBytes() const {
 JsonValue KernelBundle::toManifest() const {
   JsonValue m = JsonValue::object();
   m.set("format", kBundleFormat);
-  m.set("format_version", kBundleFormatVersion);
+  m.set("format_version", chunkDim == kChunkRowsDim ? kBundleFormatVersion
+                                                     : kBundleFormatVersionChunkDim);
   m.set("key", key);
   m.set("lossjit_version", lossjitVersion);
   m.set("llvm_version", llvmVersion);
@@ -537,9 +538,10 @@ Expected<KernelBundle> KernelBundle::fromManifest(const JsonValue &m,
                      "\", got \"" + format + "\"");
   int64_t version;
   LOSSJIT_ASSIGN(version, R::integer(m, root, "format_version"));
-  if (version != kBundleFormatVersion)
-    return makeError(root + ".format_version: this runtime reads version " +
-                     std::to_string(kBundleFormatVersion) + ", got " +
+  if (version != kBundleFormatVersion && version != kBundleFormatVersionChunkDim)
+    return makeError(root + ".format_version: this runtime reads versions " +
+                     std::to_string(kBundleFormatVersion) + " and " +
+                     std::to_string(kBundleFormatVersionChunkDim) + ", got " +
                      std::to_string(version));
 
   KernelBundle b;
@@ -639,6 +641,11 @@ Expected<KernelBundle> KernelBundle::fromManifest(const JsonValue &m,
     }
   LOSSJIT_ASSIGN(b.chunk, R::string(m, root, "chunk", false));
   LOSSJIT_ASSIGN(b.chunkDim, R::string(m, root, "chunk_dim", false, kChunkRowsDim));
+  if ((b.chunkDim != kChunkRowsDim) != (version == kBundleFormatVersionChunkDim))
+    return makeError(root + ".format_version: " + std::to_string(version) +
+                     (version == kBundleFormatVersionChunkDim
+                          ? " is for chunks of another dim than N, but chunk_dim is N"
+                          : " predates chunk_dim \"" + b.chunkDim + "\" (version 2)"));
 
   const JsonValue::Array *workspaces;
   LOSSJIT_ASSIGN(workspaces, R::array(m, root, "workspaces", false));

@@ -29,7 +29,8 @@
 //     "derived": [ {"name": "C",            // optional: computed symbols
 //                   "formula": "max(1,min(N,(WB-V*D*4)/(V*4)))"} ],
 //     "chunk": "C",                         // optional: rows per chunk
-//     "chunk_dim": "V",                     // optional: the dim chunks split (N)
+//     "chunk_dim": "V",                     // optional: the dim chunks split (N);
+//                                           // with it, format_version is 2
 //     "workspaces": [ {"name": "part_m", "dtype": "f32", "count": "S*N"} ],
 //     "tensor_maps": [ {"name": "x_tma_128x64",   // optional: TMA maps
 //                       "buffer": "x", "dims": ["D", "N"],
@@ -133,6 +134,10 @@ namespace lossjit::runtime {
 
 inline constexpr const char *kBundleFormat = "lossjit-bundle";
 inline constexpr int64_t kBundleFormatVersion = 1;
+/// The version of a manifest whose chunks split another dim than N
+/// ("chunk_dim"): a runtime from before chunk_dim reads only version 1, so it
+/// refuses such a bundle instead of chunking its N. Readers take both.
+inline constexpr int64_t kBundleFormatVersionChunkDim = 2;
 inline constexpr const char *kManifestFileName = "manifest.json";
 /// The manifest's SHA-256, in sha256sum(1) format.
 inline constexpr const char *kManifestHashFileName = "manifest.sha256";

@@ -221,7 +221,7 @@ prepare() {
         # The Python package's CUDA backward for N <= V with 16-bit storage
         # (lossjit._kernels.backward_strategy): the benchmark's mean.
         if [[ $dtype == *16 && $reduction == mean ]]; then
-          jobs+=("--preset linear-cross-entropy $args --strategy vocab_chunked --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias-vocab")
+          jobs+=("--preset linear-cross-entropy ${args/ --fused/} --strategy vocab_chunked --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias-vocab")
         fi
       done
     done

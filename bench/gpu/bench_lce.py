@@ -135,12 +135,21 @@ class AotLibrary:
                os.path.join(self.dir, f"{self.prefix}.c"), "-o", so] + link
         subprocess.run(cmd, check=True, capture_output=True, text=True)
 
+    def _arch_entry(self, role):
+        """The index manifest's entry of `role` for the loaded arch, or None."""
+        op = self.ops.get(role)
+        return next((a for a in op["arches"] if a["arch"] == self.arch.split(":")[0]),
+                    op["arches"][0]) if op else None
+
+    def chunk_dim(self, role):
+        """The dim the op's chunks split: N (rows) or V (vocabulary columns)."""
+        return (self._arch_entry(role) or {}).get("chunk_dim", "N")
+
     def chunk_launches(self, role, dims):
         """(chunks, rows per chunk) the op's per-chunk kernel groups run for dims
         (rows of the chunk dim: N, or V for vocabulary chunks)."""
         op = self.ops.get(role)
-        arch = next((a for a in op["arches"] if a["arch"] == self.arch.split(":")[0]),
-                    op["arches"][0]) if op else None
+        arch = self._arch_entry(role)
         if not arch or not arch.get("chunk"):
             return 1, dims[0]
         values = dict(zip(op["dims"], dims))
@@ -197,8 +206,9 @@ def make_aot_impl(aot_dir, dtype_name, shape, tile=None):
         chunks, rows = lib.chunk_launches("backward", shape)
         if chunks > MAX_BACKWARD_CHUNKS:
             has_backward = False
+            what = "column(s)" if lib.chunk_dim("backward") == "V" else "row(s)"
             note += (f", forward only: the backward would run {chunks} chunks of {rows} "
-                     f"row(s) at this shape")
+                     f"{what} at this shape")
 
     def fwd_bwd(x, w, y):
         n, d = x.shape

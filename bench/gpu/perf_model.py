@@ -354,7 +354,7 @@ _ALLOWED = (ast.Expression, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.
 
 def evaluate(formula, env):
     """Evaluates a plan formula ("cdiv(N,4)", "max(1,min(N,(WB-N*4)/(V*4)))")
-    with the runtime's integer semantics (/ truncates; all values are ≥ 0)."""
+    with the runtime's integer semantics (/ floors, as runtime::Formula)."""
     tree = ast.parse(formula, mode="eval")
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED):

@@ -37,8 +37,8 @@ def Loss_FusedOpInterface : OpInterface<"FusedOpInterface"> {
     InterfaceMethod<"Which kernel pass the op is.", "::lossjit::loss::KernelPass",
                     "getKernelPass">,
     InterfaceMethod<[{The gradient strategy the op asks for ("auto", "chunked",
-                      "vocab_chunked" or "recompute"; a vocabulary reduction's
-                      no vocab_chunked); "" for a forward op.}],
+                      "vocab_chunked" or "recompute"; a vocabulary reduction
+                      has no "vocab_chunked"); "" for a forward op.}],
                     "::llvm::StringRef", "getGradientStrategy">,
   ];
 }

@@ -166,8 +166,8 @@ def Loss_LinearCrossEntropyGradOp : Loss_Op<"linear_cross_entropy_grad",
     `strategy` picks the schedule: "chunked" keeps a bounded [C,V] dZ
     workspace of row chunks (6·N·D·V flops, an f32 V×D dW accumulator for
     16-bit storage), "vocab_chunked" a bounded [N,C] dZ workspace of
-    vocabulary chunks (6·N·D·V, each dW row formed once over all rows: an
-    f32 N×D dX accumulator instead), "recompute" recomputes logit tiles
+    vocabulary chunks (6·N·D·V, each dW row formed once over all rows: for
+    16-bit storage an f32 N×D dX accumulator instead), "recompute" recomputes logit tiles
     (8·N·D·V, O(D) extra memory per thread), "auto" lets the lowering choose
     within `workspace_bytes`.
   }];

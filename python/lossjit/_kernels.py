@@ -96,15 +96,18 @@ class BackwardFlags(NamedTuple):
     grad_lse: bool = False
 
 
-def backward_strategy(dtype: torch.dtype, device: torch.device, n: int, v: int) -> str:
+def backward_strategy(dtype: torch.dtype, device: torch.device, n: int, v: int,
+                      needs_grad_w: bool = True) -> str:
     """The backward's schedule for a call of N rows over a vocabulary of V:
-    on CUDA with 16-bit storage and N <= V, vocabulary chunks
+    on CUDA with 16-bit storage, dW wanted and N <= V, vocabulary chunks
     ("vocab_chunked"): each dW row is formed once over all rows and rounded
     straight into grad_weight, so the f32 scratch is dX's N x D instead of
     the row chunks' V x D dW accumulator (2 GiB at a 128K x 4096 head), the
     same 6.N.D.V flops. Otherwise "auto" (the lowering's choice: row chunks
-    on CUDA; the CPU chunks the vocabulary for 16-bit storage already)."""
-    if device.type == "cuda" and dtype in (torch.float16, torch.bfloat16) and n <= v:
+    on CUDA, which without dW need no accumulator at all; the CPU chunks the
+    vocabulary for 16-bit storage already)."""
+    if (device.type == "cuda" and dtype in (torch.float16, torch.bfloat16) and needs_grad_w
+            and n <= v):
         return "vocab_chunked"
     return "auto"
 
@@ -376,6 +379,15 @@ def _new_backward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: boo
         options["grad_lse"] = "true"
     if flags.strategy != "auto":
         options["strategy"] = flags.strategy
+    elif device.type == "cuda" and not HAS_COMPILER:
+        # Prebuilt bundles record the schedule they hold, and a kernel path
+        # may hold vocab_chunked ones next to the row chunks "auto" means
+        # on CUDA; a path with neither serves any backward it has.
+        try:
+            return _kernel(factory, device, {**options, "strategy": "chunked"}, spec.dtype,
+                           flags.strategy)
+        except RuntimeError:
+            pass
     return _kernel(factory, device, options, spec.dtype, flags.strategy)
 
 

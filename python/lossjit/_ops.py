@@ -177,7 +177,8 @@ def linear_cross_entropy_backward_op(
         raise ValueError(f"lossjit: grad_lse must have shape [{n}] (one value per row), got "
                          f"{list(grad_lse.shape)}")
     flags = K.BackwardFlags(needs_grad_x, needs_grad_w,
-                            strategy=K.backward_strategy(hidden.dtype, device, n, v),
+                            strategy=K.backward_strategy(hidden.dtype, device, n, v,
+                                                         needs_grad_w),
                             grad_lse=grad_lse is not None)
     kernel = K.backward_kernel(hidden.dtype, target.dtype, bias is not None, ignore_index,
                                reduction, flags, device, float(logit_scale), float(softcap))

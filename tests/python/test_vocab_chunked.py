@@ -19,15 +19,17 @@ from lossjit import _kernels as K
 from conftest import CUDA, NO_CUDA, make_inputs, needs_cpu_backend, reference_grads, tolerance
 
 
-@pytest.mark.parametrize("device,dtype,n,v,expected", [
-    ("cuda", torch.bfloat16, 4096, 128256, "vocab_chunked"),
-    ("cuda", torch.float16, 7, 7, "vocab_chunked"),
-    ("cuda", torch.bfloat16, 8, 7, "auto"),            # N > V: dX would be the bigger scratch
-    ("cuda", torch.float32, 4096, 128256, "auto"),     # f32 sums dW in grad_weight itself
-    ("cpu", torch.bfloat16, 4096, 128256, "auto"),     # the host's auto chunks V already
+@pytest.mark.parametrize("device,dtype,n,v,grad_w,expected", [
+    ("cuda", torch.bfloat16, 4096, 128256, True, "vocab_chunked"),
+    ("cuda", torch.float16, 7, 7, True, "vocab_chunked"),
+    ("cuda", torch.bfloat16, 8, 7, True, "auto"),          # N > V: dX the bigger scratch
+    ("cuda", torch.bfloat16, 4096, 128256, False, "auto"),  # no dW: row chunks need no sum
+    ("cuda", torch.float32, 4096, 128256, True, "auto"),   # f32 sums dW in grad_weight
+    ("cpu", torch.bfloat16, 4096, 128256, True, "auto"),   # the host's auto chunks V already
 ])
-def test_the_backward_strategy_follows_device_dtype_and_shape(device, dtype, n, v, expected):
-    assert K.backward_strategy(dtype, torch.device(device), n, v) == expected
+def test_the_backward_strategy_follows_device_dtype_and_shape(device, dtype, n, v, grad_w,
+                                                             expected):
+    assert K.backward_strategy(dtype, torch.device(device), n, v, grad_w) == expected
 
 
 def _run_backward(kernel, hidden, weight, target, lse, grad_loss):
@@ -94,9 +96,31 @@ def test_cuda_backward_takes_vocab_chunks_and_matches_fp64(dtype):
                                                requires_grad=True)
     loss = lossjit.linear_cross_entropy(hidden, weight, target, bias=bias)
     loss.backward()
-    assert any(key[5].strategy == "vocab_chunked" for key in K._backward_ops)
+    taken = [kernel for key, kernel in K._backward_ops.items()
+             if key[0] == dtype and key[5].strategy == "vocab_chunked"]
+    assert taken and all(k.options.get("strategy") == "vocab_chunked" for k in taken), \
+        "no vocab_chunked kernel (a kernel path without them falls back)"
     rx, rw, rb = reference_grads(hidden, weight, target, bias, torch.tensor(1.0))
     rtol, atol = tolerance(dtype)
     torch.testing.assert_close(hidden.grad.double().cpu(), rx, rtol=rtol, atol=atol)
     torch.testing.assert_close(weight.grad.double().cpu(), rw, rtol=rtol, atol=atol)
     torch.testing.assert_close(bias.grad.double().cpu(), rb, rtol=rtol, atol=atol)
+
+
+@pytest.mark.skipif(not CUDA, reason=NO_CUDA)
+@pytest.mark.skipif(not lossjit.has_compiler, reason="a small budget needs the JIT")
+def test_cuda_vocab_chunks_over_many_chunks_match_fp64():
+    # 64 rows, 1000 columns in chunks of 64 (the last one 40 wide): the f32
+    # dX accumulator carried across 16 chunks.
+    hidden, weight, target, _ = make_inputs("cuda", torch.bfloat16, n=64, v=1000, d=72)
+    lse = torch.logsumexp(hidden.double() @ weight.double().T, -1).float()
+    flags = K.BackwardFlags(True, True, strategy="vocab_chunked",
+                            workspace_bytes=2 * (64 * 4 + 64 * 64 * 2))
+    kernel = K.backward_kernel(torch.bfloat16, torch.int64, False, -100, "mean", flags,
+                               hidden.device)
+    gx, gw = _run_backward(kernel, hidden, weight, target, lse,
+                           torch.tensor(1.0, device="cuda"))
+    rx, rw = reference_grads(hidden, weight, target, None, torch.tensor(1.0))
+    rtol, atol = tolerance(torch.bfloat16)
+    torch.testing.assert_close(gx.double().cpu(), rx, rtol=rtol, atol=atol)
+    torch.testing.assert_close(gw.double().cpu(), rw, rtol=rtol, atol=atol)

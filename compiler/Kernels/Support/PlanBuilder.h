@@ -51,7 +51,8 @@ public:
   /// its power-of-two scale in "gscale". `balanced`: the formula gives the
   /// widest chunk CMAX, and C evens the chunks out (as many as CMAX needs,
   /// widths rounded up to 64 columns within CMAX), so that a grid sized for
-  /// a full chunk does not run mostly empty tiles in a short last one.
+  /// a full chunk does not run mostly empty tiles in a short last one (but
+  /// where CMAX is 64 or less: V = 193 in chunks of 64 leaves one of 1).
   void vocabChunks(const LceSpec &spec, llvm::StringRef columnsFormula,
                    llvm::StringRef productDzType = "", bool balanced = false);
 

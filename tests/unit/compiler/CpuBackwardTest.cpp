@@ -228,7 +228,7 @@ TEST_F(CpuBackward, ZeroRowsGiveZeroGradients) {
   // N = 0: no row ever reaches the accumulators, yet dW and db are outputs
   // (torch gives zeros). The gradient buffers start as garbage (0x7f bytes),
   // as an empty_like tensor may.
-  for (std::string strategy : {"chunked", "recompute", "auto"})
+  for (std::string strategy : {"chunked", "vocab_chunked", "recompute", "auto"})
     for (std::string dtype : {"f32", "bf16"})
       for (std::string reduction : {"mean", "sum", "none"}) {
         GradCase c{0, 37, 11, dtype, strategy, reduction, true};

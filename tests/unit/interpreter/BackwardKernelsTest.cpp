@@ -780,6 +780,31 @@ TEST_F(SimtBackward, VocabChunkedTensorCores) {
   checkCase(none);
 }
 
+TEST_F(SimtBackward, VocabChunkedWarpSpecializedAndPersistentGiveTheSameBits) {
+  // The producer warp (tma=2: one TMA ring through a block's tiles) and
+  // persistent products (a block sweeping tiles, the short last chunk's
+  // surplus blocks taking none; dW's db by whichever block takes a first
+  // column tile) against a block per tile on the cp.async ring: the same
+  // products in the same order, so the same bits.
+  const std::string tile = "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=2";
+  GradCase w{40, 200, 96, "bf16", "sum", true, 0.2};
+  w.strategy = "vocab_chunked";
+  w.workspaceBytes = 2 * (40 * 4 + 64 * 40 * 2);
+  w.tile = tile;
+  ASSERT_EQ(chunksOf(w), 4);
+  std::map<std::string, std::vector<char>> reference;
+  checkCase(w, &reference);
+  for (const char *knobs : {",tma=2", ",persistent=3", ",tma=2,persistent=3"}) {
+    SCOPED_TRACE(knobs);
+    GradCase other = w;
+    other.tile = tile + knobs;
+    std::map<std::string, std::vector<char>> grads;
+    checkCase(other, &grads);
+    for (const auto &[name, bytes] : reference)
+      EXPECT_TRUE(bytes == grads[name]) << name << " differs from a block per tile's bits";
+  }
+}
+
 TEST_F(SimtBackward, NoRowsWriteZeroGradients) {
   // Issue 16: N = 0 left grad_w and grad_bias as the caller allocated them
   // (torch.empty_like): per-chunk kernels ran zero times, and with f32

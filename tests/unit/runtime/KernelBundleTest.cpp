@@ -321,8 +321,12 @@ TEST(KernelBundle, ManifestFieldErrorsNameThePath) {
   EXPECT_NE(errorFor([](JsonValue &m) { m.set("format", "other"); })
                 .find("manifest.format"),
             std::string::npos);
+  EXPECT_NE(errorFor([](JsonValue &m) { m.set("format_version", 3); })
+                .find("reads versions 1 and 2, got 3"),
+            std::string::npos);
+  // Version 2 is for chunk_dim alone.
   EXPECT_NE(errorFor([](JsonValue &m) { m.set("format_version", 2); })
-                .find("reads version 1"),
+                .find("is for chunks of another dim than N"),
             std::string::npos);
   EXPECT_NE(errorFor([](JsonValue &m) { m.set("op", 3); }).find("manifest.op: expected a string"),
             std::string::npos);
@@ -528,9 +532,20 @@ TEST(KernelBundle, VocabularyChunksNameTheirDim) {
   JsonValue manifest = b.toManifest();
   ASSERT_TRUE(manifest.find("chunk_dim"));
   EXPECT_EQ(manifest.find("chunk_dim")->getString(), "V");
+  // Version 2: a runtime from before chunk_dim refuses the bundle rather
+  // than chunking N.
+  EXPECT_EQ(manifest.find("format_version")->getInt(), 2);
+  EXPECT_EQ(makeChunkedTestBundle(testKey("chunk-dim-n")).toManifest().find("format_version")->getInt(),
+            1);
   Expected<KernelBundle> back = KernelBundle::fromManifest(manifest);
   ASSERT_TRUE(back) << back.errorMessage();
   EXPECT_EQ(back->chunkDim, "V");
+  JsonValue old = manifest;
+  old.set("format_version", 1);
+  Expected<KernelBundle> refused = KernelBundle::fromManifest(old);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.errorMessage().find("predates chunk_dim \"V\""), std::string::npos)
+      << refused.errorMessage();
 
   KernelBundle noDim = b;
   noDim.chunkDim = "T";

@@ -93,8 +93,10 @@ void GpuSchedule::declareGradientMaps(KernelSignature &sig, llvm::StringRef dzNa
   if (!tile.tma || !tensorCoreGradients() || g.blockK != kBox || g.tileCols() % kBox)
     return;
   MLIRContext *context = sink.builder().getContext();
-  // dZ rows past the last chunk's are the previous chunk's (initialized,
-  // never stored); past min(C, N) the box reads zeros.
+  // Row chunks: dZ rows past the last chunk's are the previous chunk's
+  // (initialized, never stored); past min(C, N) the box reads zeros.
+  // Vocabulary chunks: columns past the last chunk's are the previous
+  // chunk's, met by W's zero rows past V; past C the box reads zeros.
   std::string dz = (dzName + "_tma_" + std::to_string(g.blockRows) + "x64").str();
   recordMap(sink.plan(), {dz, dzName.str(), dzMapDims(), {kBox, g.blockRows}, 2 * kBox});
   sig.tensorMap("dz_map", dz, context);

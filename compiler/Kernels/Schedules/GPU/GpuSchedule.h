@@ -91,10 +91,12 @@ struct GpuSchedule {
   std::array<std::string, 2> dzMapDims() const;
   /// Likewise for dW = dZᵀ·X, both operands MN-major: `dzt_map` over the dZ
   /// workspace and `xt_map` over x, boxes of 64 lines (vocabulary rows of
-  /// dZ, columns of X) × 64 rows. k runs over the chunk's rows, and a box
-  /// reads up to 63 rows past the chunk's end, but every such term has a
-  /// zero factor: dZ's rows past min(C, N) are the box's zero fill, and in
-  /// the last chunk (the only one shorter than C) X's rows past N are.
+  /// dZ, columns of X) × 64 rows. Row chunks: k runs over the chunk's rows,
+  /// and a box reads up to 63 rows past the chunk's end, but every such
+  /// term has a zero factor: dZ's rows past min(C, N) are the box's zero
+  /// fill, and in the last chunk (the only one shorter than C) X's rows past
+  /// N are. Vocabulary chunks: k runs over all N rows (both maps zero past
+  /// N); lines past a short last chunk are dW rows never stored.
   /// Also needs block_rows a multiple of 64.
   void declareWeightGradientMaps(KernelSignature &sig, llvm::StringRef dzName) const;
   /// x and w as the logits product's operands (rows of d elements), with
