@@ -313,8 +313,8 @@ uint64_t KernelBundle::imageBytes() const {
 JsonValue KernelBundle::toManifest() const {
   JsonValue m = JsonValue::object();
   m.set("format", kBundleFormat);
-  m.set("format_version", chunkDim == kChunkRowsDim ? kBundleFormatVersion
-                                                     : kBundleFormatVersionChunkDim);
+  m.set("format_version",
+        chunkDim == kChunkRowsDim ? kBundleFormatVersion : kBundleFormatVersionChunkDim);
   m.set("key", key);
   m.set("lossjit_version", lossjitVersion);
   m.set("llvm_version", llvmVersion);

@@ -349,9 +349,8 @@ Error LaunchPlan::packArguments(size_t kernel, const ResolvedLaunch &launch,
   const Kernel &k = kernels[kernel];
   if (k.perChunk &&
       !(0 <= chunkBegin && chunkBegin <= chunkEnd && chunkEnd <= launch.chunkRows))
-    return makeError("kernel '" + k.name + "': chunk [" +
-                     std::to_string(chunkBegin) + ", " + std::to_string(chunkEnd) +
-                     ") is not a range within [0, " +
+    return makeError("kernel '" + k.name + "': chunk [" + std::to_string(chunkBegin) + ", " +
+                     std::to_string(chunkEnd) + ") is not a range within [0, " +
                      std::to_string(launch.chunkRows) + ") of dim " +
                      dimNames[static_cast<size_t>(chunkRowsDim)]);
   if (!encoded.empty() && (maps.size() != tensorMaps.size() || encoded.size() != tensorMaps.size()))

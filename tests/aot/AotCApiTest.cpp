@@ -24,8 +24,8 @@
 #include "tools/lossjit-aot/AotModel.h"
 
 #include "aot_bf16_mma_warp.h"
-#include "aot_bf16_sum_bias.h"
 #include "aot_bf16_spec.h"
+#include "aot_bf16_sum_bias.h"
 #include "aot_bf16_tma.h"
 #include "aot_bf16_vocab.h"
 #include "aot_f16_mean.h"
@@ -228,6 +228,31 @@ std::vector<fakecuda::Launch> runtimeLaunches(const runtime::KernelBundle &bundl
   return fakecuda::state().launches;
 }
 
+/// `role`'s launches through the C API, with a caller-provided workspace at
+/// a fixed base, after checking they equal the runtime launcher's for the
+/// same bundle, buffers and dims (empty, with a failure, when either fails).
+std::vector<fakecuda::Launch> launchesOfBoth(const CApi &api, const char *role,
+                                             const runtime::KernelBundle &bundle,
+                                             const std::vector<CUdeviceptr> &buffers,
+                                             const std::vector<int64_t> &dims) {
+  const CUdeviceptr base = 0x5000000000ull;
+  size_t bytes = api.workspaceBytes(role, dims[0], dims[1], dims[2]);
+  fakecuda::state().launches.clear();
+  if (api.run(role, testStream(), buffers, dims, base, bytes) != 0) {
+    ADD_FAILURE() << api.lastError();
+    return {};
+  }
+  std::vector<fakecuda::Launch> mine = fakecuda::state().launches;
+  runtime::Error error = runtime::Error::success();
+  std::vector<fakecuda::Launch> theirs = runtimeLaunches(bundle, buffers, dims, base, &error);
+  if (error) {
+    ADD_FAILURE() << error.message();
+    return {};
+  }
+  EXPECT_EQ(mine, theirs);
+  return mine;
+}
+
 TEST_F(AotCApiTest, LaunchesMatchTheRuntimeLauncher) {
   const std::vector<std::vector<int64_t>> shapes = {
       {1, 1, 1}, {7, 1000, 64}, {130, 8191, 96}, {4096, 128256, 4096}, {0, 32000, 128},
@@ -418,16 +443,7 @@ TEST_F(AotCApiTest, VocabChunksMatchTheRuntimeLauncher) {
       ASSERT_TRUE(resolved) << resolved.errorMessage();
       EXPECT_EQ(resolved->chunkRows, dims[1]) << "chunks split V";
       const int64_t chunks = (dims[1] + resolved->chunkSize - 1) / resolved->chunkSize;
-      const CUdeviceptr base = 0x5000000000ull;
-      size_t bytes = api.workspaceBytes("backward", dims[0], dims[1], dims[2]);
-      fakecuda::state().launches.clear();
-      ASSERT_EQ(api.run("backward", testStream(), buffers, dims, base, bytes), 0)
-          << api.lastError();
-      std::vector<fakecuda::Launch> mine = fakecuda::state().launches;
-      runtime::Error error = runtime::Error::success();
-      std::vector<fakecuda::Launch> theirs = runtimeLaunches(*bundle, buffers, dims, base, &error);
-      ASSERT_FALSE(error) << error.message();
-      EXPECT_EQ(mine, theirs);
+      std::vector<fakecuda::Launch> mine = launchesOfBoth(api, "backward", *bundle, buffers, dims);
       // dW is launched once per chunk whatever N (N = 0: zeros), dZ only
       // with rows to form.
       auto launches = [&](const char *kernel) {
@@ -464,16 +480,8 @@ TEST_F(AotCApiTest, NoRowsStillZeroTheWeightGradients) {
     auto bundle = runtime::readBundleDirectory(dir);
     ASSERT_TRUE(bundle) << bundle.errorMessage();
     std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
-    const CUdeviceptr base = 0x5000000000ull;
-    size_t bytes = api.workspaceBytes("backward", dims[0], dims[1], dims[2]);
-    fakecuda::state().launches.clear();
-    ASSERT_EQ(api.run("backward", testStream(), buffers, dims, base, bytes), 0)
-        << api.lastError();
-    std::vector<fakecuda::Launch> mine = fakecuda::state().launches;
-    runtime::Error error = runtime::Error::success();
-    std::vector<fakecuda::Launch> theirs = runtimeLaunches(*bundle, buffers, dims, base, &error);
-    ASSERT_FALSE(error) << error.message();
-    EXPECT_EQ(mine, theirs);
+    std::vector<fakecuda::Launch> mine = launchesOfBoth(api, "backward", *bundle, buffers, dims);
+    ASSERT_FALSE(mine.empty());
     auto find = [&](const std::string &name) {
       return std::find_if(mine.begin(), mine.end(),
                           [&](const fakecuda::Launch &l) { return l.kernel == name; });

@@ -110,9 +110,9 @@ static cl::opt<double> softcap("softcap",
 static cl::opt<bool> noGradients("no-gradients",
                                  cl::desc("preset: emit the forward op only"),
                                  cl::init(false), cl::cat(aotCategory));
-static cl::opt<std::string> strategy("strategy",
-                                     cl::desc("preset backward: auto|chunked|vocab_chunked|recompute"),
-                                     cl::init("auto"), cl::cat(aotCategory));
+static cl::opt<std::string>
+    strategy("strategy", cl::desc("preset backward: auto|chunked|vocab_chunked|recompute"),
+             cl::init("auto"), cl::cat(aotCategory));
 static cl::opt<bool> noGradX("no-grad-x", cl::desc("preset backward: skip grad_x"),
                              cl::init(false), cl::cat(aotCategory));
 static cl::opt<bool> noGradW("no-grad-w", cl::desc("preset backward: skip grad_w"),

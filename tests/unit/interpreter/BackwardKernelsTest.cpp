@@ -7,13 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Builder/GraphBuilder.h"
-#include "testing/simt/PlanRunner.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Pipeline/StageRunner.h"
 #include "compiler/Target/CpuJit.h"
 #include "runtime/Formula.h"
 #include "testing/reference/HalfFloat.h"
 #include "testing/reference/Reference.h"
+#include "testing/simt/PlanRunner.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -786,7 +786,8 @@ TEST_F(SimtBackward, VocabChunkedWarpSpecializedAndPersistentGiveTheSameBits) {
   // surplus blocks taking none; dW's db by whichever block takes a first
   // column tile) against a block per tile on the cp.async ring: the same
   // products in the same order, so the same bits.
-  const std::string tile = "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=2";
+  const std::string tile =
+      "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=2";
   GradCase w{40, 200, 96, "bf16", "sum", true, 0.2};
   w.strategy = "vocab_chunked";
   w.workspaceBytes = 2 * (40 * 4 + 64 * 40 * 2);

@@ -321,12 +321,14 @@ TEST(KernelBundle, ManifestFieldErrorsNameThePath) {
   EXPECT_NE(errorFor([](JsonValue &m) { m.set("format", "other"); })
                 .find("manifest.format"),
             std::string::npos);
-  EXPECT_NE(errorFor([](JsonValue &m) { m.set("format_version", 3); })
-                .find("reads versions 1 and 2, got 3"),
+  EXPECT_NE(errorFor([](JsonValue &m) {
+              m.set("format_version", 3);
+            }).find("reads versions 1 and 2, got 3"),
             std::string::npos);
   // Version 2 is for chunk_dim alone.
-  EXPECT_NE(errorFor([](JsonValue &m) { m.set("format_version", 2); })
-                .find("is for chunks of another dim than N"),
+  EXPECT_NE(errorFor([](JsonValue &m) {
+              m.set("format_version", 2);
+            }).find("is for chunks of another dim than N"),
             std::string::npos);
   EXPECT_NE(errorFor([](JsonValue &m) { m.set("op", 3); }).find("manifest.op: expected a string"),
             std::string::npos);
@@ -535,8 +537,9 @@ TEST(KernelBundle, VocabularyChunksNameTheirDim) {
   // Version 2: a runtime from before chunk_dim refuses the bundle rather
   // than chunking N.
   EXPECT_EQ(manifest.find("format_version")->getInt(), 2);
-  EXPECT_EQ(makeChunkedTestBundle(testKey("chunk-dim-n")).toManifest().find("format_version")->getInt(),
-            1);
+  EXPECT_EQ(
+      makeChunkedTestBundle(testKey("chunk-dim-n")).toManifest().find("format_version")->getInt(),
+      1);
   Expected<KernelBundle> back = KernelBundle::fromManifest(manifest);
   ASSERT_TRUE(back) << back.errorMessage();
   EXPECT_EQ(back->chunkDim, "V");

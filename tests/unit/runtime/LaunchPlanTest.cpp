@@ -189,8 +189,7 @@ TEST(LaunchPlan, VocabularyChunksSplitV) {
   EXPECT_FALSE(plan->packArguments(1, *r, params, workspaces, args, 4, 8));
   Error past = plan->packArguments(1, *r, params, workspaces, args, 4, 9);
   ASSERT_TRUE(static_cast<bool>(past));
-  EXPECT_NE(past.message().find("within [0, 8) of dim V"), std::string::npos)
-      << past.message();
+  EXPECT_NE(past.message().find("within [0, 8) of dim V"), std::string::npos) << past.message();
 }
 
 TEST(LaunchPlan, ChunkSizeBelowOneCountsAsOne) {

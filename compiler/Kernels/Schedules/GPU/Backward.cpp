@@ -207,8 +207,9 @@ struct Backward : ChunkedBackwardSteps {
     // the chunk's columns.
     const int64_t bm = s.tile.blockRows, cols = s.tile.tileCols();
     const std::string colTiles = "," + std::to_string(cols) + ")";
-    LaunchShape launch{vocab() ? s.productGrid(s.tile, "cdiv(N," + s.bn() + ")", "cdiv(C" + colTiles)
-                               : s.productGrid(s.tile, "cdiv(C," + s.bn() + ")", "cdiv(V" + colTiles),
+    LaunchShape launch{vocab()
+                           ? s.productGrid(s.tile, "cdiv(N," + s.bn() + ")", "cdiv(C" + colTiles)
+                           : s.productGrid(s.tile, "cdiv(C," + s.bn() + ")", "cdiv(V" + colTiles),
                        "none",
                        /*perChunk=*/true};
     s.stageOperands(launch);
@@ -419,6 +420,51 @@ struct Backward : ChunkedBackwardSteps {
     s.sink.end();
   }
 
+  /// Begins an lce_bwd_dw kernel of `sig` (complete but for its tensor
+  /// maps) on the gradient tile's grid over `vocabRows` (a formula: V, or a
+  /// vocabulary chunk's C) × D: its args and staged operand buffers.
+  std::pair<KernelArgs, SmallVector<Value>> beginDw(KernelSignature &sig,
+                                                    const std::string &vocabRows) {
+    const TileConfig &tileConfig = s.gradTile();
+    LaunchShape launch{
+        s.productGrid(tileConfig,
+                      "cdiv(" + vocabRows + "," + std::to_string(tileConfig.blockRows) + ")",
+                      "cdiv(D," + std::to_string(tileConfig.tileCols()) + ")"),
+        "none",
+        /*perChunk=*/true};
+    if (s.tensorCoreGradients())
+      s.stageOperands(launch, &s.gradMatmul());
+    s.declareWeightGradientMaps(sig, productDzName());
+    KernelArgs a = s.sink.begin(sig, launch);
+    SmallVector<Value> scratch = s.staged(a, launch, &s.gradMatmul());
+    return {std::move(a), std::move(scratch)};
+  }
+
+  /// db's owners in a dW kernel: the tiles of the first column tile, whose
+  /// thread t takes the tile's vocabulary rows rowBegin + t, + T, … below
+  /// `limit`, `body(j)` for each.
+  void forBiasRows(KernelEmitter &te, const BlockTile &tile, int64_t rows, Value limit,
+                   const std::function<void(KernelEmitter &, Value j)> &body) {
+    Value firstTile = te.cmpI(arith::CmpIPredicate::eq, tile.colBegin, te.index(0));
+    te.ifThen(firstTile, [&](KernelEmitter &fe) {
+      forThreadColumns(fe, gpuThreadIdx(fe), s.gradTile().threads, fe.index(rows),
+                       [&](KernelEmitter &ce, Value t) {
+                         Value j = ce.add(tile.rowBegin, t);
+                         ce.ifThen(below(ce, j, limit), [&](KernelEmitter &be) { body(be, j); });
+                       });
+    });
+  }
+
+  /// `init` + Σ_{r in [from, to)} G·dZ[offset(r)] in row order (G: the
+  /// tensor-core dZ scale, or null).
+  Value sumDzTerms(KernelEmitter &e, Value dzBuf, Value from, Value to, Value init, Value g,
+                   const std::function<Value(KernelEmitter &, Value r)> &offset) {
+    return e.forLoop(from, to, e.index(1), {init}, [&](KernelEmitter &ke, Value r, ValueRange it) {
+      Value term = ke.loadReal(dzBuf, offset(ke, r));
+      return SmallVector<Value>{ke.addF(it[0], g ? ke.mulF(term, g) : term)};
+    })[0];
+  }
+
   /// lce_bwd_dw (per chunk): dW_acc[j, d] += Σ_{r in chunk} dZ[r, j]·X[r, d]
   /// in row order, on top of lce_bwd_zero's zeros, one block tile of the
   /// gradient strategy per block; db likewise. Only the thread that stores
@@ -436,15 +482,7 @@ struct Backward : ChunkedBackwardSteps {
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     const int64_t rows = tileConfig.blockRows, cols = tileConfig.tileCols();
-    LaunchShape launch{s.productGrid(tileConfig, "cdiv(V," + std::to_string(rows) + ")",
-                                     "cdiv(D," + std::to_string(cols) + ")"),
-                       "none",
-                       /*perChunk=*/true};
-    if (scaled)
-      s.stageOperands(launch, &s.gradMatmul());
-    s.declareWeightGradientMaps(sig, productDzName());
-    KernelArgs a = s.sink.begin(sig, launch);
-    SmallVector<Value> scratch = s.staged(a, launch, &s.gradMatmul());
+    auto [a, scratch] = beginDw(sig, "V");
     KernelEmitter e = emitter();
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
     Value dzBuf = a[productDzName()];
@@ -462,29 +500,15 @@ struct Backward : ChunkedBackwardSteps {
                 g ? se.addF(se.load(a["dw_acc"], at), se.mulF(dw.at(i, j), g)) : dw.at(i, j);
             se.store(sum, a["dw_acc"], at);
           });
-      if (Value db = a["db_acc"]) {
-        // The tiles of the first column tile own db: thread t sums the
-        // vocabulary rows rowBegin + t, + T, … of the tile over the chunk's
-        // rows in order.
-        Value firstTile = te.cmpI(arith::CmpIPredicate::eq, tile.colBegin, te.index(0));
-        te.ifThen(firstTile, [&](KernelEmitter &fe) {
-          forThreadColumns(fe, gpuThreadIdx(fe), tileConfig.threads, fe.index(rows),
-                           [&](KernelEmitter &ce0, Value t) {
-                             Value j = ce0.add(tile.rowBegin, t);
-                             ce0.ifThen(below(ce0, j, v), [&](KernelEmitter &be) {
-                               Value sum =
-                                   be.forLoop(cb, ce, be.index(1), {be.load(db, j)},
-                                              [&](KernelEmitter &ke, Value r, ValueRange it) {
-                                                Value at = ke.add(ke.mul(ke.sub(r, cb), v), j);
-                                                Value term = ke.loadReal(dzBuf, at);
-                                                return SmallVector<Value>{
-                                                    ke.addF(it[0], g ? ke.mulF(term, g) : term)};
-                                              })[0];
-                               be.store(sum, db, j);
-                             });
-                           });
+      // db: the chunk's rows of each vocabulary row, on top of the sum.
+      if (Value db = a["db_acc"])
+        forBiasRows(te, tile, rows, v, [&](KernelEmitter &be, Value j) {
+          be.store(sumDzTerms(be, dzBuf, cb, ce, be.load(db, j), g,
+                              [&](KernelEmitter &ke, Value r) {
+                                return ke.add(ke.mul(ke.sub(r, cb), v), j);
+                              }),
+                   db, j);
         });
-      }
     };
     // A = dZᵀ [V × chunk rows], B = Xᵀ [D × rows]: k runs over the chunk's rows.
     MatrixOperand dzt{dzBuf, Value(), v, Value(), cb, a["dzt_map"], a["tma_ready"]};
@@ -532,15 +556,7 @@ struct Backward : ChunkedBackwardSteps {
     chunkArgs(sig);
     sig.arg("V", s.index()).arg("D", s.index());
     const int64_t rows = tileConfig.blockRows, cols = tileConfig.tileCols();
-    LaunchShape launch{s.productGrid(tileConfig, "cdiv(C," + std::to_string(rows) + ")",
-                                     "cdiv(D," + std::to_string(cols) + ")"),
-                       "none",
-                       /*perChunk=*/true};
-    if (scaled)
-      s.stageOperands(launch, &s.gradMatmul());
-    s.declareWeightGradientMaps(sig, productDzName());
-    KernelArgs a = s.sink.begin(sig, launch);
-    SmallVector<Value> scratch = s.staged(a, launch, &s.gradMatmul());
+    auto [a, scratch] = beginDw(sig, "C");
     KernelEmitter e = emitter();
     Value d = a["D"], n = a["N"], c = a["C"], cb = a["chunk_begin"], ce = a["chunk_end"];
     Value dzBuf = a[productDzName()];
@@ -553,28 +569,15 @@ struct Backward : ChunkedBackwardSteps {
             se.store(se.toStorage(sum, st()), a["grad_w"],
                      se.add(se.mul(dw.rows[i], d), dw.cols[j]));
           });
-      Value db = a["grad_bias"];
-      if (!db)
-        return;
-      Value firstTile = te.cmpI(arith::CmpIPredicate::eq, tile.colBegin, te.index(0));
-      te.ifThen(firstTile, [&](KernelEmitter &fe) {
-        forThreadColumns(fe, gpuThreadIdx(fe), tileConfig.threads, fe.index(rows),
-                         [&](KernelEmitter &ce0, Value t) {
-                           Value j = ce0.add(tile.rowBegin, t);
-                           ce0.ifThen(below(ce0, j, ce), [&](KernelEmitter &be) {
-                             Value col = be.sub(j, cb);
-                             Value sum =
-                                 be.forLoop(be.index(0), n, be.index(1), {be.real(0.0)},
-                                            [&](KernelEmitter &ke, Value r, ValueRange it) {
-                                              Value term =
-                                                  ke.loadReal(dzBuf, ke.add(ke.mul(r, c), col));
-                                              return SmallVector<Value>{
-                                                  ke.addF(it[0], g ? ke.mulF(term, g) : term)};
-                                            })[0];
-                             be.store(be.toStorage(sum, st()), db, j);
-                           });
-                         });
-      });
+      // db: every row of the chunk's vocabulary rows, rounded once.
+      if (Value db = a["grad_bias"])
+        forBiasRows(te, tile, rows, ce, [&](KernelEmitter &be, Value j) {
+          Value col = be.sub(j, cb);
+          Value sum =
+              sumDzTerms(be, dzBuf, be.index(0), n, be.real(0.0), g,
+                         [&](KernelEmitter &ke, Value r) { return ke.add(ke.mul(r, c), col); });
+          be.store(be.toStorage(sum, st()), db, j);
+        });
     };
     // A = dZᵀ [the chunk's vocabulary rows × N] (lines from cb), B = Xᵀ
     // [D × N]: k runs over every row.
@@ -584,8 +587,12 @@ struct Backward : ChunkedBackwardSteps {
         e, tileConfig, s.gradMatmul(), dzt, xt, e.ceilDiv(e.sub(ce, cb), e.index(rows)),
         e.ceilDiv(d, e.index(cols)),
         [&](KernelEmitter &te, Value rowBlock, Value colBlock) {
-          return BlockTile{te.add(cb, te.mul(rowBlock, te.index(rows))), rows, ce,
-                           te.mul(colBlock, te.index(cols)), cols, d};
+          return BlockTile{te.add(cb, te.mul(rowBlock, te.index(rows))),
+                           rows,
+                           ce,
+                           te.mul(colBlock, te.index(cols)),
+                           cols,
+                           d};
         },
         e.index(0), n, scratch, store, /*overlap=*/true);
     s.sink.end();
