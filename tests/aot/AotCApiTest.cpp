@@ -228,6 +228,13 @@ std::vector<fakecuda::Launch> runtimeLaunches(const runtime::KernelBundle &bundl
   return fakecuda::state().launches;
 }
 
+/// A fresh fake driver whose device has compute capability (major, minor).
+void resetFakeDevice(int major, int minor) {
+  fakecuda::reset();
+  fakecuda::state().major = major;
+  fakecuda::state().minor = minor;
+}
+
 /// `role`'s launches through the C API, with a caller-provided workspace at
 /// a fixed base, after checking they equal the runtime launcher's for the
 /// same bundle, buffers and dims (empty, with a failure, when either fails).
@@ -260,9 +267,7 @@ TEST_F(AotCApiTest, LaunchesMatchTheRuntimeLauncher) {
   for (const CApi &api : realApis()) {
     for (auto [major, minor] : {std::pair{8, 0}, std::pair{8, 9}, std::pair{9, 0}}) {
       SCOPED_TRACE(api.name + " on sm_" + std::to_string(major) + std::to_string(minor));
-      fakecuda::reset();
-      fakecuda::state().major = major;
-      fakecuda::state().minor = minor;
+      resetFakeDevice(major, minor);
       ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
       std::string arch = baseArch(api.handleArch());
       for (const char *role : {"forward", "backward"}) {
@@ -423,9 +428,7 @@ TEST_F(AotCApiTest, VocabChunksMatchTheRuntimeLauncher) {
   const CApi api = bf16Vocab();
   for (auto [major, minor] : {std::pair{8, 0}, std::pair{9, 0}}) {
     SCOPED_TRACE("sm_" + std::to_string(major) + std::to_string(minor));
-    fakecuda::reset();
-    fakecuda::state().major = major;
-    fakecuda::state().minor = minor;
+    resetFakeDevice(major, minor);
     ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
     const std::string arch = baseArch(api.handleArch());
     EXPECT_EQ(arch, major == 9 ? "sm_90a" : "sm_80");
@@ -880,9 +883,7 @@ TEST_F(AotCApiTest, TensorCoreForwardFollowsItsTile) {
 
     for (auto [major, minor] : {std::pair{8, 0}, std::pair{9, 0}}) {
       SCOPED_TRACE("sm_" + std::to_string(major) + std::to_string(minor));
-      fakecuda::reset();
-      fakecuda::state().major = major;
-      fakecuda::state().minor = minor;
+      resetFakeDevice(major, minor);
       ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
       auto bundle = runtime::readBundleDirectory(
           bundleDir(api.dir, "forward", baseArch(api.handleArch())));
@@ -944,9 +945,7 @@ namespace {
 template <typename Api> void checkDistillationLaunches(const char *dir) {
   for (auto [major, minor] : {std::pair{8, 0}, std::pair{9, 0}}) {
     SCOPED_TRACE("sm_" + std::to_string(major) + std::to_string(minor));
-    fakecuda::reset();
-    fakecuda::state().major = major;
-    fakecuda::state().minor = minor;
+    resetFakeDevice(major, minor);
     typename Api::Handle *handle = nullptr;
     ASSERT_EQ(Api::create(nullptr, &handle), Api::success) << Api::lastError();
     std::string arch = baseArch(Api::handleArch(handle));

@@ -72,6 +72,18 @@ Value powerOfTwoAbove(KernelEmitter &e, Value m) {
   return arith::BitcastOp::create(b, loc, b.getF32Type(), next);
 }
 
+/// The tiles (rowBlock, colBlock) of `rows` × `cols` over lines [first,
+/// limit) (null `first`: from 0) and columns [0, d): a gradient product's
+/// grid over a chunk's rows or vocabulary rows, or over all of them.
+GpuSchedule::TileOf lineTiles(Value first, Value limit, int64_t rows, int64_t cols, Value d) {
+  return [=](KernelEmitter &te, Value rowBlock, Value colBlock) {
+    Value line = te.mul(rowBlock, te.index(rows));
+    if (first)
+      line = te.add(first, line);
+    return BlockTile{line, rows, limit, te.mul(colBlock, te.index(cols)), cols, d};
+  };
+}
+
 struct Backward : ChunkedBackwardSteps {
   explicit Backward(GpuSchedule &s) : s(s) {}
   GpuSchedule &s;
@@ -311,6 +323,30 @@ struct Backward : ChunkedBackwardSteps {
     return s.spec.fusedForward && s.tensorCoreGradients() ? "dzs" : "dz";
   }
 
+  /// Begins a per-chunk gradient product kernel of `sig` (complete but for
+  /// its tensor maps): lce_bwd_dx, or with `weightGradient` lce_bwd_dw, on
+  /// the gradient tile's grid over `lines` (a formula: the chunk's rows C,
+  /// all rows N, the vocabulary V or a vocabulary chunk's C) × D. Its args
+  /// and staged operand buffers.
+  std::pair<KernelArgs, SmallVector<Value>>
+  beginGradientProduct(KernelSignature &sig, const std::string &lines, bool weightGradient) {
+    const TileConfig &tile = s.gradTile();
+    LaunchShape launch{s.productGrid(tile,
+                                     "cdiv(" + lines + "," + std::to_string(tile.blockRows) + ")",
+                                     "cdiv(D," + std::to_string(tile.tileCols()) + ")"),
+                       "none",
+                       /*perChunk=*/true};
+    if (s.tensorCoreGradients())
+      s.stageOperands(launch, &s.gradMatmul());
+    if (weightGradient)
+      s.declareWeightGradientMaps(sig, productDzName());
+    else
+      s.declareGradientMaps(sig, productDzName());
+    KernelArgs a = s.sink.begin(sig, launch);
+    SmallVector<Value> scratch = s.staged(a, launch, &s.gradMatmul());
+    return {std::move(a), std::move(scratch)};
+  }
+
   /// lce_bwd_dx (per chunk): dX rows of the chunk = dZ rows · W, one block
   /// tile of the gradient strategy per block (SIMT: BN rows × one column
   /// per thread; tensor cores: BM × BN), each element summed over the whole
@@ -332,16 +368,7 @@ struct Backward : ChunkedBackwardSteps {
     chunkArgs(sig);
     sig.arg("V", s.index()).arg("D", s.index());
     const int64_t rows = tile.blockRows, cols = tile.tileCols();
-    LaunchShape launch{s.productGrid(tile,
-                                     (vocab() ? "cdiv(N," : "cdiv(C,") + std::to_string(rows) + ")",
-                                     "cdiv(D," + std::to_string(cols) + ")"),
-                       "none",
-                       /*perChunk=*/true};
-    if (s.tensorCoreGradients())
-      s.stageOperands(launch, &s.gradMatmul());
-    s.declareGradientMaps(sig, productDzName());
-    KernelArgs a = s.sink.begin(sig, launch);
-    SmallVector<Value> scratch = s.staged(a, launch, &s.gradMatmul());
+    auto [a, scratch] = beginGradientProduct(sig, vocab() ? "N" : "C", /*weightGradient=*/false);
     KernelEmitter e = emitter();
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
     Value g = s.tensorCoreGradients() ? e.load(a["gscale"], e.index(0)) : Value();
@@ -352,12 +379,7 @@ struct Backward : ChunkedBackwardSteps {
       Value acc = a["dx_acc"];
       s.forEachTile(
           e, tile, s.gradMatmul(), dz, wt, e.ceilDiv(a["N"], e.index(rows)),
-          e.ceilDiv(d, e.index(cols)),
-          [&](KernelEmitter &te, Value rowBlock, Value colBlock) {
-            return BlockTile{te.mul(rowBlock, te.index(rows)), rows, a["N"],
-                             te.mul(colBlock, te.index(cols)), cols, d};
-          },
-          cb, ce, scratch,
+          e.ceilDiv(d, e.index(cols)), lineTiles(Value(), a["N"], rows, cols, d), cb, ce, scratch,
           [&](KernelEmitter &te, const BlockTile &, Fragment &dx) {
             for (size_t i = 0; i < dx.rows.size(); ++i)
               for (size_t j = 0; j < dx.cols.size(); ++j)
@@ -376,16 +398,7 @@ struct Backward : ChunkedBackwardSteps {
     MatrixOperand wt{a["w"], Value(), d, {}, {}, a["wt_map"], a["tma_ready"]};
     s.forEachTile(
         e, tile, s.gradMatmul(), dz, wt, e.ceilDiv(e.sub(ce, cb), e.index(rows)),
-        e.ceilDiv(d, e.index(cols)),
-        [&](KernelEmitter &te, Value rowBlock, Value colBlock) {
-          return BlockTile{te.add(cb, te.mul(rowBlock, te.index(rows))),
-                           rows,
-                           ce,
-                           te.mul(colBlock, te.index(cols)),
-                           cols,
-                           d};
-        },
-        e.index(0), v, scratch,
+        e.ceilDiv(d, e.index(cols)), lineTiles(cb, ce, rows, cols, d), e.index(0), v, scratch,
         [&](KernelEmitter &te, const BlockTile &, Fragment &dx) {
           for (size_t i = 0; i < dx.rows.size(); ++i)
             for (size_t j = 0; j < dx.cols.size(); ++j)
@@ -409,35 +422,12 @@ struct Backward : ChunkedBackwardSteps {
     sig.arg("dw_acc", flat(s.compute()), acc.dw);
     sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.compute()), acc.db);
     sig.arg("V", s.index()).arg("D", s.index());
-    LaunchShape launch{{"cdiv(V*D," + s.threads() + ")", "1", "1"}};
-    KernelArgs a = s.sink.begin(sig, launch);
+    auto [a, i] = beginElementwise(sig, "V*D");
     KernelEmitter e = emitter();
-    Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e));
-    e.ifThen(below(e, i, e.mul(a["V"], a["D"])),
-             [&](KernelEmitter &se) { se.store(se.real(0.0), a["dw_acc"], i); });
+    zeroElement(e, i, e.mul(a["V"], a["D"]), a["dw_acc"]);
     if (Value db = a["db_acc"])
-      e.ifThen(below(e, i, a["V"]), [&](KernelEmitter &se) { se.store(se.real(0.0), db, i); });
+      zeroElement(e, i, a["V"], db);
     s.sink.end();
-  }
-
-  /// Begins an lce_bwd_dw kernel of `sig` (complete but for its tensor
-  /// maps) on the gradient tile's grid over `vocabRows` (a formula: V, or a
-  /// vocabulary chunk's C) × D: its args and staged operand buffers.
-  std::pair<KernelArgs, SmallVector<Value>> beginDw(KernelSignature &sig,
-                                                    const std::string &vocabRows) {
-    const TileConfig &tileConfig = s.gradTile();
-    LaunchShape launch{
-        s.productGrid(tileConfig,
-                      "cdiv(" + vocabRows + "," + std::to_string(tileConfig.blockRows) + ")",
-                      "cdiv(D," + std::to_string(tileConfig.tileCols()) + ")"),
-        "none",
-        /*perChunk=*/true};
-    if (s.tensorCoreGradients())
-      s.stageOperands(launch, &s.gradMatmul());
-    s.declareWeightGradientMaps(sig, productDzName());
-    KernelArgs a = s.sink.begin(sig, launch);
-    SmallVector<Value> scratch = s.staged(a, launch, &s.gradMatmul());
-    return {std::move(a), std::move(scratch)};
   }
 
   /// db's owners in a dW kernel: the tiles of the first column tile, whose
@@ -482,7 +472,7 @@ struct Backward : ChunkedBackwardSteps {
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     const int64_t rows = tileConfig.blockRows, cols = tileConfig.tileCols();
-    auto [a, scratch] = beginDw(sig, "V");
+    auto [a, scratch] = beginGradientProduct(sig, "V", /*weightGradient=*/true);
     KernelEmitter e = emitter();
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
     Value dzBuf = a[productDzName()];
@@ -513,10 +503,7 @@ struct Backward : ChunkedBackwardSteps {
     // A = dZᵀ [V × chunk rows], B = Xᵀ [D × rows]: k runs over the chunk's rows.
     MatrixOperand dzt{dzBuf, Value(), v, Value(), cb, a["dzt_map"], a["tma_ready"]};
     MatrixOperand xt{a["x"], Value(), d, {}, {}, a["xt_map"], a["tma_ready"]};
-    auto tileOf = [&](KernelEmitter &te, Value rowBlock, Value colBlock) {
-      return BlockTile{te.mul(rowBlock, te.index(rows)), rows, v,
-                       te.mul(colBlock, te.index(cols)), cols, d};
-    };
+    GpuSchedule::TileOf tileOf = lineTiles(Value(), v, rows, cols, d);
     if (scaled) {
       // Each tile's epilogue touches only its own accumulators and db rows.
       s.forEachTile(e, tileConfig, s.gradMatmul(), dzt, xt, e.ceilDiv(v, e.index(rows)),
@@ -556,7 +543,7 @@ struct Backward : ChunkedBackwardSteps {
     chunkArgs(sig);
     sig.arg("V", s.index()).arg("D", s.index());
     const int64_t rows = tileConfig.blockRows, cols = tileConfig.tileCols();
-    auto [a, scratch] = beginDw(sig, "C");
+    auto [a, scratch] = beginGradientProduct(sig, "C", /*weightGradient=*/true);
     KernelEmitter e = emitter();
     Value d = a["D"], n = a["N"], c = a["C"], cb = a["chunk_begin"], ce = a["chunk_end"];
     Value dzBuf = a[productDzName()];
@@ -583,18 +570,9 @@ struct Backward : ChunkedBackwardSteps {
     // [D × N]: k runs over every row.
     MatrixOperand dzt{dzBuf, Value(), c, cb, Value(), a["dzt_map"], a["tma_ready"]};
     MatrixOperand xt{a["x"], Value(), d, {}, {}, a["xt_map"], a["tma_ready"]};
-    s.forEachTile(
-        e, tileConfig, s.gradMatmul(), dzt, xt, e.ceilDiv(e.sub(ce, cb), e.index(rows)),
-        e.ceilDiv(d, e.index(cols)),
-        [&](KernelEmitter &te, Value rowBlock, Value colBlock) {
-          return BlockTile{te.add(cb, te.mul(rowBlock, te.index(rows))),
-                           rows,
-                           ce,
-                           te.mul(colBlock, te.index(cols)),
-                           cols,
-                           d};
-        },
-        e.index(0), n, scratch, store, /*overlap=*/true);
+    s.forEachTile(e, tileConfig, s.gradMatmul(), dzt, xt, e.ceilDiv(e.sub(ce, cb), e.index(rows)),
+                  e.ceilDiv(d, e.index(cols)), lineTiles(cb, ce, rows, cols, d), e.index(0), n,
+                  scratch, store, /*overlap=*/true);
     s.sink.end();
   }
 
@@ -604,12 +582,9 @@ struct Backward : ChunkedBackwardSteps {
     KernelSignature sig("lce_bwd_zero_dx");
     sig.arg("dx_acc", flat(s.compute()), dxAcc);
     sig.arg("N", s.index()).arg("D", s.index());
-    LaunchShape launch{{"cdiv(N*D," + s.threads() + ")", "1", "1"}};
-    KernelArgs a = s.sink.begin(sig, launch);
+    auto [a, i] = beginElementwise(sig, "N*D");
     KernelEmitter e = emitter();
-    Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e));
-    e.ifThen(below(e, i, e.mul(a["N"], a["D"])),
-             [&](KernelEmitter &se) { se.store(se.real(0.0), a["dx_acc"], i); });
+    zeroElement(e, i, e.mul(a["N"], a["D"]), a["dx_acc"]);
     s.sink.end();
   }
 
@@ -619,14 +594,30 @@ struct Backward : ChunkedBackwardSteps {
     KernelSignature sig("lce_bwd_finish_dx");
     sig.arg("dx_acc", flat(s.compute())).arg("grad_x", flat(st()));
     sig.arg("N", s.index()).arg("D", s.index());
-    LaunchShape launch{{"cdiv(N*D," + s.threads() + ")", "1", "1"}};
+    auto [a, i] = beginElementwise(sig, "N*D");
+    KernelEmitter e = emitter();
+    roundElement(e, i, e.mul(a["N"], a["D"]), a["dx_acc"], a["grad_x"]);
+    s.sink.end();
+  }
+
+  /// Begins an elementwise kernel of `sig` over `count` (a formula)
+  /// elements, one per thread of cdiv(count, T) blocks: its args and the
+  /// thread's element i = blockIdx.x · T + threadIdx.x.
+  std::pair<KernelArgs, Value> beginElementwise(KernelSignature &sig, const std::string &count) {
+    LaunchShape launch{{"cdiv(" + count + "," + s.threads() + ")", "1", "1"}};
     KernelArgs a = s.sink.begin(sig, launch);
     KernelEmitter e = emitter();
     Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e));
-    e.ifThen(below(e, i, e.mul(a["N"], a["D"])), [&](KernelEmitter &se) {
-      se.store(se.toStorage(se.load(a["dx_acc"], i), st()), a["grad_x"], i);
-    });
-    s.sink.end();
+    return {std::move(a), i};
+  }
+  /// buffer[i] = 0, where i < count.
+  void zeroElement(KernelEmitter &e, Value i, Value count, Value buffer) {
+    e.ifThen(below(e, i, count), [&](KernelEmitter &se) { se.store(se.real(0.0), buffer, i); });
+  }
+  /// out[i] = acc[i] rounded to storage, where i < count.
+  void roundElement(KernelEmitter &e, Value i, Value count, Value acc, Value out) {
+    e.ifThen(below(e, i, count),
+             [&](KernelEmitter &se) { se.store(se.toStorage(se.load(acc, i), st()), out, i); });
   }
 
   /// lce_bwd_finish: one rounding of the f32 accumulators to storage.
@@ -636,17 +627,11 @@ struct Backward : ChunkedBackwardSteps {
     if (s.spec.needsGradBias())
       sig.arg("db_acc", flat(s.compute())).arg("grad_bias", flat(st()));
     sig.arg("V", s.index()).arg("D", s.index());
-    LaunchShape launch{{"cdiv(V*D," + s.threads() + ")", "1", "1"}};
-    KernelArgs a = s.sink.begin(sig, launch);
+    auto [a, i] = beginElementwise(sig, "V*D");
     KernelEmitter e = emitter();
-    Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e));
-    e.ifThen(below(e, i, e.mul(a["V"], a["D"])), [&](KernelEmitter &se) {
-      se.store(se.toStorage(se.load(a["dw_acc"], i), st()), a["grad_w"], i);
-    });
+    roundElement(e, i, e.mul(a["V"], a["D"]), a["dw_acc"], a["grad_w"]);
     if (s.spec.needsGradBias())
-      e.ifThen(below(e, i, a["V"]), [&](KernelEmitter &se) {
-        se.store(se.toStorage(se.load(a["db_acc"], i), st()), a["grad_bias"], i);
-      });
+      roundElement(e, i, a["V"], a["db_acc"], a["grad_bias"]);
     s.sink.end();
   }
 
