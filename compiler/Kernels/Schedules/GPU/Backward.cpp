@@ -323,6 +323,19 @@ struct Backward : ChunkedBackwardSteps {
     return s.spec.fusedForward && s.tensorCoreGradients() ? "dzs" : "dz";
   }
 
+  /// For each valid element (i, j) of a gradient product's fragment `f`
+  /// (rows of d elements): body(at = row·d + col, G·f(i, j)), G the
+  /// tensor-core dZ scale (null: f(i, j) itself).
+  void forEachElement(KernelEmitter &te, Fragment &f, Value d, Value g,
+                      const std::function<void(KernelEmitter &, Value at, Value sum)> &body) {
+    for (size_t i = 0; i < f.rows.size(); ++i)
+      for (size_t j = 0; j < f.cols.size(); ++j)
+        te.ifThen(te.andI(f.rowValid[i], f.colValid[j]), [&](KernelEmitter &se) {
+          Value at = se.add(se.mul(f.rows[i], d), f.cols[j]);
+          body(se, at, g ? se.mulF(f.at(i, j), g) : f.at(i, j));
+        });
+  }
+
   /// Begins a per-chunk gradient product kernel of `sig` (complete but for
   /// its tensor maps): lce_bwd_dx, or with `weightGradient` lce_bwd_dw, on
   /// the gradient tile's grid over `lines` (a formula: the chunk's rows C,
@@ -381,13 +394,9 @@ struct Backward : ChunkedBackwardSteps {
           e, tile, s.gradMatmul(), dz, wt, e.ceilDiv(a["N"], e.index(rows)),
           e.ceilDiv(d, e.index(cols)), lineTiles(Value(), a["N"], rows, cols, d), cb, ce, scratch,
           [&](KernelEmitter &te, const BlockTile &, Fragment &dx) {
-            for (size_t i = 0; i < dx.rows.size(); ++i)
-              for (size_t j = 0; j < dx.cols.size(); ++j)
-                te.ifThen(te.andI(dx.rowValid[i], dx.colValid[j]), [&](KernelEmitter &se) {
-                  Value at = se.add(se.mul(dx.rows[i], d), dx.cols[j]);
-                  Value sum = g ? se.mulF(dx.at(i, j), g) : dx.at(i, j);
-                  se.store(se.addF(se.load(acc, at), sum), acc, at);
-                });
+            forEachElement(te, dx, d, g, [&](KernelEmitter &se, Value at, Value sum) {
+              se.store(se.addF(se.load(acc, at), sum), acc, at);
+            });
           },
           /*overlap=*/true);
       s.sink.end();
@@ -400,13 +409,9 @@ struct Backward : ChunkedBackwardSteps {
         e, tile, s.gradMatmul(), dz, wt, e.ceilDiv(e.sub(ce, cb), e.index(rows)),
         e.ceilDiv(d, e.index(cols)), lineTiles(cb, ce, rows, cols, d), e.index(0), v, scratch,
         [&](KernelEmitter &te, const BlockTile &, Fragment &dx) {
-          for (size_t i = 0; i < dx.rows.size(); ++i)
-            for (size_t j = 0; j < dx.cols.size(); ++j)
-              te.ifThen(te.andI(dx.rowValid[i], dx.colValid[j]), [&](KernelEmitter &se) {
-                Value sum = g ? se.mulF(dx.at(i, j), g) : dx.at(i, j);
-                se.store(se.toStorage(sum, st()), a["grad_x"],
-                         se.add(se.mul(dx.rows[i], d), dx.cols[j]));
-              });
+          forEachElement(te, dx, d, g, [&](KernelEmitter &se, Value at, Value sum) {
+            se.store(se.toStorage(sum, st()), a["grad_x"], at);
+          });
         },
         /*overlap=*/true);
     s.sink.end();
@@ -482,14 +487,9 @@ struct Backward : ChunkedBackwardSteps {
     // C += per chunk; fewer registers live through the k loop).
     Value g = scaled ? e.load(a["gscale"], e.index(0)) : Value();
     auto store = [&](KernelEmitter &te, const BlockTile &tile, Fragment &dw) {
-      for (size_t i = 0; i < dw.rows.size(); ++i)
-        for (size_t j = 0; j < dw.cols.size(); ++j)
-          te.ifThen(te.andI(dw.rowValid[i], dw.colValid[j]), [&](KernelEmitter &se) {
-            Value at = se.add(se.mul(dw.rows[i], d), dw.cols[j]);
-            Value sum =
-                g ? se.addF(se.load(a["dw_acc"], at), se.mulF(dw.at(i, j), g)) : dw.at(i, j);
-            se.store(sum, a["dw_acc"], at);
-          });
+      forEachElement(te, dw, d, g, [&](KernelEmitter &se, Value at, Value sum) {
+        se.store(g ? se.addF(se.load(a["dw_acc"], at), sum) : sum, a["dw_acc"], at);
+      });
       // db: the chunk's rows of each vocabulary row, on top of the sum.
       if (Value db = a["db_acc"])
         forBiasRows(te, tile, rows, v, [&](KernelEmitter &be, Value j) {
@@ -549,13 +549,9 @@ struct Backward : ChunkedBackwardSteps {
     Value dzBuf = a[productDzName()];
     Value g = scaled ? e.load(a["gscale"], e.index(0)) : Value();
     auto store = [&](KernelEmitter &te, const BlockTile &tile, Fragment &dw) {
-      for (size_t i = 0; i < dw.rows.size(); ++i)
-        for (size_t j = 0; j < dw.cols.size(); ++j)
-          te.ifThen(te.andI(dw.rowValid[i], dw.colValid[j]), [&](KernelEmitter &se) {
-            Value sum = g ? se.mulF(dw.at(i, j), g) : dw.at(i, j);
-            se.store(se.toStorage(sum, st()), a["grad_w"],
-                     se.add(se.mul(dw.rows[i], d), dw.cols[j]));
-          });
+      forEachElement(te, dw, d, g, [&](KernelEmitter &se, Value at, Value sum) {
+        se.store(se.toStorage(sum, st()), a["grad_w"], at);
+      });
       // db: every row of the chunk's vocabulary rows, rounded once.
       if (Value db = a["grad_bias"])
         forBiasRows(te, tile, rows, ce, [&](KernelEmitter &be, Value j) {
