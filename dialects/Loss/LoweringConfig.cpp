@@ -25,8 +25,9 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
     return "tile grad_cols is for matmul wgmma (its threads do not depend on the columns), "
            "got matmul " +
            stringifyMatmulKind(matmul).str();
-  if (tma < 0 || tma > 2)
-    return "tile tma must be 0 (cp.async), 1 (TMA) or 2 (TMA from a producer warp), got " +
+  if (tma < 0 || tma > 3)
+    return "tile tma must be 0 (cp.async), 1 (TMA), 2 (TMA from a producer warp) or 3 (TMA "
+           "from a producer warpgroup that lends its registers), got " +
            text(tma);
   // TMA boxes feed wgmma's swizzled descriptors; mma.sync reads its padded
   // rows by ldmatrix.

@@ -145,6 +145,31 @@ std::optional<llvm::Error> Decoder::decodeWarpOp(Operation &op) {
     emit(instr);
     return llvm::Error::success();
   }
+  if (auto bar = dyn_cast<NVVM::BarrierOp>(o)) {
+    // The block's barrier is gpu.barrier; this is a subset's, named.
+    if (!bar.getBarrierId() || !bar.getNumberOfThreads() || bar.getReductionOp() ||
+        o->getNumResults() != 0)
+      return unsupported(o, "nvvm.barrier without both a barrier id and a thread count, or "
+                            "with a reduction (the block's barrier is gpu.barrier)");
+    prog.namedBarriers = true;
+    instr.opc = Opc::NamedBarrier;
+    instr.a = use(bar.getBarrierId());
+    instr.b = use(bar.getNumberOfThreads());
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (auto arrive = dyn_cast<NVVM::BarrierArriveOp>(o)) {
+    if (!arrive.getBarrierId())
+      return unsupported(o, "nvvm.barrier.arrive without a barrier id (barrier 0 is the "
+                            "block's, gpu.barrier)");
+    prog.namedBarriers = true;
+    instr.opc = Opc::NamedBarrier;
+    instr.mode = 1;
+    instr.a = use(arrive.getBarrierId());
+    instr.b = use(arrive.getNumberOfThreads());
+    emit(instr);
+    return llvm::Error::success();
+  }
   if (auto fence = dyn_cast<NVVM::FenceProxyOp>(o)) {
     // The one proxy fence the kernels need: shared memory written by
     // ordinary stores or cp.async, read next by wgmma (the async proxy).

@@ -38,6 +38,8 @@ bool Executor::execWarp(const Instr &in, const uint32_t *act, uint32_t n) {
     return execWgmmaSync(in, act, n);
   case Opc::SetMaxRegister:
     return execSetMaxRegister(in, act, n);
+  case Opc::NamedBarrier:
+    return execNamedBarrier(in, act, n);
   case Opc::MbarrierInit:
   case Opc::MbarrierArrive:
   case Opc::MbarrierWait:

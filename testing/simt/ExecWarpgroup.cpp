@@ -222,3 +222,85 @@ bool Executor::execSetMaxRegister(const Instr &in, const uint32_t *act, uint32_t
     warpgroupRegisters[act[i] / 128] = count;
   return true;
 }
+
+bool Executor::execNamedBarrier(const Instr &in, const uint32_t *act, uint32_t n) {
+  const bool arriveOnly = in.mode == 1;
+  const char *what = arriveOnly ? "nvvm.barrier.arrive" : "nvvm.barrier";
+  const uint32_t id = uint32_t(slot(in.a)[act[0]]), count = uint32_t(slot(in.b)[act[0]]);
+  for (uint32_t i = 1; i < n; ++i)
+    if (uint32_t(slot(in.a)[act[i]]) != id || uint32_t(slot(in.b)[act[i]]) != count)
+      return fail(in, act[i],
+                  llvm::formatv("{0}: the barrier id and thread count must be the same in "
+                                "every thread that reaches it",
+                                what));
+  if (id < 1 || id > 15)
+    return fail(in, act[0],
+                llvm::formatv("{0} id must be in [1, 15] (0 is the block's, gpu.barrier), "
+                              "got {1}",
+                              what, id));
+  if (count == 0 || count % 32 || count > numThreads)
+    return fail(in, act[0],
+                llvm::formatv("{0} {1}: its thread count must be a multiple of 32 in [32, "
+                              "{2}], got {3}",
+                              what, id, numThreads, count));
+  if (!requireFullWarps(in, act, n, what))
+    return false;
+  NamedBarrierModel &bar = namedBarriers[id];
+  if (bar.arrived && bar.count != count)
+    return fail(in, act[0],
+                llvm::formatv("{0} {1} for {2} threads while its phase counts {3} (PTX ISA: "
+                              "undefined)",
+                              what, id, count, bar.count));
+  if (bar.arrived + n > count)
+    return fail(in, act[0],
+                llvm::formatv("{0} {1}: {2} threads arrive in a phase of {3} ({4} already did)",
+                              what, id, n, count, bar.arrived));
+  bar.count = count;
+  if (syncClocks()) {
+    if (bar.pendingClocks.empty())
+      bar.pendingClocks.assign(numThreads, 0);
+    for (uint32_t i = 0; i < n; ++i) {
+      uint32_t *own = clocks.data() + size_t(act[i]) * numThreads;
+      for (uint32_t u = 0; u < numThreads; ++u)
+        bar.pendingClocks[u] = std::max(bar.pendingClocks[u], own[u]);
+      // Accesses after the arrival are not covered by it.
+      ++own[act[i]];
+    }
+  }
+  bar.arrived += n;
+  const uint64_t phase = bar.completed;
+  if (bar.arrived == count) {
+    ++bar.completed;
+    bar.arrived = 0;
+    bar.completedClocks = std::move(bar.pendingClocks);
+    bar.pendingClocks.clear();
+  }
+  if (arriveOnly)
+    return true;
+  if (!blockUntil(
+          in, [&bar, phase] { return bar.completed > phase; },
+          [this, &bar, id, act] {
+            return llvm::formatv("thread {0} waits in nvvm.barrier {1} for {2} threads; {3} "
+                                 "arrived",
+                                 threadText(act[0]), id, bar.count, bar.arrived)
+                .str();
+          }))
+    return false;
+  if (syncClocks() && !bar.completedClocks.empty())
+    for (uint32_t i = 0; i < n; ++i) {
+      uint32_t *own = clocks.data() + size_t(act[i]) * numThreads;
+      for (uint32_t u = 0; u < numThreads; ++u)
+        own[u] = std::max(own[u], bar.completedClocks[u]);
+    }
+  return true;
+}
+
+bool Executor::checkNamedBarriersDrained(const Instr &end) {
+  for (uint32_t id = 1; id < namedBarriers.size(); ++id)
+    if (namedBarriers[id].arrived)
+      return fail(end, 0,
+                  llvm::formatv("named barrier {0}: {1} of its {2} threads arrived and the "
+                                "block ended before the rest did",
+                                id, namedBarriers[id].arrived, namedBarriers[id].count));
+  return true;
+}

@@ -79,6 +79,7 @@ bool Executor::runBlock(uint64_t serial) {
   pendingTma.clear();
   warpgroupRegisters.assign((numThreads + 127) / 128, prog.launchRegisters);
   freeRegisters = 0;
+  namedBarriers.fill(NamedBarrierModel());
   for (uint32_t index : prog.privateAttributions) {
     Instr instr;
     instr.op = prog.func;
@@ -89,7 +90,7 @@ bool Executor::runBlock(uint64_t serial) {
     return false;
   Instr end;
   end.op = prog.func;
-  return checkAsyncDrained(end);
+  return checkAsyncDrained(end) && checkNamedBarriersDrained(end);
 }
 
 llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {

@@ -343,6 +343,15 @@ private:
   /// released to the block's pool that no increase has taken yet.
   std::vector<uint32_t> warpgroupRegisters;
   int64_t freeRegisters = 0;
+  /// The block's named barriers 1 … 15 (bar.sync / bar.arrive with an id):
+  /// the phase's thread count and arrivals, the phases completed, and the
+  /// vector clocks released into the open phase and the last completed one.
+  struct NamedBarrierModel {
+    uint32_t count = 0, arrived = 0;
+    uint64_t completed = 0;
+    std::vector<uint32_t> pendingClocks, completedClocks;
+  };
+  std::array<NamedBarrierModel, 16> namedBarriers;
   /// The launch's tensor maps (SimtArg::tensorMap), by parameter slot value.
   struct BoundTensorMap {
     const TensorMapDesc *map;
@@ -408,7 +417,9 @@ private:
   void resetTasks();
   /// Whether a divergent scf.if defers its second branch: only kernels with
   /// waits that block (mbarriers, setmaxnreg) need tasks.
-  bool mayBlock() const { return !prog.mbarrierGroups.empty() || prog.setsMaxRegisters; }
+  bool mayBlock() const {
+    return !prog.mbarrierGroups.empty() || prog.setsMaxRegisters || prog.namedBarriers;
+  }
   /// Blocks the running task until `ready` holds, running other tasks
   /// meanwhile; false (error recorded) on a deadlock or when the block
   /// aborts. `why` says what it waits for.
@@ -617,6 +628,15 @@ private:
   bool execWgmma(const Instr &in, const uint32_t *act, uint32_t n);
   /// nvvm.setmaxregister.
   bool execSetMaxRegister(const Instr &in, const uint32_t *act, uint32_t n);
+  /// nvvm.barrier / nvvm.barrier.arrive with an id: whole warps arrive on
+  /// named barrier `id`, whose phase completes once `count` threads did; a
+  /// bar.sync waits for that (running other tasks meanwhile). Arrivals
+  /// release the threads' vector clocks into the phase; the waiters
+  /// acquire the completed phase's.
+  bool execNamedBarrier(const Instr &in, const uint32_t *act, uint32_t n);
+  /// Errors for a named barrier some threads arrived on whose phase never
+  /// completed, at the block's end.
+  bool checkNamedBarriersDrained(const Instr &end);
   /// nvvm.wgmma.fence / commit_group / wait_group and nvvm.fence.proxy.
   bool execWgmmaSync(const Instr &in, const uint32_t *act, uint32_t n);
   /// The element of dynamic shared memory at shared-window address

@@ -280,6 +280,9 @@ struct Program {
   /// launchRegisters (nvvm.maxnreg) registers per thread.
   bool setsMaxRegisters = false;
   uint32_t launchRegisters = 0;
+  /// The kernel has named barriers (nvvm.barrier / nvvm.barrier.arrive
+  /// with an id): a bar.sync may wait for arrivals of divergent threads.
+  bool namedBarriers = false;
   std::vector<TmaLoadInfo> tmaLoads;
 };
 

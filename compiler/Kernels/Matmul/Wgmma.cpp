@@ -120,6 +120,9 @@ constexpr int64_t kTmaAlign = 1024;
 constexpr int64_t kMnBoxLines = 64;
 /// try_wait.parity's suspend-time hint (nanoseconds; the wait loops anyway).
 constexpr int64_t kWaitTicks = 1000000;
+/// Named barriers of the tma=3 roles (0 is the block's): the consumer
+/// warpgroups', and the one on which the consumers hand the registers back.
+constexpr int32_t kConsumerBarrier = 1, kHandbackBarrier = 2;
 
 
 class Wgmma : public TileMatmul {
@@ -141,7 +144,8 @@ class Wgmma : public TileMatmul {
 public:
   explicit Wgmma(const TileConfig &tile)
       : bm(tile.blockRows), bn(tile.blockCols), bk(tile.blockK), stages(tile.stages),
-        threads(tile.threads), tma(tile.tma != 0), ws(tile.tma == 2) {}
+        threads(tile.threads), tma(tile.tma != 0), ws(tile.tma >= 2),
+        registers(tile.warpgroupRegisters()) {}
 
   SmallVector<ScratchBuffer> scratch(Type storage) const override {
     // TMA: rows of BK elements, stages on swizzle atoms.
@@ -249,6 +253,8 @@ public:
         },
         [&](KernelEmitter &ce) {
           // The maps could not be encoded: tile by tile through cp.async.
+          if (registers.launch)
+            return consumersSweep(ce, a, b, tiles, kBegin, kEnd, init, sa, sb, epilogue);
           return ce.forLoop(tiles.begin, tiles.end, tiles.step, init,
                             [&](KernelEmitter &le, Value iv, ValueRange state) {
                               KernelEmitter te = tiles.pinned(le);
@@ -314,9 +320,12 @@ private:
 
   /// The product through the cp.async ring in the no-swizzle layout: `acc`
   /// plus A·Bᵀ over [kBegin, kEnd), as the accumulator struct.
+  /// `consumersAlone`: only the consumer warpgroups run it (tile tma=3's
+  /// role branch), synchronizing on their named barrier.
   Value copiedProduct(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
                       const BlockTile &tile, Value kBegin, Value kEnd, Value acc,
-                      const Staged &sa, const Staged &sb, const Lanes &l) const {
+                      const Staged &sa, const Staged &sb, const Lanes &l,
+                      bool consumersAlone = false) const {
     KTiles k(e, a, b, tile, kBegin, kEnd, bk, stages);
     Value numK = k.numK;
     // Shared-window byte addresses of the rings, for the descriptors.
@@ -342,7 +351,7 @@ private:
     // fallback of tile tma=2, whose wgmmas sit under the consumers' branch
     // inside the loop: a group in flight across that branch's join makes
     // ptxas serialize every wgmma of the kernel (C7514/C7517).
-    const int64_t inFlight = stages >= 3 && !ws ? 1 : 0;
+    const int64_t inFlight = stages >= 3 && (!ws || consumersAlone) ? 1 : 0;
     const int64_t lookahead = stages - 1 - inFlight; // k tiles copied ahead
     Value token;
     for (int64_t s = 0; s < lookahead; ++s)
@@ -361,12 +370,12 @@ private:
       NVVM::FenceProxyOp::create(
           lb, le.location(), NVVM::ProxyKindAttr::get(lb.getContext(), NVVM::ProxyKind::async_shared),
           NVVM::SharedSpaceAttr::get(lb.getContext(), NVVM::SharedSpace::shared_cta));
-      gpuBarrier(le);
+      ringBarrier(le, consumersAlone);
       // Stage (kt + lookahead) % stages was last read by step kt − 1 −
       // inFlight, whose group the previous step's wait retired.
       fill(le, le.add(kt, le.index(lookahead)));
       Value stage = le.remUI(kt, le.index(stages));
-      return SmallVector<Value>{consumersOnly(le, l, it[0], [&](KernelEmitter &pe) {
+      return SmallVector<Value>{consumersOnly(le, l, it[0], consumersAlone, [&](KernelEmitter &pe) {
         return stageProduct(pe, it[0], ringA, ringB, sa, sb, stage, l, inFlight,
                             /*swizzled=*/false);
       })};
@@ -374,7 +383,7 @@ private:
     // The accumulators are read next. Nothing reads them before the wait:
     // it is a side-effecting asm with no data link to them, so they pass
     // through one that comes after it (CUTLASS's warpgroup_fence_operand).
-    return consumersOnly(ie, l, carried[0], [&](KernelEmitter &we) {
+    return consumersOnly(ie, l, carried[0], consumersAlone, [&](KernelEmitter &we) {
       NVVM::WgmmaWaitGroupSyncOp::create(we.builder(), we.location(), 0);
       return fenceAccumulators(we, carried[0]);
     });
@@ -518,6 +527,86 @@ private:
              [&](KernelEmitter &ie) { evenPhases(ie, empty, uses); });
   }
 
+  /// `role(e)` for the consumer warpgroups (`consumer`) or the producer
+  /// warpgroup, with tile tma=3 between two setmaxnregs (else just
+  /// role(e)): the consumers take registers->consumer and the producer
+  /// keeps registers->producer, then each returns to the launch's count.
+  /// The consumers' increase waits for the producer's release. The
+  /// producer may give its registers back only once the consumers gave
+  /// theirs: otherwise, done first (an empty sweep, or copies that all fit
+  /// the ring), it would take back what it released before the consumers'
+  /// increase took it, and they would wait forever. So the consumers
+  /// arrive on the handback barrier (bar.arrive, no wait) after their
+  /// decrease and the producer waits on it (bar.sync) before its increase.
+  /// That wait is also the producer warpgroup's synchronization between
+  /// its two setmaxnregs, which the PTX ISA asks for; the consumers get
+  /// theirs from a barrier of their own. ptxas allocates each role's code
+  /// within its count (the roles are the two branches of one if/else).
+  SmallVector<Value> withRegisters(KernelEmitter &e, bool consumer,
+                                   const std::function<SmallVector<Value>(KernelEmitter &)> &role)
+      const {
+    if (!registers.launch)
+      return role(e);
+    auto set = [&](int64_t from, int64_t to) {
+      NVVM::SetMaxRegisterOp::create(e.builder(), e.location(), int32_t(to),
+                                     to > from ? NVVM::SetMaxRegisterAction::increase
+                                               : NVVM::SetMaxRegisterAction::decrease);
+    };
+    const int64_t count = consumer ? registers.consumer : registers.producer;
+    const int64_t blockThreads = consumers() * kWarpgroup + kWarpgroup;
+    set(registers.launch, count);
+    SmallVector<Value> results = role(e);
+    if (consumer) {
+      ringBarrier(e, /*consumersAlone=*/true);
+      set(count, registers.launch);
+      NVVM::BarrierArriveOp::create(e.builder(), e.location(), e.i32(kHandbackBarrier),
+                                    e.i32(int32_t(blockThreads)));
+    } else {
+      NVVM::BarrierOp::create(e.builder(), e.location(), Type(), e.i32(kHandbackBarrier),
+                              e.i32(int32_t(blockThreads)), NVVM::BarrierReductionAttr(),
+                              Value());
+      set(count, registers.launch);
+    }
+    return results;
+  }
+
+  /// sweep() through the cp.async ring with tile tma=3: the consumers
+  /// copy and multiply tile by tile on their own named barrier, with the
+  /// registers the producer warpgroup lends them while it idles (at the
+  /// launch's 168 their accumulators and the copies' addresses spill).
+  SmallVector<Value> consumersSweep(KernelEmitter &e, const MatrixOperand &a,
+                                    const MatrixOperand &b, const TileSweep &tiles, Value kBegin,
+                                    Value kEnd, ValueRange init, const Staged &sa,
+                                    const Staged &sb, const TileEpilogue &epilogue) const {
+    Lanes l = lanes(e);
+    return e.ifElseValues(
+        isConsumer(e, l),
+        [&](KernelEmitter &ce) {
+          return withRegisters(
+              ce, /*consumer=*/true,
+              [&](KernelEmitter &re) {
+                return re.forLoop(tiles.begin, tiles.end, tiles.step, init,
+                                  [&](KernelEmitter &le, Value iv, ValueRange state) {
+                                    KernelEmitter te = tiles.pinned(le);
+                                    const BlockTile tile = tiles.tileAt(te, iv);
+                                    Fragment f = layout(te, tile);
+                                    // The previous tile's last products may
+                                    // still read the ring.
+                                    ringBarrier(te, /*consumersAlone=*/true);
+                                    Value acc = initialAccumulator(te, {}, f);
+                                    acc = copiedProduct(te, a, b, tile, kBegin, kEnd, acc, sa, sb,
+                                                        lanes(te), /*consumersAlone=*/true);
+                                    fillFragment(te, f, acc);
+                                    return epilogue(te, tile, f, state);
+                                  });
+              });
+        },
+        [&](KernelEmitter &pe) {
+          return withRegisters(pe, /*consumer=*/false,
+                               [&](KernelEmitter &) { return SmallVector<Value>(init); });
+        });
+  }
+
   /// sweep() with tile tma=2 and ready maps: one ring sequence through
   /// every tile of the sweep. Copy g (k tile g mod numK of tile g / numK)
   /// takes stage g mod stages at use g / stages, so the producer warp runs
@@ -543,8 +632,9 @@ private:
     SmallVector<Value> state = e.ifElseValues(
         isConsumer(e, l),
         [&](KernelEmitter &ce) {
-          return ce.forLoop(
-              ce.index(0), count, ce.index(1), init,
+          return withRegisters(ce, /*consumer=*/true, [&](KernelEmitter &re) {
+          return re.forLoop(
+              re.index(0), count, re.index(1), init,
               [&](KernelEmitter &oe, Value t, ValueRange carried) {
                 KernelEmitter te = tiles.pinned(oe);
                 const Lanes tl = lanes(te);
@@ -559,11 +649,13 @@ private:
                 fillFragment(te, f, acc);
                 return epilogue(te, tile, f, carried);
               });
+          });
         },
         [&](KernelEmitter &pe) {
+          return withRegisters(pe, /*consumer=*/false, [&](KernelEmitter &re) {
           Value producerLeader =
-              pe.cmpI(arith::CmpIPredicate::eq, l.tid, pe.index(consumers() * kWarpgroup));
-          pe.ifThen(producerLeader, [&](KernelEmitter &ie) {
+              re.cmpI(arith::CmpIPredicate::eq, l.tid, re.index(consumers() * kWarpgroup));
+          re.ifThen(producerLeader, [&](KernelEmitter &ie) {
             ie.forLoop(ie.index(0), total, ie.index(1), {},
                        [&](KernelEmitter &le, Value slot, ValueRange) {
               Value t = le.divUI(slot, numK);
@@ -578,6 +670,7 @@ private:
             });
           });
           return SmallVector<Value>(init);
+          });
         });
     evenBothRings(e, l, full, empty, total, warpgroupLeader);
     return state;
@@ -689,12 +782,23 @@ private:
   }
 
   /// `product(e)` in the consumer warpgroups; `acc` unchanged in the
-  /// producer warp (tile tma=2), which issues no wgmma.
-  Value consumersOnly(KernelEmitter &e, const Lanes &l, Value acc,
+  /// producer warp (tile tma=2), which issues no wgmma. `consumersAlone`:
+  /// only the consumers run here already.
+  Value consumersOnly(KernelEmitter &e, const Lanes &l, Value acc, bool consumersAlone,
                       const std::function<Value(KernelEmitter &)> &product) const {
-    if (!ws)
+    if (!ws || consumersAlone)
       return product(e);
     return e.ifElse(isConsumer(e, l), product, [&](KernelEmitter &) { return acc; });
+  }
+
+  /// The barrier of a cp.async ring's users: the block's, or with
+  /// `consumersAlone` the consumer warpgroups' named barrier.
+  void ringBarrier(KernelEmitter &e, bool consumersAlone) const {
+    if (!consumersAlone)
+      return gpuBarrier(e);
+    NVVM::BarrierOp::create(e.builder(), e.location(), Type(), e.i32(kConsumerBarrier),
+                            e.i32(int32_t(consumers() * kWarpgroup)),
+                            NVVM::BarrierReductionAttr(), Value());
   }
 
   /// Warpgroups that multiply: all of them; with tile tma=2 a producer
@@ -965,6 +1069,8 @@ private:
 
   int64_t bm, bn, bk, stages, threads;
   bool tma, ws;
+  /// tma=3: what the warpgroups hold, keep and take (all 0 otherwise).
+  TileConfig::WarpgroupRegisters registers;
 };
 } // namespace
 

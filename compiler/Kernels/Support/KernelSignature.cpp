@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "dialects/Loss/LoweringConfig.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
@@ -81,6 +82,8 @@ KernelArgs GpuKernelSink::begin(const KernelSignature &signature, const LaunchSh
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   const int64_t threads = launch.threads ? launch.threads : blockThreads;
   fn.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
+  if (launch.maxRegisters)
+    fn->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(static_cast<int32_t>(launch.maxRegisters)));
   b.setInsertionPointToStart(&fn.getBody().front());
   // Tensor maps: 64-byte aligned pointers, counted for
   // loss-tensor-map-grid-constant.

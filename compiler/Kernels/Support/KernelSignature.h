@@ -101,6 +101,10 @@ struct LaunchShape {
   /// GPU only: threads per block, 0 for the sink's (a tile product's
   /// strategy may want more: TileConfig::productThreads).
   int64_t threads = 0;
+  /// GPU only: the registers per thread the kernel starts with
+  /// (nvvm.maxnreg), 0 for what ptxas picks. A kernel whose warpgroups
+  /// trade registers (setmaxnreg) needs it: the trades count from it.
+  int64_t maxRegisters = 0;
   /// Per dynamicWorkgroup buffer: its byte alignment when it needs more
   /// than kDynamicSharedAlign (0 or missing: that). A kernel with any such
   /// buffer carries loss.dynamic_shared_align, and its base is that aligned.

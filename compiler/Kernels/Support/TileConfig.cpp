@@ -5,6 +5,8 @@
 
 #include "llvm/ADT/StringExtras.h"
 
+#include <algorithm>
+
 using namespace lossjit;
 
 std::string TileConfig::str() const {
@@ -59,6 +61,20 @@ TileConfig TileConfig::defaultFor(llvm::StringRef chip, mlir::Type storage,
   // wgmma exists in sm_90a modules only (they load on compute capability 9.0
   // alone); sm_90 PTX must also run on later chips, so it keeps mma.sync.
   return forMatmul(chip == "sm_90a" ? loss::MatmulKind::wgmma : loss::MatmulKind::mma_sync);
+}
+
+TileConfig::WarpgroupRegisters TileConfig::warpgroupRegisters() const {
+  if (tma != 3)
+    return {};
+  // setmaxnreg counts are multiples of 8 in [24, 256]; 40 is what a thread
+  // that only issues TMA copies needs (CUTLASS's producers keep 40 too).
+  constexpr int64_t kRegisterFile = 65536, kStep = 8, kProducer = 40, kMost = 256;
+  WarpgroupRegisters r;
+  r.launch = kRegisterFile / productThreads() / kStep * kStep;
+  r.producer = kProducer;
+  const int64_t consumers = threads / 128;
+  r.consumer = std::min(kMost, r.launch + (r.launch - r.producer) / consumers / kStep * kStep);
+  return r;
 }
 
 TileConfig TileConfig::with(const Knobs &knobs) const {

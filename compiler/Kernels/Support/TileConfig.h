@@ -41,7 +41,9 @@ struct TileConfig {
   /// wgmma: 1 to load the logit products' operands by TMA into swizzled
   /// stages on an mbarrier ring (Wgmma.cpp) — with blockK 64 the gradient
   /// products' too — 0 for the cp.async ring; 2 for TMA issued by a
-  /// producer warp of its own (warp specialization: productThreads()).
+  /// producer warp of its own (warp specialization: productThreads()); 3
+  /// by a producer warpgroup that lends its registers to the consumers
+  /// while they sweep tiles (setmaxnreg: warpgroupRegisters()).
   int64_t tma = 0;
   /// Tensor cores: 0, or the most blocks the gradient-side product kernels
   /// launch, each sweeping several tiles (GpuSchedule::forEachTile).
@@ -92,9 +94,23 @@ struct TileConfig {
     return t;
   }
 
+  /// Threads of a warp-specialized product's producer: a warp with tma=2,
+  /// a warpgroup with tma=3, none otherwise.
+  int64_t producerThreads() const { return tma == 2 ? 32 : tma == 3 ? 128 : 0; }
   /// Threads per block of the kernels that form tile products with this
-  /// tile: `threads`, plus the producer warp with tma=2.
-  int64_t productThreads() const { return threads + (tma == 2 ? 32 : 0); }
+  /// tile: `threads`, plus the producer's.
+  int64_t productThreads() const { return threads + producerThreads(); }
+  /// Registers per thread of a product kernel whose warpgroups trade them
+  /// (tma=3; all 0 otherwise): `launch`, what each starts with (the
+  /// kernel's nvvm.maxnreg: the 64 Ki register file over productThreads(),
+  /// in steps of 8, so the launch takes the whole file); `producer`, what
+  /// the producer keeps while it copies; `consumer`, what each consumer
+  /// warpgroup takes while it multiplies (the producer's release, shared).
+  /// 384 threads: 168, 40 and 232.
+  struct WarpgroupRegisters {
+    int64_t launch = 0, producer = 0, consumer = 0;
+  };
+  WarpgroupRegisters warpgroupRegisters() const;
   /// Columns of C one block tile covers: BN, or one per thread (simt).
   int64_t tileCols() const { return blockCols ? blockCols : threads; }
   /// The tile of the gradient products dZ·W and dZᵀ·X: this one, with

@@ -617,8 +617,12 @@ TEST(WgmmaKernels, TmaAndCpAsyncGiveTheSameBits) {
     c.reduction = "none";
     c.chip = "sm_90a";
     c.tile = tile;
-    // tma=2: the same products from a producer warp's copies.
-    for (const char *mode : {" tma=1", " tma=2"}) {
+    // tma=2 and 3: the same products from a producer warp's copies, or a
+    // producer warpgroup's (two consumer warpgroups only).
+    const bool twoConsumers = !llvm::StringRef(tile).contains("block-rows=64");
+    for (const char *mode : {" tma=1", " tma=2", " tma=3"}) {
+      if (llvm::StringRef(mode) == " tma=3" && !twoConsumers)
+        continue;
       Case t = c;
       t.tile = std::string(tile) + mode;
       SCOPED_TRACE(t.tile);
@@ -671,6 +675,63 @@ TEST(WgmmaKernels, WarpSpecializedProducerAndConsumers) {
   // Maps the runtime cannot encode (74-byte rows): the cp.async ring, with
   // the producer warp idle but for the barriers.
   checkWgmma({5, 77, 37}, "matmul=wgmma block-k=64 stages=3 tma=2");
+}
+
+// tma=3: a producer warpgroup copies while two consumer warpgroups
+// multiply, and lends them its registers around the sweep (setmaxnreg 40
+// and 232 from the launch's 168, back to 168 after): the interpreter's
+// register pool makes the consumers' increase wait for the producer's
+// release and the producer's return wait for theirs.
+TEST(WgmmaKernels, ProducerWarpgroupLendsItsRegisters) {
+  checkWgmma({9, 150, 200}, "matmul=wgmma block-k=64 stages=3 tma=3");
+  // One split: a sweep of three column tiles per block, one ring sequence.
+  checkWgmma({9, 150, 200}, "matmul=wgmma block-k=64 stages=3 splits=1 tma=3");
+  // A split without a column tile (V = 20, eight splits).
+  checkWgmma({9, 20, 64}, "matmul=wgmma block-k=64 stages=3 splits=8 tma=3");
+  // 128-column tiles with a bias, the last partial, 2 stages.
+  Case wide{9, 300, 136};
+  wide.dtype = "bf16";
+  wide.bias = true;
+  checkWgmma(wide, "matmul=wgmma block-cols=128 block-k=64 stages=2 splits=1 tma=3");
+  // Maps the runtime cannot encode (74-byte rows): the consumers alone run
+  // the cp.async ring on their named barrier, the producer idle.
+  checkWgmma({5, 77, 37}, "matmul=wgmma block-k=64 stages=3 tma=3");
+  Case odd{70, 200, 72};
+  odd.dtype = "bf16";
+  odd.bias = true;
+  odd.reduction = "sum";
+  checkWgmma(odd, "matmul=wgmma block-k=32 stages=4 splits=2 tma=3");
+}
+
+TEST(WgmmaKernels, ProducerWarpgroupKernelsTradeRegisters) {
+  Case c{9, 150, 200};
+  c.tile = "matmul=wgmma block-k=64 stages=3 tma=3";
+  c.chip = "sm_90a";
+  auto module = lower(c);
+  ASSERT_TRUE(module);
+  const LaunchPlan plan = planOf(*module);
+  for (const PlanKernel &k : plan.kernels) {
+    // lce_partial has the producer warpgroup; the row kernels keep the
+    // consumers' threads.
+    const int64_t expected = k.name == "lce_partial" ? 384 : 256;
+    EXPECT_EQ(k.block[0], expected) << k.name;
+  }
+  std::map<std::string, int> ops;
+  int maxnreg = 0;
+  module->walk([&](mlir::Operation *op) {
+    ++ops[op->getName().getStringRef().str()];
+    if (auto limit = op->getAttrOfType<mlir::IntegerAttr>("nvvm.maxnreg"))
+      maxnreg = int(limit.getInt());
+  });
+  // 384 threads launch with 168 registers each (the whole file): the
+  // trades count from the cap the kernel states.
+  EXPECT_EQ(maxnreg, 168);
+  // Two roles, each taking and giving back, on the TMA ring and on the
+  // cp.async fallback; a named barrier in each role before its return, and
+  // the fallback's ring barriers among the consumers.
+  EXPECT_EQ(ops["nvvm.setmaxregister"], 8);
+  EXPECT_GE(ops["nvvm.barrier"], 5);
+  EXPECT_EQ(ops["nvgpu.mbarrier.create"], 2);
 }
 
 TEST(WgmmaKernels, WarpSpecializedKernelsHaveAProducerWarp) {

@@ -11,7 +11,9 @@ using namespace lossjit;
 
 void GpuSchedule::stageOperands(LaunchShape &launch, const TileMatmul *product) const {
   MLIRContext *context = sink.builder().getContext();
-  launch.threads = (product ? gradTile() : tile).productThreads();
+  const TileConfig &staging = product ? gradTile() : tile;
+  launch.threads = staging.productThreads();
+  launch.maxRegisters = staging.warpgroupRegisters().launch;
   auto space = gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
   for (const ScratchBuffer &buffer : (product ? *product : matmul).scratch(storage())) {
     if (buffer.rowElements)
@@ -51,18 +53,29 @@ void GpuSchedule::forEachTile(KernelEmitter &e, const TileConfig &product, const
                               const MatrixOperand &a, const MatrixOperand &b, Value rowBlocks,
                               Value colBlocks, const TileOf &tileOf, Value kBegin, Value kEnd,
                               ArrayRef<Value> scratch, const TileBody &body, bool overlap) const {
-  if (!persistent(product)) {
+  // A block per tile: its own, as a sweep of one tile where the producer
+  // warpgroup lends its registers (tma=3) — the consumers take them only
+  // around a sweep's epilogues — else one product.
+  const bool lends = overlap && product.warpgroupRegisters().launch;
+  if (!persistent(product) && !lends) {
     const BlockTile t = tileOf(e, gpuBlockIdx(e, 0), gpuBlockIdx(e, 1));
     Fragment f = matmul.multiply(e, a, b, t, kBegin, kEnd, {}, scratch);
     body(e, t, f);
     return;
   }
-  const TileSweep tiles{gpuBlockIdx(e, 0), e.mul(rowBlocks, colBlocks), gpuGridDim(e, 0),
-                        [&](KernelEmitter &te, Value linear) {
-                          return tileOf(te, te.remUI(linear, rowBlocks),
-                                        te.divUI(linear, rowBlocks));
-                        },
-                        /*pinThread=*/true};
+  const TileSweep tiles =
+      persistent(product)
+          ? TileSweep{gpuBlockIdx(e, 0), e.mul(rowBlocks, colBlocks), gpuGridDim(e, 0),
+                      [&](KernelEmitter &te, Value linear) {
+                        return tileOf(te, te.remUI(linear, rowBlocks),
+                                      te.divUI(linear, rowBlocks));
+                      },
+                      /*pinThread=*/true}
+          : TileSweep{e.index(0), e.index(1), e.index(1),
+                      [&](KernelEmitter &te, Value) {
+                        return tileOf(te, gpuBlockIdx(te, 0), gpuBlockIdx(te, 1));
+                      },
+                      /*pinThread=*/true};
   matmul.sweep(
       e, a, b, tiles, kBegin, kEnd, {}, scratch,
       [&](KernelEmitter &te, const BlockTile &t, Fragment &f, ValueRange) {
