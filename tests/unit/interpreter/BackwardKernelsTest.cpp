@@ -373,25 +373,63 @@ TEST_F(SimtBackward, WgmmaTmaChunkedAndFused) {
 
 // tma=2: every tensor-core kernel of the backward (lce_bwd_dz, lce_fused_z,
 // dX, dW) gets a producer warp that copies the k tiles by TMA while
-// the consumers multiply; the bits are the cp.async kernels' (each wgmma
-// reads the same operands in the same order).
+// the consumers multiply; tma=3 a producer warpgroup that lends the two
+// consumer warpgroups its registers around the sweeps. The bits are the
+// cp.async kernels' (each wgmma reads the same operands in the same order).
 TEST_F(SimtBackward, WgmmaWarpSpecializedChunkedAndFused) {
   for (const char *tile :
        {"matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=3",
         "matmul=wgmma,block_cols=64,block_k=64,stages=3"}) {
-    SCOPED_TRACE(tile);
-    GradCase ws{40, 200, 136, "bf16", "mean", true, 0.2};
-    ws.tile = std::string(tile) + ",tma=2";
-    ws.workspaceBytes = 40 * 4 + 12 * 200 * 6; // C = 12 rows: four chunks
-    std::map<std::string, std::vector<char>> specialized, copied;
-    checkCase(ws, &specialized);
-    checkFused(ws);
-    GradCase ring = ws;
+    GradCase ring{40, 200, 136, "bf16", "mean", true, 0.2};
     ring.tile = tile;
+    ring.workspaceBytes = 40 * 4 + 12 * 200 * 6; // C = 12 rows: four chunks
+    std::map<std::string, std::vector<char>> copied;
     checkCase(ring, &copied);
-    for (const auto &[name, bytes] : copied)
-      EXPECT_TRUE(bytes == specialized[name]) << name << " differs from the cp.async kernels' bits";
+    const bool twoConsumers = !llvm::StringRef(tile).contains("block_rows=64");
+    for (const char *mode : {",tma=2", ",tma=3"}) {
+      if (llvm::StringRef(mode) == ",tma=3" && !twoConsumers)
+        continue;
+      GradCase ws = ring;
+      ws.tile = std::string(tile) + mode;
+      SCOPED_TRACE(ws.tile);
+      std::map<std::string, std::vector<char>> specialized;
+      checkCase(ws, &specialized);
+      checkFused(ws);
+      for (const auto &[name, bytes] : copied)
+        EXPECT_TRUE(bytes == specialized[name])
+            << name << " differs from the cp.async kernels' bits";
+    }
   }
+}
+
+// tma=3 with the gradient products in 128x256 tiles (wgmma m64n256, 128
+// accumulators per consumer thread: the registers the producer lends),
+// row and vocabulary chunks, persistent or not, and unaligned rows (D = 37:
+// the consumers alone on the cp.async ring): checked against fp64 and the
+// CPU backend by checkCase, and the same bits as the cp.async ring's.
+TEST_F(SimtBackward, ProducerWarpgroupWideGradientTiles) {
+  const std::string tile = "matmul=wgmma,block_cols=64,block_k=64,stages=3,grad_cols=256";
+  for (const char *strategy : {"chunked", "vocab_chunked"}) {
+    GradCase ring{40, 300, 136, "bf16", "mean", true, 0.2};
+    ring.strategy = strategy;
+    ring.tile = tile;
+    ring.workspaceBytes = ring.strategy == "chunked" ? 40 * 4 + 12 * 300 * 6
+                                                     : 2 * (40 * 4 + 64 * 40 * 2);
+    std::map<std::string, std::vector<char>> copied;
+    checkCase(ring, &copied);
+    for (const char *knobs : {",tma=3", ",tma=3,persistent=3"}) {
+      GradCase ws = ring;
+      ws.tile = tile + knobs;
+      SCOPED_TRACE(std::string(strategy) + " " + ws.tile);
+      std::map<std::string, std::vector<char>> lent;
+      checkCase(ws, &lent);
+      for (const auto &[name, bytes] : copied)
+        EXPECT_TRUE(bytes == lent[name]) << name << " differs from the cp.async kernels' bits";
+    }
+  }
+  GradCase odd{33, 150, 37, "f16", "sum", true, 0.1};
+  odd.tile = tile + ",tma=3";
+  checkCase(odd);
 }
 
 // tile persistent=P: the product kernels (lce_bwd_dz, lce_fused_z, dX, dW)
@@ -405,6 +443,7 @@ TEST_F(SimtBackward, PersistentProductKernelsGiveTheSameBits) {
   for (const std::string &tile :
        {std::string("matmul=mma_sync"), narrow, narrow + ",tma=1", narrow + ",tma=2",
         std::string("matmul=wgmma,block_cols=64,block_k=64,stages=2,tma=2"),
+        std::string("matmul=wgmma,block_cols=64,block_k=64,stages=2,tma=3"),
         std::string("matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2")}) {
     SCOPED_TRACE(tile);
     GradCase one{40, 200, 136, "bf16", "mean", true, 0.2};

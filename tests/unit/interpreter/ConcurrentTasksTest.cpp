@@ -331,4 +331,105 @@ TEST(ConcurrentTasks, AnIncreaseWaitsForTheRegistersAnotherWarpgroupReleases) {
       << error;
 }
 
+/// Wgmma's tma=3 roles (Wgmma::withRegisters) by hand: the producer
+/// warpgroup (threads 0-127) lends 88 registers per thread to the consumer
+/// warpgroup and takes them back at the end. `handback`: the producer waits
+/// on named barrier 2 (bar.sync, 256 threads) for the consumers' arrival
+/// (bar.arrive) after their decrease; without it the producer is done
+/// first and takes back what it released before the consumers took it.
+/// `arriveCount`: the consumers' thread count on barrier 2.
+std::string handbackKernel(bool handback, int64_t arriveCount = 256) {
+  return std::string(R"(
+gpu.func @k(%out: memref<?xf32>) kernel attributes {nvvm.maxnreg = 128 : i32} {
+  %c128 = arith.constant 128 : index
+  %one = arith.constant 1.0 : f32
+  %two = arith.constant 2.0 : f32
+  %id1 = arith.constant 1 : i32
+  %id2 = arith.constant 2 : i32
+  %n128 = arith.constant 128 : i32
+  %n256 = arith.constant 256 : i32
+  %arrivals = arith.constant )") +
+         std::to_string(arriveCount) + R"( : i32
+  %t = gpu.thread_id x
+  %consumer = arith.cmpi uge, %t, %c128 : index
+  scf.if %consumer {
+    nvvm.setmaxregister increase 216
+    memref.store %one, %out[%t] : memref<?xf32>
+    nvvm.barrier id = %id1 number_of_threads = %n128
+    nvvm.setmaxregister decrease 128
+    nvvm.barrier.arrive id = %id2 number_of_threads = %arrivals
+  } else {
+    nvvm.setmaxregister decrease 40
+    memref.store %two, %out[%t] : memref<?xf32>
+)" + (handback ? "    nvvm.barrier id = %id2 number_of_threads = %n256\n" : "") +
+         R"(    nvvm.setmaxregister increase 128
+  }
+  gpu.return
+})";
+}
+
+std::string runHandback(bool handback, int64_t arriveCount = 256) {
+  std::vector<float> out(256, 0.0f);
+  SimtBuffer buf("out", ElementType::F32, out.data(), 256);
+  std::string error = runKernel(handbackKernel(handback, arriveCount), {1, 1, 1}, {256, 1, 1},
+                                {SimtArg::buffer(buf)});
+  if (error.empty())
+    for (int t = 0; t < 256; ++t)
+      EXPECT_EQ(out[size_t(t)], t < 128 ? 2.0f : 1.0f) << "thread " << t;
+  return error;
+}
+
+TEST(ConcurrentTasks, TheProducerTakesItsRegistersBackAfterTheConsumersGaveThem) {
+  EXPECT_EQ(runHandback(true), "");
+  // The producer ran first to its end: the consumers' increase finds the
+  // pool empty and waits forever (a deadlock on the GPU too).
+  std::string error = runHandback(false);
+  EXPECT_NE(error.find("deadlock"), std::string::npos) << error;
+  EXPECT_NE(error.find("warpgroup 1 waits in setmaxregister increase"), std::string::npos)
+      << error;
+  // A bar.arrive that counts other threads than the waiting bar.sync.
+  error = runHandback(true, 224);
+  EXPECT_NE(error.find("nvvm.barrier.arrive 2 for 224 threads while its phase counts 256"),
+            std::string::npos)
+      << error;
+}
+
+TEST(ConcurrentTasks, NamedBarriersCheckTheirThreads) {
+  auto run = [](const std::string &body) {
+    std::vector<float> out(256, 0.0f);
+    SimtBuffer buf("out", ElementType::F32, out.data(), 256);
+    return runKernel(R"(
+gpu.func @k(%out: memref<?xf32>) kernel {
+  %c64 = arith.constant 64 : index
+  %id0 = arith.constant 0 : i32
+  %id3 = arith.constant 3 : i32
+  %n64 = arith.constant 64 : i32
+  %n96 = arith.constant 96 : i32
+  %n128 = arith.constant 128 : i32
+  %t = gpu.thread_id x
+  %low = arith.cmpi ult, %t, %c64 : index
+)" + body + R"(
+  gpu.return
+})",
+                     {1, 1, 1}, {128, 1, 1}, {SimtArg::buffer(buf)});
+  };
+  // All 128 threads on barrier 3: fine; half of them with a count of 64.
+  EXPECT_EQ(run("  nvvm.barrier id = %id3 number_of_threads = %n128\n"), "");
+  EXPECT_EQ(run("  scf.if %low {\n    nvvm.barrier id = %id3 number_of_threads = %n64\n  }\n"),
+            "");
+  std::string error = run("  nvvm.barrier id = %id0 number_of_threads = %n128\n");
+  EXPECT_NE(error.find("nvvm.barrier id must be in [1, 15]"), std::string::npos) << error;
+  error = run("  nvvm.barrier id = %id3 number_of_threads = %n96\n");
+  EXPECT_NE(error.find("nvvm.barrier 3: 128 threads arrive in a phase of 96"), std::string::npos)
+      << error;
+  // Arrivals that never complete a phase, and a wait nobody completes.
+  error = run("  scf.if %low {\n    nvvm.barrier.arrive id = %id3 number_of_threads = %n128\n  }\n");
+  EXPECT_NE(error.find("named barrier 3: 64 of its 128 threads arrived and the block ended"),
+            std::string::npos)
+      << error;
+  error = run("  scf.if %low {\n    nvvm.barrier id = %id3 number_of_threads = %n128\n  }\n");
+  EXPECT_NE(error.find("waits in nvvm.barrier 3 for 128 threads; 64 arrived"), std::string::npos)
+      << error;
+}
+
 } // namespace
