@@ -67,6 +67,13 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
     if (threads != 2 * blockRows)
       return "matmul wgmma: threads must be 128 per 64 rows (one warpgroup each), " +
              text(2 * blockRows) + " for block_rows " + text(blockRows) + ", got " + text(threads);
+    // The producer warpgroup's registers go to two consumer warpgroups
+    // (at 384 threads 168 each; 40 for it, 232 for them): one consumer
+    // warpgroup alone has 255 already.
+    if (tma == 3 && blockRows != 128)
+      return "matmul wgmma: tma 3 (a producer warpgroup lending its registers) needs block_rows "
+             "128 (two consumer warpgroups), got " +
+             text(blockRows);
     if (blockCols < 16 || blockCols > 256 || blockCols % 16)
       return "matmul wgmma: block_cols must be a multiple of 16 in [16, 256] (wgmma's N), got " +
              text(blockCols);

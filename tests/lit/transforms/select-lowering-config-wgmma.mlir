@@ -31,7 +31,11 @@
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=TMAMMA
 // RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=3 tma=2" \
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=WS
-// RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma tma=3" 2>&1 \
+// RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=3 tma=3" \
+// RUN:   | FileCheck %t/forward.mlir --check-prefix=LEND
+// RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-rows=64 threads=128 block-k=64 tma=3" 2>&1 \
+// RUN:   | FileCheck %t/forward.mlir --check-prefix=LENDROWS
+// RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma tma=4" 2>&1 \
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=TMAFLAG
 // RUN: not lossjit-opt %t/recompute.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma" 2>&1 \
 // RUN:   | FileCheck %t/recompute.mlir
@@ -50,7 +54,10 @@
 // TMAMMA: error: loss-select-lowering-config: tile tma is for matmul wgmma (TMA tiles in the swizzled layouts wgmma reads), got matmul mma_sync
 // WS-LABEL:      func.func @forward
 // WS:              #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 3, block_cols = 64, block_k = 64, grad_cols = 128, tma = 2>
-// TMAFLAG: error: loss-select-lowering-config: tile tma must be 0 (cp.async), 1 (TMA) or 2 (TMA from a producer warp), got 3
+// LEND-LABEL:    func.func @forward
+// LEND:            #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 3, block_cols = 64, block_k = 64, grad_cols = 128, tma = 3>
+// LENDROWS: error: loss-select-lowering-config: matmul wgmma: tma 3 (a producer warpgroup lending its registers) needs block_rows 128 (two consumer warpgroups), got 64
+// TMAFLAG: error: loss-select-lowering-config: tile tma must be 0 (cp.async), 1 (TMA), 2 (TMA from a producer warp) or 3 (TMA from a producer warpgroup that lends its registers), got 4
 func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>

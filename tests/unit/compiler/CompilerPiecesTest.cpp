@@ -169,10 +169,23 @@ TEST(TileConfig, WgmmaTiles) {
   expectError("grad_cols=64", "tile grad_cols is for matmul wgmma (its threads do not depend on "
                               "the columns), got matmul simt");
   // tma: wgmma's swizzled stages only, a flag.
-  expectError("matmul=wgmma,tma=3", "tile tma must be 0 (cp.async), 1 (TMA) or 2 (TMA from a "
-                                    "producer warp), got 3");
+  expectError("matmul=wgmma,tma=4", "tile tma must be 0 (cp.async), 1 (TMA), 2 (TMA from a "
+                                    "producer warp) or 3 (TMA from a producer warpgroup that "
+                                    "lends its registers), got 4");
+  expectError("matmul=wgmma,block_rows=64,threads=128,tma=3",
+              "matmul wgmma: tma 3 (a producer warpgroup lending its registers) needs block_rows "
+              "128 (two consumer warpgroups), got 64");
   expectError("matmul=mma_sync,tma=1", "tile tma is for matmul wgmma (TMA tiles in the swizzled "
                                        "layouts wgmma reads), got matmul mma_sync");
+  // tma=3: 384 threads launch with 168 registers; the producer keeps 40,
+  // each consumer warpgroup takes 232 (168 + (168 - 40) / 2).
+  auto lend = TileConfig::parse("matmul=wgmma,block_k=64,stages=3,tma=3");
+  ASSERT_TRUE(static_cast<bool>(lend)) << llvm::toString(lend.takeError());
+  EXPECT_EQ(lend->productThreads(), 384);
+  EXPECT_EQ(lend->warpgroupRegisters().launch, 168);
+  EXPECT_EQ(lend->warpgroupRegisters().producer, 40);
+  EXPECT_EQ(lend->warpgroupRegisters().consumer, 232);
+  EXPECT_EQ(TileConfig::parse("matmul=wgmma,block_k=64,tma=2")->warpgroupRegisters().launch, 0);
   auto tma = TileConfig::parse("matmul=wgmma,block_k=64,stages=3,tma=1");
   ASSERT_TRUE(static_cast<bool>(tma)) << llvm::toString(tma.takeError());
   EXPECT_EQ(tma->tma, 1);
