@@ -87,12 +87,17 @@ AOT_VARIANTS=(
 # multiples of 8, the cp.async fallbacks elsewhere); the benchmark times
 # them next to the default tile (impls lossjit-tma, lossjit-ws,
 # lossjit-persist), and auto's tile with the backward in vocabulary chunks
-# (impl lossjit-vocab: no f32 V x D dW accumulator).
+# (impl lossjit-vocab: no f32 V x D dW accumulator), and those chunks with
+# 128x256 gradient tiles: from a producer warpgroup that lends the consumers
+# its registers (tma=3, impl lossjit-lend), and by TMA alone (tma=1, whose
+# 256 threads have 255 registers; impl lossjit-wide).
 HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-tma|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1"
   "bf16-mean-sm90a-ws|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2"
   "bf16-mean-sm90a-persist|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,persistent=132"
   "bf16-mean-sm90a-vocab|--dtype bf16 --reduction mean --strategy vocab_chunked"
+  "bf16-mean-sm90a-lend|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,grad_cols=256,tma=3"
+  "bf16-mean-sm90a-wide|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,grad_cols=256,tma=1"
 )
 
 # Test-only bundles (.bundle/test-kernels/<name>/) for tests/gpu/
@@ -132,15 +137,16 @@ WGMMA_TILES=(
 
 # Hopper-tile gradient check bundles (.bundle/test-kernels/hopper-<dtype>-
 # <reduction>-<bias>-<tile>/), sm_90a alone: the chunked backward within 1 MiB
-# (and the fused op for mean) on one wgmma tile five ways — the cp.async ring
-# the others must equal bit for bit, TMA, warp specialization, and persistent
-# grids of 3 blocks on both rings. CompilerKernelGpuTest's
+# (and the fused op for mean) on one wgmma tile seven ways — the cp.async ring
+# the others must equal bit for bit, TMA, warp specialization (a producer
+# warp, or a producer warpgroup that lends its registers), and persistent
+# grids of 3 blocks. CompilerKernelGpuTest's
 # HopperTilesBackwardMatchFp64AndTheCpAsyncBits runs them at V = 1000,
 # D = 200 (multiples of 8: the TMA paths) on compute capability 9.0.
 HOPPER_TEST_WORKSPACE_BYTES=1048576
 HOPPER_TEST_TILE="matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=256,stages=2,grad_cols=128"
 HOPPER_TEST_TILES=("cpasync|" "tma|,tma=1" "spec|,tma=2" "persist|,persistent=3"
-  "specpersist|,tma=2,persistent=3")
+  "specpersist|,tma=2,persistent=3" "lend|,tma=3" "lendpersist|,tma=3,persistent=3")
 HOPPER_TEST_VARIANTS=("bf16 mean 1" "f16 none 0")
 
 # The graph (MLIR, the loss dialect) of one test variant: @lce (forward) and

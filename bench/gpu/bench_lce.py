@@ -39,6 +39,10 @@ Implementations, measured in this order for each shape, smaller N first
              auto's Hopper tile with the backward in vocabulary chunks (AOT
              variant bf16-mean-sm90a-vocab): what the package runs on CUDA
              for N <= V, no f32 V x D dW accumulator
+  lossjit-lend, lossjit-wide
+             the vocabulary chunks with 128x256 gradient tiles (AOT variants
+             bf16-mean-sm90a-{lend,wide}): a producer warpgroup lending the
+             consumers its registers (tma=3), or TMA alone (tma=1)
   compile    torch.compile of eager (compiles per shape: first-call column)
 
 The run stops starting measurements when --budget runs low and marks the rest
@@ -325,7 +329,7 @@ def make_impl(name, args, dtype_name, shape):
 
 # Benchmark impls of lossjit's opt-in Hopper tiles: impl -> AOT tile suffix.
 HOPPER_TILES = {"lossjit-tma": "tma", "lossjit-ws": "ws", "lossjit-persist": "persist",
-                "lossjit-vocab": "vocab"}
+                "lossjit-vocab": "vocab", "lossjit-lend": "lend", "lossjit-wide": "wide"}
 
 
 def _version(module):
@@ -460,7 +464,8 @@ def main():
     # The peers before lossjit's explicit Hopper tiles: a tile that hangs or
     # fails on new hardware then costs no comparison with what users run.
     ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,lossjit-vocab,"
-                    "lossjit-persist,lossjit-tma,lossjit-ws,compile")
+                    "lossjit-lend,lossjit-wide,lossjit-persist,lossjit-tma,lossjit-ws,"
+                    "compile")
     ap.add_argument("--aot-dir", default=os.path.join(os.path.dirname(__file__), "../../.bundle/aot"))
     ap.add_argument("--seconds", type=float, default=3.0, help="timing per measurement")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])

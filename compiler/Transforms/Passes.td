@@ -91,7 +91,8 @@ def LossSelectLoweringConfig : Pass<"loss-select-lowering-config", "::mlir::Modu
     Option<"tma", "tma", "int64_t", "-1",
            "1: the logit products (and with block-k 64 the gradient products) load their "
            "operands by TMA into swizzled stages (gpu, wgmma); 2: the same copies issued by "
-           "a producer warp while the consumer warpgroups multiply">,
+           "a producer warp while the consumer warpgroups multiply; 3: by a producer warpgroup "
+           "that lends the two consumer warpgroups its registers (setmaxnreg)">,
     Option<"persistent", "persistent", "int64_t", "-1",
            "the most blocks the gradient-side product kernels launch, each sweeping "
            "several tiles (gpu, tensor cores; 0: a block per tile)">,

@@ -80,7 +80,12 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     warpgroups' count and the other kernels' block) whose first thread
     issues the copies while the consumer warpgroups multiply, each stage
     released through a second mbarrier ring instead of a block barrier per
-    k step. `persistent = P` (tensor-core matmuls; 0: off) launches the
+    k step. `tma = 3` (block_rows 128) makes the producer a warpgroup
+    that lends its registers: the product kernels launch with 384 threads
+    and nvvm.maxnreg 168, and around each sweep of tiles the producer
+    keeps 40 (setmaxnreg.dec) while the two consumer warpgroups take 232
+    (setmaxnreg.inc) — room for 128x256 gradient tiles (grad_cols = 256).
+    `persistent = P` (tensor-core matmuls; 0: off) launches the
     gradient-side product kernels (lce_bwd_dz, lce_fused_z, and lce_bwd_dx
     and lce_bwd_dw where the gradients run on tensor cores) on at most P
     blocks, each taking tiles blockIdx.x,

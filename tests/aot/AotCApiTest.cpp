@@ -23,6 +23,7 @@
 #include "FakeCuda.h"
 #include "tools/lossjit-aot/AotModel.h"
 
+#include "aot_bf16_lend.h"
 #include "aot_bf16_mma_warp.h"
 #include "aot_bf16_spec.h"
 #include "aot_bf16_sum_bias.h"
@@ -144,6 +145,11 @@ CApi bf16Tma() {
 // The same with a producer warp (tile tma=2).
 CApi bf16Spec() {
   return LOSSJIT_BIND_CAPI(aot_bf16_spec, AOT_DIR_bf16_spec, LOSSJIT_WITH_BACKWARD);
+}
+
+// The same with a producer warpgroup that lends its registers (tma=3).
+CApi bf16Lend() {
+  return LOSSJIT_BIND_CAPI(aot_bf16_lend, AOT_DIR_bf16_lend, LOSSJIT_WITH_BACKWARD);
 }
 
 // The backward in vocabulary chunks, on a small workspace budget.
@@ -338,10 +344,13 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
   // V): dX and dW fall back there, while the logits kernel keeps its maps.
   // tma=2 (bf16Spec) adds the producer warp to the tensor-core kernels'
   // blocks: the C API launches them with the plan's 288 threads too, and
-  // its persistent backward products on the plan's min(tiles, 5) blocks.
-  for (const CApi &api : {bf16Tma(), bf16Spec()}) {
+  // its persistent backward products on the plan's min(tiles, 5) blocks;
+  // tma=3 (bf16Lend) a producer warpgroup: 384 threads.
+  for (const CApi &api : {bf16Tma(), bf16Spec(), bf16Lend()}) {
   SCOPED_TRACE(api.name);
-  const bool specialized = api.name.find("spec") != std::string::npos;
+  const bool lends = api.name.find("lend") != std::string::npos;
+  const bool specialized = lends || api.name.find("spec") != std::string::npos;
+  const unsigned productThreads = lends ? 384u : specialized ? 288u : 256u;
   fakecuda::reset();
   ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
   EXPECT_EQ(baseArch(api.handleArch()), "sm_90a");
@@ -398,8 +407,8 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
         };
         const bool tensorCores = l.kernel == "lce_partial" || l.kernel == "lce_bwd_dz" ||
                                  l.kernel == "lce_bwd_dx" || l.kernel == "lce_bwd_dw";
-        EXPECT_EQ(l.block[0], tensorCores && specialized ? 288u : 256u) << l.kernel;
-        // bf16Spec's backward products are persistent: at most 5 blocks,
+        EXPECT_EQ(l.block[0], tensorCores ? productThreads : 256u) << l.kernel;
+        // bf16Spec's and bf16Lend's backward products are persistent: at most 5 blocks,
         // each sweeping several tiles.
         if (specialized && tensorCores && l.kernel != "lce_partial") {
           EXPECT_LE(l.grid[0], 5u) << l.kernel;

@@ -997,10 +997,11 @@ TEST_F(CompilerKernelTest, TensorCoreForwardMatchesFp64AndSimt) {
 namespace {
 
 /// gpu-check.sh's HOPPER_TEST_TILES: one wgmma tile (128 × 64, k 64, 2
-/// stages, 128 gradient columns) five ways, sm_90a alone, chunked within
+/// stages, 128 gradient columns) seven ways, sm_90a alone, chunked within
 /// kHopperWorkspaceBytes. (tma, persistent) of each; the first, the cp.async
 /// ring with a block per tile, is the reference the others must equal bit
-/// for bit: TMA moves the same bytes, the producer warp only reorders copies,
+/// for bit: TMA moves the same bytes, the producer warp (or warpgroup,
+/// tma=3, lending its registers) only reorders copies,
 /// and a persistent block runs a block-per-tile's tiles in the same order.
 struct HopperTile {
   int tma, persistent;
@@ -1010,7 +1011,9 @@ constexpr HopperTile kHopperTiles[] = {{0, 0, "cp.async"},
                                        {1, 0, "TMA"},
                                        {2, 0, "warp-specialized"},
                                        {0, 3, "persistent cp.async"},
-                                       {2, 3, "persistent warp-specialized"}};
+                                       {2, 3, "persistent warp-specialized"},
+                                       {3, 0, "producer warpgroup"},
+                                       {3, 3, "persistent producer warpgroup"}};
 constexpr int64_t kHopperWorkspaceBytes = int64_t(1) << 20;
 /// V and D multiples of 8 (16-byte rows: the TMA paths); V not a multiple
 /// of the 64- or 128-column tiles, D = 3 k tiles of 64 and a partial one.

@@ -202,7 +202,8 @@ std::unique_ptr<TileMatmul> createMmaSyncMatmul(const TileConfig &tile);
 /// MN-major, no swizzle), or with tile tma=1 and operands that carry tensor
 /// maps, copied by TMA into swizzled stages on an mbarrier ring (MN-major
 /// ones with block_k 64) — with tma=2 by a producer warp of its own, the
-/// consumers releasing stages on a second ring; f32 accumulators in
+/// consumers releasing stages on a second ring, with tma=3 by a producer
+/// warpgroup that lends the consumers its registers; f32 accumulators in
 /// registers.
 std::unique_ptr<TileMatmul> createWgmmaMatmul(const TileConfig &tile);
 

@@ -74,8 +74,8 @@
 // nvvm.maxnreg 224, assembles but fails every launch with
 // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, seen on an H200). More registers for
 // the consumers need a producer warpgroup that gives its own back
-// (setmaxnreg). The interpreter runs the two roles as tasks that
-// wait on each other (testing/simt/ExecTasks.cpp).
+// (setmaxnreg: tile tma=3, below). The interpreter runs the two roles as
+// tasks that wait on each other (testing/simt/ExecTasks.cpp).
 //
 // A sweep of tiles (sweep(): lce_partial's column tiles) with tma=2 and an
 // epilogue that synchronizes nothing is one ring sequence through all its
@@ -88,9 +88,17 @@
 // are such sweeps over the tiles blockIdx.x, + gridDim.x, … (but for a
 // teacher's dZ, whose second product per tile keeps it tile by tile).
 //
-// Not yet: clusters, 128×256 tiles (two consumer warpgroups of 64×256 need
-// a producer warpgroup that gives them its registers and skips the
-// epilogue); see issue 13.
+// A producer warpgroup that lends its registers (tile tma=3): 128·G + 128
+// threads launched with nvvm.maxnreg 168 (G = 2). Around a sweep with ready
+// maps (pipelinedSweep) or on the cp.async fallback (consumersSweep) the
+// roles are the two branches of one if/else, each between two setmaxnregs
+// (withRegisters): the producer keeps 40, the consumers take 232 and run
+// the epilogues in them — the registers of 128×256 gradient tiles. The
+// consumers give theirs back first and say so on a named barrier the
+// producer waits on before it takes its own back.
+//
+// Not yet: clusters, 128×256 logit tiles (their LSE epilogue spills); see
+// issue 13.
 //
 //===----------------------------------------------------------------------===//
 
