@@ -232,5 +232,6 @@ bool Executor::execBarrier(const Instr &in, const uint32_t *act, uint32_t n) {
                               "control flow)",
                               n, numThreads));
   ++epoch;
+  std::fill(setRegistersUnsynced.begin(), setRegistersUnsynced.end(), 0);
   return true;
 }

@@ -198,6 +198,14 @@ bool Executor::execSetMaxRegister(const Instr &in, const uint32_t *act, uint32_t
   const uint32_t count = uint32_t(in.imm);
   int64_t needed = 0;
   for (uint32_t i = 0; i < n; i += 128) {
+    // PTX ISA: after a setmaxnreg, all warps of the warpgroup synchronize
+    // explicitly before the next one.
+    if (setRegistersUnsynced[act[i] / 128])
+      return fail(in, act[i],
+                  llvm::formatv("nvvm.setmaxregister: warpgroup {0} set its registers before "
+                                "and passed no barrier of all its threads since (the PTX ISA "
+                                "asks its warps to synchronize between two setmaxnregs)",
+                                act[i] / 128));
     const uint32_t held = warpgroupRegisters[act[i] / 128];
     // PTX ISA: an increase below, or a decrease above, the count the
     // warpgroup holds is undefined.
@@ -218,8 +226,10 @@ bool Executor::execSetMaxRegister(const Instr &in, const uint32_t *act, uint32_t
                       }))
     return false;
   freeRegisters -= needed;
-  for (uint32_t i = 0; i < n; i += 128)
+  for (uint32_t i = 0; i < n; i += 128) {
     warpgroupRegisters[act[i] / 128] = count;
+    setRegistersUnsynced[act[i] / 128] = 1;
+  }
   return true;
 }
 
@@ -251,6 +261,9 @@ bool Executor::execNamedBarrier(const Instr &in, const uint32_t *act, uint32_t n
                 llvm::formatv("{0} {1} for {2} threads while its phase counts {3} (PTX ISA: "
                               "undefined)",
                               what, id, count, bar.count));
+  // The hardware would carry the surplus into the next phase; the kernels
+  // never arrive with more threads than a phase counts, so more is an error
+  // here (stricter than the hardware).
   if (bar.arrived + n > count)
     return fail(in, act[0],
                 llvm::formatv("{0} {1}: {2} threads arrive in a phase of {3} ({4} already did)",
@@ -268,11 +281,16 @@ bool Executor::execNamedBarrier(const Instr &in, const uint32_t *act, uint32_t n
     }
   }
   bar.arrived += n;
+  if (!arriveOnly)
+    bar.waiting += n;
   const uint64_t phase = bar.completed;
   if (bar.arrived == count) {
+    // The waiters of this phase acquire what it released, however many
+    // phases complete before they wake.
+    if (bar.waiting)
+      bar.released[phase] = {std::move(bar.pendingClocks), bar.waiting};
     ++bar.completed;
-    bar.arrived = 0;
-    bar.completedClocks = std::move(bar.pendingClocks);
+    bar.arrived = bar.waiting = 0;
     bar.pendingClocks.clear();
   }
   if (arriveOnly)
@@ -286,12 +304,26 @@ bool Executor::execNamedBarrier(const Instr &in, const uint32_t *act, uint32_t n
                 .str();
           }))
     return false;
-  if (syncClocks() && !bar.completedClocks.empty())
+  auto it = bar.released.find(phase);
+  assert(it != bar.released.end() && "a completed phase with waiters keeps its clocks");
+  if (!it->second.first.empty())
     for (uint32_t i = 0; i < n; ++i) {
       uint32_t *own = clocks.data() + size_t(act[i]) * numThreads;
       for (uint32_t u = 0; u < numThreads; ++u)
-        own[u] = std::max(own[u], bar.completedClocks[u]);
+        own[u] = std::max(own[u], it->second.first[u]);
     }
+  it->second.second -= n;
+  if (!it->second.second)
+    bar.released.erase(it);
+  // A warpgroup all of whose threads passed the barrier synchronized.
+  for (uint32_t i = 0; i < n;) {
+    const uint32_t group = act[i] / 128;
+    uint32_t inGroup = 0;
+    while (i < n && act[i] / 128 == group)
+      ++inGroup, ++i;
+    if (inGroup == std::min<uint32_t>(128, numThreads - group * 128))
+      setRegistersUnsynced[group] = 0;
+  }
   return true;
 }
 

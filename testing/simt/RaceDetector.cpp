@@ -189,7 +189,8 @@ void Executor::landAsyncCopy(const PendingCopy &copy, uint32_t t) {
 void Executor::resetClocks() {
   clocks.clear();
   barrierClocks.clear();
-  if (prog.mbarrierGroups.empty() || !options.detectRaces)
+  // Named barriers order their threads only: clocks too.
+  if ((prog.mbarrierGroups.empty() && !prog.namedBarriers) || !options.detectRaces)
     return;
   clocks.assign(size_t(numThreads) * numThreads, 0);
   for (uint32_t t = 0; t < numThreads; ++t)

@@ -80,6 +80,7 @@ bool Executor::runBlock(uint64_t serial) {
   warpgroupRegisters.assign((numThreads + 127) / 128, prog.launchRegisters);
   freeRegisters = 0;
   namedBarriers.fill(NamedBarrierModel());
+  setRegistersUnsynced.assign((numThreads + 127) / 128, 0);
   for (uint32_t index : prog.privateAttributions) {
     Instr instr;
     instr.op = prog.func;

@@ -38,6 +38,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -343,13 +344,19 @@ private:
   /// released to the block's pool that no increase has taken yet.
   std::vector<uint32_t> warpgroupRegisters;
   int64_t freeRegisters = 0;
+  /// Per warpgroup: it executed a setmaxnreg and has not passed a barrier
+  /// of all its threads since (the PTX ISA asks for one before the next).
+  std::vector<uint8_t> setRegistersUnsynced;
   /// The block's named barriers 1 … 15 (bar.sync / bar.arrive with an id):
-  /// the phase's thread count and arrivals, the phases completed, and the
-  /// vector clocks released into the open phase and the last completed one.
+  /// the open phase's thread count, arrivals and waiting threads (bar.sync
+  /// arrivals), the phases completed, the vector clocks released into the
+  /// open phase, and per completed phase whose waiters have not all woken
+  /// its released clocks and the waiters left.
   struct NamedBarrierModel {
-    uint32_t count = 0, arrived = 0;
+    uint32_t count = 0, arrived = 0, waiting = 0;
     uint64_t completed = 0;
-    std::vector<uint32_t> pendingClocks, completedClocks;
+    std::vector<uint32_t> pendingClocks;
+    std::map<uint64_t, std::pair<std::vector<uint32_t>, uint32_t>> released;
   };
   std::array<NamedBarrierModel, 16> namedBarriers;
   /// The launch's tensor maps (SimtArg::tensorMap), by parameter slot value.

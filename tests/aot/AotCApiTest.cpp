@@ -347,85 +347,86 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
   // its persistent backward products on the plan's min(tiles, 5) blocks;
   // tma=3 (bf16Lend) a producer warpgroup: 384 threads.
   for (const CApi &api : {bf16Tma(), bf16Spec(), bf16Lend()}) {
-  SCOPED_TRACE(api.name);
-  const bool lends = api.name.find("lend") != std::string::npos;
-  const bool specialized = lends || api.name.find("spec") != std::string::npos;
-  const unsigned productThreads = lends ? 384u : specialized ? 288u : 256u;
-  fakecuda::reset();
-  ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
-  EXPECT_EQ(baseArch(api.handleArch()), "sm_90a");
-  for (const char *role : {"forward", "backward"}) {
-    auto bundle = runtime::readBundleDirectory(bundleDir(api.dir, role, "sm_90a"));
-    ASSERT_TRUE(bundle) << bundle.errorMessage();
-    const bool backward = std::string(role) == "backward";
-    // x, w; the backward's dX also dZ and Wᵀ, its dW dZᵀ and Xᵀ.
-    ASSERT_EQ(bundle->tensorMaps.size(), backward ? 6u : 2u) << role;
-    std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
-    for (const std::vector<int64_t> &dims :
-         std::vector<std::vector<int64_t>>{{130, 8191, 96}, {7, 1000, 64}, {9, 300, 100}}) {
-      SCOPED_TRACE(std::string(role) + " D=" + std::to_string(dims[2]));
-      const CUdeviceptr base = 0x5000000000ull;
-      size_t bytes = api.workspaceBytes(role, dims[0], dims[1], dims[2]);
-      fakecuda::state().launches.clear();
-      fakecuda::state().tensorMaps.clear();
-      ASSERT_EQ(api.run(role, testStream(), buffers, dims, base, bytes), 0) << api.lastError();
-      std::vector<fakecuda::Launch> mine = fakecuda::state().launches;
-      auto mineMaps = fakecuda::state().tensorMaps;
-      fakecuda::state().tensorMaps.clear();
-      runtime::Error error = runtime::Error::success();
-      std::vector<fakecuda::Launch> theirs = runtimeLaunches(*bundle, buffers, dims, base, &error);
-      ASSERT_FALSE(error) << error.message();
-      EXPECT_EQ(mine, theirs);
-      // The same maps encoded (the runtime's cache skips a repeated one:
-      // dX's Wᵀ boxes equal w's 64 x 64 ones here).
-      using Calls = std::set<std::array<uint64_t, 8>>;
-      EXPECT_EQ(Calls(mineMaps.begin(), mineMaps.end()),
-                Calls(fakecuda::state().tensorMaps.begin(), fakecuda::state().tensorMaps.end()));
-      const bool mapped = dims[2] % 8 == 0 && (!backward || dims[1] % 8 == 0);
-      // x and w: rows of D bf16, boxes of 64 k (encoded in order until one
-      // cannot be).
-      if (mapped) {
-        EXPECT_EQ(mineMaps.size(), bundle->tensorMaps.size());
-      }
-      if (dims[2] % 8) {
-        EXPECT_TRUE(mineMaps.empty());
-      }
-      if (!mineMaps.empty()) {
-        EXPECT_EQ(mineMaps[0][0], buffers[0]);
-        EXPECT_EQ(mineMaps[0][2], uint64_t(dims[0]));
-        EXPECT_EQ(mineMaps[0][3], uint64_t(dims[2] * 2));
-        EXPECT_EQ(mineMaps[0][4], 64u);
-        EXPECT_EQ(mineMaps[1][2], uint64_t(dims[1]));
-      }
-      // The logits kernel gets x's map (its first 8 bytes: x's address, next
-      // to the two of x's memref) whenever D allows, whatever V; dX's Wᵀ
-      // map only when V does too.
-      bool sawLogits = false;
-      for (const fakecuda::Launch &l : mine) {
-        auto uses = [&](CUdeviceptr address) {
-          return std::count(l.params.begin(), l.params.end(), address);
-        };
-        const bool tensorCores = l.kernel == "lce_partial" || l.kernel == "lce_bwd_dz" ||
-                                 l.kernel == "lce_bwd_dx" || l.kernel == "lce_bwd_dw";
-        EXPECT_EQ(l.block[0], tensorCores ? productThreads : 256u) << l.kernel;
-        // bf16Spec's and bf16Lend's backward products are persistent: at most 5 blocks,
-        // each sweeping several tiles.
-        if (specialized && tensorCores && l.kernel != "lce_partial") {
-          EXPECT_LE(l.grid[0], 5u) << l.kernel;
-          EXPECT_EQ(l.grid[1], 1u) << l.kernel;
+    SCOPED_TRACE(api.name);
+    const bool lends = api.name.find("lend") != std::string::npos;
+    const bool specialized = lends || api.name.find("spec") != std::string::npos;
+    const unsigned productThreads = lends ? 384u : specialized ? 288u : 256u;
+    fakecuda::reset();
+    ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
+    EXPECT_EQ(baseArch(api.handleArch()), "sm_90a");
+    for (const char *role : {"forward", "backward"}) {
+      auto bundle = runtime::readBundleDirectory(bundleDir(api.dir, role, "sm_90a"));
+      ASSERT_TRUE(bundle) << bundle.errorMessage();
+      const bool backward = std::string(role) == "backward";
+      // x, w; the backward's dX also dZ and Wᵀ, its dW dZᵀ and Xᵀ.
+      ASSERT_EQ(bundle->tensorMaps.size(), backward ? 6u : 2u) << role;
+      std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
+      for (const std::vector<int64_t> &dims :
+           std::vector<std::vector<int64_t>>{{130, 8191, 96}, {7, 1000, 64}, {9, 300, 100}}) {
+        SCOPED_TRACE(std::string(role) + " D=" + std::to_string(dims[2]));
+        const CUdeviceptr base = 0x5000000000ull;
+        size_t bytes = api.workspaceBytes(role, dims[0], dims[1], dims[2]);
+        fakecuda::state().launches.clear();
+        fakecuda::state().tensorMaps.clear();
+        ASSERT_EQ(api.run(role, testStream(), buffers, dims, base, bytes), 0) << api.lastError();
+        std::vector<fakecuda::Launch> mine = fakecuda::state().launches;
+        auto mineMaps = fakecuda::state().tensorMaps;
+        fakecuda::state().tensorMaps.clear();
+        runtime::Error error = runtime::Error::success();
+        std::vector<fakecuda::Launch> theirs =
+            runtimeLaunches(*bundle, buffers, dims, base, &error);
+        ASSERT_FALSE(error) << error.message();
+        EXPECT_EQ(mine, theirs);
+        // The same maps encoded (the runtime's cache skips a repeated one:
+        // dX's Wᵀ boxes equal w's 64 x 64 ones here).
+        using Calls = std::set<std::array<uint64_t, 8>>;
+        EXPECT_EQ(Calls(mineMaps.begin(), mineMaps.end()),
+                  Calls(fakecuda::state().tensorMaps.begin(), fakecuda::state().tensorMaps.end()));
+        const bool mapped = dims[2] % 8 == 0 && (!backward || dims[1] % 8 == 0);
+        // x and w: rows of D bf16, boxes of 64 k (encoded in order until one
+        // cannot be).
+        if (mapped) {
+          EXPECT_EQ(mineMaps.size(), bundle->tensorMaps.size());
         }
-        if (l.kernel == "lce_partial" || l.kernel == "lce_bwd_dz") {
-          sawLogits = true;
-          EXPECT_EQ(uses(buffers[0]), dims[2] % 8 ? 2 : 3) << l.kernel;
+        if (dims[2] % 8) {
+          EXPECT_TRUE(mineMaps.empty());
         }
-        if (l.kernel == "lce_bwd_dx") {
-          EXPECT_EQ(uses(buffers[1]), mapped ? 3 : 2) << l.kernel;
+        if (!mineMaps.empty()) {
+          EXPECT_EQ(mineMaps[0][0], buffers[0]);
+          EXPECT_EQ(mineMaps[0][2], uint64_t(dims[0]));
+          EXPECT_EQ(mineMaps[0][3], uint64_t(dims[2] * 2));
+          EXPECT_EQ(mineMaps[0][4], 64u);
+          EXPECT_EQ(mineMaps[1][2], uint64_t(dims[1]));
         }
+        // The logits kernel gets x's map (its first 8 bytes: x's address, next
+        // to the two of x's memref) whenever D allows, whatever V; dX's Wᵀ
+        // map only when V does too.
+        bool sawLogits = false;
+        for (const fakecuda::Launch &l : mine) {
+          auto uses = [&](CUdeviceptr address) {
+            return std::count(l.params.begin(), l.params.end(), address);
+          };
+          const bool tensorCores = l.kernel == "lce_partial" || l.kernel == "lce_bwd_dz" ||
+                                   l.kernel == "lce_bwd_dx" || l.kernel == "lce_bwd_dw";
+          EXPECT_EQ(l.block[0], tensorCores ? productThreads : 256u) << l.kernel;
+          // bf16Spec's and bf16Lend's backward products are persistent: at most 5 blocks,
+          // each sweeping several tiles.
+          if (specialized && tensorCores && l.kernel != "lce_partial") {
+            EXPECT_LE(l.grid[0], 5u) << l.kernel;
+            EXPECT_EQ(l.grid[1], 1u) << l.kernel;
+          }
+          if (l.kernel == "lce_partial" || l.kernel == "lce_bwd_dz") {
+            sawLogits = true;
+            EXPECT_EQ(uses(buffers[0]), dims[2] % 8 ? 2 : 3) << l.kernel;
+          }
+          if (l.kernel == "lce_bwd_dx") {
+            EXPECT_EQ(uses(buffers[1]), mapped ? 3 : 2) << l.kernel;
+          }
+        }
+        EXPECT_TRUE(sawLogits);
       }
-      EXPECT_TRUE(sawLogits);
     }
-  }
-  EXPECT_EQ(api.destroy(), 0);
+    EXPECT_EQ(api.destroy(), 0);
   }
 }
 

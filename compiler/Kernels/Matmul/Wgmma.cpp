@@ -77,7 +77,7 @@
 // (setmaxnreg: tile tma=3, below). The interpreter runs the two roles as
 // tasks that wait on each other (testing/simt/ExecTasks.cpp).
 //
-// A sweep of tiles (sweep(): lce_partial's column tiles) with tma=2 and an
+// A sweep of tiles (sweep(): lce_partial's column tiles) with tma ≥ 2 and an
 // epilogue that synchronizes nothing is one ring sequence through all its
 // tiles: copy g is k tile g mod numK of tile g / numK, in stage g mod
 // stages, so the producer copies the next tile's first k tiles while the
@@ -132,14 +132,13 @@ constexpr int64_t kWaitTicks = 1000000;
 /// warpgroups', and the one on which the consumers hand the registers back.
 constexpr int32_t kConsumerBarrier = 1, kHandbackBarrier = 2;
 
-
 class Wgmma : public TileMatmul {
   /// Where the calling thread sits in the block.
   struct Lanes {
     Value tid, lane, group, quad; ///< lane / 4 and lane % 4.
     Value warpgroupRow;           ///< 64 · warpgroup: its first tile row.
     Value warpRow;                ///< the warp's first tile row.
-    Value consumer;               ///< i1, tile tma=2: a consumer warpgroup's thread.
+    Value consumer;               ///< i1, tile tma ≥ 2: a consumer warpgroup's thread.
   };
 
   /// One operand's ring: `lines` lines per stage.
@@ -223,8 +222,9 @@ public:
     f.sharing.lane = l.lane;
     f.sharing.leader = e.cmpI(arith::CmpIPredicate::eq, l.quad, e.index(0));
     if (ws) {
-      // The producer warp's threads hold no element of C: their fragment
-      // is empty (every line invalid, no merge slot written).
+      // The producer's threads (tma=2's warp, tma=3's warpgroup) hold no
+      // element of C: their fragment is empty (every line invalid, no merge
+      // slot written).
       Value consumer = isConsumer(e, l);
       for (Value &valid : f.rowValid)
         valid = e.andI(valid, consumer);
@@ -249,6 +249,12 @@ public:
                            bool overlap) const override {
     assert(buffers.size() >= 2 && "wgmma: the operand rings");
     Staged sa{buffers[0], bm, isKMajor(a)}, sb{buffers[1], bn, isKMajor(b)};
+    // Operands without tensor maps (tiles TMA cannot fill): with tma=3 the
+    // consumers alone, in the lent registers, on the cp.async ring.
+    if (registers.launch && overlap && !byTma(a, b, sa, sb, buffers)) {
+      gpuBarrier(e);
+      return consumersSweep(e, a, b, tiles, kBegin, kEnd, init, sa, sb, epilogue);
+    }
     if (!ws || !overlap || !byTma(a, b, sa, sb, buffers))
       return TileMatmul::sweep(e, a, b, tiles, kBegin, kEnd, init, buffers, epilogue, overlap);
     // The previous product's last reads of the ring.
@@ -331,9 +337,8 @@ private:
   /// `consumersAlone`: only the consumer warpgroups run it (tile tma=3's
   /// role branch), synchronizing on their named barrier.
   Value copiedProduct(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
-                      const BlockTile &tile, Value kBegin, Value kEnd, Value acc,
-                      const Staged &sa, const Staged &sb, const Lanes &l,
-                      bool consumersAlone = false) const {
+                      const BlockTile &tile, Value kBegin, Value kEnd, Value acc, const Staged &sa,
+                      const Staged &sb, const Lanes &l, bool consumersAlone = false) const {
     KTiles k(e, a, b, tile, kBegin, kEnd, bk, stages);
     Value numK = k.numK;
     // Shared-window byte addresses of the rings, for the descriptors.
@@ -356,7 +361,7 @@ private:
     // With three or more stages one wgmma group stays in flight while the
     // next step synchronizes and issues its copies; the stage a fill
     // overwrites must then be one the group before it read. Not in the
-    // fallback of tile tma=2, whose wgmmas sit under the consumers' branch
+    // fallback of tile tma ≥ 2, whose wgmmas sit under the consumers' branch
     // inside the loop: a group in flight across that branch's join makes
     // ptxas serialize every wgmma of the kernel (C7514/C7517).
     const int64_t inFlight = stages >= 3 && (!ws || consumersAlone) ? 1 : 0;
@@ -477,7 +482,7 @@ private:
     return result;
   }
 
-  /// The warp-specialized product (tile tma=2): the producer warp's first
+  /// The warp-specialized product (tile tma ≥ 2): the producer's first
   /// thread copies every k tile by TMA into the `full` ring, waiting on
   /// `empty` before it refills a stage; the consumer warpgroups wait on
   /// `full`, multiply, and release each stage on `empty` (one arrival per
@@ -550,9 +555,9 @@ private:
   /// its two setmaxnregs, which the PTX ISA asks for; the consumers get
   /// theirs from a barrier of their own. ptxas allocates each role's code
   /// within its count (the roles are the two branches of one if/else).
-  SmallVector<Value> withRegisters(KernelEmitter &e, bool consumer,
-                                   const std::function<SmallVector<Value>(KernelEmitter &)> &role)
-      const {
+  SmallVector<Value>
+  withRegisters(KernelEmitter &e, bool consumer,
+                const std::function<SmallVector<Value>(KernelEmitter &)> &role) const {
     if (!registers.launch)
       return role(e);
     auto set = [&](int64_t from, int64_t to) {
@@ -571,8 +576,7 @@ private:
                                     e.i32(int32_t(blockThreads)));
     } else {
       NVVM::BarrierOp::create(e.builder(), e.location(), Type(), e.i32(kHandbackBarrier),
-                              e.i32(int32_t(blockThreads)), NVVM::BarrierReductionAttr(),
-                              Value());
+                              e.i32(int32_t(blockThreads)), NVVM::BarrierReductionAttr(), Value());
       set(count, registers.launch);
     }
     return results;
@@ -584,30 +588,28 @@ private:
   /// launch's 168 their accumulators and the copies' addresses spill).
   SmallVector<Value> consumersSweep(KernelEmitter &e, const MatrixOperand &a,
                                     const MatrixOperand &b, const TileSweep &tiles, Value kBegin,
-                                    Value kEnd, ValueRange init, const Staged &sa,
-                                    const Staged &sb, const TileEpilogue &epilogue) const {
+                                    Value kEnd, ValueRange init, const Staged &sa, const Staged &sb,
+                                    const TileEpilogue &epilogue) const {
     Lanes l = lanes(e);
     return e.ifElseValues(
         isConsumer(e, l),
         [&](KernelEmitter &ce) {
-          return withRegisters(
-              ce, /*consumer=*/true,
-              [&](KernelEmitter &re) {
-                return re.forLoop(tiles.begin, tiles.end, tiles.step, init,
-                                  [&](KernelEmitter &le, Value iv, ValueRange state) {
-                                    KernelEmitter te = tiles.pinned(le);
-                                    const BlockTile tile = tiles.tileAt(te, iv);
-                                    Fragment f = layout(te, tile);
-                                    // The previous tile's last products may
-                                    // still read the ring.
-                                    ringBarrier(te, /*consumersAlone=*/true);
-                                    Value acc = initialAccumulator(te, {}, f);
-                                    acc = copiedProduct(te, a, b, tile, kBegin, kEnd, acc, sa, sb,
-                                                        lanes(te), /*consumersAlone=*/true);
-                                    fillFragment(te, f, acc);
-                                    return epilogue(te, tile, f, state);
-                                  });
-              });
+          return withRegisters(ce, /*consumer=*/true, [&](KernelEmitter &re) {
+            return re.forLoop(tiles.begin, tiles.end, tiles.step, init,
+                              [&](KernelEmitter &le, Value iv, ValueRange state) {
+                                KernelEmitter te = tiles.pinned(le);
+                                const BlockTile tile = tiles.tileAt(te, iv);
+                                Fragment f = layout(te, tile);
+                                // The previous tile's last products may
+                                // still read the ring.
+                                ringBarrier(te, /*consumersAlone=*/true);
+                                Value acc = initialAccumulator(te, {}, f);
+                                acc = copiedProduct(te, a, b, tile, kBegin, kEnd, acc, sa, sb,
+                                                    lanes(te), /*consumersAlone=*/true);
+                                fillFragment(te, f, acc);
+                                return epilogue(te, tile, f, state);
+                              });
+          });
         },
         [&](KernelEmitter &pe) {
           return withRegisters(pe, /*consumer=*/false,
@@ -615,14 +617,15 @@ private:
         });
   }
 
-  /// sweep() with tile tma=2 and ready maps: one ring sequence through
+  /// sweep() with tile tma ≥ 2 and ready maps: one ring sequence through
   /// every tile of the sweep. Copy g (k tile g mod numK of tile g / numK)
   /// takes stage g mod stages at use g / stages, so the producer warp runs
   /// up to `stages` k tiles ahead across tile boundaries: it copies tile
   /// t + 1's first k tiles while the consumers run tile t's epilogue. The
   /// consumers retire each tile's last wgmma group before its epilogue;
   /// the producer warp skips the epilogues (its fragment is empty) and
-  /// returns `init`.
+  /// returns `init`. With tma=3 (a producer warpgroup) the two roles trade
+  /// registers around it (withRegisters).
   SmallVector<Value> pipelinedSweep(KernelEmitter &e, const MatrixOperand &a,
                                     const MatrixOperand &b, const TileSweep &tiles, Value kBegin,
                                     Value kEnd, ValueRange init, const Staged &sa,
@@ -641,43 +644,42 @@ private:
         isConsumer(e, l),
         [&](KernelEmitter &ce) {
           return withRegisters(ce, /*consumer=*/true, [&](KernelEmitter &re) {
-          return re.forLoop(
-              re.index(0), count, re.index(1), init,
-              [&](KernelEmitter &oe, Value t, ValueRange carried) {
-                KernelEmitter te = tiles.pinned(oe);
-                const Lanes tl = lanes(te);
-                const BlockTile tile = tiles.tileAt(te, tiles.at(te, t));
-                Fragment f = layout(te, tile);
-                Value first = te.mul(t, numK); // the tile's first slot
-                Value acc = initialAccumulator(te, {}, f);
-                acc = retiredLoop(te, numK, acc, [&](KernelEmitter &ie) {
-                  return consumeSlots(ie, first, numK, acc, ringA, ringB, sa, sb, full, empty,
-                                      warpgroupLeader, tl);
-                });
-                fillFragment(te, f, acc);
-                return epilogue(te, tile, f, carried);
-              });
+            return re.forLoop(re.index(0), count, re.index(1), init,
+                              [&](KernelEmitter &oe, Value t, ValueRange carried) {
+                                KernelEmitter te = tiles.pinned(oe);
+                                const Lanes tl = lanes(te);
+                                const BlockTile tile = tiles.tileAt(te, tiles.at(te, t));
+                                Fragment f = layout(te, tile);
+                                Value first = te.mul(t, numK); // the tile's first slot
+                                Value acc = initialAccumulator(te, {}, f);
+                                acc = retiredLoop(te, numK, acc, [&](KernelEmitter &ie) {
+                                  return consumeSlots(ie, first, numK, acc, ringA, ringB, sa, sb,
+                                                      full, empty, warpgroupLeader, tl);
+                                });
+                                fillFragment(te, f, acc);
+                                return epilogue(te, tile, f, carried);
+                              });
           });
         },
         [&](KernelEmitter &pe) {
           return withRegisters(pe, /*consumer=*/false, [&](KernelEmitter &re) {
-          Value producerLeader =
-              re.cmpI(arith::CmpIPredicate::eq, l.tid, re.index(consumers() * kWarpgroup));
-          re.ifThen(producerLeader, [&](KernelEmitter &ie) {
-            ie.forLoop(ie.index(0), total, ie.index(1), {},
-                       [&](KernelEmitter &le, Value slot, ValueRange) {
-              Value t = le.divUI(slot, numK);
-              const BlockTile tile = tiles.tileAt(le, tiles.at(le, t));
-              // Use u ≥ 1 of a stage waits for the consumers' release of
-              // use u − 1.
-              le.ifThen(le.cmpI(arith::CmpIPredicate::uge, slot, le.index(stages)),
-                        [&](KernelEmitter &we) { waitForUse(we, empty, slot, 1); });
-              copyTile(le, TmaTiles{a, b, tile, kBegin, sa, sb, mapA, mapB, full},
-                       le.sub(slot, le.mul(t, numK)), slot);
-              return SmallVector<Value>{};
+            Value producerLeader =
+                re.cmpI(arith::CmpIPredicate::eq, l.tid, re.index(consumers() * kWarpgroup));
+            re.ifThen(producerLeader, [&](KernelEmitter &ie) {
+              ie.forLoop(ie.index(0), total, ie.index(1), {},
+                         [&](KernelEmitter &le, Value slot, ValueRange) {
+                           Value t = le.divUI(slot, numK);
+                           const BlockTile tile = tiles.tileAt(le, tiles.at(le, t));
+                           // Use u ≥ 1 of a stage waits for the consumers' release of
+                           // use u − 1.
+                           le.ifThen(le.cmpI(arith::CmpIPredicate::uge, slot, le.index(stages)),
+                                     [&](KernelEmitter &we) { waitForUse(we, empty, slot, 1); });
+                           copyTile(le, TmaTiles{a, b, tile, kBegin, sa, sb, mapA, mapB, full},
+                                    le.sub(slot, le.mul(t, numK)), slot);
+                           return SmallVector<Value>{};
+                         });
             });
-          });
-          return SmallVector<Value>(init);
+            return SmallVector<Value>(init);
           });
         });
     evenBothRings(e, l, full, empty, total, warpgroupLeader);
@@ -790,7 +792,7 @@ private:
   }
 
   /// `product(e)` in the consumer warpgroups; `acc` unchanged in the
-  /// producer warp (tile tma=2), which issues no wgmma. `consumersAlone`:
+  /// producer (tile tma ≥ 2), which issues no wgmma. `consumersAlone`:
   /// only the consumers run here already.
   Value consumersOnly(KernelEmitter &e, const Lanes &l, Value acc, bool consumersAlone,
                       const std::function<Value(KernelEmitter &)> &product) const {
@@ -805,14 +807,14 @@ private:
     if (!consumersAlone)
       return gpuBarrier(e);
     NVVM::BarrierOp::create(e.builder(), e.location(), Type(), e.i32(kConsumerBarrier),
-                            e.i32(int32_t(consumers() * kWarpgroup)),
-                            NVVM::BarrierReductionAttr(), Value());
+                            e.i32(int32_t(consumers() * kWarpgroup)), NVVM::BarrierReductionAttr(),
+                            Value());
   }
 
-  /// Warpgroups that multiply: all of them; with tile tma=2 a producer
-  /// warp follows them.
+  /// Warpgroups that multiply: all of them; with tile tma ≥ 2 a producer
+  /// (a warp, or with tma=3 a warpgroup) follows them.
   int64_t consumers() const { return bm / kGroupRows; }
-  /// Whether this thread multiplies (not the tma=2 producer warp).
+  /// Whether this thread multiplies (not tma ≥ 2's producer).
   Value isConsumer(KernelEmitter &e, const Lanes &l) const { return l.consumer; }
   /// The mbarrier ring's type: one barrier per stage, in shared memory.
   nvgpu::MBarrierGroupType barrierType(MLIRContext *context) const {
@@ -1017,7 +1019,7 @@ private:
     Value base = e.mul(stage, e.index(ring.lines * bk));
     StageTile tile{ring.ring, ring.kMajor, ring.lines * bk / kStagingPiece, k0, kEnd, first, limit,
                    aligned};
-    // (With a producer warp the consumers alone copy: the pieces are
+    // (With a producer the consumers alone copy: the pieces are
     // a multiple of their count.)
     if (ws) {
       e.ifThen(isConsumer(e, l), [&](KernelEmitter &ce) {

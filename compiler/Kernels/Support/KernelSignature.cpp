@@ -2,12 +2,12 @@
 
 #include "compiler/Kernels/Support/KernelSignature.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "dialects/Loss/LoweringConfig.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "dialects/Loss/LoweringConfig.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 using namespace mlir;
@@ -83,7 +83,8 @@ KernelArgs GpuKernelSink::begin(const KernelSignature &signature, const LaunchSh
   const int64_t threads = launch.threads ? launch.threads : blockThreads;
   fn.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
   if (launch.maxRegisters)
-    fn->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(static_cast<int32_t>(launch.maxRegisters)));
+    fn->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(),
+                b.getI32IntegerAttr(static_cast<int32_t>(launch.maxRegisters)));
   b.setInsertionPointToStart(&fn.getBody().front());
   // Tensor maps: 64-byte aligned pointers, counted for
   // loss-tensor-map-grid-constant.

@@ -103,13 +103,15 @@ struct TileConfig {
   /// Registers per thread of a product kernel whose warpgroups trade them
   /// (tma=3; all 0 otherwise): `launch`, what each starts with (the
   /// kernel's nvvm.maxnreg: the 64 Ki register file over productThreads(),
-  /// in steps of 8, so the launch takes the whole file); `producer`, what
-  /// the producer keeps while it copies; `consumer`, what each consumer
-  /// warpgroup takes while it multiplies (the producer's release, shared).
-  /// 384 threads: 168, 40 and 232.
+  /// rounded down to a multiple of 8, so a block takes nearly all of it:
+  /// 384 × 168 = 64512); `producer`, what the producer keeps while it
+  /// copies; `consumer`, what each consumer warpgroup takes while it
+  /// multiplies (the producer's release, shared). 384 threads: 168, 40
+  /// and 232.
   struct WarpgroupRegisters {
     int64_t launch = 0, producer = 0, consumer = 0;
   };
+  /// This tile's WarpgroupRegisters.
   WarpgroupRegisters warpgroupRegisters() const;
   /// Columns of C one block tile covers: BN, or one per thread (simt).
   int64_t tileCols() const { return blockCols ? blockCols : threads; }

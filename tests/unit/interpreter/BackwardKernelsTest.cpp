@@ -413,8 +413,8 @@ TEST_F(SimtBackward, ProducerWarpgroupWideGradientTiles) {
     GradCase ring{40, 300, 136, "bf16", "mean", true, 0.2};
     ring.strategy = strategy;
     ring.tile = tile;
-    ring.workspaceBytes = ring.strategy == "chunked" ? 40 * 4 + 12 * 300 * 6
-                                                     : 2 * (40 * 4 + 64 * 40 * 2);
+    ring.workspaceBytes =
+        ring.strategy == "chunked" ? 40 * 4 + 12 * 300 * 6 : 2 * (40 * 4 + 64 * 40 * 2);
     std::map<std::string, std::vector<char>> copied;
     checkCase(ring, &copied);
     for (const char *knobs : {",tma=3", ",tma=3,persistent=3"}) {

@@ -331,14 +331,25 @@ TEST(ConcurrentTasks, AnIncreaseWaitsForTheRegistersAnotherWarpgroupReleases) {
       << error;
 }
 
+/// How handbackKernel's producer synchronizes before it takes its
+/// registers back.
+enum class ProducerSync {
+  Handback, ///< waits on named barrier 2 for the consumers' arrival
+  Own,      ///< a barrier of its own warpgroup only (bar.sync 3, 128)
+  None,     ///< none at all
+};
+
 /// Wgmma's tma=3 roles (Wgmma::withRegisters) by hand: the producer
 /// warpgroup (threads 0-127) lends 88 registers per thread to the consumer
-/// warpgroup and takes them back at the end. `handback`: the producer waits
-/// on named barrier 2 (bar.sync, 256 threads) for the consumers' arrival
-/// (bar.arrive) after their decrease; without it the producer is done
-/// first and takes back what it released before the consumers took it.
-/// `arriveCount`: the consumers' thread count on barrier 2.
-std::string handbackKernel(bool handback, int64_t arriveCount = 256) {
+/// warpgroup and takes them back at the end. The consumers synchronize on
+/// barrier 1 between their two setmaxnregs, then arrive (bar.arrive, no
+/// wait) on barrier 2 with `arriveCount` threads after their decrease.
+std::string handbackKernel(ProducerSync sync, int64_t arriveCount = 256) {
+  const char *producerSync = sync == ProducerSync::Handback
+                                 ? "    nvvm.barrier id = %id2 number_of_threads = %n256\n"
+                             : sync == ProducerSync::Own
+                                 ? "    nvvm.barrier id = %id3 number_of_threads = %n128\n"
+                                 : "";
   return std::string(R"(
 gpu.func @k(%out: memref<?xf32>) kernel attributes {nvvm.maxnreg = 128 : i32} {
   %c128 = arith.constant 128 : index
@@ -346,6 +357,7 @@ gpu.func @k(%out: memref<?xf32>) kernel attributes {nvvm.maxnreg = 128 : i32} {
   %two = arith.constant 2.0 : f32
   %id1 = arith.constant 1 : i32
   %id2 = arith.constant 2 : i32
+  %id3 = arith.constant 3 : i32
   %n128 = arith.constant 128 : i32
   %n256 = arith.constant 256 : i32
   %arrivals = arith.constant )") +
@@ -361,17 +373,19 @@ gpu.func @k(%out: memref<?xf32>) kernel attributes {nvvm.maxnreg = 128 : i32} {
   } else {
     nvvm.setmaxregister decrease 40
     memref.store %two, %out[%t] : memref<?xf32>
-)" + (handback ? "    nvvm.barrier id = %id2 number_of_threads = %n256\n" : "") +
+)" + producerSync +
          R"(    nvvm.setmaxregister increase 128
   }
   gpu.return
 })";
 }
 
-std::string runHandback(bool handback, int64_t arriveCount = 256) {
+/// handbackKernel on 256 threads: "" or the error; on success every thread
+/// wrote its role's value.
+std::string runHandback(ProducerSync sync, int64_t arriveCount = 256) {
   std::vector<float> out(256, 0.0f);
   SimtBuffer buf("out", ElementType::F32, out.data(), 256);
-  std::string error = runKernel(handbackKernel(handback, arriveCount), {1, 1, 1}, {256, 1, 1},
+  std::string error = runKernel(handbackKernel(sync, arriveCount), {1, 1, 1}, {256, 1, 1},
                                 {SimtArg::buffer(buf)});
   if (error.empty())
     for (int t = 0; t < 256; ++t)
@@ -380,15 +394,22 @@ std::string runHandback(bool handback, int64_t arriveCount = 256) {
 }
 
 TEST(ConcurrentTasks, TheProducerTakesItsRegistersBackAfterTheConsumersGaveThem) {
-  EXPECT_EQ(runHandback(true), "");
-  // The producer ran first to its end: the consumers' increase finds the
-  // pool empty and waits forever (a deadlock on the GPU too).
-  std::string error = runHandback(false);
+  EXPECT_EQ(runHandback(ProducerSync::Handback), "");
+  // Synchronized only among itself, the producer runs first to its end and
+  // takes back what it released: the consumers' increase finds the pool
+  // empty and waits forever (a deadlock on the GPU too).
+  std::string error = runHandback(ProducerSync::Own);
   EXPECT_NE(error.find("deadlock"), std::string::npos) << error;
   EXPECT_NE(error.find("warpgroup 1 waits in setmaxregister increase"), std::string::npos)
       << error;
+  // No barrier between its two setmaxnregs at all.
+  error = runHandback(ProducerSync::None);
+  EXPECT_NE(error.find("nvvm.setmaxregister: warpgroup 0 set its registers before and passed "
+                       "no barrier of all its threads since"),
+            std::string::npos)
+      << error;
   // A bar.arrive that counts other threads than the waiting bar.sync.
-  error = runHandback(true, 224);
+  error = runHandback(ProducerSync::Handback, 224);
   EXPECT_NE(error.find("nvvm.barrier.arrive 2 for 224 threads while its phase counts 256"),
             std::string::npos)
       << error;
@@ -415,21 +436,38 @@ gpu.func @k(%out: memref<?xf32>) kernel {
   };
   // All 128 threads on barrier 3: fine; half of them with a count of 64.
   EXPECT_EQ(run("  nvvm.barrier id = %id3 number_of_threads = %n128\n"), "");
-  EXPECT_EQ(run("  scf.if %low {\n    nvvm.barrier id = %id3 number_of_threads = %n64\n  }\n"),
-            "");
+  EXPECT_EQ(run("  scf.if %low {\n    nvvm.barrier id = %id3 number_of_threads = %n64\n  }\n"), "");
   std::string error = run("  nvvm.barrier id = %id0 number_of_threads = %n128\n");
   EXPECT_NE(error.find("nvvm.barrier id must be in [1, 15]"), std::string::npos) << error;
   error = run("  nvvm.barrier id = %id3 number_of_threads = %n96\n");
   EXPECT_NE(error.find("nvvm.barrier 3: 128 threads arrive in a phase of 96"), std::string::npos)
       << error;
   // Arrivals that never complete a phase, and a wait nobody completes.
-  error = run("  scf.if %low {\n    nvvm.barrier.arrive id = %id3 number_of_threads = %n128\n  }\n");
+  error =
+      run("  scf.if %low {\n    nvvm.barrier.arrive id = %id3 number_of_threads = %n128\n  }\n");
   EXPECT_NE(error.find("named barrier 3: 64 of its 128 threads arrived and the block ended"),
             std::string::npos)
       << error;
   error = run("  scf.if %low {\n    nvvm.barrier id = %id3 number_of_threads = %n128\n  }\n");
   EXPECT_NE(error.find("waits in nvvm.barrier 3 for 128 threads; 64 arrived"), std::string::npos)
       << error;
+  // A named barrier orders the accesses of its threads (vector clocks, in a
+  // kernel without mbarriers too): threads 0-63 write what 64-127 read.
+  auto handOver = [](const char *between) {
+    return std::string(R"(  %one = arith.constant 1.0 : f32
+  scf.if %low {
+    %i = arith.addi %t, %c64 : index
+    memref.store %one, %out[%i] : memref<?xf32>
+  }
+)") + between + R"(  scf.if %low {
+  } else {
+    %v = memref.load %out[%t] : memref<?xf32>
+  }
+)";
+  };
+  EXPECT_EQ(run(handOver("  nvvm.barrier id = %id3 number_of_threads = %n128\n")), "");
+  error = run(handOver(""));
+  EXPECT_NE(error.find("data race"), std::string::npos) << error;
 }
 
 } // namespace

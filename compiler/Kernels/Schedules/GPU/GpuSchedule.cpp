@@ -67,8 +67,7 @@ void GpuSchedule::forEachTile(KernelEmitter &e, const TileConfig &product, const
       persistent(product)
           ? TileSweep{gpuBlockIdx(e, 0), e.mul(rowBlocks, colBlocks), gpuGridDim(e, 0),
                       [&](KernelEmitter &te, Value linear) {
-                        return tileOf(te, te.remUI(linear, rowBlocks),
-                                      te.divUI(linear, rowBlocks));
+                        return tileOf(te, te.remUI(linear, rowBlocks), te.divUI(linear, rowBlocks));
                       },
                       /*pinThread=*/true}
           : TileSweep{e.index(0), e.index(1), e.index(1),

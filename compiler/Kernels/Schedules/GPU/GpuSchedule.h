@@ -141,7 +141,9 @@ struct GpuSchedule {
   /// blockIdx.x, + gridDim.x, … of the rowBlocks × colBlocks tiles (row
   /// blocks fastest: the order a block per tile runs in), as one
   /// TileMatmul::sweep (a tma=2 ring through all of them when `overlap`,
-  /// see TileMatmul::sweep). `body` takes each product (over [kBegin, kEnd)
+  /// see TileMatmul::sweep). With tma=3 and `overlap` a block per tile
+  /// sweeps its one tile, so that its producer warpgroup lends the
+  /// consumers its registers there. `body` takes each product (over [kBegin, kEnd)
   /// from zero).
   void forEachTile(KernelEmitter &e, const TileConfig &product, const TileMatmul &matmul,
                    const MatrixOperand &a, const MatrixOperand &b, mlir::Value rowBlocks,
