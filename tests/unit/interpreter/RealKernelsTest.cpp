@@ -706,30 +706,43 @@ TEST(WgmmaKernels, ProducerWarpgroupLendsItsRegisters) {
   checkWgmma(odd, "matmul=wgmma block-k=32 stages=4 splits=2 tma=3");
 }
 
-TEST(WgmmaKernels, ProducerWarpgroupKernelsTradeRegisters) {
-  Case c{9, 150, 200};
-  c.tile = "matmul=wgmma block-k=64 stages=3 tma=3";
-  c.chip = "sm_90a";
-  auto module = lower(c);
-  ASSERT_TRUE(module);
-  const LaunchPlan plan = planOf(*module);
-  for (const PlanKernel &k : plan.kernels) {
-    // lce_partial has the producer warpgroup; the row kernels keep the
-    // consumers' threads.
-    const int64_t expected = k.name == "lce_partial" ? 384 : 256;
-    EXPECT_EQ(k.block[0], expected) << k.name;
-  }
+/// What a warp-specialized tile's kernels state: op counts and nvvm.maxnreg.
+struct SpecializedKernels {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
   std::map<std::string, int> ops;
   int maxnreg = 0;
-  module->walk([&](mlir::Operation *op) {
-    ++ops[op->getName().getStringRef().str()];
+};
+
+/// The forward of N=9, V=150, D=200 on sm_90a with `tile`, after checking
+/// that lce_partial launches `productThreads` threads and the row kernels
+/// the consumers' 256.
+SpecializedKernels lowerSpecialized(const char *tile, int64_t productThreads) {
+  Case c{9, 150, 200};
+  c.tile = tile;
+  c.chip = "sm_90a";
+  SpecializedKernels k;
+  k.module = lower(c);
+  if (!k.module) {
+    ADD_FAILURE() << "lowering " << tile;
+    return k;
+  }
+  for (const PlanKernel &pk : planOf(*k.module).kernels)
+    EXPECT_EQ(pk.block[0], pk.name == "lce_partial" ? productThreads : 256) << pk.name;
+  k.module->walk([&](mlir::Operation *op) {
+    ++k.ops[op->getName().getStringRef().str()];
     if (auto limit = op->getAttrOfType<mlir::IntegerAttr>("nvvm.maxnreg"))
-      maxnreg = int(limit.getInt());
+      k.maxnreg = int(limit.getInt());
   });
+  return k;
+}
+
+TEST(WgmmaKernels, ProducerWarpgroupKernelsTradeRegisters) {
+  SpecializedKernels k = lowerSpecialized("matmul=wgmma block-k=64 stages=3 tma=3", 384);
+  ASSERT_TRUE(k.module);
   // 384 threads launch with 168 registers each (nearly the whole file):
   // the trades count from the cap the kernel states.
-  EXPECT_EQ(maxnreg, 168);
-  EXPECT_EQ(ops["nvgpu.mbarrier.create"], 2);
+  EXPECT_EQ(k.maxnreg, 168);
+  EXPECT_EQ(k.ops["nvgpu.mbarrier.create"], 2);
   // Two roles on the TMA ring and two on the cp.async fallback, each taking
   // and giving back: the producer keeps 40, the consumers take 232.
   std::map<std::string, int> trades, barriers;
@@ -738,7 +751,7 @@ TEST(WgmmaKernels, ProducerWarpgroupKernelsTradeRegisters) {
     return c ? std::to_string(mlir::cast<mlir::IntegerAttr>(c.getValue()).getInt())
              : std::string("?");
   };
-  module->walk([&](mlir::Operation *op) {
+  k.module->walk([&](mlir::Operation *op) {
     if (auto set = mlir::dyn_cast<mlir::NVVM::SetMaxRegisterOp>(op))
       ++trades[(set.getAction() == mlir::NVVM::SetMaxRegisterAction::increase ? "inc "
                                                                              : "dec ") +
@@ -762,32 +775,15 @@ TEST(WgmmaKernels, ProducerWarpgroupKernelsTradeRegisters) {
 }
 
 TEST(WgmmaKernels, WarpSpecializedKernelsHaveAProducerWarp) {
-  Case c{9, 150, 200};
-  c.tile = "matmul=wgmma block-k=64 stages=3 tma=2";
-  c.chip = "sm_90a";
-  auto module = lower(c);
-  ASSERT_TRUE(module);
-  const LaunchPlan plan = planOf(*module);
-  for (const PlanKernel &k : plan.kernels) {
-    // lce_partial has the producer warp; the row kernels keep the
-    // consumers' threads.
-    const int64_t expected = k.name == "lce_partial" ? 288 : 256;
-    EXPECT_EQ(k.block[0], expected) << k.name;
-  }
-  std::map<std::string, int> ops;
-  int maxnreg = 0;
-  module->walk([&](mlir::Operation *op) {
-    ++ops[op->getName().getStringRef().str()];
-    if (auto limit = op->getAttrOfType<mlir::IntegerAttr>("nvvm.maxnreg"))
-      maxnreg = int(limit.getInt());
-  });
+  SpecializedKernels k = lowerSpecialized("matmul=wgmma block-k=64 stages=3 tma=2", 288);
+  ASSERT_TRUE(k.module);
   // No register cap of our own: a launch counts 9 warps as 12, so ptxas's
   // 168 for .maxntid 288 is the most that launches (224 assembled but failed
   // every launch on an H200).
-  EXPECT_EQ(maxnreg, 0);
-  EXPECT_EQ(ops["nvvm.setmaxregister"], 0);
+  EXPECT_EQ(k.maxnreg, 0);
+  EXPECT_EQ(k.ops["nvvm.setmaxregister"], 0);
   // Two rings of mbarriers: full (the copies) and empty (the releases).
-  EXPECT_EQ(ops["nvgpu.mbarrier.create"], 2);
+  EXPECT_EQ(k.ops["nvgpu.mbarrier.create"], 2);
 }
 TEST(WgmmaKernels, TmaWithUnalignedRowsTakesTheCpAsyncRing) {
   // D = 37: x's and w's rows are 74 bytes apart, which no tensor map takes
