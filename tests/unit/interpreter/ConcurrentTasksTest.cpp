@@ -345,11 +345,10 @@ enum class ProducerSync {
 /// barrier 1 between their two setmaxnregs, then arrive (bar.arrive, no
 /// wait) on barrier 2 with `arriveCount` threads after their decrease.
 std::string handbackKernel(ProducerSync sync, int64_t arriveCount = 256) {
-  const char *producerSync = sync == ProducerSync::Handback
-                                 ? "    nvvm.barrier id = %id2 number_of_threads = %n256\n"
-                             : sync == ProducerSync::Own
-                                 ? "    nvvm.barrier id = %id3 number_of_threads = %n128\n"
-                                 : "";
+  const char *producerSync =
+      sync == ProducerSync::Handback ? "    nvvm.barrier id = %id2 number_of_threads = %n256\n"
+      : sync == ProducerSync::Own    ? "    nvvm.barrier id = %id3 number_of_threads = %n128\n"
+                                     : "";
   return std::string(R"(
 gpu.func @k(%out: memref<?xf32>) kernel attributes {nvvm.maxnreg = 128 : i32} {
   %c128 = arith.constant 128 : index
@@ -385,8 +384,8 @@ gpu.func @k(%out: memref<?xf32>) kernel attributes {nvvm.maxnreg = 128 : i32} {
 std::string runHandback(ProducerSync sync, int64_t arriveCount = 256) {
   std::vector<float> out(256, 0.0f);
   SimtBuffer buf("out", ElementType::F32, out.data(), 256);
-  std::string error = runKernel(handbackKernel(sync, arriveCount), {1, 1, 1}, {256, 1, 1},
-                                {SimtArg::buffer(buf)});
+  std::string error =
+      runKernel(handbackKernel(sync, arriveCount), {1, 1, 1}, {256, 1, 1}, {SimtArg::buffer(buf)});
   if (error.empty())
     for (int t = 0; t < 256; ++t)
       EXPECT_EQ(out[size_t(t)], t < 128 ? 2.0f : 1.0f) << "thread " << t;
@@ -400,8 +399,7 @@ TEST(ConcurrentTasks, TheProducerTakesItsRegistersBackAfterTheConsumersGaveThem)
   // empty and waits forever (a deadlock on the GPU too).
   std::string error = runHandback(ProducerSync::Own);
   EXPECT_NE(error.find("deadlock"), std::string::npos) << error;
-  EXPECT_NE(error.find("warpgroup 1 waits in setmaxregister increase"), std::string::npos)
-      << error;
+  EXPECT_NE(error.find("warpgroup 1 waits in setmaxregister increase"), std::string::npos) << error;
   // No barrier between its two setmaxnregs at all.
   error = runHandback(ProducerSync::None);
   EXPECT_NE(error.find("nvvm.setmaxregister: warpgroup 0 set its registers before and passed "
@@ -459,7 +457,8 @@ gpu.func @k(%out: memref<?xf32>) kernel {
     %i = arith.addi %t, %c64 : index
     memref.store %one, %out[%i] : memref<?xf32>
   }
-)") + between + R"(  scf.if %low {
+)") + between +
+           R"(  scf.if %low {
   } else {
     %v = memref.load %out[%t] : memref<?xf32>
   }

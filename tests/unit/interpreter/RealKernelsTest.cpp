@@ -753,12 +753,10 @@ TEST(WgmmaKernels, ProducerWarpgroupKernelsTradeRegisters) {
   };
   k.module->walk([&](mlir::Operation *op) {
     if (auto set = mlir::dyn_cast<mlir::NVVM::SetMaxRegisterOp>(op))
-      ++trades[(set.getAction() == mlir::NVVM::SetMaxRegisterAction::increase ? "inc "
-                                                                             : "dec ") +
+      ++trades[(set.getAction() == mlir::NVVM::SetMaxRegisterAction::increase ? "inc " : "dec ") +
                std::to_string(set.getRegCount())];
     if (auto bar = mlir::dyn_cast<mlir::NVVM::BarrierOp>(op))
-      ++barriers["sync " + constant(bar.getBarrierId()) + "," +
-                 constant(bar.getNumberOfThreads())];
+      ++barriers["sync " + constant(bar.getBarrierId()) + "," + constant(bar.getNumberOfThreads())];
     if (auto arrive = mlir::dyn_cast<mlir::NVVM::BarrierArriveOp>(op))
       ++barriers["arrive " + constant(arrive.getBarrierId()) + "," +
                  constant(arrive.getNumberOfThreads())];
