@@ -648,62 +648,61 @@ TEST(WgmmaKernels, TmaAndCpAsyncGiveTheSameBits) {
   }
 }
 
-// tma=2: a producer warp copies the k tiles while the consumer
-// warpgroups multiply, stages passed on full/empty mbarrier rings; the
-// interpreter runs the two roles as tasks that wait on each other
-// (ExecTasks.cpp), and orders the stage refills after the consumers'
-// releases (vector clocks) — in lockstep the producer's first wait for an
-// empty stage would deadlock.
-TEST(WgmmaKernels, WarpSpecializedProducerAndConsumers) {
-  // Two consumer warpgroups, four k tiles through 3 stages.
-  checkWgmma({9, 150, 200}, "matmul=wgmma block-k=64 stages=3 tma=2");
-  // One split: a sweep of three column tiles per block, one ring sequence
-  // of twelve k tiles through them (the producer runs into the next tile).
-  checkWgmma({9, 150, 200}, "matmul=wgmma block-k=64 stages=3 splits=1 tma=2");
-  // Eight splits of 3 columns over V = 20: the last split has no column
-  // tile (a sweep without a copy).
-  checkWgmma({9, 20, 64}, "matmul=wgmma block-k=64 stages=3 splits=8 tma=2");
-  // One consumer warpgroup, two stages (no wgmma group in flight), bias.
+/// N=70, V=200, D=72, bf16 with a bias, reduction sum: several row and
+/// column tiles and k steps.
+Case bf16BiasSum() {
   Case c{70, 200, 72};
   c.dtype = "bf16";
   c.bias = true;
   c.reduction = "sum";
-  checkWgmma(c, "matmul=wgmma block-rows=64 threads=128 block-cols=32 block-k=32 stages=2 tma=2");
+  return c;
+}
+
+/// The sweeps every warp-specialized tile (`mode`: " tma=2" or " tma=3")
+/// must get right, against fp64 and the SIMT kernels (checkWgmma).
+void checkWarpSpecializedSweeps(const std::string &mode) {
+  // Two consumer warpgroups, four k tiles through 3 stages.
+  checkWgmma({9, 150, 200}, ("matmul=wgmma block-k=64 stages=3" + mode).c_str());
+  // One split: a sweep of three column tiles per block, one ring sequence
+  // of twelve k tiles through them (the producer runs into the next tile).
+  checkWgmma({9, 150, 200}, ("matmul=wgmma block-k=64 stages=3 splits=1" + mode).c_str());
+  // Eight splits of 3 columns over V = 20: the last split has no column
+  // tile (a sweep without a copy).
+  checkWgmma({9, 20, 64}, ("matmul=wgmma block-k=64 stages=3 splits=8" + mode).c_str());
   // 128-column tiles (m64n128k16) with a bias: three column tiles, the
   // last partial, and three k tiles through 2 stages.
   Case wide{9, 300, 136};
   wide.dtype = "bf16";
   wide.bias = true;
-  checkWgmma(wide, "matmul=wgmma block-cols=128 block-k=64 stages=2 splits=1 tma=2");
-  // Maps the runtime cannot encode (74-byte rows): the cp.async ring, with
-  // the producer warp idle but for the barriers.
-  checkWgmma({5, 77, 37}, "matmul=wgmma block-k=64 stages=3 tma=2");
+  checkWgmma(wide, ("matmul=wgmma block-cols=128 block-k=64 stages=2 splits=1" + mode).c_str());
+  // Maps the runtime cannot encode (74-byte rows): the cp.async ring.
+  checkWgmma({5, 77, 37}, ("matmul=wgmma block-k=64 stages=3" + mode).c_str());
+}
+
+// tma=2: a producer warp copies the k tiles while the consumer
+// warpgroups multiply, stages passed on full/empty mbarrier rings; the
+// interpreter runs the two roles as tasks that wait on each other
+// (ExecTasks.cpp), and orders the stage refills after the consumers'
+// releases (vector clocks) — in lockstep the producer's first wait for an
+// empty stage would deadlock. On the cp.async ring the producer warp idles
+// but for the barriers.
+TEST(WgmmaKernels, WarpSpecializedProducerAndConsumers) {
+  checkWarpSpecializedSweeps(" tma=2");
+  // One consumer warpgroup, two stages (no wgmma group in flight), bias.
+  checkWgmma(bf16BiasSum(),
+             "matmul=wgmma block-rows=64 threads=128 block-cols=32 block-k=32 stages=2 tma=2");
 }
 
 // tma=3: a producer warpgroup copies while two consumer warpgroups
 // multiply, and lends them its registers around the sweep (setmaxnreg 40
 // and 232 from the launch's 168, back to 168 after): the interpreter's
 // register pool makes the consumers' increase wait for the producer's
-// release and the producer's return wait for theirs.
+// release and the producer's return wait for theirs. On the cp.async ring
+// the consumers alone run it, on their named barrier.
 TEST(WgmmaKernels, ProducerWarpgroupLendsItsRegisters) {
-  checkWgmma({9, 150, 200}, "matmul=wgmma block-k=64 stages=3 tma=3");
-  // One split: a sweep of three column tiles per block, one ring sequence.
-  checkWgmma({9, 150, 200}, "matmul=wgmma block-k=64 stages=3 splits=1 tma=3");
-  // A split without a column tile (V = 20, eight splits).
-  checkWgmma({9, 20, 64}, "matmul=wgmma block-k=64 stages=3 splits=8 tma=3");
-  // 128-column tiles with a bias, the last partial, 2 stages.
-  Case wide{9, 300, 136};
-  wide.dtype = "bf16";
-  wide.bias = true;
-  checkWgmma(wide, "matmul=wgmma block-cols=128 block-k=64 stages=2 splits=1 tma=3");
-  // Maps the runtime cannot encode (74-byte rows): the consumers alone run
-  // the cp.async ring on their named barrier, the producer idle.
-  checkWgmma({5, 77, 37}, "matmul=wgmma block-k=64 stages=3 tma=3");
-  Case odd{70, 200, 72};
-  odd.dtype = "bf16";
-  odd.bias = true;
-  odd.reduction = "sum";
-  checkWgmma(odd, "matmul=wgmma block-k=32 stages=4 splits=2 tma=3");
+  checkWarpSpecializedSweeps(" tma=3");
+  // k tiles of 32 (64-byte swizzle), 4 stages, two splits, bias.
+  checkWgmma(bf16BiasSum(), "matmul=wgmma block-k=32 stages=4 splits=2 tma=3");
 }
 
 /// What a warp-specialized tile's kernels state: op counts and nvvm.maxnreg.
