@@ -251,11 +251,12 @@ public:
     Staged sa{buffers[0], bm, isKMajor(a)}, sb{buffers[1], bn, isKMajor(b)};
     // Operands without tensor maps (tiles TMA cannot fill): with tma=3 the
     // consumers alone, in the lent registers, on the cp.async ring.
-    if (registers.launch && overlap && !byTma(a, b, sa, sb, buffers)) {
+    const bool mapped = byTma(a, b, sa, sb, buffers);
+    if (registers.launch && overlap && !mapped) {
       gpuBarrier(e);
       return consumersSweep(e, a, b, tiles, kBegin, kEnd, init, sa, sb, epilogue);
     }
-    if (!ws || !overlap || !byTma(a, b, sa, sb, buffers))
+    if (!ws || !overlap || !mapped)
       return TileMatmul::sweep(e, a, b, tiles, kBegin, kEnd, init, buffers, epilogue, overlap);
     // The previous product's last reads of the ring.
     gpuBarrier(e);
@@ -575,8 +576,7 @@ private:
       NVVM::BarrierArriveOp::create(e.builder(), e.location(), e.i32(kHandbackBarrier),
                                     e.i32(int32_t(blockThreads)));
     } else {
-      NVVM::BarrierOp::create(e.builder(), e.location(), Type(), e.i32(kHandbackBarrier),
-                              e.i32(int32_t(blockThreads)), NVVM::BarrierReductionAttr(), Value());
+      namedBarrier(e, kHandbackBarrier, blockThreads);
       set(count, registers.launch);
     }
     return results;
@@ -806,9 +806,13 @@ private:
   void ringBarrier(KernelEmitter &e, bool consumersAlone) const {
     if (!consumersAlone)
       return gpuBarrier(e);
-    NVVM::BarrierOp::create(e.builder(), e.location(), Type(), e.i32(kConsumerBarrier),
-                            e.i32(int32_t(consumers() * kWarpgroup)), NVVM::BarrierReductionAttr(),
-                            Value());
+    namedBarrier(e, kConsumerBarrier, consumers() * kWarpgroup);
+  }
+
+  /// bar.sync `id`, `threads`: a barrier of the threads of one role.
+  static void namedBarrier(KernelEmitter &e, int32_t id, int64_t threads) {
+    NVVM::BarrierOp::create(e.builder(), e.location(), Type(), e.i32(id), e.i32(int32_t(threads)),
+                            NVVM::BarrierReductionAttr(), Value());
   }
 
   /// Warpgroups that multiply: all of them; with tile tma ≥ 2 a producer
