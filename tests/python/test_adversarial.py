@@ -133,6 +133,32 @@ def test_zero_rows_give_zero_parameter_gradients(dtype, reduction, fused):
     assert h.grad.shape == (0, d)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64],
+                         ids=str)
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+@pytest.mark.parametrize("fused", [False, True])
+def test_no_features_give_the_bias_alone(dtype, reduction, fused):
+    # D = 0: the logits are the bias, dX and dW are empty, db is dZ's column
+    # sums. The 16-bit CPU kernels sized their row panels by dividing by D
+    # (SIGFPE); the GPU kernels' db lived in dW's column tiles, of which
+    # there were none (tests/unit/interpreter covers those).
+    n, v = 6, 11
+    h = torch.randn(n, 0, dtype=dtype, requires_grad=True)
+    w = torch.randn(v, 0, dtype=dtype, requires_grad=True)
+    b = torch.randn(v, dtype=dtype, requires_grad=True)
+    y = torch.tensor([0, 3, -100, 10, 3, 7])
+    loss = lossjit.linear_cross_entropy(h, w, y, b, reduction=reduction,
+                                        fused_backward=fused and reduction != "none")
+    bd = b.detach().double().requires_grad_()
+    ref = F.cross_entropy(bd.expand(n, v), y, reduction=reduction)
+    tol = 1e-6 if dtype in (torch.float32, torch.float64) else 1e-2
+    torch.testing.assert_close(loss.double(), ref, rtol=tol, atol=tol)
+    loss.sum().backward()
+    ref.sum().backward()
+    torch.testing.assert_close(b.grad.double(), bd.grad, rtol=tol, atol=tol)
+    assert h.grad.shape == (n, 0) and w.grad.shape == (v, 0)
+
+
 @pytest.mark.parametrize("fused", [False, True])
 def test_double_backward_is_an_error_not_a_dropped_term(fused):
     h, w, y, _ = make_inputs("cpu", requires_grad=True)

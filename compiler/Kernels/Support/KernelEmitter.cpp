@@ -38,6 +38,7 @@ Value KernelEmitter::divUI(Value a, Value c) { return arith::DivUIOp::create(b, 
 Value KernelEmitter::remUI(Value a, Value c) { return arith::RemUIOp::create(b, loc, a, c); }
 Value KernelEmitter::ceilDiv(Value a, Value c) { return arith::CeilDivUIOp::create(b, loc, a, c); }
 Value KernelEmitter::minUI(Value a, Value c) { return arith::MinUIOp::create(b, loc, a, c); }
+Value KernelEmitter::maxUI(Value a, Value c) { return arith::MaxUIOp::create(b, loc, a, c); }
 Value KernelEmitter::cmpI(arith::CmpIPredicate p, Value a, Value c) {
   return arith::CmpIOp::create(b, loc, p, a, c);
 }

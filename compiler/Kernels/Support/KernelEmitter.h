@@ -77,6 +77,7 @@ public:
   mlir::Value remUI(mlir::Value a, mlir::Value c);
   mlir::Value ceilDiv(mlir::Value a, mlir::Value c);
   mlir::Value minUI(mlir::Value a, mlir::Value c);
+  mlir::Value maxUI(mlir::Value a, mlir::Value c);
   mlir::Value cmpI(mlir::arith::CmpIPredicate p, mlir::Value a, mlir::Value c);
   mlir::Value cmpF(mlir::arith::CmpFPredicate p, mlir::Value a, mlir::Value c);
   mlir::Value select(mlir::Value cond, mlir::Value a, mlir::Value c);

@@ -145,6 +145,11 @@ protected:
     fwd["loss"] = {loss.data(), "f32", static_cast<int64_t>(loss.size())};
     fwd["lse"] = {lse.data(), "f32", c.n};
     runOnSimt(c, false, fwd);
+    // The backward's lse is the forward's: both against fp64.
+    LceReference fwdRef = referenceLinearCrossEntropy(p);
+    for (int64_t i = 0; i < c.n; ++i)
+      ASSERT_LE(std::fabs(lse[i] - fwdRef.lse[i]), 1e-4 * std::fabs(fwdRef.lse[i]) + 1e-5)
+          << "lse of row " << i;
     // Backward.
     std::vector<float> gradLoss(c.reduction == "none" ? c.n : 1, 0.5f);
     std::mt19937 rng(5);
@@ -888,4 +893,35 @@ TEST_F(SimtBackward, NoRowsWriteZeroGradients) {
       if (g.fusedForward)
         EXPECT_EQ(loss[0], 0.0f) << "a sum over no rows";
     }
+}
+
+TEST_F(SimtBackward, NoFeaturesStillGiveTheBiasGradient) {
+  // D = 0: the logits are the bias alone, dX and dW are empty, and db is the
+  // column sums of dZ. The dW kernels have no column tiles then; the tiles
+  // of the first column own db, so the grid keeps one column of tiles.
+  for (std::string dtype : {"f32", "bf16"})
+    for (std::string strategy : {"chunked", "vocab_chunked", "recompute"}) {
+      GradCase c{5, 37, 0, dtype, "mean", true, 0.2};
+      c.strategy = strategy;
+      checkCase(c);
+      GradCase several = c; // several chunks
+      several.workspaceBytes = 5 * 4 + 2 * 37 * 4;
+      checkCase(several);
+    }
+  // Tensor cores: mma.sync, and wgmma from the cp.async ring, from TMA, and
+  // from a producer warpgroup over a persistent grid (D = 0 encodes no map).
+  for (std::string tile : {std::string(kMmaOneWarp), std::string(kWgmmaNarrow),
+                           std::string("matmul=wgmma,block_cols=64,block_k=64,stages=3,tma=1"),
+                           std::string("matmul=wgmma,block_cols=64,block_k=64,stages=3,"
+                                       "grad_cols=256,tma=3,persistent=3")})
+    for (std::string strategy : {"chunked", "vocab_chunked"}) {
+      GradCase tensorCores{9, 45, 0, "bf16", "sum", true, 0.0, 256ll << 20, tile};
+      tensorCores.strategy = strategy;
+      checkCase(tensorCores);
+    }
+  for (std::string dtype : {"f32", "bf16"}) {
+    GradCase fused{7, 41, 0, dtype, "mean", true, 0.3};
+    fused.workspaceBytes = 7 * 4 + 3 * 41 * 4;
+    checkFused(fused);
+  }
 }

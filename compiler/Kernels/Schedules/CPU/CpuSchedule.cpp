@@ -54,7 +54,8 @@ CpuSchedule::LogitPack CpuSchedule::logitPack(KernelEmitter &e, Value d) const {
   // As many whole register blocks as fit (a single row when not even one
   // block does).
   const int64_t br = tile.blockRows;
-  Value fit = e.divUI(e.index(elements(kWideRowFloats)), d);
+  // D = 0 (no features) fits any number of rows: divide by at least one.
+  Value fit = e.divUI(e.index(elements(kWideRowFloats)), e.maxUI(d, e.index(1)));
   Value blocks = e.mul(e.divUI(fit, e.index(br)), e.index(br));
   Value rows = e.select(e.cmpI(arith::CmpIPredicate::ult, fit, e.index(br)), fit, blocks);
   rows = e.select(e.cmpI(arith::CmpIPredicate::ult, rows, e.index(1)), e.index(1), rows);
@@ -461,7 +462,9 @@ SmallVector<Value> CpuSchedule::rowGrads(KernelEmitter &e, const KernelArgs &a,
 
 Value CpuSchedule::panelRows(KernelEmitter &e, Value d, int64_t most, int64_t budgetFloats) const {
   const int64_t br = tile.blockRows;
-  Value fit = e.mul(e.divUI(e.divUI(e.index(elements(budgetFloats)), d), e.index(br)), e.index(br));
+  Value perRow = e.maxUI(d, e.index(1)); // D = 0: rows of nothing
+  Value fit =
+      e.mul(e.divUI(e.divUI(e.index(elements(budgetFloats)), perRow), e.index(br)), e.index(br));
   Value capped = e.minUI(fit, e.index(most));
   return e.select(e.cmpI(arith::CmpIPredicate::ult, capped, e.index(br)), e.index(br), capped);
 }

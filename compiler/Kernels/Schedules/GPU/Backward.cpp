@@ -344,9 +344,12 @@ struct Backward : ChunkedBackwardSteps {
   std::pair<KernelArgs, SmallVector<Value>>
   beginGradientProduct(KernelSignature &sig, const std::string &lines, bool weightGradient) {
     const TileConfig &tile = s.gradTile();
+    std::string colBlocks = "cdiv(D," + std::to_string(tile.tileCols()) + ")";
+    if (weightGradient && s.spec.needsGradBias())
+      colBlocks = "max(1," + colBlocks + ")"; // see weightColumnBlocks
     LaunchShape launch{s.productGrid(tile,
                                      "cdiv(" + lines + "," + std::to_string(tile.blockRows) + ")",
-                                     "cdiv(D," + std::to_string(tile.tileCols()) + ")"),
+                                     colBlocks),
                        "none",
                        /*perChunk=*/true};
     if (s.tensorCoreGradients())
@@ -358,6 +361,24 @@ struct Backward : ChunkedBackwardSteps {
     KernelArgs a = s.sink.begin(sig, launch);
     SmallVector<Value> scratch = s.staged(a, launch, &s.gradMatmul());
     return {std::move(a), std::move(scratch)};
+  }
+
+  /// The column tiles of a dW kernel over D: at least one where db is
+  /// wanted, since the tiles of the first column own db (forBiasRows) and D
+  /// = 0 (logits that are the bias alone) has none of its own.
+  Value weightColumnBlocks(KernelEmitter &e, Value d, int64_t cols) {
+    Value blocks = e.ceilDiv(d, e.index(cols));
+    return s.spec.needsGradBias() ? e.maxUI(blocks, e.index(1)) : blocks;
+  }
+
+  /// The end of a dW product's terms [kBegin, kEnd): kBegin (none) when D
+  /// = 0, whose only tiles are db's (weightColumnBlocks). Their products
+  /// must not read X: its rows have no element to clamp onto (a zero-size
+  /// x may have no storage at all).
+  Value weightTermsEnd(KernelEmitter &e, Value d, Value kBegin, Value kEnd) {
+    if (!s.spec.needsGradBias())
+      return kEnd;
+    return e.select(e.cmpI(arith::CmpIPredicate::eq, d, e.index(0)), kBegin, kEnd);
   }
 
   /// lce_bwd_dx (per chunk): dX rows of the chunk = dZ rows · W, one block
@@ -417,6 +438,10 @@ struct Backward : ChunkedBackwardSteps {
     s.sink.end();
   }
 
+  /// The elements lce_bwd_zero and lce_bwd_finish cover: dW's V·D, and at
+  /// least db's V (D = 0 has no dW but still a db).
+  std::string accumulatorElements() const { return s.spec.needsGradBias() ? "max(V*D,V)" : "V*D"; }
+
   /// lce_bwd_zero: dW_acc = 0 (and db_acc), before the chunks. A kernel of
   /// its own rather than "start from 0 at the first chunk": with N = 0 no
   /// chunk runs, and an empty chunk is no option (the per-chunk kernels
@@ -427,7 +452,7 @@ struct Backward : ChunkedBackwardSteps {
     sig.arg("dw_acc", flat(s.compute()), acc.dw);
     sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.compute()), acc.db);
     sig.arg("V", s.index()).arg("D", s.index());
-    auto [a, i] = beginElementwise(sig, "V*D");
+    auto [a, i] = beginElementwise(sig, accumulatorElements());
     KernelEmitter e = emitter();
     zeroElement(e, i, e.mul(a["V"], a["D"]), a["dw_acc"]);
     if (Value db = a["db_acc"])
@@ -507,7 +532,8 @@ struct Backward : ChunkedBackwardSteps {
     if (scaled) {
       // Each tile's epilogue touches only its own accumulators and db rows.
       s.forEachTile(e, tileConfig, s.gradMatmul(), dzt, xt, e.ceilDiv(v, e.index(rows)),
-                    e.ceilDiv(d, e.index(cols)), tileOf, cb, ce, scratch, store,
+                    weightColumnBlocks(e, d, cols), tileOf, cb, weightTermsEnd(e, d, cb, ce),
+                    scratch, store,
                     /*overlap=*/true);
       s.sink.end();
       return;
@@ -522,7 +548,8 @@ struct Backward : ChunkedBackwardSteps {
             owned.colValid[j], [&](KernelEmitter &l) { return l.load(a["dw_acc"], at); },
             [](KernelEmitter &z) { return z.real(0.0); }));
       }
-    Fragment dw = s.gradMatmul().multiply(e, dzt, xt, tile, cb, ce, init, scratch);
+    Fragment dw =
+        s.gradMatmul().multiply(e, dzt, xt, tile, cb, weightTermsEnd(e, d, cb, ce), init, scratch);
     store(e, tile, dw);
     s.sink.end();
   }
@@ -567,8 +594,8 @@ struct Backward : ChunkedBackwardSteps {
     MatrixOperand dzt{dzBuf, Value(), c, cb, Value(), a["dzt_map"], a["tma_ready"]};
     MatrixOperand xt{a["x"], Value(), d, {}, {}, a["xt_map"], a["tma_ready"]};
     s.forEachTile(e, tileConfig, s.gradMatmul(), dzt, xt, e.ceilDiv(e.sub(ce, cb), e.index(rows)),
-                  e.ceilDiv(d, e.index(cols)), lineTiles(cb, ce, rows, cols, d), e.index(0), n,
-                  scratch, store, /*overlap=*/true);
+                  weightColumnBlocks(e, d, cols), lineTiles(cb, ce, rows, cols, d), e.index(0),
+                  weightTermsEnd(e, d, e.index(0), n), scratch, store, /*overlap=*/true);
     s.sink.end();
   }
 
@@ -623,7 +650,7 @@ struct Backward : ChunkedBackwardSteps {
     if (s.spec.needsGradBias())
       sig.arg("db_acc", flat(s.compute())).arg("grad_bias", flat(st()));
     sig.arg("V", s.index()).arg("D", s.index());
-    auto [a, i] = beginElementwise(sig, "V*D");
+    auto [a, i] = beginElementwise(sig, accumulatorElements());
     KernelEmitter e = emitter();
     roundElement(e, i, e.mul(a["V"], a["D"]), a["dw_acc"], a["grad_w"]);
     if (s.spec.needsGradBias())
