@@ -34,7 +34,7 @@
 // PLAN:     "C", "max(1,min(N,(WB-N*4)/(V*2)))"
 // PLAN-SAME: name = "lce_bwd_dz", parallel = "none", per_chunk = true, shared_bytes = 30720
 // PLAN-SAME: grid = ["cdiv(C,64)", "cdiv(D,64)", "1"], module = "grad_bf16_lce_bwd_dx", name = "lce_bwd_dx", parallel = "none", per_chunk = true, shared_bytes = 30720
-// PLAN-SAME: grid = ["cdiv(V,64)", "cdiv(D,64)", "1"], module = "grad_bf16_lce_bwd_dw", name = "lce_bwd_dw", parallel = "none", per_chunk = true, shared_bytes = 30720
+// PLAN-SAME: grid = ["cdiv(V,64)", "max(1,cdiv(D,64))", "1"], module = "grad_bf16_lce_bwd_dw", name = "lce_bwd_dw", parallel = "none", per_chunk = true, shared_bytes = 30720
 // PLAN-SAME: {count = "C*V", dtype = "bf16", name = "dz"}, {count = "1", dtype = "f32", name = "gscale"}
 // PLAN:     "C", "max(1,min(N,(WB-N*4)/(V*6)))"
 // PLAN-SAME: name = "lce_fused_z", parallel = "none", per_chunk = true, shared_bytes = 30720

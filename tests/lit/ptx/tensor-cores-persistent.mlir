@@ -25,7 +25,7 @@
 
 // PLAN:      grid = ["min(cdiv(C,128)*cdiv(V,64),132)", "1", "1"], module = "grad_lce_bwd_dz"
 // PLAN-SAME: grid = ["min(cdiv(C,128)*cdiv(D,128),132)", "1", "1"], module = "grad_lce_bwd_dx"
-// PLAN-SAME: grid = ["min(cdiv(V,128)*cdiv(D,128),132)", "1", "1"], module = "grad_lce_bwd_dw"
+// PLAN-SAME: grid = ["min(cdiv(V,128)*max(1,cdiv(D,128)),132)", "1", "1"], module = "grad_lce_bwd_dw"
 // PLAN:      grid = ["min(cdiv(C,128)*cdiv(V,64),132)", "1", "1"], module = "fused_lce_fused_z"
 
 // The tile loop: from %ctaid.x in steps of %nctaid.x, the thread's id

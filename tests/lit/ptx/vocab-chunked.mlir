@@ -26,7 +26,7 @@
 // PLAN-SAME:    name = "lce_bwd_zero_dx", parallel = "none", per_chunk = false
 // PLAN-SAME:    {args = ["x", "w", "bias", "labels", "lse", "grow", "gscale", "dz", "chunk_begin", "chunk_end", "N", "C", "V", "D", {{.*}}], {{.*}}grid = ["cdiv(N,128)", "cdiv(C,128)", "1"], {{.*}}name = "lce_bwd_dz", parallel = "none", per_chunk = true
 // PLAN-SAME:    {args = ["dz", "w", "gscale", "dx_acc", "chunk_begin", "chunk_end", "N", "C", "V", "D", {{.*}}], {{.*}}grid = ["cdiv(N,128)", "cdiv(D,128)", "1"], {{.*}}name = "lce_bwd_dx", parallel = "none", per_chunk = true
-// PLAN-SAME:    {args = ["dz", "x", "gscale", "grad_w", "grad_bias", "chunk_begin", "chunk_end", "N", "C", "V", "D", {{.*}}], {{.*}}grid = ["cdiv(C,128)", "cdiv(D,128)", "1"], {{.*}}name = "lce_bwd_dw", parallel = "none", per_chunk = true
+// PLAN-SAME:    {args = ["dz", "x", "gscale", "grad_w", "grad_bias", "chunk_begin", "chunk_end", "N", "C", "V", "D", {{.*}}], {{.*}}grid = ["cdiv(C,128)", "max(1,cdiv(D,128))", "1"], {{.*}}name = "lce_bwd_dw", parallel = "none", per_chunk = true
 // PLAN-SAME:    name = "lce_bwd_finish_dx", parallel = "none", per_chunk = false
 // PLAN-SAME:    strategy = "vocab_chunked"
 // PLAN-SAME:    {box = [64, 128], buffer = "dz", dims = ["C", "N"], name = "dz_tma_128x64", swizzle = 128 : i64}
