@@ -90,7 +90,9 @@ AOT_VARIANTS=(
 # (impl lossjit-vocab: no f32 V x D dW accumulator), and those chunks with
 # 128x256 gradient tiles: from a producer warpgroup that lends the consumers
 # its registers (tma=3, impl lossjit-lend), and by TMA alone (tma=1, whose
-# 256 threads have 255 registers; impl lossjit-wide).
+# 256 threads have 255 registers; impl lossjit-wide); and auto's tile in
+# vocabulary chunks with its product tiles in 32 MiB bands of row blocks
+# (band=32768, impl lossjit-band: bench/gpu/tile_order.py's DRAM model).
 HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-tma|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1"
   "bf16-mean-sm90a-ws|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2"
@@ -98,6 +100,7 @@ HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-vocab|--dtype bf16 --reduction mean --strategy vocab_chunked"
   "bf16-mean-sm90a-lend|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,grad_cols=256,tma=3"
   "bf16-mean-sm90a-wide|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,grad_cols=256,tma=1"
+  "bf16-mean-sm90a-band|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1,band=32768"
 )
 
 # Test-only bundles (.bundle/test-kernels/<name>/) for tests/gpu/
@@ -146,7 +149,8 @@ WGMMA_TILES=(
 HOPPER_TEST_WORKSPACE_BYTES=1048576
 HOPPER_TEST_TILE="matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=256,stages=2,grad_cols=128"
 HOPPER_TEST_TILES=("cpasync|" "tma|,tma=1" "spec|,tma=2" "persist|,persistent=3"
-  "specpersist|,tma=2,persistent=3" "lend|,tma=3" "lendpersist|,tma=3,persistent=3")
+  "specpersist|,tma=2,persistent=3" "lend|,tma=3" "lendpersist|,tma=3,persistent=3"
+  "band|,tma=1,band=1")
 HOPPER_TEST_VARIANTS=("bf16 mean 1" "f16 none 0")
 
 # The graph (MLIR, the loss dialect) of one test variant: @lce (forward) and

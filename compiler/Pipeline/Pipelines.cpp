@@ -129,7 +129,8 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
                                {"block-k", o.blockK},
                                {"grad-cols", o.gradCols},
                                {"tma", o.tma},
-                               {"persistent", o.persistent}})
+                               {"persistent", o.persistent},
+                               {"band", o.band}})
       if (value != -1)
         select += " " + std::string(name) + "=" + std::to_string(value);
   }
@@ -149,6 +150,7 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
   knob("grad-cols", tile.gradCols, defaults.gradCols);
   knob("tma", tile.tma, defaults.tma);
   knob("persistent", tile.persistent, defaults.persistent);
+  knob("band", tile.band, defaults.band);
   stages.push_back({"kernels", "builtin.module(loss-select-lowering-config{" + select +
                                    "},loss-lower-to-gpu{chip=" + target.chip +
                                    "},canonicalize,cse)"});

@@ -56,6 +56,7 @@ struct GpuPipelineOptions : PassPipelineOptions<GpuPipelineOptions> {
   Option<int64_t> gradCols{*this, "grad-cols", llvm::cl::init(-1)};
   Option<int64_t> tma{*this, "tma", llvm::cl::init(-1)};
   Option<int64_t> persistent{*this, "persistent", llvm::cl::init(-1)};
+  Option<int64_t> band{*this, "band", llvm::cl::init(-1)};
 };
 
 struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
@@ -87,8 +88,9 @@ void lossjit::registerLossJITPasses() {
         [](OpPassManager &pm, const GpuPipelineOptions &o) {
           GpuTarget target{o.chip, o.features};
           using Matmul = GpuPipelineOptions::Matmul;
-          const TileConfig::Knobs knobs{o.blockRows, o.threads,  o.splits, o.stages,    o.blockCols,
-                                        o.blockK,    o.gradCols, o.tma,    o.persistent};
+          const TileConfig::Knobs knobs{o.blockRows,  o.threads, o.splits,   o.stages,
+                                        o.blockCols,  o.blockK,  o.gradCols, o.tma,
+                                        o.persistent, o.band};
           TileConfig tile =
               o.matmul == Matmul::automatic
                   ? TileConfig::automaticChoice(knobs)

@@ -96,6 +96,10 @@ def LossSelectLoweringConfig : Pass<"loss-select-lowering-config", "::mlir::Modu
     Option<"persistent", "persistent", "int64_t", "-1",
            "the most blocks the gradient-side product kernels launch, each sweeping "
            "several tiles (gpu, tensor cores; 0: a block per tile)">,
+    Option<"band", "band", "int64_t", "-1",
+           "the KiB of A rows a band of the product kernels' tiles keeps in L2: bands of row "
+           "blocks, each run column by column (gpu, tensor cores; 0: row blocks first through "
+           "the grid)">,
     Option<"vectorRegisters", "vector-registers", "int64_t", "-1",
            "vector registers of the target CPU, holding a vector<vector-width x f32> each "
            "(cpu: 32 with AVX-512, 16 with AVX, 8 with SSE); sizes the register tile">,

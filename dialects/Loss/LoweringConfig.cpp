@@ -13,7 +13,7 @@ using namespace lossjit::loss;
 std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads,
                                           int64_t splits, int64_t stages, int64_t blockCols,
                                           int64_t blockK, int64_t gradCols, int64_t tma,
-                                          int64_t persistent) {
+                                          int64_t persistent, int64_t band) {
   auto text = [](int64_t v) { return std::to_string(v); };
   if (threads < 32 || threads > 1024 || !llvm::isPowerOf2_64(threads))
     return "tile threads must be a power of two in [32, 1024], got " + text(threads);
@@ -42,6 +42,13 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
   // The SIMT kernels' blocks sweep their own loops already.
   if (persistent != 0 && !isTensorCoreMatmul(matmul))
     return "tile persistent is for tensor-core products (matmul mma_sync or wgmma), got matmul " +
+           stringifyMatmulKind(matmul).str();
+  if (band < 0 || band > kMaxBandKiB)
+    return "tile band must be 0 (row blocks first through the grid) or the KiB of A rows a "
+           "band of tiles keeps in L2, in [1, " +
+           text(kMaxBandKiB) + "], got " + text(band);
+  if (band != 0 && !isTensorCoreMatmul(matmul))
+    return "tile band is for tensor-core products (matmul mma_sync or wgmma), got matmul " +
            stringifyMatmulKind(matmul).str();
   if (matmul == MatmulKind::simt) {
     if (blockRows < 1 || blockRows > 16)
@@ -163,9 +170,9 @@ LogicalResult GpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
                                     MatmulKind matmul, int64_t blockRows, int64_t threads,
                                     int64_t splits, int64_t stages, int64_t blockCols,
                                     int64_t blockK, int64_t gradCols, int64_t tma,
-                                    int64_t persistent) {
+                                    int64_t persistent, int64_t band) {
   std::string why = checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK,
-                                   gradCols, tma, persistent);
+                                   gradCols, tma, persistent, band);
   if (!why.empty())
     return emitError() << why;
   // The recompute kernels form logits in SIMT tiles inside dX/dW; the

@@ -91,7 +91,13 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     blocks, each taking tiles blockIdx.x,
     blockIdx.x + P, … of the grid a block per tile would have (row blocks
     first); with `tma = 2` one TMA ring runs through all of a block's
-    tiles. P is typically the device's SM count.
+    tiles. P is typically the device's SM count. `band = B` (tensor-core
+    matmuls; 0: off, row blocks first through the whole grid) orders the
+    tiles of those kernels in bands of row blocks whose A operand (BM rows
+    × the product's depth, 16-bit) takes at most B KiB (32768 for 32 MiB): each band runs
+    column by column, row blocks first within a column, so a band's A rows
+    stay in L2 while B streams by once per band instead of A once per
+    column. The order changes no bit of any result.
 
     Example: `#loss.gpu_config<schedule = forward, matmul = simt,
     block_rows = 4, threads = 128, splits = 8, stages = 1>`,
@@ -107,7 +113,8 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
                         DefaultValuedParameter<"int64_t", "0">:$block_k,
                         DefaultValuedParameter<"int64_t", "0">:$grad_cols,
                         DefaultValuedParameter<"int64_t", "0">:$tma,
-                        DefaultValuedParameter<"int64_t", "0">:$persistent);
+                        DefaultValuedParameter<"int64_t", "0">:$persistent,
+                        DefaultValuedParameter<"int64_t", "0">:$band);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

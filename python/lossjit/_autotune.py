@@ -52,7 +52,9 @@ TENSOR_CORE_TILES = (
 #: TMA, k 64, 3 stages: 64.3 ms forward + backward on an H200 at N=4096,
 #: D=4096, V=128256, bf16), then the warp-specialized one (71.0 ms there),
 #: 128x256 gradient tiles from a producer warpgroup that lends its registers
-#: (tma=3) or by TMA alone (not yet measured),
+#: (tma=3) or by TMA alone (not yet measured), auto's tile in 32 MiB bands
+#: of row blocks (band=32768: bench/gpu/tile_order.py's DRAM model; not yet
+#: measured),
 #: wgmma's base tile (128x64 logits on the cp.async ring), the cp.async ring
 #: at 128 columns (139.5 ms there) and tiles every kernel of which ptxas
 #: takes without spills; then the mma.sync space, which sm_90a modules also
@@ -63,6 +65,7 @@ WGMMA_TILES = (
     "matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2",
     "matmul=wgmma,block_cols=128,block_k=64,stages=3,grad_cols=256,tma=3",
     "matmul=wgmma,block_cols=128,block_k=64,stages=3,grad_cols=256,tma=1",
+    "matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1,band=32768",
     "matmul=wgmma",
     "matmul=wgmma,block_cols=128",
     "matmul=wgmma,stages=3",

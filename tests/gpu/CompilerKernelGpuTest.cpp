@@ -997,23 +997,25 @@ TEST_F(CompilerKernelTest, TensorCoreForwardMatchesFp64AndSimt) {
 namespace {
 
 /// gpu-check.sh's HOPPER_TEST_TILES: one wgmma tile (128 × 64, k 64, 2
-/// stages, 128 gradient columns) seven ways, sm_90a alone, chunked within
-/// kHopperWorkspaceBytes. (tma, persistent) of each; the first, the cp.async
+/// stages, 128 gradient columns) eight ways, sm_90a alone, chunked within
+/// kHopperWorkspaceBytes. (tma, persistent, band) of each; the first, the cp.async
 /// ring with a block per tile, is the reference the others must equal bit
 /// for bit: TMA moves the same bytes, the producer warp (or warpgroup,
 /// tma=3, lending its registers) only reorders copies,
-/// and a persistent block runs a block-per-tile's tiles in the same order.
+/// and a persistent block runs a block-per-tile's tiles in the same order;
+/// a band of one row block (band=1) only changes which block makes a tile.
 struct HopperTile {
-  int tma, persistent;
+  int tma, persistent, band;
   const char *what;
 };
-constexpr HopperTile kHopperTiles[] = {{0, 0, "cp.async"},
-                                       {1, 0, "TMA"},
-                                       {2, 0, "warp-specialized"},
-                                       {0, 3, "persistent cp.async"},
-                                       {2, 3, "persistent warp-specialized"},
-                                       {3, 0, "producer warpgroup"},
-                                       {3, 3, "persistent producer warpgroup"}};
+constexpr HopperTile kHopperTiles[] = {{0, 0, 0, "cp.async"},
+                                       {1, 0, 0, "TMA"},
+                                       {2, 0, 0, "warp-specialized"},
+                                       {0, 3, 0, "persistent cp.async"},
+                                       {2, 3, 0, "persistent warp-specialized"},
+                                       {3, 0, 0, "producer warpgroup"},
+                                       {3, 3, 0, "persistent producer warpgroup"},
+                                       {1, 0, 1, "TMA, columns first"}};
 constexpr int64_t kHopperWorkspaceBytes = int64_t(1) << 20;
 /// V and D multiples of 8 (16-byte rows: the TMA paths); V not a multiple
 /// of the 64- or 128-column tiles, D = 3 k tiles of 64 and a partial one.
@@ -1071,13 +1073,15 @@ TEST_F(CompilerKernelTest, HopperTilesBackwardMatchFp64AndTheCpAsyncBits) {
       std::vector<std::pair<const HopperTile *, BundleRef>> tiles;
       for (const HopperTile &t : kHopperTiles) {
         auto it = std::find_if(found.begin(), found.end(), [&](const FoundBundle &f) {
-          return tileInt(f, "tma") == t.tma && tileInt(f, "persistent") == t.persistent;
+          return tileInt(f, "tma") == t.tma && tileInt(f, "persistent") == t.persistent &&
+                 tileInt(f, "band") == t.band;
         });
         if (it == found.end()) {
           if (!found.empty())
             missing.push_back(describeOptions(wanted) + " wgmma tile " + t.what +
                               " (tma=" + std::to_string(t.tma) +
-                              ", persistent=" + std::to_string(t.persistent) + ")");
+                              ", persistent=" + std::to_string(t.persistent) +
+                              ", band=" + std::to_string(t.band) + ")");
           continue;
         }
         if (BundleRef b = load(*it))

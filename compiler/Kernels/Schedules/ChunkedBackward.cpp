@@ -11,7 +11,8 @@ void lossjit::buildChunkedBackward(ChunkedBackwardSteps &steps, PlanBuilder &pla
   // workspace once, give lse and the row losses, become dZ in place and are
   // multiplied out (6·N·D·V in all, against 2 + 6 for a forward then a
   // backward).
-  ChunkedAccumulators acc = plan.chunked(spec, steps.productDzType(), steps.budgetReserve());
+  ChunkedAccumulators acc =
+      plan.chunked(spec, steps.productDzType(), steps.budgetReserve(), steps.balancedChunkRows());
   if (spec.fusedForward)
     plan.workspace("loss_rows", spec.computeName(), "N");
   // The cross-entropy ops form g_r from grad_loss; a reduction's adjoints

@@ -26,6 +26,11 @@ public:
   /// Bytes of the budget (a formula over WB) set aside for what is not a
   /// workspace, e.g. the host threads' packing scratch; empty for none.
   virtual std::string budgetReserve() const { return ""; }
+  /// The rows a chunk is a multiple of when the chunks are evened out (the
+  /// logit and gradient tiles' rows: a GPU grid sized for C rows runs every
+  /// chunk, so a short last chunk, or a chunk that ends inside a tile, idles
+  /// row blocks); 0 keeps the largest chunks the budget allows.
+  virtual int64_t balancedChunkRows() const { return 0; }
   /// lce_bwd_scale: counted rows and g_r of every row.
   virtual void scale() = 0;
   /// Before the chunks: the dW (and db) sums of `acc` start at zero, so

@@ -27,7 +27,7 @@ void PlanBuilder::workspace(llvm::StringRef name, llvm::StringRef dtype, llvm::S
 }
 
 ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec, llvm::StringRef productDzType,
-                                         llvm::StringRef reserve) {
+                                         llvm::StringRef reserve, int64_t balanceRows) {
   constant("WB", spec.workspaceBytes);
   // Bytes per dZ element of a chunk: compute-type dZ; or 16-bit dZ for
   // tensor-core products, next to the fused op's f32 raw logits.
@@ -37,7 +37,18 @@ ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec, llvm::StringRef pr
   const int64_t perElement = !dz16 ? computeBytes : spec.fusedForward ? 6 : 2;
   std::string rows = "WB-N*" + std::to_string(computeBytes);
   std::string left = reserve.empty() ? rows : rows + "-" + reserve.str();
-  plan.derived = {{"C", "max(1,min(N,(" + left + ")/(V*" + std::to_string(perElement) + ")))"}};
+  const std::string largest = "max(1,min(N,(" + left + ")/(V*" + std::to_string(perElement) + ")))";
+  plan.derived = {{"C", largest}};
+  if (balanceRows) {
+    // As many chunks as whole tiles of at most CMAX rows (CT) need, each
+    // about N / that many rows rounded up to whole tiles: every chunk's grid
+    // then has as few row blocks as the budget allows. A CMAX below one
+    // tile stays CMAX (N = 0: one chunk, never run).
+    const std::string m = std::to_string(balanceRows);
+    plan.derived = {{"CMAX", largest},
+                    {"CT", "max(1,CMAX/" + m + ")*" + m},
+                    {"C", "min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CT)))," + m + ")*" + m + ")"}};
+  }
   plan.chunkSymbol = "C";
   if (!dz16 || spec.fusedForward)
     workspace("dz", ct, "C*V");

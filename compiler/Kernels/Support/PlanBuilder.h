@@ -41,9 +41,12 @@ public:
   /// (tensor-core products) dZ is stored in that type — in "dzs" next to
   /// the fused op's f32 raw logits "dz" — with
   /// its power-of-two scale in "gscale". `reserve` (a formula over WB) is
-  /// taken off the budget before the chunk is sized.
+  /// taken off the budget before the chunk is sized. With `balanceRows`
+  /// the chunks are evened out: as many as chunks of whole `balanceRows`
+  /// tiles within the budget's largest chunk CMAX need, each a multiple of
+  /// `balanceRows` rows where CMAX allows.
   ChunkedAccumulators chunked(const LceSpec &spec, llvm::StringRef productDzType = "",
-                              llvm::StringRef reserve = "");
+                              llvm::StringRef reserve = "", int64_t balanceRows = 0);
 
   /// Chunks over the vocabulary: the budget constant WB, the chunk width
   /// C = `columnsFormula` (over N, V, D, WB) and the dZ workspace [N × C]

@@ -20,7 +20,8 @@ std::string TileConfig::str() const {
          (blockK ? ",block_k=" + std::to_string(blockK) : "") +
          (gradCols ? ",grad_cols=" + std::to_string(gradCols) : "") +
          (tma ? ",tma=" + std::to_string(tma) : "") +
-         (persistent ? ",persistent=" + std::to_string(persistent) : "");
+         (persistent ? ",persistent=" + std::to_string(persistent) : "") +
+         (band ? ",band=" + std::to_string(band) : "");
 }
 
 TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
@@ -92,6 +93,7 @@ TileConfig TileConfig::with(const Knobs &knobs) const {
   set(t.gradCols, knobs.gradCols);
   set(t.tma, knobs.tma);
   set(t.persistent, knobs.persistent);
+  set(t.band, knobs.band);
   return t;
 }
 
@@ -99,7 +101,7 @@ llvm::Error TileConfig::validate() const {
   if (automatic)
     return llvm::Error::success();
   std::string why = loss::checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols,
-                                         blockK, gradCols, tma, persistent);
+                                         blockK, gradCols, tma, persistent, band);
   if (!why.empty())
     return llvm::createStringError(why);
   return llvm::Error::success();
@@ -156,10 +158,12 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
       knobs.tma = number;
     else if (key == "persistent")
       knobs.persistent = number;
+    else if (key == "band")
+      knobs.band = number;
     else
       return llvm::createStringError("unknown tile key '" + key.str() +
                                      "' (expected block_rows, threads, splits, matmul, stages, "
-                                     "block_cols, block_k, grad_cols, tma, persistent)");
+                                     "block_cols, block_k, grad_cols, tma, persistent, band)");
   }
   config = config.with(knobs);
   if (llvm::Error err = config.validate())
@@ -169,7 +173,7 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
 
 loss::GpuConfigAttr TileConfig::toAttr(mlir::MLIRContext *context, loss::Schedule schedule) const {
   return loss::GpuConfigAttr::get(context, schedule, matmul, blockRows, threads, splits, stages,
-                                  blockCols, blockK, gradCols, tma, persistent);
+                                  blockCols, blockK, gradCols, tma, persistent, band);
 }
 
 TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
@@ -184,6 +188,7 @@ TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
   t.gradCols = attr.getGradCols();
   t.tma = attr.getTma();
   t.persistent = attr.getPersistent();
+  t.band = attr.getBand();
   return t;
 }
 

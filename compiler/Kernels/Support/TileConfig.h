@@ -48,6 +48,9 @@ struct TileConfig {
   /// Tensor cores: 0, or the most blocks the gradient-side product kernels
   /// launch, each sweeping several tiles (GpuSchedule::forEachTile).
   int64_t persistent = 0;
+  /// Tensor cores: 0, or the KiB of A operand rows a band of the product
+  /// kernels' tiles keeps in L2 (GpuSchedule::forEachTile's tile order).
+  int64_t band = 0;
   /// "auto": no tile of its own. The selection pass gives every op the
   /// tile defaultFor() picks for its chip, storage and schedule (the other
   /// fields are unused). What the JIT and lossjit-aot compile with unless
@@ -80,7 +83,7 @@ struct TileConfig {
   /// Knobs a user or a pass option sets; -1 leaves a field as it is.
   struct Knobs {
     int64_t blockRows = -1, threads = -1, splits = -1, stages = -1, blockCols = -1, blockK = -1;
-    int64_t gradCols = -1, tma = -1, persistent = -1;
+    int64_t gradCols = -1, tma = -1, persistent = -1, band = -1;
   };
   /// This tile with every set knob replaced.
   TileConfig with(const Knobs &knobs) const;

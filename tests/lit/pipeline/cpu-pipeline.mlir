@@ -17,7 +17,7 @@
 // STAGES-NEXT:    loss-fuse-linear-cross-entropy{remarks=false},
 // STAGES-NEXT:    canonicalize
 // STAGES-NEXT:    cse,
-// STAGES-NEXT:    loss-select-lowering-config{block-cols=-1 block-k=-1 block-rows=2 {{.*}}target=cpu {{.*}}vector-width=16 vocab-tile=-1},
+// STAGES-NEXT:    loss-select-lowering-config{band=-1 block-cols=-1 block-k=-1 block-rows=2 {{.*}}target=cpu {{.*}}vector-width=16 vocab-tile=-1},
 // STAGES-NEXT:    loss-lower-to-cpu,
 // STAGES-NEXT:    canonicalize
 // STAGES-NEXT:    cse,

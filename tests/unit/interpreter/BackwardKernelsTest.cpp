@@ -465,13 +465,14 @@ TEST_F(SimtBackward, PersistentProductKernelsGiveTheSameBits) {
     for (const auto &[name, bytes] : perTile)
       EXPECT_TRUE(bytes == swept[name]) << name << " differs from a block per tile's bits";
   }
-  // A last chunk with fewer row blocks than a full one: chunks of C = 100
-  // and 50 rows in 64-row tiles. The grid is sized from C (dX: 2 x 2 tiles
+  // A last chunk with fewer row blocks than a full one: chunks of C = 128
+  // and 22 rows in 64-row tiles. The grid is sized from C (dX: 2 x 2 tiles
   // on 4 blocks), so in the last chunk blocks 2 and 3 are past its 2 tiles
   // and take none (an unsigned count would wrap and never end).
   GradCase one{150, 200, 136, "bf16", "mean", true, 0.2};
   one.tile = narrow + ",tma=2";
-  one.workspaceBytes = 150 * 4 + 100 * 200 * 2;
+  one.workspaceBytes = 150 * 4 + 128 * 200 * 2;
+  ASSERT_EQ(chunking(one), std::make_pair(int64_t{2}, int64_t{128}));
   std::map<std::string, std::vector<char>> perTile, swept;
   checkCase(one, &perTile);
   GradCase p = one;
@@ -598,7 +599,7 @@ TEST_F(SimtBackward, FusedForwardBackward) {
   for (std::string dtype : {"f32", "bf16"})
     for (std::string reduction : {"mean", "sum"}) {
       GradCase c{7, 41, 9, dtype, reduction, true, 0.3};
-      c.workspaceBytes = 7 * 4 + 3 * 41 * 4; // C = 3 rows: three chunks
+      c.workspaceBytes = 7 * 4 + 3 * 41 * 4; // CMAX = 3 rows: four chunks of 2-row tiles
       checkFused(c);
     }
 }
@@ -848,6 +849,79 @@ TEST_F(SimtBackward, VocabChunkedWarpSpecializedAndPersistentGiveTheSameBits) {
     for (const auto &[name, bytes] : reference)
       EXPECT_TRUE(bytes == grads[name]) << name << " differs from a block per tile's bits";
   }
+}
+
+// tile band=B: the tensor-core product kernels take their tiles in bands of
+// row blocks (as many A slabs of BM rows × the depth in 16-bit as fit B KiB),
+// each band column by column. Which block makes a tile changes, its bits do
+// not. At N=150, D=96 (dZ's 64-row slabs of 12 KiB): band 1 is one row
+// block per band (columns first everywhere), band 25 bands of two row
+// blocks in lce_bwd_dz (over three in the vocabulary chunks: the last band
+// short) and in the row chunks' dW (100-deep slabs); with persistent blocks
+// and a producer warp, and through a producer warpgroup's sweep of one tile.
+TEST_F(SimtBackward, BandedTileOrderGivesTheSameBits) {
+  const std::string narrow =
+      "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=2";
+  const std::string lend = "matmul=wgmma,block_cols=64,block_k=64,stages=2";
+  const std::vector<std::pair<std::string, std::string>> variants = {
+      {narrow, ",band=1"},
+      {narrow, ",band=25"},
+      {narrow, ",tma=2,persistent=3,band=25"},
+      {lend + ",tma=3", ",band=1"},
+      {"matmul=mma_sync", ",band=1"}};
+  for (const char *strategy : {"chunked", "vocab_chunked"}) {
+    GradCase base{150, 200, 96, "bf16", "mean", true, 0.2};
+    base.strategy = strategy;
+    // Chunks whose grids outnumber the last chunk's tiles: 128 and 22 rows,
+    // or 64, 64, 64 and 8 columns.
+    base.workspaceBytes =
+        base.strategy == "vocab_chunked" ? 2 * (150 * 4 + 64 * 150 * 2) : 150 * 4 + 128 * 200 * 2;
+    base.tile = narrow; // (16-bit dZ, as every tile below)
+    ASSERT_EQ(chunksOf(base), base.strategy == "vocab_chunked" ? 4 : 2);
+    std::map<std::string, std::map<std::string, std::vector<char>>> rowsFirst;
+    for (const auto &[tile, knobs] : variants) {
+      SCOPED_TRACE(std::string(strategy) + " " + tile + knobs);
+      GradCase plain = base, banded = base;
+      plain.tile = tile;
+      banded.tile = tile + knobs;
+      if (!rowsFirst.count(tile))
+        checkCase(plain, &rowsFirst[tile]);
+      std::map<std::string, std::vector<char>> grads;
+      checkCase(banded, &grads);
+      for (const auto &[name, bytes] : rowsFirst[tile])
+        EXPECT_TRUE(bytes == grads[name]) << name << " differs from row blocks first";
+    }
+  }
+}
+
+// The GPU's row chunks are evened out: a chunk kernel's grid is sized for
+// C rows, so a short last chunk, or one that ends inside a tile, idled row
+// blocks. As many chunks as whole tiles within the budget's largest chunk
+// CMAX need, each about N / chunks rows rounded up to whole tiles where
+// CMAX allows.
+TEST_F(SimtBackward, RowChunksAreEvenedOutToWholeTiles) {
+  // Tensor cores (16-bit dZ, 64-row tiles): CMAX = 130 would cut 130, 130
+  // and 40 rows (three row blocks per chunk); 128, 128 and 44 take two.
+  GradCase tiles{300, 60, 40, "bf16", "mean", true, 0.1};
+  tiles.tile = "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=2";
+  tiles.workspaceBytes = 300 * 4 + 130 * 60 * 2;
+  EXPECT_EQ(chunking(tiles), std::make_pair(int64_t{3}, int64_t{128}));
+  checkCase(tiles);
+  // SIMT (f32 dZ, 2-row tiles): CMAX = 65 → five chunks of 60, not 65 × 4 + 40.
+  GradCase simt = tiles;
+  simt.tile = "block_rows=2,threads=32,splits=3";
+  EXPECT_EQ(chunking(simt), std::make_pair(int64_t{5}, int64_t{60}));
+  checkCase(simt);
+  checkFused(simt);
+  // CMAX = 100 rows would take two row blocks per chunk, 64 one: five
+  // chunks of 64 (the fewest row-block passes, 5 not 6).
+  GradCase partTile = tiles;
+  partTile.workspaceBytes = 300 * 4 + 100 * 60 * 2;
+  EXPECT_EQ(chunking(partTile), std::make_pair(int64_t{5}, int64_t{64}));
+  // A CMAX below one tile keeps CMAX: 300 rows in chunks of at most 40.
+  GradCase small = tiles;
+  small.workspaceBytes = 300 * 4 + 40 * 60 * 2;
+  EXPECT_EQ(chunking(small), std::make_pair(int64_t{8}, int64_t{40}));
 }
 
 TEST_F(SimtBackward, NoRowsWriteZeroGradients) {

@@ -16,6 +16,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
+#include <numeric>
+
 using namespace mlir;
 using namespace lossjit;
 
@@ -92,6 +94,9 @@ struct Backward : ChunkedBackwardSteps {
 
   std::string productDzType() const override {
     return loss::storageTypeName(s.dzType()).str();
+  }
+  int64_t balancedChunkRows() const override {
+    return std::lcm(s.tile.blockRows, s.gradTile().blockRows);
   }
   void scale() override { buildScale(); }
   void zero(const ChunkedAccumulators &accumulators) override {

@@ -49,6 +49,30 @@ std::array<std::string, 3> GpuSchedule::productGrid(const TileConfig &product,
           "1"};
 }
 
+std::pair<Value, Value> GpuSchedule::tileOrder(KernelEmitter &e, const TileConfig &product,
+                                               Value linear, Value rowBlocks, Value colBlocks,
+                                               Value kBegin, Value kEnd) const {
+  if (!banded(product))
+    return {e.remUI(linear, rowBlocks), e.divUI(linear, rowBlocks)};
+  // G row blocks per band: as many A slabs (BM rows × the depth, 16-bit)
+  // as fit the band's bytes, at least one and at most all of them.
+  constexpr int64_t kOperandBytes = 2;
+  Value slab = e.mul(e.sub(kEnd, kBegin), e.index(product.blockRows * kOperandBytes));
+  Value fit = e.divUI(e.index(tile.band << 10), e.maxUI(slab, e.index(1)));
+  Value g = e.minUI(e.maxUI(fit, e.index(1)), rowBlocks);
+  Value perBand = e.mul(g, colBlocks);
+  Value band = e.divUI(linear, perBand);
+  Value first = e.mul(band, g);
+  // The last band may be shorter; past the last tile (a grid sized for a
+  // full chunk running a shorter one) there is none, and the block takes
+  // the tile one past the last row block, which masks every row.
+  Value inside = e.cmpI(arith::CmpIPredicate::ult, linear, e.mul(rowBlocks, colBlocks));
+  Value rows = e.select(inside, e.minUI(e.sub(rowBlocks, first), g), e.index(1));
+  Value local = e.sub(linear, e.mul(band, perBand));
+  return {e.select(inside, e.add(first, e.remUI(local, rows)), rowBlocks),
+          e.select(inside, e.divUI(local, rows), e.index(0))};
+}
+
 void GpuSchedule::forEachTile(KernelEmitter &e, const TileConfig &product, const TileMatmul &matmul,
                               const MatrixOperand &a, const MatrixOperand &b, Value rowBlocks,
                               Value colBlocks, const TileOf &tileOf, Value kBegin, Value kEnd,
@@ -57,8 +81,19 @@ void GpuSchedule::forEachTile(KernelEmitter &e, const TileConfig &product, const
   // warpgroup lends its registers (tma=3) — the consumers take them only
   // around a sweep's epilogues — else one product.
   const bool lends = overlap && product.warpgroupRegisters().launch;
+  // A block per tile: the hardware starts blocks in the order of
+  // blockIdx.x + blockIdx.y · gridDim.x; tileOrder turns that into a tile.
+  auto ownTile = [&](KernelEmitter &te) {
+    if (!banded(product))
+      return tileOf(te, gpuBlockIdx(te, 0), gpuBlockIdx(te, 1));
+    // The grid may be sized for more row blocks than this launch has (a
+    // full chunk's): the launch order counts in the grid's own rows.
+    Value linear = te.add(gpuBlockIdx(te, 0), te.mul(gpuBlockIdx(te, 1), gpuGridDim(te, 0)));
+    auto [row, col] = tileOrder(te, product, linear, rowBlocks, colBlocks, kBegin, kEnd);
+    return tileOf(te, row, col);
+  };
   if (!persistent(product) && !lends) {
-    const BlockTile t = tileOf(e, gpuBlockIdx(e, 0), gpuBlockIdx(e, 1));
+    const BlockTile t = ownTile(e);
     Fragment f = matmul.multiply(e, a, b, t, kBegin, kEnd, {}, scratch);
     body(e, t, f);
     return;
@@ -67,13 +102,13 @@ void GpuSchedule::forEachTile(KernelEmitter &e, const TileConfig &product, const
       persistent(product)
           ? TileSweep{gpuBlockIdx(e, 0), e.mul(rowBlocks, colBlocks), gpuGridDim(e, 0),
                       [&](KernelEmitter &te, Value linear) {
-                        return tileOf(te, te.remUI(linear, rowBlocks), te.divUI(linear, rowBlocks));
+                        auto [row, col] =
+                            tileOrder(te, product, linear, rowBlocks, colBlocks, kBegin, kEnd);
+                        return tileOf(te, row, col);
                       },
                       /*pinThread=*/true}
           : TileSweep{e.index(0), e.index(1), e.index(1),
-                      [&](KernelEmitter &te, Value) {
-                        return tileOf(te, gpuBlockIdx(te, 0), gpuBlockIdx(te, 1));
-                      },
+                      [&](KernelEmitter &te, Value) { return ownTile(te); },
                       /*pinThread=*/true};
   matmul.sweep(
       e, a, b, tiles, kBegin, kEnd, {}, scratch,

@@ -131,15 +131,32 @@ struct GpuSchedule {
   /// blocks along x (forEachTile).
   std::array<std::string, 3> productGrid(const TileConfig &product, const std::string &rowBlocks,
                                          const std::string &colBlocks) const;
+  /// Whether `product`'s tiles run in bands (tile band, tensor cores).
+  bool banded(const TileConfig &product) const {
+    return tile.band && loss::isTensorCoreMatmul(product.matmul);
+  }
+  /// The tile (row block, column block) that runs `linear`-th of a product
+  /// kernel's rowBlocks × colBlocks tiles over depth [kBegin, kEnd): row
+  /// blocks first through the grid; with tile band B (tensor cores) in
+  /// bands of G row blocks — as many A slabs of product.blockRows rows ×
+  /// the depth in 16-bit as fit B KiB, at least one — each band column by
+  /// column, row blocks first within a column. A band's A rows then stay in
+  /// L2 while its columns' B streams through once (row blocks first through
+  /// a grid whose A exceeds L2 re-reads all of A once per column block). The
+  /// order changes which block makes a tile, never its bits.
+  std::pair<mlir::Value, mlir::Value> tileOrder(KernelEmitter &e, const TileConfig &product,
+                                                mlir::Value linear, mlir::Value rowBlocks,
+                                                mlir::Value colBlocks, mlir::Value kBegin,
+                                                mlir::Value kEnd) const;
   /// What a product kernel does with each of its tiles' fragments.
   using TileBody = std::function<void(KernelEmitter &, const BlockTile &, Fragment &)>;
   /// The tile (rowBlock, colBlock) of a product kernel's grid.
   using TileOf =
       std::function<BlockTile(KernelEmitter &, mlir::Value rowBlock, mlir::Value colBlock)>;
   /// Multiplies the tiles of a kernel launched on productGrid(): its own
-  /// (blockIdx.x, blockIdx.y), or when persistent(product) the tiles
-  /// blockIdx.x, + gridDim.x, … of the rowBlocks × colBlocks tiles (row
-  /// blocks fastest: the order a block per tile runs in), as one
+  /// (the tileOrder() of blockIdx.x + blockIdx.y · gridDim.x), or when
+  /// persistent(product) the tiles blockIdx.x, + gridDim.x, … in
+  /// tileOrder() (the order a block per tile runs in), as one
   /// TileMatmul::sweep (a tma=2 ring through all of them when `overlap`,
   /// see TileMatmul::sweep). With tma=3 and `overlap` a block per tile
   /// sweeps its one tile, so that its producer warpgroup lends the
