@@ -159,6 +159,22 @@ def test_no_features_give_the_bias_alone(dtype, reduction, fused):
     assert h.grad.shape == (n, 0) and w.grad.shape == (v, 0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("fused", [False, True])
+def test_no_rows_and_no_features(dtype, fused):
+    # N = 0 and D = 0 at once: a sum over nothing, zero db. The 16-bit
+    # vocabulary chunks sized their chunks by (N+D), a division by zero.
+    b = torch.randn(11, dtype=dtype, requires_grad=True)
+    h = torch.randn(0, 0, dtype=dtype, requires_grad=True)
+    w = torch.randn(11, 0, dtype=dtype, requires_grad=True)
+    y = torch.zeros(0, dtype=torch.long)
+    loss = lossjit.linear_cross_entropy(h, w, y, b, reduction="sum", fused_backward=fused)
+    assert loss.item() == 0.0
+    loss.backward()
+    assert torch.equal(b.grad, torch.zeros_like(b))
+    assert w.grad.shape == (11, 0) and h.grad.shape == (0, 0)
+
+
 @pytest.mark.parametrize("fused", [False, True])
 def test_double_backward_is_an_error_not_a_dropped_term(fused):
     h, w, y, _ = make_inputs("cpu", requires_grad=True)

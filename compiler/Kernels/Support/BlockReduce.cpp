@@ -19,9 +19,12 @@ Value lossjit::gpuThreadIdx(KernelEmitter &e) {
 }
 
 Value lossjit::opaqueThreadIdx(KernelEmitter &e) {
+  return opaqueIndex(e, gpu::ThreadIdOp::create(e.builder(), e.location(), gpu::Dimension::x));
+}
+
+Value lossjit::opaqueIndex(KernelEmitter &e, Value value) {
   OpBuilder &b = e.builder();
-  Value tid = gpu::ThreadIdOp::create(b, e.location(), gpu::Dimension::x);
-  Value word = arith::IndexCastUIOp::create(b, e.location(), b.getI32Type(), tid);
+  Value word = arith::IndexCastUIOp::create(b, e.location(), b.getI32Type(), value);
   Value pinned =
       LLVM::InlineAsmOp::create(b, e.location(), b.getI32Type(), ValueRange{word}, "", "=r,0",
                                 /*has_side_effects=*/true,

@@ -21,6 +21,9 @@ mlir::Value gpuThreadIdx(KernelEmitter &e);
 /// not hoisted out of the loop (where it would stay live through the whole
 /// loop; see TileSweep::pinThread).
 mlir::Value opaqueThreadIdx(KernelEmitter &e);
+/// `value` (an index below 2^32) through the same empty asm: what a loop
+/// body derives from it stays in the body.
+mlir::Value opaqueIndex(KernelEmitter &e, mlir::Value value);
 /// gpu.block_id / gpu.grid_dim along x (0), y (1).
 mlir::Value gpuBlockIdx(KernelEmitter &e, unsigned dim);
 mlir::Value gpuGridDim(KernelEmitter &e, unsigned dim);

@@ -40,14 +40,13 @@ ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec, llvm::StringRef pr
   const std::string largest = "max(1,min(N,(" + left + ")/(V*" + std::to_string(perElement) + ")))";
   plan.derived = {{"C", largest}};
   if (balanceRows) {
-    // As many chunks as whole tiles of at most CMAX rows (CT) need, each
-    // about N / that many rows rounded up to whole tiles: every chunk's grid
-    // then has as few row blocks as the budget allows. A CMAX below one
-    // tile stays CMAX (N = 0: one chunk, never run).
+    // As many chunks as CMAX needs (never more: each row chunk reads and
+    // writes the whole f32 dW accumulator), each about N / that many rows
+    // rounded up to whole tiles where CMAX allows (N = 0: one row, never run).
     const std::string m = std::to_string(balanceRows);
-    plan.derived = {{"CMAX", largest},
-                    {"CT", "max(1,CMAX/" + m + ")*" + m},
-                    {"C", "min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CT)))," + m + ")*" + m + ")"}};
+    plan.derived = {
+        {"CMAX", largest},
+        {"C", "max(1,min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CMAX)))," + m + ")*" + m + "))"}};
   }
   plan.chunkSymbol = "C";
   if (!dz16 || spec.fusedForward)

@@ -42,9 +42,8 @@ public:
   /// the fused op's f32 raw logits "dz" — with
   /// its power-of-two scale in "gscale". `reserve` (a formula over WB) is
   /// taken off the budget before the chunk is sized. With `balanceRows`
-  /// the chunks are evened out: as many as chunks of whole `balanceRows`
-  /// tiles within the budget's largest chunk CMAX need, each a multiple of
-  /// `balanceRows` rows where CMAX allows.
+  /// the chunks are evened out: as many as the budget's largest chunk CMAX
+  /// needs, each a multiple of `balanceRows` rows where CMAX allows.
   ChunkedAccumulators chunked(const LceSpec &spec, llvm::StringRef productDzType = "",
                               llvm::StringRef reserve = "", int64_t balanceRows = 0);
 

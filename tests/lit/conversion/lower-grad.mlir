@@ -4,7 +4,7 @@
 // RUN: lossjit-opt %s --loss-select-lowering-config=target=cpu --loss-lower-to-cpu --split-input-file --verify-diagnostics 2>&1 | FileCheck %s --check-prefix=CPU
 
 // GPU-LABEL: module attributes {gpu.container_module, loss.launch_plans = {chunked_f32 = {
-// GPU-SAME:    chunk = "C", constants = {WB = 1048576 : i64}, derived = {{\[\[}}"CMAX", "max(1,min(N,(WB-N*4)/(V*4)))"], ["CT", "max(1,CMAX/4)*4"], ["C", "min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CT))),4)*4)"]]
+// GPU-SAME:    chunk = "C", constants = {WB = 1048576 : i64}, derived = {{\[\[}}"CMAX", "max(1,min(N,(WB-N*4)/(V*4)))"], ["C", "max(1,min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CMAX))),4)*4))"]]
 // GPU-SAME:    entry_args = ["x", "w", "labels", "lse", "grad_loss"], entry_results = ["grad_w", "grad_x"]
 // GPU-SAME:    {args = ["labels", "grad_loss", "grow", "N", "V"], {{.*}}name = "lce_bwd_scale", parallel = "none", per_chunk = false
 // GPU-SAME:    {args = ["x", "w", "labels", "lse", "grow", "dz", "chunk_begin", "chunk_end", "V", "D"], block = [128, 1, 1], grid = ["cdiv(C,4)", "cdiv(V,128)", "1"], {{.*}}name = "lce_bwd_dz", parallel = "none", per_chunk = true
@@ -66,7 +66,7 @@ func.func @chunked_f32(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi6
 // f32 dW accumulator): dZ of every row per chunk, dW rounded per chunk.
 // CPU-LABEL: loss.launch_plans = {weights_only = {
 // CPU-SAME:    chunk = "C", chunk_dim = "V"
-// CPU-SAME:    derived = {{\[\["C", "max\(1,min\(V,\(WB-\(N\*4\+min\(4194304,WB/16\)\)\)/\(\(N\+D\)\*4\)\)\)"\]\]}}
+// CPU-SAME:    derived = {{\[\["C", "max\(1,min\(V,\(WB-\(N\*4\+min\(4194304,WB/16\)\)\)/\(max\(1,N\+D\)\*4\)\)\)"\]\]}}
 // CPU-SAME:    name = "lce_bwd_scale", parallel = "none", per_chunk = false
 // CPU-SAME:    name = "lce_bwd_dz_v", parallel = "rows", per_chunk = true
 // CPU-SAME:    {args = ["dz", "x", "dw_acc", "grad_w", "grad_bias", "col_begin", "col_end", "chunk_begin", "chunk_end", "N", "D"], {{.*}}name = "lce_bwd_dw_v", parallel = "vocab", per_chunk = true

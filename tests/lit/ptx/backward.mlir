@@ -35,7 +35,7 @@
 // RUN: %ptxas -arch=sm_80 %t/f16/fused_lce_reduce.ptx -o %t/a.cubin
 
 // PLAN: chunk = "C"
-// PLAN-SAME: derived = {{\[\[}}"CMAX", "max(1,min(N,(WB-N*4)/(V*4)))"], ["CT", "max(1,CMAX/4)*4"], ["C", "min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CT))),4)*4)"]]
+// PLAN-SAME: derived = {{\[\[}}"CMAX", "max(1,min(N,(WB-N*4)/(V*4)))"], ["C", "max(1,min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CMAX))),4)*4))"]]
 // PLAN-SAME: name = "lce_bwd_dz", parallel = "none", per_chunk = true
 // PLAN-SAME: name = "lce_bwd_finish", parallel = "none", per_chunk = false
 // PLAN-SAME: workspaces = [{count = "N", dtype = "f32", name = "grow"}, {count = "C*V", dtype = "f32", name = "dz"}, {count = "V*D", dtype = "f32", name = "dw_acc"}, {count = "V", dtype = "f32", name = "db_acc"}]

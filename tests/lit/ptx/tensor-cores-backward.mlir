@@ -31,12 +31,12 @@
 // (V, D). The chunked backward keeps a 16-bit dZ [C, V] and the scale G;
 // the fused op its f32 raw logits and the 16-bit dZ next to them, so its
 // chunks are sized by 6 bytes per element.
-// PLAN:     "CMAX", "max(1,min(N,(WB-N*4)/(V*2)))"], ["CT", "max(1,CMAX/64)*64"], ["C", "min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CT))),64)*64)"
+// PLAN:     "CMAX", "max(1,min(N,(WB-N*4)/(V*2)))"], ["C", "max(1,min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CMAX))),64)*64))"
 // PLAN-SAME: name = "lce_bwd_dz", parallel = "none", per_chunk = true, shared_bytes = 30720
 // PLAN-SAME: grid = ["cdiv(C,64)", "cdiv(D,64)", "1"], module = "grad_bf16_lce_bwd_dx", name = "lce_bwd_dx", parallel = "none", per_chunk = true, shared_bytes = 30720
 // PLAN-SAME: grid = ["cdiv(V,64)", "max(1,cdiv(D,64))", "1"], module = "grad_bf16_lce_bwd_dw", name = "lce_bwd_dw", parallel = "none", per_chunk = true, shared_bytes = 30720
 // PLAN-SAME: {count = "C*V", dtype = "bf16", name = "dz"}, {count = "1", dtype = "f32", name = "gscale"}
-// PLAN:     "CMAX", "max(1,min(N,(WB-N*4)/(V*6)))"], ["CT", "max(1,CMAX/64)*64"], ["C", "min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CT))),64)*64)"
+// PLAN:     "CMAX", "max(1,min(N,(WB-N*4)/(V*6)))"], ["C", "max(1,min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CMAX))),64)*64))"
 // PLAN-SAME: name = "lce_fused_z", parallel = "none", per_chunk = true, shared_bytes = 30720
 // PLAN-SAME: {count = "C*V", dtype = "f32", name = "dz"}, {count = "C*V", dtype = "f16", name = "dzs"}
 

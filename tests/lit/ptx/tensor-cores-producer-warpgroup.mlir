@@ -12,12 +12,14 @@
 // what the consumers had not taken yet, and they would wait forever.
 // ptxas -arch=sm_90a takes every kernel with zero spills, without
 // ignoring a setmaxnreg (C7508) and without serializing the wgmmas
-// (C7514-C7518), at 3 and 4 stages and persistent; every kernel launches.
+// (C7514-C7518), at 3 and 4 stages and persistent (its sweeps in 32 MiB
+// bands: the band's tile order per tile, in i32 and kept in the loop);
+// every kernel launches.
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t/k
 // RUN: sed 's/f16/bf16/g' %s > %t/bf16.mlir
 // RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=3 grad-cols=256 tma=3" -o %t/f16.mlir
-// RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=4 grad-cols=256 tma=3 persistent=132" -o %t/bf16.out.mlir
+// RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=4 grad-cols=256 tma=3 persistent=132 band=32768" -o %t/bf16.out.mlir
 // RUN: FileCheck %s --check-prefix=PLAN --input-file=%t/f16.mlir
 // RUN: %extract-ptx %t/f16.mlir %t/k/f16 > /dev/null
 // RUN: %extract-ptx %t/bf16.out.mlir %t/k/bf16 > /dev/null

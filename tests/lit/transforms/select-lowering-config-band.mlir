@@ -30,7 +30,9 @@
 // dW's depth is the chunk's rows: a band holds 32 MiB / (128 rows · 2 bytes
 // · depth) row blocks, at least one and at most all (V's); the block's
 // linear index blockIdx.x + blockIdx.y · gridDim.x picks the band, then the
-// row within it (row blocks first) and the column.
+// row within it (row blocks first) and the column, in i32. The row blocks
+// and the depth pass an empty asm, so that a persistent sweep recomputes
+// the band per tile rather than keeping it live through the tile loop.
 // BAND-LABEL:   gpu.func @lce_bwd_dw
 // BAND:           %[[ROWBLOCKS:.*]] = arith.ceildivui %arg6
 // BAND-DAG:       %[[BY:.*]] = gpu.block_id y
@@ -38,15 +40,20 @@
 // BAND:           %[[BYR:.*]] = arith.muli %[[BY]], %[[GX]]
 // BAND:           %[[BX:.*]] = gpu.block_id x
 // BAND:           %[[LINEAR:.*]] = arith.addi %[[BX]], %[[BYR]]
+// BAND:           %[[R32:.*]] = arith.index_castui %[[ROWBLOCKS]] : index to i32
+// BAND:           %[[PINNED:.*]] = llvm.inline_asm has_side_effects "", "=r,0" %[[R32]]
+// BAND:           %[[R:.*]] = arith.index_castui %[[PINNED]] : i32 to index
 // BAND:           %[[DEPTH:.*]] = arith.subi %arg5, %arg4
-// BAND:           %[[SLAB:.*]] = arith.muli %[[DEPTH]], %c256
-// BAND:           %[[NONZERO:.*]] = arith.maxui %[[SLAB]], %c1
-// BAND:           %[[FIT:.*]] = arith.divui %c33554432, %[[NONZERO]]
+// BAND:           llvm.inline_asm has_side_effects "", "=r,0"
+// BAND:           arith.constant 33554432 : index
+// BAND:           %[[FIT:.*]] = arith.divui
 // BAND:           %[[ATLEAST:.*]] = arith.maxui %[[FIT]], %c1
-// BAND:           %[[G:.*]] = arith.minui %[[ATLEAST]], %[[ROWBLOCKS]]
-// BAND:           %[[PERBAND:.*]] = arith.muli %[[G]], %{{.*}}
-// BAND:           %[[BANDNO:.*]] = arith.divui %[[LINEAR]], %[[PERBAND]]
-// BAND:           arith.remui
+// BAND:           %[[G:.*]] = arith.minui %[[ATLEAST]], %[[R]]
+// BAND:           %[[G32:.*]] = arith.index_castui %[[G]] : index to i32
+// BAND:           %[[AT:.*]] = arith.index_castui %[[LINEAR]] : index to i32
+// BAND:           %[[PERBAND:.*]] = arith.muli %[[G32]], %{{.*}} : i32
+// BAND:           arith.divui %[[AT]], %[[PERBAND]] : i32
+// BAND:           arith.remui %{{.*}}, %{{.*}} : i32
 // BAND:         gpu.return
 // Without bands a block's tile is its (blockIdx.x, blockIdx.y) as before.
 // ROWS-LABEL:   gpu.func @lce_bwd_dw

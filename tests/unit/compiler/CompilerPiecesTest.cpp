@@ -32,7 +32,7 @@ TEST(TileConfig, RejectsBadInput) {
     EXPECT_EQ(llvm::toString(t.takeError()), message.str());
   };
   expectError("warps=4", "unknown tile key 'warps' (expected block_rows, threads, splits, "
-                         "matmul, stages, block_cols, block_k, grad_cols, tma, persistent)");
+                         "matmul, stages, block_cols, block_k, grad_cols, tma, persistent, band)");
   expectError("threads=abc", "tile 'threads' expects an integer, got 'abc'");
   expectError("threads=-1", "tile 'threads' must not be negative, got -1");
   expectError("threads=48", "tile threads must be a power of two in [32, 1024], got 48");

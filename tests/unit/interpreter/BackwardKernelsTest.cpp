@@ -599,7 +599,7 @@ TEST_F(SimtBackward, FusedForwardBackward) {
   for (std::string dtype : {"f32", "bf16"})
     for (std::string reduction : {"mean", "sum"}) {
       GradCase c{7, 41, 9, dtype, reduction, true, 0.3};
-      c.workspaceBytes = 7 * 4 + 3 * 41 * 4; // CMAX = 3 rows: four chunks of 2-row tiles
+      c.workspaceBytes = 7 * 4 + 3 * 41 * 4; // C = 3 rows: three chunks
       checkFused(c);
     }
 }
@@ -895,10 +895,10 @@ TEST_F(SimtBackward, BandedTileOrderGivesTheSameBits) {
 }
 
 // The GPU's row chunks are evened out: a chunk kernel's grid is sized for
-// C rows, so a short last chunk, or one that ends inside a tile, idled row
-// blocks. As many chunks as whole tiles within the budget's largest chunk
-// CMAX need, each about N / chunks rows rounded up to whole tiles where
-// CMAX allows.
+// C rows, so a short last chunk idled the blocks past its rows. As many
+// chunks as the budget's largest chunk CMAX needs (each row chunk reads and
+// writes the whole f32 dW accumulator: never more), each about N / chunks
+// rows rounded up to whole tiles where CMAX allows.
 TEST_F(SimtBackward, RowChunksAreEvenedOutToWholeTiles) {
   // Tensor cores (16-bit dZ, 64-row tiles): CMAX = 130 would cut 130, 130
   // and 40 rows (three row blocks per chunk); 128, 128 and 44 take two.
@@ -913,11 +913,10 @@ TEST_F(SimtBackward, RowChunksAreEvenedOutToWholeTiles) {
   EXPECT_EQ(chunking(simt), std::make_pair(int64_t{5}, int64_t{60}));
   checkCase(simt);
   checkFused(simt);
-  // CMAX = 100 rows would take two row blocks per chunk, 64 one: five
-  // chunks of 64 (the fewest row-block passes, 5 not 6).
-  GradCase partTile = tiles;
-  partTile.workspaceBytes = 300 * 4 + 100 * 60 * 2;
-  EXPECT_EQ(chunking(partTile), std::make_pair(int64_t{5}, int64_t{64}));
+  // A problem that fits one chunk stays one chunk, tiles or not.
+  GradCase one = tiles;
+  one.workspaceBytes = 300 * 4 + 300 * 60 * 2;
+  EXPECT_EQ(chunking(one), std::make_pair(int64_t{1}, int64_t{300}));
   // A CMAX below one tile keeps CMAX: 300 rows in chunks of at most 40.
   GradCase small = tiles;
   small.workspaceBytes = 300 * 4 + 40 * 60 * 2;

@@ -231,9 +231,9 @@ llvm::Error lossjit::buildCpuVocabChunkedBackward(CpuSchedule &s, PlanBuilder &p
   std::string dwAcc = spec.storesCompute() || !spec.needsGradW ? "grad_w" : "dw_acc";
   if (dxAcc == "dx_acc")
     fixed += "+N*D*" + eb;
-  // max(1,N): with N = 0 (no rows, zero gradients) the chunks are still
-  // well defined.
-  std::string perColumn = dwAcc == "dw_acc" ? "(N+D)*" + eb : "max(1,N)*" + eb;
+  // max(1,…): with N = 0 (no rows, zero gradients), and D = 0 too, the
+  // chunks are still well defined.
+  std::string perColumn = dwAcc == "dw_acc" ? "max(1,N+D)*" + eb : "max(1,N)*" + eb;
   plan.vocabChunks(spec, "max(1,min(V,(WB-(" + fixed + "))/(" + perColumn + ")))");
   if (dxAcc == "dx_acc")
     plan.workspace("dx_acc", spec.computeName(), "N*D");

@@ -55,22 +55,39 @@ std::pair<Value, Value> GpuSchedule::tileOrder(KernelEmitter &e, const TileConfi
   if (!banded(product))
     return {e.remUI(linear, rowBlocks), e.divUI(linear, rowBlocks)};
   // G row blocks per band: as many A slabs (BM rows × the depth, 16-bit)
-  // as fit the band's bytes, at least one and at most all of them.
+  // as fit the band's bytes, at least one and at most all of them. The
+  // extents go through an opaque asm: in a persistent sweep LLVM would
+  // hoist G, the band's size and the tile count out of the tile loop, where
+  // they stay live through every product; per tile they are a few
+  // instructions (with both, tma=3's persistent sweeps spill nothing at 168
+  // registers; hoisted and in 64 bits they spilled up to 56 bytes).
   constexpr int64_t kOperandBytes = 2;
-  Value slab = e.mul(e.sub(kEnd, kBegin), e.index(product.blockRows * kOperandBytes));
+  rowBlocks = opaqueIndex(e, rowBlocks);
+  Value depth = opaqueIndex(e, e.sub(kEnd, kBegin));
+  Value slab = e.mul(depth, e.index(product.blockRows * kOperandBytes));
   Value fit = e.divUI(e.index(tile.band << 10), e.maxUI(slab, e.index(1)));
-  Value g = e.minUI(e.maxUI(fit, e.index(1)), rowBlocks);
-  Value perBand = e.mul(g, colBlocks);
-  Value band = e.divUI(linear, perBand);
+  // Tile counts fit 32 bits (a grid's): the rest in i32, whose divisions
+  // are a fraction of 64-bit ones' instructions and registers.
+  OpBuilder &b = e.builder();
+  auto narrow = [&](Value v) {
+    return arith::IndexCastUIOp::create(b, e.location(), b.getI32Type(), v).getResult();
+  };
+  auto widen = [&](Value v) {
+    return arith::IndexCastUIOp::create(b, e.location(), b.getIndexType(), v).getResult();
+  };
+  Value g = narrow(e.minUI(e.maxUI(fit, e.index(1)), rowBlocks));
+  Value at = narrow(linear), r = narrow(rowBlocks), c = narrow(colBlocks);
+  Value perBand = e.mul(g, c);
+  Value band = e.divUI(at, perBand);
   Value first = e.mul(band, g);
   // The last band may be shorter; past the last tile (a grid sized for a
   // full chunk running a shorter one) there is none, and the block takes
   // the tile one past the last row block, which masks every row.
-  Value inside = e.cmpI(arith::CmpIPredicate::ult, linear, e.mul(rowBlocks, colBlocks));
-  Value rows = e.select(inside, e.minUI(e.sub(rowBlocks, first), g), e.index(1));
-  Value local = e.sub(linear, e.mul(band, perBand));
-  return {e.select(inside, e.add(first, e.remUI(local, rows)), rowBlocks),
-          e.select(inside, e.divUI(local, rows), e.index(0))};
+  Value inside = e.cmpI(arith::CmpIPredicate::ult, at, e.mul(r, c));
+  Value rows = e.select(inside, e.minUI(e.sub(r, first), g), e.i32(1));
+  Value local = e.sub(at, e.mul(band, perBand));
+  return {widen(e.select(inside, e.add(first, e.remUI(local, rows)), r)),
+          widen(e.select(inside, e.divUI(local, rows), e.i32(0)))};
 }
 
 void GpuSchedule::forEachTile(KernelEmitter &e, const TileConfig &product, const TileMatmul &matmul,
