@@ -47,6 +47,18 @@ def device(request) -> str:
     return request.param
 
 
+def load_bench(relative):
+    """A bench/ script (relative to the repository) as a module: its models
+    are plain Python, testable without a GPU."""
+    import importlib.util
+    path = os.path.join(_ROOT, relative)
+    name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def make_inputs(device, dtype=torch.float32, n=19, v=37, d=24, bias=False, lead=None,
                 ignore_index=-100, ignored=(3, 11), label_dtype=torch.int64, seed=0,
                 requires_grad=False, scale=1.0):

@@ -6,17 +6,11 @@ block with the same LAB_WAIT / DONE labels: read as one set of labels,
 their branches would join the two roles' loops and hide the consumers'.
 """
 
-import importlib.util
-import pathlib
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from conftest import load_bench
 
 
 def load_model():
-    spec = importlib.util.spec_from_file_location("perf_model", ROOT / "bench/gpu/perf_model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("bench/gpu/perf_model.py")
 
 
 def wait_loop():

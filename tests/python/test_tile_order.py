@@ -2,19 +2,13 @@
 kernels' (GpuSchedule::tileOrder) — every tile once, bands of row blocks —
 and its L2 counts what the order implies. Pure Python: no GPU, no build."""
 
-import importlib.util
-import pathlib
-
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from conftest import load_bench
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("tile_order", ROOT / "bench/gpu/tile_order.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("bench/gpu/tile_order.py")
 
 
 @pytest.mark.parametrize("rows,cols,band,slab", [
