@@ -34,12 +34,15 @@ The time model, per kernel (all of it is stated again in the printed notes):
 
     t_est   = max(t_flop / f_issue, t_dram, t_smem) / f_occ + launches * t_launch
     t_l2    = max(t_flop / f_issue, t_dram_floor, t_l2tiles, t_smem) / f_occ + ...
+    t_order = max(t_flop / f_issue, t_dram_order, t_l2tiles, t_smem) / f_occ + ...
     t_floor = max(t_flop, t_dram_floor)                       (ideal roofline)
 
 t_flop = matmul FLOPs / peak of the unit the PTX multiplies on; t_dram = DRAM
 bytes of unique tile loads (no reuse between blocks) / bandwidth; t_l2 is
 the same with those tile loads served by L2 at its bandwidth and only the
-compulsory traffic from DRAM; f_occ and f_issue are defined in
+compulsory traffic from DRAM; t_dram_order is the tensor-core product
+kernels' DRAM traffic in their tile order (bench/gpu/tile_order.py; tile
+band) plus the rest of their floor; f_occ and f_issue are defined in
 `occupancy_factor` and `issue_factor`. It is a model: it ignores L1 hits,
 uncoalesced-access waste, bank conflicts, tail effects inside a block and
 ptxas's own scheduling, and it reads instruction mixes from PTX, not SASS.
@@ -252,6 +255,19 @@ VARIANTS = [
     ("bwd-vocab-wgmma-wide-ws256m", "backward",
      ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
      "matmul=wgmma block-cols=128 block-k=64 stages=3 grad-cols=256 tma=1", "backward"),
+    # Tile band (opt-in): auto's tiles in the vocabulary chunks, the product
+    # kernels' tiles in 32 MiB bands of row blocks (bench/gpu/tile_order.py);
+    # the forward (whose lce_partial sweeps its own columns) is auto's.
+    ("fwd-wgmma-band", "forward", "", "matmul=auto", "forward"),
+    ("bwd-vocab-wgmma-band-ws256m", "backward",
+     ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
+     "matmul=auto band=32768", "backward"),
+    # The row chunks in bands: their dW re-reads dZᵀ once per column block
+    # row blocks first.
+    ("bwd-chunked-wgmma-band-ws256m", "backward", ", workspace_bytes = 268435456 : i64",
+     "matmul=auto band=32768", "backward"),
+    ("fused-wgmma-band-ws256m", "fused", ", workspace_bytes = 268435456 : i64",
+     "matmul=auto band=32768", "fused"),
 ]
 # The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
 # adds nothing to the other variants that sm_90 does not show.
@@ -269,7 +285,8 @@ PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64-ws
                    "fwd-wgmma-tma": "bwd-chunked-wgmma-tma-ws256m",
                    "fwd-wgmma-spec": "bwd-chunked-wgmma-spec-ws256m",
                    "fwd-wgmma-auto-vocab": "bwd-vocab-wgmma-auto-ws256m",
-                   "fwd-wgmma-lend": "bwd-vocab-wgmma-lend-ws256m"}
+                   "fwd-wgmma-lend": "bwd-vocab-wgmma-lend-ws256m",
+                   "fwd-wgmma-band": "bwd-vocab-wgmma-band-ws256m"}
 
 
 class ModelError(Exception):
@@ -882,6 +899,59 @@ def occupancy_factor(chip, unit, occ, blocks, warps_per_block, persistent=0):
     return min(1.0, avg / sat)
 
 
+# The tensor-core product kernels whose tiles GpuSchedule::tileOrder orders
+# (tile band): their DRAM traffic under that order comes from
+# bench/gpu/tile_order.py's wave-and-L2 model.
+ORDERED_PRODUCTS = ("lce_bwd_dz", "lce_fused_z", "lce_bwd_dx", "lce_bwd_dw")
+
+
+def _tile_order():
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tile_order.py")
+    spec = importlib.util.spec_from_file_location("tile_order", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def split_product(formula):
+    """'a*b' at the top level (outside parentheses) -> ('a', 'b')."""
+    depth = 0
+    for i, ch in enumerate(formula):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "*" and depth == 0:
+            return formula[:i], formula[i + 1:]
+    raise ModelError("no top-level product in %r" % formula)
+
+
+def ordered_operand_bytes(chip, kernel, tile, env, grid_env, vocab, concurrent, e):
+    """(DRAM bytes of one launch's operand slabs in the kernel's tile order
+    (tile band, or row blocks first), those of every slab once), or None
+    for a kernel it does not order. A = BM rows × the depth, B = the tile's
+    columns × the depth."""
+    name = kernel["name"]
+    if name not in ORDERED_PRODUCTS or tile.get("matmul") not in ("mma_sync", "wgmma"):
+        return None
+    swept = re.fullmatch(r"min\((.*),(\d+)\)", kernel["grid"][0])
+    if tile.get("persistent") and swept:
+        rows_f, cols_f = split_product(swept.group(1))
+    else:
+        rows_f, cols_f = kernel["grid"][0], kernel["grid"][1]
+    rows, cols = evaluate(rows_f, grid_env), evaluate(cols_f, grid_env)
+    bm = tile.get("block_rows", 128)
+    bn = tile.get("block_cols", 64)
+    if name in ("lce_bwd_dx", "lce_bwd_dw") and tile.get("grad_cols"):
+        bn = tile["grad_cols"]
+    depth = {"lce_bwd_dz": env["D"], "lce_fused_z": env["D"],
+             "lce_bwd_dx": env["C"] if vocab else env["V"],
+             "lce_bwd_dw": env["N"] if vocab else env["C"]}[name]
+    machine = {"sms": CHIPS[chip]["sms"], "l2_bytes": CHIPS[chip]["l2_bytes"]}
+    slab_a, slab_b = bm * depth * e, bn * depth * e
+    ordered = _tile_order().dram_bytes(rows, cols, slab_a, slab_b, tile.get("band", 0) << 10,
+                                       machine, concurrent)
+    return ordered, rows * slab_a + cols * slab_b
+
+
 def model_kernel(chip, shape, plan, kernel, ptx, info, e):
     """Everything the tables show for one kernel at one shape."""
     c = CHIPS[chip]
@@ -931,11 +1001,26 @@ def model_kernel(chip, shape, plan, kernel, ptx, info, e):
     f_issue = issue_factor(chip, unit, hot)
     f_occ = occupancy_factor(chip, unit, occ, tiles, cdiv(threads, 32), persistent)
     overhead = launches * T_LAUNCH
+    # The tile order's DRAM traffic: the operand slabs as the waves of
+    # concurrent tiles and the L2 let them through, plus what the kernel
+    # writes or reads besides its operands (the floor's rest); the tile
+    # loads still cross the L2 (t_l2), as in the L2-reuse estimate.
+    concurrent = occ["blocks_per_sm"] * c["sms"]
+    if persistent:
+        concurrent = min(concurrent, persistent)
+    ordered = ordered_operand_bytes(chip, kernel, plan["tile"], env, grid_env, vocab,
+                                    max(1, concurrent), e)
+    order_bytes = w["tile_bytes"]
+    if ordered is not None:
+        slabs, once = ordered
+        order_bytes = launches * slabs + max(0, w["floor_bytes"] - launches * once)
+    t_order_dram = order_bytes / c["dram_bw"]
     if f_occ > 0:
         t_est = max(t_flop / f_issue, t_dram, t_smem) / f_occ + overhead
         t_l2r = max(t_flop / f_issue, t_floor_dram, t_l2, t_smem) / f_occ + overhead
+        t_order = max(t_flop / f_issue, t_order_dram, t_l2, t_smem) / f_occ + overhead
     else:
-        t_est = t_l2r = float("inf")
+        t_est = t_l2r = t_order = float("inf")
     t_floor = max(t_flop, t_floor_dram)
     bound = max((("flop", t_flop / f_issue), ("dram", t_dram), ("smem", t_smem)),
                 key=lambda kv: kv[1])[0]
@@ -946,6 +1031,7 @@ def model_kernel(chip, shape, plan, kernel, ptx, info, e):
         "dram_floor_bytes": w["floor_bytes"], "smem_bytes": w["smem_bytes"],
         "f_issue": f_issue, "f_occ": f_occ, "t_flop_s": t_flop, "t_dram_s": t_dram,
         "t_smem_s": t_smem, "t_l2_s": t_l2, "t_est_s": t_est, "t_l2reuse_s": t_l2r,
+        "t_order_s": t_order, "dram_order_bytes": order_bytes,
         "t_floor_s": t_floor, "bound": bound,
     }
 
@@ -1008,6 +1094,7 @@ def build_model(opt, ptxas, chips, workdir):
                         "shape": shape, "kernels": rows,
                         "t_est_s": sum(r["t_est_s"] for r in rows),
                         "t_l2reuse_s": sum(r["t_l2reuse_s"] for r in rows),
+                        "t_order_s": sum(r["t_order_s"] for r in rows),
                         "t_floor_s": sum(r["t_floor_s"] for r in rows),
                         "flops": sum(r["flops"] for r in rows)}
                 per_chip["variants"][key] = entry
@@ -1054,11 +1141,14 @@ def summaries(per_chip, shape_name):
                 row["fwdbwd"] = (s["t_est_s"] + b["t_est_s"], s["t_l2reuse_s"] + b["t_l2reuse_s"],
                                  s["t_floor_s"] + b["t_floor_s"])
                 row["fwdbwd_note"] = "+ " + paired
+                row["order_fwdbwd"] = s["t_order_s"] + b["t_order_s"]
         elif entry["pass"] == "fused":
             row["fwdbwd"] = (s["t_est_s"], s["t_l2reuse_s"], s["t_floor_s"])
             row["fwdbwd_note"] = "one fused op"
+            row["order_fwdbwd"] = s["t_order_s"]
         else:
             row["bwd"] = (s["t_est_s"], s["t_l2reuse_s"], s["t_floor_s"])
+            row["order_bwd"] = s["t_order_s"]
         if "fwdbwd" in row:
             row["tflops_6ndv"] = tuple(6 * ndv / t if t else 0 for t in row["fwdbwd"])
         out.append(row)
@@ -1097,6 +1187,20 @@ def render_markdown(results, command):
                     row["variant"], triple(row["fwd"]) if "fwd" in row else "",
                     triple(row["bwd"]) if "bwd" in row else "", fb, tf))
             lines.append("")
+            ordered = [row for row in summaries(per_chip, shape["name"])
+                       if "mma" in row["variant"] and ("order_bwd" in row or "order_fwdbwd" in row)]
+            if ordered:
+                lines.append("The tensor-core variants with the tile order's DRAM traffic "
+                             "(bench/gpu/tile_order.py: waves of concurrent tiles, an LRU L2 of "
+                             "whole slabs; tile band, or row blocks first), ms (%s):" % LABEL)
+                lines.append("")
+                lines.append("| variant | backward ms | fwd+bwd ms |")
+                lines.append("|---|---|---|")
+                for row in ordered:
+                    lines.append("| %s | %s | %s |" % (
+                        row["variant"], ms(row["order_bwd"]) if "order_bwd" in row else "",
+                        ms(row["order_fwdbwd"]) if "order_fwdbwd" in row else ""))
+                lines.append("")
         lines.append("Kernels at N=%d, D=%d, V=%d (%s):" % (head["N"], head["D"], head["V"],
                                                             LABEL))
         lines.append("")
@@ -1127,6 +1231,10 @@ def render_markdown(results, command):
     lines.append("- L2 reuse = the same with those tile loads served by L2 (at its bandwidth) and "
                  "only the compulsory floor from DRAM; the truth for a well-ordered grid lies "
                  "between the two. floor = max(FLOPs / peak, compulsory bytes / DRAM BW).")
+    lines.append("- The tile order's table: the L2-reuse estimate with the DRAM term replaced by "
+                 "what the product kernels' tile order lets through (bench/gpu/tile_order.py: "
+                 "waves of the concurrent tiles read each slab they share once, an LRU L2 of "
+                 "whole slabs between waves; row blocks first, or bands of tile band KiB).")
     lines.append("- f_occ = min(1, W_avg / W_sat): W_avg = average warps resident per SM while "
                  "the grid runs (blocks·warps / (waves·SMs), capped by the theoretical "
                  "occupancy), so small grids are penalized; W_sat = %d "

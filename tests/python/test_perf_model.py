@@ -135,3 +135,28 @@ def test_vocabulary_chunks_trade_the_dw_accumulator_for_dx():
     plan = m.parse_plan('loss.launch_plans = {g = {chunk = "C", chunk_dim = "V", '
                         'kernels = [{args = ["dz"], name = "lce_bwd_dw", per_chunk = true}]}}')
     assert plan["chunk_dim"] == "V"
+
+
+def test_the_tile_order_reads_a_persistent_grids_tiles_like_a_block_per_tile():
+    # A persistent grid is min(R*Cb, P): the same R x Cb tiles, in the same
+    # order, as the block-per-tile grid [R, Cb]; the model must see both as
+    # the tiles they are (and every slab once as the compulsory part).
+    m = load_model()
+    assert m.split_product("cdiv(V,128)*max(1,cdiv(D,128))") == ("cdiv(V,128)", "max(1,cdiv(D,128))")
+    env = {"N": 4096, "D": 4096, "V": 128256, "C": 1024}
+    tile = {"matmul": "wgmma", "block_rows": 128, "block_cols": 128, "grad_cols": 128,
+            "band": 32768}
+    grid = {"name": "lce_bwd_dw", "grid": ["cdiv(V,128)", "cdiv(D,128)", "1"]}
+    swept = {"name": "lce_bwd_dw", "grid": ["min(cdiv(V,128)*cdiv(D,128),132)", "1", "1"]}
+    a = m.ordered_operand_bytes("sm_90a", grid, tile, env, env, False, 132, 2)
+    b = m.ordered_operand_bytes("sm_90a", swept, dict(tile, persistent=132), env, env, False,
+                                132, 2)
+    assert a == b
+    slabs, once = a
+    assert once == (1002 + 32) * 128 * 1024 * 2  # dZᵀ's and Xᵀ's slabs, 1024 rows deep
+    assert once <= slabs < 2 * once  # 32 MiB bands: about every slab once
+    rows_first = m.ordered_operand_bytes("sm_90a", grid, dict(tile, band=0), env, env, False,
+                                         132, 2)[0]
+    assert rows_first > 10 * slabs  # dZᵀ once per column block
+    assert m.ordered_operand_bytes("sm_90a", {"name": "lce_partial", "grid": ["1", "1", "1"]},
+                                   tile, env, env, False, 132, 2) is None
