@@ -50,6 +50,7 @@ ptxas's own scheduling, and it reads instruction mixes from PTX, not SASS.
 
 import argparse
 import ast
+import functools
 import json
 import os
 import re
@@ -905,6 +906,7 @@ def occupancy_factor(chip, unit, occ, blocks, warps_per_block, persistent=0):
 ORDERED_PRODUCTS = ("lce_bwd_dz", "lce_fused_z", "lce_bwd_dx", "lce_bwd_dw")
 
 
+@functools.lru_cache(maxsize=None)
 def _tile_order():
     import importlib.util
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tile_order.py")

@@ -64,11 +64,11 @@ def dram_bytes(rows, cols, slab_a, slab_b, band_bytes, chip=H200, concurrent=Non
     for start in range(0, tiles, p):
         wave = [tile_order(t, rows, cols, band_bytes, slab_a)
                 for t in range(start, min(start + p, tiles))]
-        touched = []
+        touched = set()
         for r, c in wave:
             for key, size in ((("A", r), slab_a), (("B", c), slab_b)):
                 if key not in touched:
-                    touched.append(key)
+                    touched.add(key)
                     if key in l2:
                         l2.move_to_end(key)
                     else:

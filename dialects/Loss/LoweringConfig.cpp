@@ -35,21 +35,31 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
     return "tile tma is for matmul wgmma (TMA tiles in the swizzled layouts wgmma reads), got "
            "matmul " +
            stringifyMatmulKind(matmul).str();
-  if (persistent < 0 || persistent > kMaxPersistentBlocks)
-    return "tile persistent must be 0 (a block per tile) or the most blocks a product kernel "
-           "launches, in [1, " +
-           text(kMaxPersistentBlocks) + "], got " + text(persistent);
-  // The SIMT kernels' blocks sweep their own loops already.
-  if (persistent != 0 && !isTensorCoreMatmul(matmul))
-    return "tile persistent is for tensor-core products (matmul mma_sync or wgmma), got matmul " +
-           stringifyMatmulKind(matmul).str();
-  if (band < 0 || band > kMaxBandKiB)
-    return "tile band must be 0 (row blocks first through the grid) or the KiB of A rows a "
-           "band of tiles keeps in L2, in [1, " +
-           text(kMaxBandKiB) + "], got " + text(band);
-  if (band != 0 && !isTensorCoreMatmul(matmul))
-    return "tile band is for tensor-core products (matmul mma_sync or wgmma), got matmul " +
-           stringifyMatmulKind(matmul).str();
+  // The tensor-core product kernels' grid knobs: 0 (off) or in [1, most].
+  // (The SIMT kernels' blocks sweep their own loops already.)
+  auto gridKnob = [&](llvm::StringRef name, int64_t value, int64_t most,
+                      llvm::StringRef meaning) -> std::string {
+    if (value < 0 || value > most)
+      return ("tile " + name + " must be " + meaning + ", in [1, " + text(most) + "], got " +
+              text(value))
+          .str();
+    if (value != 0 && !isTensorCoreMatmul(matmul))
+      return ("tile " + name +
+              " is for tensor-core products (matmul mma_sync or wgmma), got matmul " +
+              stringifyMatmulKind(matmul))
+          .str();
+    return "";
+  };
+  if (std::string why = gridKnob("persistent", persistent, kMaxPersistentBlocks,
+                                 "0 (a block per tile) or the most blocks a product kernel "
+                                 "launches");
+      !why.empty())
+    return why;
+  if (std::string why = gridKnob("band", band, kMaxBandKiB,
+                                 "0 (row blocks first through the grid) or the KiB of A rows "
+                                 "a band of tiles keeps in L2");
+      !why.empty())
+    return why;
   if (matmul == MatmulKind::simt) {
     if (blockRows < 1 || blockRows > 16)
       return "tile block_rows must be in [1, 16], got " + text(blockRows);
