@@ -228,10 +228,11 @@ prepare() {
         # mean/sum also get the fused forward+backward (fused_backward=True).
         [ "$reduction" != none ] && args="$args --fused"
         jobs+=("--preset linear-cross-entropy $args --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias")
-        # The Python package's CUDA backward for N <= V with 16-bit storage
-        # (lossjit._kernels.backward_strategy): the benchmark's mean.
+        # The Python package's CUDA backward and fused op for N <= V with
+        # 16-bit storage (lossjit._kernels.backward_strategy): the
+        # benchmark's mean (impls lossjit and lossjit-fused).
         if [[ $dtype == *16 && $reduction == mean ]]; then
-          jobs+=("--preset linear-cross-entropy ${args/ --fused/} --strategy vocab_chunked --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias-vocab")
+          jobs+=("--preset linear-cross-entropy $args --strategy vocab_chunked --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias-vocab")
         fi
       done
     done

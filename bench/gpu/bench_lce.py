@@ -29,6 +29,9 @@ Implementations, measured in this order for each shape, smaller N first
   lossjit-aot
              lossjit's default tile through the AOT C API even where the
              package works (not in the default list)
+  lossjit-fused
+             the package with fused_backward=True: loss and gradients from
+             one op (vocabulary chunks after the forward's statistics)
   liger      Liger-Kernel's fused linear cross-entropy (wheel from .whl/)
   cce        Apple's cut-cross-entropy (wheel from .whl/; default filter_eps)
   lossjit-persist, lossjit-tma, lossjit-ws
@@ -244,11 +247,18 @@ def make_aot_impl(aot_dir, dtype_name, shape, tile=None):
     return fwd_bwd, note
 
 
-def make_package_impl():
+def make_package_impl(fused_backward=False):
+    """The package's linear_cross_entropy (with `fused_backward`: the fused
+    forward+backward, lossjit::linear_cross_entropy_with_grad)."""
     import lossjit  # noqa: F401  (import errors say why it is unavailable)
-    fn = getattr(lossjit, "linear_cross_entropy", None)
-    if fn is None:
+    plain = getattr(lossjit, "linear_cross_entropy", None)
+    if plain is None:
         raise RuntimeError("lossjit has no linear_cross_entropy")
+
+    def fn(x, w, y):
+        if fused_backward and torch.is_grad_enabled():
+            return plain(x, w, y, fused_backward=True)
+        return plain(x, w, y)
     # Smoke check on CUDA against eager before trusting it with big shapes.
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(33, 64, device="cuda", dtype=torch.float16, generator=g)
@@ -258,7 +268,8 @@ def make_package_impl():
     want = F.cross_entropy(F.linear(x.float(), w.float()), y)
     if not torch.allclose(got.float(), want, rtol=1e-3, atol=1e-3):
         raise RuntimeError(f"smoke check failed: {got.item()} vs {want.item()}")
-    return autograd_impl(fn), f"python package {getattr(lossjit, '__version__', '')}".strip()
+    note = f"python package {getattr(lossjit, '__version__', '')}".strip()
+    return autograd_impl(fn), note + (", fused_backward=True" if fused_backward else "")
 
 
 # ----------------------------------------------------------------- peers
@@ -315,6 +326,12 @@ def make_impl(name, args, dtype_name, shape):
         except Exception as e:  # noqa: BLE001
             reasons.append(f"AOT: {type(e).__name__}: {e}")
         raise RuntimeError("; ".join(reasons))
+    if name == "lossjit-fused":
+        # The package's fused forward+backward (on CUDA with 16-bit storage:
+        # the forward's statistics, then the backward's vocabulary chunks).
+        if args.device != "cuda":
+            raise RuntimeError("needs CUDA")
+        return make_package_impl(fused_backward=True)
     if name == "lossjit-aot":
         # The default tile through the AOT C API, whatever the package does.
         if args.device != "cuda":
@@ -468,7 +485,7 @@ def main():
     ap.add_argument("--dtypes", default="fp16,bf16")
     # The peers before lossjit's explicit Hopper tiles: a tile that hangs or
     # fails on new hardware then costs no comparison with what users run.
-    ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,lossjit-vocab,"
+    ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,lossjit-fused,lossjit-vocab,"
                     "lossjit-band,lossjit-lend,lossjit-wide,lossjit-persist,lossjit-tma,lossjit-ws,"
                     "compile")
     ap.add_argument("--aot-dir", default=os.path.join(os.path.dirname(__file__), "../../.bundle/aot"))

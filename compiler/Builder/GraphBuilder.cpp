@@ -91,7 +91,7 @@ OwningOpRef<ModuleOp> buildFusedGradient(OpBuilder &b, OwningOpRef<ModuleOp> &mo
       b, loc, results[0], results[1], grads, entry->getArgument(0), entry->getArgument(1),
       entry->getArgument(2), bias, b.getI64IntegerAttr(options.ignoreIndex),
       loss::ReductionAttr::get(b.getContext(), reduction), TypeAttr::get(storage),
-      TypeAttr::get(compute), b.getBoolAttr(options.needsGradX),
+      TypeAttr::get(compute), b.getStringAttr(options.strategy), b.getBoolAttr(options.needsGradX),
       b.getBoolAttr(options.needsGradW), b.getI64IntegerAttr(options.workspaceBytes),
       b.getF64FloatAttr(options.logitScale), b.getF64FloatAttr(options.softcap));
   func::ReturnOp::create(b, loc, op->getResults());
@@ -137,6 +137,10 @@ lossjit::buildLinearCrossEntropyGraph(MLIRContext &ctx,
     return llvm::createStringError(
         "gradLse is an input of the backward (gradient without fusedForward): the fused "
         "forward+backward computes its gradients before any gradient of lse exists");
+  if (options.fusedForward && options.strategy == "recompute")
+    return llvm::createStringError(
+        "strategy recompute does not apply to the fused forward+backward (it forms each "
+        "logit tile once per chunk): use auto, chunked or vocab_chunked");
   if (options.fusedForward && *reduction == loss::Reduction::none)
     return llvm::createStringError(
         "the fused forward+backward needs reduction mean or sum (with none every "

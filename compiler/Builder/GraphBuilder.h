@@ -41,7 +41,7 @@ struct LceGraphOptions {
   /// `@name(x, w, labels[, bias]) -> (loss, lse, grad_x?, grad_w?, grad_bias?)`
   /// with the gradients of grad_loss = 1 (mean and sum only).
   bool fusedForward = false;
-  std::string strategy = "auto"; ///< auto, chunked, recompute.
+  std::string strategy = "auto"; ///< auto, chunked, vocab_chunked, recompute (not fused).
   bool needsGradX = true;
   bool needsGradW = true;
   int64_t workspaceBytes = 64ll << 20; ///< scratch budget of the backward.

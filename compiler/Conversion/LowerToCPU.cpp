@@ -48,7 +48,7 @@ struct LowerToCPUPass : lossjit::impl::LossLowerToCPUBase<LowerToCPUPass> {
       spec.vocabChunks = schedule == loss::Schedule::vocab_chunked ||
                          schedule == loss::Schedule::fused_vocab_chunked;
       // The plan's options name the schedule a bundle holds.
-      if (schedule == loss::Schedule::vocab_chunked)
+      if (spec.vocabChunks)
         spec.strategy = "vocab_chunked";
       if (llvm::Error err = buildCpuSchedule(b, f.func.getLoc(), *kernels.getSymName(), spec,
                                              CpuTileConfig::fromAttr(config), plan)) {

@@ -45,13 +45,6 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
                              "loss-select-lowering-config{target=gpu} first)";
         return signalPassFailure();
       }
-      if (config.getSchedule() == loss::Schedule::fused_vocab_chunked) {
-        f.op->emitError() << "loss-lower-to-gpu: schedule "
-                          << loss::stringifySchedule(config.getSchedule())
-                          << " is host-only; the GPU's fused forward+backward chunks rows "
-                             "(fused), its backward either (chunked, vocab_chunked)";
-        return signalPassFailure();
-      }
       if (std::string why = loss::checkMatmulChip(config.getMatmul(), chip); !why.empty()) {
         f.op->emitError() << "loss-lower-to-gpu: " << why;
         return signalPassFailure();
@@ -62,7 +55,7 @@ struct LowerToGPUPass : lossjit::impl::LossLowerToGPUBase<LowerToGPUPass> {
       spec.vocabChunks = schedule == loss::Schedule::vocab_chunked ||
                          schedule == loss::Schedule::fused_vocab_chunked;
       // The plan's options name the schedule a bundle holds.
-      if (schedule == loss::Schedule::vocab_chunked)
+      if (spec.vocabChunks)
         spec.strategy = "vocab_chunked";
       if (llvm::Error err = buildGpuSchedule(b, f.func.getLoc(), f.func.getName(), spec,
                                              TileConfig::fromAttr(config), plan)) {

@@ -19,18 +19,22 @@ namespace {
 /// workspace budget. On the host, 16-bit storage chunks the vocabulary
 /// instead of the rows: the rows would need a V×D f32 dW accumulator
 /// outside any budget (f32 and f64 storage accumulate in grad_w itself).
-/// "vocab_chunked" asks for the vocabulary chunks on either target.
+/// "vocab_chunked" asks for the vocabulary chunks on either target, also
+/// for the fused op (fused_vocab_chunked: the forward's statistics, then
+/// the backward's vocabulary chunks), "chunked" for the row chunks.
 loss::Schedule defaultSchedule(loss::FusedOpInterface op, bool host) {
   const bool wide = !host || op.getStorage() == loss::computeTypeFor(op.getStorage());
+  StringRef strategy = op.getGradientStrategy();
   switch (op.getKernelPass()) {
   case loss::KernelPass::forward:
     return loss::Schedule::forward;
   case loss::KernelPass::forward_backward:
-    return wide ? loss::Schedule::fused : loss::Schedule::fused_vocab_chunked;
+    if (strategy == "vocab_chunked" || (strategy == "auto" && !wide))
+      return loss::Schedule::fused_vocab_chunked;
+    return loss::Schedule::fused;
   case loss::KernelPass::backward:
     break;
   }
-  StringRef strategy = op.getGradientStrategy();
   if (strategy == "recompute")
     return loss::Schedule::recompute;
   if (strategy == "vocab_chunked")

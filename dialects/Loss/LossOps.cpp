@@ -297,6 +297,11 @@ LogicalResult LinearCrossEntropyWithGradOp::verify() {
   Type storage = getStorage();
   if (failed(verifyStorageAndCompute(*this, storage, getCompute(), getInput())))
     return failure();
+  StringRef strategy = getStrategy();
+  if (strategy != "auto" && strategy != "chunked" && strategy != "vocab_chunked")
+    return emitOpError() << "strategy must be auto, chunked or vocab_chunked (the fused "
+                            "forward+backward has no recompute schedule), got '"
+                         << strategy << "'";
   if (getWorkspaceBytes() < 1)
     return emitOpError() << "workspace_bytes must be positive, got "
                          << getWorkspaceBytes();
@@ -320,8 +325,7 @@ StringRef LinearCrossEntropyOp::getGradientStrategy() { return ""; }
 KernelPass LinearCrossEntropyGradOp::getKernelPass() { return KernelPass::backward; }
 StringRef LinearCrossEntropyGradOp::getGradientStrategy() { return getStrategy(); }
 KernelPass LinearCrossEntropyWithGradOp::getKernelPass() { return KernelPass::forward_backward; }
-// The one pass over the logits is a chunked schedule.
-StringRef LinearCrossEntropyWithGradOp::getGradientStrategy() { return "chunked"; }
+StringRef LinearCrossEntropyWithGradOp::getGradientStrategy() { return getStrategy(); }
 
 #define GET_OP_CLASSES
 #include "dialects/Loss/LossOps.cpp.inc"

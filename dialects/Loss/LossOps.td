@@ -209,6 +209,11 @@ def Loss_LinearCrossEntropyWithGradOp : Loss_Op<"linear_cross_entropy_with_grad"
     `mean` and `sum`, whose gradient is a scalar multiple of these: the
     caller rescales them by the real grad_loss later. (With `none`, every
     row has its own factor and dW cannot be rescaled after the fact.)
+    `strategy` picks the schedule: "chunked" the row chunks above (for
+    16-bit storage with an f32 V×D dW accumulator), "vocab_chunked" the
+    forward's statistics first (lse of every row: 2·N·D·V more flops),
+    then the backward in vocabulary chunks (each dW row formed once over
+    all rows: no V×D accumulator), "auto" lets the lowering choose.
   }];
   let arguments = (ins Loss_FloatTensor:$input, Loss_FloatTensor:$weight,
                        Loss_LabelTensor:$labels, Optional<Loss_FloatTensor>:$bias,
@@ -216,6 +221,7 @@ def Loss_LinearCrossEntropyWithGradOp : Loss_Op<"linear_cross_entropy_with_grad"
                        DefaultValuedAttr<Loss_ReductionAttr,
                            "::lossjit::loss::Reduction::mean">:$reduction,
                        TypeAttr:$storage, TypeAttr:$compute,
+                       DefaultValuedAttr<StrAttr, "\"auto\"">:$strategy,
                        DefaultValuedAttr<BoolAttr, "true">:$needs_input,
                        DefaultValuedAttr<BoolAttr, "true">:$needs_weight,
                        DefaultValuedAttr<I64Attr, "67108864">:$workspace_bytes,

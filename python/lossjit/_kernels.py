@@ -408,33 +408,61 @@ def fused_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
     kernel = _fused_ops.get(key)
     if kernel is not None:
         return kernel
+    args = (dtype, label_dtype, bias, ignore_index, reduction)
+    try:
+        with _lock:
+            kernel = _fused_ops.get(key)
+            if kernel is None:
+                kernel = _new_fused_kernel(*args, flags, device, logit_scale, softcap)
+                _fused_ops[key] = kernel
+        return kernel
+    except RuntimeError:
+        if HAS_COMPILER or device.type != "cuda" or flags.strategy != "vocab_chunked":
+            raise
+    # As for the backward: a kernel path without the fused vocabulary chunks
+    # serves the fused op it holds (the same loss and gradients within
+    # rounding; the row chunks' f32 dW accumulator takes more memory).
+    kernel = fused_kernel(*args, flags._replace(strategy="auto"), device, logit_scale,
+                          softcap)
+    with _lock:
+        return _fused_ops.setdefault(key, kernel)
+
+
+def _new_fused_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
+                      ignore_index: int, reduction: str, flags: BackwardFlags,
+                      device: torch.device, logit_scale: float, softcap: float) -> Kernel:
+    """fused_kernel's compile (or kernel path lookup) for exactly `flags`."""
     flags = _with_workspace(flags, device)  # (as for the backward: after the lookup)
     spec = Spec(STORAGE_DTYPES[dtype], LABEL_DTYPES[label_dtype], bias, ignore_index,
                 reduction, logit_scale, softcap)
-    with _lock:
-        kernel = _fused_ops.get(key)
-        if kernel is None:
-            def factory():
-                if not getattr(C, "has_fused_forward_backward", False):
-                    raise RuntimeError(
-                        "lossjit: this build's graph builder has no fused "
-                        "forward+backward; use fused_backward=False")
-                return C.lce_graph(dtype=spec.dtype, label_type=spec.label_type,
-                                   bias=spec.bias, ignore_index=spec.ignore_index,
-                                   reduction=spec.reduction, gradient=True,
-                                   fused_forward=True, strategy=flags.strategy,
-                                   needs_grad_x=flags.needs_grad_x,
-                                   needs_grad_w=flags.needs_grad_w,
-                                   workspace_bytes=flags.workspace_bytes,
-                                   logit_scale=spec.logit_scale, softcap=spec.softcap)
-            options = {**spec.options(), "pass": "forward_backward",
-                       "grad_x": "true" if flags.needs_grad_x else "false",
-                       "grad_w": "true" if flags.needs_grad_w else "false"}
-            if flags.strategy != "auto":
-                options["strategy"] = flags.strategy
-            kernel = _kernel(factory, device, options, spec.dtype, flags.strategy)
-            _fused_ops[key] = kernel
-    return kernel
+
+    def factory():
+        if not getattr(C, "has_fused_forward_backward", False):
+            raise RuntimeError(
+                "lossjit: this build's graph builder has no fused "
+                "forward+backward; use fused_backward=False")
+        return C.lce_graph(dtype=spec.dtype, label_type=spec.label_type,
+                           bias=spec.bias, ignore_index=spec.ignore_index,
+                           reduction=spec.reduction, gradient=True,
+                           fused_forward=True, strategy=flags.strategy,
+                           needs_grad_x=flags.needs_grad_x,
+                           needs_grad_w=flags.needs_grad_w,
+                           workspace_bytes=flags.workspace_bytes,
+                           logit_scale=spec.logit_scale, softcap=spec.softcap)
+    options = {**spec.options(), "pass": "forward_backward",
+               "grad_x": "true" if flags.needs_grad_x else "false",
+               "grad_w": "true" if flags.needs_grad_w else "false"}
+    if flags.strategy != "auto":
+        options["strategy"] = flags.strategy
+    elif device.type == "cuda" and not HAS_COMPILER:
+        # As for the backward: a kernel path may hold the fused vocabulary
+        # chunks next to the row chunks "auto" means on CUDA.
+        try:
+            return _kernel(factory, device, {**options, "strategy": "chunked"}, spec.dtype,
+                           flags.strategy)
+        except RuntimeError:
+            pass
+    return _kernel(factory, device, options, spec.dtype, flags.strategy)
 
 
 class ReduceSpec(NamedTuple):

@@ -284,9 +284,13 @@ def linear_cross_entropy_with_grad_op(
     device = hidden.device
     n, d = hidden.shape
     v = weight.shape[0]
+    # The backward's schedule: on CUDA with 16-bit storage, vocabulary chunks
+    # (the forward's statistics first, then no V x D f32 dW accumulator).
+    flags = K.BackwardFlags(needs_grad_x, needs_grad_w,
+                            strategy=K.backward_strategy(hidden.dtype, device, n, v,
+                                                         needs_grad_w))
     kernel = K.fused_kernel(hidden.dtype, target.dtype, bias is not None, ignore_index,
-                            reduction, K.BackwardFlags(needs_grad_x, needs_grad_w), device,
-                            float(logit_scale), float(softcap))
+                            reduction, flags, device, float(logit_scale), float(softcap))
     loss = hidden.new_empty((), dtype=K.compute_dtype(hidden.dtype))
     lse = hidden.new_empty((n,), dtype=K.compute_dtype(hidden.dtype))
     buffers = {"x": hidden.contiguous(), "w": weight.contiguous(),

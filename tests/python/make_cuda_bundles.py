@@ -92,11 +92,10 @@ def main() -> None:
         if cap != 0.0:
             cmd.append(f"--softcap={cap!r}")
         commands.append(cmd)
-        # The package's CUDA backward for N <= V with 16-bit storage
-        # (lossjit._kernels.backward_strategy): vocabulary chunks.
-        # (Without --fused: the forward and fused bundles are the ones above.)
+        # The package's CUDA backward and fused op for N <= V with 16-bit
+        # storage (lossjit._kernels.backward_strategy): vocabulary chunks.
         if dtype in ("f16", "bf16"):
-            commands.append([c for c in cmd if c != "--fused"] + ["--strategy", "vocab_chunked"])
+            commands.append(cmd + ["--strategy", "vocab_chunked"])
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for cmd, result in zip(commands, pool.map(
                 lambda c: subprocess.run(c, capture_output=True, text=True), commands)):

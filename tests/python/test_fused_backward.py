@@ -233,3 +233,88 @@ def test_bad_flag():
     h, w, y, _ = make_inputs("cpu", torch.float32)
     with pytest.raises(TypeError, match="fused_backward"):
         lossjit.linear_cross_entropy(h, w, y, fused_backward="yes")
+
+
+@pytest.mark.parametrize("dtype,strategy", [(torch.float32, "vocab_chunked"),
+                                            (torch.bfloat16, "chunked"),
+                                            (torch.bfloat16, "vocab_chunked")])
+def test_both_schedules_of_the_fused_op_match_fp64(dtype, strategy, tmp_path, monkeypatch):
+    # The fused op's strategy reaches the compiler: row chunks (an f32 dW
+    # accumulator for 16-bit storage) or the forward's statistics, then
+    # vocabulary chunks; a budget of a few rows or columns makes several.
+    from lossjit import _kernels as K
+    monkeypatch.setenv("LOSSJIT_CACHE_DIR", str(tmp_path))
+    hidden, weight, target, bias = make_inputs("cpu", dtype, n=13, v=41, d=16, bias=True)
+    flags = K.BackwardFlags(True, True, strategy=strategy, workspace_bytes=4096)
+    kernel = K.fused_kernel(dtype, torch.int64, True, -100, "mean", flags, torch.device("cpu"))
+    assert kernel.options["strategy"] == strategy
+    assert kernel.options["pass"] == "forward_backward"
+    loss = torch.empty((), dtype=torch.float32)
+    lse = torch.empty(13, dtype=torch.float32)
+    buffers = {"x": hidden, "w": weight, "labels": target, "bias": bias, "loss": loss,
+               "lse": lse, "grad_x": torch.empty_like(hidden),
+               "grad_w": torch.empty_like(weight), "grad_bias": torch.empty_like(bias)}
+    kernel.run(hidden.device, 13, 41, 16, buffers)
+    want_loss, want_lse = reference(hidden, weight, target, bias)
+    torch.testing.assert_close(loss.double(), want_loss, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(lse.double(), want_lse, rtol=1e-4, atol=1e-5)
+    rx, rw, rb = reference_grads(hidden, weight, target, bias, torch.tensor(1.0))
+    rtol, atol = tolerance(dtype)
+    for got, want in zip(("grad_x", "grad_w", "grad_bias"), (rx, rw, rb)):
+        torch.testing.assert_close(buffers[got].double(), want, rtol=rtol, atol=atol)
+
+
+def test_the_fused_op_takes_the_backward_strategy(monkeypatch):
+    # The fused op asks for the backward's schedule of the call's device,
+    # dtype and shape (vocabulary chunks on CUDA for 16-bit storage and
+    # N <= V); on the host that is "auto".
+    from lossjit import _kernels as K
+    seen = []
+    real = K.fused_kernel
+
+    def spy(*args, **kw):
+        seen.append(args[5].strategy)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(K, "fused_kernel", spy)
+    h, w, y, b = _leaves(*make_inputs("cpu", torch.bfloat16, bias=True))
+    _run(h, w, y, b, fused_backward=True)
+    assert seen == [K.backward_strategy(torch.bfloat16, torch.device("cpu"), 19, 37)] == ["auto"]
+    monkeypatch.setattr(K, "backward_strategy", lambda *a, **k: "vocab_chunked")
+    seen.clear()
+    h, w, y, b = _leaves(*make_inputs("cpu", torch.bfloat16, bias=True))
+    loss, _, grads = _run(h, w, y, b, fused_backward=True)
+    assert seen == ["vocab_chunked"]
+    h0, w0, y0, b0 = _leaves(*make_inputs("cpu", torch.bfloat16, bias=True))
+    loss0, _, grads0 = _run(h0, w0, y0, b0)
+    torch.testing.assert_close(loss, loss0, rtol=1e-4, atol=1e-6)
+    for got, want in zip(grads, grads0):
+        _close(got, want, torch.bfloat16)
+
+
+def test_a_kernel_path_without_fused_vocab_chunks_serves_the_fused_op(monkeypatch):
+    # As for the backward: a runtime-only build asks its kernel path for the
+    # fused vocabulary chunks first, then takes the fused op it holds, once.
+    from lossjit import _kernels as K
+    asked = []
+
+    def new_kernel(dtype, label_dtype, bias, ignore_index, reduction, flags, device,
+                   logit_scale, softcap):
+        asked.append(flags.strategy)
+        if flags.strategy == "vocab_chunked":
+            raise RuntimeError("no prebuilt kernel for linear_cross_entropy {...}")
+        return "row-chunked bundle"
+
+    monkeypatch.setattr(K, "HAS_COMPILER", False)
+    monkeypatch.setattr(K, "_new_fused_kernel", new_kernel)
+    monkeypatch.setattr(K, "_fused_ops", {})
+    flags = K.BackwardFlags(True, True, strategy="vocab_chunked")
+    cuda = torch.device("cuda", 0)
+    for _ in range(2):
+        assert K.fused_kernel(torch.bfloat16, torch.int64, False, -100, "mean", flags,
+                              cuda) == "row-chunked bundle"
+    assert asked == ["vocab_chunked", "auto"]
+    monkeypatch.setattr(K, "HAS_COMPILER", True)
+    monkeypatch.setattr(K, "_fused_ops", {})
+    with pytest.raises(RuntimeError, match="no prebuilt kernel"):
+        K.fused_kernel(torch.bfloat16, torch.int64, False, -100, "mean", flags, cuda)

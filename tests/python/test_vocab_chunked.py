@@ -16,7 +16,8 @@ import torch
 import lossjit
 from lossjit import _kernels as K
 
-from conftest import CUDA, NO_CUDA, make_inputs, needs_cpu_backend, reference_grads, tolerance
+from conftest import (CUDA, NO_CUDA, make_inputs, needs_cpu_backend, reference,
+                      reference_grads, tolerance)
 
 
 @pytest.mark.parametrize("device,dtype,n,v,grad_w,expected", [
@@ -100,6 +101,28 @@ def test_cuda_backward_takes_vocab_chunks_and_matches_fp64(dtype):
              if key[0] == dtype and key[5].strategy == "vocab_chunked"]
     assert taken and all(k.options.get("strategy") == "vocab_chunked" for k in taken), \
         "no vocab_chunked kernel (a kernel path without them falls back)"
+    rx, rw, rb = reference_grads(hidden, weight, target, bias, torch.tensor(1.0))
+    rtol, atol = tolerance(dtype)
+    torch.testing.assert_close(hidden.grad.double().cpu(), rx, rtol=rtol, atol=atol)
+    torch.testing.assert_close(weight.grad.double().cpu(), rw, rtol=rtol, atol=atol)
+    torch.testing.assert_close(bias.grad.double().cpu(), rb, rtol=rtol, atol=atol)
+
+
+@pytest.mark.skipif(not CUDA, reason=NO_CUDA)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cuda_fused_op_takes_vocab_chunks_and_matches_fp64(dtype):
+    # fused_backward=True on CUDA with 16-bit storage: the forward's
+    # statistics, then the backward's vocabulary chunks in one op.
+    hidden, weight, target, bias = make_inputs("cuda", dtype, n=64, v=3000, d=72, bias=True,
+                                               requires_grad=True)
+    loss = lossjit.linear_cross_entropy(hidden, weight, target, bias=bias, fused_backward=True)
+    loss.backward()
+    taken = [kernel for key, kernel in K._fused_ops.items()
+             if key[0] == dtype and key[5].strategy == "vocab_chunked"]
+    assert taken and all(k.options.get("strategy") == "vocab_chunked" for k in taken), \
+        "no fused vocab_chunked kernel (a kernel path without them falls back)"
+    want, _ = reference(hidden, weight, target, bias)
+    torch.testing.assert_close(loss.detach().double().cpu(), want, rtol=1e-4, atol=1e-5)
     rx, rw, rb = reference_grads(hidden, weight, target, bias, torch.tensor(1.0))
     rtol, atol = tolerance(dtype)
     torch.testing.assert_close(hidden.grad.double().cpu(), rx, rtol=rtol, atol=atol)

@@ -380,6 +380,15 @@ func.func @fused_loss_f16(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?
 
 // -----
 
+// The fused forward+backward forms each logit tile in a chunk: no recompute.
+func.func @fused_recompute(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) {
+  // expected-error @+1 {{'loss.linear_cross_entropy_with_grad' op strategy must be auto, chunked or vocab_chunked (the fused forward+backward has no recompute schedule), got 'recompute'}}
+  %l, %lse, %dx, %dw = loss.linear_cross_entropy_with_grad %x, %w, %y {storage = f16, compute = f32, strategy = "recompute"} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>, tensor<?x?xf16>, tensor<?x?xf16>
+  return
+}
+
+// -----
+
 // loss.lowering_config: only a #loss.gpu_config / #loss.cpu_config, only on
 // a fused op, with a schedule that lowers that op, with a valid tile.
 func.func @config_wrong_schedule(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {

@@ -408,67 +408,70 @@ TEST_F(CpuBackward, ExtraMemoryStaysWithinTheBudget) {
 TEST_F(CpuBackward, FusedForwardBackwardInOnePass) {
   // loss, lse and the gradients of grad_loss = 1 from one chunked pass; a
   // tiny budget forces several chunks. Checked against fp64 and against the
-  // separate forward + backward.
+  // separate forward + backward. Both schedules: auto's (row chunks for f32,
+  // vocabulary chunks for 16-bit storage) and the other one the strategy
+  // asks for.
   for (std::string dtype : {"f32", "f16", "bf16"})
-    for (std::string reduction : {"mean", "sum"}) {
-      GradCase c{23, 67, 11, dtype, "chunked", reduction, true, 0.2};
-      c.workspaceBytes = budgetFor(23 * 4 + 5 * 67 * 4); // C = 5 rows per chunk
-      SCOPED_TRACE(describe(c));
-      RandomLceOptions o;
-      o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = dtype, o.reduction = reduction;
-      o.bias = true, o.ignoredFraction = c.ignored;
-      RandomLceInputs in;
-      makeRandomLceInputs(o, in);
-      LceGraphOptions g;
-      g.dtype = dtype, g.bias = true, g.reduction = reduction, g.gradient = true;
-      g.fusedForward = true, g.workspaceBytes = c.workspaceBytes;
-      auto graph = buildLinearCrossEntropyGraph(*context, g);
-      ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-      auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
-      ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
-      int64_t es = bytesOf(dtype);
-      std::vector<float> loss(1), lse(c.n);
-      std::vector<char> gx(c.n * c.d * es), gw(c.v * c.d * es), gb(c.v * es);
-      std::map<std::string, HostBuffer> buffers = {
-          {"x", {const_cast<void *>(in.problem.x), dtype, c.n * c.d}},
-          {"w", {const_cast<void *>(in.problem.w), dtype, c.v * c.d}},
-          {"bias", {const_cast<void *>(in.problem.bias), dtype, c.v}},
-          {"labels", {in.labels64.data(), "i64", c.n}},
-          {"loss", {loss.data(), "f32", 1}},
-          {"lse", {lse.data(), "f32", c.n}},
-          {"grad_x", {gx.data(), dtype, c.n * c.d}},
-          {"grad_w", {gw.data(), dtype, c.v * c.d}},
-          {"grad_bias", {gb.data(), dtype, c.v}}};
-      llvm::Error err = (*op)->run(buffers, {c.n, c.v, c.d});
-      ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-      LceReference ref = referenceLinearCrossEntropy(in.problem);
-      EXPECT_LE(std::fabs(loss[0] - ref.loss), 1e-4 * std::fabs(ref.loss)) << "loss";
-      for (int64_t i = 0; i < c.n; ++i)
-        EXPECT_LE(std::fabs(lse[i] - ref.lse[i]), 1e-4 * std::fabs(ref.lse[i]) + 1e-6);
-      LceGradReference gref = referenceLinearCrossEntropyGrad(in.problem, {1.0});
-      double tol = dtype == "f32" ? 1e-4 : 1e-2;
-      EXPECT_LE(relativeL2Error(gx.data(), dtype, gref.gradX), tol) << "grad_x";
-      EXPECT_LE(relativeL2Error(gw.data(), dtype, gref.gradW), tol) << "grad_w";
-      EXPECT_LE(relativeL2Error(gb.data(), dtype, gref.gradBias), tol) << "grad_bias";
-      // The separate backward at grad_loss = 1 agrees within rounding.
-      Grads separate = run(c, in.problem, {1.0f});
-      auto asDouble = [&](const std::vector<char> &bytes) {
-        std::vector<double> out(bytes.size() / es);
-        for (size_t i = 0; i < out.size(); ++i)
-          out[i] = elementAsDouble(bytes.data(), dtype, static_cast<int64_t>(i));
-        return out;
-      };
-      EXPECT_LE(relativeL2Error(gw.data(), dtype, asDouble(separate.w)), tol);
-      // Bitwise stable across runs and thread counts.
-      std::vector<char> gw2(gw.size());
-      buffers["grad_w"].data = gw2.data();
-      err = (*op)->run(buffers, {c.n, c.v, c.d}, 1);
-      ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-      EXPECT_EQ(gw, gw2);
-    }
+    for (std::string reduction : {"mean", "sum"})
+      for (std::string strategy : {"auto", dtype == "f32" ? "vocab_chunked" : "chunked"}) {
+        GradCase c{23, 67, 11, dtype, "chunked", reduction, true, 0.2};
+        c.workspaceBytes = budgetFor(23 * 4 + 5 * 67 * 4); // C = 5 rows per chunk
+        SCOPED_TRACE(describe(c) + " fused " + strategy);
+        RandomLceOptions o;
+        o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = dtype, o.reduction = reduction;
+        o.bias = true, o.ignoredFraction = c.ignored;
+        RandomLceInputs in;
+        makeRandomLceInputs(o, in);
+        LceGraphOptions g;
+        g.dtype = dtype, g.bias = true, g.reduction = reduction, g.gradient = true;
+        g.fusedForward = true, g.workspaceBytes = c.workspaceBytes, g.strategy = strategy;
+        auto graph = buildLinearCrossEntropyGraph(*context, g);
+        ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+        auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
+        ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
+        int64_t es = bytesOf(dtype);
+        std::vector<float> loss(1), lse(c.n);
+        std::vector<char> gx(c.n * c.d * es), gw(c.v * c.d * es), gb(c.v * es);
+        std::map<std::string, HostBuffer> buffers = {
+            {"x", {const_cast<void *>(in.problem.x), dtype, c.n * c.d}},
+            {"w", {const_cast<void *>(in.problem.w), dtype, c.v * c.d}},
+            {"bias", {const_cast<void *>(in.problem.bias), dtype, c.v}},
+            {"labels", {in.labels64.data(), "i64", c.n}},
+            {"loss", {loss.data(), "f32", 1}},
+            {"lse", {lse.data(), "f32", c.n}},
+            {"grad_x", {gx.data(), dtype, c.n * c.d}},
+            {"grad_w", {gw.data(), dtype, c.v * c.d}},
+            {"grad_bias", {gb.data(), dtype, c.v}}};
+        llvm::Error err = (*op)->run(buffers, {c.n, c.v, c.d});
+        ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+        LceReference ref = referenceLinearCrossEntropy(in.problem);
+        EXPECT_LE(std::fabs(loss[0] - ref.loss), 1e-4 * std::fabs(ref.loss)) << "loss";
+        for (int64_t i = 0; i < c.n; ++i)
+          EXPECT_LE(std::fabs(lse[i] - ref.lse[i]), 1e-4 * std::fabs(ref.lse[i]) + 1e-6);
+        LceGradReference gref = referenceLinearCrossEntropyGrad(in.problem, {1.0});
+        double tol = dtype == "f32" ? 1e-4 : 1e-2;
+        EXPECT_LE(relativeL2Error(gx.data(), dtype, gref.gradX), tol) << "grad_x";
+        EXPECT_LE(relativeL2Error(gw.data(), dtype, gref.gradW), tol) << "grad_w";
+        EXPECT_LE(relativeL2Error(gb.data(), dtype, gref.gradBias), tol) << "grad_bias";
+        // The separate backward at grad_loss = 1 agrees within rounding.
+        Grads separate = run(c, in.problem, {1.0f});
+        auto asDouble = [&](const std::vector<char> &bytes) {
+          std::vector<double> out(bytes.size() / es);
+          for (size_t i = 0; i < out.size(); ++i)
+            out[i] = elementAsDouble(bytes.data(), dtype, static_cast<int64_t>(i));
+          return out;
+        };
+        EXPECT_LE(relativeL2Error(gw.data(), dtype, asDouble(separate.w)), tol);
+        // Bitwise stable across runs and thread counts.
+        std::vector<char> gw2(gw.size());
+        buffers["grad_w"].data = gw2.data();
+        err = (*op)->run(buffers, {c.n, c.v, c.d}, 1);
+        ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+        EXPECT_EQ(gw, gw2);
+      }
 }
 
-TEST_F(CpuBackward, FusedForwardBackwardRejectsNone) {
+TEST_F(CpuBackward, FusedForwardBackwardRejectsNoneAndRecompute) {
   LceGraphOptions g;
   g.reduction = "none", g.gradient = true, g.fusedForward = true;
   auto graph = buildLinearCrossEntropyGraph(*context, g);
@@ -476,6 +479,12 @@ TEST_F(CpuBackward, FusedForwardBackwardRejectsNone) {
   EXPECT_EQ(llvm::toString(graph.takeError()),
             "the fused forward+backward needs reduction mean or sum (with none every "
             "row has its own loss gradient)");
+  g.reduction = "mean", g.strategy = "recompute";
+  graph = buildLinearCrossEntropyGraph(*context, g);
+  ASSERT_FALSE(static_cast<bool>(graph));
+  EXPECT_EQ(llvm::toString(graph.takeError()),
+            "strategy recompute does not apply to the fused forward+backward (it forms each "
+            "logit tile once per chunk): use auto, chunked or vocab_chunked");
 }
 
 TEST_F(CpuBackward, PackedBlocksKeepTheOrderOfEverySum) {

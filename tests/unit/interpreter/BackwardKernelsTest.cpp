@@ -36,6 +36,7 @@ struct GradCase {
   bool needsX = true, needsW = true;
   std::string strategy = "chunked";
   bool gradLse = false; ///< a per-row gradient of lse too (a z-loss).
+  bool fused = false;   ///< loss.linear_cross_entropy_with_grad (gradient graphs).
 };
 
 std::string describe(const GradCase &c) {
@@ -63,6 +64,7 @@ protected:
     o.needsGradX = c.needsX;
     o.needsGradW = c.needsW;
     o.gradLse = gradient && c.gradLse;
+    o.fusedForward = gradient && c.fused;
     return o;
   }
 
@@ -204,46 +206,91 @@ protected:
     }
   }
 
-  /// The GPU kernels of loss.linear_cross_entropy_with_grad (raw logits per
-  /// chunk, lse and row losses from them, dZ in place, dX/dW, finish,
-  /// reduce) against fp64: loss, lse and the gradients of grad_loss = 1.
-  void checkFused(const GradCase &c) {
-    SCOPED_TRACE(describe(c));
+  /// `c`'s inputs with a bias (what the fused checks run on).
+  void makeBiasedInputs(const GradCase &c, RandomLceInputs &in) {
     RandomLceOptions o;
     o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = c.dtype, o.reduction = c.reduction;
     o.bias = true, o.ignoredFraction = c.ignored;
-    RandomLceInputs in;
     makeRandomLceInputs(o, in);
-    LceGraphOptions g = options(c, true);
-    g.fusedForward = true;
-    auto graph = buildLinearCrossEntropyGraph(*context, g);
-    ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-    LaunchPlan plan = lowerToKernels(**graph, c.tile);
+  }
+
+  /// The bytes of loss, lse, grad_x, grad_w and grad_bias for `in` (with a
+  /// bias) from the GPU kernels of `c`'s loss.linear_cross_entropy_with_grad
+  /// or, with `fused` false, of its forward followed by its backward of
+  /// grad_loss = 1.
+  std::map<std::string, std::vector<char>> lossAndGradients(const GradCase &c,
+                                                            const RandomLceInputs &in, bool fused) {
+    GradCase b = c;
+    b.bias = true;
+    const int64_t es = c.dtype == "f32" ? 4 : 2;
+    std::map<std::string, std::vector<char>> out = {{"loss", std::vector<char>(4)},
+                                                    {"lse", std::vector<char>(c.n * 4)},
+                                                    {"grad_x", std::vector<char>(c.n * c.d * es)},
+                                                    {"grad_w", std::vector<char>(c.v * c.d * es)},
+                                                    {"grad_bias", std::vector<char>(c.v * es)}};
+    std::map<std::string, HostBuffer> inputs = {
+        {"x", {const_cast<void *>(in.problem.x), c.dtype, c.n * c.d}},
+        {"w", {const_cast<void *>(in.problem.w), c.dtype, c.v * c.d}},
+        {"bias", {const_cast<void *>(in.problem.bias), c.dtype, c.v}},
+        {"labels", {const_cast<int64_t *>(in.labels64.data()), "i64", c.n}}};
+    auto forward = inputs, backward = inputs;
+    for (const char *name : {"loss", "lse"})
+      forward[name] = {out[name].data(), "f32", static_cast<int64_t>(out[name].size() / 4)};
+    for (const char *name : {"grad_x", "grad_w", "grad_bias"})
+      if (std::string(name) == "grad_x" ? c.needsX : c.needsW)
+        backward[name] = {out[name].data(), c.dtype, static_cast<int64_t>(out[name].size() / es)};
+    if (fused) {
+      b.fused = true;
+      auto graph = buildLinearCrossEntropyGraph(*context, options(b, true));
+      EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+      if (!graph)
+        return out;
+      LaunchPlan plan = lowerToKernels(**graph, c.tile);
+      std::map<std::string, simt::SimtHostBuffer> buffers;
+      for (const auto *half : {&forward, &backward})
+        for (const auto &[name, h] : *half)
+          buffers[name] = {h.data, simt::elementTypeOf(h.dtype), h.count};
+      llvm::Error err = simt::runPlanOnSimt(**graph, plan, buffers, {c.n, c.v, c.d});
+      EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+      return out;
+    }
+    b.fused = false;
+    runOnSimt(b, false, forward);
+    float one = 1.0f;
+    backward["lse"] = forward["lse"];
+    backward["grad_loss"] = {&one, "f32", 1};
+    runOnSimt(b, true, backward);
+    return out;
+  }
+
+  /// The GPU kernels of loss.linear_cross_entropy_with_grad (row chunks:
+  /// raw logits per chunk, lse and row losses from them, dZ in place,
+  /// dX/dW, finish, reduce; vocabulary chunks: the forward's statistics,
+  /// then the backward's chunks) against fp64: loss, lse and the gradients
+  /// of grad_loss = 1. `outputs`, when given, receives their bytes.
+  void checkFused(const GradCase &c, std::map<std::string, std::vector<char>> *outputs = nullptr) {
+    SCOPED_TRACE(describe(c) + " fused");
+    RandomLceInputs in;
+    makeBiasedInputs(c, in);
+    std::map<std::string, std::vector<char>> got = lossAndGradients(c, in, /*fused=*/true);
     ASSERT_FALSE(HasFailure());
-    int64_t es = c.dtype == "f32" ? 4 : 2;
-    std::vector<float> loss(1), lse(c.n);
-    std::vector<char> gx(c.n * c.d * es), gw(c.v * c.d * es), gb(c.v * es);
-    std::map<std::string, simt::SimtHostBuffer> buffers = {
-        {"x", {const_cast<void *>(in.problem.x), simt::elementTypeOf(c.dtype), c.n * c.d}},
-        {"w", {const_cast<void *>(in.problem.w), simt::elementTypeOf(c.dtype), c.v * c.d}},
-        {"bias", {const_cast<void *>(in.problem.bias), simt::elementTypeOf(c.dtype), c.v}},
-        {"labels", {in.labels64.data(), simt::ElementType::I64, c.n}},
-        {"loss", {loss.data(), simt::ElementType::F32, 1}},
-        {"lse", {lse.data(), simt::ElementType::F32, c.n}},
-        {"grad_x", {gx.data(), simt::elementTypeOf(c.dtype), c.n * c.d}},
-        {"grad_w", {gw.data(), simt::elementTypeOf(c.dtype), c.v * c.d}},
-        {"grad_bias", {gb.data(), simt::elementTypeOf(c.dtype), c.v}}};
-    llvm::Error err = simt::runPlanOnSimt(**graph, plan, buffers, {c.n, c.v, c.d});
-    ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    const float *loss = reinterpret_cast<const float *>(got["loss"].data());
+    const float *lse = reinterpret_cast<const float *>(got["lse"].data());
     LceReference ref = referenceLinearCrossEntropy(in.problem);
     EXPECT_LE(std::fabs(loss[0] - ref.loss), 1e-4 * std::fabs(ref.loss)) << "loss";
     for (int64_t i = 0; i < c.n; ++i)
       EXPECT_LE(std::fabs(lse[i] - ref.lse[i]), 1e-4 * std::fabs(ref.lse[i]) + 1e-6);
     LceGradReference gref = referenceLinearCrossEntropyGrad(in.problem, {1.0});
     double tol = c.dtype == "f32" ? 1e-4 : 1e-2;
-    EXPECT_LE(relativeL2Error(gx.data(), c.dtype, gref.gradX), tol) << "grad_x";
-    EXPECT_LE(relativeL2Error(gw.data(), c.dtype, gref.gradW), tol) << "grad_w";
-    EXPECT_LE(relativeL2Error(gb.data(), c.dtype, gref.gradBias), tol) << "grad_bias";
+    if (c.needsX)
+      EXPECT_LE(relativeL2Error(got["grad_x"].data(), c.dtype, gref.gradX), tol) << "grad_x";
+    if (c.needsW) {
+      EXPECT_LE(relativeL2Error(got["grad_w"].data(), c.dtype, gref.gradW), tol) << "grad_w";
+      EXPECT_LE(relativeL2Error(got["grad_bias"].data(), c.dtype, gref.gradBias), tol)
+          << "grad_bias";
+    }
+    if (outputs)
+      *outputs = std::move(got);
   }
 
   /// How many chunks `c`'s backward plan cuts its chunk dim into (1
@@ -929,12 +976,15 @@ TEST_F(SimtBackward, NoRowsWriteZeroGradients) {
   // storage lce_bwd_dw is what writes grad_w (with 16-bit storage the finish
   // kernel rounded a never-zeroed accumulator). The sum over no rows is 0.
   for (std::string dtype : {"f32", "bf16"})
-    for (std::string schedule : {"chunked", "vocab_chunked", "recompute", "fused"}) {
+    for (std::string schedule :
+         {"chunked", "vocab_chunked", "recompute", "fused", "fused_vocab_chunked"}) {
       GradCase c{0, 37, 9, dtype, "sum", true};
-      c.strategy = schedule == "fused" ? "chunked" : schedule;
+      c.strategy = schedule == "fused"                 ? "chunked"
+                   : schedule == "fused_vocab_chunked" ? "vocab_chunked"
+                                                       : schedule;
       SCOPED_TRACE(describe(c) + " " + schedule);
       LceGraphOptions g = options(c, true);
-      g.fusedForward = schedule == "fused";
+      g.fusedForward = schedule.rfind("fused", 0) == 0;
       auto graph = buildLinearCrossEntropyGraph(*context, g);
       ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
       LaunchPlan plan = lowerToKernels(**graph, c.tile);
@@ -992,9 +1042,69 @@ TEST_F(SimtBackward, NoFeaturesStillGiveTheBiasGradient) {
       tensorCores.strategy = strategy;
       checkCase(tensorCores);
     }
-  for (std::string dtype : {"f32", "bf16"}) {
-    GradCase fused{7, 41, 0, dtype, "mean", true, 0.3};
-    fused.workspaceBytes = 7 * 4 + 3 * 41 * 4;
-    checkFused(fused);
+  for (std::string dtype : {"f32", "bf16"})
+    for (std::string strategy : {"chunked", "vocab_chunked"}) {
+      GradCase fused{7, 41, 0, dtype, "mean", true, 0.3};
+      fused.strategy = strategy;
+      fused.workspaceBytes = 7 * 4 + 3 * 41 * 4;
+      checkFused(fused);
+    }
+}
+
+// The fused op in vocabulary chunks (strategy vocab_chunked): the forward's
+// statistics (lce_partial, lce_combine, lce_reduce), then the backward's
+// vocabulary chunks for grad_loss = 1, with no V × D f32 accumulator.
+// Against fp64, and bit for bit the forward followed by the backward of
+// grad_loss = 1 in the same chunks: SIMT, mma.sync and wgmma (cp.async,
+// TMA, a producer warpgroup over a persistent grid, bands), f32 and 16-bit
+// storage, mean and sum, one gradient alone.
+TEST_F(SimtBackward, FusedVocabChunkedIsTheForwardThenTheBackward) {
+  struct Variant {
+    std::string tile, dtype, reduction;
+    bool needsX = true, needsW = true;
+  };
+  const std::string simt = "block_rows=2,threads=32,splits=3";
+  const std::vector<Variant> variants = {
+      {simt, "f32", "mean"},
+      {simt, "bf16", "sum"},
+      {kMmaOneWarp, "f16", "mean"},
+      {kWgmmaNarrow, "bf16", "mean"},
+      {"matmul=wgmma,block_cols=64,block_k=64,stages=3,tma=1", "bf16", "sum"},
+      {"matmul=wgmma,block_cols=64,block_k=64,stages=3,grad_cols=256,tma=3,persistent=3", "bf16",
+       "mean"},
+      {"matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=2,tma=1,"
+       "band=25",
+       "f16", "mean"},
+      {kWgmmaNarrow, "bf16", "mean", false, true},
+      {kWgmmaNarrow, "bf16", "mean", true, false}};
+  for (const Variant &variant : variants) {
+    GradCase c{70, 200, 96, variant.dtype, variant.reduction, true, 0.2};
+    c.tile = variant.tile;
+    c.strategy = "vocab_chunked";
+    c.needsX = variant.needsX;
+    c.needsW = variant.needsW;
+    // Two to four chunks (without dX, no N × D accumulator shares the
+    // budget): the fused op's per-row terms (the row losses and partials)
+    // leave the same chunks.
+    c.workspaceBytes = 2 * (70 * 4) + (c.needsX ? 100 * 70 * 4 * 2 : 100 * 70 * 2);
+    SCOPED_TRACE(describe(c));
+    GradCase fused = c;
+    fused.fused = true;
+    const auto chunks = chunking(c);
+    ASSERT_GT(chunks.first, 1) << chunks.second;
+    ASSERT_EQ(chunking(fused), chunks);
+    std::map<std::string, std::vector<char>> once;
+    checkFused(c, &once);
+    RandomLceInputs in;
+    makeBiasedInputs(c, in);
+    std::map<std::string, std::vector<char>> twice = lossAndGradients(c, in, /*fused=*/false);
+    std::vector<std::string> compared = {"loss", "lse"};
+    if (c.needsX)
+      compared.push_back("grad_x");
+    if (c.needsW)
+      compared.insert(compared.end(), {"grad_w", "grad_bias"});
+    for (const std::string &name : compared)
+      EXPECT_TRUE(once[name] == twice[name])
+          << name << " differs from the forward, then the backward";
   }
 }

@@ -325,7 +325,7 @@ struct Backward : ChunkedBackwardSteps {
   /// f32 raw logits in "dz" and, with tensor cores, writes the 16-bit dZ
   /// next to them in "dzs".
   const char *productDzName() const {
-    return s.spec.fusedForward && s.tensorCoreGradients() ? "dzs" : "dz";
+    return s.spec.fusedForward && !vocab() && s.tensorCoreGradients() ? "dzs" : "dz";
   }
 
   /// For each valid element (i, j) of a gradient product's fragment `f`
@@ -960,11 +960,15 @@ namespace {
 /// half of it) and the [N, C] dZ; C is a multiple of 64 columns when at
 /// least 64 fit (whole TMA boxes and 16-byte aligned dZ rows), and the
 /// chunks are evened out (PlanBuilder::vocabChunks).
+///
+/// The fused forward+backward on this schedule runs the forward's
+/// statistics first (lce_partial, lce_combine: lse and the row losses of
+/// every row; lce_reduce: the loss), then the backward of grad_loss = 1:
+/// 8·N·D·V against the row chunks' 6, but no V × D f32 dW accumulator (2
+/// GiB at a 128K × 4096 head), and loss, lse and gradients are the bits of
+/// the forward followed by this backward.
 llvm::Error buildVocabChunkedBackward(GpuSchedule &s, Backward &b, PlanBuilder &plan) {
   const LceSpec &spec = s.spec;
-  if (spec.fusedForward)
-    return llvm::createStringError(
-        "the GPU fused forward+backward chunks rows; vocabulary chunks are for the backward");
   // The vocabulary reductions' teacher streams and targets go through the
   // row chunks on the GPU (their vocabulary chunks are the host's).
   if (spec.isVocabReduce())
@@ -972,7 +976,14 @@ llvm::Error buildVocabChunkedBackward(GpuSchedule &s, Backward &b, PlanBuilder &
                                    "backward; a vocabulary reduction's chunks rows (chunked)");
   const std::string cb = std::to_string(spec.computeBytes());
   const bool dx16 = spec.needsGradX && !spec.storesCompute();
-  const std::string rows = "N*" + cb;
+  // Per row: grow; in the fused op also the row loss and each split's
+  // partial statistics.
+  std::string rows = "N*" + cb;
+  if (spec.fusedForward) {
+    rows += "*(2+S*" + std::to_string(s.stats.width()) + ")";
+    buildGpuRowStatistics(s, plan);
+    buildGpuReduceKernel(s);
+  }
   // The dZ chunk gets what grow and the dX accumulator leave of the budget,
   // but at least half of it: an accumulator beyond half the budget (a very
   // large N·D) is kept outside it, as the row chunks keep their dW one,

@@ -181,6 +181,12 @@ void buildCombine(GpuSchedule &s, const RowStats &stats, bool dependent) {
   });
   s.sink.end();
 }
+
+/// Whether the cross-entropy's row losses are reduced into one loss (from
+/// the "loss_rows" workspace by lce_reduce).
+bool reducesRowLosses(const LceSpec &spec) {
+  return !spec.isVocabReduce() && spec.reduction != loss::Reduction::none;
+}
 } // namespace
 
 void lossjit::addBias(KernelEmitter &e, Value bias, Fragment &z) {
@@ -231,6 +237,12 @@ void lossjit::buildGpuReduceKernel(GpuSchedule &s) {
 void lossjit::buildGpuForward(GpuSchedule &s) {
   PlanBuilder plan(s.sink.plan());
   plan.begin(s.spec, s.tile.str());
+  buildGpuRowStatistics(s, plan);
+  if (reducesRowLosses(s.spec))
+    buildGpuReduceKernel(s);
+}
+
+void lossjit::buildGpuRowStatistics(GpuSchedule &s, PlanBuilder &plan) {
   plan.constant("S", s.tile.splits);
   for (const std::string &field : s.stats.fieldNames())
     plan.workspace("part_" + field, s.spec.computeName(), "S*N");
@@ -243,8 +255,7 @@ void lossjit::buildGpuForward(GpuSchedule &s) {
     plan.workspace("row_lse", s.spec.computeName(), "N");
     plan.workspace("row_teacher_lse", s.spec.computeName(), "N");
   }
-  const bool reduces = !s.spec.isVocabReduce() && s.spec.reduction != loss::Reduction::none;
-  if (reduces)
+  if (reducesRowLosses(s.spec))
     plan.workspace("loss_rows", s.spec.computeName(), "N");
   buildPartial(s, s.stats, /*dependent=*/false);
   buildCombine(s, s.stats, /*dependent=*/false);
@@ -252,8 +263,6 @@ void lossjit::buildGpuForward(GpuSchedule &s) {
     buildPartial(s, dependent, /*dependent=*/true);
     buildCombine(s, dependent, /*dependent=*/true);
   }
-  if (reduces)
-    buildGpuReduceKernel(s);
 }
 
 llvm::Error lossjit::buildGpuSchedule(OpBuilder &builder, Location loc, StringRef prefix,

@@ -178,8 +178,16 @@ struct GpuSchedule {
 /// spill).
 void addBias(KernelEmitter &e, mlir::Value bias, Fragment &z);
 
+class PlanBuilder;
+
 /// lce_partial + lce_combine (+ lce_reduce), and the forward plan.
 void buildGpuForward(GpuSchedule &s);
+/// The forward's statistics of every row into `plan` (begun): the splits S,
+/// the partials' workspaces and lce_partial + lce_combine (and a dependent
+/// sweep's pair), which write lse and the row losses ("loss_rows", a
+/// workspace where the loss is reduced). The forward and the fused op in
+/// vocabulary chunks (lse before any dZ) share them.
+void buildGpuRowStatistics(GpuSchedule &s, PlanBuilder &plan);
 /// lce_reduce(labels, loss_rows, loss, N): one block, thread t sums rows
 /// t, t+T, … in order, then a tree (the forward and the fused op share it).
 void buildGpuReduceKernel(GpuSchedule &s);
