@@ -269,6 +269,17 @@ VARIANTS = [
      "matmul=auto band=32768", "backward"),
     ("fused-wgmma-band-ws256m", "fused", ", workspace_bytes = 268435456 : i64",
      "matmul=auto band=32768", "fused"),
+    # The fused op in vocabulary chunks (what the Python package runs on
+    # CUDA for 16-bit storage with fused_backward=True): the forward's
+    # statistics, then the backward's chunks; 8·N·D·V against the row
+    # chunks' 6, but no f32 V x D dW accumulator. On auto's tiles and in
+    # bands.
+    ("fused-vocab-wgmma-auto-ws256m", "fused",
+     ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64', "matmul=auto",
+     "fused"),
+    ("fused-vocab-wgmma-band-ws256m", "fused",
+     ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
+     "matmul=auto band=32768", "fused"),
 ]
 # The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
 # adds nothing to the other variants that sm_90 does not show.
