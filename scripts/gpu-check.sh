@@ -143,7 +143,8 @@ WGMMA_TILES=(
 # (and the fused op for mean) on one wgmma tile seven ways — the cp.async ring
 # the others must equal bit for bit, TMA, warp specialization (a producer
 # warp, or a producer warpgroup that lends its registers), and persistent
-# grids of 3 blocks. CompilerKernelGpuTest's
+# grids of 3 blocks; bf16 mean also in vocabulary chunks (-vocab: the
+# backward, and the fused op after the forward's statistics). CompilerKernelGpuTest's
 # HopperTilesBackwardMatchFp64AndTheCpAsyncBits runs them at V = 1000,
 # D = 200 (multiples of 8: the TMA paths) on compute capability 9.0.
 HOPPER_TEST_WORKSPACE_BYTES=1048576
@@ -151,7 +152,8 @@ HOPPER_TEST_TILE="matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=2
 HOPPER_TEST_TILES=("cpasync|" "tma|,tma=1" "spec|,tma=2" "persist|,persistent=3"
   "specpersist|,tma=2,persistent=3" "lend|,tma=3" "lendpersist|,tma=3,persistent=3"
   "band|,tma=1,band=1")
-HOPPER_TEST_VARIANTS=("bf16 mean 1" "f16 none 0")
+# dtype, reduction, bias, and whether in vocabulary chunks too.
+HOPPER_TEST_VARIANTS=("bf16 mean 1 1" "f16 none 0 0")
 
 # The graph (MLIR, the loss dialect) of one test variant: @lce (forward) and
 # @lce_grad (chunked backward within $4 bytes), int64 labels, ignore_index -100.
@@ -229,9 +231,9 @@ prepare() {
         [ "$reduction" != none ] && args="$args --fused"
         jobs+=("--preset linear-cross-entropy $args --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias")
         # The Python package's CUDA backward and fused op for N <= V with
-        # 16-bit storage (lossjit._kernels.backward_strategy): the
-        # benchmark's mean (impls lossjit and lossjit-fused).
-        if [[ $dtype == *16 && $reduction == mean ]]; then
+        # 16-bit storage (lossjit._kernels.backward_strategy), for mean (the
+        # benchmark's impls lossjit and lossjit-fused) and sum.
+        if [[ $dtype == *16 && $reduction != none ]]; then
           jobs+=("--preset linear-cross-entropy $args --strategy vocab_chunked --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias-vocab")
         fi
       done
@@ -263,17 +265,23 @@ prepare() {
       done
     done
   done
-  # Hopper-tile gradient check bundles (see HOPPER_TEST_TILES).
+  # Hopper-tile gradient check bundles (see HOPPER_TEST_TILES), in row and
+  # in vocabulary chunks.
   if [[ ,$ARCHES, == *,sm_90a,* ]]; then
     for variant in "${HOPPER_TEST_VARIANTS[@]}"; do
-      read -r dtype reduction bias <<<"$variant"
+      read -r dtype reduction bias vocab <<<"$variant"
+      strategies=(chunked)
+      ((vocab)) && strategies+=(vocab_chunked)
       for tile in "${HOPPER_TEST_TILES[@]}"; do
-        args="--dtype $dtype --reduction $reduction --workspace-bytes $HOPPER_TEST_WORKSPACE_BYTES"
-        args="$args --tile $HOPPER_TEST_TILE${tile#*|}"
-        ((bias)) && args="$args --bias"
-        [ "$reduction" != none ] && args="$args --fused"
-        name="hopper-$dtype-$reduction-$( ((bias)) && echo bias || echo nobias)-${tile%%|*}"
-        jobs+=("--preset linear-cross-entropy $args --no-c-api --arch sm_90a -o $BUNDLE/test-kernels/$name")
+        for strategy in "${strategies[@]}"; do
+          args="--dtype $dtype --reduction $reduction --workspace-bytes $HOPPER_TEST_WORKSPACE_BYTES"
+          args="$args --strategy $strategy --tile $HOPPER_TEST_TILE${tile#*|}"
+          ((bias)) && args="$args --bias"
+          [ "$reduction" != none ] && args="$args --fused"
+          name="hopper-$dtype-$reduction-$( ((bias)) && echo bias || echo nobias)-${tile%%|*}"
+          [ $strategy = vocab_chunked ] && name="$name-vocab"
+          jobs+=("--preset linear-cross-entropy $args --no-c-api --arch sm_90a -o $BUNDLE/test-kernels/$name")
+        done
       done
     done
   fi

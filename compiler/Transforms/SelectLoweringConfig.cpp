@@ -109,13 +109,18 @@ struct SelectLoweringConfigPass
   /// With `tma` 2 a block has 288 threads, and a launch gives them at most
   /// 168 registers each (its warps count rounded up to the SM's 4
   /// sub-partitions): a forward with a bias then spills 388 bytes in
-  /// lce_partial and keeps 64 columns too.
-  static bool wideWgmmaLogitsFit(Operation *op, int64_t tma) {
-    if (auto forward = dyn_cast<loss::LinearCrossEntropyOp>(op)) {
-      if (!forward.getBias())
-        return true;
-      return forward.getSoftcap().isZero() && tma != 2;
-    }
+  /// lce_partial and keeps 64 columns too. The fused op in vocabulary
+  /// chunks (`schedule` fused_vocab_chunked) runs the forward's lce_partial,
+  /// so the forward's rule holds for it.
+  static bool wideWgmmaLogitsFit(Operation *op, loss::Schedule schedule, int64_t tma) {
+    auto partialFits = [&](Value bias, const APFloat &softcap) {
+      return !bias || (softcap.isZero() && tma != 2);
+    };
+    if (auto forward = dyn_cast<loss::LinearCrossEntropyOp>(op))
+      return partialFits(forward.getBias(), forward.getSoftcap());
+    if (auto fused = dyn_cast<loss::LinearCrossEntropyWithGradOp>(op);
+        fused && schedule == loss::Schedule::fused_vocab_chunked)
+      return partialFits(fused.getBias(), fused.getSoftcap());
     return isa<loss::LinearCrossEntropyGradOp, loss::LinearCrossEntropyWithGradOp>(op);
   }
 
@@ -142,7 +147,7 @@ struct SelectLoweringConfigPass
       // not a multiple of 16 bytes) take the kernels' cp.async fallback.
       // tma=0 given keeps the cp.async ring as it was (k 32, 4 stages).
       const bool wgmma = tile.matmul == loss::MatmulKind::wgmma;
-      if (wgmma && wideWgmmaLogitsFit(op, tma)) {
+      if (wgmma && wideWgmmaLogitsFit(op, schedule, tma)) {
         tile.blockCols = 128;
         if (tma != 0) {
           tile.blockK = 64;

@@ -1051,156 +1051,166 @@ TEST_F(CompilerKernelTest, HopperTilesBackwardMatchFp64AndTheCpAsyncBits) {
   struct Variant {
     const char *dtype, *reduction;
     bool bias;
-  } variants[] = {{"bf16", "mean", true}, {"f16", "none", false}};
+    bool vocab; ///< in vocabulary chunks too (gpu-check's HOPPER_TEST_VARIANTS)
+  } variants[] = {{"bf16", "mean", true, true}, {"f16", "none", false, false}};
   size_t ran = 0;
   for (const Variant &variant : variants)
-    for (const char *pass : {"backward", "forward_backward"}) {
-      bool fused = std::string(pass) == "forward_backward";
-      if (fused && std::string(variant.reduction) == "none")
-        continue; // the fused op is for mean and sum
-      Options wanted = {{"pass", pass},
-                        {"strategy", "chunked"},
-                        {"grad_x", "true"},
-                        {"grad_w", "true"},
-                        {"dtype", variant.dtype},
-                        {"bias", variant.bias ? "true" : "false"},
-                        {"reduction", variant.reduction},
-                        {"label_type", "i64"},
-                        {"ignore_index", std::to_string(kIgnore)},
-                        {"workspace_bytes", std::to_string(kHopperWorkspaceBytes)}};
-      SCOPED_TRACE("Hopper tiles " + describeOptions(wanted));
-      std::vector<FoundBundle> found = requireBundles(wanted, "wgmma");
-      std::vector<std::pair<const HopperTile *, BundleRef>> tiles;
-      for (const HopperTile &t : kHopperTiles) {
-        auto it = std::find_if(found.begin(), found.end(), [&](const FoundBundle &f) {
-          return tileInt(f, "tma") == t.tma && tileInt(f, "persistent") == t.persistent &&
-                 tileInt(f, "band") == t.band;
-        });
-        if (it == found.end()) {
-          if (!found.empty())
-            missing.push_back(describeOptions(wanted) + " wgmma tile " + t.what +
-                              " (tma=" + std::to_string(t.tma) +
-                              ", persistent=" + std::to_string(t.persistent) +
-                              ", band=" + std::to_string(t.band) + ")");
+    for (const char *strategy : {"chunked", "vocab_chunked"})
+      for (const char *pass : {"backward", "forward_backward"}) {
+        bool fused = std::string(pass) == "forward_backward";
+        // Row or vocabulary chunks: the extent the plan cuts.
+        const bool vocab = std::string(strategy) == "vocab_chunked";
+        if (vocab && !variant.vocab)
           continue;
-        }
-        if (BundleRef b = load(*it))
-          tiles.emplace_back(&t, b);
-      }
-      if (tiles.size() != std::size(kHopperTiles))
-        continue; // reported as missing (or as a load failure)
-
-      // N: at least 3 chunks of the reference's plan, each of more than
-      // one 128-row block, the last partial.
-      Expected<LaunchPlan> plan = LaunchPlan::build(*tiles.front().second);
-      ASSERT_TRUE(plan) << plan.errorMessage();
-      ASSERT_TRUE(plan->isChunked());
-      Shape s{0, kHopperV, kHopperD};
-      int64_t chunkSize = 0;
-      for (int64_t n = 128; n <= 4096 && !s.n; ++n) {
-        std::vector<int64_t> dims = {n, s.v, s.d};
-        Expected<ResolvedLaunch> r = plan->resolve(dims);
-        ASSERT_TRUE(r) << r.errorMessage();
-        if ((n + r->chunkSize - 1) / r->chunkSize >= kMinChunks && n % r->chunkSize > 128) {
-          s.n = n;
-          chunkSize = r->chunkSize;
-        }
-      }
-      ASSERT_GT(s.n, 0) << "no N <= 4096 splits into " << kMinChunks
-                        << " chunks of more than one row block, the last partial";
-      SCOPED_TRACE("N=" + std::to_string(s.n) + " V=" + std::to_string(s.v) + " D=" +
-                   std::to_string(s.d) + ", chunks of " + std::to_string(chunkSize) + " rows");
-
-      lossjit::RandomLceInputs inputs;
-      makeInputs(variant.dtype, variant.bias, variant.reduction, s, 13, inputs);
-      const lossjit::LceProblem &p = inputs.problem;
-      bool perRow = std::string(variant.reduction) == "none";
-      // The fused op differentiates grad_loss = 1.
-      std::vector<float> gradLoss32;
-      std::mt19937 rng(17);
-      std::uniform_real_distribution<float> scale(0.5f, 1.5f);
-      for (int64_t r = 0; r < (perRow ? s.n : 1); ++r)
-        gradLoss32.push_back(fused ? 1.0f : perRow ? scale(rng) : 0.75f);
-      std::vector<double> gradLoss(gradLoss32.begin(), gradLoss32.end());
-      lossjit::LceReference fwd = lossjit::referenceLinearCrossEntropy(p);
-      std::vector<float> lse32(fwd.lse.begin(), fwd.lse.end());
-      lossjit::LceGradReference want = lossjit::referenceLinearCrossEntropyGrad(p, gradLoss);
-
-      DeviceInputs in(*driver, p);
-      size_t st = storageBytes(variant.dtype);
-      DeviceMemory lse(*driver, s.n * 4), loss(*driver, 4), gl(*driver, gradLoss32.size() * 4),
-          gx(*driver, s.n * s.d * st), gw(*driver, s.v * s.d * st), gb(*driver, s.v * st);
-      gl.upload(gradLoss32);
-      std::map<std::string, std::pair<const DeviceMemory *, int64_t>> buffers = {
-          {"x", {&in.x, s.n * s.d}},
-          {"w", {&in.w, s.v * s.d}},
-          {"bias", {&in.bias, s.v}},
-          {"labels", {&in.labels, s.n}},
-          {"lse", {&lse, s.n}},
-          {"loss", {&loss, 1}},
-          {"grad_loss", {&gl, perRow ? s.n : 1}},
-          {"grad_x", {&gx, s.n * s.d}},
-          {"grad_w", {&gw, s.v * s.d}},
-          {"grad_bias", {&gb, s.v}}};
-      auto run = [&](const KernelBundle &bundle, GradientResult &out) {
-        ASSERT_NO_FATAL_FAILURE(poison(gx));
-        ASSERT_NO_FATAL_FAILURE(poison(gw));
-        ASSERT_NO_FATAL_FAILURE(poison(gb));
-        if (fused) {
-          ASSERT_NO_FATAL_FAILURE(poison(lse));
-          ASSERT_NO_FATAL_FAILURE(poison(loss));
-        } else {
-          lse.upload(lse32); // the fp64 reference's: the backward is checked on its own
-        }
-        ASSERT_NO_FATAL_FAILURE(launch(bundle, buffers, s, nullptr));
-        ASSERT_NO_FATAL_FAILURE(synchronize(nullptr));
-        out.gradX = gx.download<uint8_t>(gx.size());
-        out.gradW = gw.download<uint8_t>(gw.size());
-        if (variant.bias)
-          out.gradBias = gb.download<uint8_t>(gb.size());
-        if (fused) {
-          out.loss = loss.download<float>(1);
-          out.lse = lse.download<float>(static_cast<size_t>(s.n));
-        }
-      };
-
-      GradientResult reference;
-      for (auto &[tile, bundle] : tiles) {
-        SCOPED_TRACE(std::string("tile ") + tile->what + ", bundle " + bundle->key.substr(0, 12));
-        GradientResult got;
-        ASSERT_NO_FATAL_FAILURE(run(*bundle, got));
-        if (tile == tiles.front().first) {
-          double tol = gradientTolerance(variant.dtype);
-          EXPECT_LE(lossjit::relativeL2Error(got.gradX.data(), variant.dtype, want.gradX), tol)
-              << "grad_x relative L2 error";
-          EXPECT_LE(lossjit::relativeL2Error(got.gradW.data(), variant.dtype, want.gradW), tol)
-              << "grad_w relative L2 error";
-          if (variant.bias) {
-            EXPECT_LE(lossjit::relativeL2Error(got.gradBias.data(), variant.dtype, want.gradBias),
-                      tol)
-                << "grad_bias relative L2 error";
+        if (fused && std::string(variant.reduction) == "none")
+          continue; // the fused op is for mean and sum
+        Options wanted = {{"pass", pass},
+                          {"strategy", strategy},
+                          {"grad_x", "true"},
+                          {"grad_w", "true"},
+                          {"dtype", variant.dtype},
+                          {"bias", variant.bias ? "true" : "false"},
+                          {"reduction", variant.reduction},
+                          {"label_type", "i64"},
+                          {"ignore_index", std::to_string(kIgnore)},
+                          {"workspace_bytes", std::to_string(kHopperWorkspaceBytes)}};
+        SCOPED_TRACE("Hopper tiles " + describeOptions(wanted));
+        std::vector<FoundBundle> found = requireBundles(wanted, "wgmma");
+        std::vector<std::pair<const HopperTile *, BundleRef>> tiles;
+        for (const HopperTile &t : kHopperTiles) {
+          auto it = std::find_if(found.begin(), found.end(), [&](const FoundBundle &f) {
+            return tileInt(f, "tma") == t.tma && tileInt(f, "persistent") == t.persistent &&
+                   tileInt(f, "band") == t.band;
+          });
+          if (it == found.end()) {
+            if (!found.empty())
+              missing.push_back(describeOptions(wanted) + " wgmma tile " + t.what +
+                                " (tma=" + std::to_string(t.tma) +
+                                ", persistent=" + std::to_string(t.persistent) +
+                                ", band=" + std::to_string(t.band) + ")");
+            continue;
           }
+          if (BundleRef b = load(*it))
+            tiles.emplace_back(&t, b);
+        }
+        if (tiles.size() != std::size(kHopperTiles))
+          continue; // reported as missing (or as a load failure)
+
+        // N: at least 3 chunks of the reference's plan, the last partial:
+        // row chunks of more than one 128-row block each, or vocabulary
+        // chunks of V (the last one short).
+        Expected<LaunchPlan> plan = LaunchPlan::build(*tiles.front().second);
+        ASSERT_TRUE(plan) << plan.errorMessage();
+        ASSERT_TRUE(plan->isChunked());
+        Shape s{0, kHopperV, kHopperD};
+        int64_t chunkSize = 0;
+        for (int64_t n = 128; n <= 4096 && !s.n; ++n) {
+          std::vector<int64_t> dims = {n, s.v, s.d};
+          Expected<ResolvedLaunch> r = plan->resolve(dims);
+          ASSERT_TRUE(r) << r.errorMessage();
+          const int64_t extent = vocab ? s.v : n;
+          if ((extent + r->chunkSize - 1) / r->chunkSize >= kMinChunks &&
+              extent % r->chunkSize > (vocab ? 0 : 128)) {
+            s.n = n;
+            chunkSize = r->chunkSize;
+          }
+        }
+        ASSERT_GT(s.n, 0) << "no N <= 4096 splits " << (vocab ? "V" : "N") << " into " << kMinChunks
+                          << " chunks, the last partial";
+        SCOPED_TRACE("N=" + std::to_string(s.n) + " V=" + std::to_string(s.v) +
+                     " D=" + std::to_string(s.d) + ", chunks of " + std::to_string(chunkSize) +
+                     (vocab ? " columns" : " rows"));
+
+        lossjit::RandomLceInputs inputs;
+        makeInputs(variant.dtype, variant.bias, variant.reduction, s, 13, inputs);
+        const lossjit::LceProblem &p = inputs.problem;
+        bool perRow = std::string(variant.reduction) == "none";
+        // The fused op differentiates grad_loss = 1.
+        std::vector<float> gradLoss32;
+        std::mt19937 rng(17);
+        std::uniform_real_distribution<float> scale(0.5f, 1.5f);
+        for (int64_t r = 0; r < (perRow ? s.n : 1); ++r)
+          gradLoss32.push_back(fused ? 1.0f : perRow ? scale(rng) : 0.75f);
+        std::vector<double> gradLoss(gradLoss32.begin(), gradLoss32.end());
+        lossjit::LceReference fwd = lossjit::referenceLinearCrossEntropy(p);
+        std::vector<float> lse32(fwd.lse.begin(), fwd.lse.end());
+        lossjit::LceGradReference want = lossjit::referenceLinearCrossEntropyGrad(p, gradLoss);
+
+        DeviceInputs in(*driver, p);
+        size_t st = storageBytes(variant.dtype);
+        DeviceMemory lse(*driver, s.n * 4), loss(*driver, 4), gl(*driver, gradLoss32.size() * 4),
+            gx(*driver, s.n * s.d * st), gw(*driver, s.v * s.d * st), gb(*driver, s.v * st);
+        gl.upload(gradLoss32);
+        std::map<std::string, std::pair<const DeviceMemory *, int64_t>> buffers = {
+            {"x", {&in.x, s.n * s.d}},
+            {"w", {&in.w, s.v * s.d}},
+            {"bias", {&in.bias, s.v}},
+            {"labels", {&in.labels, s.n}},
+            {"lse", {&lse, s.n}},
+            {"loss", {&loss, 1}},
+            {"grad_loss", {&gl, perRow ? s.n : 1}},
+            {"grad_x", {&gx, s.n * s.d}},
+            {"grad_w", {&gw, s.v * s.d}},
+            {"grad_bias", {&gb, s.v}}};
+        auto run = [&](const KernelBundle &bundle, GradientResult &out) {
+          ASSERT_NO_FATAL_FAILURE(poison(gx));
+          ASSERT_NO_FATAL_FAILURE(poison(gw));
+          ASSERT_NO_FATAL_FAILURE(poison(gb));
           if (fused) {
-            expectForward({got.loss, got.lse}, expectationFor(p), variant.reduction, kFp64Tolerance,
-                          "fp64");
+            ASSERT_NO_FATAL_FAILURE(poison(lse));
+            ASSERT_NO_FATAL_FAILURE(poison(loss));
+          } else {
+            lse.upload(lse32); // the fp64 reference's: the backward is checked on its own
           }
-          size_t bad = 0;
-          for (int64_t r = 0; r < s.n; ++r)
-            if (static_cast<const int64_t *>(p.labels)[r] == kIgnore)
-              for (int64_t k = 0; k < s.d; ++k)
-                if (lossjit::elementAsDouble(got.gradX.data(), variant.dtype, r * s.d + k) != 0)
-                  ++bad;
-          EXPECT_EQ(bad, 0u) << "grad_x elements of ignored rows that are not 0";
-          reference = got;
-        } else {
-          EXPECT_TRUE(got == reference)
-              << "differs bitwise from the cp.async tile's " << (fused ? "outputs" : "gradients");
+          ASSERT_NO_FATAL_FAILURE(launch(bundle, buffers, s, nullptr));
+          ASSERT_NO_FATAL_FAILURE(synchronize(nullptr));
+          out.gradX = gx.download<uint8_t>(gx.size());
+          out.gradW = gw.download<uint8_t>(gw.size());
+          if (variant.bias)
+            out.gradBias = gb.download<uint8_t>(gb.size());
+          if (fused) {
+            out.loss = loss.download<float>(1);
+            out.lse = lse.download<float>(static_cast<size_t>(s.n));
+          }
+        };
+
+        GradientResult reference;
+        for (auto &[tile, bundle] : tiles) {
+          SCOPED_TRACE(std::string("tile ") + tile->what + ", bundle " + bundle->key.substr(0, 12));
+          GradientResult got;
+          ASSERT_NO_FATAL_FAILURE(run(*bundle, got));
+          if (tile == tiles.front().first) {
+            double tol = gradientTolerance(variant.dtype);
+            EXPECT_LE(lossjit::relativeL2Error(got.gradX.data(), variant.dtype, want.gradX), tol)
+                << "grad_x relative L2 error";
+            EXPECT_LE(lossjit::relativeL2Error(got.gradW.data(), variant.dtype, want.gradW), tol)
+                << "grad_w relative L2 error";
+            if (variant.bias) {
+              EXPECT_LE(lossjit::relativeL2Error(got.gradBias.data(), variant.dtype, want.gradBias),
+                        tol)
+                  << "grad_bias relative L2 error";
+            }
+            if (fused) {
+              expectForward({got.loss, got.lse}, expectationFor(p), variant.reduction,
+                            kFp64Tolerance, "fp64");
+            }
+            size_t bad = 0;
+            for (int64_t r = 0; r < s.n; ++r)
+              if (static_cast<const int64_t *>(p.labels)[r] == kIgnore)
+                for (int64_t k = 0; k < s.d; ++k)
+                  if (lossjit::elementAsDouble(got.gradX.data(), variant.dtype, r * s.d + k) != 0)
+                    ++bad;
+            EXPECT_EQ(bad, 0u) << "grad_x elements of ignored rows that are not 0";
+            reference = got;
+          } else {
+            EXPECT_TRUE(got == reference)
+                << "differs bitwise from the cp.async tile's " << (fused ? "outputs" : "gradients");
+          }
+          GradientResult again;
+          ASSERT_NO_FATAL_FAILURE(run(*bundle, again));
+          EXPECT_TRUE(again == got) << "a second launch differs bitwise";
+          ++ran;
         }
-        GradientResult again;
-        ASSERT_NO_FATAL_FAILURE(run(*bundle, again));
-        EXPECT_TRUE(again == got) << "a second launch differs bitwise";
-        ++ran;
       }
-    }
   std::printf("ran %zu Hopper-tile gradient bundles on %s\n", ran, arch.c_str());
 }

@@ -447,6 +447,11 @@ int runMain(int argc, char **argv) {
       o.softcap = softcap;
       setGradientOptions(o, true);
       o.fusedForward = true;
+      // --strategy names the backward's schedule; the fused op has no
+      // recompute one (it forms each logit tile once per chunk), so next to
+      // a recompute backward it takes the lowering's choice.
+      if (o.strategy == "recompute")
+        o.strategy = "auto";
       auto built = buildLinearCrossEntropyGraph(context, o);
       if (!built)
         return fail("forward_backward graph: " + llvm::toString(built.takeError()));

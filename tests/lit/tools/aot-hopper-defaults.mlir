@@ -14,6 +14,14 @@
 // RUN: FileCheck %s --check-prefix=CAPI --input-file=%t/ws/lce.c
 // RUN: lossjit-aot --preset linear-cross-entropy --dtype bf16 --fused --arch sm_90a -o %t/default --quiet
 // RUN: cat %t/default/manifest.json | FileCheck %s --check-prefix=DEFAULT
+// The fused op takes --strategy too: vocab_chunked runs the forward's
+// statistics, then the backward's vocabulary chunks; next to a recompute
+// backward (which it has no schedule for) it keeps the lowering's row chunks.
+// RUN: lossjit-aot --preset linear-cross-entropy --dtype bf16 --fused --strategy vocab_chunked --arch sm_90a -o %t/vocab --quiet
+// RUN: lossjit-aot --check %t/vocab --quiet
+// RUN: grep -l '"pass": "forward_backward"' %t/vocab/*/manifest.json | xargs cat | FileCheck %s --check-prefix=FUSEDVOCAB
+// RUN: lossjit-aot --preset linear-cross-entropy --dtype bf16 --fused --strategy recompute --arch sm_80 -o %t/rc --quiet
+// RUN: grep -l '"pass": "forward_backward"' %t/rc/*/manifest.json | xargs cat | FileCheck %s --check-prefix=FUSEDRC
 // RUN: lossjit-aot --preset linear-log-prob --dtype f16 --workspace-bytes 1048576 --arch sm_90a -o %t/lp --quiet
 // RUN: cat %t/lp/manifest.json | FileCheck %s --check-prefix=FAMILY
 // RUN: not lossjit-aot --preset linear-cross-entropy --no-gradients --workspace-bytes 1048576 --arch sm_90a -o %t/bad 2>&1 | FileCheck %s --check-prefix=NOGRAD
@@ -26,5 +34,11 @@
 // FAMILY: "workspace_bytes": "1048576"
 // The default budget is the Python package's on CUDA: 256 MiB.
 // DEFAULT: "workspace_bytes": "268435456"
+// FUSEDVOCAB-DAG: "chunk_dim": "V"
+// FUSEDVOCAB-DAG: "name": "lce_partial"
+// FUSEDVOCAB-DAG: "name": "lce_bwd_dz"
+// FUSEDVOCAB-DAG: "strategy": "vocab_chunked"
+// FUSEDRC-DAG: "name": "lce_fused_z"
+// FUSEDRC-DAG: "strategy": "chunked"
 // NOGRAD: error: --workspace-bytes budgets the backward, which --no-gradients leaves out
 // ZERO: error: --workspace-bytes must be at least 1, got 0

@@ -109,6 +109,27 @@ func.func @bf16_forward_bias_softcap(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>,
   %l, %lse = loss.linear_cross_entropy %x, %w, %y, %b {storage = bf16, compute = f32, softcap = 30.0} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xbf16> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>
 }
+// The fused op in vocabulary chunks runs the forward's lce_partial: the
+// forward's rule (a bias and a softcap keep 64 columns; a bias alone fits
+// 128), where its row chunks take 128 either way.
+// HOPPER-LABEL: func.func @bf16_fused_vocab_bias_softcap
+// HOPPER:         #loss.gpu_config<schedule = fused_vocab_chunked, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
+func.func @bf16_fused_vocab_bias_softcap(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %b: tensor<?xbf16>) -> (tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>) {
+  %l, %lse, %dx, %dw, %db = loss.linear_cross_entropy_with_grad %x, %w, %y, %b {storage = bf16, compute = f32, softcap = 30.0, strategy = "vocab_chunked"} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xbf16> -> tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>
+  return %l, %lse, %dx, %dw, %db : tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>
+}
+// HOPPER-LABEL: func.func @bf16_fused_vocab_bias
+// HOPPER:         #loss.gpu_config<schedule = fused_vocab_chunked, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 3, block_cols = 128, block_k = 64, grad_cols = 128, tma = 1>
+func.func @bf16_fused_vocab_bias(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %b: tensor<?xbf16>) -> (tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>) {
+  %l, %lse, %dx, %dw, %db = loss.linear_cross_entropy_with_grad %x, %w, %y, %b {storage = bf16, compute = f32, strategy = "vocab_chunked"} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xbf16> -> tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>
+  return %l, %lse, %dx, %dw, %db : tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>
+}
+// HOPPER-LABEL: func.func @bf16_fused_rows_bias_softcap
+// HOPPER:         #loss.gpu_config<schedule = fused, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 3, block_cols = 128, block_k = 64, grad_cols = 128, tma = 1>
+func.func @bf16_fused_rows_bias_softcap(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %b: tensor<?xbf16>) -> (tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>) {
+  %l, %lse, %dx, %dw, %db = loss.linear_cross_entropy_with_grad %x, %w, %y, %b {storage = bf16, compute = f32, softcap = 30.0} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xbf16> -> tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>
+  return %l, %lse, %dx, %dw, %db : tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>
+}
 
 //--- ws.mlir
 // CHECK-LABEL: func.func @bf16_forward_bias_ws

@@ -48,8 +48,9 @@ std::vector<Variant> variants() {
       {"bwd-chunked-none-dw-only", true, false, "chunked", "none", 1.0, 0.0, true, false},
       {"bwd-recompute-mean", true, false, "recompute", "mean"},
       {"bwd-recompute-none-scale", true, false, "recompute", "none", 2.0},
-      {"fused-sum", true, true, "chunked", "sum"},
-      {"fused-mean-nobias-softcap", true, true, "chunked", "mean", 1.0, 10.0, false},
+      {"fused-sum", true, true, "auto", "sum"},
+      {"fused-mean-nobias-softcap", true, true, "auto", "mean", 1.0, 10.0, false},
+      {"fused-vocab-mean", true, true, "vocab_chunked", "mean"},
   };
 }
 
