@@ -323,31 +323,41 @@ def backward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
                     device: torch.device, logit_scale: float = 1.0,
                     softcap: float = 0.0) -> Kernel:
     """The compiled backward (gradient) function for these options."""
+    return _gradient_kernel(_backward_ops, _new_backward_kernel, backward_kernel,
+                            (dtype, label_dtype, bias, ignore_index, reduction), flags, device,
+                            logit_scale, softcap)
+
+
+def _gradient_kernel(cache: Dict[Tuple[Any, ...], Any], new_kernel, public, args: tuple,
+                     flags: BackwardFlags, device: torch.device, logit_scale: float,
+                     softcap: float) -> Kernel:
+    """The kernel of `public` (backward_kernel, fused_kernel) for `args` and
+    `flags` from `cache`, made by `new_kernel` on first use."""
     if not HAS_COMPILER and device.type == "cuda":
-        # Prebuilt (lossjit-aot) backward bundles compute both gradients.
+        # Prebuilt (lossjit-aot) backward and fused bundles compute both
+        # gradients.
         flags = flags._replace(needs_grad_x=True, needs_grad_w=True)
-    key = (dtype, label_dtype, bias, ignore_index, reduction, flags, device, logit_scale,
-           softcap)
-    kernel = _backward_ops.get(key)
+    key = (*args, flags, device, logit_scale, softcap)
+    kernel = cache.get(key)
     if kernel is not None:
         return kernel
-    args = (dtype, label_dtype, bias, ignore_index, reduction)
     try:
         with _lock:
-            kernel = _backward_ops.get(key)
+            kernel = cache.get(key)
             if kernel is None:
-                kernel = _new_backward_kernel(*args, flags, device, logit_scale, softcap)
-                _backward_ops[key] = kernel
+                kernel = new_kernel(*args, flags, device, logit_scale, softcap)
+                cache[key] = kernel
         return kernel
     except RuntimeError:
         if HAS_COMPILER or device.type != "cuda" or flags.strategy != "vocab_chunked":
             raise
     # A kernel path without the vocabulary chunks (lossjit-aot --strategy
-    # vocab_chunked): whatever backward it holds gives the same gradients.
-    kernel = backward_kernel(*args, flags._replace(strategy="auto"), device, logit_scale,
-                             softcap)
+    # vocab_chunked): whatever backward or fused op it holds gives the same
+    # gradients (within rounding; the row chunks' f32 dW accumulator takes
+    # more memory).
+    kernel = public(*args, flags._replace(strategy="auto"), device, logit_scale, softcap)
     with _lock:
-        return _backward_ops.setdefault(key, kernel)
+        return cache.setdefault(key, kernel)
 
 
 def _new_backward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
@@ -377,18 +387,24 @@ def _new_backward_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: boo
                "grad_w": "true" if flags.needs_grad_w else "false"}
     if flags.grad_lse:
         options["grad_lse"] = "true"
-    if flags.strategy != "auto":
-        options["strategy"] = flags.strategy
-    elif device.type == "cuda" and not HAS_COMPILER:
+    return _strategy_kernel(factory, device, options, spec.dtype, flags.strategy)
+
+
+def _strategy_kernel(factory, device: torch.device, options: Dict[str, str], dtype: str,
+                     strategy: str) -> Kernel:
+    """_kernel for a backward or fused op of `strategy`, which the options
+    name unless it is auto."""
+    if strategy != "auto":
+        return _kernel(factory, device, {**options, "strategy": strategy}, dtype, strategy)
+    if device.type == "cuda" and not HAS_COMPILER:
         # Prebuilt bundles record the schedule they hold, and a kernel path
         # may hold vocab_chunked ones next to the row chunks "auto" means
-        # on CUDA; a path with neither serves any backward it has.
+        # on CUDA; a path with neither serves any it has.
         try:
-            return _kernel(factory, device, {**options, "strategy": "chunked"}, spec.dtype,
-                           flags.strategy)
+            return _kernel(factory, device, {**options, "strategy": "chunked"}, dtype, strategy)
         except RuntimeError:
             pass
-    return _kernel(factory, device, options, spec.dtype, flags.strategy)
+    return _kernel(factory, device, options, dtype, strategy)
 
 
 def fused_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
@@ -400,32 +416,9 @@ def fused_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
     if reduction not in ("mean", "sum"):
         raise ValueError(f"lossjit: the fused forward+backward needs reduction 'mean' or "
                          f"'sum', got {reduction!r}")
-    if not HAS_COMPILER and device.type == "cuda":
-        # As for the backward: prebuilt bundles compute both gradients.
-        flags = flags._replace(needs_grad_x=True, needs_grad_w=True)
-    key = (dtype, label_dtype, bias, ignore_index, reduction, flags, device, logit_scale,
-           softcap)
-    kernel = _fused_ops.get(key)
-    if kernel is not None:
-        return kernel
-    args = (dtype, label_dtype, bias, ignore_index, reduction)
-    try:
-        with _lock:
-            kernel = _fused_ops.get(key)
-            if kernel is None:
-                kernel = _new_fused_kernel(*args, flags, device, logit_scale, softcap)
-                _fused_ops[key] = kernel
-        return kernel
-    except RuntimeError:
-        if HAS_COMPILER or device.type != "cuda" or flags.strategy != "vocab_chunked":
-            raise
-    # As for the backward: a kernel path without the fused vocabulary chunks
-    # serves the fused op it holds (the same loss and gradients within
-    # rounding; the row chunks' f32 dW accumulator takes more memory).
-    kernel = fused_kernel(*args, flags._replace(strategy="auto"), device, logit_scale,
-                          softcap)
-    with _lock:
-        return _fused_ops.setdefault(key, kernel)
+    return _gradient_kernel(_fused_ops, _new_fused_kernel, fused_kernel,
+                            (dtype, label_dtype, bias, ignore_index, reduction), flags, device,
+                            logit_scale, softcap)
 
 
 def _new_fused_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
@@ -452,17 +445,7 @@ def _new_fused_kernel(dtype: torch.dtype, label_dtype: torch.dtype, bias: bool,
     options = {**spec.options(), "pass": "forward_backward",
                "grad_x": "true" if flags.needs_grad_x else "false",
                "grad_w": "true" if flags.needs_grad_w else "false"}
-    if flags.strategy != "auto":
-        options["strategy"] = flags.strategy
-    elif device.type == "cuda" and not HAS_COMPILER:
-        # As for the backward: a kernel path may hold the fused vocabulary
-        # chunks next to the row chunks "auto" means on CUDA.
-        try:
-            return _kernel(factory, device, {**options, "strategy": "chunked"}, spec.dtype,
-                           flags.strategy)
-        except RuntimeError:
-            pass
-    return _kernel(factory, device, options, spec.dtype, flags.strategy)
+    return _strategy_kernel(factory, device, options, spec.dtype, flags.strategy)
 
 
 class ReduceSpec(NamedTuple):

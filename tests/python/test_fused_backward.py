@@ -291,30 +291,3 @@ def test_the_fused_op_takes_the_backward_strategy(monkeypatch):
     for got, want in zip(grads, grads0):
         _close(got, want, torch.bfloat16)
 
-
-def test_a_kernel_path_without_fused_vocab_chunks_serves_the_fused_op(monkeypatch):
-    # As for the backward: a runtime-only build asks its kernel path for the
-    # fused vocabulary chunks first, then takes the fused op it holds, once.
-    from lossjit import _kernels as K
-    asked = []
-
-    def new_kernel(dtype, label_dtype, bias, ignore_index, reduction, flags, device,
-                   logit_scale, softcap):
-        asked.append(flags.strategy)
-        if flags.strategy == "vocab_chunked":
-            raise RuntimeError("no prebuilt kernel for linear_cross_entropy {...}")
-        return "row-chunked bundle"
-
-    monkeypatch.setattr(K, "HAS_COMPILER", False)
-    monkeypatch.setattr(K, "_new_fused_kernel", new_kernel)
-    monkeypatch.setattr(K, "_fused_ops", {})
-    flags = K.BackwardFlags(True, True, strategy="vocab_chunked")
-    cuda = torch.device("cuda", 0)
-    for _ in range(2):
-        assert K.fused_kernel(torch.bfloat16, torch.int64, False, -100, "mean", flags,
-                              cuda) == "row-chunked bundle"
-    assert asked == ["vocab_chunked", "auto"]
-    monkeypatch.setattr(K, "HAS_COMPILER", True)
-    monkeypatch.setattr(K, "_fused_ops", {})
-    with pytest.raises(RuntimeError, match="no prebuilt kernel"):
-        K.fused_kernel(torch.bfloat16, torch.int64, False, -100, "mean", flags, cuda)

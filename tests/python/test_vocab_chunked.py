@@ -62,9 +62,11 @@ def test_vocab_chunks_through_the_package_match_fp64(dtype, tmp_path, monkeypatc
     torch.testing.assert_close(gw.double(), rw, rtol=rtol, atol=atol)
 
 
-def test_a_kernel_path_without_vocab_chunks_serves_any_backward(monkeypatch):
+@pytest.mark.parametrize("op", ["backward", "fused"])
+def test_a_kernel_path_without_vocab_chunks_serves_any_backward(op, monkeypatch):
     # A runtime-only build asks its kernel path for vocab_chunked bundles
-    # first; where it has none it takes whatever backward it holds, once.
+    # first (the backward, or the fused op); where it has none it takes
+    # whatever it holds of that op, once.
     asked = []
 
     def new_kernel(dtype, label_dtype, bias, ignore_index, reduction, flags, device,
@@ -74,20 +76,21 @@ def test_a_kernel_path_without_vocab_chunks_serves_any_backward(monkeypatch):
             raise RuntimeError("no prebuilt kernel for linear_cross_entropy {...}")
         return "row-chunked bundle"
 
+    public = K.backward_kernel if op == "backward" else K.fused_kernel
     monkeypatch.setattr(K, "HAS_COMPILER", False)
-    monkeypatch.setattr(K, "_new_backward_kernel", new_kernel)
-    monkeypatch.setattr(K, "_backward_ops", {})
+    monkeypatch.setattr(K, f"_new_{op}_kernel", new_kernel)
+    monkeypatch.setattr(K, f"_{op}_ops", {})
     flags = K.BackwardFlags(True, True, strategy="vocab_chunked")
     cuda = torch.device("cuda", 0)
     for _ in range(2):
-        assert K.backward_kernel(torch.bfloat16, torch.int64, False, -100, "mean", flags,
-                                 cuda) == "row-chunked bundle"
+        assert public(torch.bfloat16, torch.int64, False, -100, "mean", flags,
+                      cuda) == "row-chunked bundle"
     assert asked == ["vocab_chunked", "auto"]
     # With the compiler a failure is the compiler's to report, not hidden.
     monkeypatch.setattr(K, "HAS_COMPILER", True)
-    monkeypatch.setattr(K, "_backward_ops", {})
+    monkeypatch.setattr(K, f"_{op}_ops", {})
     with pytest.raises(RuntimeError, match="no prebuilt kernel"):
-        K.backward_kernel(torch.bfloat16, torch.int64, False, -100, "mean", flags, cuda)
+        public(torch.bfloat16, torch.int64, False, -100, "mean", flags, cuda)
 
 
 @pytest.mark.skipif(not CUDA, reason=NO_CUDA)
