@@ -321,9 +321,10 @@ struct Backward : ChunkedBackwardSteps {
     s.sink.end();
   }
 
-  /// The dZ workspace the gradient products read: the fused op keeps its
-  /// f32 raw logits in "dz" and, with tensor cores, writes the 16-bit dZ
-  /// next to them in "dzs".
+  /// The dZ workspace the gradient products read: the fused op in row
+  /// chunks keeps its f32 raw logits in "dz" and, with tensor cores, writes
+  /// the 16-bit dZ next to them in "dzs"; in vocabulary chunks it has its lse
+  /// before any dZ, which lce_bwd_dz writes into "dz" as the backward does.
   const char *productDzName() const {
     return s.spec.fusedForward && !vocab() && s.tensorCoreGradients() ? "dzs" : "dz";
   }
