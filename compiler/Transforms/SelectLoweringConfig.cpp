@@ -96,25 +96,20 @@ struct SelectLoweringConfigPass
   }
 
   /// Whether `op`'s logit epilogues fit wgmma's 128-column logits tile
-  /// without spills: every cross-entropy op but the forward with both a
-  /// bias and a softcap (ptxas sm_90a, f16 and bf16, 128x128 logits, k 32,
-  /// 4 stages: lce_partial 207 registers, 252 with a bias, 208 with a
-  /// softcap, and with both 255 — at the cap, so it keeps 64 columns;
-  /// lce_bwd_dz and lce_fused_z 127-132 with any of them; on auto's TMA
-  /// ring, k 64 and 3 stages, lce_partial takes 172-243 and every other
-  /// product kernel 126-128, no spills). The chunked
-  /// backward with a bias and the softcap ops took 64 columns while dZ's
-  /// epilogue kept every column's values live (48 and 72 bytes of spills).
-  /// The loss families' epilogues carry more statistics and keep 64 columns.
-  /// With `tma` 2 a block has 288 threads, and a launch gives them at most
-  /// 168 registers each (its warps count rounded up to the SM's 4
-  /// sub-partitions): a forward with a bias then spills 388 bytes in
-  /// lce_partial and keeps 64 columns too. The fused op in vocabulary
-  /// chunks (`schedule` fused_vocab_chunked) runs the forward's lce_partial,
-  /// so the forward's rule holds for it.
+  /// without spills (ptxas sm_90a, f16 and bf16): every cross-entropy op
+  /// but the forward with a bias and a softcap on a producer warp (tma=2:
+  /// 288 threads get at most 168 registers at launch, as a launch counts
+  /// 9 warps as 12), whose lce_partial spills 4 bytes. Whole tiles fold
+  /// without column masks or clamps (foldColumns), which took lce_partial
+  /// from 203-255 registers to 133-153 on the cp.async and TMA rings and
+  /// its 388-480 bytes of spills with tma=2 and a bias to 0-4; lce_bwd_dz
+  /// and lce_fused_z take 127-141 with any epilogue. The loss families'
+  /// epilogues carry more statistics and keep 64 columns. The fused op in
+  /// vocabulary chunks (`schedule` fused_vocab_chunked) runs the forward's
+  /// lce_partial, so the forward's rule holds for it.
   static bool wideWgmmaLogitsFit(Operation *op, loss::Schedule schedule, int64_t tma) {
     auto partialFits = [&](Value bias, const APFloat &softcap) {
-      return !bias || (softcap.isZero() && tma != 2);
+      return !bias || softcap.isZero() || tma != 2;
     };
     if (auto forward = dyn_cast<loss::LinearCrossEntropyOp>(op))
       return partialFits(forward.getBias(), forward.getSoftcap());

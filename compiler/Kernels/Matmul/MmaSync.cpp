@@ -76,8 +76,11 @@ public:
     for (int64_t ni = 0; ni < kWarpTile / kMmaN; ++ni)
       for (int64_t q = 0; q < 2; ++q) {
         Value tileCol = e.add(l.warpCol, e.add(e.index(ni * kMmaN + q), e.mul(l.quad, e.index(2))));
-        clampLine(e, e.add(tile.colBegin, tileCol), tile.colLimit, f.cols, f.colValid);
+        f.openCols.push_back(e.add(tile.colBegin, tileCol));
+        clampLine(e, f.openCols.back(), tile.colLimit, f.cols, f.colValid);
       }
+    f.colsInside =
+        e.cmpI(arith::CmpIPredicate::ule, e.add(tile.colBegin, e.index(bn)), tile.colLimit);
     f.sharing.everyThread = false;
     f.sharing.laneXor = {1, 2}; // the four lanes of a quad share rows
     f.sharing.lane = l.lane;

@@ -3,6 +3,8 @@
 #include "compiler/Kernels/Matmul/TileMatmul.h"
 #include "compiler/Kernels/Support/BlockReduce.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
 using namespace mlir;
 using namespace lossjit;
 
@@ -22,6 +24,26 @@ Value MatrixOperand::offset(KernelEmitter &e, Value line, Value k) const {
 
 KernelEmitter TileSweep::pinned(KernelEmitter &e) const {
   return pinThread ? e.withThreadId(opaqueThreadIdx(e)) : e.at(e.builder(), e.location());
+}
+
+SmallVector<Value>
+lossjit::foldColumns(KernelEmitter &e, Fragment &z,
+                     const std::function<SmallVector<Value>(KernelEmitter &, Fragment &)> &fold) {
+  if (!z.colsInside)
+    return fold(e, z);
+  return e.ifElseValues(
+      z.colsInside,
+      [&](KernelEmitter &ie) {
+        Fragment inside = z;
+        inside.cols = z.openCols;
+        Value holds =
+            arith::ConstantIntOp::create(ie.builder(), ie.location(), ie.builder().getI1Type(), 1);
+        for (Value &valid : inside.colValid)
+          valid = holds;
+        inside.colsInside = holds;
+        return fold(ie, inside);
+      },
+      [&](KernelEmitter &oe) { return fold(oe, z); });
 }
 
 SmallVector<Value> TileMatmul::sweep(KernelEmitter &e, const MatrixOperand &a,

@@ -86,10 +86,29 @@ struct Fragment {
   llvm::SmallVector<mlir::Value> rowValid, colValid; ///< i1: inside the limits.
   llvm::SmallVector<mlir::Value> values;             ///< rows.size() × cols.size().
   RowSharing sharing;
+  /// i1: every column is inside the limits (a tile wholly inside them, on a
+  /// thread that holds C), where the strategy tells (null otherwise). An
+  /// epilogue then folds without masks or clamps (foldColumns()).
+  mlir::Value colsInside;
+  /// With colsInside: the columns unclamped, each the tile's first column
+  /// plus an offset (addresses a constant apart), equal to `cols` wherever
+  /// colsInside holds.
+  llvm::SmallVector<mlir::Value> openCols;
 
   mlir::Value &at(size_t i, size_t j) { return values[i * cols.size() + j]; }
   mlir::Value at(size_t i, size_t j) const { return values[i * cols.size() + j]; }
 };
+
+/// `fold(z)`; where the strategy tells whether every column of `z` is inside
+/// the limits, under an if on it: on that side `fold` sees the unclamped
+/// columns and constant-true column masks, so a masked epilogue of a whole
+/// tile neither selects nor clamps per column (the registers of 128×256
+/// wgmma logits: lce_partial spills 468 bytes with the masks, none
+/// without). Both sides give the same bits on a whole tile: a mask that
+/// holds selects the value it guards. `fold` must synchronize nothing.
+llvm::SmallVector<mlir::Value>
+foldColumns(KernelEmitter &e, Fragment &z,
+            const std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, Fragment &)> &fold);
 
 /// Shared memory a strategy stages operands in: `elements` of `type`,
 /// aligned to `align` bytes (0: the element's alignment). Schedules place

@@ -215,8 +215,11 @@ public:
     for (int64_t j = 0; j < bn / 8; ++j)
       for (int64_t q = 0; q < 2; ++q) {
         Value tileCol = e.add(e.index(j * 8 + q), e.mul(l.quad, e.index(2)));
-        clampLine(e, e.add(tile.colBegin, tileCol), tile.colLimit, f.cols, f.colValid);
+        f.openCols.push_back(e.add(tile.colBegin, tileCol));
+        clampLine(e, f.openCols.back(), tile.colLimit, f.cols, f.colValid);
       }
+    f.colsInside =
+        e.cmpI(arith::CmpIPredicate::ule, e.add(tile.colBegin, e.index(bn)), tile.colLimit);
     f.sharing.everyThread = false;
     f.sharing.laneXor = {1, 2}; // the four lanes of a quad share rows
     f.sharing.lane = l.lane;
@@ -230,6 +233,7 @@ public:
         valid = e.andI(valid, consumer);
       for (Value &valid : f.colValid)
         valid = e.andI(valid, consumer);
+      f.colsInside = e.andI(f.colsInside, consumer);
       f.sharing.leader = e.andI(f.sharing.leader, consumer);
     }
     f.sharing.group = e.index(0);

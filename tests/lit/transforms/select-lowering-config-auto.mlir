@@ -2,8 +2,8 @@
 // lossjit-aot compile with): per op, tensor cores for f16/bf16 storage on
 // sm_80 and newer (wgmma's default tile on sm_90a, what the JIT builds on a
 // Hopper, 128 logit columns wide for the cross-entropy ops, whose
-// epilogues fit them, but for a forward with both a bias and a softcap,
-// and then on the TMA ring, k 64, 3 stages: 64.3 ms against the cp.async
+// epilogues fit them, a forward with a bias and a softcap included now that
+// whole tiles fold without column masks, and then on the TMA ring, k 64, 3 stages: 64.3 ms against the cp.async
 // ring's 139.5 for forward + backward on an H200;
 // mma_sync's on every other arch,
 // sm_90 included), SIMT for f32 storage
@@ -17,8 +17,8 @@
 // RUN: lossjit-opt %t/ops.mlir --loss-select-lowering-config="target=gpu chip=sm_75 matmul=auto" \
 // RUN:   | FileCheck %t/ops.mlir --check-prefix=TURING
 // With tma=2 (288 threads, 168 registers a launch can give) a forward with
-// a bias keeps 64 columns (128 spill 388 bytes in lce_partial), on the
-// warp-specialized tile that ran on an H200: k 64, 2 stages. tma=0 keeps the
+// a bias and a softcap keeps 64 columns (128 spill 4 bytes in lce_partial),
+// on the warp-specialized tile that ran on an H200: k 64, 2 stages. tma=0 keeps the
 // cp.async ring: 128 columns, k 32, 4 stages.
 // RUN: lossjit-opt %t/ws.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=auto tma=2" \
 // RUN:   | FileCheck %t/ws.mlir
@@ -104,16 +104,16 @@ func.func @bf16_grad_bias(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor
 // CHECK-LABEL: func.func @bf16_forward_bias_softcap
 // CHECK:         #loss.gpu_config<schedule = forward, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
 // HOPPER-LABEL: func.func @bf16_forward_bias_softcap
-// HOPPER:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
+// HOPPER:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 3, block_cols = 128, block_k = 64, grad_cols = 128, tma = 1>
 func.func @bf16_forward_bias_softcap(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %b: tensor<?xbf16>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y, %b {storage = bf16, compute = f32, softcap = 30.0} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xbf16> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>
 }
 // The fused op in vocabulary chunks runs the forward's lce_partial: the
-// forward's rule (a bias and a softcap keep 64 columns; a bias alone fits
-// 128), where its row chunks take 128 either way.
+// forward's rule (128 columns, but a bias and a softcap with tma=2), as its
+// row chunks take 128.
 // HOPPER-LABEL: func.func @bf16_fused_vocab_bias_softcap
-// HOPPER:         #loss.gpu_config<schedule = fused_vocab_chunked, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 4, block_cols = 64, block_k = 32, grad_cols = 128>
+// HOPPER:         #loss.gpu_config<schedule = fused_vocab_chunked, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 3, block_cols = 128, block_k = 64, grad_cols = 128, tma = 1>
 func.func @bf16_fused_vocab_bias_softcap(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %b: tensor<?xbf16>) -> (tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>) {
   %l, %lse, %dx, %dw, %db = loss.linear_cross_entropy_with_grad %x, %w, %y, %b {storage = bf16, compute = f32, softcap = 30.0, strategy = "vocab_chunked"} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xbf16> -> tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>
   return %l, %lse, %dx, %dw, %db : tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xbf16>
@@ -132,14 +132,22 @@ func.func @bf16_fused_rows_bias_softcap(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf1
 }
 
 //--- ws.mlir
-// CHECK-LABEL: func.func @bf16_forward_bias_ws
+// CHECK-LABEL: func.func @bf16_forward_bias_softcap_ws
 // CHECK:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 2, block_cols = 64, block_k = 64, grad_cols = 128, tma = 2>
+func.func @bf16_forward_bias_softcap_ws(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %b: tensor<?xbf16>) -> (tensor<f32>, tensor<?xf32>) {
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y, %b {storage = bf16, compute = f32, softcap = 30.0} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xbf16> -> tensor<f32>, tensor<?xf32>
+  return %l, %lse : tensor<f32>, tensor<?xf32>
+}
+// A bias alone takes 128 columns (it spilled 388 bytes while every column
+// of a whole tile was masked and clamped).
+// CHECK-LABEL: func.func @bf16_forward_bias_ws
+// CHECK:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 2, block_cols = 128, block_k = 64, grad_cols = 128, tma = 2>
 func.func @bf16_forward_bias_ws(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %b: tensor<?xbf16>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y, %b {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xbf16> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>
 }
-// Without a bias it takes 128 columns, k 64, and 2 stages (lce_partial
-// spills 8 bytes at 3).
+// Without a bias it takes 128 columns, k 64, and 2 stages (with a bias
+// lce_partial spills 76 bytes at 3).
 // CHECK-LABEL: func.func @bf16_forward_ws
 // CHECK:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 2, block_cols = 128, block_k = 64, grad_cols = 128, tma = 2>
 // CPASYNC-LABEL: func.func @bf16_forward_ws

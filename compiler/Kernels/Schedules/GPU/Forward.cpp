@@ -80,42 +80,45 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
   // unless it forms the teacher's product too.
   SmallVector<Value> state = s.matmul.sweep(
       e, xs, ws, tiles, e.index(0), d, stats.identity(e, rows), scratch,
-      [&](KernelEmitter &le, const BlockTile &tile, Fragment &z, ValueRange it) {
+      [&](KernelEmitter &le, const BlockTile &tile, Fragment &product, ValueRange it) {
         // The teacher's logits of the same tile, by the same product.
         Fragment u;
         if (s.spec.hasTeacher)
           u = s.teacherTile(le, a, s.matmul, tile, scratch);
-        // The bias joins the accumulators column by column (addBias).
-        addBias(le, bias, z);
-        SmallVector<Value> weights;
-        for (Value col : z.cols)
-          if (!dependent && s.spec.readsClassWeights())
-            weights.push_back(le.loadReal(a["class_weights"], col));
-        SmallVector<Value> next;
-        for (unsigned i = 0; i < rows; ++i) {
-          SmallVector<Value> logits;
-          SmallVector<LogitInputs> inputs;
-          for (size_t j = 0; j < z.cols.size(); ++j) {
-            logits.push_back(emitLogit(le, s.spec, z.at(i, j)));
-            // (Rows and columns are clamped: the loads stay in bounds.)
-            LogitInputs in{weights.empty() ? Value() : weights[j], Value(), Value()};
-            if (!dependent && s.spec.hasTargets())
-              in.target = le.loadReal(a["targets"], le.add(le.mul(z.rows[i], v), z.cols[j]));
-            if (s.spec.hasTeacher)
-              in.teacher = emitTeacherFromRaw(le, s.spec, u.at(i, j), a["teacher_bias"],
-                                              z.cols[j]);
-            if (dependent) {
-              in.lse = rowLse[i];
-              in.teacherLse = rowTeacherLse[i];
-              in.beta = beta;
+        // A whole tile folds without masks (foldColumns).
+        return foldColumns(le, product, [&](KernelEmitter &fe, Fragment &z) {
+          // The bias joins the accumulators column by column (addBias).
+          addBias(fe, bias, z);
+          SmallVector<Value> weights;
+          for (Value col : z.cols)
+            if (!dependent && s.spec.readsClassWeights())
+              weights.push_back(fe.loadReal(a["class_weights"], col));
+          SmallVector<Value> next;
+          for (unsigned i = 0; i < rows; ++i) {
+            SmallVector<Value> logits;
+            SmallVector<LogitInputs> inputs;
+            for (size_t j = 0; j < z.cols.size(); ++j) {
+              logits.push_back(emitLogit(fe, s.spec, z.at(i, j)));
+              // (Rows and columns are clamped: the loads stay in bounds.)
+              LogitInputs in{weights.empty() ? Value() : weights[j], Value(), Value()};
+              if (!dependent && s.spec.hasTargets())
+                in.target = fe.loadReal(a["targets"], fe.add(fe.mul(z.rows[i], v), z.cols[j]));
+              if (s.spec.hasTeacher)
+                in.teacher =
+                    emitTeacherFromRaw(fe, s.spec, u.at(i, j), a["teacher_bias"], z.cols[j]);
+              if (dependent) {
+                in.lse = rowLse[i];
+                in.teacherLse = rowTeacherLse[i];
+                in.beta = beta;
+              }
+              inputs.push_back(in);
             }
-            inputs.push_back(in);
+            // Columns past the split's end take no part (never a zero logit).
+            llvm::append_range(next,
+                               stats.pushMany(fe, stats.row(it, i), logits, z.colValid, inputs));
           }
-          // Columns past the split's end take no part (never a zero logit).
-          llvm::append_range(
-              next, stats.pushMany(le, stats.row(it, i), logits, z.colValid, inputs));
-        }
-        return next;
+          return next;
+        });
       },
       /*overlap=*/!s.spec.hasTeacher);
   // Rows past N are never written.
