@@ -280,6 +280,19 @@ VARIANTS = [
     ("fused-vocab-wgmma-band-ws256m", "fused",
      ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
      "matmul=auto band=32768", "fused"),
+    # 128x256 logit tiles (opt-in) on the producer warpgroup (tma=3, k 64,
+    # 4 stages): whole tiles fold without column masks (foldColumns), so
+    # lce_partial and dZ hold 128 accumulators a thread without spills (but
+    # lce_partial with a bias, 48 bytes); X and W are read once per 256
+    # columns instead of 128.
+    ("fwd-wgmma-wide256", "forward", "",
+     "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3", "forward"),
+    ("bwd-vocab-wgmma-wide256-ws256m", "backward",
+     ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
+     "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3", "backward"),
+    ("fused-vocab-wgmma-wide256-ws256m", "fused",
+     ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
+     "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3", "fused"),
 ]
 # The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
 # adds nothing to the other variants that sm_90 does not show.
@@ -298,7 +311,8 @@ PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64-ws
                    "fwd-wgmma-spec": "bwd-chunked-wgmma-spec-ws256m",
                    "fwd-wgmma-auto-vocab": "bwd-vocab-wgmma-auto-ws256m",
                    "fwd-wgmma-lend": "bwd-vocab-wgmma-lend-ws256m",
-                   "fwd-wgmma-band": "bwd-vocab-wgmma-band-ws256m"}
+                   "fwd-wgmma-band": "bwd-vocab-wgmma-band-ws256m",
+                   "fwd-wgmma-wide256": "bwd-vocab-wgmma-wide256-ws256m"}
 
 
 class ModelError(Exception):

@@ -484,6 +484,35 @@ TEST_F(SimtBackward, ProducerWarpgroupWideGradientTiles) {
   checkCase(odd);
 }
 
+// 128x256 logit tiles on the producer warpgroup (lce_bwd_dz's and the fused
+// op's lce_partial: whole tiles fold without column masks, ragged ones
+// with them) in vocabulary chunks of 256 columns (the last one ragged):
+// the backward and the fused op against fp64 and the CPU backend, and the
+// same bits as the cp.async ring's.
+TEST_F(SimtBackward, WideLogitTilesOnTheProducerWarpgroup) {
+  // Two splits of 300 columns: the fused op's lce_partial folds a whole
+  // tile and a ragged one per split.
+  const std::string tile = "matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,splits=2";
+  for (bool fused : {false, true}) {
+    GradCase ring{40, 600, 72, "bf16", "mean", true, 0.2};
+    ring.strategy = "vocab_chunked";
+    ring.fused = fused;
+    ring.tile = tile;
+    // Chunks of 256 columns (dZ and the f32 dX accumulator in the budget;
+    // the fused op's row terms are 2 splits of 2 partials and the losses).
+    ring.workspaceBytes = 40 * 4 * (fused ? 2 + 2 * 2 : 1) + 40 * 72 * 4 + 256 * 40 * 2;
+    SCOPED_TRACE(std::string(fused ? "fused " : "backward ") + describe(ring));
+    ASSERT_GT(chunking(ring).first, 2) << chunking(ring).second;
+    std::map<std::string, std::vector<char>> copied, lent;
+    fused ? checkFused(ring, &copied) : checkCase(ring, &copied);
+    GradCase ws = ring;
+    ws.tile = tile + ",tma=3";
+    fused ? checkFused(ws, &lent) : checkCase(ws, &lent);
+    for (const auto &[name, bytes] : copied)
+      EXPECT_TRUE(bytes == lent[name]) << name << " differs from the cp.async kernels' bits";
+  }
+}
+
 // tile persistent=P: the product kernels (lce_bwd_dz, lce_fused_z, dX, dW)
 // launch at most P blocks, each taking the tiles blockIdx.x, + P, … (with
 // tma=2 through one TMA ring). Each tile's product and epilogue are the

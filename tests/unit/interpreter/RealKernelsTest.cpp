@@ -705,6 +705,41 @@ TEST(WgmmaKernels, ProducerWarpgroupLendsItsRegisters) {
   checkWgmma(bf16BiasSum(), "matmul=wgmma block-k=32 stages=4 splits=2 tma=3");
 }
 
+// 128x256 logit tiles (m64n256k16: 128 accumulators per consumer thread)
+// on the producer warpgroup, whose whole tiles fold without column masks
+// or clamps (foldColumns) and whose ragged last tile per split keeps the
+// masked fold: both against fp64 and the SIMT kernels, and the TMA ring's
+// bits equal the cp.async ring's.
+TEST(WgmmaKernels, WideLogitTilesFoldWholeTilesWithoutMasks) {
+  const std::string wide = "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256";
+  // Two splits of 300 columns: a whole tile and a ragged one each.
+  Case c{9, 600, 136};
+  c.dtype = "bf16";
+  c.bias = true;
+  checkWgmma(c, (wide + " splits=2 tma=3").c_str());
+  // Only whole tiles (one split of two), and only a ragged one (V < 256).
+  checkWgmma({9, 512, 64}, (wide + " splits=1 tma=3").c_str());
+  checkWgmma({9, 200, 64}, (wide + " splits=1 tma=3").c_str());
+  c.reduction = "none";
+  c.chip = "sm_90a";
+  c.tile = wide + " splits=2";
+  Case lent = c;
+  lent.tile = wide + " splits=2 tma=3";
+  auto copied = lower(c), mapped = lower(lent);
+  ASSERT_TRUE(copied && mapped);
+  Inputs in = makeInputs(c);
+  Outputs a, b;
+  ASSERT_EQ("", runPlan(*copied, planOf(*copied), c, in, a));
+  ASSERT_EQ("", runPlan(*mapped, planOf(*mapped), lent, in, b));
+  for (int64_t i = 0; i < c.n; ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(a.lse[size_t(i)]), std::bit_cast<uint32_t>(b.lse[size_t(i)]))
+        << "lse row " << i;
+    EXPECT_EQ(std::bit_cast<uint32_t>(a.loss[size_t(i)]),
+              std::bit_cast<uint32_t>(b.loss[size_t(i)]))
+        << "loss row " << i;
+  }
+}
+
 /// What a warp-specialized tile's kernels state: op counts and nvvm.maxnreg.
 struct SpecializedKernels {
   mlir::OwningOpRef<mlir::ModuleOp> module;
