@@ -92,7 +92,9 @@ AOT_VARIANTS=(
 # its registers (tma=3, impl lossjit-lend), and by TMA alone (tma=1, whose
 # 256 threads have 255 registers; impl lossjit-wide); and auto's tile in
 # vocabulary chunks with its product tiles in 32 MiB bands of row blocks
-# (band=32768, impl lossjit-band: bench/gpu/tile_order.py's DRAM model).
+# (band=32768, impl lossjit-band: bench/gpu/tile_order.py's DRAM model);
+# and the vocabulary chunks with 128x256 logit tiles too on the producer
+# warpgroup (impl lossjit-wide256: whole tiles fold without column masks).
 HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-tma|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1"
   "bf16-mean-sm90a-ws|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2"
@@ -101,6 +103,7 @@ HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-lend|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,grad_cols=256,tma=3"
   "bf16-mean-sm90a-wide|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,grad_cols=256,tma=1"
   "bf16-mean-sm90a-band|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1,band=32768"
+  "bf16-mean-sm90a-wide256|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3"
 )
 
 # Test-only bundles (.bundle/test-kernels/<name>/) for tests/gpu/

@@ -50,6 +50,9 @@ Implementations, measured in this order for each shape, smaller N first
              auto's Hopper tile in vocabulary chunks, its product tiles in
              32 MiB bands of row blocks (AOT variant bf16-mean-sm90a-band;
              bench/gpu/tile_order.py models the DRAM traffic it saves)
+  lossjit-wide256
+             the vocabulary chunks with 128x256 logit and gradient tiles on
+             the producer warpgroup (AOT variant bf16-mean-sm90a-wide256)
   compile    torch.compile of eager (compiles per shape: first-call column)
 
 The run stops starting measurements when --budget runs low and marks the rest
@@ -351,7 +354,7 @@ def make_impl(name, args, dtype_name, shape):
 # Benchmark impls of lossjit's opt-in Hopper tiles: impl -> AOT tile suffix.
 HOPPER_TILES = {"lossjit-tma": "tma", "lossjit-ws": "ws", "lossjit-persist": "persist",
                 "lossjit-vocab": "vocab", "lossjit-lend": "lend", "lossjit-wide": "wide",
-                "lossjit-band": "band"}
+                "lossjit-band": "band", "lossjit-wide256": "wide256"}
 
 
 def _version(module):
@@ -486,7 +489,8 @@ def main():
     # The peers before lossjit's explicit Hopper tiles: a tile that hangs or
     # fails on new hardware then costs no comparison with what users run.
     ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,lossjit-fused,lossjit-vocab,"
-                    "lossjit-band,lossjit-lend,lossjit-wide,lossjit-persist,lossjit-tma,lossjit-ws,"
+                    "lossjit-band,lossjit-wide256,lossjit-lend,lossjit-wide,lossjit-persist,lossjit-tma,"
+                    "lossjit-ws,"
                     "compile")
     ap.add_argument("--aot-dir", default=os.path.join(os.path.dirname(__file__), "../../.bundle/aot"))
     ap.add_argument("--seconds", type=float, default=3.0, help="timing per measurement")

@@ -97,8 +97,11 @@
 // consumers give theirs back first and say so on a named barrier the
 // producer waits on before it takes its own back.
 //
-// Not yet: clusters, 128×256 logit tiles (their LSE epilogue spills); see
-// issue 13.
+// layout() says whether a tile lies wholly inside its column limits
+// (colsInside) and gives the unclamped columns, so an epilogue can fold a
+// whole tile without masks (foldColumns): the registers of 128×256 logits.
+//
+// Not yet: clusters; see issue 13.
 //
 //===----------------------------------------------------------------------===//
 

@@ -71,12 +71,10 @@ struct TileConfig {
   /// 32 through a 3-stage cp.async ring (30 KiB of shared memory); for
   /// wgmma 128×64 per block (two warpgroups sharing the W tile), k steps
   /// of 32 through a 4-stage ring (48 KiB: two k tiles copied ahead while
-  /// one wgmma group is in flight): 64 columns is the widest logits tile
-  /// whose every kernel ptxas takes for sm_90a without spills (128 columns
-  /// spill 28–72 bytes in the forward's partial and 48 in the chunked dZ
-  /// kernel with a bias: their LSE / dZ epilogues), and a second warpgroup
-  /// halves the W traffic that bounds these kernels in
-  /// bench/gpu/perf_model.py. The gradient products dZ·W and dZᵀ·X have no
+  /// one wgmma group is in flight), which every op's epilogue fits (the
+  /// loss families' too; the cross-entropy ops take 128 columns from
+  /// matmul=auto), and a second warpgroup halves the W traffic that bounds
+  /// these kernels in bench/gpu/perf_model.py. The gradient products dZ·W and dZᵀ·X have no
   /// epilogue and take 128×128 (grad_cols; 147–176 registers, 64 KiB ring).
   static TileConfig forMatmul(loss::MatmulKind kind);
 
