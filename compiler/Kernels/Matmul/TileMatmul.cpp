@@ -3,8 +3,6 @@
 #include "compiler/Kernels/Matmul/TileMatmul.h"
 #include "compiler/Kernels/Support/BlockReduce.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-
 using namespace mlir;
 using namespace lossjit;
 
@@ -27,23 +25,26 @@ KernelEmitter TileSweep::pinned(KernelEmitter &e) const {
 }
 
 SmallVector<Value>
-lossjit::foldColumns(KernelEmitter &e, Fragment &z,
+lossjit::foldColumns(KernelEmitter &e, const Fragment &z,
                      const std::function<SmallVector<Value>(KernelEmitter &, Fragment &)> &fold) {
+  // Each side folds a copy: `fold` may rewrite the values (a bias), and
+  // neither side may see what the other defined.
+  Fragment masked = z;
   if (!z.colsInside)
-    return fold(e, z);
+    return fold(e, masked);
+  assert(z.openCols.size() == z.cols.size() && "colsInside without the open columns");
   return e.ifElseValues(
       z.colsInside,
       [&](KernelEmitter &ie) {
         Fragment inside = z;
         inside.cols = z.openCols;
-        Value holds =
-            arith::ConstantIntOp::create(ie.builder(), ie.location(), ie.builder().getI1Type(), 1);
+        Value holds = ie.truth();
         for (Value &valid : inside.colValid)
           valid = holds;
         inside.colsInside = holds;
         return fold(ie, inside);
       },
-      [&](KernelEmitter &oe) { return fold(oe, z); });
+      [&](KernelEmitter &oe) { return fold(oe, masked); });
 }
 
 SmallVector<Value> TileMatmul::sweep(KernelEmitter &e, const MatrixOperand &a,

@@ -99,15 +99,18 @@ struct Fragment {
   mlir::Value at(size_t i, size_t j) const { return values[i * cols.size() + j]; }
 };
 
-/// `fold(z)`; where the strategy tells whether every column of `z` is inside
-/// the limits, under an if on it: on that side `fold` sees the unclamped
-/// columns and constant-true column masks, so a masked epilogue of a whole
-/// tile neither selects nor clamps per column (the registers of 128×256
-/// wgmma logits: lce_partial spills 468 bytes with the masks, none
-/// without). Both sides give the same bits on a whole tile: a mask that
-/// holds selects the value it guards. `fold` must synchronize nothing.
+/// `fold` of a copy of `z`; where the strategy tells whether every column of
+/// `z` is inside the limits (colsInside, false on a producer's threads),
+/// under an if on it: on that side `fold` sees the unclamped columns and
+/// constant-true column masks, so a masked epilogue of a whole tile neither
+/// selects nor clamps per column (the registers of wgmma logits: 128×256
+/// tiles on tma=3 spilled 560 bytes in lce_partial with the masks; 128×128
+/// ones took 203–255 registers, now 134–152). Both sides give the same
+/// bits on a whole tile: a mask that holds selects the value it guards.
+/// `fold` must synchronize nothing (the condition differs between a
+/// block's warpgroups).
 llvm::SmallVector<mlir::Value>
-foldColumns(KernelEmitter &e, Fragment &z,
+foldColumns(KernelEmitter &e, const Fragment &z,
             const std::function<llvm::SmallVector<mlir::Value>(KernelEmitter &, Fragment &)> &fold);
 
 /// Shared memory a strategy stages operands in: `elements` of `type`,

@@ -30,6 +30,7 @@ Value KernelEmitter::i32(int32_t v) {
   return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
 }
 Value KernelEmitter::negInf() { return real(-std::numeric_limits<double>::infinity()); }
+Value KernelEmitter::truth() { return arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1); }
 
 Value KernelEmitter::add(Value a, Value c) { return arith::AddIOp::create(b, loc, a, c); }
 Value KernelEmitter::sub(Value a, Value c) { return arith::SubIOp::create(b, loc, a, c); }

@@ -68,6 +68,8 @@ public:
   mlir::Value real(double v);
   mlir::Value i32(int32_t v);
   mlir::Value negInf();
+  /// The i1 constant true.
+  mlir::Value truth();
 
   /// Index arithmetic (add/sub/mul/div/rem on index values).
   mlir::Value add(mlir::Value a, mlir::Value c);

@@ -74,8 +74,9 @@ struct TileConfig {
   /// one wgmma group is in flight), which every op's epilogue fits (the
   /// loss families' too; the cross-entropy ops take 128 columns from
   /// matmul=auto), and a second warpgroup halves the W traffic that bounds
-  /// these kernels in bench/gpu/perf_model.py. The gradient products dZ·W and dZᵀ·X have no
-  /// epilogue and take 128×128 (grad_cols; 147–176 registers, 64 KiB ring).
+  /// these kernels in bench/gpu/perf_model.py. The gradient products dZ·W
+  /// and dZᵀ·X have no epilogue and take 128×128 (grad_cols; 147–176
+  /// registers, 64 KiB ring).
   static TileConfig forMatmul(loss::MatmulKind kind);
 
   /// Knobs a user or a pass option sets; -1 leaves a field as it is.

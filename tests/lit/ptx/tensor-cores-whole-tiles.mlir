@@ -21,16 +21,20 @@
 // RUN: sed 's/f16/bf16/g' %s > %t/bf16.mlir
 // RUN: sed 's/f16/bf16/g; s/, softcap = 30.0//' %s > %t/nocap.mlir
 // RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=3 tma=1" -o %t/tma.mlir
+// RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=3 tma=1" -o %t/tma16.mlir
 // RUN: lossjit-opt %t/nocap.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2" -o %t/ws.mlir
 // RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3" -o %t/wide.mlir
 // RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3" -o %t/wide16.mlir
 // RUN: %extract-ptx %t/tma.mlir %t/k/tma > /dev/null
+// RUN: %extract-ptx %t/tma16.mlir %t/k/tma16 > /dev/null
 // RUN: %extract-ptx %t/ws.mlir %t/k/ws > /dev/null
 // RUN: %extract-ptx %t/wide.mlir %t/k/wide > /dev/null
 // RUN: %extract-ptx %t/wide16.mlir %t/k/wide16 > /dev/null
 // RUN: FileCheck %s --check-prefix=WHOLE --input-file=%t/k/tma/biased_lce_partial.ptx
 // RUN: %ptxas -v -arch=sm_90a %t/k/tma/biased_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores"
 // RUN: %ptxas -v -arch=sm_90a %t/k/tma/biased_lce_partial.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=REGS
+// RUN: %ptxas -v -arch=sm_90a %t/k/tma16/biased_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores"
+// RUN: %ptxas -v -arch=sm_90a %t/k/tma16/biased_lce_partial.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=REGS
 // RUN: %ptxas -v -arch=sm_90a %t/k/ws/biased_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores"
 // RUN: %ptxas -v -arch=sm_90a %t/k/wide/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C75
 // RUN: %ptxas -v -arch=sm_90a %t/k/wide16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C75

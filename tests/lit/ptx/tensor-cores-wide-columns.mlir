@@ -9,10 +9,11 @@
 //   so a column's bias lives for its own rows only: loading every column's
 //   first kept 64 of them live (dZ: 255 registers and 56 bytes).
 // Every kernel of the forward, the backward and the fused op, f16 and
-// bf16: zero spills, no advisory that ptxas serialized the wgmmas — but the
-// warp-specialized forward: 288 threads get at most 168 registers at launch
-// (a launch counts 9 warps as 12), and its lce_partial with a bias spills
-// 388 bytes at 128 columns (matmul=auto keeps it at 64).
+// bf16: zero spills, no advisory that ptxas serialized the wgmmas. The
+// warp-specialized forward (288 threads get at most 168 registers at
+// launch: a launch counts 9 warps as 12) spilled 388 bytes in lce_partial
+// with a bias while whole tiles were masked; tensor-cores-whole-tiles.mlir
+// checks it now.
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t/k
 // RUN: sed 's/f16/bf16/g' %s > %t/bf16.mlir

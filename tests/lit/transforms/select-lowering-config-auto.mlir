@@ -3,10 +3,10 @@
 // sm_80 and newer (wgmma's default tile on sm_90a, what the JIT builds on a
 // Hopper, 128 logit columns wide for the cross-entropy ops, whose
 // epilogues fit them, a forward with a bias and a softcap included now that
-// whole tiles fold without column masks, and then on the TMA ring, k 64, 3 stages: 64.3 ms against the cp.async
-// ring's 139.5 for forward + backward on an H200;
-// mma_sync's on every other arch,
-// sm_90 included), SIMT for f32 storage
+// whole tiles fold without column masks, and then on the TMA ring, k 64, 3
+// stages: 64.3 ms against the cp.async ring's 139.5 for forward + backward
+// on an H200; mma_sync's on every other arch, sm_90 included), SIMT for
+// f32 storage
 // (TF32 is never a default), for the recompute schedule (tensor cores do
 // not build it) and on chips before sm_80; a config already on an op wins.
 // RUN: split-file %s %t
@@ -18,8 +18,8 @@
 // RUN:   | FileCheck %t/ops.mlir --check-prefix=TURING
 // With tma=2 (288 threads, 168 registers a launch can give) a forward with
 // a bias and a softcap keeps 64 columns (128 spill 4 bytes in lce_partial),
-// on the warp-specialized tile that ran on an H200: k 64, 2 stages. tma=0 keeps the
-// cp.async ring: 128 columns, k 32, 4 stages.
+// on the warp-specialized tile that ran on an H200: k 64, 2 stages. tma=0
+// keeps the cp.async ring: 128 columns, k 32, 4 stages.
 // RUN: lossjit-opt %t/ws.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=auto tma=2" \
 // RUN:   | FileCheck %t/ws.mlir
 // RUN: lossjit-opt %t/ws.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=auto tma=0" \
@@ -73,9 +73,9 @@ func.func @bf16_fused(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi
   return %l, %lse, %dx, %dw : tensor<f32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?x?xbf16>
 }
 
-// A bias or a softcap still fits 128 columns, the chunked backward's dZ
-// kernel included; a forward with both keeps wgmma's 64-column logits tile
-// (its lce_partial would take every one of ptxas's 255 registers).
+// A bias or a softcap fits 128 columns, the chunked backward's dZ kernel
+// included, and so does a forward with both (its lce_partial took all 255
+// registers while whole tiles were masked; 135 now).
 // CHECK-LABEL: func.func @bf16_forward_bias
 // CHECK:         #loss.gpu_config<schedule = forward, matmul = mma_sync, block_rows = 64, threads = 128, splits = 8, stages = 3, block_cols = 64, block_k = 32>
 // HOPPER-LABEL: func.func @bf16_forward_bias

@@ -484,11 +484,12 @@ TEST_F(SimtBackward, ProducerWarpgroupWideGradientTiles) {
   checkCase(odd);
 }
 
-// 128x256 logit tiles on the producer warpgroup (lce_bwd_dz's and the fused
-// op's lce_partial: whole tiles fold without column masks, ragged ones
-// with them) in vocabulary chunks of 256 columns (the last one ragged):
-// the backward and the fused op against fp64 and the CPU backend, and the
-// same bits as the cp.async ring's.
+// 128x256 logit tiles on the producer warpgroup (lce_bwd_dz's, and the
+// fused op's lce_partial, whose whole tiles fold without column masks and
+// ragged ones with them) in vocabulary chunks of 256 columns (the last one
+// ragged): the backward and the fused op against fp64 and the CPU backend,
+// and the same bits as the cp.async ring's (both rings fold the same way;
+// KernelBits pins the masked fold's bits on whole tiles).
 TEST_F(SimtBackward, WideLogitTilesOnTheProducerWarpgroup) {
   // Two splits of 300 columns: the fused op's lce_partial folds a whole
   // tile and a ragged one per split.

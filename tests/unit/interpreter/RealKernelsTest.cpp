@@ -709,7 +709,8 @@ TEST(WgmmaKernels, ProducerWarpgroupLendsItsRegisters) {
 // on the producer warpgroup, whose whole tiles fold without column masks
 // or clamps (foldColumns) and whose ragged last tile per split keeps the
 // masked fold: both against fp64 and the SIMT kernels, and the TMA ring's
-// bits equal the cp.async ring's.
+// bits equal the cp.async ring's (both fold the same way; KernelBits pins
+// the masked fold's bits on whole tiles).
 TEST(WgmmaKernels, WideLogitTilesFoldWholeTilesWithoutMasks) {
   const std::string wide = "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256";
   // Two splits of 300 columns: a whole tile and a ragged one each.

@@ -37,14 +37,14 @@ struct Case {
   std::string strategy = "chunked";
   std::string tile = "block_rows=2,threads=32,splits=3";
   int64_t workspaceBytes = 64ll << 20;
+  std::string chip = "sm_80"; ///< the lowering's chip (sm_90a for wgmma tiles)
 };
 
 std::string describe(const Case &c) {
-  return "N=" + std::to_string(c.n) + " V=" + std::to_string(c.v) + " D=" +
-         std::to_string(c.d) + " " + c.dtype + " " + c.reduction + " scale=" +
-         loss::formatF64(c.scale) + " cap=" + loss::formatF64(c.cap) +
-         (c.bias ? " bias" : "") + " |raw|~" + loss::formatF64(c.magnitude) + " " +
-         c.strategy + " tile=" + c.tile;
+  return "N=" + std::to_string(c.n) + " V=" + std::to_string(c.v) + " D=" + std::to_string(c.d) +
+         " " + c.dtype + " " + c.reduction + " scale=" + loss::formatF64(c.scale) +
+         " cap=" + loss::formatF64(c.cap) + (c.bias ? " bias" : "") + " |raw|~" +
+         loss::formatF64(c.magnitude) + " " + c.strategy + " tile=" + c.tile + " " + c.chip;
 }
 
 class SimtSoftcap : public ::testing::Test {
@@ -75,7 +75,9 @@ protected:
     ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
     auto tile = TileConfig::parse(c.tile);
     ASSERT_TRUE(static_cast<bool>(tile)) << llvm::toString(tile.takeError());
-    std::vector<Stage> stages = gpuStages(GpuTarget{}, *tile);
+    GpuTarget target;
+    target.chip = c.chip;
+    std::vector<Stage> stages = gpuStages(target, *tile);
     while (stages.back().name != "kernels")
       stages.pop_back();
     auto timings = runStages(**graph, stages);
@@ -223,6 +225,19 @@ TEST_F(SimtSoftcap, VocabChunkedStrategy) {
     Case c{6, 45, 9, dtype, "mean", 2.0, 10.0, true, 0.2, 12.0};
     c.strategy = "vocab_chunked";
     c.workspaceBytes = 2 * (6 * 4 + 10 * 6 * 4);
+    checkCase(c);
+  }
+}
+
+// What matmul=auto now gives a forward with a bias and a softcap on sm_90a:
+// 128x128 wgmma logits on the TMA ring, whose whole tiles fold without
+// column masks (V = 300: two whole column tiles and a ragged one in one
+// split; three splits: ragged tiles only); the backward on the same tile.
+TEST_F(SimtSoftcap, WgmmaWholeTilesWithABiasAndASoftcap) {
+  for (const char *splits : {"1", "3"}) {
+    Case c{9, 300, 72, "bf16", "mean", 1.0, 15.0, true, 0.2, 20.0};
+    c.tile = std::string("matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1,splits=") + splits;
+    c.chip = "sm_90a";
     checkCase(c);
   }
 }
