@@ -607,6 +607,26 @@ TEST(WgmmaKernels, TmaProductsInOneBlockKeepTheBarrierPhases) {
   checkWgmma(c, "matmul=wgmma block-rows=64 threads=128 block-cols=16 block-k=32 stages=4 "
                 "splits=1 tma=1");
 }
+/// `copied` (the cp.async ring) and `mapped` (a TMA tile) on the same
+/// inputs: every lse and row loss bit for bit, and `mapped` with tensor maps.
+void expectTheCpAsyncBits(const Case &copied, const Case &mapped) {
+  SCOPED_TRACE(mapped.tile + " against " + copied.tile);
+  auto ring = lower(copied), maps = lower(mapped);
+  ASSERT_TRUE(ring && maps);
+  Inputs in = makeInputs(copied);
+  Outputs a, b;
+  ASSERT_EQ("", runPlan(*ring, planOf(*ring), copied, in, a));
+  ASSERT_EQ("", runPlan(*maps, planOf(*maps), mapped, in, b));
+  ASSERT_FALSE(planOf(*maps).tensorMaps.empty());
+  for (int64_t i = 0; i < copied.n; ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(a.lse[size_t(i)]), std::bit_cast<uint32_t>(b.lse[size_t(i)]))
+        << "lse row " << i;
+    EXPECT_EQ(std::bit_cast<uint32_t>(a.loss[size_t(i)]),
+              std::bit_cast<uint32_t>(b.loss[size_t(i)]))
+        << "loss row " << i;
+  }
+}
+
 TEST(WgmmaKernels, TmaAndCpAsyncGiveTheSameBits) {
   // The swizzle moves bytes, not arithmetic: each wgmma reads the same
   // operands in the same order through either ring, so the TMA kernels'
@@ -628,22 +648,7 @@ TEST(WgmmaKernels, TmaAndCpAsyncGiveTheSameBits) {
         continue;
       Case t = c;
       t.tile = std::string(tile) + mode;
-      SCOPED_TRACE(t.tile);
-      auto copied = lower(c), mapped = lower(t);
-      ASSERT_TRUE(copied && mapped);
-      Inputs in = makeInputs(c);
-      Outputs a, b;
-      ASSERT_EQ("", runPlan(*copied, planOf(*copied), c, in, a));
-      ASSERT_EQ("", runPlan(*mapped, planOf(*mapped), t, in, b));
-      ASSERT_FALSE(planOf(*mapped).tensorMaps.empty());
-      for (int64_t i = 0; i < c.n; ++i) {
-        EXPECT_EQ(std::bit_cast<uint32_t>(a.lse[size_t(i)]),
-                  std::bit_cast<uint32_t>(b.lse[size_t(i)]))
-            << "lse row " << i;
-        EXPECT_EQ(std::bit_cast<uint32_t>(a.loss[size_t(i)]),
-                  std::bit_cast<uint32_t>(b.loss[size_t(i)]))
-            << "loss row " << i;
-      }
+      expectTheCpAsyncBits(c, t);
     }
   }
 }
@@ -726,19 +731,7 @@ TEST(WgmmaKernels, WideLogitTilesFoldWholeTilesWithoutMasks) {
   c.tile = wide + " splits=2";
   Case lent = c;
   lent.tile = wide + " splits=2 tma=3";
-  auto copied = lower(c), mapped = lower(lent);
-  ASSERT_TRUE(copied && mapped);
-  Inputs in = makeInputs(c);
-  Outputs a, b;
-  ASSERT_EQ("", runPlan(*copied, planOf(*copied), c, in, a));
-  ASSERT_EQ("", runPlan(*mapped, planOf(*mapped), lent, in, b));
-  for (int64_t i = 0; i < c.n; ++i) {
-    EXPECT_EQ(std::bit_cast<uint32_t>(a.lse[size_t(i)]), std::bit_cast<uint32_t>(b.lse[size_t(i)]))
-        << "lse row " << i;
-    EXPECT_EQ(std::bit_cast<uint32_t>(a.loss[size_t(i)]),
-              std::bit_cast<uint32_t>(b.loss[size_t(i)]))
-        << "loss row " << i;
-  }
+  expectTheCpAsyncBits(c, lent);
 }
 
 /// What a warp-specialized tile's kernels state: op counts and nvvm.maxnreg.
