@@ -440,18 +440,27 @@ const char *kMmaOneWarp =
 
 /// `c` on tensor cores against fp64 (checkCase), then against the SIMT
 /// kernels: lse rows agree to a few f32 ulps of the statistics.
+/// `first` and `second` lowered and run on the same inputs (first's): their
+/// outputs, and whether `second`'s plan carries tensor maps.
+void runBoth(const Case &first, const Case &second, Outputs &a, Outputs &b,
+             bool *secondMaps = nullptr) {
+  auto one = lower(first), two = lower(second);
+  ASSERT_TRUE(one && two);
+  Inputs in = makeInputs(first);
+  ASSERT_EQ("", runPlan(*one, planOf(*one), first, in, a));
+  ASSERT_EQ("", runPlan(*two, planOf(*two), second, in, b));
+  if (secondMaps)
+    *secondMaps = !planOf(*two).tensorMaps.empty();
+}
+
 void checkTensorCores(Case c, const char *tile) {
   c.tile = tile;
   checkCase(c);
   Case simt = c;
   simt.tile = "";
   SCOPED_TRACE(describe(c) + " vs simt");
-  auto mma = lower(c), ref = lower(simt);
-  ASSERT_TRUE(mma && ref);
-  Inputs in = makeInputs(c);
   Outputs a, b;
-  ASSERT_EQ("", runPlan(*mma, planOf(*mma), c, in, a));
-  ASSERT_EQ("", runPlan(*ref, planOf(*ref), simt, in, b));
+  ASSERT_NO_FATAL_FAILURE(runBoth(c, simt, a, b));
   for (int64_t i = 0; i < c.n; ++i)
     EXPECT_LE(std::fabs(a.lse[size_t(i)] - b.lse[size_t(i)]),
               4e-6 * std::fabs(b.lse[size_t(i)]) + 1e-6)
@@ -611,13 +620,10 @@ TEST(WgmmaKernels, TmaProductsInOneBlockKeepTheBarrierPhases) {
 /// inputs: every lse and row loss bit for bit, and `mapped` with tensor maps.
 void expectTheCpAsyncBits(const Case &copied, const Case &mapped) {
   SCOPED_TRACE(mapped.tile + " against " + copied.tile);
-  auto ring = lower(copied), maps = lower(mapped);
-  ASSERT_TRUE(ring && maps);
-  Inputs in = makeInputs(copied);
   Outputs a, b;
-  ASSERT_EQ("", runPlan(*ring, planOf(*ring), copied, in, a));
-  ASSERT_EQ("", runPlan(*maps, planOf(*maps), mapped, in, b));
-  ASSERT_FALSE(planOf(*maps).tensorMaps.empty());
+  bool maps = false;
+  ASSERT_NO_FATAL_FAILURE(runBoth(copied, mapped, a, b, &maps));
+  ASSERT_TRUE(maps);
   for (int64_t i = 0; i < copied.n; ++i) {
     EXPECT_EQ(std::bit_cast<uint32_t>(a.lse[size_t(i)]), std::bit_cast<uint32_t>(b.lse[size_t(i)]))
         << "lse row " << i;
