@@ -15,7 +15,9 @@
 //   epilogue in 232 registers) fold 128 accumulators a thread without
 //   spills, but for a bias (48 bytes, in the masked fold) — 560 bytes
 //   before — so the forward, the vocabulary chunks and the fused op in
-//   vocabulary chunks can take 256-column logit tiles.
+//   vocabulary chunks can take 256-column logit tiles;
+// - mma.sync's 64x64 tiles (sm_80) fold whole tiles the same way: a warp's
+//   32 columns of the block tile, the bias a constant apart too.
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t/k
 // RUN: sed 's/f16/bf16/g' %s > %t/bf16.mlir
@@ -25,6 +27,10 @@
 // RUN: lossjit-opt %t/nocap.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2" -o %t/ws.mlir
 // RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3" -o %t/wide.mlir
 // RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3" -o %t/wide16.mlir
+// RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_80 matmul=mma_sync" -o %t/mma.mlir
+// RUN: %extract-ptx %t/mma.mlir %t/k/mma > /dev/null
+// RUN: FileCheck %s --check-prefix=MMA --input-file=%t/k/mma/biased_lce_partial.ptx
+// RUN: %ptxas -v -arch=sm_80 %t/k/mma/biased_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores"
 // RUN: %extract-ptx %t/tma.mlir %t/k/tma > /dev/null
 // RUN: %extract-ptx %t/tma16.mlir %t/k/tma16 > /dev/null
 // RUN: %extract-ptx %t/ws.mlir %t/k/ws > /dev/null
@@ -50,6 +56,12 @@
 // WHOLE:       ld.global.b16 {{%rs[0-9]+}}, [[[BIAS]]+16];
 // WHOLE:       ld.global.b16 {{%rs[0-9]+}}, [[[BIAS]]+18];
 // WHOLE:       ld.global.b16 {{%rs[0-9]+}}, [[[BIAS]]+242];
+
+// mma.sync: column q of n8 block j of the warp's 32 at 2·(8j + q) bytes.
+// MMA-LABEL: .entry lce_partial
+// MMA:       ld.global.b16 {{%rs[0-9]+}}, [[[BIAS:%rd[0-9]+]]+2];
+// MMA:       ld.global.b16 {{%rs[0-9]+}}, [[[BIAS]]+16];
+// MMA:       ld.global.b16 {{%rs[0-9]+}}, [[[BIAS]]+50];
 
 // FWD-COUNT-3:   0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // REGS:          Function properties for lce_partial
