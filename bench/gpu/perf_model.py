@@ -283,7 +283,7 @@ VARIANTS = [
     # 128x256 logit tiles (opt-in) on the producer warpgroup (tma=3, k 64,
     # 4 stages): whole tiles fold without column masks (foldColumns), so
     # lce_partial and dZ hold 128 accumulators a thread without spills (but
-    # lce_partial with a bias, 48 bytes); X and W are read once per 256
+    # lce_partial with a bias, 4 bytes); X and W are read once per 256
     # columns instead of 128.
     ("fwd-wgmma-wide256", "forward", "",
      "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3", "forward"),

@@ -74,21 +74,29 @@ SmallVector<Value> RowStats::push(KernelEmitter &e, ValueRange row, Value z,
   return out;
 }
 
+namespace {
+/// One kind's part of RowStats::pushMany: one logit is exactly push() (the
+/// SIMT kernels' bits).
+SmallVector<Value> pushKind(KernelEmitter &e, const StatKindRules &rules, ValueRange mine,
+                            ArrayRef<Value> z, ArrayRef<Value> valid,
+                            ArrayRef<LogitInputs> inputs) {
+  if (z.size() != 1)
+    return rules.pushMany(e, mine, z, valid, inputs);
+  SmallVector<Value> out;
+  SmallVector<Value> pushed = rules.push(e, mine, z[0], inputs.empty() ? LogitInputs{} : inputs[0]);
+  for (auto [p, old] : llvm::zip_equal(pushed, mine))
+    out.push_back(e.select(valid[0], p, old));
+  return out;
+}
+} // namespace
+
 SmallVector<Value> RowStats::pushMany(KernelEmitter &e, ValueRange row, ArrayRef<Value> z,
                                       ArrayRef<Value> valid, ArrayRef<LogitInputs> inputs) const {
   SmallVector<Value> out;
   for (size_t k = 0; k < kinds.size(); ++k) {
     const StatKindRules &rules = statKindRules(kinds[k]);
-    ValueRange mine = row.slice(offsets[k], rules.fields().size());
-    // One logit: exactly push() (the SIMT kernels' bits).
-    if (z.size() == 1) {
-      SmallVector<Value> pushed =
-          rules.push(e, mine, z[0], inputs.empty() ? LogitInputs{} : inputs[0]);
-      for (auto [p, old] : llvm::zip_equal(pushed, mine))
-        out.push_back(e.select(valid[0], p, old));
-      continue;
-    }
-    llvm::append_range(out, rules.pushMany(e, mine, z, valid, inputs));
+    llvm::append_range(
+        out, pushKind(e, rules, row.slice(offsets[k], rules.fields().size()), z, valid, inputs));
   }
   return out;
 }
@@ -97,6 +105,50 @@ bool RowStats::pushesGroups() const {
   return !kinds.empty() && llvm::all_of(kinds, [](StatKind kind) {
     return statKindRules(kind).pushesGroups();
   });
+}
+
+SmallVector<Value> RowStats::pushRows(KernelEmitter &e, ValueRange state,
+                                      ArrayRef<SmallVector<Value>> z, ArrayRef<Value> valid,
+                                      ArrayRef<SmallVector<LogitInputs>> inputs) const {
+  const size_t rows = z.size(), cols = valid.size();
+  assert(state.size() == rows * width() && "pushRows: one state per row");
+  assert((inputs.empty() || inputs.size() == rows) && "pushRows: inputs per row");
+  assert(llvm::all_of(z, [&](const SmallVector<Value> &r) { return r.size() == cols; }) &&
+         "pushRows: every row has the columns of `valid`");
+  auto rowInputs = [&](size_t i) {
+    return inputs.empty() ? ArrayRef<LogitInputs>() : ArrayRef<LogitInputs>(inputs[i]);
+  };
+  auto input = [&](size_t i, size_t j) {
+    return rowInputs(i).empty() ? LogitInputs{} : rowInputs(i)[j];
+  };
+  // Masked streams replace the logits only when every kind folds one: a
+  // kind that reads the raw logits (a logit sum, a cross-entropy) keeps
+  // them alive whatever its neighbours do, so masking those first would
+  // only add live values. (Every row's inputs are alike: row 0 decides.)
+  const bool masked = cols > 1 && rows > 0 && llvm::all_of(kinds, [&](StatKind kind) {
+                        return bool(statKindRules(kind).maskableStream(z[0][0], input(0, 0)));
+                      });
+  SmallVector<Value> out;
+  if (!masked) {
+    for (size_t i = 0; i < rows; ++i)
+      llvm::append_range(out, pushMany(e, row(state, unsigned(i)), z[i], valid, rowInputs(i)));
+    return out;
+  }
+  // Per kind, its stream of every row masked a column at a time.
+  std::vector<std::vector<SmallVector<Value>>> streams(kinds.size(),
+                                                       std::vector<SmallVector<Value>>(rows));
+  for (size_t j = 0; j < cols; ++j)
+    for (size_t k = 0; k < kinds.size(); ++k)
+      for (size_t i = 0; i < rows; ++i)
+        streams[k][i].push_back(e.select(
+            valid[j], statKindRules(kinds[k]).maskableStream(z[i][j], input(i, j)), e.negInf()));
+  for (size_t i = 0; i < rows; ++i)
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      const StatKindRules &rules = statKindRules(kinds[k]);
+      ValueRange mine = row(state, unsigned(i)).slice(offsets[k], rules.fields().size());
+      llvm::append_range(out, rules.foldMasked(e, mine, streams[k][i]));
+    }
+  return out;
 }
 
 SmallVector<Value> RowStats::pushGroup(KernelEmitter &e, ValueRange row, Value z) const {

@@ -92,6 +92,16 @@ public:
                                                   llvm::ArrayRef<mlir::Value> z,
                                                   llvm::ArrayRef<mlir::Value> valid,
                                                   llvm::ArrayRef<LogitInputs> inputs) const = 0;
+  /// For a kind whose pushMany() is foldMasked() of its stream (the
+  /// logits, or the teacher's) with the invalid values −inf: that stream's
+  /// value for logit z, an existing value (it builds no operation, so a
+  /// caller may ask only to decide). Null for the kinds that mask their
+  /// updates instead, and for a teacher's kind without its logit in `in`.
+  virtual mlir::Value maskableStream(mlir::Value z, const LogitInputs &in) const;
+  /// With maskableStream(): the state after the stream values `masked`, the
+  /// invalid ones already −inf (pushMany() after its masks).
+  virtual llvm::SmallVector<mlir::Value> foldMasked(KernelEmitter &e, mlir::ValueRange state,
+                                                    llvm::ArrayRef<mlir::Value> masked) const;
   /// Whether pushGroup() exists for this kind.
   virtual bool pushesGroups() const { return false; }
   /// Folds a group of logits, one vector<RowStats::kGroupLanes> `z` of the
@@ -166,6 +176,18 @@ public:
                                           llvm::ArrayRef<mlir::Value> z,
                                           llvm::ArrayRef<mlir::Value> valid,
                                           llvm::ArrayRef<LogitInputs> inputs = {}) const;
+  /// pushMany() of several rows over the same columns (a fragment's rows,
+  /// `state` their states concatenated, `inputs` per row or empty), with
+  /// the same bits. With more than one column and every carried kind
+  /// folding its stream masked (maskableStream()), the rows' streams are
+  /// masked a column at a time, so each column's mask dies at once rather
+  /// than living through every row's fold: 128×256 wgmma logits with a
+  /// bias spilled 48 bytes for 64 masks kept next to 128 accumulators.
+  /// Otherwise each row takes pushMany() in turn.
+  llvm::SmallVector<mlir::Value>
+  pushRows(KernelEmitter &e, mlir::ValueRange state,
+           llvm::ArrayRef<llvm::SmallVector<mlir::Value>> z, llvm::ArrayRef<mlir::Value> valid,
+           llvm::ArrayRef<llvm::SmallVector<LogitInputs>> inputs = {}) const;
   /// One row's state after a group of kGroupLanes logits (a vector; lanes
   /// past the row's end −inf), for stats that pushesGroups().
   llvm::SmallVector<mlir::Value> pushGroup(KernelEmitter &e, mlir::ValueRange row,

@@ -119,6 +119,12 @@ SmallVector<Value> StatKindRules::pushGroup(KernelEmitter &, ValueRange, Value) 
   llvm_unreachable("pushGroup() on a kind that does not push groups (check pushesGroups())");
 }
 
+Value StatKindRules::maskableStream(Value, const LogitInputs &) const { return Value(); }
+
+SmallVector<Value> StatKindRules::foldMasked(KernelEmitter &, ValueRange, ArrayRef<Value>) const {
+  llvm_unreachable("foldMasked() on a kind without a maskable stream (check maskableStream())");
+}
+
 namespace {
 /// Online log-sum-exp: (m, s) with lse = m + log s, s = Σ exp(z − m) (of
 /// the teacher's logits for the teacher's kind).
@@ -143,7 +149,13 @@ public:
   /// count as −inf (they add 0; a tile with none leaves the state as is).
   SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
                               ArrayRef<Value> valid, ArrayRef<LogitInputs> in) const override {
-    SmallVector<Value> masked = maskInvalid(e, streamValues(teacher, z, in), valid);
+    return foldMasked(e, state, maskInvalid(e, streamValues(teacher, z, in), valid));
+  }
+  Value maskableStream(Value z, const LogitInputs &in) const override {
+    return streamValue(teacher, z, in);
+  }
+  SmallVector<Value> foldMasked(KernelEmitter &e, ValueRange state,
+                                ArrayRef<Value> masked) const override {
     Value m = maxOf(e, masked);
     Value s = rescale(e, masked.front(), m);
     for (Value value : ArrayRef<Value>(masked).drop_front())
@@ -220,7 +232,13 @@ public:
   }
   SmallVector<Value> pushMany(KernelEmitter &e, ValueRange state, ArrayRef<Value> z,
                               ArrayRef<Value> valid, ArrayRef<LogitInputs> in) const override {
-    SmallVector<Value> masked = maskInvalid(e, streamValues(teacher, z, in), valid);
+    return foldMasked(e, state, maskInvalid(e, streamValues(teacher, z, in), valid));
+  }
+  Value maskableStream(Value z, const LogitInputs &in) const override {
+    return streamValue(teacher, z, in);
+  }
+  SmallVector<Value> foldMasked(KernelEmitter &e, ValueRange state,
+                                ArrayRef<Value> masked) const override {
     Value m = maxOf(e, masked);
     Value s = e.real(0.0), d = e.real(0.0);
     for (Value value : masked) {

@@ -13,9 +13,12 @@
 //   matmul=auto keeps that forward at 64 columns);
 // - 128x256 logits on the producer warpgroup (tma=3: the consumers run the
 //   epilogue in 232 registers) fold 128 accumulators a thread without
-//   spills, but for a bias (48 bytes, in the masked fold) — 560 bytes
-//   before — so the forward, the vocabulary chunks and the fused op in
-//   vocabulary chunks can take 256-column logit tiles;
+//   spills (560 bytes before) — so the forward, the vocabulary chunks and
+//   the fused op in vocabulary chunks can take 256-column logit tiles —
+//   but for a bias: 4 bytes, lane 0's warp index kept through the sweep.
+//   The masked fold took 48 more until RowStats::pushRows masked the two
+//   rows' logits a column at a time (64 masks had lived through a row's
+//   fold);
 // - mma.sync's 64x64 tiles (sm_80) fold whole tiles the same way: a warp's
 //   32 columns of the block tile, the bias a constant apart too.
 // REQUIRES: ptxas
@@ -27,6 +30,7 @@
 // RUN: lossjit-opt %t/nocap.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2" -o %t/ws.mlir
 // RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3" -o %t/wide.mlir
 // RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3" -o %t/wide16.mlir
+// RUN: lossjit-opt %t/nocap.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3" -o %t/widebias.mlir
 // RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_80 matmul=mma_sync" -o %t/mma.mlir
 // RUN: %extract-ptx %t/mma.mlir %t/k/mma > /dev/null
 // RUN: FileCheck %s --check-prefix=MMA --input-file=%t/k/mma/biased_lce_partial.ptx
@@ -36,6 +40,7 @@
 // RUN: %extract-ptx %t/ws.mlir %t/k/ws > /dev/null
 // RUN: %extract-ptx %t/wide.mlir %t/k/wide > /dev/null
 // RUN: %extract-ptx %t/wide16.mlir %t/k/wide16 > /dev/null
+// RUN: %extract-ptx %t/widebias.mlir %t/k/widebias > /dev/null
 // RUN: FileCheck %s --check-prefix=WHOLE --input-file=%t/k/tma/biased_lce_partial.ptx
 // RUN: %ptxas -v -arch=sm_90a %t/k/tma/biased_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores"
 // RUN: %ptxas -v -arch=sm_90a %t/k/tma/biased_lce_partial.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=REGS
@@ -47,6 +52,8 @@
 // RUN: %ptxas -v -arch=sm_90a %t/k/wide/capped_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C75
 // RUN: %ptxas -v -arch=sm_90a %t/k/wide16/vocab_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=VOCAB --implicit-check-not="spill stores" --implicit-check-not=C75
 // RUN: %ptxas -v -arch=sm_90a %t/k/wide16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C75
+// RUN: %ptxas -v -arch=sm_90a %t/k/widebias/biased_lce_partial.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=WIDEBIAS
+// RUN: %ptxas -v -arch=sm_90a %t/k/wide/biased_lce_partial.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=WIDEBIAS
 // RUN: %ptxas -v -arch=sm_90a %t/k/wide16/fused_*.ptx -o %t/a.cubin 2>&1 | %python %S/../launch-fits.py %t/k/wide16/fused_*.ptx | FileCheck %s --check-prefix=FITS
 
 // A whole tile's bias: one address, the thread's columns a constant apart
@@ -69,6 +76,8 @@
 // REGS-NEXT:     Used {{1[0-4][0-9]}} registers
 // VOCAB-COUNT-6: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // FUSED-COUNT-9: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// WIDEBIAS:      Function properties for lce_partial
+// WIDEBIAS-NEXT: bytes stack frame, {{[0-4]}} bytes spill stores
 // FITS-NOT:      DOES NOT LAUNCH
 // FITS:          lce_partial: 384 threads x 168 registers: fits
 

@@ -385,6 +385,32 @@ TEST_F(VocabReduceKernels, StatisticSubsetsAndLogitMaps) {
   checkForward(logProb, "simt");
 }
 
+TEST_F(VocabReduceKernels, TensorCoreRowsFoldMaskedStreamsTogether) {
+  // When every carried kind folds its stream masked to −inf (the softmax
+  // entropy, the teacher's too), RowStats::pushRows masks a fragment's rows
+  // a column at a time before their folds. V = 300 in 2 splits of 150
+  // columns: whole tiles (mma.sync's 64 columns twice, wgmma's 128 once),
+  // then a ragged last tile whose masked columns must add nothing; the
+  // bias and the softcap reach the streams before the masks.
+  for (bool teacher : {false, true}) {
+    SCOPED_TRACE(teacher);
+    Case tc{21, 300, 40, "f16", {"lse", "entropy"}};
+    if (teacher) {
+      tc.statistics = {"lse", "entropy", "teacher_lse", "teacher_entropy"};
+      tc.teacherDim = 24;
+      tc.teacherBias = true;
+    }
+    tc.bias = true;
+    tc.cap = 12.0;
+    tc.tile = "matmul=mma_sync,splits=2";
+    checkForward(tc, "simt");
+    tc.dtype = "bf16";
+    tc.chip = "sm_90a";
+    tc.tile = "matmul=wgmma,block_k=64,stages=3,splits=2,tma=2";
+    checkForward(tc, "simt");
+  }
+}
+
 TEST_F(VocabReduceKernels, LongRowsKeepEntropyAndSumsAccurate) {
   // 3 rows over 20000 columns: the wide (compensated) states keep the sums'
   // error that of one vocabulary tile.

@@ -93,13 +93,13 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
           for (Value col : z.cols)
             if (!dependent && s.spec.readsClassWeights())
               weights.push_back(fe.loadReal(a["class_weights"], col));
-          SmallVector<Value> next;
+          SmallVector<SmallVector<Value>> logits(rows);
+          SmallVector<SmallVector<LogitInputs>> inputs(rows);
           for (unsigned i = 0; i < rows; ++i) {
-            SmallVector<Value> logits;
-            SmallVector<LogitInputs> inputs;
             for (size_t j = 0; j < z.cols.size(); ++j) {
-              logits.push_back(emitLogit(fe, s.spec, z.at(i, j)));
-              // (Rows and columns are clamped: the loads stay in bounds.)
+              logits[i].push_back(emitLogit(fe, s.spec, z.at(i, j)));
+              // (Rows are clamped and columns clamped or inside: the
+              // loads stay in bounds.)
               LogitInputs in{weights.empty() ? Value() : weights[j], Value(), Value()};
               if (!dependent && s.spec.hasTargets())
                 in.target = fe.loadReal(a["targets"], fe.add(fe.mul(z.rows[i], v), z.cols[j]));
@@ -111,13 +111,11 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
                 in.teacherLse = rowTeacherLse[i];
                 in.beta = beta;
               }
-              inputs.push_back(in);
+              inputs[i].push_back(in);
             }
-            // Columns past the split's end take no part (never a zero logit).
-            llvm::append_range(next,
-                               stats.pushMany(fe, stats.row(it, i), logits, z.colValid, inputs));
           }
-          return next;
+          // Columns past the split's end take no part (never a zero logit).
+          return stats.pushRows(fe, it, logits, z.colValid, inputs);
         });
       },
       /*overlap=*/!s.spec.hasTeacher);
