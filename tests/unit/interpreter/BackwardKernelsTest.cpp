@@ -317,6 +317,14 @@ protected:
     return {(extent + size - 1) / size, size};
   }
   int64_t chunksOf(const GradCase &c) { return chunking(c).first; }
+  /// chunking() of `c`'s fused forward+backward.
+  std::pair<int64_t, int64_t> fusedChunking(GradCase c) {
+    c.fused = true;
+    return chunking(c);
+  }
+  static std::pair<int64_t, int64_t> chunksOfRows(int64_t chunks, int64_t rows) {
+    return {chunks, rows};
+  }
 
   mlir::DialectRegistry registry;
   std::unique_ptr<mlir::MLIRContext> context;
@@ -338,13 +346,16 @@ TEST_F(SimtBackward, WgmmaChunkedAndFused) {
     checkCase(c);
     GradCase f{40, 75, 24, dtype, "mean", true, 0.3};
     f.tile = kWgmmaNarrow;
-    f.workspaceBytes = 40 * 4 + 17 * 75 * 4; // C = 17 rows: three chunks
+    // The fused op's per-row terms share the budget: 11 rows, four chunks.
+    f.workspaceBytes = 40 * 4 + 17 * 75 * 4;
+    EXPECT_EQ(fusedChunking(f), chunksOfRows(4, 11));
     checkFused(f);
   }
   // dW over five chunks of 8 rows; V and D not multiples of 8 (plain loads).
   GradCase odd{37, 83, 20, "bf16", "sum", true, 0.25};
   odd.tile = kWgmmaNarrow;
   odd.workspaceBytes = 37 * 4 + 8 * 83 * 2 + 4;
+  EXPECT_EQ(chunking(odd), chunksOfRows(5, 8));
   checkCase(odd);
   // The default tile (two warpgroups) and one warpgroup of 32 columns,
   // cp.async for every operand.
@@ -390,7 +401,9 @@ TEST_F(SimtBackward, WgmmaTmaChunkedAndFused) {
     checkCase(c);
     GradCase f{40, 75, 96, dtype, "mean", true, 0.3};
     f.tile = "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=3,tma=1";
-    f.workspaceBytes = 40 * 4 + 17 * 75 * 4; // C = 17 rows: three chunks
+    // The fused op's per-row terms share the budget: 11 rows, four chunks.
+    f.workspaceBytes = 40 * 4 + 17 * 75 * 4;
+    EXPECT_EQ(fusedChunking(f), chunksOfRows(4, 11));
     checkFused(f);
   }
   GradCase wide{45, 200, 136, "bf16", "sum", true, 0.1};
@@ -404,7 +417,9 @@ TEST_F(SimtBackward, WgmmaTmaChunkedAndFused) {
   for (std::string dtype : {"f16", "bf16"}) {
     GradCase dx{40, 200, 96, dtype, "mean", true, 0.2};
     dx.tile = "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=3,tma=1";
-    dx.workspaceBytes = 40 * 4 + 12 * 200 * 6; // C = 12 rows: four chunks
+    // C = 12 rows of 16-bit dZ: four chunks.
+    dx.workspaceBytes = 40 * 4 + 12 * 200 * 2;
+    EXPECT_EQ(chunking(dx), chunksOfRows(4, 12));
     std::map<std::string, std::vector<char>> mapped, copied;
     checkCase(dx, &mapped);
     checkFused(dx);
@@ -434,7 +449,8 @@ TEST_F(SimtBackward, WgmmaWarpSpecializedChunkedAndFused) {
         "matmul=wgmma,block_cols=64,block_k=64,stages=3"}) {
     GradCase ring{40, 200, 136, "bf16", "mean", true, 0.2};
     ring.tile = tile;
-    ring.workspaceBytes = 40 * 4 + 12 * 200 * 6; // C = 12 rows: four chunks
+    ring.workspaceBytes = 40 * 4 + 12 * 200 * 2; // C = 12 rows of 16-bit dZ
+    EXPECT_EQ(chunking(ring), chunksOfRows(4, 12));
     std::map<std::string, std::vector<char>> copied;
     checkCase(ring, &copied);
     const bool twoConsumers = !llvm::StringRef(tile).contains("block_rows=64");
@@ -530,7 +546,8 @@ TEST_F(SimtBackward, PersistentProductKernelsGiveTheSameBits) {
     SCOPED_TRACE(tile);
     GradCase one{40, 200, 136, "bf16", "mean", true, 0.2};
     one.tile = tile;
-    one.workspaceBytes = 40 * 4 + 12 * 200 * 6; // C = 12 rows: four chunks
+    one.workspaceBytes = 40 * 4 + 12 * 200 * 2; // C = 12 rows of 16-bit dZ
+    EXPECT_EQ(chunking(one), chunksOfRows(4, 12));
     std::map<std::string, std::vector<char>> perTile, swept;
     checkCase(one, &perTile);
     // 3 blocks: dZ's 7 tiles (one row block × 200/32 columns) are 3, 2 and
@@ -634,6 +651,7 @@ TEST_F(SimtBackward, ManyChunksAwkwardShapes) {
   // C = 2 rows per chunk: three chunks for N=5, the last one partial.
   GradCase c{5, 41, 13, "f16", "mean", true, 0.0};
   c.workspaceBytes = 5 * 4 + 2 * 41 * 4;
+  EXPECT_EQ(chunking(c), chunksOfRows(3, 2));
   checkCase(c);
   checkCase({1, 1, 1, "f32"});
   checkCase({3, 70, 40, "bf16", "sum", false, 0.0, 256ll << 20,
@@ -677,6 +695,7 @@ TEST_F(SimtBackward, FusedForwardBackward) {
     for (std::string reduction : {"mean", "sum"}) {
       GradCase c{7, 41, 9, dtype, reduction, true, 0.3};
       c.workspaceBytes = 7 * 4 + 3 * 41 * 4; // C = 3 rows: three chunks
+      EXPECT_EQ(fusedChunking(c), chunksOfRows(3, 3));
       checkFused(c);
     }
 }
@@ -704,7 +723,8 @@ TEST_F(SimtBackward, TensorCoreLogitsChunked) {
   // V smaller than one block tile.
   GradCase chunks{37, 21, 13, "bf16", "sum", false, 0.0};
   chunks.tile = kMmaOneWarp;
-  chunks.workspaceBytes = 37 * 4 + 13 * 21 * 4;
+  chunks.workspaceBytes = 37 * 4 + 13 * 21 * 2; // 16-bit dZ
+  EXPECT_EQ(chunking(chunks), chunksOfRows(3, 13));
   checkCase(chunks);
   // The default 64x64x32 tile, 3 stages.
   GradCase wide{5, 130, 40, "f16", "mean", true, 0.0};
@@ -716,7 +736,9 @@ TEST_F(SimtBackward, TensorCoreLogitsFused) {
   for (std::string dtype : {"f16", "bf16"}) {
     GradCase c{40, 75, 24, dtype, "mean", true, 0.3};
     c.tile = kMmaOneWarp;
-    c.workspaceBytes = 40 * 4 + 17 * 75 * 4; // C = 17 rows: three chunks
+    // The fused op's per-row terms share the budget: 11 rows, four chunks.
+    c.workspaceBytes = 40 * 4 + 17 * 75 * 4;
+    EXPECT_EQ(fusedChunking(c), chunksOfRows(4, 11));
     checkFused(c);
   }
 }
@@ -729,6 +751,7 @@ TEST_F(SimtBackward, TensorCoreGradientsOfManyChunksAndOddStrides) {
     GradCase c{37, 83, 20, dtype, "mean", true, 0.25};
     c.tile = kMmaOneWarp;
     c.workspaceBytes = 37 * 4 + 8 * 83 * 2 + 4;
+    EXPECT_EQ(chunking(c), chunksOfRows(5, 8));
     checkCase(c);
   }
   // V and D multiples of 8: cp.async for every operand, both layouts.
