@@ -74,29 +74,21 @@ SmallVector<Value> RowStats::push(KernelEmitter &e, ValueRange row, Value z,
   return out;
 }
 
-namespace {
-/// One kind's part of RowStats::pushMany: one logit is exactly push() (the
-/// SIMT kernels' bits).
-SmallVector<Value> pushKind(KernelEmitter &e, const StatKindRules &rules, ValueRange mine,
-                            ArrayRef<Value> z, ArrayRef<Value> valid,
-                            ArrayRef<LogitInputs> inputs) {
-  if (z.size() != 1)
-    return rules.pushMany(e, mine, z, valid, inputs);
-  SmallVector<Value> out;
-  SmallVector<Value> pushed = rules.push(e, mine, z[0], inputs.empty() ? LogitInputs{} : inputs[0]);
-  for (auto [p, old] : llvm::zip_equal(pushed, mine))
-    out.push_back(e.select(valid[0], p, old));
-  return out;
-}
-} // namespace
-
 SmallVector<Value> RowStats::pushMany(KernelEmitter &e, ValueRange row, ArrayRef<Value> z,
                                       ArrayRef<Value> valid, ArrayRef<LogitInputs> inputs) const {
   SmallVector<Value> out;
   for (size_t k = 0; k < kinds.size(); ++k) {
     const StatKindRules &rules = statKindRules(kinds[k]);
-    llvm::append_range(
-        out, pushKind(e, rules, row.slice(offsets[k], rules.fields().size()), z, valid, inputs));
+    ValueRange mine = row.slice(offsets[k], rules.fields().size());
+    // One logit: exactly push() (the SIMT kernels' bits).
+    if (z.size() == 1) {
+      SmallVector<Value> pushed =
+          rules.push(e, mine, z[0], inputs.empty() ? LogitInputs{} : inputs[0]);
+      for (auto [p, old] : llvm::zip_equal(pushed, mine))
+        out.push_back(e.select(valid[0], p, old));
+      continue;
+    }
+    llvm::append_range(out, rules.pushMany(e, mine, z, valid, inputs));
   }
   return out;
 }
