@@ -96,27 +96,20 @@ struct SelectLoweringConfigPass
   }
 
   /// Whether `op`'s logit epilogues fit wgmma's 128-column logits tile
-  /// without spills (ptxas sm_90a, f16 and bf16): every cross-entropy op
-  /// but the forward with a bias and a softcap on a producer warp (tma=2:
-  /// 288 threads get at most 168 registers at launch, as a launch counts
-  /// 9 warps as 12), whose lce_partial spills 4 bytes. Whole tiles fold
-  /// without column masks or clamps (foldColumns), which took lce_partial
-  /// from 203-255 registers to 133-153 on the cp.async and TMA rings and
-  /// its 388-480 bytes of spills with tma=2 and a bias to 0-4; lce_bwd_dz
-  /// and lce_fused_z take 127-141 with any epilogue. The loss families'
-  /// epilogues carry more statistics and keep 64 columns. The fused op in
-  /// vocabulary chunks (`schedule` fused_vocab_chunked) runs the forward's
-  /// lce_partial, so the forward's rule holds for it.
-  static bool wideWgmmaLogitsFit(Operation *op, loss::Schedule schedule, int64_t tma) {
-    auto partialFits = [&](Value bias, const APFloat &softcap) {
-      return !bias || softcap.isZero() || tma != 2;
-    };
-    if (auto forward = dyn_cast<loss::LinearCrossEntropyOp>(op))
-      return partialFits(forward.getBias(), forward.getSoftcap());
-    if (auto fused = dyn_cast<loss::LinearCrossEntropyWithGradOp>(op);
-        fused && schedule == loss::Schedule::fused_vocab_chunked)
-      return partialFits(fused.getBias(), fused.getSoftcap());
-    return isa<loss::LinearCrossEntropyGradOp, loss::LinearCrossEntropyWithGradOp>(op);
+  /// without spills (ptxas sm_90a, f16 and bf16): every cross-entropy op,
+  /// with or without a bias and a softcap, on the TMA ring and with a
+  /// producer warp (tma=2: 288 threads get at most 168 registers at
+  /// launch, as a launch counts 9 warps as 12). Whole tiles fold without
+  /// column masks or clamps (foldColumns), which took lce_partial from
+  /// 203-255 registers to 133-153 and its 388-480 bytes of spills with
+  /// tma=2 and a bias to 0-4; the last 4 (a bias and a softcap on tma=2)
+  /// went when the ragged fold clamped its columns from the thread's first
+  /// one and the rows' merge read the thread's id afresh. lce_bwd_dz and
+  /// lce_fused_z take 127-145 with any epilogue. The loss families'
+  /// epilogues carry more statistics and keep 64 columns.
+  static bool wideWgmmaLogitsFit(Operation *op) {
+    return isa<loss::LinearCrossEntropyOp, loss::LinearCrossEntropyGradOp,
+               loss::LinearCrossEntropyWithGradOp>(op);
   }
 
   /// `current` replaced by `option` when the option was given (-1: unset).
@@ -142,12 +135,14 @@ struct SelectLoweringConfigPass
       // not a multiple of 16 bytes) take the kernels' cp.async fallback.
       // tma=0 given keeps the cp.async ring as it was (k 32, 4 stages).
       const bool wgmma = tile.matmul == loss::MatmulKind::wgmma;
-      if (wgmma && wideWgmmaLogitsFit(op, schedule, tma)) {
+      if (wgmma && wideWgmmaLogitsFit(op)) {
         tile.blockCols = 128;
         if (tma != 0) {
           tile.blockK = 64;
-          // A warp-specialized block (tma=2) gets 168 registers; its
-          // lce_partial with a bias spills 76 bytes at 3 stages, none at 2.
+          // A warp-specialized block (tma=2) keeps 2 stages: its
+          // lce_partial with a bias spilled 76 bytes at 3 until the ragged
+          // fold clamped from the thread's first column, and 3 have not
+          // run on hardware since.
           tile.stages = tma == 2 ? 2 : 3;
           tile.tma = 1;
         }

@@ -24,6 +24,21 @@ KernelEmitter TileSweep::pinned(KernelEmitter &e) const {
   return pinThread ? e.withThreadId(opaqueThreadIdx(e)) : e.at(e.builder(), e.location());
 }
 
+namespace {
+/// `z`'s columns clamped to colLast as base + min(offset, room): equal to
+/// min(openCols[j], colLast) (when colFirst ≤ colLast, base is colFirst;
+/// else every column is colLast).
+SmallVector<Value> clampFromFirst(KernelEmitter &e, const Fragment &z) {
+  assert(z.colOffsets.size() == z.cols.size() && "colFirst without the offsets");
+  Value base = e.minUI(z.colFirst, z.colLast);
+  Value room = e.sub(z.colLast, base);
+  SmallVector<Value> cols;
+  for (int64_t offset : z.colOffsets)
+    cols.push_back(e.add(base, e.minUI(e.index(offset), room)));
+  return cols;
+}
+} // namespace
+
 SmallVector<Value>
 lossjit::foldColumns(KernelEmitter &e, const Fragment &z,
                      const std::function<SmallVector<Value>(KernelEmitter &, Fragment &)> &fold) {
@@ -44,7 +59,11 @@ lossjit::foldColumns(KernelEmitter &e, const Fragment &z,
         inside.colsInside = holds;
         return fold(ie, inside);
       },
-      [&](KernelEmitter &oe) { return fold(oe, masked); });
+      [&](KernelEmitter &oe) {
+        if (z.colFirst)
+          masked.cols = clampFromFirst(oe, z);
+        return fold(oe, masked);
+      });
 }
 
 SmallVector<Value> TileMatmul::sweep(KernelEmitter &e, const MatrixOperand &a,

@@ -94,6 +94,14 @@ struct Fragment {
   /// plus an offset (addresses a constant apart), equal to `cols` wherever
   /// colsInside holds.
   llvm::SmallVector<mlir::Value> openCols;
+  /// With openCols, where the strategy gives them: openCols[j] is colFirst
+  /// + colOffsets[j], and colLast the last column inside the limits. The
+  /// masked side of foldColumns() then clamps column j as base +
+  /// min(colOffsets[j], colLast − base), base = min(colFirst, colLast):
+  /// the same columns as min(openCols[j], colLast), with a constant in
+  /// each min (see foldColumns()).
+  mlir::Value colFirst, colLast;
+  llvm::SmallVector<int64_t> colOffsets;
 
   mlir::Value &at(size_t i, size_t j) { return values[i * cols.size() + j]; }
   mlir::Value at(size_t i, size_t j) const { return values[i * cols.size() + j]; }
@@ -107,6 +115,10 @@ struct Fragment {
 /// tiles on tma=3 spilled 560 bytes in lce_partial with the masks; 128×128
 /// ones took 203–255 registers, now 134–152). Both sides give the same
 /// bits on a whole tile: a mask that holds selects the value it guards.
+/// With colFirst, the masked side clamps its columns from the thread's
+/// first one (constant mins): lce_partial's ragged fold then keeps fewer
+/// registers live (ptxas sm_90a: 128×256 logits with a bias, and tma=2
+/// with a bias and a softcap, no longer spill).
 /// `fold` must synchronize nothing (the condition differs between a
 /// block's warpgroups).
 llvm::SmallVector<mlir::Value>

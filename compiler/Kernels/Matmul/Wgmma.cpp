@@ -215,10 +215,12 @@ public:
       f.sharing.tileRows.push_back(tileRow);
       clampLine(e, e.add(tile.rowBegin, tileRow), tile.rowLimit, f.rows, f.rowValid);
     }
+    f.colFirst = e.add(tile.colBegin, e.mul(l.quad, e.index(2)));
+    f.colLast = e.sub(tile.colLimit, e.index(1));
     for (int64_t j = 0; j < bn / 8; ++j)
       for (int64_t q = 0; q < 2; ++q) {
-        Value tileCol = e.add(e.index(j * 8 + q), e.mul(l.quad, e.index(2)));
-        f.openCols.push_back(e.add(tile.colBegin, tileCol));
+        f.colOffsets.push_back(j * 8 + q);
+        f.openCols.push_back(e.add(f.colFirst, e.index(j * 8 + q)));
         clampLine(e, f.openCols.back(), tile.colLimit, f.cols, f.colValid);
       }
     f.colsInside =
@@ -544,7 +546,12 @@ private:
     gpuBarrier(e);
     e.ifThen(e.cmpI(arith::CmpIPredicate::eq, l.tid, e.index(0)),
              [&](KernelEmitter &ie) { evenPhases(ie, full, uses); });
-    e.ifThen(e.andI(warpgroupLeader, isConsumer(e, l)),
+    // The consumers by thread id, not by lane 0's warp index (l.consumer):
+    // nothing here is a wgmma that needs a warp-uniform branch, and that
+    // index would otherwise stay live through the sweep.
+    Value consumerThread =
+        e.cmpI(arith::CmpIPredicate::ult, l.tid, e.index(consumers() * kWarpgroup));
+    e.ifThen(e.andI(warpgroupLeader, consumerThread),
              [&](KernelEmitter &ie) { evenPhases(ie, empty, uses); });
   }
 

@@ -732,6 +732,14 @@ TEST(WgmmaKernels, WideLogitTilesFoldWholeTilesWithoutMasks) {
   // Only whole tiles (one split of two), and only a ragged one (V < 256).
   checkWgmma({9, 512, 64}, (wide + " splits=1 tma=3").c_str());
   checkWgmma({9, 200, 64}, (wide + " splits=1 tma=3").c_str());
+  // Ragged tiles of 3 columns (two splits of 259): the ragged fold clamps
+  // its columns from the thread's first one (Fragment::colFirst), and
+  // quads 2 and 3 start past the split's last column.
+  Case tail{9, 518, 64};
+  tail.dtype = "bf16";
+  tail.bias = true;
+  checkWgmma(tail, (wide + " splits=2 tma=3").c_str());
+  checkWgmma(tail, "matmul=wgmma block-cols=128 block-k=64 stages=2 splits=4 tma=2");
   c.reduction = "none";
   c.chip = "sm_90a";
   c.tile = wide + " splits=2";

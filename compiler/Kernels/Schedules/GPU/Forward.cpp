@@ -119,8 +119,13 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
         });
       },
       /*overlap=*/!s.spec.hasTeacher);
-  // Rows past N are never written.
-  stats.mergeFragmentRows(e, shape.sharing, shared, state, bn,
+  // Rows past N are never written. The merge's lanes come from the
+  // thread's id read afresh: the sweep's peak leaves no register for the
+  // leader predicate or the tile rows kept from before it (ptxas sm_90a
+  // spilled one to carry it across 128x256 logits with a bias).
+  KernelEmitter after = e.withThreadId(opaqueThreadIdx(e));
+  Fragment merge = s.matmul.layout(after, {rowBase, bn, n, colBegin, cols, colEnd});
+  stats.mergeFragmentRows(e, merge.sharing, shared, state, bn,
                           [&](KernelEmitter &we, Value tileRow, ValueRange merged) {
                             Value row = we.add(rowBase, tileRow);
                             we.ifThen(we.cmpI(arith::CmpIPredicate::ult, row, n),
