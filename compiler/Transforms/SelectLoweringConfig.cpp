@@ -97,9 +97,9 @@ struct SelectLoweringConfigPass
 
   /// Whether `op`'s logit epilogues fit wgmma's 128-column logits tile
   /// without spills (ptxas sm_90a, f16 and bf16): every cross-entropy op,
-  /// with or without a bias and a softcap, on the TMA ring and with a
-  /// producer warp (tma=2: 288 threads get at most 168 registers at
-  /// launch, as a launch counts 9 warps as 12). Whole tiles fold without
+  /// with or without a bias and a softcap, on the cp.async and TMA rings
+  /// and with a producer warp (tma=2: 288 threads get at most 168
+  /// registers at launch, as a launch counts 9 warps as 12). Whole tiles fold without
   /// column masks or clamps (foldColumns), which took lce_partial from
   /// 203-255 registers to 133-153 and its 388-480 bytes of spills with
   /// tma=2 and a bias to 0-4; the last 4 (a bias and a softcap on tma=2)

@@ -58,9 +58,8 @@ TENSOR_CORE_TILES = (
 #: wgmma's base tile (128x64 logits on the cp.async ring), the cp.async ring
 #: at 128 columns (139.5 ms there) and tiles every kernel of which ptxas
 #: takes without spills; then the mma.sync space, which sm_90a modules also
-#: run. Tiles that spill for some op (e.g. 128 columns with tma=2 for a
-#: forward with a bias and a softcap) still compute the same function:
-#: tuning times them.
+#: run. Tiles that spill for some op (e.g. a loss family's 128-column
+#: logits) still compute the same function: tuning times them.
 WGMMA_TILES = (
     "matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1",
     "matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2",

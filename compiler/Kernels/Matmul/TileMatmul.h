@@ -113,7 +113,7 @@ struct Fragment {
 /// constant-true column masks, so a masked epilogue of a whole tile neither
 /// selects nor clamps per column (the registers of wgmma logits: 128×256
 /// tiles on tma=3 spilled 560 bytes in lce_partial with the masks; 128×128
-/// ones took 203–255 registers, now 134–152). Both sides give the same
+/// ones took 203–255 registers, now 139–168). Both sides give the same
 /// bits on a whole tile: a mask that holds selects the value it guards.
 /// With colFirst, the masked side clamps its columns from the thread's
 /// first one (constant mins): lce_partial's ragged fold then keeps fewer

@@ -38,8 +38,8 @@ TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
   t.stages = wgmma ? 4 : 3;
   // dZ·W and dZᵀ·X in 128×128 tiles: half the operand traffic of 128×64,
   // and without an LSE epilogue every gradient kernel takes it without
-  // spills (ptxas sm_90a: 147–176 registers); the logit kernels' epilogues
-  // spill at 128 columns with a bias.
+  // spills (ptxas sm_90a: 147–176 registers). The logit kernels take 128
+  // columns where SelectLoweringConfig says their epilogues fit.
   t.gradCols = wgmma ? 128 : 0;
   return t;
 }

@@ -6,7 +6,7 @@
 // give the same bits on a whole tile. Measured with ptxas -arch=sm_90a:
 // - 128x128 logits with a bias and a softcap on the TMA ring (tma=1): the
 //   bias of a whole tile is 32 loads a constant apart from one address, and
-//   lce_partial takes 135 registers where it took 255 (the masks and
+//   lce_partial takes 139 registers where it took 255 (the masks and
 //   clamps of 64 columns stayed live through the epilogue);
 // - with a producer warp (tma=2, 168 registers at most), a bias no longer
 //   spills (388 bytes before; with a softcap too, 480 before);

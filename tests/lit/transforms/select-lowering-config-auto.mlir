@@ -147,7 +147,7 @@ func.func @bf16_forward_bias_ws(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: 
   return %l, %lse : tensor<f32>, tensor<?xf32>
 }
 // Without a bias it takes 128 columns, k 64, and 2 stages (with a bias
-// lce_partial spills 76 bytes at 3).
+// lce_partial spilled 76 bytes at 3; 2 is the count that ran on hardware).
 // CHECK-LABEL: func.func @bf16_forward_ws
 // CHECK:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 2, block_cols = 128, block_k = 64, grad_cols = 128, tma = 2>
 // CPASYNC-LABEL: func.func @bf16_forward_ws
@@ -155,6 +155,22 @@ func.func @bf16_forward_bias_ws(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: 
 func.func @bf16_forward_ws(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>
+}
+
+// A loss family's epilogue keeps 64 columns with a producer warp, on the
+// tile that ran on an H200: k 64, 2 stages.
+// CHECK-LABEL: func.func @bf16_log_prob_ws
+// CHECK:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 2, block_cols = 64, block_k = 64, grad_cols = 128, tma = 2>
+func.func @bf16_log_prob_ws(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %r:3 = loss.vocab_reduce %x, %w labels %y : tensor<?xi64> {storage = bf16, compute = f32}
+      : tensor<?x?xbf16>, tensor<?x?xbf16> -> tensor<?xf32>, tensor<?xf32>, tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat label_logit %z : tensor<?x?xf32> -> tensor<?xf32>
+    %2 = loss.stat entropy %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
 }
 
 //--- given.mlir

@@ -732,9 +732,11 @@ TEST(WgmmaKernels, WideLogitTilesFoldWholeTilesWithoutMasks) {
   // Only whole tiles (one split of two), and only a ragged one (V < 256).
   checkWgmma({9, 512, 64}, (wide + " splits=1 tma=3").c_str());
   checkWgmma({9, 200, 64}, (wide + " splits=1 tma=3").c_str());
-  // Ragged tiles of 3 columns (two splits of 259): the ragged fold clamps
-  // its columns from the thread's first one (Fragment::colFirst), and
-  // quads 2 and 3 start past the split's last column.
+  // Ragged tiles of 3 columns (two splits of 259, 128x256) and of 2 (four
+  // splits of 130, 128x128 on tma=2, the last split one whole tile): the
+  // ragged fold clamps its columns from the thread's first one
+  // (Fragment::colFirst), and quads from 2 (from 1) start past the split's
+  // last column.
   Case tail{9, 518, 64};
   tail.dtype = "bf16";
   tail.bias = true;
