@@ -99,17 +99,42 @@ struct SelectLoweringConfigPass
   /// without spills (ptxas sm_90a, f16 and bf16): every cross-entropy op,
   /// with or without a bias and a softcap, on the cp.async and TMA rings
   /// and with a producer warp (tma=2: 288 threads get at most 168
-  /// registers at launch, as a launch counts 9 warps as 12). Whole tiles fold without
-  /// column masks or clamps (foldColumns), which took lce_partial from
-  /// 203-255 registers to 133-153 and its 388-480 bytes of spills with
-  /// tma=2 and a bias to 0-4; the last 4 (a bias and a softcap on tma=2)
-  /// went when the ragged fold clamped its columns from the thread's first
-  /// one and the rows' merge read the thread's id afresh. lce_bwd_dz and
-  /// lce_fused_z take 127-145 with any epilogue. The loss families'
-  /// epilogues carry more statistics and keep 64 columns.
+  /// registers at launch, as a launch counts 9 warps as 12). Whole tiles
+  /// fold without column masks or clamps (foldColumns), which took
+  /// lce_partial from 203-255 registers to 133-153 and its 388-480 bytes of
+  /// spills with tma=2 and a bias to 0-4; the last 4 (a bias and a softcap
+  /// on tma=2) went when the ragged fold clamped its columns from the
+  /// thread's first one and the rows' merge read the thread's id afresh.
+  /// lce_bwd_dz and lce_fused_z take 127-145 with any epilogue. So do the
+  /// log-prob family's (logProbFamily); the other families' epilogues carry
+  /// more statistics or streams and keep 64 columns.
   static bool wideWgmmaLogitsFit(Operation *op) {
     return isa<loss::LinearCrossEntropyOp, loss::LinearCrossEntropyGradOp,
-               loss::LinearCrossEntropyWithGradOp>(op);
+               loss::LinearCrossEntropyWithGradOp>(op) ||
+           logProbFamily(op);
+  }
+
+  /// A vocabulary reduction of the log-prob family: no teacher, no class
+  /// weights, and statistics among lse, label_logit and entropy (what RL
+  /// trainers read: a label's log-probability and the entropy). Its
+  /// kernels take 128-column wgmma logits without spills (ptxas sm_90a,
+  /// bf16, lossjit-aot --preset linear-log-prob with and without entropy,
+  /// a bias and a softcap: lce_partial 134-149 registers on the TMA ring,
+  /// 156-168 with tma=2; lce_bwd_dz 128 and 143).
+  static bool logProbFamily(Operation *op) {
+    auto fits = [](auto reduce) {
+      if (reduce.hasTeacher() || reduce.getClassWeights() || reduce.getTargets())
+        return false;
+      return llvm::all_of(reduce.getStatisticKinds(), [](loss::Statistic kind) {
+        return kind == loss::Statistic::lse || kind == loss::Statistic::label_logit ||
+               kind == loss::Statistic::entropy;
+      });
+    };
+    if (auto reduce = dyn_cast<loss::VocabReduceOp>(op))
+      return fits(reduce);
+    if (auto grad = dyn_cast<loss::VocabReduceGradOp>(op))
+      return fits(grad);
+    return false;
   }
 
   /// `current` replaced by `option` when the option was given (-1: unset).

@@ -157,10 +157,11 @@ func.func @bf16_forward_ws(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tenso
   return %l, %lse : tensor<f32>, tensor<?xf32>
 }
 
-// A loss family's epilogue keeps 64 columns with a producer warp, on the
-// tile that ran on an H200: k 64, 2 stages.
+// The log-prob family (lse, label_logit, entropy) takes 128 columns like
+// the cross-entropy ops; a family with more statistics (a logit sum) keeps
+// 64 with a producer warp, on the tile that ran on an H200: k 64, 2 stages.
 // CHECK-LABEL: func.func @bf16_log_prob_ws
-// CHECK:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 2, block_cols = 64, block_k = 64, grad_cols = 128, tma = 2>
+// CHECK:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 2, block_cols = 128, block_k = 64, grad_cols = 128, tma = 2>
 func.func @bf16_log_prob_ws(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
   %r:3 = loss.vocab_reduce %x, %w labels %y : tensor<?xi64> {storage = bf16, compute = f32}
       : tensor<?x?xbf16>, tensor<?x?xbf16> -> tensor<?xf32>, tensor<?xf32>, tensor<?xf32> {
@@ -168,6 +169,19 @@ func.func @bf16_log_prob_ws(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tens
     %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
     %1 = loss.stat label_logit %z : tensor<?x?xf32> -> tensor<?xf32>
     %2 = loss.stat entropy %z : tensor<?x?xf32> -> tensor<?xf32>
+    loss.yield %0, %1, %2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+// CHECK-LABEL: func.func @bf16_logit_sum_ws
+// CHECK:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 2, block_cols = 64, block_k = 64, grad_cols = 128, tma = 2>
+func.func @bf16_logit_sum_ws(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %r:3 = loss.vocab_reduce %x, %w labels %y : tensor<?xi64> {storage = bf16, compute = f32}
+      : tensor<?x?xbf16>, tensor<?x?xbf16> -> tensor<?xf32>, tensor<?xf32>, tensor<?xf32> {
+  ^bb0(%z: tensor<?x?xf32>):
+    %0 = loss.stat lse %z : tensor<?x?xf32> -> tensor<?xf32>
+    %1 = loss.stat label_logit %z : tensor<?x?xf32> -> tensor<?xf32>
+    %2 = loss.stat logit_sum %z : tensor<?x?xf32> -> tensor<?xf32>
     loss.yield %0, %1, %2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
   }
   return %r#0, %r#1, %r#2 : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>

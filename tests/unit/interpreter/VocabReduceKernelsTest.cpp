@@ -572,6 +572,23 @@ TEST_F(VocabReduceKernels, HopperWarpSpecializedSweeps) {
   }
 }
 
+TEST_F(VocabReduceKernels, LogProbFamilyTakesWideWgmmaLogits) {
+  // What matmul=auto gives the log-prob family (lse, label_logit, entropy)
+  // on sm_90a: 128-column logits, on the TMA ring and with a producer warp
+  // (V = 300 in two splits: a whole tile and a ragged one each), with a
+  // bias and a softcap, forward and backward against the SIMT kernels.
+  for (const char *ring : {"stages=3,tma=1", "stages=2,tma=2"}) {
+    SCOPED_TRACE(ring);
+    Case c{20, 300, 136, "bf16", {"lse", "label_logit", "entropy"}};
+    c.bias = true;
+    c.cap = 12.0;
+    c.chip = "sm_90a";
+    c.tile = std::string("matmul=wgmma,block_cols=128,block_k=64,splits=2,") + ring;
+    checkForward(c, "simt");
+    checkBackward(c, "simt");
+  }
+}
+
 TEST_F(VocabReduceKernels, GeneralizedJsdTakesADependentSweep) {
   // jsd and mixture_kl read both streams' finished lse: a second sweep on
   // both backends, and the derived gradient reads the saved mixture_kl.
