@@ -42,6 +42,14 @@ std::optional<llvm::Error> Decoder::decodeControlOp(Operation &op) {
     return idOp(Opc::GridDim, id.getDimension());
   if (auto id = dyn_cast<gpu::GlobalIdOp>(o))
     return idOp(Opc::GlobalId, id.getDimension());
+  if (auto id = dyn_cast<gpu::ClusterIdOp>(o))
+    return idOp(Opc::ClusterId, id.getDimension());
+  if (auto id = dyn_cast<gpu::ClusterDimOp>(o))
+    return idOp(Opc::ClusterDim, id.getDimension());
+  if (auto id = dyn_cast<gpu::ClusterBlockIdOp>(o))
+    return idOp(Opc::ClusterBlockId, id.getDimension());
+  if (auto id = dyn_cast<gpu::ClusterDimBlocksOp>(o))
+    return idOp(Opc::ClusterDimBlocks, id.getDimension());
   if (isa<gpu::LaneIdOp>(o))
     return idOp(Opc::LaneId, gpu::Dimension::x);
   if (isa<gpu::SubgroupIdOp>(o))
@@ -217,6 +225,11 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
   // A kernel whose dynamic shared memory needs more than 16-byte alignment
   // says so (loss.dynamic_shared_align, TMA's swizzled stages); the
   // compiler's lowering gives its base that alignment.
+  if (std::optional<llvm::ArrayRef<int32_t>> cluster = func.getKnownClusterSize()) {
+    if (cluster->size() != 3)
+      return unsupported(func, "known_cluster_size (three dimensions)");
+    prog.knownClusterSize = {(*cluster)[0], (*cluster)[1], (*cluster)[2]};
+  }
   if (auto align = func->getAttrOfType<IntegerAttr>("loss.dynamic_shared_align")) {
     if (align.getInt() < kDynamicSharedBaseAlign || !llvm::isPowerOf2_64(uint64_t(align.getInt())))
       return unsupported(func, "loss.dynamic_shared_align must be a power of two of at least 16");
@@ -231,8 +244,9 @@ llvm::Error Decoder::decodeFunc(gpu::GPUFuncOp func) {
   for (unsigned i = 0, e = func.getFunctionType().getNumInputs(); i < e; ++i) {
     BlockArgument arg = func.getArgument(i);
     auto info = analyzeType(arg.getType());
-    const bool tensorMap = info && info->kind == TypeInfo::Handle &&
-                           isa<LLVM::LLVMPointerType>(arg.getType());
+    auto pointer = dyn_cast<LLVM::LLVMPointerType>(arg.getType());
+    const bool tensorMap =
+        info && info->kind == TypeInfo::Handle && pointer && pointer.getAddressSpace() == 0;
     if (!info || info->kind == TypeInfo::Vector || info->kind == TypeInfo::Token ||
         (info->kind == TypeInfo::Handle && !tensorMap))
       return unsupportedType(func, arg.getType());

@@ -331,6 +331,76 @@ std::optional<llvm::Error> Decoder::decodeAsyncTransferOp(Operation &op) {
     emit(instr);
     return llvm::Error::success();
   }
+  // Clusters: the cluster barrier, and arrivals on a block's mbarrier by
+  // its address (nvgpu.mbarrier.get, then llvm.inttoptr and nvvm.mapa).
+  if (isa<NVVM::ClusterArriveOp>(o)) {
+    prog.clusterBarriers = true;
+    instr.opc = Opc::ClusterArrive;
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (isa<NVVM::ClusterArriveRelaxedOp>(o)) {
+    prog.clusterBarriers = true;
+    instr.opc = Opc::ClusterArrive;
+    instr.mode = 1;
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (isa<NVVM::ClusterWaitOp>(o)) {
+    prog.clusterBarriers = true;
+    instr.opc = Opc::ClusterWait;
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (isa<NVVM::FenceMbarrierInitOp>(o)) {
+    instr.opc = Opc::FenceMbarrierInit;
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (auto get = dyn_cast<nvgpu::MBarrierGetOp>(o)) {
+    instr.opc = Opc::MbarrierGet;
+    instr.a = use(get.getBarriers());
+    instr.b = use(get.getMbarId());
+    if (llvm::Error err = defineResult(instr))
+      return err;
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (auto cast = dyn_cast<LLVM::IntToPtrOp>(o)) {
+    auto pointer = dyn_cast<LLVM::LLVMPointerType>(cast.getType());
+    if (!pointer || pointer.getAddressSpace() != 3)
+      return unsupported(o, "llvm.inttoptr (only to !llvm.ptr<3>, of an mbarrier.get address)");
+    alias(cast.getResult(), cast.getArg());
+    return llvm::Error::success();
+  }
+  if (auto mapa = dyn_cast<NVVM::MapaOp>(o)) {
+    auto from = cast<LLVM::LLVMPointerType>(mapa.getA().getType());
+    auto to = cast<LLVM::LLVMPointerType>(mapa.getRes().getType());
+    if (from.getAddressSpace() != 3 || to.getAddressSpace() != 7)
+      return unsupported(o, "nvvm.mapa (only !llvm.ptr<3> to !llvm.ptr<7>)");
+    instr.opc = Opc::Mapa;
+    instr.a = use(mapa.getA());
+    instr.b = use(mapa.getB());
+    if (llvm::Error err = defineResult(instr))
+      return err;
+    emit(instr);
+    return llvm::Error::success();
+  }
+  if (auto arrive = dyn_cast<NVVM::MBarrierArriveOp>(o)) {
+    auto pointer = cast<LLVM::LLVMPointerType>(arrive.getAddr().getType());
+    if (pointer.getAddressSpace() != 3 && pointer.getAddressSpace() != 7)
+      return unsupported(o, "nvvm.mbarrier.arrive (only on a shared or shared::cluster "
+                            "address)");
+    if (o->getNumResults() && !o->getResult(0).use_empty())
+      return unsupported(o, "nvvm.mbarrier.arrive's state result (unused only)");
+    if (arrive.getRelaxed())
+      return unsupported(o, "relaxed nvvm.mbarrier.arrive (its ordering is not modeled)");
+    instr.opc = Opc::PtrArrive;
+    instr.a = use(arrive.getAddr());
+    instr.b = arrive.getCount() ? use(arrive.getCount()) : kNoSlot;
+    emit(instr);
+    return llvm::Error::success();
+  }
   if (auto wait = dyn_cast<nvgpu::MBarrierTryWaitParityOp>(o)) {
     instr.opc = Opc::MbarrierWait;
     instr.a = use(wait.getBarriers());
@@ -340,8 +410,6 @@ std::optional<llvm::Error> Decoder::decodeAsyncTransferOp(Operation &op) {
     return llvm::Error::success();
   }
   if (auto load = dyn_cast<nvgpu::TmaAsyncLoadOp>(o)) {
-    if (load.getMulticastMask())
-      return unsupported(o, "nvgpu.tma.async.load with a multicast mask (no clusters here)");
     auto descType = load.getTensorMapDescriptor().getType();
     MemRefType box = descType.getTensor();
     auto elem = getElementType(box.getElementType());
@@ -376,6 +444,8 @@ std::optional<llvm::Error> Decoder::decodeAsyncTransferOp(Operation &op) {
     noteWrite(load.getDst());
     if (load.getPredicate())
       info.predicate = use(load.getPredicate());
+    if (load.getMulticastMask())
+      info.multicast = use(load.getMulticastMask());
     instr.opc = Opc::TmaLoad;
     instr.a = use(load.getTensorMapDescriptor());
     instr.b = use(load.getBarriers());

@@ -25,44 +25,54 @@
 using namespace lossjit::simt;
 using namespace lossjit::simt::detail;
 
-MbarrierModel *Executor::mbarrier(const Instr &in, uint32_t t, uint64_t group, uint64_t id) {
-  if (group >= mbarriers.size() || id >= mbarriers[group].size()) {
+MbarrierModel *Executor::mbarrier(const Instr &in, uint32_t t, uint32_t c, uint64_t group,
+                                  uint64_t id) {
+  const auto &groups = mbarriers[c];
+  if (group >= groups.size() || id >= groups[group].size()) {
     fail(in, t,
          llvm::formatv("mbarrier {0} of a group of {1}", id,
-                       group < mbarriers.size() ? mbarriers[group].size() : 0));
+                       group < groups.size() ? groups[group].size() : 0));
     return nullptr;
   }
-  return &mbarriers[group][id];
+  return &mbarriers[c][group][id];
 }
 
-void Executor::completePhase(uint64_t group, uint64_t id) {
-  const uint64_t phases = mbarriers[group][id].phases();
-  completePhaseClocks(group, id, phases);
-  landTma(group, id, phases);
+void Executor::completePhase(uint32_t c, uint64_t group, uint64_t id) {
+  const uint64_t phases = mbarriers[c][group][id].phases();
+  completePhaseClocks(c, group, id, phases);
+  landTma(c, group, id, phases);
 }
 
-void Executor::landTma(uint64_t group, uint64_t id, uint64_t phases) {
+void Executor::landTma(uint32_t c, uint64_t group, uint64_t id, uint64_t phases) {
   // The phase that completed (phases − 1) carries the clocks its arrivals
   // released: a copy lands as a write by its issuing thread at that
   // thread's clock there, so only a thread that acquires the phase (or
   // passes a gpu.barrier after it) is ordered after it. The issuing
   // thread arrived (expect_tx) in the phase, or the phase would not have
   // been waiting for the copy's bytes.
+  const PhaseClocks *clocksOf = syncClocks() ? &barrierClocks[c][group][id] : nullptr;
   const std::vector<uint32_t> *released =
-      syncClocks() ? &barrierClocks[group][id].completed[(phases - 1) & 1] : nullptr;
+      clocksOf ? &clocksOf->completed[(phases - 1) & 1] : nullptr;
+  // A peer's multicast copy lands as a write by a thread that arrived in
+  // the phase, at its clock there: the peer's issuing thread never arrived
+  // here, and what the phase released of its clock may be long stale (a
+  // reader that skipped the wait would pass as ordered).
+  const uint32_t arriver = clocksOf ? clocksOf->completedArriver[(phases - 1) & 1] : ~0u;
   auto landed = [&](const PendingTma &copy) {
-    if (copy.group != group || copy.barrier != id)
+    if (copy.cta != c || copy.group != group || copy.barrier != id)
       return false;
     if (tracksRaces(*copy.buffer))
       for (int64_t e : copy.elements) {
         AccessShadow &s = copy.buffer->shadow[size_t(e)];
         s.asyncPending = false;
         s.tmaWrite = true;
-        s.writeBlock = blockSerial;
-        s.writeEpoch = epoch;
-        if (released && copy.thread < released->size()) {
-          s.writeThread = copy.thread;
-          s.writeClock = (*released)[copy.thread];
+        s.writeBlock = ctaSerials[c];
+        s.writeEpoch = ctaEpochs[c];
+        const uint32_t writer = ctaOf(copy.thread) == c ? copy.thread : arriver;
+        s.peerTma = writer != copy.thread;
+        if (released && writer < released->size()) {
+          s.writeThread = writer;
+          s.writeClock = (*released)[writer];
         } else {
           s.writeThread = AccessShadow::kAsyncProxy;
         }
@@ -88,21 +98,25 @@ bool Executor::execAsyncTransfer(const Instr &in, const uint32_t *act, uint32_t 
     if (predicate != kNoSlot && !(slot(predicate)[t] & 1))
       continue;
     const uint64_t group = slot(in.a)[t], id = slot(in.b)[t];
-    MbarrierModel *m = mbarrier(in, t, group, id);
+    const uint32_t c = ctaOf(t);
+    MbarrierModel *m = mbarrier(in, t, c, group, id);
     if (!m)
       return false;
     std::string why;
     switch (in.opc) {
     case Opc::MbarrierInit:
       why = m->init(int64_t(slot(in.c)[t]));
+      // Published to the peers by the thread's fence or cluster arrival.
+      mbarrierInitPhase[c][group][id] = kUnpublished;
+      unpublishedInits[t].push_back({c, group, id});
       break;
     case Opc::MbarrierArrive: {
       const uint64_t before = m->phases();
       if (m->initialized())
-        releaseClocks(group, id, t);
+        releaseClocks(c, group, id, t);
       why = m->arrive(in.c == kNoSlot ? 0 : int64_t(slot(in.c)[t]));
       if (why.empty() && m->phases() != before)
-        completePhase(group, id);
+        completePhase(c, group, id);
       if (in.res != kNoSlot)
         slot(in.res)[t] = m->phases();
       break;
@@ -119,7 +133,7 @@ bool Executor::execAsyncTransfer(const Instr &in, const uint32_t *act, uint32_t 
 bool Executor::execMbarrierWait(const Instr &in, const uint32_t *act, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) {
     const uint32_t t = act[i];
-    MbarrierModel *m = mbarrier(in, t, slot(in.a)[t], slot(in.b)[t]);
+    MbarrierModel *m = mbarrier(in, t, ctaOf(t), slot(in.a)[t], slot(in.b)[t]);
     if (!m)
       return false;
     if (!m->initialized())
@@ -130,7 +144,7 @@ bool Executor::execMbarrierWait(const Instr &in, const uint32_t *act, uint32_t n
   auto firstWaiting = [this, &in, act, n] {
     for (uint32_t i = 0; i < n; ++i) {
       const uint32_t t = act[i];
-      if (!mbarriers[slot(in.a)[t]][slot(in.b)[t]].phaseComplete(slot(in.c)[t] & 1))
+      if (!mbarriers[ctaOf(t)][slot(in.a)[t]][slot(in.b)[t]].phaseComplete(slot(in.c)[t] & 1))
         return i;
     }
     return n;
@@ -138,7 +152,7 @@ bool Executor::execMbarrierWait(const Instr &in, const uint32_t *act, uint32_t n
   auto why = [this, &in, act, firstWaiting] {
     const uint32_t t = act[firstWaiting()];
     const uint64_t id = slot(in.b)[t];
-    const MbarrierModel &m = mbarriers[slot(in.a)[t]][id];
+    const MbarrierModel &m = mbarriers[ctaOf(t)][slot(in.a)[t]][id];
     return llvm::formatv("thread {0} waits for the phase of parity {1} of mbarrier {2}, which "
                          "has not completed ({3} arrival(s) and {4} transaction byte(s) "
                          "outstanding)",
@@ -150,7 +164,7 @@ bool Executor::execMbarrierWait(const Instr &in, const uint32_t *act, uint32_t n
     return false;
   for (uint32_t i = 0; i < n; ++i) {
     const uint32_t t = act[i];
-    acquireClocks(slot(in.a)[t], slot(in.b)[t], slot(in.c)[t] & 1, t);
+    acquireClocks(ctaOf(t), slot(in.a)[t], slot(in.b)[t], slot(in.c)[t] & 1, t);
   }
   return true;
 }
@@ -159,6 +173,25 @@ bool Executor::execTmaLoad(const Instr &in, uint32_t t) {
   const TmaLoadInfo &info = prog.tmaLoads[in.aux];
   if (info.predicate != kNoSlot && !(slot(info.predicate)[t] & 1))
     return true;
+  if (info.multicast == kNoSlot)
+    return tmaLoadInto(in, t, ctaOf(t));
+  // Multicast: the box lands in every block the mask names, at the same
+  // offset of its shared memory, completing on its mbarrier of the same
+  // group and index.
+  const uint64_t mask = slot(info.multicast)[t] & 0xffff;
+  if (mask == 0 || mask >> numCtas)
+    return fail(in, t,
+                llvm::formatv("nvgpu.tma.async.load multicast mask {0} must name at least one "
+                              "block and only ranks of the cluster of {1}",
+                              mask, numCtas));
+  for (uint32_t c = 0; c < numCtas; ++c)
+    if ((mask >> c & 1) && !tmaLoadInto(in, t, c))
+      return false;
+  return true;
+}
+
+bool Executor::tmaLoadInto(const Instr &in, uint32_t t, uint32_t c) {
+  const TmaLoadInfo &info = prog.tmaLoads[in.aux];
   const uint64_t mapIndex = slot(in.a)[t];
   if (mapIndex >= tensorMaps.size())
     return fail(in, t, "nvgpu.tma.async.load descriptor is not a tensor map parameter");
@@ -180,7 +213,15 @@ bool Executor::execTmaLoad(const Instr &in, uint32_t t) {
                 "nvgpu.tma.async.load: the tensor map bound to the launch (its element type, "
                 "box, swizzle or out-of-bounds fill) is not the one the descriptor type promises");
   const MemrefDesc &dst = descOf(info.dst.memref, t);
-  SimtBuffer &shared = *dst.buffer;
+  // Block c's copy of the destination: the same attribution in its shared
+  // memory.
+  const size_t perCta = prog.workgroup.size();
+  size_t own = 0;
+  while (own < sharedBuffers.size() && sharedBuffers[own].get() != dst.buffer)
+    ++own;
+  if (own == sharedBuffers.size())
+    return fail(in, t, "nvgpu.tma.async.load destination is not shared memory of the block");
+  SimtBuffer &shared = *sharedBuffers[c * perCta + own % perCta];
   const int64_t bytes = int64_t((getBitWidth(map.type) + 7) / 8);
   if (shared.sharedAddress < 0 || shared.getType() != map.type)
     return fail(in, t,
@@ -196,8 +237,10 @@ bool Executor::execTmaLoad(const Instr &in, uint32_t t) {
   for (unsigned d = 0; d < dst.rank; ++d)
     viewElements *= dst.sizes[d];
   const uint64_t group = slot(in.b)[t], id = slot(in.c)[t];
-  MbarrierModel *m = mbarrier(in, t, group, id);
+  MbarrierModel *m = mbarrier(in, t, c, group, id);
   if (!m)
+    return false;
+  if (!notePeerAccess(in, t, c, group, id))
     return false;
   if (!m->initialized())
     return fail(in, t, "nvgpu.tma.async.load completes on an mbarrier that no mbarrier.init "
@@ -208,7 +251,7 @@ bool Executor::execTmaLoad(const Instr &in, uint32_t t) {
   const uint64_t fill = map.oobFill == TmaOobFill::Nan
                             ? makeFloatWord(map.type, std::numeric_limits<double>::quiet_NaN())
                             : 0;
-  PendingTma copy{&shared, {}, group, id, t};
+  PendingTma copy{&shared, {}, group, id, t, c};
   std::array<uint32_t, 5> index{};
   const int64_t boxElements = map.boxBytes() / bytes;
   for (int64_t e = 0; e < boxElements; ++e) {
@@ -244,6 +287,6 @@ bool Executor::execTmaLoad(const Instr &in, uint32_t t) {
   if (std::string why = m->completeTx(map.boxBytes()); !why.empty())
     return fail(in, t, why);
   if (m->phases() != before)
-    completePhase(group, id);
+    completePhase(c, group, id);
   return true;
 }

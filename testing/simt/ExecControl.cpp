@@ -30,7 +30,19 @@ bool Executor::execId(const Instr &in, const uint32_t *act, uint32_t n) {
       v = threadIds[d][t];
       break;
     case Opc::BlockId:
-      v = uint64_t(blockId[d]);
+      v = uint64_t(ctaBlockIds[ctaOf(t)][d]);
+      break;
+    case Opc::ClusterId:
+      v = uint64_t(ctaBlockIds[ctaOf(t)][d] / cluster[d]);
+      break;
+    case Opc::ClusterDim:
+      v = uint64_t(grid[d] / cluster[d]);
+      break;
+    case Opc::ClusterBlockId:
+      v = uint64_t(ctaBlockIds[ctaOf(t)][d] % cluster[d]);
+      break;
+    case Opc::ClusterDimBlocks:
+      v = uint64_t(cluster[d]);
       break;
     case Opc::BlockDim:
       v = uint64_t(block[d]);
@@ -39,16 +51,16 @@ bool Executor::execId(const Instr &in, const uint32_t *act, uint32_t n) {
       v = uint64_t(grid[d]);
       break;
     case Opc::GlobalId:
-      v = uint64_t(blockId[d] * block[d]) + threadIds[d][t];
+      v = uint64_t(ctaBlockIds[ctaOf(t)][d] * block[d]) + threadIds[d][t];
       break;
     case Opc::LaneId:
       v = t % 32;
       break;
     case Opc::SubgroupId:
-      v = t / 32;
+      v = (t % ctaStride) / 32;
       break;
     default:
-      v = (numThreads + 31) / 32;
+      v = (ctaThreads + 31) / 32;
       break;
     }
     r[t] = v;
@@ -225,13 +237,34 @@ bool Executor::execWhile(const Instr &in, const uint32_t *act, uint32_t n) {
 }
 
 bool Executor::execBarrier(const Instr &in, const uint32_t *act, uint32_t n) {
-  if (n != numThreads)
-    return fail(in, act[0],
-                llvm::formatv("gpu.barrier reached by {0} of the {1} "
-                              "threads of the block (barrier in divergent "
-                              "control flow)",
-                              n, numThreads));
-  ++epoch;
-  std::fill(setRegistersUnsynced.begin(), setRegistersUnsynced.end(), 0);
-  return true;
+  // Each block's threads pass their own barrier (in lockstep with the
+  // other blocks of a cluster that reach it).
+  return forEachCta(act, n, [&](uint32_t c, const uint32_t *threads, uint32_t count) {
+    if (count != ctaThreads)
+      return fail(in, threads[0],
+                  llvm::formatv("gpu.barrier reached by {0} of the {1} "
+                                "threads of the block (barrier in divergent "
+                                "control flow)",
+                                count, ctaThreads));
+    ++ctaEpochs[c];
+    // Epochs order the block's own accesses; a peer block sees them through
+    // the clocks a later arrival of any of these threads releases (bar.sync
+    // is cumulative): every thread takes what all of them have seen.
+    if (numCtas > 1 && syncClocks()) {
+      std::vector<uint32_t> merged(numThreads, 0);
+      for (uint32_t i = 0; i < count; ++i) {
+        const uint32_t *own = clocks.data() + size_t(threads[i]) * numThreads;
+        for (uint32_t u = 0; u < numThreads; ++u)
+          merged[u] = std::max(merged[u], own[u]);
+      }
+      for (uint32_t i = 0; i < count; ++i) {
+        uint32_t *own = clocks.data() + size_t(threads[i]) * numThreads;
+        std::copy(merged.begin(), merged.end(), own);
+        ++own[threads[i]];
+      }
+    }
+    const uint32_t groups = (ctaStride + 127) / 128;
+    std::fill_n(setRegistersUnsynced.begin() + size_t(c * ctaStride / 128), groups, 0);
+    return true;
+  });
 }

@@ -63,8 +63,8 @@ bool Executor::requireFullWarps(const Instr &in, const uint32_t *act, uint32_t n
       return fail(in, first,
                   llvm::formatv("{0} executed by {1} of the 32 lanes of warp "
                                 "{2} (it needs the whole warp converged{3})",
-                                what, count, warp,
-                                (warp + 1) * 32 > numThreads
+                                what, count, (first % ctaStride) / 32,
+                                (first % ctaStride) / 32 * 32 + 32 > ctaThreads
                                     ? "; the block size is not a multiple of 32"
                                     : ""));
   }

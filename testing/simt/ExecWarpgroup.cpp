@@ -32,12 +32,11 @@ bool Executor::requireFullWarpgroups(const Instr &in, const uint32_t *act, uint3
   for (uint32_t i = 0; i < n;) {
     uint32_t first = act[i];
     if (first % 128 != 0 || i + 128 > n || act[i + 127] != first + 127)
-      return fail(in, first,
-                  llvm::formatv("{0} needs whole warpgroups (128 converged threads from a "
-                                "multiple of 128){1}",
-                                what,
-                                numThreads % 128 ? "; the block size is not a multiple of 128"
-                                                 : ""));
+      return fail(
+          in, first,
+          llvm::formatv("{0} needs whole warpgroups (128 converged threads from a "
+                        "multiple of 128){1}",
+                        what, ctaThreads % 128 ? "; the block size is not a multiple of 128" : ""));
     i += 128;
   }
   return true;
@@ -45,7 +44,10 @@ bool Executor::requireFullWarpgroups(const Instr &in, const uint32_t *act, uint3
 
 bool Executor::readAsyncProxy(const Instr &in, int64_t address, ElementType input, uint32_t t,
                               double &value) {
-  for (auto &buf : sharedBuffers) {
+  // Thread t's block's shared memory.
+  const size_t perCta = prog.workgroup.size();
+  for (size_t b = ctaOf(t) * perCta; b < (ctaOf(t) + 1) * perCta; ++b) {
+    auto &buf = sharedBuffers[b];
     if (buf->sharedAddress < 0)
       continue;
     const int64_t bytes = int64_t(getBitWidth(buf->getType()) + 7) / 8;
@@ -63,7 +65,7 @@ bool Executor::readAsyncProxy(const Instr &in, int64_t address, ElementType inpu
       return false;
     if (tracksRaces(*buf)) {
       const AccessShadow &s = buf->shadow[size_t(i)];
-      if (s.writeBlock == blockSerial && !s.tmaWrite && proxyFences[s.writeThread] == s.writeFences)
+      if (s.writeBlock == serialOf(t) && !s.tmaWrite && proxyFences[s.writeThread] == s.writeFences)
         return fail(in, t,
                     "wgmma reads " + elementText(*buf, i) + ", written by thread " +
                         threadText(s.writeThread) +
@@ -196,44 +198,54 @@ bool Executor::execSetMaxRegister(const Instr &in, const uint32_t *act, uint32_t
     return false;
   const bool increase = in.mode == 1;
   const uint32_t count = uint32_t(in.imm);
-  int64_t needed = 0;
-  for (uint32_t i = 0; i < n; i += 128) {
-    // PTX ISA: after a setmaxnreg, all warps of the warpgroup synchronize
-    // explicitly before the next one.
-    if (setRegistersUnsynced[act[i] / 128])
-      return fail(in, act[i],
-                  llvm::formatv("nvvm.setmaxregister: warpgroup {0} set its registers before "
-                                "and passed no barrier of all its threads since (the PTX ISA "
-                                "asks its warps to synchronize between two setmaxnregs)",
-                                act[i] / 128));
-    const uint32_t held = warpgroupRegisters[act[i] / 128];
-    // PTX ISA: an increase below, or a decrease above, the count the
-    // warpgroup holds is undefined.
-    if (increase ? count < held : count > held)
-      return fail(in, act[i],
-                  llvm::formatv("nvvm.setmaxregister {0} {1} but the warpgroup holds {2} "
-                                "registers per thread",
-                                increase ? "increase" : "decrease", count, held));
-    needed += (int64_t(count) - int64_t(held)) * 128;
-  }
-  if (increase && !blockUntil(
-                      in, [this, needed] { return freeRegisters >= needed; },
-                      [this, needed, act] {
-                        return llvm::formatv("warpgroup {0} waits in setmaxregister increase for "
-                                             "{1} registers; the block's pool holds {2}",
-                                             act[0] / 128, needed, freeRegisters)
-                            .str();
-                      }))
-    return false;
-  freeRegisters -= needed;
-  for (uint32_t i = 0; i < n; i += 128) {
-    warpgroupRegisters[act[i] / 128] = count;
-    setRegistersUnsynced[act[i] / 128] = 1;
-  }
-  return true;
+  // Each block has its own pool of registers.
+  return forEachCta(act, n, [&](uint32_t c, const uint32_t *act, uint32_t n) {
+    int64_t needed = 0;
+    for (uint32_t i = 0; i < n; i += 128) {
+      // PTX ISA: after a setmaxnreg, all warps of the warpgroup synchronize
+      // explicitly before the next one.
+      if (setRegistersUnsynced[act[i] / 128])
+        return fail(in, act[i],
+                    llvm::formatv("nvvm.setmaxregister: warpgroup {0} set its registers before "
+                                  "and passed no barrier of all its threads since (the PTX ISA "
+                                  "asks its warps to synchronize between two setmaxnregs)",
+                                  act[i] / 128));
+      const uint32_t held = warpgroupRegisters[act[i] / 128];
+      // PTX ISA: an increase below, or a decrease above, the count the
+      // warpgroup holds is undefined.
+      if (increase ? count < held : count > held)
+        return fail(in, act[i],
+                    llvm::formatv("nvvm.setmaxregister {0} {1} but the warpgroup holds {2} "
+                                  "registers per thread",
+                                  increase ? "increase" : "decrease", count, held));
+      needed += (int64_t(count) - int64_t(held)) * 128;
+    }
+    if (increase && !blockUntil(
+                        in, [this, c, needed] { return freeRegisters[c] >= needed; },
+                        [this, c, needed, act] {
+                          return llvm::formatv("warpgroup {0} waits in setmaxregister increase for "
+                                               "{1} registers; the block's pool holds {2}",
+                                               act[0] / 128, needed, freeRegisters[c])
+                              .str();
+                        }))
+      return false;
+    freeRegisters[c] -= needed;
+    for (uint32_t i = 0; i < n; i += 128) {
+      warpgroupRegisters[act[i] / 128] = count;
+      setRegistersUnsynced[act[i] / 128] = 1;
+    }
+    return true;
+  });
 }
 
 bool Executor::execNamedBarrier(const Instr &in, const uint32_t *act, uint32_t n) {
+  // Each block has its own named barriers.
+  return forEachCta(act, n, [&](uint32_t c, const uint32_t *act, uint32_t n) {
+    return namedBarrier(in, c, act, n);
+  });
+}
+
+bool Executor::namedBarrier(const Instr &in, uint32_t c, const uint32_t *act, uint32_t n) {
   const bool arriveOnly = in.mode == 1;
   const char *what = arriveOnly ? "nvvm.barrier.arrive" : "nvvm.barrier";
   const uint32_t id = uint32_t(slot(in.a)[act[0]]), count = uint32_t(slot(in.b)[act[0]]);
@@ -248,14 +260,14 @@ bool Executor::execNamedBarrier(const Instr &in, const uint32_t *act, uint32_t n
                 llvm::formatv("{0} id must be in [1, 15] (0 is the block's, gpu.barrier), "
                               "got {1}",
                               what, id));
-  if (count == 0 || count % 32 || count > numThreads)
+  if (count == 0 || count % 32 || count > ctaThreads)
     return fail(in, act[0],
                 llvm::formatv("{0} {1}: its thread count must be a multiple of 32 in [32, "
                               "{2}], got {3}",
-                              what, id, numThreads, count));
+                              what, id, ctaThreads, count));
   if (!requireFullWarps(in, act, n, what))
     return false;
-  NamedBarrierModel &bar = namedBarriers[id];
+  NamedBarrierModel &bar = namedBarriers[c][id];
   if (bar.arrived && bar.count != count)
     return fail(in, act[0],
                 llvm::formatv("{0} {1} for {2} threads while its phase counts {3} (PTX ISA: "
@@ -321,18 +333,19 @@ bool Executor::execNamedBarrier(const Instr &in, const uint32_t *act, uint32_t n
     uint32_t inGroup = 0;
     while (i < n && act[i] / 128 == group)
       ++inGroup, ++i;
-    if (inGroup == std::min<uint32_t>(128, numThreads - group * 128))
+    if (inGroup == std::min<uint32_t>(128, ctaThreads - (group * 128) % ctaStride))
       setRegistersUnsynced[group] = 0;
   }
   return true;
 }
 
 bool Executor::checkNamedBarriersDrained(const Instr &end) {
-  for (uint32_t id = 1; id < namedBarriers.size(); ++id)
-    if (namedBarriers[id].arrived)
-      return fail(end, 0,
-                  llvm::formatv("named barrier {0}: {1} of its {2} threads arrived and the "
-                                "block ended before the rest did",
-                                id, namedBarriers[id].arrived, namedBarriers[id].count));
+  for (uint32_t c = 0; c < numCtas; ++c)
+    for (uint32_t id = 1; id < 16; ++id)
+      if (const NamedBarrierModel &bar = namedBarriers[c][id]; bar.arrived)
+        return fail(end, c * ctaStride,
+                    llvm::formatv("named barrier {0}: {1} of its {2} threads arrived and the "
+                                  "block ended before the rest did",
+                                  id, bar.arrived, bar.count));
   return true;
 }

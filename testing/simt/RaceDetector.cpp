@@ -44,17 +44,16 @@ bool Executor::checkRead(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t t
                     "(its mbarrier phase has not completed)");
   if (s.writeBlock >= launchFirstSerial && !writeOrdered(s, t))
     return fail(in, t,
-                raceText("read", buf, i, s.tmaWrite ? "TMA copy issued" : "write", s.writeBlock,
-                         s.writeThread));
-  const bool sameBlock = s.readBlock == blockSerial;
-  if (s.readBlock < launchFirstSerial || !sameBlock || s.readEpoch != epoch) {
+                raceText("read", buf, i, writeKind(s), s.writeBlock, s.writeThread, t));
+  const bool sameBlock = s.readBlock == serialOf(t);
+  if (s.readBlock < launchFirstSerial || !sameBlock || s.readEpoch != epochOf(t)) {
     // A fresh record: the first read since the write, or in this block, or
     // since a barrier.
     s.readInManyBlocks = s.readBlock >= launchFirstSerial && !sameBlock ? true
                          : sameBlock                                      ? s.readInManyBlocks
                                                                           : false;
-    s.readBlock = blockSerial;
-    s.readEpoch = epoch;
+    s.readBlock = serialOf(t);
+    s.readEpoch = epochOf(t);
     s.readThread = t;
     s.readClock = ownClock(t);
     s.moreReaders = 0;
@@ -65,10 +64,14 @@ bool Executor::checkRead(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t t
 }
 
 bool Executor::writeOrdered(const AccessShadow &s, uint32_t t) const {
-  return s.writeBlock == blockSerial &&
-         (s.writeThread == t || s.writeEpoch != epoch ||
-          s.writeThread == AccessShadow::kAsyncProxy ||
-          synchronizedWith(t, s.writeThread, s.writeClock));
+  // A peer block of the cluster: ordered only through the cluster's clocks
+  // (its gpu.barrier epochs say nothing about this block).
+  if (peerSerial(s.writeBlock, t))
+    return s.writeThread == AccessShadow::kAsyncProxy ||
+           synchronizedWith(t, s.writeThread, s.writeClock);
+  return s.writeBlock == serialOf(t) && (s.writeThread == t || s.writeEpoch != epochOf(t) ||
+                                         s.writeThread == AccessShadow::kAsyncProxy ||
+                                         synchronizedWith(t, s.writeThread, s.writeClock));
 }
 
 void Executor::noteReader(AccessShadow &s, uint32_t t) const {
@@ -103,15 +106,17 @@ bool Executor::checkWrite(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t 
                     " while an nvgpu.device_async_copy to it is in flight");
   if (s.writeBlock >= launchFirstSerial && !writeOrdered(s, t))
     return fail(in, t,
-                raceText("write", buf, i, s.tmaWrite ? "TMA copy issued" : "write", s.writeBlock,
-                         s.writeThread));
+                raceText("write", buf, i, writeKind(s), s.writeBlock, s.writeThread, t));
   if (s.readBlock >= launchFirstSerial) {
-    if (s.readInManyBlocks || s.readBlock != blockSerial)
+    // Reads by one peer block of the cluster order before the write only
+    // through the cluster's clocks: as reads of the same epoch.
+    const bool peer = !s.readInManyBlocks && peerSerial(s.readBlock, t);
+    if (!peer && (s.readInManyBlocks || s.readBlock != serialOf(t)))
       return fail(in, t,
                   "data race: write of " + elementText(buf, i) +
                       " that a thread of another block read in the same "
                       "launch");
-    if (s.readEpoch == epoch) {
+    if (peer || s.readEpoch == epochOf(t)) {
       if (s.readThread == AccessShadow::kManyThreads)
         return fail(in, t,
                     "data race: write of " + elementText(buf, i) +
@@ -122,30 +127,32 @@ bool Executor::checkWrite(const Instr &in, SimtBuffer &buf, int64_t i, uint32_t 
         return reader != t && !synchronizedWith(t, reader, clock);
       };
       if (unordered(s.readThread, s.readClock))
-        return fail(in, t, raceText("write", buf, i, "read", s.readBlock, s.readThread));
+        return fail(in, t, raceText("write", buf, i, "read", s.readBlock, s.readThread, t));
       for (unsigned k = 0; k < s.moreReaders; ++k)
         if (unordered(s.otherReader[k], s.otherClock[k]))
-          return fail(in, t, raceText("write", buf, i, "read", s.readBlock, s.otherReader[k]));
+          return fail(in, t, raceText("write", buf, i, "read", s.readBlock, s.otherReader[k], t));
     }
   }
-  s.writeBlock = blockSerial;
-  s.writeEpoch = epoch;
+  s.writeBlock = serialOf(t);
+  s.writeEpoch = epochOf(t);
   s.writeThread = t;
   s.writeClock = ownClock(t);
   s.writeFences = proxyFences[t];
-  s.tmaWrite = false;
+  s.tmaWrite = s.peerTma = false;
   s.readBlock = 0;
   s.readInManyBlocks = false;
   return true;
 }
 
 std::string Executor::raceText(const char *access, const SimtBuffer &buf, int64_t i,
-                               const char *earlier, uint64_t otherBlock,
-                               uint32_t otherThread) const {
-  std::string where = otherBlock != blockSerial ? " of block " + blockTextOfSerial(otherBlock)
-                     : syncClocks() ? std::string(" with no gpu.barrier in between and no "
-                                                  "mbarrier phase ordering them")
-                                    : std::string(" with no gpu.barrier in between");
+                               const char *earlier, uint64_t otherBlock, uint32_t otherThread,
+                               uint32_t t) const {
+  std::string where = peerSerial(otherBlock, t) ? std::string(" with no mbarrier phase or cluster "
+                                                              "barrier ordering them")
+                      : otherBlock != serialOf(t) ? " of block " + blockTextOfSerial(otherBlock)
+                      : syncClocks() ? std::string(" with no gpu.barrier in between and no "
+                                                   "mbarrier phase ordering them")
+                                     : std::string(" with no gpu.barrier in between");
   return std::string("data race: ") + access + " of " + elementText(buf, i) + " after a " +
          earlier + " by thread " + threadText(otherThread) + where;
 }
@@ -177,55 +184,62 @@ void Executor::landAsyncCopy(const PendingCopy &copy, uint32_t t) {
       AccessShadow &s = copy.buffer->shadow[size_t(copy.begin + e)];
       s.asyncPending = false;
       // The data lands now: order later accesses against this point.
-      s.writeBlock = blockSerial;
-      s.writeEpoch = epoch;
+      s.writeBlock = serialOf(t);
+      s.writeEpoch = epochOf(t);
       s.writeThread = t;
       s.writeClock = ownClock(t);
       s.writeFences = proxyFences[t];
-      s.tmaWrite = false;
+      s.tmaWrite = s.peerTma = false;
     }
 }
 
 void Executor::resetClocks() {
   clocks.clear();
   barrierClocks.clear();
-  // Named barriers order their threads only: clocks too.
-  if ((prog.mbarrierGroups.empty() && !prog.namedBarriers) || !options.detectRaces)
+  // Named barriers and cluster barriers order their threads only: clocks
+  // too; and so does everything between the blocks of a cluster.
+  if ((prog.mbarrierGroups.empty() && !prog.namedBarriers && !prog.clusterBarriers &&
+       numCtas == 1) ||
+      !options.detectRaces)
     return;
   clocks.assign(size_t(numThreads) * numThreads, 0);
   for (uint32_t t = 0; t < numThreads; ++t)
     clocks[size_t(t) * numThreads + t] = 1;
-  barrierClocks.resize(prog.mbarrierGroups.size());
-  for (size_t g = 0; g < prog.mbarrierGroups.size(); ++g)
-    barrierClocks[g].assign(prog.mbarrierGroups[g], PhaseClocks());
+  barrierClocks.assign(numCtas, {});
+  for (uint32_t c = 0; c < numCtas; ++c)
+    for (size_t g = 0; g < prog.mbarrierGroups.size(); ++g)
+      barrierClocks[c].push_back(std::vector<PhaseClocks>(prog.mbarrierGroups[g]));
 }
 
-void Executor::releaseClocks(uint64_t group, uint64_t id, uint32_t t) {
+void Executor::releaseClocks(uint32_t c, uint64_t group, uint64_t id, uint32_t t) {
   if (!syncClocks())
     return;
-  std::vector<uint32_t> &pending = barrierClocks[group][id].pending;
+  std::vector<uint32_t> &pending = barrierClocks[c][group][id].pending;
   if (pending.empty())
     pending.assign(numThreads, 0);
   uint32_t *own = clocks.data() + size_t(t) * numThreads;
   for (uint32_t u = 0; u < numThreads; ++u)
     pending[u] = std::max(pending[u], own[u]);
+  barrierClocks[c][group][id].pendingArriver = t;
   // Accesses after the arrival are not covered by it.
   ++own[t];
 }
 
-void Executor::completePhaseClocks(uint64_t group, uint64_t id, uint64_t phases) {
+void Executor::completePhaseClocks(uint32_t c, uint64_t group, uint64_t id, uint64_t phases) {
   if (!syncClocks())
     return;
-  PhaseClocks &p = barrierClocks[group][id];
+  PhaseClocks &p = barrierClocks[c][group][id];
   // The phase that completed is phases − 1.
   p.completed[(phases - 1) & 1] = std::move(p.pending);
   p.pending.clear();
+  p.completedArriver[(phases - 1) & 1] = p.pendingArriver;
+  p.pendingArriver = ~0u;
 }
 
-void Executor::acquireClocks(uint64_t group, uint64_t id, bool parity, uint32_t t) {
+void Executor::acquireClocks(uint32_t c, uint64_t group, uint64_t id, bool parity, uint32_t t) {
   if (!syncClocks())
     return;
-  const std::vector<uint32_t> &released = barrierClocks[group][id].completed[parity];
+  const std::vector<uint32_t> &released = barrierClocks[c][group][id].completed[parity];
   if (released.empty())
     return;
   uint32_t *own = clocks.data() + size_t(t) * numThreads;

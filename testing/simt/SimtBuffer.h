@@ -63,6 +63,9 @@ struct AccessShadow {
   /// phase, so a thread reaches the data by acquiring that phase (passing
   /// its wait) or by a gpu.barrier after the landing.
   bool tmaWrite = false;
+  /// A peer block's multicast TMA copy: writeThread is a thread of this
+  /// block that arrived in the phase it completed (ExecAsyncTransfer.cpp).
+  bool peerTma = false;
   /// writeThread of a landed TMA copy in a kernel without vector clocks:
   /// ordered before every thread of the block.
   static constexpr uint32_t kAsyncProxy = ~0u - 1;

@@ -70,7 +70,10 @@ std::optional<TypeInfo> lossjit::simt::detail::analyzeType(Type type) {
   }
   if (isa<nvgpu::TensorMapDescriptorType, nvgpu::MBarrierGroupType, nvgpu::MBarrierTokenType>(
           type) ||
-      (isa<LLVM::LLVMPointerType>(type) && cast<LLVM::LLVMPointerType>(type).getAddressSpace() == 0)) {
+      (isa<LLVM::LLVMPointerType>(type) &&
+       llvm::is_contained({0u, 3u, 7u}, cast<LLVM::LLVMPointerType>(type).getAddressSpace()))) {
+    // Generic pointers: tensor maps; shared and shared::cluster ones: the
+    // addresses of mbarriers (nvgpu.mbarrier.get, nvvm.mapa).
     info.kind = TypeInfo::Handle;
     info.elem = ElementType::I64;
     return info;

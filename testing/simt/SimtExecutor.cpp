@@ -54,11 +54,10 @@ bool Executor::exec(uint32_t pc, uint32_t end, const uint32_t *act, uint32_t n) 
   return true;
 }
 
-bool Executor::runBlock(uint64_t serial) {
-  blockSerial = serial;
+bool Executor::runCluster() {
   resetTasks();
   resetClocks();
-  epoch = 0;
+  std::fill(ctaEpochs.begin(), ctaEpochs.end(), 0);
   steps = 0;
   for (auto &buf : sharedBuffers) {
     buf->setAllInitialized(false);
@@ -73,25 +72,33 @@ bool Executor::runBlock(uint64_t serial) {
   std::fill(wgmmaGroups.begin(), wgmmaGroups.end(), 0);
   wgmmaCommitted.assign((numThreads + 127) / 128, 0);
   wgmmaRetired.assign((numThreads + 127) / 128, 0);
-  mbarriers.assign(prog.mbarrierGroups.size(), {});
-  for (size_t g = 0; g < prog.mbarrierGroups.size(); ++g)
-    mbarriers[g].assign(prog.mbarrierGroups[g], MbarrierModel());
+  mbarriers.assign(numCtas, {});
+  mbarrierInitPhase.assign(numCtas, {});
+  for (uint32_t c = 0; c < numCtas; ++c)
+    for (size_t g = 0; g < prog.mbarrierGroups.size(); ++g) {
+      mbarriers[c].push_back(std::vector<MbarrierModel>(prog.mbarrierGroups[g]));
+      mbarrierInitPhase[c].push_back(std::vector<uint64_t>(prog.mbarrierGroups[g], 0));
+    }
   pendingTma.clear();
   warpgroupRegisters.assign((numThreads + 127) / 128, prog.launchRegisters);
-  freeRegisters = 0;
-  namedBarriers.fill(NamedBarrierModel());
+  freeRegisters.assign(numCtas, 0);
+  namedBarriers.assign(numCtas, {});
   setRegistersUnsynced.assign((numThreads + 127) / 128, 0);
+  clusterBarrier = ClusterBarrierModel();
+  clusterBarrier.arrivedOn.assign(numThreads, ~uint64_t(0));
+  lastPeerAccessPhase = ~uint64_t(0);
+  unpublishedInits.assign(numThreads, {});
   for (uint32_t index : prog.privateAttributions) {
     Instr instr;
     instr.op = prog.func;
-    if (!execAlloca(instr, prog.allocas[index], all.data(), numThreads))
+    if (!execAlloca(instr, prog.allocas[index], all.data(), uint32_t(all.size())))
       return false;
   }
-  if (!exec(0, uint32_t(prog.instrs.size()), all.data(), numThreads))
+  if (!exec(0, uint32_t(prog.instrs.size()), all.data(), uint32_t(all.size())))
     return false;
   Instr end;
   end.op = prog.func;
-  return checkAsyncDrained(end) && checkNamedBarriersDrained(end);
+  return checkAsyncDrained(end) && checkNamedBarriersDrained(end) && checkClusterDrained(end);
 }
 
 llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
@@ -111,23 +118,30 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
     for (unsigned d = 0; d < 3; ++d)
       if ((*known)[d] != grid[d])
         return err("launched with a grid different from known_grid_size");
+  if (prog.knownClusterSize && *prog.knownClusterSize != cluster)
+    return err(llvm::formatv("launched with clusters of ({0},{1},{2}) blocks but "
+                             "known_cluster_size is ({3},{4},{5})",
+                             cluster[0], cluster[1], cluster[2], (*prog.knownClusterSize)[0],
+                             (*prog.knownClusterSize)[1], (*prog.knownClusterSize)[2]));
 
   regs.assign(size_t(prog.numSlots) * numThreads, 0);
   for (auto [s, word] : prog.constants)
     std::fill_n(slot(s), numThreads, word);
-  all.resize(numThreads);
+  all.clear();
   for (uint32_t t = 0; t < numThreads; ++t)
-    all[t] = t;
+    if (t % ctaStride < ctaThreads)
+      all.push_back(t);
   for (unsigned d = 0; d < 3; ++d)
-    threadIds[d].resize(numThreads);
-  for (uint32_t t = 0; t < numThreads; ++t) {
-    threadIds[0][t] = uint32_t(t % block[0]);
-    threadIds[1][t] = uint32_t((t / block[0]) % block[1]);
-    threadIds[2][t] = uint32_t(t / (block[0] * block[1]));
+    threadIds[d].assign(numThreads, 0);
+  for (uint32_t t : all) {
+    const uint32_t local = t % ctaStride;
+    threadIds[0][t] = uint32_t(local % block[0]);
+    threadIds[1][t] = uint32_t((local / block[0]) % block[1]);
+    threadIds[2][t] = uint32_t(local / (block[0] * block[1]));
   }
 
   // Static descriptors: memref parameters, then workgroup attributions.
-  numStaticDescs = uint32_t(prog.memrefParams.size() + prog.workgroup.size());
+  numStaticDescs = uint32_t(prog.memrefParams.size() + numCtas * prog.workgroup.size());
   descs.assign(numStaticDescs + size_t(prog.numProducers) * numThreads, {});
   privateBuffers.clear();
   privateBuffers.resize(size_t(prog.numProducers) * numThreads);
@@ -233,35 +247,38 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
   }
   setUpRaceRecords(args);
   sharedBuffers.clear();
-  for (size_t i = 0; i < prog.workgroup.size(); ++i) {
-    const MemrefParam &param = prog.workgroup[i];
-    int64_t count = 1;
-    for (unsigned k = 0; k < param.rank; ++k)
-      count *= param.shape[k];
-    std::string name = "workgroup attribution #" + std::to_string(i);
-    if (param.dynamicOffset >= 0) {
-      int64_t end = param.dynamicOffset + count * int64_t((getBitWidth(param.type) + 7) / 8);
-      name = llvm::formatv("dynamic shared memory [{0}, {1})", param.dynamicOffset, end).str();
-      if (end > options.dynamicSharedBytes)
-        return err(llvm::formatv("kernel '{0}' views {1} but the launch gives {2} bytes of "
-                                 "dynamic shared memory",
-                                 prog.name, name, options.dynamicSharedBytes));
+  for (uint32_t c = 0; c < numCtas; ++c)
+    for (size_t i = 0; i < prog.workgroup.size(); ++i) {
+      const MemrefParam &param = prog.workgroup[i];
+      int64_t count = 1;
+      for (unsigned k = 0; k < param.rank; ++k)
+        count *= param.shape[k];
+      std::string name = "workgroup attribution #" + std::to_string(i);
+      if (param.dynamicOffset >= 0) {
+        int64_t end = param.dynamicOffset + count * int64_t((getBitWidth(param.type) + 7) / 8);
+        name = llvm::formatv("dynamic shared memory [{0}, {1})", param.dynamicOffset, end).str();
+        if (end > options.dynamicSharedBytes)
+          return err(llvm::formatv("kernel '{0}' views {1} but the launch gives {2} bytes of "
+                                   "dynamic shared memory",
+                                   prog.name, name, options.dynamicSharedBytes));
+      }
+      if (numCtas > 1)
+        name += " of block rank " + std::to_string(c);
+      sharedBuffers.push_back(
+          std::make_unique<SimtBuffer>(name, param.type, count, MemorySpace::Shared));
+      sharedBuffers.back()->setAlignment(param.align ? param.align
+                                                     : int64_t(getBitWidth(param.type) + 7) / 8);
+      if (options.detectRaces) {
+        sharedBuffers.back()->shadow.assign(size_t(count), AccessShadow());
+        sharedBuffers.back()->trackRaces = true;
+      }
+      if (param.dynamicOffset >= 0)
+        sharedBuffers.back()->sharedAddress =
+            dynamicSharedWindowBase(prog.dynamicSharedAlign) + param.dynamicOffset;
+      uint32_t descIndex = uint32_t(prog.memrefParams.size() + c * prog.workgroup.size() + i);
+      makeDesc(descs[descIndex], sharedBuffers.back().get(), param.rank, param.shape);
+      std::fill_n(slot(param.slot) + size_t(c) * ctaStride, ctaStride, uint64_t(descIndex));
     }
-    sharedBuffers.push_back(
-        std::make_unique<SimtBuffer>(name, param.type, count, MemorySpace::Shared));
-    sharedBuffers.back()->setAlignment(param.align ? param.align
-                                                   : int64_t(getBitWidth(param.type) + 7) / 8);
-    if (options.detectRaces) {
-      sharedBuffers.back()->shadow.assign(size_t(count), AccessShadow());
-      sharedBuffers.back()->trackRaces = true;
-    }
-    if (param.dynamicOffset >= 0)
-      sharedBuffers.back()->sharedAddress =
-          dynamicSharedWindowBase(prog.dynamicSharedAlign) + param.dynamicOffset;
-    uint32_t descIndex = uint32_t(prog.memrefParams.size() + i);
-    makeDesc(descs[descIndex], sharedBuffers.back().get(), param.rank, param.shape);
-    std::fill_n(slot(param.slot), numThreads, uint64_t(descIndex));
-  }
 
   temp.assign(size_t(prog.maxCopyLanes) * numThreads, 0);
   pending.assign(numThreads, {});
@@ -271,13 +288,23 @@ llvm::Error Executor::run(llvm::ArrayRef<SimtArg> args) {
   wgmmaGroups.assign(numThreads, 0);
 
   // Serials of this launch's blocks must be consecutive for block
-  // coordinates in messages; reserve them all at once.
+  // coordinates in messages; reserve them all at once. A block's serial is
+  // launchFirstSerial plus its linear index in the grid.
   launchFirstSerial = nextBlockSerial.fetch_add(uint64_t(grid[0] * grid[1] * grid[2]));
-  uint64_t serial = launchFirstSerial;
-  for (blockId[2] = 0; blockId[2] < grid[2]; ++blockId[2])
-    for (blockId[1] = 0; blockId[1] < grid[1]; ++blockId[1])
-      for (blockId[0] = 0; blockId[0] < grid[0]; ++blockId[0]) {
-        if (!runBlock(serial++))
+  ctaBlockIds.assign(numCtas, {});
+  ctaSerials.assign(numCtas, 0);
+  ctaEpochs.assign(numCtas, 0);
+  std::array<int64_t, 3> at;
+  for (at[2] = 0; at[2] < grid[2]; at[2] += cluster[2])
+    for (at[1] = 0; at[1] < grid[1]; at[1] += cluster[1])
+      for (at[0] = 0; at[0] < grid[0]; at[0] += cluster[0]) {
+        for (uint32_t c = 0; c < numCtas; ++c) {
+          std::array<int64_t, 3> &id = ctaBlockIds[c];
+          id = {at[0] + c % cluster[0], at[1] + (c / cluster[0]) % cluster[1],
+                at[2] + c / (cluster[0] * cluster[1])};
+          ctaSerials[c] = launchFirstSerial + uint64_t(id[0] + grid[0] * (id[1] + grid[1] * id[2]));
+        }
+        if (!runCluster())
           return llvm::createStringError(error);
       }
   return llvm::Error::success();
@@ -299,8 +326,25 @@ llvm::Error lossjit::simt::detail::executeProgram(const Program &program,
   if (block[0] * block[1] * block[2] > 1024)
     return llvm::createStringError(llvm::formatv("kernel '{0}': {1} threads per block exceed 1024",
                                                  program.name, block[0] * block[1] * block[2]));
+  // A kernel with a known_cluster_size runs in clusters of it however it
+  // is launched (its PTX has .reqnctapercluster): unless the launch says
+  // otherwise (and then it must agree), take that shape.
+  SimtOptions effective = options;
+  if (program.knownClusterSize && effective.cluster == std::array<int64_t, 3>{1, 1, 1})
+    effective.cluster = *program.knownClusterSize;
+  const std::array<int64_t, 3> &cluster = effective.cluster;
+  for (unsigned d = 0; d < 3; ++d)
+    if (cluster[d] < 1 || (grid[d] > 0 && grid[d] % cluster[d]))
+      return llvm::createStringError(
+          llvm::formatv("kernel '{0}': cluster dimension {1} is {2}, which must be positive and "
+                        "divide the grid's ({3})",
+                        program.name, d, cluster[d], grid[d]));
+  if (cluster[0] * cluster[1] * cluster[2] > 8)
+    return llvm::createStringError(
+        llvm::formatv("kernel '{0}': clusters of {1} blocks exceed the portable 8", program.name,
+                      cluster[0] * cluster[1] * cluster[2]));
   if (grid[0] * grid[1] * grid[2] == 0)
     return llvm::Error::success();
-  Executor executor(program, options, grid, block);
+  Executor executor(program, effective, grid, block);
   return executor.run(args);
 }

@@ -308,8 +308,11 @@ class Executor {
 public:
   Executor(const Program &prog, const SimtOptions &options, const std::array<int64_t, 3> &grid,
            const std::array<int64_t, 3> &block)
-      : prog(prog), options(options), grid(grid), block(block),
-        numThreads(uint32_t(block[0] * block[1] * block[2])) {}
+      : prog(prog), options(options), grid(grid), block(block), cluster(options.cluster),
+        numCtas(uint32_t(cluster[0] * cluster[1] * cluster[2])),
+        ctaThreads(uint32_t(block[0] * block[1] * block[2])),
+        ctaStride(numCtas > 1 ? (ctaThreads + 127) / 128 * 128 : ctaThreads),
+        numThreads(numCtas * ctaStride) {}
 
   /// Binds `args` and runs every block (SimtExecutor.cpp).
   llvm::Error run(llvm::ArrayRef<SimtArg> args);
@@ -317,8 +320,18 @@ public:
 private:
   const Program &prog;
   const SimtOptions &options;
-  std::array<int64_t, 3> grid, block;
+  std::array<int64_t, 3> grid, block, cluster;
+  /// Blocks of a cluster (1 without clusters), and the threads of a block.
+  uint32_t numCtas, ctaThreads;
+  /// Thread t of the cluster's thread space is thread t % ctaStride of its
+  /// block t / ctaStride: a block's threads padded to a whole warpgroup
+  /// (with more than one block), so that warps and warpgroups never span
+  /// two blocks. The padding threads never run.
+  uint32_t ctaStride;
+  /// Threads of the cluster's thread space (numCtas · ctaStride).
   uint32_t numThreads;
+  /// The block (rank in the cluster) of thread t.
+  uint32_t ctaOf(uint32_t t) const { return t / ctaStride; }
 
   std::vector<uint64_t> regs;
   std::vector<MemrefDesc> descs;
@@ -327,7 +340,13 @@ private:
   std::vector<std::unique_ptr<SimtBuffer>> privateBuffers; // producer*T + t
   std::vector<uint64_t> temp;
   std::vector<uint8_t> activeFlags;
-  std::vector<uint32_t> all; ///< 0 .. numThreads-1
+  std::vector<uint32_t> all; ///< every thread that runs (no padding)
+  /// Per block of the cluster: its first thread in `all`'s order is
+  /// c · ctaStride; the shared buffers of block c are
+  /// sharedBuffers[c · workgroup.size() …].
+  std::vector<std::array<int64_t, 3>> ctaBlockIds;
+  std::vector<uint64_t> ctaSerials;
+  std::vector<uint32_t> ctaEpochs;
   std::vector<uint32_t> threadIds[3];
   std::vector<std::vector<PendingCopy>> pending;
   std::vector<int64_t> committedGroups;
@@ -343,7 +362,7 @@ private:
   /// Per warpgroup: registers per thread (setmaxnreg); and the registers
   /// released to the block's pool that no increase has taken yet.
   std::vector<uint32_t> warpgroupRegisters;
-  int64_t freeRegisters = 0;
+  std::vector<int64_t> freeRegisters; ///< per block
   /// Per warpgroup: it executed a setmaxnreg and has not passed a barrier
   /// of all its threads since (the PTX ISA asks for one before the next).
   std::vector<uint8_t> setRegistersUnsynced;
@@ -358,15 +377,46 @@ private:
     std::vector<uint32_t> pendingClocks;
     std::map<uint64_t, std::pair<std::vector<uint32_t>, uint32_t>> released;
   };
-  std::array<NamedBarrierModel, 16> namedBarriers;
+  std::vector<std::array<NamedBarrierModel, 16>> namedBarriers; ///< per block
   /// The launch's tensor maps (SimtArg::tensorMap), by parameter slot value.
   struct BoundTensorMap {
     const TensorMapDesc *map;
     SimtBuffer *global;
   };
   std::vector<BoundTensorMap> tensorMaps;
-  /// The block's mbarriers, per nvgpu.mbarrier.create.
-  std::vector<std::vector<MbarrierModel>> mbarriers;
+  /// Each block's mbarriers, per nvgpu.mbarrier.create: [block][group][id].
+  std::vector<std::vector<std::vector<MbarrierModel>>> mbarriers;
+  /// Per block, group and id: the cluster barrier phase whose completion
+  /// publishes its mbarrier.init to the peers (they may use it once the
+  /// completed phases exceed it); kUnpublished until the initializing
+  /// thread's nvvm.fence.mbarrier.init or non-relaxed cluster arrival.
+  std::vector<std::vector<std::vector<uint64_t>>> mbarrierInitPhase;
+  static constexpr uint64_t kUnpublished = ~uint64_t(0);
+  /// Per thread: the (block, group, id) of its mbarrier.inits that no
+  /// fence or non-relaxed cluster arrival of it has published yet.
+  std::vector<std::vector<std::array<uint64_t, 3>>> unpublishedInits;
+  /// The cluster barrier (nvvm.cluster.arrive / wait): arrivals of the
+  /// open phase, phases completed, per thread the phase it arrived on and
+  /// has not waited for (~0: none), the clocks released into the open
+  /// phase and those of the last completed one.
+  struct ClusterBarrierModel {
+    static constexpr uint64_t kNotArrived = ~uint64_t(0);
+    uint32_t arrived = 0;
+    uint64_t completed = 0;
+    std::vector<uint64_t> arrivedOn;
+    std::vector<uint32_t> pendingClocks, completedClocks;
+  } clusterBarrier;
+  /// The cluster barrier phases completed at the latest access of a block
+  /// to a peer's shared memory or mbarriers (~0: none): a later phase must
+  /// complete before the blocks end.
+  uint64_t lastPeerAccessPhase = ~uint64_t(0);
+  /// The cluster barrier phase that must complete to order what thread t
+  /// does now for the other threads: the open one, or the one after the
+  /// phase it arrived on and has not waited for (its arrival came first).
+  uint64_t clusterPhaseAfter(uint32_t t) const {
+    const uint64_t on = clusterBarrier.arrivedOn[t];
+    return on != ClusterBarrierModel::kNotArrived ? on + 1 : clusterBarrier.completed;
+  }
   /// TMA copies whose mbarrier phase has not completed: their destination
   /// elements stay in flight.
   struct PendingTma {
@@ -374,13 +424,20 @@ private:
     std::vector<int64_t> elements;
     uint64_t group, barrier;
     uint32_t thread; ///< the issuing thread
+    uint32_t cta;    ///< the block whose shared memory and mbarrier it targets
   };
   std::vector<PendingTma> pendingTma;
 
-  std::array<int64_t, 3> blockId = {0, 0, 0};
-  uint64_t launchFirstSerial = 0, blockSerial = 0;
-  uint32_t epoch = 0;
+  uint64_t launchFirstSerial = 0;
   uint64_t steps = 0;
+  /// The serial of thread t's block, and its gpu.barrier epoch.
+  uint64_t serialOf(uint32_t t) const { return ctaSerials[ctaOf(t)]; }
+  uint32_t epochOf(uint32_t t) const { return ctaEpochs[ctaOf(t)]; }
+  /// Whether `serial` is a block of the running cluster other than t's.
+  bool peerSerial(uint64_t serial, uint32_t t) const {
+    return numCtas > 1 && serial != serialOf(t) &&
+           std::find(ctaSerials.begin(), ctaSerials.end(), serial) != ctaSerials.end();
+  }
   std::string error;
 
   /// The per-thread words of slot `s`.
@@ -425,7 +482,8 @@ private:
   /// Whether a divergent scf.if defers its second branch: only kernels with
   /// waits that block (mbarriers, setmaxnreg) need tasks.
   bool mayBlock() const {
-    return !prog.mbarrierGroups.empty() || prog.setsMaxRegisters || prog.namedBarriers;
+    return !prog.mbarrierGroups.empty() || prog.setsMaxRegisters || prog.namedBarriers ||
+           prog.clusterBarriers;
   }
   /// Blocks the running task until `ready` holds, running other tasks
   /// meanwhile; false (error recorded) on a deadlock or when the block
@@ -462,8 +520,12 @@ private:
   struct PhaseClocks {
     std::vector<uint32_t> pending;                ///< of the open phase
     std::array<std::vector<uint32_t>, 2> completed; ///< by the completed phase's parity
+    /// A thread that arrived in the open phase, and in each completed one
+    /// (~0: none): a peer's multicast copy lands as its write (landTma).
+    uint32_t pendingArriver = ~0u;
+    std::array<uint32_t, 2> completedArriver = {~0u, ~0u};
   };
-  std::vector<std::vector<PhaseClocks>> barrierClocks;
+  std::vector<std::vector<std::vector<PhaseClocks>>> barrierClocks; ///< [block][group][id]
   /// Whether accesses order through mbarriers (the kernel has some).
   bool syncClocks() const { return !clocks.empty(); }
   /// Thread t's clock of its own accesses.
@@ -473,21 +535,28 @@ private:
     return syncClocks() && u < numThreads && clocks[size_t(t) * numThreads + u] >= clock;
   }
   /// Thread t arrives on barrier (group, id): releases its clocks.
-  void releaseClocks(uint64_t group, uint64_t id, uint32_t t);
+  void releaseClocks(uint32_t c, uint64_t group, uint64_t id, uint32_t t);
   /// Thread t passed a wait on the phase of parity `parity`.
-  void acquireClocks(uint64_t group, uint64_t id, bool parity, uint32_t t);
+  void acquireClocks(uint32_t c, uint64_t group, uint64_t id, bool parity, uint32_t t);
   /// Barrier (group, id) completed a phase (now `phases` completed).
-  void completePhaseClocks(uint64_t group, uint64_t id, uint64_t phases);
+  void completePhaseClocks(uint32_t c, uint64_t group, uint64_t id, uint64_t phases);
 
   //--- Errors ---------------------------------------------------------------
 
-  /// "(x,y,z)" of thread `t` of the block.
+  /// "(x,y,z)" of thread `t` of the block (and its block, in a cluster).
   std::string threadText(uint32_t t) const {
-    return llvm::formatv("({0},{1},{2})", threadIds[0][t], threadIds[1][t], threadIds[2][t]);
+    std::string text =
+        llvm::formatv("({0},{1},{2})", threadIds[0][t], threadIds[1][t], threadIds[2][t]);
+    return numCtas > 1 ? text + " of block " + ctaText(ctaOf(t)) : text;
   }
-  /// "(x,y,z)" of the running block.
+  /// "(x,y,z)" of block `c` of the running cluster.
+  std::string ctaText(uint32_t c) const {
+    return llvm::formatv("({0},{1},{2})", ctaBlockIds[c][0], ctaBlockIds[c][1], ctaBlockIds[c][2]);
+  }
+  /// "(x,y,z)" of the running block (its cluster's first block).
   std::string blockText() const {
-    return llvm::formatv("({0},{1},{2})", blockId[0], blockId[1], blockId[2]);
+    return numCtas > 1 ? ctaText(0) + " (the cluster of " + std::to_string(numCtas) + " from it)"
+                       : ctaText(0);
   }
   /// "(x,y,z)" of the block of this launch with serial `serial`.
   std::string blockTextOfSerial(uint64_t serial) const {
@@ -497,8 +566,8 @@ private:
   }
   /// Records the error `message` of thread `t` at `in`; returns false.
   bool fail(const Instr &in, uint32_t t, const std::string &message) {
-    error = message + ", thread " + threadText(t) + " block " + blockText() + ", at " +
-            describeOp(in.op);
+    error = message + ", thread " + threadText(t) +
+            (numCtas > 1 ? std::string() : " block " + blockText()) + ", at " + describeOp(in.op);
     return false;
   }
   /// Records the error `message` of the whole block at `in`; returns false.
@@ -523,9 +592,15 @@ private:
   void noteReader(AccessShadow &s, uint32_t t) const;
   /// Fresh vector clocks for a block (kernels with mbarriers).
   void resetClocks();
+  /// What wrote the element `s` records last, for race messages.
+  static const char *writeKind(const AccessShadow &s) {
+    return s.peerTma    ? "peer block's multicast TMA copy, landed with the arrival"
+           : s.tmaWrite ? "TMA copy issued"
+                        : "write";
+  }
   /// The message of a race of `access` with an `earlier` access.
   std::string raceText(const char *access, const SimtBuffer &buf, int64_t i, const char *earlier,
-                       uint64_t otherBlock, uint32_t otherThread) const;
+                       uint64_t otherBlock, uint32_t otherThread, uint32_t t) const;
   /// Turns race records on for exactly the argument buffers that some
   /// parameter the kernel may write through is bound to.
   void setUpRaceRecords(llvm::ArrayRef<SimtArg> args);
@@ -554,7 +629,7 @@ private:
   bool exec(uint32_t pc, uint32_t end, const uint32_t *act, uint32_t n);
   /// Starts a block: fresh shared memory, private attributions, then the
   /// body (SimtExecutor.cpp).
-  bool runBlock(uint64_t serial);
+  bool runCluster();
 
   // One routine per family of SimtOps.def.
 
@@ -641,6 +716,8 @@ private:
   /// release the threads' vector clocks into the phase; the waiters
   /// acquire the completed phase's.
   bool execNamedBarrier(const Instr &in, const uint32_t *act, uint32_t n);
+  /// execNamedBarrier for the threads `act` of block `c`.
+  bool namedBarrier(const Instr &in, uint32_t c, const uint32_t *act, uint32_t n);
   /// Errors for a named barrier some threads arrived on whose phase never
   /// completed, at the block's end.
   bool checkNamedBarriersDrained(const Instr &end);
@@ -662,17 +739,50 @@ private:
   /// (ExecAsyncTransfer.cpp).
   bool execAsyncTransfer(const Instr &in, const uint32_t *act, uint32_t n);
   /// Barrier `id` of group `group`, or null after failing.
-  MbarrierModel *mbarrier(const Instr &in, uint32_t t, uint64_t group, uint64_t id);
+  MbarrierModel *mbarrier(const Instr &in, uint32_t t, uint32_t c, uint64_t group, uint64_t id);
   /// nvgpu.mbarrier.try_wait.parity: blocks until every thread's phase
   /// completed, then acquires the phases' clocks.
   bool execMbarrierWait(const Instr &in, const uint32_t *act, uint32_t n);
   /// Barrier (group, id) completed a phase: its clocks and TMA copies.
-  void completePhase(uint64_t group, uint64_t id);
+  void completePhase(uint32_t c, uint64_t group, uint64_t id);
   /// Lands the TMA copies tracked by barrier (group, id), whose phase
   /// `phases` − 1 completed: ordered after the issuing thread's clock there.
-  void landTma(uint64_t group, uint64_t id, uint64_t phases);
+  void landTma(uint32_t c, uint64_t group, uint64_t id, uint64_t phases);
   /// One nvgpu.tma.async.load by thread t.
   bool execTmaLoad(const Instr &in, uint32_t t);
+  /// The part of a TMA load by thread t that block `c` receives.
+  bool tmaLoadInto(const Instr &in, uint32_t t, uint32_t c);
+
+  //--- Clusters (ExecCluster.cpp) -------------------------------------------
+
+  /// Calls fn(c, first, count) for each block's run of the sorted `act`;
+  /// false as soon as one call is.
+  template <typename Fn> bool forEachCta(const uint32_t *act, uint32_t n, Fn fn) {
+    for (uint32_t i = 0; i < n;) {
+      const uint32_t c = ctaOf(act[i]);
+      uint32_t j = i;
+      while (j < n && ctaOf(act[j]) == c)
+        ++j;
+      if (!fn(c, act + i, j - i))
+        return false;
+      i = j;
+    }
+    return true;
+  }
+  /// nvvm.cluster.arrive(.relaxed), cluster.wait, fence.mbarrier_init,
+  /// mbarrier.get, inttoptr, mapa and nvvm.mbarrier.arrive.
+  bool execCluster(const Instr &in, const uint32_t *act, uint32_t n);
+  /// Thread t touches block c's shared memory or mbarrier (group, id;
+  /// group ~0: memory): fine in its own block; a peer's needs its
+  /// mbarriers initialized before a cluster barrier, and is noted so that
+  /// another cluster barrier must follow before the blocks end.
+  bool notePeerAccess(const Instr &in, uint32_t t, uint32_t c, uint64_t group, uint64_t id);
+  /// Thread t's unpublished mbarrier.inits reach the peers once cluster
+  /// barrier phase `phase` completes.
+  void publishInits(uint32_t t, uint64_t phase);
+  /// At the cluster's end: no block ends while a peer may still touch it,
+  /// no thread arrived on the cluster barrier without waiting.
+  bool checkClusterDrained(const Instr &end);
 };
 
 } // namespace lossjit::simt::detail

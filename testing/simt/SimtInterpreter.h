@@ -11,7 +11,8 @@
 // whole set of active threads before the next one starts. Structured control
 // flow narrows the active set (scf.if runs each branch for the threads that
 // take it; scf.for/scf.while iterate while any thread continues), so divergent
-// code runs exactly as per-thread code would. Blocks run one after another.
+// code runs exactly as per-thread code would. Blocks run one after another
+// (clusters: together, below).
 //
 // What is checked, each failure being an llvm::Error naming the op's location
 // and the thread (x,y,z) and block (x,y,z):
@@ -59,9 +60,35 @@
 // (device_async_create_group commits the thread's pending copies; a wait
 // with numGroups = n leaves the n newest groups in flight).
 //
+// Clusters (SimtOptions::cluster). The blocks of a cluster run together, as
+// one set of threads in lockstep (block c's threads after block c − 1's,
+// each block's padded to a whole warpgroup), each with its own shared
+// memory, mbarriers, named barriers, register pool and gpu.barrier; vector
+// clocks then span the cluster, so what orders two threads of different
+// blocks is what orders them on hardware: mbarrier phases and the cluster
+// barrier (nvvm.cluster.arrive / nvvm.cluster.wait, every thread of the
+// cluster). A multicast TMA load (multicast_mask bit r: block rank r of
+// the cluster) writes its box into each named block's copy of the
+// destination and completes its bytes on that block's mbarrier of the
+// same group and index. nvgpu.mbarrier.get, llvm.inttoptr and nvvm.mapa
+// give the address of a block's mbarrier in the cluster, and
+// nvvm.mbarrier.arrive on it arrives there. A peer's multicast copy lands
+// as a write by a thread that arrived in the phase it completed, so only
+// the waiters of that phase are ordered after it. Checked besides: a
+// peer's mbarrier is used only once its mbarrier.init reached the cluster
+// (the initializing thread's fence.mbarrier_init or non-relaxed cluster
+// arrival after the init, then that cluster barrier phase completed); no
+// block ends while a peer may still touch its shared memory (a cluster
+// barrier phase must complete after the last such access); cluster barrier
+// arrivals alternate with waits. Stricter than the hardware: every thread
+// of the cluster must arrive (exited threads do not count as arrived), and
+// the blocks' threads wait in lockstep (a wait blocks until it may pass in
+// every block that reached it).
+//
 // Supported ops:
 //  gpu:    thread_id block_id block_dim grid_dim global_id lane_id subgroup_id
 //          num_subgroups subgroup_size barrier shuffle(xor|up|down|idx) return
+//          cluster_id cluster_dim cluster_block_id cluster_dim_blocks
 //  scf:    for (iter_args, unsignedCmp) if while yield condition
 //  arith:  constant (scalars, dense and splat vectors) addi subi muli divsi
 //          divui remsi remui ceildivsi ceildivui floordivsi andi ori xori shli
@@ -78,9 +105,12 @@
 //          step create_mask (1-D) constant_mask
 //  nvvm:   wgmma.mma_async (m64nNk16, f16/bf16 → f32, descriptors into dynamic
 //          shared memory) wgmma.fence/commit/wait fence.proxy (async.shared)
+//          cluster.arrive(.relaxed) cluster.wait fence.mbarrier_init mapa
+//          mbarrier.arrive (on an mbarrier.get address, local or mapped)
 //  llvm:   mlir.zero extractvalue insertvalue (structs of one scalar type)
+//          inttoptr (of an mbarrier.get address)
 //  nvgpu:  mbarrier.create/init/arrive/arrive.expect_tx/try_wait.parity
-//          tma.async.load (tile mode, no multicast; the descriptor an
+//          mbarrier.get tma.async.load (tile mode, multicast in clusters; the descriptor an
 //          !llvm.ptr parameter bound with SimtArg::tensorMap, cast by
 //          builtin.unrealized_conversion_cast)
 //          mma.sync (m16n8k16/m16n8k8 f16|bf16 → f32|f16, m16n8k8/m16n8k4
@@ -120,6 +150,12 @@ struct SimtOptions {
   /// shared_bytes); a view of gpu.dynamic_shared_memory past it is an error,
   /// as it would read or write past the block's shared memory on hardware.
   int64_t dynamicSharedBytes = 0;
+  /// Blocks per thread-block cluster (sm_90): each dimension must divide the
+  /// grid's, at most 8 blocks in all (the portable limit), and match the
+  /// kernel's known_cluster_size where it has one. The blocks of a cluster
+  /// run together (see "Clusters" above). Left at (1,1,1), a kernel with a
+  /// known_cluster_size launches in clusters of that (as its PTX would).
+  std::array<int64_t, 3> cluster = {1, 1, 1};
 };
 
 /// One kernel argument: a buffer for a memref parameter, or a scalar for an

@@ -40,7 +40,7 @@ enum class Opc : uint16_t {
 };
 
 /// The groups of opcodes that one executor routine runs (SimtOps.def).
-enum class OpFamily : uint8_t { Id, Int, Float, Cast, Vector, Memory, Control, Warp };
+enum class OpFamily : uint8_t { Id, Int, Float, Cast, Vector, Memory, Control, Warp, Cluster };
 
 /// The family of `opc`.
 constexpr OpFamily getOpFamily(Opc opc) {
@@ -232,6 +232,7 @@ struct TmaLoadInfo {
   uint32_t coords = 0;               ///< Program::slots index, box.size() of them
   MemAccess dst;                     ///< the destination view (indices: none)
   uint32_t predicate = kNoSlot;
+  uint32_t multicast = kNoSlot; ///< the i16 mask of block ranks, if any
 };
 
 struct Program {
@@ -283,6 +284,10 @@ struct Program {
   /// The kernel has named barriers (nvvm.barrier / nvvm.barrier.arrive
   /// with an id): a bar.sync may wait for arrivals of divergent threads.
   bool namedBarriers = false;
+  /// The kernel has cluster barriers (nvvm.cluster.arrive / wait).
+  bool clusterBarriers = false;
+  /// gpu.func's known_cluster_size, where it has one.
+  std::optional<std::array<int64_t, 3>> knownClusterSize;
   std::vector<TmaLoadInfo> tmaLoads;
 };
 
