@@ -94,7 +94,10 @@ AOT_VARIANTS=(
 # vocabulary chunks with its product tiles in 32 MiB bands of row blocks
 # (band=32768, impl lossjit-band: bench/gpu/tile_order.py's DRAM model);
 # and the vocabulary chunks with 128x256 logit tiles too on the producer
-# warpgroup (impl lossjit-wide256: whole tiles fold without column masks).
+# warpgroup (impl lossjit-wide256: whole tiles fold without column masks);
+# and auto's vocabulary chunks with the forward in thread-block clusters of
+# two row blocks that multicast each W tile (cluster=2 on the producer
+# warp's 128-column tile, impl lossjit-cluster: never run on hardware yet).
 HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-tma|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1"
   "bf16-mean-sm90a-ws|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2"
@@ -104,6 +107,7 @@ HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-wide|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,grad_cols=256,tma=1"
   "bf16-mean-sm90a-band|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1,band=32768"
   "bf16-mean-sm90a-wide256|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3"
+  "bf16-mean-sm90a-cluster|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2,cluster=2"
 )
 
 # Test-only bundles (.bundle/test-kernels/<name>/) for tests/gpu/
@@ -133,12 +137,15 @@ MMA_TILES=(
 # The third loads x and w by TMA (tma=1): the test's shapes with D a multiple
 # of 8 take the TMA path, the others its cp.async fallback. The fourth is
 # warp-specialized (tma=2): a producer warp issues the TMA copies while the
-# consumer warpgroups multiply (288 threads per block).
+# consumer warpgroups multiply (288 threads per block). The fifth runs
+# lce_partial in thread-block clusters of two row blocks that multicast each
+# W tile (cluster=2; 128 columns).
 WGMMA_TILES=(
   "wgmma128x64x32x4|matmul=wgmma,block_rows=128,block_cols=64,block_k=32,threads=256,stages=4"
   "wgmma64x16x16x2|matmul=wgmma,block_rows=64,block_cols=16,block_k=16,threads=128,stages=2"
   "wgmmatma128x64x64x3|matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=256,stages=3,tma=1"
   "wgmmaws128x64x64x2|matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=256,stages=2,tma=2"
+  "wgmmacluster128x128x64x2|matmul=wgmma,block_rows=128,block_cols=128,block_k=64,threads=256,stages=2,tma=2,cluster=2"
 )
 
 # Hopper-tile gradient check bundles (.bundle/test-kernels/hopper-<dtype>-

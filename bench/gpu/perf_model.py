@@ -293,6 +293,12 @@ VARIANTS = [
     ("fused-vocab-wgmma-wide256-ws256m", "fused",
      ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
      "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3", "fused"),
+    # Clusters (opt-in, cluster=2): lce_partial's row blocks in pairs, each
+    # copying half of every W tile for both by TMA multicast, so W crosses
+    # the L2 once per pair; on the producer warp's 128-column tile (k 64,
+    # 2 stages). Paired with auto's backward in vocabulary chunks.
+    ("fwd-wgmma-cluster", "forward", "",
+     "matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 cluster=2", "forward"),
 ]
 # The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
 # adds nothing to the other variants that sm_90 does not show.
@@ -312,7 +318,8 @@ PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64-ws
                    "fwd-wgmma-auto-vocab": "bwd-vocab-wgmma-auto-ws256m",
                    "fwd-wgmma-lend": "bwd-vocab-wgmma-lend-ws256m",
                    "fwd-wgmma-band": "bwd-vocab-wgmma-band-ws256m",
-                   "fwd-wgmma-wide256": "bwd-vocab-wgmma-wide256-ws256m"}
+                   "fwd-wgmma-wide256": "bwd-vocab-wgmma-wide256-ws256m",
+                   "fwd-wgmma-cluster": "bwd-vocab-wgmma-auto-ws256m"}
 
 
 class ModelError(Exception):
@@ -791,6 +798,11 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
         out = 2 * S * N * f                         # part_max, part_sum
         r["flops"] = 2 * N * D * V
         r["tile_bytes"] = rb * tiles * (BR + BC) * D * e + out
+        if tile.get("cluster", 0) > 1:
+            # Clusters of row blocks (the grid rounded up to whole ones)
+            # load each W tile once per cluster, by multicast.
+            cl = tile["cluster"]
+            r["tile_bytes"] = (rb * BR + cdiv(rb, cl) * BC) * tiles * D * e + out
         r["floor_bytes"] = x_bytes + w_bytes + out
         if mma:
             r["smem_bytes"] = mma_smem(rb * tiles, D)

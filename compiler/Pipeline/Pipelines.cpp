@@ -130,7 +130,8 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
                                {"grad-cols", o.gradCols},
                                {"tma", o.tma},
                                {"persistent", o.persistent},
-                               {"band", o.band}})
+                               {"band", o.band},
+                               {"cluster", o.cluster}})
       if (value != -1)
         select += " " + std::string(name) + "=" + std::to_string(value);
   }
@@ -151,6 +152,7 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
   knob("tma", tile.tma, defaults.tma);
   knob("persistent", tile.persistent, defaults.persistent);
   knob("band", tile.band, defaults.band);
+  knob("cluster", tile.cluster, defaults.cluster);
   stages.push_back({"kernels", "builtin.module(loss-select-lowering-config{" + select +
                                    "},loss-lower-to-gpu{chip=" + target.chip +
                                    "},canonicalize,cse)"});

@@ -57,6 +57,7 @@ struct GpuPipelineOptions : PassPipelineOptions<GpuPipelineOptions> {
   Option<int64_t> tma{*this, "tma", llvm::cl::init(-1)};
   Option<int64_t> persistent{*this, "persistent", llvm::cl::init(-1)};
   Option<int64_t> band{*this, "band", llvm::cl::init(-1)};
+  Option<int64_t> cluster{*this, "cluster", llvm::cl::init(-1)};
 };
 
 struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
@@ -90,7 +91,7 @@ void lossjit::registerLossJITPasses() {
           using Matmul = GpuPipelineOptions::Matmul;
           const TileConfig::Knobs knobs{o.blockRows,  o.threads, o.splits,   o.stages,
                                         o.blockCols,  o.blockK,  o.gradCols, o.tma,
-                                        o.persistent, o.band};
+                                        o.persistent, o.band,    o.cluster};
           TileConfig tile =
               o.matmul == Matmul::automatic
                   ? TileConfig::automaticChoice(knobs)

@@ -184,8 +184,8 @@ struct SelectLoweringConfigPass
       tile = TileConfig::fromAttr(given);
       schedule = given.getSchedule();
     }
-    const TileConfig::Knobs knobs{blockRows, threads,  splits, stages,     blockCols,
-                                  blockK,    gradCols, tma,    persistent, band};
+    const TileConfig::Knobs knobs{blockRows, threads, splits,     stages, blockCols, blockK,
+                                  gradCols,  tma,     persistent, band,   cluster};
     // Switching strategy starts from that strategy's tile; the options given
     // still override it.
     if (kind && *kind != tile.matmul)
@@ -200,7 +200,8 @@ struct SelectLoweringConfigPass
     loss::GpuConfigAttr attr = loss::GpuConfigAttr::getChecked(
         [&] { return op->emitError() << "loss-select-lowering-config: "; }, op->getContext(),
         schedule, tile.matmul, tile.blockRows, tile.threads, tile.splits, tile.stages,
-        tile.blockCols, tile.blockK, tile.gradCols, tile.tma, tile.persistent, tile.band);
+        tile.blockCols, tile.blockK, tile.gradCols, tile.tma, tile.persistent, tile.band,
+        tile.cluster);
     if (!attr)
       return failure();
     op->setAttr(loss::kLoweringConfigAttrName, attr);

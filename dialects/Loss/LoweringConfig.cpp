@@ -13,7 +13,7 @@ using namespace lossjit::loss;
 std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads,
                                           int64_t splits, int64_t stages, int64_t blockCols,
                                           int64_t blockK, int64_t gradCols, int64_t tma,
-                                          int64_t persistent, int64_t band) {
+                                          int64_t persistent, int64_t band, int64_t cluster) {
   auto text = [](int64_t v) { return std::to_string(v); };
   if (threads < 32 || threads > 1024 || !llvm::isPowerOf2_64(threads))
     return "tile threads must be a power of two in [32, 1024], got " + text(threads);
@@ -55,6 +55,18 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
                                  "launches");
       !why.empty())
     return why;
+  // Pairs of row blocks share W by TMA multicast: the ring's copies come
+  // from a producer (tma 2 or 3) that can wait on both blocks' releases.
+  // Each copies half of a W box: wgmma's block_cols, a multiple of 16,
+  // halves into whole swizzle atoms of 8 lines.
+  if (cluster != 0 && cluster != 2)
+    return "tile cluster must be 0 (no clusters) or 2 (pairs of row blocks that multicast W), "
+           "got " +
+           text(cluster);
+  if (cluster && (matmul != MatmulKind::wgmma || tma < 2))
+    return "tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies the multicast "
+           "halves), got matmul " +
+           stringifyMatmulKind(matmul).str() + " and tma " + text(tma);
   if (std::string why = gridKnob("band", band, kMaxBandKiB,
                                  "0 (row blocks first through the grid) or the KiB of A rows "
                                  "a band of tiles keeps in L2");
@@ -180,9 +192,9 @@ LogicalResult GpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
                                     MatmulKind matmul, int64_t blockRows, int64_t threads,
                                     int64_t splits, int64_t stages, int64_t blockCols,
                                     int64_t blockK, int64_t gradCols, int64_t tma,
-                                    int64_t persistent, int64_t band) {
+                                    int64_t persistent, int64_t band, int64_t cluster) {
   std::string why = checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols, blockK,
-                                   gradCols, tma, persistent, band);
+                                   gradCols, tma, persistent, band, cluster);
   if (!why.empty())
     return emitError() << why;
   // The recompute kernels form logits in SIMT tiles inside dX/dW; the

@@ -33,7 +33,8 @@ inline constexpr int64_t kMaxBandKiB = 1 << 20;
 /// attribute's verifier and the compiler's TileConfig share them).
 std::string checkGpuConfig(MatmulKind matmul, int64_t blockRows, int64_t threads, int64_t splits,
                            int64_t stages, int64_t blockCols, int64_t blockK, int64_t gradCols = 0,
-                           int64_t tma = 0, int64_t persistent = 0, int64_t band = 0);
+                           int64_t tma = 0, int64_t persistent = 0, int64_t band = 0,
+                           int64_t cluster = 0);
 /// Whether `matmul` multiplies on tensor cores (16-bit operands, f32
 /// accumulators): mma_sync and wgmma.
 inline bool isTensorCoreMatmul(MatmulKind matmul) { return matmul != MatmulKind::simt; }

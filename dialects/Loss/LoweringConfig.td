@@ -97,7 +97,13 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     × the product's depth, 16-bit) takes at most B KiB (32768 for 32 MiB): each band runs
     column by column, row blocks first within a column, so a band's A rows
     stay in L2 while B streams by once per band instead of A once per
-    column. The order changes no bit of any result.
+    column. The order changes no bit of any result. `cluster = 2` (wgmma
+    with tma 2 or 3; 0: off) launches lce_partial in thread-block clusters
+    of two row blocks of one vocabulary split: each block copies half of
+    every W tile and multicasts it to both (TMA .multicast::cluster), so W
+    leaves L2 once per pair; the stages are released to both producers
+    (mbarrier arrivals on the peer through mapa). No bit of any result
+    changes.
 
     Example: `#loss.gpu_config<schedule = forward, matmul = simt,
     block_rows = 4, threads = 128, splits = 8, stages = 1>`,
@@ -114,7 +120,8 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
                         DefaultValuedParameter<"int64_t", "0">:$grad_cols,
                         DefaultValuedParameter<"int64_t", "0">:$tma,
                         DefaultValuedParameter<"int64_t", "0">:$persistent,
-                        DefaultValuedParameter<"int64_t", "0">:$band);
+                        DefaultValuedParameter<"int64_t", "0">:$band,
+                        DefaultValuedParameter<"int64_t", "0">:$cluster);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -86,8 +86,11 @@ const char *const kTensorCoreTiles[] = {"64x64x32x3", "32x32x16x2"};
 /// The wgmma tiles (sm_90a bundles, run on compute capability 9.0 only);
 /// 128x64x64x3 is built with tma=1: the shapes with D a multiple of 8 (rows
 /// of 16-byte multiples) take its TMA path, the others its cp.async one;
-/// 128x64x64x2 with tma=2 (a producer warp issues the copies, 288 threads).
-const char *const kWgmmaTiles[] = {"128x64x32x4", "64x16x16x2", "128x64x64x3", "128x64x64x2"};
+/// 128x64x64x2 with tma=2 (a producer warp issues the copies, 288 threads);
+/// 128x128x64x2 with tma=2 and cluster=2 (lce_partial in thread-block
+/// clusters of two row blocks that multicast each W tile).
+const char *const kWgmmaTiles[] = {"128x64x32x4", "64x16x16x2", "128x64x64x3", "128x64x64x2",
+                                   "128x128x64x2"};
 /// Tensor-core vs SIMT lse: both sum f32 products of the same f16/bf16
 /// values, in another order only, so they agree to a few f32 ulps of |lse|
 /// at D <= 64, growing as sqrt(D) (8.5 ulps at D = 520 on an H200).

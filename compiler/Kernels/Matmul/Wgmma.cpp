@@ -101,7 +101,20 @@
 // (colsInside) and gives the unclamped columns, so an epilogue can fold a
 // whole tile without masks (foldColumns): the registers of 128×256 logits.
 //
-// Not yet: clusters; see issue 13.
+// Clusters (lce_partial with tile cluster=2 and tma ≥ 2; the kernel's
+// known_cluster_size says so, Forward.cpp): the two blocks of a cluster
+// are row blocks of one vocabulary split, so they sweep the same W tiles.
+// Each block's producer copies its own A tile and half of the W tile —
+// lines rank·BN/2 … — into both blocks' stages (TMA multicast, mask 0b11),
+// each block's full barrier expecting the whole stage as before. A stage
+// of either block is refilled by both producers, so each "empty" barrier
+// counts the consumer warpgroups of both blocks (2G), and a consumer
+// releases a stage on its own and its peer's barrier (the address by
+// nvgpu.mbarrier.get, mapped by nvvm.mapa, arrived on at shared::cluster).
+// fence.mbarrier_init and a cluster barrier after the inits make the
+// barriers the peer uses visible before its first copy; a cluster barrier
+// after the sweep keeps each block alive until its peer is done with it.
+// W then leaves L2 once per pair of row blocks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -186,18 +199,29 @@ public:
                                               NVVM::SharedSpace::shared_cta));
              });
     Value empty;
+    const int64_t cluster = clusterBlocks(scratch.front());
     if (ws) {
       // One arrival per consumer warpgroup and use: its first thread, once
-      // the wgmma group that read the stage retired.
+      // the wgmma group that read the stage retired; in a cluster, the
+      // consumers of every block, whose stages this block's copies fill.
       empty = nvgpu::MBarrierCreateOp::create(b, e.location(), barrierType(b.getContext()));
       e.ifThen(e.cmpI(arith::CmpIPredicate::eq, gpuThreadIdx(e), e.index(0)),
                [&](KernelEmitter &ie) {
                  for (int64_t s = 0; s < stages; ++s)
                    nvgpu::MBarrierInitOp::create(ie.builder(), ie.location(), empty,
-                                                 ie.index(consumers()), ie.index(s), Value());
+                                                 ie.index(consumers() * cluster), ie.index(s),
+                                                 Value());
+                 // The peer's copies and arrivals reach these barriers: the
+                 // inits must be visible at cluster scope.
+                 if (cluster > 1)
+                   NVVM::FenceMbarrierInitOp::create(ie.builder(), ie.location());
                });
     }
-    gpuBarrier(e);
+    // Before the peer's first copy lands here, both blocks' barriers exist.
+    if (cluster > 1)
+      clusterBarrier(e);
+    else
+      gpuBarrier(e);
     scratch.push_back(bars);
     if (empty)
       scratch.push_back(empty);
@@ -265,15 +289,18 @@ public:
       gpuBarrier(e);
       return consumersSweep(e, a, b, tiles, kBegin, kEnd, init, sa, sb, epilogue);
     }
+    const int64_t cluster = clusterBlocks(buffers[0]);
+    assert((cluster == 1 || (ws && overlap && mapped && sb.kMajor)) &&
+           "clusters: a warp-specialized sweep of K-major W boxes (GpuSchedule::partialCluster)");
     if (!ws || !overlap || !mapped)
       return TileMatmul::sweep(e, a, b, tiles, kBegin, kEnd, init, buffers, epilogue, overlap);
     // The previous product's last reads of the ring.
     gpuBarrier(e);
-    return e.ifElseValues(
+    SmallVector<Value> state = e.ifElseValues(
         e.cmpI(arith::CmpIPredicate::ne, e.andI(a.tensorMapReady, b.tensorMapReady), e.index(0)),
         [&](KernelEmitter &te) {
-          return pipelinedSweep(te, a, b, tiles, kBegin, kEnd, init, sa, sb, buffers[2],
-                                buffers[3], epilogue);
+          return pipelinedSweep(te, a, b, tiles, kBegin, kEnd, init, sa, sb, buffers[2], buffers[3],
+                                epilogue, cluster);
         },
         [&](KernelEmitter &ce) {
           // The maps could not be encoded: tile by tile through cp.async.
@@ -288,9 +315,56 @@ public:
                               return epilogue(te, tile, f, state);
                             });
         });
+    // No block of the cluster leaves while its peer may still copy into it
+    // or arrive on its barriers.
+    if (cluster > 1)
+      clusterBarrier(e);
+    return state;
   }
 
 private:
+  /// Blocks per cluster of the kernel that holds `ring` (its
+  /// known_cluster_size; 1 without): lce_partial's pairs of row blocks
+  /// (Forward.cpp). Asked of a ring, defined where the kernel began: the
+  /// builder may sit in a region of an op under construction, which has
+  /// no parent yet.
+  static int64_t clusterBlocks(Value ring) {
+    Operation *op = ring.getParentBlock()->getParentOp();
+    auto func = dyn_cast<gpu::GPUFuncOp>(op);
+    if (!func)
+      func = op->getParentOfType<gpu::GPUFuncOp>();
+    std::optional<ArrayRef<int32_t>> size = func ? func.getKnownClusterSize() : std::nullopt;
+    return size ? int64_t((*size)[0]) * (*size)[1] * (*size)[2] : 1;
+  }
+
+  /// barrier.cluster.arrive and .wait: every thread of the cluster (a
+  /// block barrier too).
+  static void clusterBarrier(KernelEmitter &e) {
+    NVVM::ClusterArriveOp::create(e.builder(), e.location(), UnitAttr());
+    NVVM::ClusterWaitOp::create(e.builder(), e.location(), UnitAttr());
+  }
+
+  /// One arrival on barrier `stage` of `bars` in every block of a cluster
+  /// of `cluster` (the own one too, through its shared::cluster address);
+  /// without clusters a plain local arrival.
+  static void arriveEverywhere(KernelEmitter &e, Value bars, Value stage, int64_t cluster) {
+    OpBuilder &b = e.builder();
+    MLIRContext *context = b.getContext();
+    if (cluster == 1) {
+      nvgpu::MBarrierArriveOp::create(b, e.location(), nvgpu::MBarrierTokenType::get(context), bars,
+                                      stage);
+      return;
+    }
+    Value address = nvgpu::MBarrierGetOp::create(b, e.location(), b.getI64Type(), bars, stage);
+    Value local =
+        LLVM::IntToPtrOp::create(b, e.location(), LLVM::LLVMPointerType::get(context, 3), address);
+    for (int64_t rank = 0; rank < cluster; ++rank) {
+      Value remote = NVVM::MapaOp::create(b, e.location(), LLVM::LLVMPointerType::get(context, 7),
+                                          local, e.i32(int32_t(rank)));
+      NVVM::MBarrierArriveOp::create(b, e.location(), Type(), remote, Value());
+    }
+  }
+
   /// Whether a product of `a` and `b` may copy by TMA: tile tma ≥ 1, the
   /// ring's mbarriers prepared, both operands with tensor maps whose boxes
   /// fill the stages.
@@ -308,6 +382,9 @@ private:
     Fragment f = layout(e, tile);
     Lanes l = lanes(e);
     Staged sa{buffers[0], bm, isKMajor(a)}, sb{buffers[1], bn, isKMajor(b)};
+    // In a cluster (its empty barriers count both blocks' consumers) a
+    // product shares W as a sweep does.
+    const int64_t cluster = clusterBlocks(buffers[0]);
     // The previous tile's last products may still read the ring.
     gpuBarrier(e);
     Value acc = initialAccumulator(e, init, f);
@@ -318,7 +395,7 @@ private:
           [&](KernelEmitter &te) {
             if (ws)
               return specializedProduct(te, a, b, tile, kBegin, kEnd, acc, sa, sb, buffers[2],
-                                        buffers[3], l);
+                                        buffers[3], l, cluster);
             return tmaProduct(te, a, b, tile, kBegin, kEnd, acc, sa, sb, buffers[2], l);
           },
           [&](KernelEmitter &ce) {
@@ -502,10 +579,10 @@ private:
   Value specializedProduct(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
                            const BlockTile &tile, Value kBegin, Value kEnd, Value acc,
                            const Staged &sa, const Staged &sb, Value full, Value empty,
-                           const Lanes &l) const {
+                           const Lanes &l, int64_t cluster = 1) const {
     OpBuilder &b0 = e.builder();
     Value numK = e.ceilDiv(e.sub(kEnd, kBegin), e.index(bk));
-    TmaTiles copies = tmaTiles(e, a, b, tile, kBegin, sa, sb, full);
+    TmaTiles copies = tmaTiles(e, a, b, tile, kBegin, sa, sb, full, cluster);
     Value ringA = ringAddress(e, sa), ringB = ringAddress(e, sb);
     Value warpgroupLeader = e.cmpI(arith::CmpIPredicate::eq, e.remUI(l.tid, e.index(kWarpgroup)),
                                    e.index(0));
@@ -514,7 +591,7 @@ private:
         [&](KernelEmitter &ce) {
           return retiredLoop(ce, numK, acc, [&](KernelEmitter &ie) {
             return consumeSlots(ie, ie.index(0), numK, acc, ringA, ringB, sa, sb, full, empty,
-                                warpgroupLeader, l);
+                                warpgroupLeader, l, cluster);
           });
         },
         [&](KernelEmitter &pe) {
@@ -533,7 +610,11 @@ private:
           });
           return acc;
         });
-    evenBothRings(e, l, full, empty, numK, warpgroupLeader);
+    evenBothRings(e, l, full, empty, numK, warpgroupLeader, cluster);
+    // The peer's copies and arrivals into this block are done before the
+    // next product refills the ring, or the block ends.
+    if (cluster > 1)
+      clusterBarrier(e);
     return result;
   }
 
@@ -542,7 +623,11 @@ private:
   /// per consumer warpgroup), after a block barrier so that no thread still
   /// waits on any of their phases: the next product's parities start at 0.
   void evenBothRings(KernelEmitter &e, const Lanes &l, Value full, Value empty, Value uses,
-                     Value warpgroupLeader) const {
+                     Value warpgroupLeader, int64_t cluster = 1) const {
+    // (In a cluster the empty ring's extra arrivals reach the peer after a
+    // block barrier only: they may complete its last uses' phases early,
+    // which no producer waits for any more; a cluster barrier follows the
+    // sweep before the ring could be used again.)
     gpuBarrier(e);
     e.ifThen(e.cmpI(arith::CmpIPredicate::eq, l.tid, e.index(0)),
              [&](KernelEmitter &ie) { evenPhases(ie, full, uses); });
@@ -551,8 +636,9 @@ private:
     // index would otherwise stay live through the sweep.
     Value consumerThread =
         e.cmpI(arith::CmpIPredicate::ult, l.tid, e.index(consumers() * kWarpgroup));
+    // (In a cluster each empty barrier counts both blocks' consumers.)
     e.ifThen(e.andI(warpgroupLeader, consumerThread),
-             [&](KernelEmitter &ie) { evenPhases(ie, empty, uses); });
+             [&](KernelEmitter &ie) { evenPhases(ie, empty, uses, cluster); });
   }
 
   /// `role(e)` for the consumer warpgroups (`consumer`) or the producer
@@ -642,16 +728,17 @@ private:
   /// registers around it (withRegisters).
   SmallVector<Value> pipelinedSweep(KernelEmitter &e, const MatrixOperand &a,
                                     const MatrixOperand &b, const TileSweep &tiles, Value kBegin,
-                                    Value kEnd, ValueRange init, const Staged &sa,
-                                    const Staged &sb, Value full, Value empty,
-                                    const TileEpilogue &epilogue) const {
+                                    Value kEnd, ValueRange init, const Staged &sa, const Staged &sb,
+                                    Value full, Value empty, const TileEpilogue &epilogue,
+                                    int64_t cluster) const {
     Lanes l = lanes(e);
     Value numK = e.ceilDiv(e.sub(kEnd, kBegin), e.index(bk));
     Value count = tiles.count(e);
     Value total = e.mul(count, numK);
     Value ringA = ringAddress(e, sa), ringB = ringAddress(e, sb);
     Type elem = cast<MemRefType>(sa.ring.getType()).getElementType();
-    Value mapA = mapOf(e, a, sa, elem), mapB = mapOf(e, b, sb, elem);
+    // In a cluster each block copies its share of every W box.
+    Value mapA = mapOf(e, a, sa, elem), mapB = mapOf(e, b, sb, elem, sb.lines / cluster);
     Value warpgroupLeader = e.cmpI(arith::CmpIPredicate::eq, e.remUI(l.tid, e.index(kWarpgroup)),
                                    e.index(0));
     SmallVector<Value> state = e.ifElseValues(
@@ -668,7 +755,7 @@ private:
                                 Value acc = initialAccumulator(te, {}, f);
                                 acc = retiredLoop(te, numK, acc, [&](KernelEmitter &ie) {
                                   return consumeSlots(ie, first, numK, acc, ringA, ringB, sa, sb,
-                                                      full, empty, warpgroupLeader, tl);
+                                                      full, empty, warpgroupLeader, tl, cluster);
                                 });
                                 fillFragment(te, f, acc);
                                 return epilogue(te, tile, f, carried);
@@ -688,15 +775,16 @@ private:
                            // use u − 1.
                            le.ifThen(le.cmpI(arith::CmpIPredicate::uge, slot, le.index(stages)),
                                      [&](KernelEmitter &we) { waitForUse(we, empty, slot, 1); });
-                           copyTile(le, TmaTiles{a, b, tile, kBegin, sa, sb, mapA, mapB, full},
-                                    le.sub(slot, le.mul(t, numK)), slot);
+                           TmaTiles copies{a, b, tile, kBegin, sa, sb, mapA, mapB, full};
+                           copies.cluster = cluster;
+                           copyTile(le, copies, le.sub(slot, le.mul(t, numK)), slot);
                            return SmallVector<Value>{};
                          });
             });
             return SmallVector<Value>(init);
           });
         });
-    evenBothRings(e, l, full, empty, total, warpgroupLeader);
+    evenBothRings(e, l, full, empty, total, warpgroupLeader, cluster);
     return state;
   }
 
@@ -706,15 +794,15 @@ private:
   /// per warpgroup, by its first thread) once the wgmma group that read it
   /// retired; then the wait that retires the last group. numK > 0 (under
   /// retiredLoop): every slot is released exactly once.
-  Value consumeSlots(KernelEmitter &e, Value first, Value numK, Value acc, Value ringA,
-                     Value ringB, const Staged &sa, const Staged &sb, Value full, Value empty,
-                     Value warpgroupLeader, const Lanes &l) const {
+  Value consumeSlots(KernelEmitter &e, Value first, Value numK, Value acc, Value ringA, Value ringB,
+                     const Staged &sa, const Staged &sb, Value full, Value empty,
+                     Value warpgroupLeader, const Lanes &l, int64_t cluster = 1) const {
     const int64_t inFlight = stages >= 3 ? 1 : 0;
+    // In a cluster both producers refill this block's stages: release each
+    // stage to both.
     auto release = [&](KernelEmitter &re, Value slot) {
       re.ifThen(warpgroupLeader, [&](KernelEmitter &ie) {
-        nvgpu::MBarrierArriveOp::create(ie.builder(), ie.location(),
-                                        nvgpu::MBarrierTokenType::get(ie.builder().getContext()),
-                                        empty, ie.remUI(slot, ie.index(stages)));
+        arriveEverywhere(ie, empty, ie.remUI(slot, ie.index(stages)), cluster);
       });
     };
     SmallVector<Value> it{acc};
@@ -749,12 +837,16 @@ private:
     Value kBegin;
     const Staged &sa, &sb;
     Value mapA, mapB, bars;
+    /// Blocks of the cluster that share each W box (mapB's box: their
+    /// share of the lines).
+    int64_t cluster = 1;
   };
   TmaTiles tmaTiles(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,
                     const BlockTile &tile, Value kBegin, const Staged &sa, const Staged &sb,
-                    Value bars) const {
+                    Value bars, int64_t cluster = 1) const {
     Type elem = cast<MemRefType>(sa.ring.getType()).getElementType();
-    return {a, b, tile, kBegin, sa, sb, mapOf(e, a, sa, elem), mapOf(e, b, sb, elem), bars};
+    return {a,  b, tile, kBegin, sa, sb, mapOf(e, a, sa, elem), mapOf(e, b, sb, elem, sb.lines / cluster),
+            bars, cluster};
   }
 
   /// By one thread: k tile `kt` into its stage — the arrival that expects
@@ -772,8 +864,29 @@ private:
                                             e.index(stageBytes), stage, Value());
     copyStage(e, c.sa, c.mapA, c.bars, stage, relative(e, k0, c.a.kOrigin),
               relative(e, c.tile.rowBegin, c.a.lineOrigin));
-    copyStage(e, c.sb, c.mapB, c.bars, stage, relative(e, k0, c.b.kOrigin),
-              relative(e, c.tile.colBegin, c.b.lineOrigin));
+    Value bk0 = relative(e, k0, c.b.kOrigin), line0 = relative(e, c.tile.colBegin, c.b.lineOrigin);
+    if (c.cluster == 1)
+      return copyStage(e, c.sb, c.mapB, c.bars, stage, bk0, line0);
+    // This block's share of the W box, into the same lines of every block's
+    // stage; their full barriers expect it with the rest of the stage.
+    OpBuilder &b = e.builder();
+    const int64_t share = c.sb.lines / c.cluster;
+    Value first = e.mul(gpuClusterBlockIdx(e), e.index(share));
+    Value row = e.add(e.mul(stage, e.index(c.sb.lines)), first);
+    SmallVector<OpFoldResult> offsets{row, b.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes{b.getIndexAttr(share), b.getIndexAttr(bk)};
+    SmallVector<OpFoldResult> strides{b.getIndexAttr(1), b.getIndexAttr(1)};
+    Value view = memref::SubViewOp::create(b, e.location(), c.sb.ring, offsets, sizes, strides);
+    Value mask =
+        arith::ConstantOp::create(b, e.location(), b.getI16IntegerAttr((1 << c.cluster) - 1));
+    nvgpu::TmaAsyncLoadOp::create(b, e.location(), view, c.bars, c.mapB,
+                                  ValueRange{bk0, e.add(line0, first)}, stage, mask, Value());
+  }
+
+  /// This block's rank in its cluster (cluster_block_id.x: the clusters
+  /// run along x).
+  static Value gpuClusterBlockIdx(KernelEmitter &e) {
+    return gpu::ClusterBlockIdOp::create(e.builder(), e.location(), gpu::Dimension::x);
   }
 
   /// Waits for the phase of barrier kt % stages that use kt / stages − `back`
@@ -788,8 +901,7 @@ private:
   /// One arrival on each barrier of `bars` whose stage `numK` k tiles used
   /// an odd number of times: with one arrival per phase from each caller,
   /// every phase count is even again.
-  void evenPhases(KernelEmitter &e, Value bars, Value numK) const {
-    MLIRContext *context = e.builder().getContext();
+  void evenPhases(KernelEmitter &e, Value bars, Value numK, int64_t cluster = 1) const {
     for (int64_t s = 0; s < stages; ++s) {
       // Uses of stage s: the k tiles s, s + stages, … below numK.
       Value used = e.cmpI(arith::CmpIPredicate::ugt, numK, e.index(s));
@@ -797,11 +909,7 @@ private:
           used, e.add(e.divUI(e.sub(numK, e.index(s + 1)), e.index(stages)), e.index(1)),
           e.index(0));
       e.ifThen(e.cmpI(arith::CmpIPredicate::ne, e.remUI(uses, e.index(2)), e.index(0)),
-               [&](KernelEmitter &pe) {
-                 nvgpu::MBarrierArriveOp::create(pe.builder(), pe.location(),
-                                                 nvgpu::MBarrierTokenType::get(context), bars,
-                                                 pe.index(s));
-               });
+               [&](KernelEmitter &pe) { arriveEverywhere(pe, bars, pe.index(s), cluster); });
     }
   }
 
@@ -857,10 +965,13 @@ private:
 
   /// `op`'s tensor map as the descriptor type of its box: BK × lines
   /// (K-major) or 64 lines × BK (MN-major), as [outer, inner] elements.
-  Value mapOf(KernelEmitter &e, const MatrixOperand &op, const Staged &ring, Type elem) const {
+  /// `lines`: the box's lines when not the ring's (a cluster's share).
+  Value mapOf(KernelEmitter &e, const MatrixOperand &op, const Staged &ring, Type elem,
+              int64_t lines = 0) const {
     MLIRContext *context = e.builder().getContext();
-    SmallVector<int64_t, 2> shape = ring.kMajor ? SmallVector<int64_t, 2>{ring.lines, bk}
-                                                : SmallVector<int64_t, 2>{bk, kMnBoxLines};
+    SmallVector<int64_t, 2> shape = ring.kMajor
+                                        ? SmallVector<int64_t, 2>{lines ? lines : ring.lines, bk}
+                                        : SmallVector<int64_t, 2>{bk, kMnBoxLines};
     auto box = MemRefType::get(shape, elem, MemRefLayoutAttrInterface{},
                                IntegerAttr::get(IntegerType::get(context, 64), 3));
     auto type = nvgpu::TensorMapDescriptorType::get(

@@ -105,6 +105,11 @@ struct LaunchShape {
   /// (nvvm.maxnreg), 0 for what ptxas picks. A kernel whose warpgroups
   /// trade registers (setmaxnreg) needs it: the trades count from it.
   int64_t maxRegisters = 0;
+  /// GPU only: blocks per thread-block cluster along x (sm_90), 0 for
+  /// none. The kernel carries it as known_cluster_size, so its PTX has
+  /// .reqnctapercluster and a plain launch runs it in clusters; grid.x
+  /// must be a multiple of it.
+  int64_t cluster = 0;
   /// Per dynamicWorkgroup buffer: its byte alignment when it needs more
   /// than kDynamicSharedAlign (0 or missing: that). A kernel with any such
   /// buffer carries loss.dynamic_shared_align, and its base is that aligned.

@@ -21,7 +21,8 @@ std::string TileConfig::str() const {
          (gradCols ? ",grad_cols=" + std::to_string(gradCols) : "") +
          (tma ? ",tma=" + std::to_string(tma) : "") +
          (persistent ? ",persistent=" + std::to_string(persistent) : "") +
-         (band ? ",band=" + std::to_string(band) : "");
+         (band ? ",band=" + std::to_string(band) : "") +
+         (cluster ? ",cluster=" + std::to_string(cluster) : "");
 }
 
 TileConfig TileConfig::forMatmul(loss::MatmulKind kind) {
@@ -94,6 +95,7 @@ TileConfig TileConfig::with(const Knobs &knobs) const {
   set(t.tma, knobs.tma);
   set(t.persistent, knobs.persistent);
   set(t.band, knobs.band);
+  set(t.cluster, knobs.cluster);
   return t;
 }
 
@@ -101,7 +103,7 @@ llvm::Error TileConfig::validate() const {
   if (automatic)
     return llvm::Error::success();
   std::string why = loss::checkGpuConfig(matmul, blockRows, threads, splits, stages, blockCols,
-                                         blockK, gradCols, tma, persistent, band);
+                                         blockK, gradCols, tma, persistent, band, cluster);
   if (!why.empty())
     return llvm::createStringError(why);
   return llvm::Error::success();
@@ -160,10 +162,13 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
       knobs.persistent = number;
     else if (key == "band")
       knobs.band = number;
+    else if (key == "cluster")
+      knobs.cluster = number;
     else
       return llvm::createStringError("unknown tile key '" + key.str() +
                                      "' (expected block_rows, threads, splits, matmul, stages, "
-                                     "block_cols, block_k, grad_cols, tma, persistent, band)");
+                                     "block_cols, block_k, grad_cols, tma, persistent, band, "
+                                     "cluster)");
   }
   config = config.with(knobs);
   if (llvm::Error err = config.validate())
@@ -173,7 +178,7 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
 
 loss::GpuConfigAttr TileConfig::toAttr(mlir::MLIRContext *context, loss::Schedule schedule) const {
   return loss::GpuConfigAttr::get(context, schedule, matmul, blockRows, threads, splits, stages,
-                                  blockCols, blockK, gradCols, tma, persistent, band);
+                                  blockCols, blockK, gradCols, tma, persistent, band, cluster);
 }
 
 TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
@@ -189,6 +194,7 @@ TileConfig TileConfig::fromAttr(loss::GpuConfigAttr attr) {
   t.tma = attr.getTma();
   t.persistent = attr.getPersistent();
   t.band = attr.getBand();
+  t.cluster = attr.getCluster();
   return t;
 }
 

@@ -51,6 +51,9 @@ struct TileConfig {
   /// Tensor cores: 0, or the KiB of A operand rows a band of the product
   /// kernels' tiles keeps in L2 (GpuSchedule::forEachTile's tile order).
   int64_t band = 0;
+  /// wgmma with tma ≥ 2: 0, or 2 to launch lce_partial in clusters of two
+  /// row blocks that multicast each W tile (Wgmma.cpp, "Clusters").
+  int64_t cluster = 0;
   /// "auto": no tile of its own. The selection pass gives every op the
   /// tile defaultFor() picks for its chip, storage and schedule (the other
   /// fields are unused). What the JIT and lossjit-aot compile with unless
@@ -82,7 +85,7 @@ struct TileConfig {
   /// Knobs a user or a pass option sets; -1 leaves a field as it is.
   struct Knobs {
     int64_t blockRows = -1, threads = -1, splits = -1, stages = -1, blockCols = -1, blockK = -1;
-    int64_t gradCols = -1, tma = -1, persistent = -1, band = -1;
+    int64_t gradCols = -1, tma = -1, persistent = -1, band = -1, cluster = -1;
   };
   /// This tile with every set knob replaced.
   TileConfig with(const Knobs &knobs) const;

@@ -22,7 +22,7 @@
 // DEFAULT-NEXT:    loss-fuse-linear-cross-entropy{remarks=false},
 // DEFAULT-NEXT:    canonicalize
 // DEFAULT-NEXT:    cse,
-// DEFAULT-NEXT:    loss-select-lowering-config{band=-1 block-cols=-1 block-k=-1 block-rows=-1 chip=sm_80 grad-cols=-1 matmul= {{.*}}splits=-1 stages=-1 target=gpu threads=-1
+// DEFAULT-NEXT:    loss-select-lowering-config{band=-1 block-cols=-1 block-k=-1 block-rows=-1 chip=sm_80 cluster=-1 grad-cols=-1 matmul= {{.*}}splits=-1 stages=-1 target=gpu threads=-1
 // DEFAULT-NEXT:    loss-lower-to-gpu{chip=sm_80},
 // DEFAULT-NEXT:    canonicalize
 // DEFAULT-NEXT:    cse,
@@ -51,8 +51,8 @@
 // THREADS:    error: loss-select-lowering-config: tile threads must be a power of two in [32, 1024], got 100
 
 // Only the strategy is passed: its tile is the selection's starting point.
-// MMA:        loss-select-lowering-config{band=-1 block-cols=-1 block-k=-1 block-rows=-1 chip=sm_80 grad-cols=-1 matmul=mma_sync {{.*}}splits=-1 stages=-1 target=gpu threads=-1
-// MMA128:     loss-select-lowering-config{band=-1 block-cols=128 block-k=-1 block-rows=-1 chip=sm_80 grad-cols=-1 matmul=mma_sync {{.*}}splits=-1 stages=2 target=gpu threads=256
+// MMA:        loss-select-lowering-config{band=-1 block-cols=-1 block-k=-1 block-rows=-1 chip=sm_80 cluster=-1 grad-cols=-1 matmul=mma_sync {{.*}}splits=-1 stages=-1 target=gpu threads=-1
+// MMA128:     loss-select-lowering-config{band=-1 block-cols=128 block-k=-1 block-rows=-1 chip=sm_80 cluster=-1 grad-cols=-1 matmul=mma_sync {{.*}}splits=-1 stages=2 target=gpu threads=256
 // BADMATMUL:  Cannot find option named 'tcgen05'
 
 func.func @lce(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {

@@ -31,8 +31,9 @@ TEST(TileConfig, RejectsBadInput) {
     ASSERT_FALSE(static_cast<bool>(t)) << text.str();
     EXPECT_EQ(llvm::toString(t.takeError()), message.str());
   };
-  expectError("warps=4", "unknown tile key 'warps' (expected block_rows, threads, splits, "
-                         "matmul, stages, block_cols, block_k, grad_cols, tma, persistent, band)");
+  expectError("warps=4",
+              "unknown tile key 'warps' (expected block_rows, threads, splits, "
+              "matmul, stages, block_cols, block_k, grad_cols, tma, persistent, band, cluster)");
   expectError("threads=abc", "tile 'threads' expects an integer, got 'abc'");
   expectError("threads=-1", "tile 'threads' must not be negative, got -1");
   expectError("threads=48", "tile threads must be a power of two in [32, 1024], got 48");
@@ -195,6 +196,24 @@ TEST(TileConfig, WgmmaTiles) {
   ASSERT_TRUE(static_cast<bool>(again));
   EXPECT_EQ(again->str(), tma->str());
   EXPECT_EQ(TileConfig::parse("matmul=wgmma,tma=0")->str().find("tma"), std::string::npos);
+  // cluster: lce_partial in clusters of two row blocks, for wgmma's
+  // warp-specialized rings; it round-trips through str().
+  auto pair = TileConfig::parse("matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2,cluster=2");
+  ASSERT_TRUE(static_cast<bool>(pair)) << llvm::toString(pair.takeError());
+  EXPECT_EQ(pair->cluster, 2);
+  EXPECT_EQ(pair->str(), "block_rows=128,threads=256,splits=8,matmul=wgmma,stages=2,"
+                         "block_cols=128,block_k=64,grad_cols=128,tma=2,cluster=2");
+  EXPECT_EQ(TileConfig::parse(pair->str())->str(), pair->str());
+  EXPECT_EQ(TileConfig::parse("matmul=wgmma,tma=2,cluster=0")->str().find("cluster"),
+            std::string::npos);
+  expectError("matmul=wgmma,tma=2,cluster=4",
+              "tile cluster must be 0 (no clusters) or 2 (pairs of row blocks that multicast W), "
+              "got 4");
+  expectError("matmul=wgmma,block_k=64,tma=1,cluster=2",
+              "tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies the multicast "
+              "halves), got matmul wgmma and tma 1");
+  expectError("cluster=2", "tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies "
+                           "the multicast halves), got matmul simt and tma 0");
   // persistent: a block count for the tensor-core product kernels.
   expectError("persistent=4", "tile persistent is for tensor-core products (matmul mma_sync or "
                               "wgmma), got matmul simt");

@@ -1125,6 +1125,8 @@ TEST_F(SimtBackward, FusedVocabChunkedIsTheForwardThenTheBackward) {
       {"matmul=wgmma,block_cols=64,block_k=64,stages=3,tma=1", "bf16", "sum"},
       {"matmul=wgmma,block_cols=64,block_k=64,stages=3,grad_cols=256,tma=3,persistent=3", "bf16",
        "mean"},
+      // The forward's statistics in clusters of two row blocks (multicast W).
+      {"matmul=wgmma,block_cols=64,block_k=64,stages=2,tma=2,cluster=2", "bf16", "mean"},
       {"matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=2,tma=1,"
        "band=25",
        "f16", "mean"},

@@ -750,6 +750,44 @@ TEST(WgmmaKernels, WideLogitTilesFoldWholeTilesWithoutMasks) {
   expectTheCpAsyncBits(c, lent);
 }
 
+// cluster=2: lce_partial runs in clusters of two row blocks of one split;
+// each block's producer copies half of every W box and multicasts it to
+// both, and releases reach both producers (ExecCluster.cpp runs the two
+// blocks together, their threads ordered by the cluster's vector clocks).
+// One row block (N = 9: its peer holds no row), two, and three (a padded
+// fourth); tma=2 and tma=3; 128-column tiles; maps the runtime cannot
+// encode (the cp.async ring, no multicast). The logits are the same
+// products in the same order, so the bits equal the cp.async ring's.
+TEST(WgmmaKernels, ClustersMulticastEachWTileToBothRowBlocks) {
+  for (const char *mode : {" tma=2 cluster=2", " tma=3 cluster=2"}) {
+    SCOPED_TRACE(mode);
+    checkWgmma({9, 150, 200}, (std::string("matmul=wgmma block-k=64 stages=3") + mode).c_str());
+    Case rows{300, 150, 72};
+    rows.dtype = "bf16";
+    rows.bias = true;
+    checkWgmma(rows, (std::string("matmul=wgmma block-k=64 stages=2 splits=2") + mode).c_str());
+    Case wide{200, 300, 136};
+    wide.dtype = "bf16";
+    checkWgmma(
+        wide,
+        (std::string("matmul=wgmma block-cols=128 block-k=64 stages=2 splits=1") + mode).c_str());
+    checkWgmma({5, 77, 37}, (std::string("matmul=wgmma block-k=64 stages=3") + mode).c_str());
+    // Eight splits of 3 columns over V = 20: the last split's pair sweeps
+    // no tile (no copy, no release; the cluster barriers still meet).
+    checkWgmma({9, 20, 64},
+               (std::string("matmul=wgmma block-k=64 stages=3 splits=8") + mode).c_str());
+    Case bits{130, 300, 136};
+    bits.dtype = "bf16";
+    bits.bias = true;
+    bits.reduction = "none";
+    bits.chip = "sm_90a";
+    bits.tile = "matmul=wgmma block-k=64 stages=3 splits=2";
+    Case clustered = bits;
+    clustered.tile += mode;
+    expectTheCpAsyncBits(bits, clustered);
+  }
+}
+
 /// What a warp-specialized tile's kernels state: op counts and nvvm.maxnreg.
 struct SpecializedKernels {
   mlir::OwningOpRef<mlir::ModuleOp> module;

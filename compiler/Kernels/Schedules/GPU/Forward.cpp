@@ -38,12 +38,21 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
     sig.arg("row_lse", s.flat(s.compute())).arg("row_teacher_lse", s.flat(s.compute()));
   LaunchShape launch;
   launch.grid = {"cdiv(N," + s.bn() + ")", "S", "1"};
+  // Clusters of row blocks of one split: the blocks sweep the same W tiles,
+  // each copying 1/cluster of every one for all (Wgmma.cpp, "Clusters").
+  // Grid x rounds up to whole clusters; a block past N holds no row.
+  const int64_t cluster = s.partialCluster(dependent);
+  if (cluster) {
+    const std::string c = std::to_string(cluster);
+    launch.grid[0] = c + "*cdiv(N," + std::to_string(cluster * bn) + ")";
+    launch.cluster = cluster;
+  }
   for (const std::string &field : stats.fieldNames()) {
     sig.arg("part_" + field, s.flat(s.compute()));
     launch.workgroup.push_back(s.shared(s.matmul.rowMergeSlots(bn), s.compute()));
   }
   s.stageOperands(launch);
-  s.declareOperandMaps(sig);
+  s.declareOperandMaps(sig, cluster ? cols / cluster : 0);
   sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
   KernelArgs a = s.sink.begin(sig, launch);
   SmallVector<Value> shared, partials, scratch = s.staged(a, launch);

@@ -184,7 +184,7 @@ void GpuSchedule::declareWeightGradientMaps(KernelSignature &sig, llvm::StringRe
   sig.arg("tma_ready", index(), kTensorMapsReadyBinding);
 }
 
-void GpuSchedule::declareOperandMaps(KernelSignature &sig) const {
+void GpuSchedule::declareOperandMaps(KernelSignature &sig, int64_t wLines) const {
   if (!tile.tma)
     return;
   // Boxes of BK elements (one swizzle span of 2·BK bytes) by the tile's
@@ -199,6 +199,6 @@ void GpuSchedule::declareOperandMaps(KernelSignature &sig) const {
     sig.tensorMap((buffer + "_map").str(), name, sink.builder().getContext());
   };
   declare("x", "N", tile.blockRows);
-  declare("w", "V", tile.tileCols());
+  declare("w", "V", wLines ? wLines : tile.tileCols());
   sig.arg("tma_ready", index(), kTensorMapsReadyBinding);
 }

@@ -75,8 +75,16 @@ struct GpuSchedule {
                                         const TileMatmul *product = nullptr) const;
   /// With tile tma=1: the arguments x_map and w_map (the plan's tensor maps
   /// of x and w in boxes of the logits tile, recorded in the plan once) and
-  /// tma_ready (kTensorMapsReadyBinding). Nothing otherwise.
-  void declareOperandMaps(KernelSignature &sig) const;
+  /// tma_ready (kTensorMapsReadyBinding). Nothing otherwise. `wLines`: the
+  /// lines of w's box when not the tile's columns (a cluster's halves).
+  void declareOperandMaps(KernelSignature &sig, int64_t wLines = 0) const;
+  /// Blocks per cluster of lce_partial (tile cluster = 2 with a
+  /// warp-specialized TMA ring, one sweep per block: not the teacher's
+  /// or the dependent sweep, whose epilogues form products of their own),
+  /// else 0.
+  int64_t partialCluster(bool dependent) const {
+    return tile.cluster > 1 && tile.tma >= 2 && !dependent && !spec.hasTeacher ? tile.cluster : 0;
+  }
   /// With tile tma=1 and tensor-core gradient products whose tile TMA can
   /// fill (block_k 64, columns a multiple of 64): dX's operands as tensor
   /// maps — `dz_map` over the dZ workspace `dzName` (K-major: rows of V,

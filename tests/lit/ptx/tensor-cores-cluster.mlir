@@ -1,0 +1,68 @@
+// tile cluster=2 through the whole GPU pipeline for sm_90a: lce_partial in
+// thread-block clusters of two row blocks (.explicitcluster,
+// .reqnctapercluster 2, 1, 1: a plain cuLaunchKernel runs it in clusters),
+// each block's producer copying its half of every W tile into both blocks
+// (cp.async.bulk.tensor ... .multicast::cluster with a 16-bit CTA mask), the
+// consumers releasing each stage to both producers (mapa.shared::cluster,
+// mbarrier.arrive.shared::cluster), the inits made visible by
+// fence.mbarrier_init before a cluster barrier, and a cluster barrier after
+// the sweep. ptxas -arch=sm_90a takes every kernel with zero spills on a
+// producer warp (tma=2) and warpgroup (tma=3), 64 and 128 columns, with a
+// bias and softcap too, and lce_combine and lce_reduce keep no cluster.
+// REQUIRES: ptxas
+// RUN: rm -rf %t && mkdir -p %t/k
+// RUN: sed 's/f16/bf16/g' %s > %t/bf16.mlir
+// RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 cluster=2" -o %t/ws.mlir
+// RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-k=64 stages=3 tma=2 cluster=2" -o %t/ws64.mlir
+// RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=3 grad-cols=256 tma=3 cluster=2" -o %t/lend.mlir
+// RUN: %extract-ptx %t/ws.mlir %t/k/ws > /dev/null
+// RUN: %extract-ptx %t/ws64.mlir %t/k/ws64 > /dev/null
+// RUN: %extract-ptx %t/lend.mlir %t/k/lend > /dev/null
+// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=PAIR --input-file=%t/k/ws/fwd_lce_partial.ptx
+// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=PAIR --input-file=%t/k/lend/biased_lce_partial.ptx
+// RUN: FileCheck %s --check-prefix=RELEASE --input-file=%t/k/ws/fwd_lce_partial.ptx
+// RUN: FileCheck %s --check-prefix=RELEASE --input-file=%t/k/lend/biased_lce_partial.ptx
+// RUN: FileCheck %s --check-prefix=ALONE --input-file=%t/k/ws/fwd_lce_combine.ptx
+// RUN: %ptxas -v -arch=sm_90a %t/k/ws/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/ws/biased_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/ws64/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/ws64/biased_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/lend/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/lend/biased_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/ws/fwd_*.ptx -o %t/a.cubin 2>&1 | %python %S/../launch-fits.py %t/k/ws/fwd_*.ptx | FileCheck %s --check-prefix=FITS
+// RUN: %ptxas -v -arch=sm_90a %t/k/lend/biased_*.ptx -o %t/a.cubin 2>&1 | %python %S/../launch-fits.py %t/k/lend/biased_*.ptx | FileCheck %s --check-prefix=FITS
+
+// PAIR:          .explicitcluster
+// PAIR-NEXT:     .reqnctapercluster 2, 1, 1
+// PAIR:          fence.mbarrier_init.release.cluster;
+// PAIR:          barrier.cluster.arrive;
+// PAIR-NEXT:     barrier.cluster.wait;
+// A consumer's release: its stage's barrier in both blocks (ranks 0 and 1).
+// RELEASE-DAG:   mapa.shared::cluster.u64 {{%rd[0-9]+}}, {{%rd[0-9]+}}, 0;
+// RELEASE-DAG:   mapa.shared::cluster.u64 {{%rd[0-9]+}}, {{%rd[0-9]+}}, 1;
+// RELEASE-DAG:   mbarrier.arrive.shared::cluster.b64 _, [{{%rd[0-9]+}}]
+// PAIR:          mov.u32 {{.*}}%cluster_ctaid.x;
+// PAIR:          cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [{{.*}}], [{{.*}}], [{{.*}}], %rs{{[0-9]+}};
+// PAIR:          barrier.cluster.arrive;
+// PAIR-NEXT:     barrier.cluster.wait;
+
+// ALONE-NOT:     cluster
+
+// FITS:          threads x {{[0-9]+}} registers: fits
+// FITS-NOT:      DOES NOT LAUNCH
+
+// FWD-COUNT-3:   0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+
+func.func @fwd(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
+  %z = loss.linear %x, %w : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?x?xf16>
+  %lp = loss.log_softmax %z : tensor<?x?xf16> -> tensor<?x?xf16>
+  %l = loss.nll %lp, %y {ignore_index = -100 : i64, reduction = #loss<reduction mean>} : tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @biased(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %b: tensor<?xf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y, %b {storage = f16, compute = f32, softcap = 30.0} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64>, tensor<?xf16> -> tensor<f32>, tensor<?xf32>
+  return %l, %lse : tensor<f32>, tensor<?xf32>
+}

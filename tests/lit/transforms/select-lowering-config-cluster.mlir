@@ -1,0 +1,91 @@
+// tile cluster=2 (wgmma with tma 2 or 3): lce_partial runs in thread-block
+// clusters of two row blocks of one vocabulary split. The kernel carries
+// known_cluster_size (the PTX's .reqnctapercluster) and its grid rounds the
+// row blocks up to whole clusters; the W map's box is half the tile's
+// columns: each block's producer copies its half of every W tile into both
+// blocks' stages (multicast_mask 0b11). Each "empty" barrier counts the
+// consumer warpgroups of both blocks (4), which release a stage to both
+// producers (mbarrier.get, inttoptr, mapa to rank 0 and 1, arrive). A
+// fence.mbarrier.init and a cluster barrier follow the inits; another ends
+// the sweep. The other kernels (lce_combine, the backward) have no cluster.
+// RUN: split-file %s %t
+// RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 cluster=2" \
+// RUN:   | FileCheck %t/forward.mlir --check-prefix=ATTR
+// RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 cluster=2" \
+// RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/forward.mlir --check-prefix=IR
+// RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2" \
+// RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/forward.mlir --check-prefix=PAIRLESS
+// RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=2 tma=3 cluster=2" \
+// RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/grad.mlir
+// RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma cluster=3 tma=2" 2>&1 \
+// RUN:   | FileCheck %t/forward.mlir --check-prefix=THREE
+// RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 cluster=2 tma=1" 2>&1 \
+// RUN:   | FileCheck %t/forward.mlir --check-prefix=TMA1
+// RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_80 matmul=mma_sync cluster=2" 2>&1 \
+// RUN:   | FileCheck %t/forward.mlir --check-prefix=MMA
+
+//--- forward.mlir
+// ATTR-LABEL: func.func @forward
+// ATTR:         #loss.gpu_config<schedule = forward, matmul = wgmma, block_rows = 128, threads = 256, splits = 8, stages = 2, block_cols = 128, block_k = 64, grad_cols = 128, tma = 2, cluster = 2>
+// IR:           loss.launch_plans
+// IR-SAME:      grid = ["2*cdiv(N,256)", "S", "1"], module = "forward_lce_partial"
+// IR-SAME:      {box = [64, 64], buffer = "w", dims = ["D", "V"], name = "w_tma_64x64", swizzle = 128 : i64}
+// IR-LABEL:     gpu.func @lce_partial
+// IR-SAME:        known_cluster_size = array<i32: 2, 1, 1>
+// IR:             %[[FULL:.*]] = nvgpu.mbarrier.create
+// IR:             %[[EMPTY:.*]] = nvgpu.mbarrier.create
+// IR:             %[[FOUR:.*]] = arith.constant 4 : index
+// IR:             nvgpu.mbarrier.init %[[EMPTY]][%{{.*}}], %[[FOUR]]
+// IR:             nvvm.fence.mbarrier.init
+// IR:             nvvm.cluster.arrive{{$}}
+// IR-NEXT:        nvvm.cluster.wait
+// The consumers release a stage on both blocks' empty barriers.
+// IR:             %[[ADDRESS:.*]] = nvgpu.mbarrier.get %[[EMPTY]][%{{.*}}] {{.*}} -> i64
+// IR-NEXT:        %[[LOCAL:.*]] = llvm.inttoptr %[[ADDRESS]] : i64 to !llvm.ptr<3>
+// IR:             %[[MINE:.*]] = nvvm.mapa %[[LOCAL]], %{{.*}} : !llvm.ptr<3> -> !llvm.ptr<7>
+// IR-NEXT:        nvvm.mbarrier.arrive %[[MINE]] : !llvm.ptr<7>
+// IR:             %[[PEER:.*]] = nvvm.mapa %[[LOCAL]], %{{.*}} : !llvm.ptr<3> -> !llvm.ptr<7>
+// IR-NEXT:        nvvm.mbarrier.arrive %[[PEER]] : !llvm.ptr<7>
+// The producer: its own x box, then its half of the W box to both blocks.
+// IR:             %[[RANK:.*]] = gpu.cluster_block_id x
+// IR:             arith.muli %[[RANK]], %{{.*}} : index
+// IR:             nvgpu.tma.async.load {{.*}} multicast_mask = %{{.*}} : <tensor = memref<64x64xf16, 3>
+// IR:             nvvm.cluster.arrive{{$}}
+// IR-NEXT:        nvvm.cluster.wait
+// IR:             gpu.return
+// IR-LABEL:     gpu.func @lce_combine
+// IR-NOT:         known_cluster_size
+// IR-NOT:         nvvm.cluster
+// IR:             gpu.return
+// Without the knob: a block per row block, whole W boxes, no cluster.
+// PAIRLESS:     grid = ["cdiv(N,128)", "S", "1"], module = "forward_lce_partial"
+// PAIRLESS-LABEL: gpu.func @lce_partial
+// PAIRLESS-NOT:   known_cluster_size
+// PAIRLESS-NOT:   multicast_mask
+// PAIRLESS-NOT:   nvvm.cluster
+// PAIRLESS:       gpu.return
+// THREE: error: loss-select-lowering-config: tile cluster must be 0 (no clusters) or 2 (pairs of row blocks that multicast W), got 3
+// TMA1: error: loss-select-lowering-config: tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies the multicast halves), got matmul wgmma and tma 1
+// MMA: error: loss-select-lowering-config: tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies the multicast halves), got matmul mma_sync and tma 0
+func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
+  %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
+  return %l, %lse : tensor<f32>, tensor<?xf32>
+}
+
+//--- grad.mlir
+// The backward's product kernels keep a block per tile (clusters are
+// lce_partial's only).
+// CHECK-LABEL: gpu.func @lce_bwd_dz
+// CHECK-NOT:     known_cluster_size
+// CHECK-NOT:     multicast_mask
+// CHECK:         gpu.return
+// CHECK-LABEL: gpu.func @lce_bwd_dx
+// CHECK-NOT:     known_cluster_size
+// CHECK:         gpu.return
+// CHECK-LABEL: gpu.func @lce_bwd_dw
+// CHECK-NOT:     known_cluster_size
+// CHECK:         gpu.return
+func.func @grad(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xbf16>, tensor<?x?xbf16>) {
+  %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?xbf16>, tensor<?x?xbf16>
+  return %dx, %dw : tensor<?x?xbf16>, tensor<?x?xbf16>
+}
