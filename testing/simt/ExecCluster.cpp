@@ -129,15 +129,7 @@ bool Executor::execCluster(const Instr &in, const uint32_t *act, uint32_t n) {
       for (uint32_t u = 0; u < numThreads; ++u)
         own[u] = std::max(own[u], bar.completedClocks[u]);
     }
-    // A warpgroup all of whose threads passed synchronized (setmaxnreg).
-    for (uint32_t i = 0; i < n;) {
-      const uint32_t group = act[i] / 128;
-      uint32_t inGroup = 0;
-      while (i < n && act[i] / 128 == group)
-        ++inGroup, ++i;
-      if (inGroup == std::min<uint32_t>(128, ctaThreads - (group * 128) % ctaStride))
-        setRegistersUnsynced[group] = 0;
-    }
+    noteWarpgroupsSynchronized(act, n);
     return true;
   }
   case Opc::FenceMbarrierInit:

@@ -327,7 +327,11 @@ bool Executor::namedBarrier(const Instr &in, uint32_t c, const uint32_t *act, ui
   it->second.second -= n;
   if (!it->second.second)
     bar.released.erase(it);
-  // A warpgroup all of whose threads passed the barrier synchronized.
+  noteWarpgroupsSynchronized(act, n);
+  return true;
+}
+
+void Executor::noteWarpgroupsSynchronized(const uint32_t *act, uint32_t n) {
   for (uint32_t i = 0; i < n;) {
     const uint32_t group = act[i] / 128;
     uint32_t inGroup = 0;
@@ -336,7 +340,6 @@ bool Executor::namedBarrier(const Instr &in, uint32_t c, const uint32_t *act, ui
     if (inGroup == std::min<uint32_t>(128, ctaThreads - (group * 128) % ctaStride))
       setRegistersUnsynced[group] = 0;
   }
-  return true;
 }
 
 bool Executor::checkNamedBarriersDrained(const Instr &end) {

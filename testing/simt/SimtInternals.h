@@ -718,6 +718,9 @@ private:
   bool execNamedBarrier(const Instr &in, const uint32_t *act, uint32_t n);
   /// execNamedBarrier for the threads `act` of block `c`.
   bool namedBarrier(const Instr &in, uint32_t c, const uint32_t *act, uint32_t n);
+  /// The warpgroups all of whose threads are in `act` passed a barrier of
+  /// them all: they synchronized (the PTX ISA asks so between setmaxnregs).
+  void noteWarpgroupsSynchronized(const uint32_t *act, uint32_t n);
   /// Errors for a named barrier some threads arrived on whose phase never
   /// completed, at the block's end.
   bool checkNamedBarriersDrained(const Instr &end);
