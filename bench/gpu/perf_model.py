@@ -299,6 +299,9 @@ VARIANTS = [
     # 2 stages). Paired with auto's backward in vocabulary chunks.
     ("fwd-wgmma-cluster", "forward", "",
      "matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 cluster=2", "forward"),
+    ("bwd-vocab-wgmma-cluster-ws256m", "backward",
+     ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
+     "matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 cluster=2", "backward"),
 ]
 # The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
 # adds nothing to the other variants that sm_90 does not show.
@@ -319,7 +322,7 @@ PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64-ws
                    "fwd-wgmma-lend": "bwd-vocab-wgmma-lend-ws256m",
                    "fwd-wgmma-band": "bwd-vocab-wgmma-band-ws256m",
                    "fwd-wgmma-wide256": "bwd-vocab-wgmma-wide256-ws256m",
-                   "fwd-wgmma-cluster": "bwd-vocab-wgmma-auto-ws256m"}
+                   "fwd-wgmma-cluster": "bwd-vocab-wgmma-cluster-ws256m"}
 
 
 class ModelError(Exception):
@@ -765,6 +768,18 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
     def mma_smem(blocks, k):
         return blocks * k * e * (BR * (1 + wn) + BC * (1 + wm))
     r = {"flops": 0, "tile_bytes": 0, "floor_bytes": 0, "smem_bytes": 0}
+    # Clusters (tile cluster=2 with a producer, a block per tile): the logits
+    # products' row blocks in pairs that load each W tile once.
+    cl = tile.get("cluster", 0)
+    paired = wgmma and cl > 1 and tile.get("tma", 0) >= 2 and (
+        kind == "lce_partial" or (kind in ("lce_bwd_dz", "lce_fused_z")
+                                  and not tile.get("persistent") and not tile.get("band")))
+
+    def pair_bytes(row_blocks, col_tiles, depth):
+        """Tile loads of row_blocks x col_tiles logits tiles over `depth`."""
+        if paired:
+            return (row_blocks * BR + cdiv(row_blocks, cl) * BC) * col_tiles * depth * e
+        return row_blocks * col_tiles * (BR + BC) * depth * e
 
     if vocab and kind in ("lce_bwd_dz", "lce_bwd_dx", "lce_bwd_dw"):
         # Vocabulary chunks (strategy vocab_chunked): per chunk of C
@@ -774,7 +789,7 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
         rb, dt, ct = cdiv(N, BR), cdiv(D, BC), cdiv(C, BC)
         r["flops"] = 2 * N * D * V
         if kind == "lce_bwd_dz":
-            r["tile_bytes"] = chunks * rb * ct * (BR + BC) * D * e + z_bytes
+            r["tile_bytes"] = chunks * pair_bytes(rb, ct, D) + z_bytes
             r["floor_bytes"] = chunks * x_bytes + w_bytes + z_bytes
             if mma:
                 r["smem_bytes"] = mma_smem(chunks * rb * ct, D)
@@ -797,12 +812,7 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
         tiles = S * cdiv(cdiv(V, S), BC)            # vocabulary tiles per row block
         out = 2 * S * N * f                         # part_max, part_sum
         r["flops"] = 2 * N * D * V
-        r["tile_bytes"] = rb * tiles * (BR + BC) * D * e + out
-        if tile.get("cluster", 0) > 1:
-            # Clusters of row blocks (the grid rounded up to whole ones)
-            # load each W tile once per cluster, by multicast.
-            cl = tile["cluster"]
-            r["tile_bytes"] = (rb * BR + cdiv(rb, cl) * BC) * tiles * D * e + out
+        r["tile_bytes"] = pair_bytes(rb, tiles, D) + out
         r["floor_bytes"] = x_bytes + w_bytes + out
         if mma:
             r["smem_bytes"] = mma_smem(rb * tiles, D)
@@ -816,10 +826,11 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
         r.update(tile_bytes=b, floor_bytes=b)
     elif kind in ("lce_bwd_dz", "lce_fused_z"):
         # Per chunk: blocks of BR rows x BC columns (SIMT: T) over all of D.
-        rb = chunks * cdiv(C, BR) if chunks else cdiv(N, BR)
+        per_chunk = cdiv(C, BR) if chunks else cdiv(N, BR)
+        rb = chunks * per_chunk if chunks else per_chunk
         vt = cdiv(V, BC)
         r["flops"] = 2 * N * D * V
-        r["tile_bytes"] = rb * vt * (BR + BC) * D * e + z_bytes
+        r["tile_bytes"] = max(chunks, 1) * pair_bytes(per_chunk, vt, D) + z_bytes
         if mma:
             r["smem_bytes"] = mma_smem(rb * vt, D)
         r["floor_bytes"] = x_bytes + chunks * w_bytes + z_bytes

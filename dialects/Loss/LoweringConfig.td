@@ -98,12 +98,13 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     column by column, row blocks first within a column, so a band's A rows
     stay in L2 while B streams by once per band instead of A once per
     column. The order changes no bit of any result. `cluster = 2` (wgmma
-    with tma 2 or 3; 0: off) launches lce_partial in thread-block clusters
-    of two row blocks of one vocabulary split: each block copies half of
-    every W tile and multicasts it to both (TMA .multicast::cluster), so W
-    leaves L2 once per pair; the stages are released to both producers
-    (mbarrier arrivals on the peer through mapa). No bit of any result
-    changes.
+    with tma 2 or 3; 0: off) launches the logits products — lce_partial,
+    and lce_bwd_dz / lce_fused_z where they run a block per tile (not
+    persistent, no bands) — in thread-block clusters of two row blocks that
+    read the same W tiles: each block copies half of every W tile and
+    multicasts it to both (TMA .multicast::cluster), so W leaves L2 once per
+    pair; the stages are released to both producers (mbarrier arrivals on
+    the peer through mapa). No bit of any result changes.
 
     Example: `#loss.gpu_config<schedule = forward, matmul = simt,
     block_rows = 4, threads = 128, splits = 8, stages = 1>`,

@@ -101,9 +101,10 @@
 // (colsInside) and gives the unclamped columns, so an epilogue can fold a
 // whole tile without masks (foldColumns): the registers of 128×256 logits.
 //
-// Clusters (lce_partial with tile cluster=2 and tma ≥ 2; the kernel's
-// known_cluster_size says so, Forward.cpp): the two blocks of a cluster
-// are row blocks of one vocabulary split, so they sweep the same W tiles.
+// Clusters (tile cluster=2 and tma ≥ 2; the kernel's known_cluster_size
+// says so: lce_partial, Forward.cpp, and lce_bwd_dz / lce_fused_z,
+// Backward.cpp): the two blocks of a cluster are row blocks of one
+// vocabulary split (or column), so they read the same W tiles.
 // Each block's producer copies its own A tile and half of the W tile —
 // lines rank·BN/2 … — into both blocks' stages (TMA multicast, mask 0b11),
 // each block's full barrier expecting the whole stage as before. A stage

@@ -8,7 +8,8 @@
 // fence.mbarrier_init before a cluster barrier, and a cluster barrier after
 // the sweep. ptxas -arch=sm_90a takes every kernel with zero spills on a
 // producer warp (tma=2) and warpgroup (tma=3), 64 and 128 columns, with a
-// bias and softcap too, and lce_combine and lce_reduce keep no cluster.
+// bias and softcap too, and lce_combine and lce_reduce keep no cluster. The
+// backward's lce_bwd_dz pairs its row blocks the same way; dX and dW do not.
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t/k
 // RUN: sed 's/f16/bf16/g' %s > %t/bf16.mlir
@@ -23,6 +24,13 @@
 // RUN: FileCheck %s --check-prefix=RELEASE --input-file=%t/k/ws/fwd_lce_partial.ptx
 // RUN: FileCheck %s --check-prefix=RELEASE --input-file=%t/k/lend/biased_lce_partial.ptx
 // RUN: FileCheck %s --check-prefix=ALONE --input-file=%t/k/ws/fwd_lce_combine.ptx
+// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=PAIR --input-file=%t/k/ws/grad_lce_bwd_dz.ptx
+// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=PAIR --input-file=%t/k/lend/grad_lce_bwd_dz.ptx
+// RUN: FileCheck %s --check-prefix=ALONE --input-file=%t/k/ws/grad_lce_bwd_dx.ptx
+// RUN: FileCheck %s --check-prefix=ALONE --input-file=%t/k/ws/grad_lce_bwd_dw.ptx
+// RUN: %ptxas -v -arch=sm_90a %t/k/ws/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/lend/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/ws64/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %ptxas -v -arch=sm_90a %t/k/ws/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %ptxas -v -arch=sm_90a %t/k/ws/biased_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %ptxas -v -arch=sm_90a %t/k/ws64/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
@@ -46,12 +54,14 @@
 // PAIR:          barrier.cluster.arrive;
 // PAIR-NEXT:     barrier.cluster.wait;
 
-// ALONE-NOT:     cluster
+// (Plain TMA copies address shared::cluster too.)
+// ALONE-NOT:     {{reqnctapercluster|multicast|barrier\.cluster|mapa}}
 
 // FITS:          threads x {{[0-9]+}} registers: fits
 // FITS-NOT:      DOES NOT LAUNCH
 
 // FWD-COUNT-3:   0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// GRAD-COUNT-6:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 func.func @fwd(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
   %z = loss.linear %x, %w : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?x?xf16>
@@ -65,4 +75,11 @@ func.func @fwd(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> t
 func.func @biased(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %b: tensor<?xf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y, %b {storage = f16, compute = f32, softcap = 30.0} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64>, tensor<?xf16> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>
+}
+
+// -----
+
+func.func @grad(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>, %b: tensor<?xf16>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xf16>) {
+  %dx, %dw, %db = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g bias %b {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32>, tensor<?xf16> -> tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xf16>
+  return %dx, %dw, %db : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xf16>
 }

@@ -7,7 +7,8 @@
 // consumer warpgroups of both blocks (4), which release a stage to both
 // producers (mbarrier.get, inttoptr, mapa to rank 0 and 1, arrive). A
 // fence.mbarrier.init and a cluster barrier follow the inits; another ends
-// the sweep. The other kernels (lce_combine, the backward) have no cluster.
+// the sweep. lce_combine has no cluster; in the backward lce_bwd_dz pairs
+// its row blocks the same way.
 // RUN: split-file %s %t
 // RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 cluster=2" \
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=ATTR
@@ -17,6 +18,10 @@
 // RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/forward.mlir --check-prefix=PAIRLESS
 // RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=2 tma=3 cluster=2" \
 // RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/grad.mlir
+// RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=2 tma=3 cluster=2 persistent=132" \
+// RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/grad.mlir --check-prefix=SWEPT
+// RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=2 tma=3 cluster=2 band=32768" \
+// RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/grad.mlir --check-prefix=SWEPT
 // RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma cluster=3 tma=2" 2>&1 \
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=THREE
 // RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 cluster=2 tma=1" 2>&1 \
@@ -73,11 +78,17 @@ func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) 
 }
 
 //--- grad.mlir
-// The backward's product kernels keep a block per tile (clusters are
-// lce_partial's only).
+// The backward's logits product (dZ) pairs row blocks of a column as
+// lce_partial does; dX and dW (W read MN-major, and dZ) keep a block per
+// tile. With persistent blocks or bands (a block's tiles would not pair
+// up) dZ keeps one too.
+// CHECK:       grid = ["2*cdiv(C,256)", "cdiv(V,64)", "1"], module = "grad_lce_bwd_dz"
 // CHECK-LABEL: gpu.func @lce_bwd_dz
-// CHECK-NOT:     known_cluster_size
-// CHECK-NOT:     multicast_mask
+// CHECK-SAME:    known_cluster_size = array<i32: 2, 1, 1>
+// CHECK:         nvvm.fence.mbarrier.init
+// CHECK:         nvvm.mapa
+// CHECK:         multicast_mask
+// CHECK:         nvvm.cluster.wait
 // CHECK:         gpu.return
 // CHECK-LABEL: gpu.func @lce_bwd_dx
 // CHECK-NOT:     known_cluster_size
@@ -85,6 +96,10 @@ func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) 
 // CHECK-LABEL: gpu.func @lce_bwd_dw
 // CHECK-NOT:     known_cluster_size
 // CHECK:         gpu.return
+// SWEPT-LABEL: gpu.func @lce_bwd_dz
+// SWEPT-NOT:     known_cluster_size
+// SWEPT-NOT:     multicast_mask
+// SWEPT:         gpu.return
 func.func @grad(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xbf16>, tensor<?x?xbf16>) {
   %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?xbf16>, tensor<?x?xbf16>
   return %dx, %dw : tensor<?x?xbf16>, tensor<?x?xbf16>

@@ -470,6 +470,37 @@ TEST_F(SimtBackward, WgmmaWarpSpecializedChunkedAndFused) {
   }
 }
 
+// cluster=2: the logits products (lce_bwd_dz, lce_fused_z) run in clusters
+// of two row blocks of one column, which multicast its W tile, as
+// lce_partial does in the forward: row chunks of one row block (its pair
+// holds no row) and of three (a padded fourth), vocabulary chunks; a
+// producer warp and a producer warpgroup. The same bits as the cp.async
+// ring's, and fp64 and the CPU backend through checkCase.
+TEST_F(SimtBackward, ClustersMulticastTheLogitProductsW) {
+  const std::string tile = "matmul=wgmma,block_cols=64,block_k=64,stages=3";
+  GradCase small{40, 200, 136, "bf16", "mean", true, 0.2};
+  small.workspaceBytes = 40 * 4 + 12 * 200 * 2; // C = 12 rows of 16-bit dZ
+  GradCase rows{300, 130, 72, "f16", "sum", false, 0.1};
+  GradCase vocab{70, 200, 96, "bf16", "mean", true, 0.2};
+  vocab.strategy = "vocab_chunked";
+  vocab.workspaceBytes = 2 * (70 * 4) + 100 * 70 * 4 * 2;
+  for (GradCase ring : {small, rows, vocab}) {
+    ring.tile = tile;
+    std::map<std::string, std::vector<char>> copied;
+    checkCase(ring, &copied);
+    for (const char *mode : {",tma=2,cluster=2", ",tma=3,cluster=2"}) {
+      GradCase pairs = ring;
+      pairs.tile = tile + mode;
+      SCOPED_TRACE(describe(pairs));
+      std::map<std::string, std::vector<char>> clustered;
+      checkCase(pairs, &clustered);
+      checkFused(pairs);
+      for (const auto &[name, bytes] : copied)
+        EXPECT_TRUE(bytes == clustered[name]) << name << " differs from the cp.async kernels' bits";
+    }
+  }
+}
+
 // tma=3 with the gradient products in 128x256 tiles (wgmma m64n256, 128
 // accumulators per consumer thread: the registers the producer lends),
 // row and vocabulary chunks, persistent or not, and unaligned rows (D = 37:

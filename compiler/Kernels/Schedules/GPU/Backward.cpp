@@ -229,8 +229,17 @@ struct Backward : ChunkedBackwardSteps {
                            : s.productGrid(s.tile, "cdiv(C," + s.bn() + ")", "cdiv(V" + colTiles),
                        "none",
                        /*perChunk=*/true};
+    // Clusters of row blocks of one column multicast its W tile (Wgmma.cpp,
+    // "Clusters"); grid.x rounds up to whole clusters, and a block past the
+    // rows masks them all, as a short last chunk's do.
+    const int64_t cluster = s.logitsCluster();
+    if (cluster) {
+      launch.grid[0] = std::to_string(cluster) + "*cdiv(" + (vocab() ? "N" : "C") + "," +
+                       std::to_string(cluster * bm) + ")";
+      launch.cluster = cluster;
+    }
     s.stageOperands(launch);
-    s.declareOperandMaps(sig);
+    s.declareOperandMaps(sig, cluster ? cols / cluster : 0);
     KernelArgs a = s.sink.begin(sig, launch);
     SmallVector<Value> scratch = s.staged(a, launch);
     KernelEmitter e0 = emitter();

@@ -85,6 +85,16 @@ struct GpuSchedule {
   int64_t partialCluster(bool dependent) const {
     return tile.cluster > 1 && tile.tma >= 2 && !dependent && !spec.hasTeacher ? tile.cluster : 0;
   }
+  /// Blocks per cluster of the logits product kernels (lce_bwd_dz,
+  /// lce_fused_z) with a block per tile: row blocks x, x + 1 of a column
+  /// share its W tile. Not persistent or banded (a block's tiles would not
+  /// pair up), nor with a teacher's second product; else 0.
+  int64_t logitsCluster() const {
+    return tile.cluster > 1 && tile.tma >= 2 && !persistent(tile) && !banded(tile) &&
+                   !spec.hasTeacher
+               ? tile.cluster
+               : 0;
+  }
   /// With tile tma=1 and tensor-core gradient products whose tile TMA can
   /// fill (block_k 64, columns a multiple of 64): dX's operands as tensor
   /// maps — `dz_map` over the dZ workspace `dzName` (K-major: rows of V,
