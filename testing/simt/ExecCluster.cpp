@@ -83,15 +83,8 @@ bool Executor::execCluster(const Instr &in, const uint32_t *act, uint32_t n) {
       // relaxed one publishes nothing (the fence must have).
       if (!relaxed)
         publishInits(t, bar.completed);
-      if (syncClocks() && !relaxed) {
-        if (bar.pendingClocks.empty())
-          bar.pendingClocks.assign(numThreads, 0);
-        uint32_t *own = clocks.data() + size_t(t) * numThreads;
-        for (uint32_t u = 0; u < numThreads; ++u)
-          bar.pendingClocks[u] = std::max(bar.pendingClocks[u], own[u]);
-        // Accesses after the arrival are not covered by it.
-        ++own[t];
-      }
+      if (syncClocks() && !relaxed)
+        releaseInto(bar.pendingClocks, t);
     }
     bar.arrived += n;
     if (bar.arrived == all.size()) {
@@ -123,11 +116,8 @@ bool Executor::execCluster(const Instr &in, const uint32_t *act, uint32_t n) {
     for (uint32_t i = 0; i < n; ++i) {
       const uint32_t t = act[i];
       bar.arrivedOn[t] = kNotArrived;
-      if (!syncClocks() || bar.completedClocks.empty())
-        continue;
-      uint32_t *own = clocks.data() + size_t(t) * numThreads;
-      for (uint32_t u = 0; u < numThreads; ++u)
-        own[u] = std::max(own[u], bar.completedClocks[u]);
+      if (syncClocks())
+        acquireFrom(bar.completedClocks, t);
     }
     noteWarpgroupsSynchronized(act, n);
     return true;

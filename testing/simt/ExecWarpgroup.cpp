@@ -281,17 +281,9 @@ bool Executor::namedBarrier(const Instr &in, uint32_t c, const uint32_t *act, ui
                 llvm::formatv("{0} {1}: {2} threads arrive in a phase of {3} ({4} already did)",
                               what, id, n, count, bar.arrived));
   bar.count = count;
-  if (syncClocks()) {
-    if (bar.pendingClocks.empty())
-      bar.pendingClocks.assign(numThreads, 0);
-    for (uint32_t i = 0; i < n; ++i) {
-      uint32_t *own = clocks.data() + size_t(act[i]) * numThreads;
-      for (uint32_t u = 0; u < numThreads; ++u)
-        bar.pendingClocks[u] = std::max(bar.pendingClocks[u], own[u]);
-      // Accesses after the arrival are not covered by it.
-      ++own[act[i]];
-    }
-  }
+  if (syncClocks())
+    for (uint32_t i = 0; i < n; ++i)
+      releaseInto(bar.pendingClocks, act[i]);
   bar.arrived += n;
   if (!arriveOnly)
     bar.waiting += n;
@@ -318,12 +310,8 @@ bool Executor::namedBarrier(const Instr &in, uint32_t c, const uint32_t *act, ui
     return false;
   auto it = bar.released.find(phase);
   assert(it != bar.released.end() && "a completed phase with waiters keeps its clocks");
-  if (!it->second.first.empty())
-    for (uint32_t i = 0; i < n; ++i) {
-      uint32_t *own = clocks.data() + size_t(act[i]) * numThreads;
-      for (uint32_t u = 0; u < numThreads; ++u)
-        own[u] = std::max(own[u], it->second.first[u]);
-    }
+  for (uint32_t i = 0; i < n; ++i)
+    acquireFrom(it->second.first, act[i]);
   it->second.second -= n;
   if (!it->second.second)
     bar.released.erase(it);

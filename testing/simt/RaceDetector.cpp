@@ -214,15 +214,26 @@ void Executor::resetClocks() {
 void Executor::releaseClocks(uint32_t c, uint64_t group, uint64_t id, uint32_t t) {
   if (!syncClocks())
     return;
-  std::vector<uint32_t> &pending = barrierClocks[c][group][id].pending;
-  if (pending.empty())
-    pending.assign(numThreads, 0);
+  releaseInto(barrierClocks[c][group][id].pending, t);
+  barrierClocks[c][group][id].pendingArriver = t;
+}
+
+void Executor::releaseInto(std::vector<uint32_t> &phase, uint32_t t) {
+  if (phase.empty())
+    phase.assign(numThreads, 0);
   uint32_t *own = clocks.data() + size_t(t) * numThreads;
   for (uint32_t u = 0; u < numThreads; ++u)
-    pending[u] = std::max(pending[u], own[u]);
-  barrierClocks[c][group][id].pendingArriver = t;
+    phase[u] = std::max(phase[u], own[u]);
   // Accesses after the arrival are not covered by it.
   ++own[t];
+}
+
+void Executor::acquireFrom(const std::vector<uint32_t> &phase, uint32_t t) {
+  if (phase.empty())
+    return;
+  uint32_t *own = clocks.data() + size_t(t) * numThreads;
+  for (uint32_t u = 0; u < numThreads; ++u)
+    own[u] = std::max(own[u], phase[u]);
 }
 
 void Executor::completePhaseClocks(uint32_t c, uint64_t group, uint64_t id, uint64_t phases) {
@@ -239,10 +250,5 @@ void Executor::completePhaseClocks(uint32_t c, uint64_t group, uint64_t id, uint
 void Executor::acquireClocks(uint32_t c, uint64_t group, uint64_t id, bool parity, uint32_t t) {
   if (!syncClocks())
     return;
-  const std::vector<uint32_t> &released = barrierClocks[c][group][id].completed[parity];
-  if (released.empty())
-    return;
-  uint32_t *own = clocks.data() + size_t(t) * numThreads;
-  for (uint32_t u = 0; u < numThreads; ++u)
-    own[u] = std::max(own[u], released[u]);
+  acquireFrom(barrierClocks[c][group][id].completed[parity], t);
 }

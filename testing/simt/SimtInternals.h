@@ -536,6 +536,13 @@ private:
   }
   /// Thread t arrives on barrier (group, id): releases its clocks.
   void releaseClocks(uint32_t c, uint64_t group, uint64_t id, uint32_t t);
+  /// Thread t arrives on a barrier phase whose released clocks are `phase`
+  /// (any barrier model: mbarrier, named, cluster): merges its clocks in
+  /// and starts a new one of its own.
+  void releaseInto(std::vector<uint32_t> &phase, uint32_t t);
+  /// Thread t passed a wait on a completed phase that released `phase`
+  /// (empty: nothing).
+  void acquireFrom(const std::vector<uint32_t> &phase, uint32_t t);
   /// Thread t passed a wait on the phase of parity `parity`.
   void acquireClocks(uint32_t c, uint64_t group, uint64_t id, bool parity, uint32_t t);
   /// Barrier (group, id) completed a phase (now `phases` completed).
