@@ -775,6 +775,17 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
         kind == "lce_partial" or (kind in ("lce_bwd_dz", "lce_fused_z")
                                   and not tile.get("persistent") and not tile.get("band")))
 
+    # The gradient products pair row blocks of a column block the same way
+    # where each block can copy whole 64-line boxes of the shared MN-major
+    # B tile (GpuSchedule::gradientCluster): B is read once per pair.
+    grad_paired = wgmma and cl > 1 and tile.get("tma", 0) >= 2 and (
+        kind in ("lce_bwd_dx", "lce_bwd_dw") and not tile.get("persistent")
+        and not tile.get("band") and tile.get("block_k") == 64 and BC % (64 * cl) == 0)
+
+    def b_reads(row_blocks):
+        """Row blocks that each read a gradient product's B tile."""
+        return cdiv(row_blocks, cl) if grad_paired else row_blocks
+
     def pair_bytes(row_blocks, col_tiles, depth):
         """Tile loads of row_blocks x col_tiles logits tiles over `depth`."""
         if paired:
@@ -795,13 +806,13 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
                 r["smem_bytes"] = mma_smem(chunks * rb * ct, D)
         elif kind == "lce_bwd_dx":
             acc = chunks * 2 * N * D * f
-            r["tile_bytes"] = z_bytes * dt + chunks * rb * C * D * e + acc
+            r["tile_bytes"] = z_bytes * dt + chunks * b_reads(rb) * C * D * e + acc
             r["floor_bytes"] = z_bytes + w_bytes + acc
             if mma:
                 r["smem_bytes"] = mma_smem(chunks * rb * dt, C)
         else:
             vb = chunks * cdiv(C, BR)
-            r["tile_bytes"] = z_bytes * dt + vb * N * D * e + V * D * e
+            r["tile_bytes"] = z_bytes * dt + chunks * b_reads(cdiv(C, BR)) * N * D * e + V * D * e
             r["floor_bytes"] = z_bytes + chunks * x_bytes + V * D * e
             if mma:
                 r["smem_bytes"] = mma_smem(vb * dt, N)
@@ -847,7 +858,7 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
         # D tile, W re-read per row block.
         rb, dt = chunks * cdiv(C, BR), cdiv(D, BC)
         r["flops"] = 2 * N * D * V
-        r["tile_bytes"] = z_bytes * dt + rb * V * D * e + x_bytes
+        r["tile_bytes"] = z_bytes * dt + chunks * b_reads(cdiv(C, BR)) * V * D * e + x_bytes
         r["floor_bytes"] = z_bytes + chunks * w_bytes + x_bytes
         if mma:
             r["smem_bytes"] = mma_smem(rb * dt, V)
@@ -857,7 +868,7 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
         acc = (2 * chunks - 1) * V * D * f
         vb, dt = cdiv(V, BR), cdiv(D, BC)
         r["flops"] = 2 * N * D * V
-        r["tile_bytes"] = z_bytes * dt + vb * N * D * e + acc
+        r["tile_bytes"] = z_bytes * dt + b_reads(vb) * N * D * e + acc
         r["floor_bytes"] = z_bytes + x_bytes + acc
         if mma:
             r["smem_bytes"] = mma_smem(vb * dt, N)

@@ -102,12 +102,14 @@
 // whole tile without masks (foldColumns): the registers of 128×256 logits.
 //
 // Clusters (tile cluster=2 and tma ≥ 2; the kernel's known_cluster_size
-// says so: lce_partial, Forward.cpp, and lce_bwd_dz / lce_fused_z,
-// Backward.cpp): the two blocks of a cluster are row blocks of one
-// vocabulary split (or column), so they read the same W tiles.
-// Each block's producer copies its own A tile and half of the W tile —
-// lines rank·BN/2 … — into both blocks' stages (TMA multicast, mask 0b11),
-// each block's full barrier expecting the whole stage as before. A stage
+// says so: lce_partial, Forward.cpp; lce_bwd_dz / lce_fused_z, lce_bwd_dx
+// and lce_bwd_dw, Backward.cpp): the two blocks of a cluster are row
+// blocks of one vocabulary split (or column block), so they read the same
+// B tiles (W; dX's Wᵀ; dW's Xᵀ). Each block's producer copies its own A
+// tile and half of the B tile into both blocks' stages (TMA multicast,
+// mask 0b11): lines rank·BN/2 … of a K-major box, or of an MN-major tile's
+// boxes of 64 lines the rank-th half. Each block's full barrier expects
+// the whole stage as before. A stage
 // of either block is refilled by both producers, so each "empty" barrier
 // counts the consumer warpgroups of both blocks (2G), and a consumer
 // releases a stage on its own and its peer's barrier (the address by
@@ -115,7 +117,7 @@
 // fence.mbarrier_init and a cluster barrier after the inits make the
 // barriers the peer uses visible before its first copy; a cluster barrier
 // after the sweep keeps each block alive until its peer is done with it.
-// W then leaves L2 once per pair of row blocks.
+// B then leaves L2 once per pair of row blocks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -291,8 +293,8 @@ public:
       return consumersSweep(e, a, b, tiles, kBegin, kEnd, init, sa, sb, epilogue);
     }
     const int64_t cluster = clusterBlocks(buffers[0]);
-    assert((cluster == 1 || (ws && overlap && mapped && sb.kMajor)) &&
-           "clusters: a warp-specialized sweep of K-major W boxes (GpuSchedule::partialCluster)");
+    assert((cluster == 1 || (ws && overlap && mapped)) &&
+           "clusters: a warp-specialized sweep on TMA (GpuSchedule::partialCluster)");
     if (!ws || !overlap || !mapped)
       return TileMatmul::sweep(e, a, b, tiles, kBegin, kEnd, init, buffers, epilogue, overlap);
     // The previous product's last reads of the ring.
@@ -868,20 +870,45 @@ private:
     Value bk0 = relative(e, k0, c.b.kOrigin), line0 = relative(e, c.tile.colBegin, c.b.lineOrigin);
     if (c.cluster == 1)
       return copyStage(e, c.sb, c.mapB, c.bars, stage, bk0, line0);
-    // This block's share of the W box, into the same lines of every block's
-    // stage; their full barriers expect it with the rest of the stage.
+    // This block's share of the B tile, into the same place of every
+    // block's stage; their full barriers expect it with the rest of the
+    // stage.
     OpBuilder &b = e.builder();
-    const int64_t share = c.sb.lines / c.cluster;
-    Value first = e.mul(gpuClusterBlockIdx(e), e.index(share));
-    Value row = e.add(e.mul(stage, e.index(c.sb.lines)), first);
-    SmallVector<OpFoldResult> offsets{row, b.getIndexAttr(0)};
-    SmallVector<OpFoldResult> sizes{b.getIndexAttr(share), b.getIndexAttr(bk)};
-    SmallVector<OpFoldResult> strides{b.getIndexAttr(1), b.getIndexAttr(1)};
-    Value view = memref::SubViewOp::create(b, e.location(), c.sb.ring, offsets, sizes, strides);
     Value mask =
         arith::ConstantOp::create(b, e.location(), b.getI16IntegerAttr((1 << c.cluster) - 1));
-    nvgpu::TmaAsyncLoadOp::create(b, e.location(), view, c.bars, c.mapB,
-                                  ValueRange{bk0, e.add(line0, first)}, stage, mask, Value());
+    Value rank = gpuClusterBlockIdx(e);
+    if (!c.sb.kMajor) {
+      // MN-major (dX's Wᵀ, dW's Xᵀ): boxes of 64 lines, box g after box
+      // g − 1 in the stage; block r copies boxes r·n … r·n + n − 1 of the
+      // tile's cluster·n.
+      const int64_t boxes = c.sb.lines / kMnBoxLines, share = boxes / c.cluster;
+      assert(boxes % c.cluster == 0 && "clusters: whole MN-major boxes per block");
+      for (int64_t i = 0; i < share; ++i) {
+        Value g = e.add(e.mul(rank, e.index(share)), e.index(i));
+        Value row = e.add(e.mul(stage, e.index(c.sb.lines)), e.mul(g, e.index(bk)));
+        nvgpu::TmaAsyncLoadOp::create(b, e.location(), rowsView(e, c.sb.ring, row, bk), c.bars,
+                                      c.mapB,
+                                      ValueRange{e.add(line0, e.mul(g, e.index(kMnBoxLines))), bk0},
+                                      stage, mask, Value());
+      }
+      return;
+    }
+    const int64_t share = c.sb.lines / c.cluster;
+    Value first = e.mul(rank, e.index(share));
+    Value row = e.add(e.mul(stage, e.index(c.sb.lines)), first);
+    nvgpu::TmaAsyncLoadOp::create(b, e.location(), rowsView(e, c.sb.ring, row, share), c.bars,
+                                  c.mapB, ValueRange{bk0, e.add(line0, first)}, stage, mask,
+                                  Value());
+  }
+
+  /// `rows` rows of `ring` (rows of BK elements) from row `row`: where a
+  /// multicast copy lands in every block of the cluster.
+  Value rowsView(KernelEmitter &e, Value ring, Value row, int64_t rows) const {
+    OpBuilder &b = e.builder();
+    SmallVector<OpFoldResult> offsets{row, b.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes{b.getIndexAttr(rows), b.getIndexAttr(bk)};
+    SmallVector<OpFoldResult> strides{b.getIndexAttr(1), b.getIndexAttr(1)};
+    return memref::SubViewOp::create(b, e.location(), ring, offsets, sizes, strides);
   }
 
   /// This block's rank in its cluster (cluster_block_id.x: the clusters
@@ -1004,12 +1031,7 @@ private:
   /// elements; a stage holds lines · BK of them).
   Value stageView(KernelEmitter &e, const Staged &ring, Value stage, int64_t first,
                   int64_t rows) const {
-    OpBuilder &b = e.builder();
-    Value row = e.add(e.mul(stage, e.index(ring.lines)), e.index(first));
-    SmallVector<OpFoldResult> offsets{row, b.getIndexAttr(0)};
-    SmallVector<OpFoldResult> sizes{b.getIndexAttr(rows), b.getIndexAttr(bk)};
-    SmallVector<OpFoldResult> strides{b.getIndexAttr(1), b.getIndexAttr(1)};
-    return memref::SubViewOp::create(b, e.location(), ring.ring, offsets, sizes, strides);
+    return rowsView(e, ring.ring, e.add(e.mul(stage, e.index(ring.lines)), e.index(first)), rows);
   }
 
   /// The K-major swizzled descriptor of the 8-row groups from `line0` at

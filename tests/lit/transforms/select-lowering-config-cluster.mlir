@@ -8,7 +8,8 @@
 // producers (mbarrier.get, inttoptr, mapa to rank 0 and 1, arrive). A
 // fence.mbarrier.init and a cluster barrier follow the inits; another ends
 // the sweep. lce_combine has no cluster; in the backward lce_bwd_dz pairs
-// its row blocks the same way.
+// its row blocks the same way, and so do dX and dW, whose shared operand is
+// MN-major (each block multicasts its half of the tile's 64-line boxes).
 // RUN: split-file %s %t
 // RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 cluster=2" \
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=ATTR
@@ -18,6 +19,8 @@
 // RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/forward.mlir --check-prefix=PAIRLESS
 // RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=2 tma=3 cluster=2" \
 // RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/grad.mlir
+// RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=2 grad-cols=64 tma=3 cluster=2" \
+// RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/grad.mlir --check-prefix=ONEBOX
 // RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=2 tma=3 cluster=2 persistent=132" \
 // RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/grad.mlir --check-prefix=SWEPT
 // RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=2 tma=3 cluster=2 band=32768" \
@@ -79,24 +82,55 @@ func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) 
 
 //--- grad.mlir
 // The backward's logits product (dZ) pairs row blocks of a column as
-// lce_partial does; dX and dW (W read MN-major, and dZ) keep a block per
-// tile. With persistent blocks or bands (a block's tiles would not pair
-// up) dZ keeps one too.
+// lce_partial does. dX and dW pair row blocks of a column block too: their
+// B tile (Wᵀ, Xᵀ: MN-major, 128 columns) is two 64-line boxes, one
+// multicast by each block. At 64 gradient columns (one box) they keep a
+// block per tile. With persistent blocks or bands (a block's tiles would
+// not pair up) none pairs.
 // CHECK:       grid = ["2*cdiv(C,256)", "cdiv(V,64)", "1"], module = "grad_lce_bwd_dz"
+// CHECK:       grid = ["2*cdiv(C,256)", "cdiv(D,128)", "1"], module = "grad_lce_bwd_dx"
+// CHECK:       grid = ["2*cdiv(V,256)", "cdiv(D,128)", "1"], module = "grad_lce_bwd_dw"
 // CHECK-LABEL: gpu.func @lce_bwd_dz
 // CHECK-SAME:    known_cluster_size = array<i32: 2, 1, 1>
 // CHECK:         nvvm.fence.mbarrier.init
 // CHECK:         nvvm.mapa
-// CHECK:         multicast_mask
+// CHECK:         multicast_mask = %{{.*}} : <tensor = memref<32x64xbf16, 3>
 // CHECK:         nvvm.cluster.wait
 // CHECK:         gpu.return
 // CHECK-LABEL: gpu.func @lce_bwd_dx
-// CHECK-NOT:     known_cluster_size
+// CHECK-SAME:    known_cluster_size = array<i32: 2, 1, 1>
+// CHECK:         nvvm.fence.mbarrier.init
+// CHECK:         nvvm.mapa
+// CHECK:         %[[RANK:.*]] = gpu.cluster_block_id x
+// CHECK:         arith.muli %[[RANK]], %c1{{.*}} : index
+// CHECK:         multicast_mask = %{{.*}} : <tensor = memref<64x64xbf16, 3>
+// CHECK:         nvvm.cluster.wait
 // CHECK:         gpu.return
 // CHECK-LABEL: gpu.func @lce_bwd_dw
-// CHECK-NOT:     known_cluster_size
+// CHECK-SAME:    known_cluster_size = array<i32: 2, 1, 1>
+// CHECK:         multicast_mask = %{{.*}} : <tensor = memref<64x64xbf16, 3>
+// CHECK:         nvvm.cluster.wait
 // CHECK:         gpu.return
+// ONEBOX:       grid = ["2*cdiv(C,256)", "cdiv(V,64)", "1"], module = "grad_lce_bwd_dz"
+// ONEBOX:       grid = ["cdiv(C,128)", "cdiv(D,64)", "1"], module = "grad_lce_bwd_dx"
+// ONEBOX:       grid = ["cdiv(V,128)", "cdiv(D,64)", "1"], module = "grad_lce_bwd_dw"
+// ONEBOX-LABEL: gpu.func @lce_bwd_dx
+// ONEBOX-NOT:     known_cluster_size
+// ONEBOX-NOT:     multicast_mask
+// ONEBOX:         gpu.return
+// ONEBOX-LABEL: gpu.func @lce_bwd_dw
+// ONEBOX-NOT:     known_cluster_size
+// ONEBOX-NOT:     multicast_mask
+// ONEBOX:         gpu.return
 // SWEPT-LABEL: gpu.func @lce_bwd_dz
+// SWEPT-NOT:     known_cluster_size
+// SWEPT-NOT:     multicast_mask
+// SWEPT:         gpu.return
+// SWEPT-LABEL: gpu.func @lce_bwd_dx
+// SWEPT-NOT:     known_cluster_size
+// SWEPT-NOT:     multicast_mask
+// SWEPT:         gpu.return
+// SWEPT-LABEL: gpu.func @lce_bwd_dw
 // SWEPT-NOT:     known_cluster_size
 // SWEPT-NOT:     multicast_mask
 // SWEPT:         gpu.return

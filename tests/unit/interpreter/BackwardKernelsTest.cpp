@@ -472,11 +472,15 @@ TEST_F(SimtBackward, WgmmaWarpSpecializedChunkedAndFused) {
 
 // cluster=2: the logits products (lce_bwd_dz, lce_fused_z) run in clusters
 // of two row blocks of one column, which multicast its W tile, as
-// lce_partial does in the forward: row chunks of one row block (its pair
-// holds no row) and of three (a padded fourth), vocabulary chunks; a
-// producer warp and a producer warpgroup. The same bits as the cp.async
-// ring's, and fp64 and the CPU backend through checkCase.
-TEST_F(SimtBackward, ClustersMulticastTheLogitProductsW) {
+// lce_partial does in the forward; so do the gradient products dX and dW
+// (128 gradient columns: each block multicasts one of the B tile's two
+// MN-major 64-line boxes; 256: two of four). Row chunks of one row block
+// (its pair holds no row) and of three (a padded fourth), 64 and 256 logit
+// columns (halves of 32 and 128 W rows); dW over 200 and
+// 130 vocabulary rows (a pair each), over vocabulary chunks of 100 (a
+// padded pair); a producer warp and a producer warpgroup. The same bits as
+// the cp.async ring's, and fp64 and the CPU backend through checkCase.
+TEST_F(SimtBackward, ClustersMulticastTheProductsSharedTiles) {
   const std::string tile = "matmul=wgmma,block_cols=64,block_k=64,stages=3";
   GradCase small{40, 200, 136, "bf16", "mean", true, 0.2};
   small.workspaceBytes = 40 * 4 + 12 * 200 * 2; // C = 12 rows of 16-bit dZ
@@ -488,9 +492,12 @@ TEST_F(SimtBackward, ClustersMulticastTheLogitProductsW) {
     ring.tile = tile;
     std::map<std::string, std::vector<char>> copied;
     checkCase(ring, &copied);
-    for (const char *mode : {",tma=2,cluster=2", ",tma=3,cluster=2"}) {
+    for (const std::string &pairTile :
+         {tile + ",tma=2,cluster=2", tile + ",tma=3,cluster=2",
+          std::string("matmul=wgmma,block_cols=256,block_k=64,stages=3,grad_cols=256,tma=3,"
+                      "cluster=2")}) {
       GradCase pairs = ring;
-      pairs.tile = tile + mode;
+      pairs.tile = pairTile;
       SCOPED_TRACE(describe(pairs));
       std::map<std::string, std::vector<char>> clustered;
       checkCase(pairs, &clustered);

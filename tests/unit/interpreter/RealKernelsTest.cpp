@@ -755,7 +755,7 @@ TEST(WgmmaKernels, WideLogitTilesFoldWholeTilesWithoutMasks) {
 // both, and releases reach both producers (ExecCluster.cpp runs the two
 // blocks together, their threads ordered by the cluster's vector clocks).
 // One row block (N = 9: its peer holds no row), two, and three (a padded
-// fourth); tma=2 and tma=3; 128-column tiles; maps the runtime cannot
+// fourth); tma=2 and tma=3; 128- and 256-column tiles; maps the runtime cannot
 // encode (the cp.async ring, no multicast). The logits are the same
 // products in the same order, so the bits equal the cp.async ring's.
 TEST(WgmmaKernels, ClustersMulticastEachWTileToBothRowBlocks) {
@@ -786,6 +786,12 @@ TEST(WgmmaKernels, ClustersMulticastEachWTileToBothRowBlocks) {
     clustered.tile += mode;
     expectTheCpAsyncBits(bits, clustered);
   }
+  // 256-column tiles on the producer warpgroup: each block's half of a W
+  // tile is a box of 128 rows.
+  Case wide{200, 300, 136};
+  wide.dtype = "bf16";
+  wide.bias = true;
+  checkWgmma(wide, "matmul=wgmma block-cols=256 block-k=64 stages=3 splits=1 tma=3 cluster=2");
 }
 
 /// What a warp-specialized tile's kernels state: op counts and nvvm.maxnreg.

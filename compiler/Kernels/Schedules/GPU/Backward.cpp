@@ -367,6 +367,13 @@ struct Backward : ChunkedBackwardSteps {
                                      colBlocks),
                        "none",
                        /*perChunk=*/true};
+    // Clusters of row blocks of one column block multicast its B tile
+    // (Wgmma.cpp, "Clusters"), as the logits products do.
+    if (const int64_t cluster = s.gradientCluster(weightGradient)) {
+      launch.grid[0] = std::to_string(cluster) + "*cdiv(" + lines + "," +
+                       std::to_string(cluster * tile.blockRows) + ")";
+      launch.cluster = cluster;
+    }
     if (s.tensorCoreGradients())
       s.stageOperands(launch, &s.gradMatmul());
     if (weightGradient)

@@ -95,6 +95,22 @@ struct GpuSchedule {
                ? tile.cluster
                : 0;
   }
+  /// Blocks per cluster of the gradient products (lce_bwd_dx: row blocks
+  /// of a dX column block share its Wᵀ tile; lce_bwd_dw: vocabulary row
+  /// blocks of a dW column block share its Xᵀ tile) with a block per tile
+  /// on a warp-specialized TMA ring; else 0. Their shared operand is
+  /// MN-major, copied in boxes of 64 lines, so the tile's columns must make
+  /// whole boxes for each block of the cluster (Wgmma.cpp, "Clusters").
+  int64_t gradientCluster(bool weightGradient) const {
+    const TileConfig &g = gradTile();
+    constexpr int64_t kBox = 64;
+    const bool mapped = tensorCoreGradients() && g.blockK == kBox &&
+                        (!weightGradient || g.blockRows % kBox == 0);
+    return tile.cluster > 1 && g.tma >= 2 && mapped && !persistent(g) && !banded(g) &&
+                   g.tileCols() % (kBox * tile.cluster) == 0
+               ? tile.cluster
+               : 0;
+  }
   /// With tile tma=1 and tensor-core gradient products whose tile TMA can
   /// fill (block_k 64, columns a multiple of 64): dX's operands as tensor
   /// maps — `dz_map` over the dZ workspace `dzName` (K-major: rows of V,
