@@ -95,9 +95,10 @@ AOT_VARIANTS=(
 # (band=32768, impl lossjit-band: bench/gpu/tile_order.py's DRAM model);
 # and the vocabulary chunks with 128x256 logit tiles too on the producer
 # warpgroup (impl lossjit-wide256: whole tiles fold without column masks);
-# and auto's vocabulary chunks with the forward in thread-block clusters of
-# two row blocks that multicast each W tile (cluster=2 on the producer
-# warp's 128-column tile, impl lossjit-cluster: never run on hardware yet).
+# and the vocabulary chunks with every product in thread-block clusters of
+# two row blocks that multicast each shared tile (cluster=2: on the producer
+# warp's 128-column tile, impl lossjit-cluster; on wide256's tile, impl
+# lossjit-wide256-cluster: never run on hardware yet).
 HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-tma|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1"
   "bf16-mean-sm90a-ws|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2"
@@ -108,6 +109,7 @@ HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-band|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1,band=32768"
   "bf16-mean-sm90a-wide256|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3"
   "bf16-mean-sm90a-cluster|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2,cluster=2"
+  "bf16-mean-sm90a-wide256-cluster|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3,cluster=2"
 )
 
 # Test-only bundles (.bundle/test-kernels/<name>/) for tests/gpu/

@@ -54,9 +54,13 @@ Implementations, measured in this order for each shape, smaller N first
              the vocabulary chunks with 128x256 logit and gradient tiles on
              the producer warpgroup (AOT variant bf16-mean-sm90a-wide256)
   lossjit-cluster
-             the vocabulary chunks with the forward's row blocks in
-             thread-block clusters of two that multicast each W tile (tile
-             cluster=2 on a producer warp; AOT variant bf16-mean-sm90a-cluster)
+             the vocabulary chunks with every product's row blocks in
+             thread-block clusters of two that multicast each shared tile
+             (tile cluster=2 on a producer warp; AOT variant
+             bf16-mean-sm90a-cluster)
+  lossjit-wide256-cluster
+             lossjit-wide256's tiles in those clusters (AOT variant
+             bf16-mean-sm90a-wide256-cluster)
   compile    torch.compile of eager (compiles per shape: first-call column)
 
 The run stops starting measurements when --budget runs low and marks the rest
@@ -359,7 +363,7 @@ def make_impl(name, args, dtype_name, shape):
 HOPPER_TILES = {"lossjit-tma": "tma", "lossjit-ws": "ws", "lossjit-persist": "persist",
                 "lossjit-vocab": "vocab", "lossjit-lend": "lend", "lossjit-wide": "wide",
                 "lossjit-band": "band", "lossjit-wide256": "wide256",
-                "lossjit-cluster": "cluster"}
+                "lossjit-cluster": "cluster", "lossjit-wide256-cluster": "wide256-cluster"}
 
 
 def _version(module):
@@ -494,7 +498,8 @@ def main():
     # The peers before lossjit's explicit Hopper tiles: a tile that hangs or
     # fails on new hardware then costs no comparison with what users run.
     ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,lossjit-fused,lossjit-vocab,"
-                    "lossjit-band,lossjit-wide256,lossjit-cluster,lossjit-lend,lossjit-wide,"
+                    "lossjit-band,lossjit-wide256,lossjit-cluster,lossjit-wide256-cluster,"
+                    "lossjit-lend,lossjit-wide,"
                     "lossjit-persist,lossjit-tma,"
                     "lossjit-ws,"
                     "compile")

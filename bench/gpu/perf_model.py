@@ -293,15 +293,26 @@ VARIANTS = [
     ("fused-vocab-wgmma-wide256-ws256m", "fused",
      ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
      "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3", "fused"),
-    # Clusters (opt-in, cluster=2): lce_partial's row blocks in pairs, each
-    # copying half of every W tile for both by TMA multicast, so W crosses
-    # the L2 once per pair; on the producer warp's 128-column tile (k 64,
-    # 2 stages). Paired with auto's backward in vocabulary chunks.
+    # Clusters (opt-in, cluster=2): the products' row blocks in pairs, each
+    # copying half of every shared tile (W; dX's Wᵀ, dW's Xᵀ) for both by
+    # TMA multicast, so it crosses the L2 once per pair; on the producer
+    # warp's 128-column tile (k 64, 2 stages), backward in vocabulary chunks.
     ("fwd-wgmma-cluster", "forward", "",
      "matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 cluster=2", "forward"),
     ("bwd-vocab-wgmma-cluster-ws256m", "backward",
      ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
      "matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 cluster=2", "backward"),
+    # Clusters on wide256's 128x256 tiles: every product (lce_partial, dZ,
+    # dX, dW) pairs its row blocks, each block multicasting half of the
+    # shared 256-line tile.
+    ("fwd-wgmma-wide256-cluster", "forward", "",
+     "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=2", "forward"),
+    ("bwd-vocab-wgmma-wide256-cluster-ws256m", "backward",
+     ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
+     "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=2", "backward"),
+    ("fused-vocab-wgmma-wide256-cluster-ws256m", "fused",
+     ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
+     "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=2", "fused"),
 ]
 # The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
 # adds nothing to the other variants that sm_90 does not show.
@@ -322,7 +333,8 @@ PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64-ws
                    "fwd-wgmma-lend": "bwd-vocab-wgmma-lend-ws256m",
                    "fwd-wgmma-band": "bwd-vocab-wgmma-band-ws256m",
                    "fwd-wgmma-wide256": "bwd-vocab-wgmma-wide256-ws256m",
-                   "fwd-wgmma-cluster": "bwd-vocab-wgmma-cluster-ws256m"}
+                   "fwd-wgmma-cluster": "bwd-vocab-wgmma-cluster-ws256m",
+                   "fwd-wgmma-wide256-cluster": "bwd-vocab-wgmma-wide256-cluster-ws256m"}
 
 
 class ModelError(Exception):

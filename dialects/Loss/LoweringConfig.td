@@ -98,13 +98,15 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     column by column, row blocks first within a column, so a band's A rows
     stay in L2 while B streams by once per band instead of A once per
     column. The order changes no bit of any result. `cluster = 2` (wgmma
-    with tma 2 or 3; 0: off) launches the logits products — lce_partial,
-    and lce_bwd_dz / lce_fused_z where they run a block per tile (not
-    persistent, no bands) — in thread-block clusters of two row blocks that
-    read the same W tiles: each block copies half of every W tile and
-    multicasts it to both (TMA .multicast::cluster), so W leaves L2 once per
-    pair; the stages are released to both producers (mbarrier arrivals on
-    the peer through mapa). No bit of any result changes.
+    with tma 2 or 3; 0: off) launches the products — lce_partial, and
+    lce_bwd_dz / lce_fused_z, lce_bwd_dx and lce_bwd_dw where they run a
+    block per tile (not persistent, no bands; dX and dW with gradient tiles
+    of whole 64-column boxes per block: 128 or 256 columns) — in
+    thread-block clusters of two row blocks that read the same B tiles (W;
+    Wᵀ; Xᵀ): each block copies half of every such tile and multicasts it
+    to both (TMA .multicast::cluster), so it leaves L2 once per pair; the
+    stages are released to both producers (mbarrier arrivals on the peer
+    through mapa). No bit of any result changes.
 
     Example: `#loss.gpu_config<schedule = forward, matmul = simt,
     block_rows = 4, threads = 128, splits = 8, stages = 1>`,

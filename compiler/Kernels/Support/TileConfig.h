@@ -51,9 +51,10 @@ struct TileConfig {
   /// Tensor cores: 0, or the KiB of A operand rows a band of the product
   /// kernels' tiles keeps in L2 (GpuSchedule::forEachTile's tile order).
   int64_t band = 0;
-  /// wgmma with tma ≥ 2: 0, or 2 to launch the logits products (lce_partial,
-  /// and lce_bwd_dz / lce_fused_z with a block per tile) in clusters of two
-  /// row blocks that multicast each W tile (Wgmma.cpp, "Clusters").
+  /// wgmma with tma ≥ 2: 0, or 2 to launch the products (lce_partial, and
+  /// with a block per tile lce_bwd_dz / lce_fused_z, lce_bwd_dx and
+  /// lce_bwd_dw: GpuSchedule::logitsCluster, gradientCluster) in clusters of
+  /// two row blocks that multicast each shared tile (Wgmma.cpp, "Clusters").
   int64_t cluster = 0;
   /// "auto": no tile of its own. The selection pass gives every op the
   /// tile defaultFor() picks for its chip, storage and schedule (the other
