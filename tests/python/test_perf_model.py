@@ -137,6 +137,38 @@ def test_vocabulary_chunks_trade_the_dw_accumulator_for_dx():
     assert plan["chunk_dim"] == "V"
 
 
+def test_clusters_read_the_gradient_products_shared_tile_once_per_pair():
+    # cluster=2: dX's row blocks of a column block share its W tile, dW's
+    # vocabulary row blocks its X tile, when each block copies whole 64-line
+    # boxes (128 or 256 gradient columns); at 64 columns, or persistent,
+    # nothing pairs.
+    m = load_model()
+    shape = {"N": 4096, "D": 4096, "V": 128256}
+    n, d, v = shape["N"], shape["D"], shape["V"]
+    tile = {"matmul": "wgmma", "block_rows": 128, "block_cols": 128, "threads": 256,
+            "block_k": 64, "tma": 2}
+    paired = dict(tile, cluster=2)
+    env = {"C": 21376}
+    # (kind, row blocks per chunk, depth of each B read): dX over N rows
+    # (32 blocks), dW over the chunk's 21376 vocabulary rows (167: the
+    # last pair is padded).
+    for kind, blocks, depth in (("lce_bwd_dx", m.cdiv(n, 128), 21376),
+                                ("lce_bwd_dw", m.cdiv(21376, 128), n)):
+        alone = m.kernel_work(kind, shape, tile, env, 6, 2, vocab=True)
+        pairs = m.kernel_work(kind, shape, paired, env, 6, 2, vocab=True)
+        saved = 6 * (blocks - m.cdiv(blocks, 2)) * depth * d * 2
+        assert alone["tile_bytes"] - pairs["tile_bytes"] == saved
+        assert pairs["flops"] == alone["flops"] == 2 * n * d * v
+        one_box = m.kernel_work(kind, shape, dict(paired, grad_cols=64), env, 6, 2, vocab=True)
+        assert one_box == m.kernel_work(kind, shape, dict(tile, grad_cols=64), env, 6, 2,
+                                        vocab=True)
+        swept = m.kernel_work(kind, shape, dict(paired, persistent=132), env, 6, 2, vocab=True)
+        assert swept == alone
+    rows = m.kernel_work("lce_bwd_dw", shape, paired, {"C": 1024}, 4, 2)
+    assert m.kernel_work("lce_bwd_dw", shape, tile, {"C": 1024}, 4, 2)["tile_bytes"] - \
+        rows["tile_bytes"] == (m.cdiv(v, 128) - m.cdiv(m.cdiv(v, 128), 2)) * n * d * 2
+
+
 def test_the_tile_order_reads_a_persistent_grids_tiles_like_a_block_per_tile():
     # A persistent grid is min(R*Cb, P): the same R x Cb tiles, in the same
     # order, as the block-per-tile grid [R, Cb]; the model must see both as
