@@ -313,6 +313,16 @@ VARIANTS = [
     ("fused-vocab-wgmma-wide256-cluster-ws256m", "fused",
      ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
      "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=2", "fused"),
+    # The same tiles in the fused op's row chunks (6·N·D·V: the logits once,
+    # with an f32 V x D dW accumulator and the chunks' f32 raw logits and
+    # 16-bit dZ, 6 bytes an element): what memory beyond the 256 MiB buys.
+    # 1 GiB: 3 chunks; 2 GiB: 2; 6 GiB: all of N=4096 in one.
+    ("fused-wgmma-wide256-cluster-ws1g", "fused", ", workspace_bytes = 1073741824 : i64",
+     "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=2", "fused"),
+    ("fused-wgmma-wide256-cluster-ws2g", "fused", ", workspace_bytes = 2147483648 : i64",
+     "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=2", "fused"),
+    ("fused-wgmma-wide256-cluster-ws6g", "fused", ", workspace_bytes = 6442450944 : i64",
+     "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=2", "fused"),
 ]
 # The chips a variant compiles for: wgmma exists on sm_90a only, and sm_90a
 # adds nothing to the other variants that sm_90 does not show.

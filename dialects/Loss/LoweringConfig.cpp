@@ -55,12 +55,14 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
                                  "launches");
       !why.empty())
     return why;
-  // Pairs of row blocks share W by TMA multicast: the ring's copies come
-  // from a producer (tma 2 or 3) that can wait on both blocks' releases.
-  // Each copies half of a W box: wgmma's block_cols, a multiple of 16,
-  // halves into whole swizzle atoms of 8 lines.
+  // Pairs of row blocks share their B tiles by TMA multicast: the ring's
+  // copies come from a producer (tma 2 or 3) that can wait on both blocks'
+  // releases. Each copies half of a K-major W box (wgmma's block_cols, a
+  // multiple of 16, halves into whole swizzle atoms of 8 lines) or half of
+  // an MN-major tile's 64-line boxes (dX, dW: GpuSchedule::gradientCluster
+  // pairs only tiles of whole boxes per block).
   if (cluster != 0 && cluster != 2)
-    return "tile cluster must be 0 (no clusters) or 2 (pairs of row blocks that multicast W), "
+    return "tile cluster must be 0 (no clusters) or 2 (pairs of row blocks that multicast the tiles they share), "
            "got " +
            text(cluster);
   if (cluster && (matmul != MatmulKind::wgmma || tma < 2))

@@ -294,7 +294,8 @@ public:
     }
     const int64_t cluster = clusterBlocks(buffers[0]);
     assert((cluster == 1 || (ws && overlap && mapped)) &&
-           "clusters: a warp-specialized sweep on TMA (GpuSchedule::partialCluster)");
+           "clusters: a warp-specialized sweep on TMA (GpuSchedule::partialCluster, "
+           "logitsCluster, gradientCluster)");
     if (!ws || !overlap || !mapped)
       return TileMatmul::sweep(e, a, b, tiles, kBegin, kEnd, init, buffers, epilogue, overlap);
     // The previous product's last reads of the ring.
@@ -327,8 +328,8 @@ public:
 
 private:
   /// Blocks per cluster of the kernel that holds `ring` (its
-  /// known_cluster_size; 1 without): lce_partial's pairs of row blocks
-  /// (Forward.cpp). Asked of a ring, defined where the kernel began: the
+  /// known_cluster_size; 1 without): the products' pairs of row blocks
+  /// (Forward.cpp, Backward.cpp). Asked of a ring, defined where the kernel began: the
   /// builder may sit in a region of an op under construction, which has
   /// no parent yet.
   static int64_t clusterBlocks(Value ring) {
@@ -840,8 +841,9 @@ private:
     Value kBegin;
     const Staged &sa, &sb;
     Value mapA, mapB, bars;
-    /// Blocks of the cluster that share each W box (mapB's box: their
-    /// share of the lines).
+    /// Blocks of the cluster that share each B tile (K-major: mapB's box
+    /// is their share of the lines; MN-major: each copies its share of the
+    /// tile's 64-line boxes).
     int64_t cluster = 1;
   };
   TmaTiles tmaTiles(KernelEmitter &e, const MatrixOperand &a, const MatrixOperand &b,

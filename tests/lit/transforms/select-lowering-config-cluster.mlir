@@ -72,7 +72,7 @@
 // PAIRLESS-NOT:   multicast_mask
 // PAIRLESS-NOT:   nvvm.cluster
 // PAIRLESS:       gpu.return
-// THREE: error: loss-select-lowering-config: tile cluster must be 0 (no clusters) or 2 (pairs of row blocks that multicast W), got 3
+// THREE: error: loss-select-lowering-config: tile cluster must be 0 (no clusters) or 2 (pairs of row blocks that multicast the tiles they share), got 3
 // TMA1: error: loss-select-lowering-config: tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies the multicast halves), got matmul wgmma and tma 1
 // MMA: error: loss-select-lowering-config: tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies the multicast halves), got matmul mma_sync and tma 0
 func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
@@ -102,7 +102,7 @@ func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) 
 // CHECK:         nvvm.fence.mbarrier.init
 // CHECK:         nvvm.mapa
 // CHECK:         %[[RANK:.*]] = gpu.cluster_block_id x
-// CHECK:         arith.muli %[[RANK]], %c1{{.*}} : index
+// CHECK:         arith.muli %[[RANK]], %c1{{(_[0-9]+)?}} : index
 // CHECK:         multicast_mask = %{{.*}} : <tensor = memref<64x64xbf16, 3>
 // CHECK:         nvvm.cluster.wait
 // CHECK:         gpu.return

@@ -207,7 +207,7 @@ TEST(TileConfig, WgmmaTiles) {
   EXPECT_EQ(TileConfig::parse("matmul=wgmma,tma=2,cluster=0")->str().find("cluster"),
             std::string::npos);
   expectError("matmul=wgmma,tma=2,cluster=4",
-              "tile cluster must be 0 (no clusters) or 2 (pairs of row blocks that multicast W), "
+              "tile cluster must be 0 (no clusters) or 2 (pairs of row blocks that multicast the tiles they share), "
               "got 4");
   expectError("matmul=wgmma,block_k=64,tma=1,cluster=2",
               "tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies the multicast "

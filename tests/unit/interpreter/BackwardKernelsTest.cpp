@@ -15,6 +15,7 @@
 #include "testing/reference/Reference.h"
 #include "testing/simt/PlanRunner.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/MLIRContext.h"
 
 #include <gtest/gtest.h>
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <set>
 
 using namespace lossjit;
 
@@ -105,6 +107,23 @@ protected:
     if (mlir::failed(plans) || plans->empty())
       return {};
     return plans->front();
+  }
+
+  /// The kernels of `c`'s backward that launch in clusters of two (their
+  /// known_cluster_size).
+  std::set<std::string> clusteredKernels(const GradCase &c) {
+    auto graph = buildLinearCrossEntropyGraph(*context, options(c, true));
+    EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+    if (!graph)
+      return {};
+    lowerToKernels(**graph, c.tile);
+    std::set<std::string> names;
+    (*graph)->walk([&](mlir::gpu::GPUFuncOp f) {
+      std::optional<llvm::ArrayRef<int32_t>> size = f.getKnownClusterSize();
+      if (size && (*size)[0] * (*size)[1] * (*size)[2] == 2)
+        names.insert(f.getName().str());
+    });
+    return names;
   }
 
   /// The CPU backend's gradients for the same inputs (same lse).
@@ -478,10 +497,14 @@ TEST_F(SimtBackward, WgmmaWarpSpecializedChunkedAndFused) {
 // (its pair holds no row) and of three (a padded fourth), 64 and 256 logit
 // columns (halves of 32 and 128 W rows); dW over 200 and
 // 130 vocabulary rows (a pair each), over vocabulary chunks of 100 (a
-// padded pair); a producer warp and a producer warpgroup. The same bits as
-// the cp.async ring's, and fp64 and the CPU backend through checkCase.
+// padded pair); a producer warp and a producer warpgroup; maps the runtime
+// cannot encode (D = 37: the clusters on the cp.async ring). The kernels
+// that pair are those the lowering says (known_cluster_size); the same bits
+// as the cp.async ring's, and fp64 and the CPU backend through checkCase.
 TEST_F(SimtBackward, ClustersMulticastTheProductsSharedTiles) {
   const std::string tile = "matmul=wgmma,block_cols=64,block_k=64,stages=3";
+  const std::string wide = "matmul=wgmma,block_cols=256,block_k=64,stages=3,grad_cols=256";
+  const std::set<std::string> products{"lce_bwd_dz", "lce_bwd_dx", "lce_bwd_dw"};
   GradCase small{40, 200, 136, "bf16", "mean", true, 0.2};
   small.workspaceBytes = 40 * 4 + 12 * 200 * 2; // C = 12 rows of 16-bit dZ
   GradCase rows{300, 130, 72, "f16", "sum", false, 0.1};
@@ -492,19 +515,33 @@ TEST_F(SimtBackward, ClustersMulticastTheProductsSharedTiles) {
     ring.tile = tile;
     std::map<std::string, std::vector<char>> copied;
     checkCase(ring, &copied);
-    for (const std::string &pairTile :
-         {tile + ",tma=2,cluster=2", tile + ",tma=3,cluster=2",
-          std::string("matmul=wgmma,block_cols=256,block_k=64,stages=3,grad_cols=256,tma=3,"
-                      "cluster=2")}) {
+    std::vector<std::string> pairTiles{tile + ",tma=2,cluster=2", tile + ",tma=3,cluster=2",
+                                       wide + ",tma=3,cluster=2"};
+    // A producer warp with two boxes a block (specializedProduct).
+    if (ring.n == rows.n)
+      pairTiles.push_back(tile + ",grad_cols=256,tma=2,cluster=2");
+    for (const std::string &pairTile : pairTiles) {
       GradCase pairs = ring;
       pairs.tile = pairTile;
       SCOPED_TRACE(describe(pairs));
+      EXPECT_EQ(clusteredKernels(pairs), products);
       std::map<std::string, std::vector<char>> clustered;
       checkCase(pairs, &clustered);
       checkFused(pairs);
       for (const auto &[name, bytes] : copied)
         EXPECT_TRUE(bytes == clustered[name]) << name << " differs from the cp.async kernels' bits";
     }
+  }
+  // 64 gradient columns (one box) pair only dZ; unaligned rows (D = 37)
+  // encode no map, and the clusters run the cp.async ring.
+  GradCase narrow = rows;
+  narrow.tile = tile + ",grad_cols=64,tma=2,cluster=2";
+  EXPECT_EQ(clusteredKernels(narrow), std::set<std::string>{"lce_bwd_dz"});
+  GradCase odd{33, 150, 37, "f16", "sum", true, 0.1};
+  for (const char *mode : {",tma=2,cluster=2", ",tma=3,cluster=2"}) {
+    odd.tile = tile + mode;
+    EXPECT_EQ(clusteredKernels(odd), products);
+    checkCase(odd);
   }
 }
 
@@ -1122,12 +1159,15 @@ TEST_F(SimtBackward, NoFeaturesStillGiveTheBiasGradient) {
       several.workspaceBytes = 5 * 4 + 2 * 37 * 4;
       checkCase(several);
     }
-  // Tensor cores: mma.sync, and wgmma from the cp.async ring, from TMA, and
-  // from a producer warpgroup over a persistent grid (D = 0 encodes no map).
+  // Tensor cores: mma.sync, and wgmma from the cp.async ring, from TMA,
+  // from a producer warpgroup over a persistent grid, and in clusters (dW's
+  // pairs run no k tile) (D = 0 encodes no map).
   for (std::string tile : {std::string(kMmaOneWarp), std::string(kWgmmaNarrow),
                            std::string("matmul=wgmma,block_cols=64,block_k=64,stages=3,tma=1"),
                            std::string("matmul=wgmma,block_cols=64,block_k=64,stages=3,"
-                                       "grad_cols=256,tma=3,persistent=3")})
+                                       "grad_cols=256,tma=3,persistent=3"),
+                           std::string("matmul=wgmma,block_cols=64,block_k=64,stages=3,tma=2,"
+                                       "cluster=2")})
     for (std::string strategy : {"chunked", "vocab_chunked"}) {
       GradCase tensorCores{9, 45, 0, "bf16", "sum", true, 0.0, 256ll << 20, tile};
       tensorCores.strategy = strategy;
