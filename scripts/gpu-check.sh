@@ -152,10 +152,11 @@ WGMMA_TILES=(
 
 # Hopper-tile gradient check bundles (.bundle/test-kernels/hopper-<dtype>-
 # <reduction>-<bias>-<tile>/), sm_90a alone: the chunked backward within 1 MiB
-# (and the fused op for mean) on one wgmma tile seven ways — the cp.async ring
+# (and the fused op for mean) on one wgmma tile ten ways — the cp.async ring
 # the others must equal bit for bit, TMA, warp specialization (a producer
-# warp, or a producer warpgroup that lends its registers), and persistent
-# grids of 3 blocks; bf16 mean also in vocabulary chunks (-vocab: the
+# warp, or a producer warpgroup that lends its registers), persistent grids
+# of 3 blocks, a band of one row block, and clusters of two row blocks that
+# multicast the tiles they share (dZ, dX, dW); bf16 mean also in vocabulary chunks (-vocab: the
 # backward, and the fused op after the forward's statistics). CompilerKernelGpuTest's
 # HopperTilesBackwardMatchFp64AndTheCpAsyncBits runs them at V = 1000,
 # D = 200 (multiples of 8: the TMA paths) on compute capability 9.0.
@@ -163,7 +164,7 @@ HOPPER_TEST_WORKSPACE_BYTES=1048576
 HOPPER_TEST_TILE="matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=256,stages=2,grad_cols=128"
 HOPPER_TEST_TILES=("cpasync|" "tma|,tma=1" "spec|,tma=2" "persist|,persistent=3"
   "specpersist|,tma=2,persistent=3" "lend|,tma=3" "lendpersist|,tma=3,persistent=3"
-  "band|,tma=1,band=1")
+  "band|,tma=1,band=1" "cluster|,tma=2,cluster=2" "lendcluster|,tma=3,cluster=2")
 # dtype, reduction, bias, and whether in vocabulary chunks too.
 HOPPER_TEST_VARIANTS=("bf16 mean 1 1" "f16 none 0 0")
 

@@ -1000,25 +1000,29 @@ TEST_F(CompilerKernelTest, TensorCoreForwardMatchesFp64AndSimt) {
 namespace {
 
 /// gpu-check.sh's HOPPER_TEST_TILES: one wgmma tile (128 × 64, k 64, 2
-/// stages, 128 gradient columns) eight ways, sm_90a alone, chunked within
-/// kHopperWorkspaceBytes. (tma, persistent, band) of each; the first, the cp.async
+/// stages, 128 gradient columns) ten ways, sm_90a alone, chunked within
+/// kHopperWorkspaceBytes. (tma, persistent, band, cluster) of each; the first, the cp.async
 /// ring with a block per tile, is the reference the others must equal bit
 /// for bit: TMA moves the same bytes, the producer warp (or warpgroup,
 /// tma=3, lending its registers) only reorders copies,
 /// and a persistent block runs a block-per-tile's tiles in the same order;
-/// a band of one row block (band=1) only changes which block makes a tile.
+/// a band of one row block (band=1) only changes which block makes a tile;
+/// clusters of two row blocks (cluster=2: dZ, dX and dW pair) multicast
+/// the bytes each block would copy alone.
 struct HopperTile {
-  int tma, persistent, band;
+  int tma, persistent, band, cluster;
   const char *what;
 };
-constexpr HopperTile kHopperTiles[] = {{0, 0, 0, "cp.async"},
-                                       {1, 0, 0, "TMA"},
-                                       {2, 0, 0, "warp-specialized"},
-                                       {0, 3, 0, "persistent cp.async"},
-                                       {2, 3, 0, "persistent warp-specialized"},
-                                       {3, 0, 0, "producer warpgroup"},
-                                       {3, 3, 0, "persistent producer warpgroup"},
-                                       {1, 0, 1, "TMA, columns first"}};
+constexpr HopperTile kHopperTiles[] = {{0, 0, 0, 0, "cp.async"},
+                                       {1, 0, 0, 0, "TMA"},
+                                       {2, 0, 0, 0, "warp-specialized"},
+                                       {0, 3, 0, 0, "persistent cp.async"},
+                                       {2, 3, 0, 0, "persistent warp-specialized"},
+                                       {3, 0, 0, 0, "producer warpgroup"},
+                                       {3, 3, 0, 0, "persistent producer warpgroup"},
+                                       {1, 0, 1, 0, "TMA, columns first"},
+                                       {2, 0, 0, 2, "clusters, producer warp"},
+                                       {3, 0, 0, 2, "clusters, producer warpgroup"}};
 constexpr int64_t kHopperWorkspaceBytes = int64_t(1) << 20;
 /// V and D multiples of 8 (16-byte rows: the TMA paths); V not a multiple
 /// of the 64- or 128-column tiles, D = 3 k tiles of 64 and a partial one.
@@ -1083,14 +1087,15 @@ TEST_F(CompilerKernelTest, HopperTilesBackwardMatchFp64AndTheCpAsyncBits) {
         for (const HopperTile &t : kHopperTiles) {
           auto it = std::find_if(found.begin(), found.end(), [&](const FoundBundle &f) {
             return tileInt(f, "tma") == t.tma && tileInt(f, "persistent") == t.persistent &&
-                   tileInt(f, "band") == t.band;
+                   tileInt(f, "band") == t.band && tileInt(f, "cluster") == t.cluster;
           });
           if (it == found.end()) {
             if (!found.empty())
               missing.push_back(describeOptions(wanted) + " wgmma tile " + t.what +
                                 " (tma=" + std::to_string(t.tma) +
                                 ", persistent=" + std::to_string(t.persistent) +
-                                ", band=" + std::to_string(t.band) + ")");
+                                ", band=" + std::to_string(t.band) +
+                                ", cluster=" + std::to_string(t.cluster) + ")");
             continue;
           }
           if (BundleRef b = load(*it))
