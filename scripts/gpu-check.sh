@@ -98,7 +98,8 @@ AOT_VARIANTS=(
 # and the vocabulary chunks with every product in thread-block clusters of
 # two row blocks that multicast each shared tile (cluster=2: on the producer
 # warp's 128-column tile, impl lossjit-cluster; on wide256's tile, impl
-# lossjit-wide256-cluster: never run on hardware yet).
+# lossjit-wide256-cluster; in clusters of four on wide256's tile, impl
+# lossjit-wide256-cluster4: never run on hardware yet).
 HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-tma|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1"
   "bf16-mean-sm90a-ws|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2"
@@ -110,6 +111,7 @@ HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-wide256|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3"
   "bf16-mean-sm90a-cluster|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2,cluster=2"
   "bf16-mean-sm90a-wide256-cluster|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3,cluster=2"
+  "bf16-mean-sm90a-wide256-cluster4|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3,cluster=4"
 )
 
 # Test-only bundles (.bundle/test-kernels/<name>/) for tests/gpu/
@@ -152,11 +154,12 @@ WGMMA_TILES=(
 
 # Hopper-tile gradient check bundles (.bundle/test-kernels/hopper-<dtype>-
 # <reduction>-<bias>-<tile>/), sm_90a alone: the chunked backward within 1 MiB
-# (and the fused op for mean) on one wgmma tile ten ways — the cp.async ring
+# (and the fused op for mean) on one wgmma tile eleven ways — the cp.async ring
 # the others must equal bit for bit, TMA, warp specialization (a producer
 # warp, or a producer warpgroup that lends its registers), persistent grids
 # of 3 blocks, a band of one row block, and clusters of two row blocks that
-# multicast the tiles they share (dZ, dX, dW); bf16 mean also in vocabulary chunks (-vocab: the
+# multicast the tiles they share (dZ, dX, dW; of four: dZ alone, whose
+# 64-column tile is 16 W rows a block); bf16 mean also in vocabulary chunks (-vocab: the
 # backward, and the fused op after the forward's statistics). CompilerKernelGpuTest's
 # HopperTilesBackwardMatchFp64AndTheCpAsyncBits runs them at V = 1000,
 # D = 200 (multiples of 8: the TMA paths) on compute capability 9.0.
@@ -164,7 +167,8 @@ HOPPER_TEST_WORKSPACE_BYTES=1048576
 HOPPER_TEST_TILE="matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=256,stages=2,grad_cols=128"
 HOPPER_TEST_TILES=("cpasync|" "tma|,tma=1" "spec|,tma=2" "persist|,persistent=3"
   "specpersist|,tma=2,persistent=3" "lend|,tma=3" "lendpersist|,tma=3,persistent=3"
-  "band|,tma=1,band=1" "cluster|,tma=2,cluster=2" "lendcluster|,tma=3,cluster=2")
+  "band|,tma=1,band=1" "cluster|,tma=2,cluster=2" "lendcluster|,tma=3,cluster=2"
+  "quadcluster|,tma=2,cluster=4")
 # dtype, reduction, bias, and whether in vocabulary chunks too.
 HOPPER_TEST_VARIANTS=("bf16 mean 1 1" "f16 none 0 0")
 

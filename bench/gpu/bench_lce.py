@@ -58,9 +58,9 @@ Implementations, measured in this order for each shape, smaller N first
              thread-block clusters of two that multicast each shared tile
              (tile cluster=2 on a producer warp; AOT variant
              bf16-mean-sm90a-cluster)
-  lossjit-wide256-cluster
-             lossjit-wide256's tiles in those clusters (AOT variant
-             bf16-mean-sm90a-wide256-cluster)
+  lossjit-wide256-cluster, lossjit-wide256-cluster4
+             lossjit-wide256's tiles in those clusters, of two or four row
+             blocks (AOT variants bf16-mean-sm90a-wide256-cluster{,4})
   compile    torch.compile of eager (compiles per shape: first-call column)
 
 The run stops starting measurements when --budget runs low and marks the rest
@@ -363,7 +363,8 @@ def make_impl(name, args, dtype_name, shape):
 HOPPER_TILES = {"lossjit-tma": "tma", "lossjit-ws": "ws", "lossjit-persist": "persist",
                 "lossjit-vocab": "vocab", "lossjit-lend": "lend", "lossjit-wide": "wide",
                 "lossjit-band": "band", "lossjit-wide256": "wide256",
-                "lossjit-cluster": "cluster", "lossjit-wide256-cluster": "wide256-cluster"}
+                "lossjit-cluster": "cluster", "lossjit-wide256-cluster": "wide256-cluster",
+                "lossjit-wide256-cluster4": "wide256-cluster4"}
 
 
 def _version(module):
@@ -499,6 +500,7 @@ def main():
     # fails on new hardware then costs no comparison with what users run.
     ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,lossjit-fused,lossjit-vocab,"
                     "lossjit-band,lossjit-wide256,lossjit-cluster,lossjit-wide256-cluster,"
+                    "lossjit-wide256-cluster4,"
                     "lossjit-lend,lossjit-wide,"
                     "lossjit-persist,lossjit-tma,"
                     "lossjit-ws,"

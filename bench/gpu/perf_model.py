@@ -313,6 +313,14 @@ VARIANTS = [
     ("fused-vocab-wgmma-wide256-cluster-ws256m", "fused",
      ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
      "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=2", "fused"),
+    # Clusters of four on those tiles: each shared tile leaves L2 once per
+    # four row blocks (each block copies a quarter: 64 W rows, one
+    # 64-line box of Wᵀ or Xᵀ).
+    ("fwd-wgmma-wide256-cluster4", "forward", "",
+     "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=4", "forward"),
+    ("bwd-vocab-wgmma-wide256-cluster4-ws256m", "backward",
+     ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
+     "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=4", "backward"),
     # The same tiles in the fused op's row chunks (6·N·D·V: the logits once,
     # with an f32 V x D dW accumulator and the chunks' f32 raw logits and
     # 16-bit dZ, 6 bytes an element): what memory beyond the 256 MiB buys.
@@ -344,7 +352,8 @@ PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64-ws
                    "fwd-wgmma-band": "bwd-vocab-wgmma-band-ws256m",
                    "fwd-wgmma-wide256": "bwd-vocab-wgmma-wide256-ws256m",
                    "fwd-wgmma-cluster": "bwd-vocab-wgmma-cluster-ws256m",
-                   "fwd-wgmma-wide256-cluster": "bwd-vocab-wgmma-wide256-cluster-ws256m"}
+                   "fwd-wgmma-wide256-cluster": "bwd-vocab-wgmma-wide256-cluster-ws256m",
+                   "fwd-wgmma-wide256-cluster4": "bwd-vocab-wgmma-wide256-cluster4-ws256m"}
 
 
 class ModelError(Exception):
@@ -790,8 +799,9 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
     def mma_smem(blocks, k):
         return blocks * k * e * (BR * (1 + wn) + BC * (1 + wm))
     r = {"flops": 0, "tile_bytes": 0, "floor_bytes": 0, "smem_bytes": 0}
-    # Clusters (tile cluster=2 with a producer, a block per tile): the logits
-    # products' row blocks in pairs that load each W tile once.
+    # Clusters (tile cluster=2 or 4 with a producer, a block per tile): the logits
+    # products' row blocks in clusters of `cl` (2 or 4) that load each W
+    # tile once.
     cl = tile.get("cluster", 0)
     paired = wgmma and cl > 1 and tile.get("tma", 0) >= 2 and (
         kind == "lce_partial" or (kind in ("lce_bwd_dz", "lce_fused_z")
@@ -799,7 +809,7 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
 
     # The gradient products pair row blocks of a column block the same way
     # where each block can copy whole 64-line boxes of the shared MN-major
-    # B tile (GpuSchedule::gradientCluster): B is read once per pair.
+    # B tile (GpuSchedule::gradientCluster): B is read once per cluster.
     grad_paired = wgmma and cl > 1 and tile.get("tma", 0) >= 2 and (
         kind in ("lce_bwd_dx", "lce_bwd_dw") and not tile.get("persistent")
         and not tile.get("band") and tile.get("block_k") == 64 and BC % (64 * cl) == 0)

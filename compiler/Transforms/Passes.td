@@ -101,10 +101,10 @@ def LossSelectLoweringConfig : Pass<"loss-select-lowering-config", "::mlir::Modu
            "blocks, each run column by column (gpu, tensor cores; 0: row blocks first through "
            "the grid)">,
     Option<"cluster", "cluster", "int64_t", "-1",
-           "2: the products (lce_partial; lce_bwd_dz, lce_fused_z, lce_bwd_dx and lce_bwd_dw "
-           "unless persistent or banded, dX and dW at 128 or 256 gradient columns) run in "
-           "clusters of two row blocks that multicast each shared tile by TMA (gpu, wgmma "
-           "with tma 2 or 3; 0: no clusters)">,
+           "2 or 4: the products (lce_partial; lce_bwd_dz, lce_fused_z, lce_bwd_dx and "
+           "lce_bwd_dw unless persistent or banded, dX and dW where each block gets whole "
+           "64-column boxes) run in clusters of that many row blocks that multicast each "
+           "shared tile by TMA (gpu, wgmma with tma 2 or 3; 0: no clusters)">,
     Option<"vectorRegisters", "vector-registers", "int64_t", "-1",
            "vector registers of the target CPU, holding a vector<vector-width x f32> each "
            "(cpu: 32 with AVX-512, 16 with AVX, 8 with SSE); sizes the register tile">,

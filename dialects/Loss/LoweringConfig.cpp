@@ -55,19 +55,20 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
                                  "launches");
       !why.empty())
     return why;
-  // Pairs of row blocks share their B tiles by TMA multicast: the ring's
-  // copies come from a producer (tma 2 or 3) that can wait on both blocks'
-  // releases. Each copies half of a K-major W box (wgmma's block_cols, a
-  // multiple of 16, halves into whole swizzle atoms of 8 lines) or half of
-  // an MN-major tile's 64-line boxes (dX, dW: GpuSchedule::gradientCluster
-  // pairs only tiles of whole boxes per block).
-  if (cluster != 0 && cluster != 2)
-    return "tile cluster must be 0 (no clusters) or 2 (pairs of row blocks that multicast the tiles they share), "
-           "got " +
+  // Two or four row blocks share their B tiles by TMA multicast: the
+  // ring's copies come from a producer (tma 2 or 3) that can wait on every
+  // block's releases. Each copies its share of a K-major W box (whole
+  // swizzle atoms of 8 lines: block_cols a multiple of 8 per block, below)
+  // or of an MN-major tile's 64-line boxes (dX, dW:
+  // GpuSchedule::gradientCluster clusters only tiles of whole boxes per
+  // block).
+  if (cluster != 0 && cluster != 2 && cluster != 4)
+    return "tile cluster must be 0 (no clusters), 2 or 4 (row blocks that multicast the tiles "
+           "they share), got " +
            text(cluster);
   if (cluster && (matmul != MatmulKind::wgmma || tma < 2))
     return "tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies the multicast "
-           "halves), got matmul " +
+           "shares), got matmul " +
            stringifyMatmulKind(matmul).str() + " and tma " + text(tma);
   if (std::string why = gridKnob("band", band, kMaxBandKiB,
                                  "0 (row blocks first through the grid) or the KiB of A rows "
@@ -108,6 +109,12 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
     if (blockCols < 16 || blockCols > 256 || blockCols % 16)
       return "matmul wgmma: block_cols must be a multiple of 16 in [16, 256] (wgmma's N), got " +
              text(blockCols);
+    if (cluster && blockCols % (8 * cluster))
+      return "matmul wgmma: with tile cluster " + text(cluster) +
+             " each block copies block_cols / " + text(cluster) +
+             " lines of every W tile in whole swizzle atoms of 8, so block_cols must be a "
+             "multiple of " +
+             text(8 * cluster) + ", got " + text(blockCols);
     if (gradCols != 0 && (gradCols < 16 || gradCols > 256 || gradCols % 16))
       return "matmul wgmma: grad_cols must be 0 (as block_cols) or a multiple of 16 in "
              "[16, 256] (wgmma's N), got " +

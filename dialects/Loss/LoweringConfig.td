@@ -97,16 +97,18 @@ def Loss_GpuConfigAttr : AttrDef<Loss_Dialect, "GpuConfig"> {
     × the product's depth, 16-bit) takes at most B KiB (32768 for 32 MiB): each band runs
     column by column, row blocks first within a column, so a band's A rows
     stay in L2 while B streams by once per band instead of A once per
-    column. The order changes no bit of any result. `cluster = 2` (wgmma
+    column. The order changes no bit of any result. `cluster = 2` or `4` (wgmma
     with tma 2 or 3; 0: off) launches the products — lce_partial, and
     lce_bwd_dz / lce_fused_z, lce_bwd_dx and lce_bwd_dw where they run a
     block per tile (not persistent, no bands; dX and dW with gradient tiles
-    of whole 64-column boxes per block: 128 or 256 columns) — in
-    thread-block clusters of two row blocks that read the same B tiles (W;
-    Wᵀ; Xᵀ): each block copies half of every such tile and multicasts it
-    to both (TMA .multicast::cluster), so it leaves L2 once per pair; the
-    stages are released to both producers (mbarrier arrivals on the peer
-    through mapa). No bit of any result changes.
+    of whole 64-column boxes per block: 128 or 256 columns for 2, 256 for
+    4) — in thread-block clusters of that many row blocks that read the
+    same B tiles (W; Wᵀ; Xᵀ): each block copies its share of every such
+    tile and multicasts it to all (TMA .multicast::cluster), so it leaves
+    L2 once per cluster; the stages are released to every block's producer
+    (mbarrier arrivals on the peers through mapa). With 4, block_cols is a
+    multiple of 32 (each share whole swizzle atoms of 8 lines). No bit of
+    any result changes.
 
     Example: `#loss.gpu_config<schedule = forward, matmul = simt,
     block_rows = 4, threads = 128, splits = 8, stages = 1>`,

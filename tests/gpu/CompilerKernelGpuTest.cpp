@@ -1000,15 +1000,16 @@ TEST_F(CompilerKernelTest, TensorCoreForwardMatchesFp64AndSimt) {
 namespace {
 
 /// gpu-check.sh's HOPPER_TEST_TILES: one wgmma tile (128 × 64, k 64, 2
-/// stages, 128 gradient columns) ten ways, sm_90a alone, chunked within
+/// stages, 128 gradient columns) eleven ways, sm_90a alone, chunked within
 /// kHopperWorkspaceBytes. (tma, persistent, band, cluster) of each; the first, the cp.async
 /// ring with a block per tile, is the reference the others must equal bit
 /// for bit: TMA moves the same bytes, the producer warp (or warpgroup,
 /// tma=3, lending its registers) only reorders copies,
 /// and a persistent block runs a block-per-tile's tiles in the same order;
 /// a band of one row block (band=1) only changes which block makes a tile;
-/// clusters of two row blocks (cluster=2: dZ, dX and dW pair) multicast
-/// the bytes each block would copy alone.
+/// clusters of two row blocks (cluster=2: dZ, dX and dW pair) or of four
+/// (dZ alone: 128 gradient columns are two boxes) multicast the bytes each
+/// block would copy alone.
 struct HopperTile {
   int tma, persistent, band, cluster;
   const char *what;
@@ -1022,7 +1023,8 @@ constexpr HopperTile kHopperTiles[] = {{0, 0, 0, 0, "cp.async"},
                                        {3, 3, 0, 0, "persistent producer warpgroup"},
                                        {1, 0, 1, 0, "TMA, columns first"},
                                        {2, 0, 0, 2, "clusters, producer warp"},
-                                       {3, 0, 0, 2, "clusters, producer warpgroup"}};
+                                       {3, 0, 0, 2, "clusters, producer warpgroup"},
+                                       {2, 0, 0, 4, "clusters of four, producer warp"}};
 constexpr int64_t kHopperWorkspaceBytes = int64_t(1) << 20;
 /// V and D multiples of 8 (16-byte rows: the TMA paths); V not a multiple
 /// of the 64- or 128-column tiles, D = 3 k tiles of 64 and a partial one.

@@ -63,13 +63,16 @@ void lossjit::stagePieces(KernelEmitter &e, const MatrixOperand &op, const Stage
       // Empty copies and masked elements still name an element that
       // exists, 16-byte aligned where a piece starts: K-major the start of
       // the (clamped) line, MN-major the tile's first line at a k that
-      // exists.
+      // exists — or the operand's first line when the tile lies wholly past
+      // the limit (a cluster's padding block: its lines are all zeros).
       Value safeK, safe;
       if (kMajor) {
         safe = op.lineStart(ce, ce.minUI(line, ce.sub(stage.limit, ce.index(1))));
       } else {
         safeK = ce.select(kOk, k, stage.k0);
-        safe = op.offset(ce, stage.first, safeK);
+        Value origin = op.lineOrigin ? op.lineOrigin : ce.index(0);
+        Value inside = ce.cmpI(arith::CmpIPredicate::ult, stage.first, stage.limit);
+        safe = op.offset(ce, ce.select(inside, stage.first, origin), safeK);
       }
       auto element = [&](KernelEmitter &xe, int64_t j) {
         return kMajor ? op.alongK(xe, safe, xe.add(k, xe.index(j)))

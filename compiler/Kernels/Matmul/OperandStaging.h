@@ -85,8 +85,9 @@ struct KTiles {
 };
 
 /// Copies the stage's pieces, `threads` threads of the block taking pieces
-/// tid, tid + threads, …; k0 < kEnd and first < limit. The copies are
-/// issued, not committed.
+/// tid, tid + threads, …; k0 < kEnd, and the operand has a line below
+/// limit (the tile's lines may all lie past it: a cluster's padding block,
+/// which reads zeros). The copies are issued, not committed.
 void stagePieces(KernelEmitter &e, const MatrixOperand &op, const StageTile &stage,
                  int64_t threads, mlir::Value tid, PiecePlacer place);
 

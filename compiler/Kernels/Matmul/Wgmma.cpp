@@ -101,23 +101,23 @@
 // (colsInside) and gives the unclamped columns, so an epilogue can fold a
 // whole tile without masks (foldColumns): the registers of 128×256 logits.
 //
-// Clusters (tile cluster=2 and tma ≥ 2; the kernel's known_cluster_size
-// says so: lce_partial, Forward.cpp; lce_bwd_dz / lce_fused_z, lce_bwd_dx
-// and lce_bwd_dw, Backward.cpp): the two blocks of a cluster are row
-// blocks of one vocabulary split (or column block), so they read the same
-// B tiles (W; dX's Wᵀ; dW's Xᵀ). Each block's producer copies its own A
-// tile and half of the B tile into both blocks' stages (TMA multicast,
-// mask 0b11): lines rank·BN/2 … of a K-major box, or of an MN-major tile's
-// boxes of 64 lines the rank-th half. Each block's full barrier expects
-// the whole stage as before. A stage
-// of either block is refilled by both producers, so each "empty" barrier
-// counts the consumer warpgroups of both blocks (2G), and a consumer
-// releases a stage on its own and its peer's barrier (the address by
-// nvgpu.mbarrier.get, mapped by nvvm.mapa, arrived on at shared::cluster).
-// fence.mbarrier_init and a cluster barrier after the inits make the
-// barriers the peer uses visible before its first copy; a cluster barrier
-// after the sweep keeps each block alive until its peer is done with it.
-// B then leaves L2 once per pair of row blocks.
+// Clusters (tile cluster=C, 2 or 4, and tma ≥ 2; the kernel's
+// known_cluster_size says so: lce_partial, Forward.cpp; lce_bwd_dz /
+// lce_fused_z, lce_bwd_dx and lce_bwd_dw, Backward.cpp): the C blocks of a
+// cluster are row blocks of one vocabulary split (or column block), so they
+// read the same B tiles (W; dX's Wᵀ; dW's Xᵀ). Each block's producer
+// copies its own A tile and its share of the B tile into every block's
+// stages (TMA multicast, mask 2^C − 1): lines rank·BN/C … of a K-major
+// box, or of an MN-major tile's boxes of 64 lines the rank-th C-th. Each
+// block's full barrier expects the whole stage as before. A stage of any
+// block is refilled by every producer, so each "empty" barrier counts the
+// consumer warpgroups of all blocks (C·G), and a consumer releases a stage
+// on every block's barrier (the address by nvgpu.mbarrier.get, mapped by
+// nvvm.mapa, arrived on at shared::cluster). fence.mbarrier_init and a
+// cluster barrier after the inits make the barriers the peers use visible
+// before their first copy; a cluster barrier after the sweep keeps each
+// block alive until its peers are done with it. B then leaves L2 once per
+// cluster of row blocks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -220,7 +220,7 @@ public:
                    NVVM::FenceMbarrierInitOp::create(ie.builder(), ie.location());
                });
     }
-    // Before the peer's first copy lands here, both blocks' barriers exist.
+    // Before a peer's first copy lands here, every block's barriers exist.
     if (cluster > 1)
       clusterBarrier(e);
     else
@@ -386,7 +386,7 @@ private:
     Fragment f = layout(e, tile);
     Lanes l = lanes(e);
     Staged sa{buffers[0], bm, isKMajor(a)}, sb{buffers[1], bn, isKMajor(b)};
-    // In a cluster (its empty barriers count both blocks' consumers) a
+    // In a cluster (its empty barriers count every block's consumers) a
     // product shares W as a sweep does.
     const int64_t cluster = clusterBlocks(buffers[0]);
     // The previous tile's last products may still read the ring.
@@ -640,7 +640,7 @@ private:
     // index would otherwise stay live through the sweep.
     Value consumerThread =
         e.cmpI(arith::CmpIPredicate::ult, l.tid, e.index(consumers() * kWarpgroup));
-    // (In a cluster each empty barrier counts both blocks' consumers.)
+    // (In a cluster each empty barrier counts every block's consumers.)
     e.ifThen(e.andI(warpgroupLeader, consumerThread),
              [&](KernelEmitter &ie) { evenPhases(ie, empty, uses, cluster); });
   }
@@ -802,8 +802,8 @@ private:
                      const Staged &sa, const Staged &sb, Value full, Value empty,
                      Value warpgroupLeader, const Lanes &l, int64_t cluster = 1) const {
     const int64_t inFlight = stages >= 3 ? 1 : 0;
-    // In a cluster both producers refill this block's stages: release each
-    // stage to both.
+    // In a cluster every producer refills this block's stages: release each
+    // stage to all.
     auto release = [&](KernelEmitter &re, Value slot) {
       re.ifThen(warpgroupLeader, [&](KernelEmitter &ie) {
         arriveEverywhere(ie, empty, ie.remUI(slot, ie.index(stages)), cluster);

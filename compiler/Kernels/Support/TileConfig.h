@@ -51,10 +51,11 @@ struct TileConfig {
   /// Tensor cores: 0, or the KiB of A operand rows a band of the product
   /// kernels' tiles keeps in L2 (GpuSchedule::forEachTile's tile order).
   int64_t band = 0;
-  /// wgmma with tma ≥ 2: 0, or 2 to launch the products (lce_partial, and
+  /// wgmma with tma ≥ 2: 0, or 2 or 4 to launch the products (lce_partial, and
   /// with a block per tile lce_bwd_dz / lce_fused_z, lce_bwd_dx and
   /// lce_bwd_dw: GpuSchedule::logitsCluster, gradientCluster) in clusters of
-  /// two row blocks that multicast each shared tile (Wgmma.cpp, "Clusters").
+  /// that many row blocks that multicast each shared tile (Wgmma.cpp,
+  /// "Clusters").
   int64_t cluster = 0;
   /// "auto": no tile of its own. The selection pass gives every op the
   /// tile defaultFor() picks for its chip, storage and schedule (the other

@@ -13,13 +13,25 @@
 // dW, whose shared operand (Wᵀ, Xᵀ) is MN-major: each block multicasts its
 // half of the tile's 64-line boxes (128 columns: one each; 256: two each).
 // (At 64 columns, one box, they keep a block of their own:
-// transforms/select-lowering-config-cluster.mlir.)
+// transforms/select-lowering-config-cluster.mlir.) Clusters of four on
+// 256-column tiles: every product, a quarter of each shared tile a block.
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t/k
 // RUN: sed 's/f16/bf16/g' %s > %t/bf16.mlir
 // RUN: lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 cluster=2" -o %t/ws.mlir
 // RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-k=64 stages=3 tma=2 cluster=2" -o %t/ws64.mlir
 // RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=3 grad-cols=256 tma=3 cluster=2" -o %t/lend.mlir
+// RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=4" -o %t/quad.mlir
+// RUN: %extract-ptx %t/quad.mlir %t/k/quad > /dev/null
+// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=QUAD --input-file=%t/k/quad/fwd_lce_partial.ptx
+// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=QUAD --input-file=%t/k/quad/grad_lce_bwd_dz.ptx
+// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=QUAD --input-file=%t/k/quad/grad_lce_bwd_dx.ptx
+// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=QUAD --input-file=%t/k/quad/grad_lce_bwd_dw.ptx
+// RUN: FileCheck %s --check-prefix=QUADREL --input-file=%t/k/quad/fwd_lce_partial.ptx
+// RUN: FileCheck %s --check-prefix=QUADREL --input-file=%t/k/quad/grad_lce_bwd_dw.ptx
+// RUN: %ptxas -v -arch=sm_90a %t/k/quad/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/quad/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
+// RUN: %ptxas -v -arch=sm_90a %t/k/quad/biased_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %extract-ptx %t/ws.mlir %t/k/ws > /dev/null
 // RUN: %extract-ptx %t/ws64.mlir %t/k/ws64 > /dev/null
 // RUN: %extract-ptx %t/lend.mlir %t/k/lend > /dev/null
@@ -65,6 +77,18 @@
 
 // (Plain TMA copies address shared::cluster too.)
 // ALONE-NOT:     {{reqnctapercluster|multicast|barrier\.cluster|mapa}}
+
+// Clusters of four (256 columns): a quarter of each shared tile a block,
+// released on all four blocks' barriers.
+// QUAD:          .explicitcluster
+// QUAD-NEXT:     .reqnctapercluster 4, 1, 1
+// QUAD:          fence.mbarrier_init.release.cluster;
+// QUAD:          cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [{{.*}}], [{{.*}}], [{{.*}}], %rs{{[0-9]+}};
+// QUAD:          barrier.cluster.arrive;
+// QUAD-NEXT:     barrier.cluster.wait;
+// QUADREL-DAG:   mapa.shared::cluster.u64 {{%rd[0-9]+}}, {{%rd[0-9]+}}, 0;
+// QUADREL-DAG:   mapa.shared::cluster.u64 {{%rd[0-9]+}}, {{%rd[0-9]+}}, 3;
+// QUADREL-DAG:   mbarrier.arrive.shared::cluster.b64 _, [{{%rd[0-9]+}}]
 
 // FITS:          threads x {{[0-9]+}} registers: fits
 // FITS-NOT:      DOES NOT LAUNCH

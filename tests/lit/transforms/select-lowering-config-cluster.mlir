@@ -15,6 +15,10 @@
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=ATTR
 // RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 cluster=2" \
 // RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/forward.mlir --check-prefix=IR
+// RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2 cluster=4" \
+// RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/forward.mlir --check-prefix=QUAD
+// RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-cols=48 tma=2 cluster=4" 2>&1 \
+// RUN:   | FileCheck %t/forward.mlir --check-prefix=QUARTER
 // RUN: lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=2 tma=2" \
 // RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/forward.mlir --check-prefix=PAIRLESS
 // RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=2 tma=3 cluster=2" \
@@ -65,6 +69,21 @@
 // IR-NOT:         known_cluster_size
 // IR-NOT:         nvvm.cluster
 // IR:             gpu.return
+// Clusters of four: grid.x in whole clusters, a quarter W box (32 rows) a
+// block, each empty barrier counting the 2 consumer warpgroups of all 4
+// blocks, releases to ranks 0 … 3, multicast to all (mask 0b1111).
+// QUAD:         grid = ["4*cdiv(N,512)", "S", "1"], module = "forward_lce_partial"
+// QUAD-SAME:    {box = [64, 32], buffer = "w", dims = ["D", "V"], name = "w_tma_32x64", swizzle = 128 : i64}
+// QUAD-LABEL:   gpu.func @lce_partial
+// QUAD-SAME:      known_cluster_size = array<i32: 4, 1, 1>
+// QUAD:           %[[FULL:.*]] = nvgpu.mbarrier.create
+// QUAD:           %[[EMPTY:.*]] = nvgpu.mbarrier.create
+// QUAD:           %[[EIGHT:.*]] = arith.constant 8 : index
+// QUAD:           nvgpu.mbarrier.init %[[EMPTY]][%{{.*}}], %[[EIGHT]]
+// QUAD-COUNT-4:   nvvm.mbarrier.arrive %{{.*}} : !llvm.ptr<7>
+// QUAD:           nvgpu.tma.async.load {{.*}} multicast_mask = %c15_i16 : <tensor = memref<32x64xf16, 3>
+// QUAD:           gpu.return
+// QUARTER: error: loss-select-lowering-config: matmul wgmma: with tile cluster 4 each block copies block_cols / 4 lines of every W tile in whole swizzle atoms of 8, so block_cols must be a multiple of 32, got 48
 // Without the knob: a block per row block, whole W boxes, no cluster.
 // PAIRLESS:     grid = ["cdiv(N,128)", "S", "1"], module = "forward_lce_partial"
 // PAIRLESS-LABEL: gpu.func @lce_partial
@@ -72,9 +91,9 @@
 // PAIRLESS-NOT:   multicast_mask
 // PAIRLESS-NOT:   nvvm.cluster
 // PAIRLESS:       gpu.return
-// THREE: error: loss-select-lowering-config: tile cluster must be 0 (no clusters) or 2 (pairs of row blocks that multicast the tiles they share), got 3
-// TMA1: error: loss-select-lowering-config: tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies the multicast halves), got matmul wgmma and tma 1
-// MMA: error: loss-select-lowering-config: tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies the multicast halves), got matmul mma_sync and tma 0
+// THREE: error: loss-select-lowering-config: tile cluster must be 0 (no clusters), 2 or 4 (row blocks that multicast the tiles they share), got 3
+// TMA1: error: loss-select-lowering-config: tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies the multicast shares), got matmul wgmma and tma 1
+// MMA: error: loss-select-lowering-config: tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies the multicast shares), got matmul mma_sync and tma 0
 func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>

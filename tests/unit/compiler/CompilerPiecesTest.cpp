@@ -196,8 +196,8 @@ TEST(TileConfig, WgmmaTiles) {
   ASSERT_TRUE(static_cast<bool>(again));
   EXPECT_EQ(again->str(), tma->str());
   EXPECT_EQ(TileConfig::parse("matmul=wgmma,tma=0")->str().find("tma"), std::string::npos);
-  // cluster: lce_partial in clusters of two row blocks, for wgmma's
-  // warp-specialized rings; it round-trips through str().
+  // cluster: the products in clusters of two or four row blocks, for
+  // wgmma's warp-specialized rings; it round-trips through str().
   auto pair = TileConfig::parse("matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2,cluster=2");
   ASSERT_TRUE(static_cast<bool>(pair)) << llvm::toString(pair.takeError());
   EXPECT_EQ(pair->cluster, 2);
@@ -206,14 +206,21 @@ TEST(TileConfig, WgmmaTiles) {
   EXPECT_EQ(TileConfig::parse(pair->str())->str(), pair->str());
   EXPECT_EQ(TileConfig::parse("matmul=wgmma,tma=2,cluster=0")->str().find("cluster"),
             std::string::npos);
-  expectError("matmul=wgmma,tma=2,cluster=4",
-              "tile cluster must be 0 (no clusters) or 2 (pairs of row blocks that multicast the tiles they share), "
-              "got 4");
+  auto quad = TileConfig::parse("matmul=wgmma,block_cols=256,block_k=64,tma=3,cluster=4");
+  ASSERT_TRUE(static_cast<bool>(quad)) << llvm::toString(quad.takeError());
+  EXPECT_EQ(quad->cluster, 4);
+  EXPECT_EQ(TileConfig::parse(quad->str())->str(), quad->str());
+  expectError("matmul=wgmma,tma=2,cluster=3",
+              "tile cluster must be 0 (no clusters), 2 or 4 (row blocks that multicast the tiles "
+              "they share), got 3");
+  expectError("matmul=wgmma,block_cols=48,tma=2,cluster=4",
+              "matmul wgmma: with tile cluster 4 each block copies block_cols / 4 lines of every "
+              "W tile in whole swizzle atoms of 8, so block_cols must be a multiple of 32, got 48");
   expectError("matmul=wgmma,block_k=64,tma=1,cluster=2",
               "tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies the multicast "
-              "halves), got matmul wgmma and tma 1");
+              "shares), got matmul wgmma and tma 1");
   expectError("cluster=2", "tile cluster is for matmul wgmma with tma 2 or 3 (a producer copies "
-                           "the multicast halves), got matmul simt and tma 0");
+                           "the multicast shares), got matmul simt and tma 0");
   // persistent: a block count for the tensor-core product kernels.
   expectError("persistent=4", "tile persistent is for tensor-core products (matmul mma_sync or "
                               "wgmma), got matmul simt");

@@ -109,9 +109,9 @@ protected:
     return plans->front();
   }
 
-  /// The kernels of `c`'s backward that launch in clusters of two (their
+  /// The kernels of `c`'s backward that launch in clusters of `size` (their
   /// known_cluster_size).
-  std::set<std::string> clusteredKernels(const GradCase &c) {
+  std::set<std::string> clusteredKernels(const GradCase &c, int32_t size = 2) {
     auto graph = buildLinearCrossEntropyGraph(*context, options(c, true));
     EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
     if (!graph)
@@ -119,8 +119,8 @@ protected:
     lowerToKernels(**graph, c.tile);
     std::set<std::string> names;
     (*graph)->walk([&](mlir::gpu::GPUFuncOp f) {
-      std::optional<llvm::ArrayRef<int32_t>> size = f.getKnownClusterSize();
-      if (size && (*size)[0] * (*size)[1] * (*size)[2] == 2)
+      std::optional<llvm::ArrayRef<int32_t>> known = f.getKnownClusterSize();
+      if (known && (*known)[0] * (*known)[1] * (*known)[2] == size)
         names.insert(f.getName().str());
     });
     return names;
@@ -532,6 +532,23 @@ TEST_F(SimtBackward, ClustersMulticastTheProductsSharedTiles) {
         EXPECT_TRUE(bytes == clustered[name]) << name << " differs from the cp.async kernels' bits";
     }
   }
+  // Clusters of four on 256-column tiles (a quarter of each shared tile
+  // per block: 64 W rows, one 64-line box): dX's 3 row blocks and dW's 2
+  // vocabulary row blocks each padded to a cluster; vocabulary chunks.
+  for (GradCase ring : {rows, vocab}) {
+    ring.tile = wide + ",tma=3";
+    std::map<std::string, std::vector<char>> copied;
+    checkCase(ring, &copied);
+    GradCase quads = ring;
+    quads.tile = wide + ",tma=3,cluster=4";
+    SCOPED_TRACE(describe(quads));
+    EXPECT_EQ(clusteredKernels(quads, 4), products);
+    std::map<std::string, std::vector<char>> clustered;
+    checkCase(quads, &clustered);
+    checkFused(quads);
+    for (const auto &[name, bytes] : copied)
+      EXPECT_TRUE(bytes == clustered[name]) << name << " differs from the unclustered bits";
+  }
   // 64 gradient columns (one box) pair only dZ; unaligned rows (D = 37)
   // encode no map, and the clusters run the cp.async ring.
   GradCase narrow = rows;
@@ -543,6 +560,12 @@ TEST_F(SimtBackward, ClustersMulticastTheProductsSharedTiles) {
     EXPECT_EQ(clusteredKernels(odd), products);
     checkCase(odd);
   }
+  // V = 300 (600-byte dZ rows: no dZ map, the cp.async ring): dW's three
+  // vocabulary row blocks and a padding block past every line, which must
+  // read nothing outside dZ.
+  GradCase padded{40, 300, 72, "f16", "sum", true, 0.1};
+  padded.tile = tile + ",tma=2,cluster=2";
+  checkCase(padded);
 }
 
 // tma=3 with the gradient products in 128x256 tiles (wgmma m64n256, 128

@@ -792,6 +792,18 @@ TEST(WgmmaKernels, ClustersMulticastEachWTileToBothRowBlocks) {
   wide.dtype = "bf16";
   wide.bias = true;
   checkWgmma(wide, "matmul=wgmma block-cols=256 block-k=64 stages=3 splits=1 tma=3 cluster=2");
+  // Clusters of four: each block copies a quarter of every W tile (32 rows
+  // of 128, 64 of 256); one row block (three padded), three (one padded).
+  checkWgmma({9, 150, 200}, "matmul=wgmma block-cols=128 block-k=64 stages=3 tma=2 cluster=4");
+  checkWgmma(wide, "matmul=wgmma block-cols=256 block-k=64 stages=3 splits=1 tma=3 cluster=4");
+  Case quad = wide;
+  quad.n = 300;
+  quad.reduction = "none";
+  quad.chip = "sm_90a";
+  quad.tile = "matmul=wgmma block-cols=128 block-k=64 stages=2 splits=2";
+  Case clustered = quad;
+  clustered.tile += " tma=2 cluster=4";
+  expectTheCpAsyncBits(quad, clustered);
 }
 
 /// What a warp-specialized tile's kernels state: op counts and nvvm.maxnreg.
