@@ -1094,9 +1094,8 @@ TEST_F(CompilerKernelTest, HopperTilesBackwardMatchFp64AndTheCpAsyncBits) {
           if (it == found.end()) {
             if (!found.empty())
               missing.push_back(describeOptions(wanted) + " wgmma tile " + t.what +
-                                " (tma=" + std::to_string(t.tma) +
-                                ", persistent=" + std::to_string(t.persistent) +
-                                ", band=" + std::to_string(t.band) +
+                                " (tma=" + std::to_string(t.tma) + ", persistent=" +
+                                std::to_string(t.persistent) + ", band=" + std::to_string(t.band) +
                                 ", cluster=" + std::to_string(t.cluster) + ")");
             continue;
           }

@@ -888,10 +888,9 @@ private:
       for (int64_t i = 0; i < share; ++i) {
         Value g = e.add(e.mul(rank, e.index(share)), e.index(i));
         Value row = e.add(e.mul(stage, e.index(c.sb.lines)), e.mul(g, e.index(bk)));
-        nvgpu::TmaAsyncLoadOp::create(b, e.location(), rowsView(e, c.sb.ring, row, bk), c.bars,
-                                      c.mapB,
-                                      ValueRange{e.add(line0, e.mul(g, e.index(kMnBoxLines))), bk0},
-                                      stage, mask, Value());
+        nvgpu::TmaAsyncLoadOp::create(
+            b, e.location(), rowsView(e, c.sb.ring, row, bk), c.bars, c.mapB,
+            ValueRange{e.add(line0, e.mul(g, e.index(kMnBoxLines))), bk0}, stage, mask, Value());
       }
       return;
     }

@@ -104,8 +104,8 @@ struct GpuSchedule {
   int64_t gradientCluster(bool weightGradient) const {
     const TileConfig &g = gradTile();
     constexpr int64_t kBox = 64;
-    const bool mapped = tensorCoreGradients() && g.blockK == kBox &&
-                        (!weightGradient || g.blockRows % kBox == 0);
+    const bool mapped =
+        tensorCoreGradients() && g.blockK == kBox && (!weightGradient || g.blockRows % kBox == 0);
     return tile.cluster > 1 && g.tma >= 2 && mapped && !persistent(g) && !banded(g) &&
                    g.tileCols() % (kBox * tile.cluster) == 0
                ? tile.cluster
