@@ -233,11 +233,7 @@ struct Backward : ChunkedBackwardSteps {
     // "Clusters"); grid.x rounds up to whole clusters, and a block past the
     // rows masks them all, as a short last chunk's do.
     const int64_t cluster = s.logitsCluster();
-    if (cluster) {
-      launch.grid[0] = std::to_string(cluster) + "*cdiv(" + (vocab() ? "N" : "C") + "," +
-                       std::to_string(cluster * bm) + ")";
-      launch.cluster = cluster;
-    }
+    GpuSchedule::clusterRowBlocks(launch, cluster, vocab() ? "N" : "C", bm);
     s.stageOperands(launch);
     s.declareOperandMaps(sig, cluster ? cols / cluster : 0);
     KernelArgs a = s.sink.begin(sig, launch);
@@ -369,11 +365,7 @@ struct Backward : ChunkedBackwardSteps {
                        /*perChunk=*/true};
     // Clusters of row blocks of one column block multicast its B tile
     // (Wgmma.cpp, "Clusters"), as the logits products do.
-    if (const int64_t cluster = s.gradientCluster(weightGradient)) {
-      launch.grid[0] = std::to_string(cluster) + "*cdiv(" + lines + "," +
-                       std::to_string(cluster * tile.blockRows) + ")";
-      launch.cluster = cluster;
-    }
+    GpuSchedule::clusterRowBlocks(launch, s.gradientCluster(weightGradient), lines, tile.blockRows);
     if (s.tensorCoreGradients())
       s.stageOperands(launch, &s.gradMatmul());
     if (weightGradient)

@@ -42,11 +42,7 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
   // each copying 1/cluster of every one for all (Wgmma.cpp, "Clusters").
   // Grid x rounds up to whole clusters; a block past N holds no row.
   const int64_t cluster = s.partialCluster(dependent);
-  if (cluster) {
-    const std::string c = std::to_string(cluster);
-    launch.grid[0] = c + "*cdiv(N," + std::to_string(cluster * bn) + ")";
-    launch.cluster = cluster;
-  }
+  GpuSchedule::clusterRowBlocks(launch, cluster, "N", bn);
   for (const std::string &field : stats.fieldNames()) {
     sig.arg("part_" + field, s.flat(s.compute()));
     launch.workgroup.push_back(s.shared(s.matmul.rowMergeSlots(bn), s.compute()));

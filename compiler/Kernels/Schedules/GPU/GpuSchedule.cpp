@@ -152,10 +152,10 @@ std::array<std::string, 2> GpuSchedule::dzMapDims() const {
 }
 
 void GpuSchedule::declareGradientMaps(KernelSignature &sig, llvm::StringRef dzName) const {
-  const TileConfig &g = gradTile();
-  constexpr int64_t kBox = 64; // BK and the MN-major box's lines: one 128-byte span
-  if (!tile.tma || !tensorCoreGradients() || g.blockK != kBox || g.tileCols() % kBox)
+  if (!tile.tma || !gradientMapsFit(/*weightGradient=*/false))
     return;
+  const TileConfig &g = gradTile();
+  constexpr int64_t kBox = kGradientBox;
   MLIRContext *context = sink.builder().getContext();
   // Row chunks: dZ rows past the last chunk's are the previous chunk's
   // (initialized, never stored); past min(C, N) the box reads zeros.
@@ -170,11 +170,9 @@ void GpuSchedule::declareGradientMaps(KernelSignature &sig, llvm::StringRef dzNa
 }
 
 void GpuSchedule::declareWeightGradientMaps(KernelSignature &sig, llvm::StringRef dzName) const {
-  const TileConfig &g = gradTile();
-  constexpr int64_t kBox = 64;
-  if (!tile.tma || !tensorCoreGradients() || g.blockK != kBox || g.blockRows % kBox ||
-      g.tileCols() % kBox)
+  if (!tile.tma || !gradientMapsFit(/*weightGradient=*/true))
     return;
+  constexpr int64_t kBox = kGradientBox;
   MLIRContext *context = sink.builder().getContext();
   std::string dzt = (dzName + "t_tma_64x64").str();
   recordMap(sink.plan(), {dzt, dzName.str(), dzMapDims(), {kBox, kBox}, 2 * kBox});

@@ -103,13 +103,37 @@ struct GpuSchedule {
   /// whole boxes for each block of the cluster (Wgmma.cpp, "Clusters").
   int64_t gradientCluster(bool weightGradient) const {
     const TileConfig &g = gradTile();
-    constexpr int64_t kBox = 64;
-    const bool mapped =
-        tensorCoreGradients() && g.blockK == kBox && (!weightGradient || g.blockRows % kBox == 0);
-    return tile.cluster > 1 && g.tma >= 2 && mapped && !persistent(g) && !banded(g) &&
-                   g.tileCols() % (kBox * tile.cluster) == 0
+    return tile.cluster > 1 && g.tma >= 2 && gradientMapsFit(weightGradient) && !persistent(g) &&
+                   !banded(g) && g.tileCols() % (kGradientBox * tile.cluster) == 0
                ? tile.cluster
                : 0;
+  }
+  /// Lines of the gradient products' TMA boxes (their k tile and the
+  /// MN-major boxes' lines): 64 16-bit elements, one 128-byte swizzle span.
+  static constexpr int64_t kGradientBox = 64;
+  /// Whether TMA boxes can fill the operands of lce_bwd_dx (or with
+  /// `weightGradient` lce_bwd_dw): tensor-core gradient products whose
+  /// tile has block_k kGradientBox and columns in whole boxes (the MN-major
+  /// Wᵀ, Xᵀ), and for dW rows in whole boxes too (its MN-major dZᵀ). What
+  /// declareGradientMaps, declareWeightGradientMaps and gradientCluster
+  /// all ask, whatever the tile's tma.
+  bool gradientMapsFit(bool weightGradient) const {
+    const TileConfig &g = gradTile();
+    return tensorCoreGradients() && g.blockK == kGradientBox && g.tileCols() % kGradientBox == 0 &&
+           (!weightGradient || g.blockRows % kGradientBox == 0);
+  }
+  /// Runs `launch`'s row blocks (grid x) in clusters of `cluster` blocks,
+  /// or leaves it alone for 0: grid x covers `lines` (a formula) in
+  /// blocks of `blockRows` rounded up to whole clusters — a padding block
+  /// past the lines holds none of them — and the kernel carries the
+  /// cluster size (LaunchShape::cluster).
+  static void clusterRowBlocks(LaunchShape &launch, int64_t cluster, const std::string &lines,
+                               int64_t blockRows) {
+    if (!cluster)
+      return;
+    launch.grid[0] = std::to_string(cluster) + "*cdiv(" + lines + "," +
+                     std::to_string(cluster * blockRows) + ")";
+    launch.cluster = cluster;
   }
   /// With tile tma=1 and tensor-core gradient products whose tile TMA can
   /// fill (block_k 64, columns a multiple of 64): dX's operands as tensor
