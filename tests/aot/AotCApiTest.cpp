@@ -345,7 +345,8 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
   // tma=2 (bf16Spec) adds the producer warp to the tensor-core kernels'
   // blocks: the C API launches them with the plan's 288 threads too, and
   // its persistent backward products on the plan's min(tiles, 5) blocks;
-  // tma=3 (bf16Lend) a producer warpgroup: 384 threads.
+  // tma=3 (bf16Lend) a producer warpgroup: 384 threads. The row kernels
+  // keep the consumers' 256, but lce_combine's warp.
   for (const CApi &api : {bf16Tma(), bf16Spec(), bf16Lend()}) {
     SCOPED_TRACE(api.name);
     const bool lends = api.name.find("lend") != std::string::npos;
@@ -408,7 +409,9 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
           };
           const bool tensorCores = l.kernel == "lce_partial" || l.kernel == "lce_bwd_dz" ||
                                    l.kernel == "lce_bwd_dx" || l.kernel == "lce_bwd_dw";
-          EXPECT_EQ(l.block[0], tensorCores ? productThreads : 256u) << l.kernel;
+          // lce_combine: a warp a block, a thread per row.
+          const unsigned rowThreads = l.kernel == "lce_combine" ? 32u : 256u;
+          EXPECT_EQ(l.block[0], tensorCores ? productThreads : rowThreads) << l.kernel;
           // bf16Spec's and bf16Lend's backward products are persistent: at most 5 blocks,
           // each sweeping several tiles.
           if (specialized && tensorCores && l.kernel != "lce_partial") {
@@ -914,15 +917,17 @@ TEST_F(AotCApiTest, TensorCoreForwardFollowsItsTile) {
                         {int64_t(n), 4099, 63}, 0, 0),
                 0)
           << api.lastError();
+      // lce_combine runs a warp a block, a thread per row, whatever the tile.
       bool sawPartial = false, sawCombine = false;
       for (const fakecuda::Launch &l : fakecuda::state().launches) {
-        EXPECT_EQ(l.block, (std::array<unsigned, 3>{threads, 1, 1})) << l.kernel;
+        const unsigned block = l.kernel == "lce_combine" ? 32 : threads;
+        EXPECT_EQ(l.block, (std::array<unsigned, 3>{block, 1, 1})) << l.kernel;
         if (l.kernel == "lce_partial") {
           sawPartial = true;
           EXPECT_EQ(l.grid, (std::array<unsigned, 3>{(n + rows - 1) / rows, splits, 1}));
         } else if (l.kernel == "lce_combine") {
           sawCombine = true;
-          EXPECT_EQ(l.grid, (std::array<unsigned, 3>{(n + threads - 1) / threads, 1, 1}));
+          EXPECT_EQ(l.grid, (std::array<unsigned, 3>{(n + 31) / 32, 1, 1}));
         }
       }
       EXPECT_TRUE(sawPartial && sawCombine);

@@ -19,12 +19,20 @@
 // CHECK:           llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
 // CHECK:           nvvm.barrier0
 // CHECK:           llvm.return
-// Combine: the LSE of the partials (ex2, lg2) and the target logit.
+// Combine: the target logit from the block's shared tiles of x and w
+// (32 × 33 f32 each, f16 widened as it is staged; the rows' labels as
+// i64), then the LSE of the partials (ex2, lg2).
 // CHECK-LABEL: gpu.module @lce_lce_combine
+// CHECK-DAG:     llvm.mlir.global internal @__wg_lce_combine_0() {addr_space = 3 : i32} : !llvm.array<1056 x f32>
+// CHECK-DAG:     llvm.mlir.global internal @__wg_lce_combine_1() {addr_space = 3 : i32} : !llvm.array<1056 x f32>
+// CHECK-DAG:     llvm.mlir.global internal @__wg_lce_combine_2() {addr_space = 3 : i32} : !llvm.array<32 x i64>
 // CHECK:         llvm.func @lce_combine(
+// CHECK-SAME:      nvvm.maxntid = array<i32: 32, 1, 1>
+// CHECK:           llvm.fpext %{{.*}} : f16 to f32
+// CHECK:           nvvm.barrier0
+// CHECK:           llvm.call_intrinsic "llvm.fma.f32"
 // CHECK:           llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
 // CHECK:           llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"
-// CHECK:           llvm.fpext %{{.*}} : f16 to f32
 // CHECK:           llvm.return
 // Reduce: a block tree over 128 f32 sums, their 128 Neumaier compensations
 // and 128 i32 counts.

@@ -31,7 +31,7 @@
 // CHECK-SAME:    constants = {S = 8 : i64}, {{.*}}dims = ["N", "V", "D"], entry = "f16_mean", entry_args = ["x", "w", "labels"],
 // CHECK-SAME:    kernels = [
 // CHECK-SAME:      {args = ["x", "w", "part_max", "part_sum", "N", "V", "D"], block = [128, 1, 1], grid = ["cdiv(N,4)", "S", "1"], module = "f16_mean_lce_partial", name = "lce_partial", parallel = "none"{{[^}]*}}shared_bytes = 0 : i64},
-// CHECK-SAME:      {args = ["x", "w", "labels", "part_max", "part_sum", "lse", "loss_rows", "N", "V", "D", "S"], block = [128, 1, 1], grid = ["cdiv(N,128)", "1", "1"], module = "f16_mean_lce_combine", name = "lce_combine", parallel = "none"{{[^}]*}}shared_bytes = 0 : i64},
+// CHECK-SAME:      {args = ["x", "w", "labels", "part_max", "part_sum", "lse", "loss_rows", "N", "V", "D", "S"], block = [32, 1, 1], grid = ["cdiv(N,32)", "1", "1"], module = "f16_mean_lce_combine", name = "lce_combine", parallel = "none"{{[^}]*}}shared_bytes = 0 : i64},
 // CHECK-SAME:      {args = ["labels", "loss_rows", "loss", "N"], block = [128, 1, 1], grid = ["1", "1", "1"], module = "f16_mean_lce_reduce", name = "lce_reduce", parallel = "none"{{[^}]*}}shared_bytes = 0 : i64}],
 // CHECK-SAME:    op = "linear_cross_entropy",
 // CHECK-SAME:    options = {arch = "{{sm_[0-9]+}}", bias = "false", dtype = "f16", ignore_index = "-100", label_type = "i64", {{[^}]*}}reduction = "mean"},
@@ -50,10 +50,26 @@
 // CHECK:           math.exp2
 // CHECK:           gpu.barrier
 // CHECK:           gpu.return
-// Combine: x, w, labels, part_max, part_sum, lse, loss_rows, N, V, D, S.
+// Combine: x, w, labels, part_max, part_sum, lse, loss_rows, N, V, D, S;
+// a block of one warp, a thread per row, whatever the tile's threads. The
+// block stages 32 k of its 32 rows of x and of their labels' rows of w
+// (32 × 33 f32 each, and the 32 label rows as i64) between two barriers,
+// all 64 loads of a tile before its stores;
+// each thread then sums its own row's label logit from them with fma in
+// ascending k, before the row's lse (log2) and loss.
 // CHECK:       gpu.module @f16_mean_lce_combine {
 // CHECK-NEXT:    gpu.func @lce_combine(%{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index)
-// CHECK-SAME:      kernel attributes {known_block_size = array<i32: 128, 1, 1>}
+// CHECK-SAME:      workgroup(%{{.*}} : memref<1056xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<1056xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<32xi64, #gpu.address_space<workgroup>>)
+// CHECK-SAME:      kernel attributes {known_block_size = array<i32: 32, 1, 1>}
+// CHECK:           memref.store %{{.*}} : memref<32xi64, #gpu.address_space<workgroup>>
+// CHECK-NEXT:      gpu.barrier
+// CHECK:           scf.for
+// CHECK-COUNT-64:      memref.load %{{.*}} : memref<?xf16>
+// CHECK-COUNT-64:      memref.store %{{.*}} : memref<1056xf32, #gpu.address_space<workgroup>>
+// CHECK:             gpu.barrier
+// CHECK:             scf.for
+// CHECK:               math.fma
+// CHECK:             gpu.barrier
 // CHECK:           math.log2
 // CHECK:           gpu.return
 // Reduce: labels, loss_rows, loss, N; threads f32 sums + threads i32 counts;
@@ -69,7 +85,7 @@
 // SMALL-LABEL: loss.launch_plans = {f16_mean = {
 // SMALL-SAME:    constants = {S = 3 : i64}
 // SMALL-SAME:    block = [64, 1, 1], grid = ["cdiv(N,2)", "S", "1"], module = "f16_mean_lce_partial"
-// SMALL-SAME:    block = [64, 1, 1], grid = ["cdiv(N,64)", "1", "1"], module = "f16_mean_lce_combine"
+// SMALL-SAME:    block = [32, 1, 1], grid = ["cdiv(N,32)", "1", "1"], module = "f16_mean_lce_combine"
 // SMALL-SAME:    block = [64, 1, 1], grid = ["1", "1", "1"], module = "f16_mean_lce_reduce"
 // SMALL-SAME:    tile = "block_rows=2,threads=64,splits=3,matmul=simt,stages=1"
 // SMALL:       gpu.func @lce_partial
@@ -80,7 +96,7 @@
 // BIG-LABEL:   loss.launch_plans = {f16_mean = {
 // BIG-SAME:      constants = {S = 16 : i64}
 // BIG-SAME:      block = [256, 1, 1], grid = ["cdiv(N,8)", "S", "1"]
-// BIG-SAME:      block = [256, 1, 1], grid = ["cdiv(N,256)", "1", "1"]
+// BIG-SAME:      block = [32, 1, 1], grid = ["cdiv(N,32)", "1", "1"]
 // BIG:         gpu.func @lce_partial
 // BIG-SAME:      workgroup(%{{.*}} : memref<2048xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<2048xf32, #gpu.address_space<workgroup>>)
 // BIG:         gpu.func @lce_reduce

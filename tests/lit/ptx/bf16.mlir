@@ -71,21 +71,30 @@
 // PARTIAL:       ret;
 // PARTIAL-NOT:   lg2.approx
 
-// Combine: fixed-order merge of the S partials (ex2), lse = M + log(sum)
-// (lg2), then the target logit, a bf16 dot product widened to f32.
-// Ignored rows (-100) give 0, out-of-range labels NaN.
+// Combine, in blocks of one warp (a thread per row): first the target
+// logits, a bf16 dot product widened to f32 (labelLogitsByTiles). The block
+// stages 32 k of its rows of x and of their labels' rows of w in shared
+// memory, every load of a tile before its first store (all 64 in flight),
+// between barriers (the IR's order: conversion/lower-to-gpu.mlir); each
+// thread sums its own row from them (fma,
+// ascending k). Then the fixed-order merge of the S partials (ex2) and
+// lse = M + log(sum) (lg2). Ignored rows (-100) give 0, out-of-range
+// labels NaN.
 // COMBINE-LABEL: .visible .entry lce_combine(
-// COMBINE:       .maxntid 128, 1, 1
-// COMBINE-NOT:   .shared
+// COMBINE:       .maxntid 32, 1, 1
+// COMBINE:       .shared
+// COMBINE:       bar.sync 0;
+// COMBINE-COUNT-64: ld.global.b16
+// COMBINE:       cvt.f32.bf16
+// COMBINE-COUNT-64: st.shared.b32
+// COMBINE:       bar.sync 0;
+// COMBINE:       ld.shared.b32
+// COMBINE-NEXT:  ld.shared.b32
+// COMBINE-NEXT:  fma.rn.f32
 // COMBINE:       ex2.approx.f32
 // COMBINE:       lg2.approx.f32
 // COMBINE:       setp.eq.b64 {{%p[0-9]+}}, {{%rd[0-9]+}}, -100;
 // COMBINE:       0f7FC00000
-// COMBINE:       ld.global.b16 [[A:%rs[0-9]+]], [{{%rd[0-9]+}}{{.*}}];
-// COMBINE-NEXT:  cvt.f32.bf16 {{%r[0-9]+}}, [[A]];
-// COMBINE-NEXT:  ld.global.b16 [[B:%rs[0-9]+]], [{{%rd[0-9]+}}{{.*}}];
-// COMBINE-NEXT:  cvt.f32.bf16 {{%r[0-9]+}}, [[B]];
-// COMBINE-NEXT:  fma.rn.f32
 // COMBINE:       ret;
 
 // Reduce (mean): one block; 128 f32 sums + 128 i32 counts in shared memory,

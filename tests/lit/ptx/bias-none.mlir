@@ -23,7 +23,7 @@
 // MLIR-LABEL: module attributes {gpu.container_module, loss.launch_plans = {head = {
 // MLIR-SAME:    constants = {S = 4 : i64}
 // MLIR-SAME:    entry_args = ["x", "w", "bias", "labels"]
-// MLIR-SAME:    {args = ["x", "w", "bias", "labels", "part_max", "part_sum", "lse", "loss", "N", "V", "D", "S"], block = [64, 1, 1], grid = ["cdiv(N,64)", "1", "1"], module = "head_lce_combine"
+// MLIR-SAME:    {args = ["x", "w", "bias", "labels", "part_max", "part_sum", "lse", "loss", "N", "V", "D", "S"], block = [32, 1, 1], grid = ["cdiv(N,32)", "1", "1"], module = "head_lce_combine"
 // MLIR-SAME:    options = {arch = "{{sm_[0-9]+}}", bias = "true", dtype = "f16", ignore_index = "3", label_type = "i32", {{[^}]*}}reduction = "none"}
 // MLIR-SAME:    tile = "block_rows=2,threads=64,splits=4,matmul=simt,stages=1"
 // MLIR-NEXT:    gpu.binary @head_lce_partial  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">,
@@ -55,15 +55,17 @@
 
 // i32 labels are sign-extended, compared with ignore_index = 3; the target
 // logit adds the widened bias; the per-row loss is stored (no reduction).
+// The label logit is summed first, from the block's shared tiles of x and w
+// (labelLogitsByTiles), so the bias sequence (cvt, add into z, lse - z)
+// after the label check is matched as one multi-line pattern.
 // COMBINE-LABEL: .visible .entry lce_combine(
-// COMBINE:       .maxntid 64, 1, 1
-// COMBINE-NOT:   .shared
+// COMBINE:       .maxntid 32, 1, 1
+// COMBINE:       .shared
+// COMBINE:       bar.sync 0;
+// COMBINE:       fma.rn.f32
 // COMBINE:       lg2.approx.f32
 // COMBINE:       ld.global.s32 [[L:%rd[0-9]+]], [{{%rd[0-9]+}}];
 // COMBINE-NEXT:  setp.eq.b64 {{%p[0-9]+}}, [[L]], 3;
-// The dot product's own widened loads come first, so the bias sequence
-// (cvt, add into z, lse - z) is matched as one multi-line pattern.
-// COMBINE:       fma.rn.f32
 // COMBINE:       {{cvt.f32.f16[[:space:]]+}}[[BF:%r[0-9]+]]{{, %rs[0-9]+;[[:space:]]+add.rn.f32[[:space:]]+}}[[Z:%r[0-9]+]]{{, %r[0-9]+, }}[[BF]]{{;[[:space:]]+sub.rn.f32[[:space:]]+%r[0-9]+, %r[0-9]+, }}[[Z]];
 // COMBINE:       st.global.b32
 // COMBINE:       ret;

@@ -41,10 +41,10 @@
 // RUN: %ptxas -v -arch=sm_90a %t/k/f16/grad_*.ptx -o %t/a.cubin 2>&1 | %python %S/../launch-fits.py %t/k/f16/grad_*.ptx | FileCheck %s --check-prefix=FITS
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fused_*.ptx -o %t/a.cubin 2>&1 | %python %S/../launch-fits.py %t/k/bf16/fused_*.ptx | FileCheck %s --check-prefix=FITS
 
-// The tensor-core kernels launch the producer warpgroup too; the row
-// kernels keep the consumers' 256 threads.
+// The tensor-core kernels launch the producer warpgroup too; lce_combine
+// runs in blocks of one warp (a thread per row).
 // PLAN: block = [384, 1, 1], grid = ["cdiv(N,128)", "S", "1"], module = "fwd_lce_partial"
-// PLAN-SAME: block = [256, 1, 1], grid = ["cdiv(N,256)", "1", "1"], module = "fwd_lce_combine"
+// PLAN-SAME: block = [32, 1, 1], grid = ["cdiv(N,32)", "1", "1"], module = "fwd_lce_combine"
 
 // ROLES:       .maxntid 384, 1, 1
 // ROLES-NEXT:  .maxnreg 168
@@ -66,7 +66,7 @@
 // PRODUCER:      bar.sync 2, 384;
 // PRODUCER-NEXT: setmaxnreg.inc.sync.aligned.u32 168;
 
-// ROWS:        .maxntid 256, 1, 1
+// ROWS:        .maxntid 32, 1, 1
 // ROWS-NOT:    .maxnreg
 
 // FITS:        : 384 threads x 168 registers: fits

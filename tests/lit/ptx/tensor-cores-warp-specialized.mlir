@@ -41,10 +41,10 @@
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C751
 
-// The plan launches the tensor-core kernels with the producer warp and the
-// row kernels with the consumers' 256 threads.
+// The plan launches the tensor-core kernels with the producer warp and
+// lce_combine in blocks of one warp (a thread per row).
 // PLAN: block = [288, 1, 1], grid = ["cdiv(N,128)", "S", "1"], module = "fwd_lce_partial"
-// PLAN-SAME: block = [256, 1, 1], grid = ["cdiv(N,256)", "1", "1"], module = "fwd_lce_combine"
+// PLAN-SAME: block = [32, 1, 1], grid = ["cdiv(N,32)", "1", "1"], module = "fwd_lce_combine"
 
 // WS:          .maxntid 288, 1, 1
 // WS-NOT:      .maxnreg
@@ -68,7 +68,7 @@
 // WS:          mbarrier.try_wait.parity.shared.b64
 // WS:          mbarrier.arrive.expect_tx.shared.b64
 
-// ROWS:        .maxntid 256, 1, 1
+// ROWS:        .maxntid 32, 1, 1
 // ROWS-NOT:    .maxnreg
 
 // FITS:        : 288 threads x {{[0-9]+}} registers: fits

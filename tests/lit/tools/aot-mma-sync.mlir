@@ -82,8 +82,8 @@
 // DEFAULT:      "grid": ["cdiv(N,64)", "S", "1"],
 // DEFAULT-NEXT: "block": [128, 1, 1],
 // DEFAULT:      "name": "lce_combine",
-// DEFAULT:      "grid": ["cdiv(N,128)", "1", "1"],
-// DEFAULT-NEXT: "block": [128, 1, 1],
+// DEFAULT:      "grid": ["cdiv(N,32)", "1", "1"],
+// DEFAULT-NEXT: "block": [32, 1, 1],
 
 // The C API names the tile among its variant's facts.
 // MMA: mma_sync

@@ -23,6 +23,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -205,8 +206,12 @@ protected:
 // CPU's packed micro-kernel and unpacked dot, the GPU's SIMT tile), so the
 // logits agree bit for bit. With one vocabulary column the lse is the raw
 // logit itself, whatever order each backend merges its statistics in.
+// The row loss lse − z[label] then is exactly 0 when the label logit that
+// lce_combine sums (its own tiles of 32 k, 32 rows a block: 45 rows make a
+// second, padded block, 301 k nine whole tiles and a part) has the same
+// bits as the sweep's.
 TEST_F(KernelBits, CpuLogitsEqualTheSimtLogits) {
-  kN = 9, kV = 1, kD = 301;
+  kN = 45, kV = 1, kD = 301;
   Variant v{"fwd-none-logits", false, false, "auto", "none"};
   for (const std::string dtype : {"f32", "f16", "bf16"}) {
     SCOPED_TRACE(dtype);
@@ -214,6 +219,15 @@ TEST_F(KernelBits, CpuLogitsEqualTheSimtLogits) {
     std::map<std::string, std::vector<char>> simt = run(v, dtype, "simt");
     ASSERT_TRUE(cpu.count("lse") && simt.count("lse"));
     EXPECT_TRUE(cpu.at("lse") == simt.at("lse"));
+    ASSERT_TRUE(cpu.count("loss") && simt.count("loss"));
+    EXPECT_TRUE(cpu.at("loss") == simt.at("loss"));
+    const std::vector<char> &loss = simt.at("loss");
+    ASSERT_EQ(loss.size(), static_cast<size_t>(kN) * sizeof(float));
+    for (int64_t i = 0; i < kN; ++i) {
+      float rowLoss;
+      std::memcpy(&rowLoss, loss.data() + i * sizeof(float), sizeof(float));
+      EXPECT_EQ(rowLoss, 0.0f) << "row " << i;
+    }
   }
 }
 

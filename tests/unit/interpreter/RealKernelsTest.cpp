@@ -814,8 +814,8 @@ struct SpecializedKernels {
 };
 
 /// The forward of N=9, V=150, D=200 on sm_90a with `tile`, after checking
-/// that lce_partial launches `productThreads` threads and the row kernels
-/// the consumers' 256.
+/// that lce_partial launches `productThreads` threads, lce_combine a warp
+/// (a thread per row) and lce_reduce the consumers' 256.
 SpecializedKernels lowerSpecialized(const char *tile, int64_t productThreads) {
   Case c{9, 150, 200};
   c.tile = tile;
@@ -827,7 +827,10 @@ SpecializedKernels lowerSpecialized(const char *tile, int64_t productThreads) {
     return k;
   }
   for (const PlanKernel &pk : planOf(*k.module).kernels)
-    EXPECT_EQ(pk.block[0], pk.name == "lce_partial" ? productThreads : 256) << pk.name;
+    EXPECT_EQ(pk.block[0], pk.name == "lce_partial"   ? productThreads
+                           : pk.name == "lce_combine" ? 32
+                                                      : 256)
+        << pk.name;
   k.module->walk([&](mlir::Operation *op) {
     ++k.ops[op->getName().getStringRef().str()];
     if (auto limit = op->getAttrOfType<mlir::IntegerAttr>("nvvm.maxnreg"))

@@ -142,13 +142,83 @@ void buildPartial(GpuSchedule &s, const RowStats &stats, bool dependent) {
   s.sink.end();
 }
 
-/// lce_combine, grid cdiv(N, T): per row, the splits' partials merged in
-/// split order → lse and the row loss (its target logit recomputed), or a
-/// reduction's statistics. With a dependent sweep it also writes the lse
-/// pair that sweep reads (row_lse, row_teacher_lse) and leaves the
-/// dependent sums to lce_combine_dep, which merges their partials.
+/// Rows of one lce_combine block: a warp, a thread per row.
+constexpr int64_t kCombineRows = 32;
+
+/// The raw label logit x[row]·w[label] (no bias) of each thread's row of an
+/// lce_combine block (kCombineRows rows from `rowBase`; the block calls it
+/// in uniform flow). Each thread sums its own row in ascending k, as
+/// KernelEmitter::dot and the CPU backend do, so the bits are theirs. But a
+/// thread reading its own rows would make every warp load touch 32 cache
+/// lines (rows D elements apart): the block instead stages kCombineRows k
+/// of its rows of x and of their labels' rows of w in shared memory (`xs`,
+/// `ws`: k-major, kCombineRows + 1 apart, so that neither the stores nor
+/// the loads conflict; `labelRows`: i64), each warp load reading
+/// consecutive k of one row. Rows past N read row N − 1 and labels outside
+/// [0, V) w's row 0: those logits are never used.
+Value labelLogitsByTiles(KernelEmitter &e, const KernelArgs &a, Value rowBase, Value xs, Value ws,
+                         Value labelRows) {
+  constexpr int64_t rows = kCombineRows, pitch = kCombineRows + 1;
+  OpBuilder &b = e.builder();
+  Type i64 = b.getI64Type();
+  Value n = a["N"], v = a["V"], d = a["D"], x = a["x"], w = a["w"];
+  Value tid = gpuThreadIdx(e);
+  Value last = e.sub(n, e.index(1));
+  Value label = e.loadLabel(a["labels"], e.minUI(e.add(rowBase, tid), last));
+  Value safe = e.select(e.cmpI(arith::CmpIPredicate::ult, label, v), label, e.index(0));
+  e.store(arith::IndexCastOp::create(b, e.location(), i64, safe), labelRows, tid);
+  gpuBarrier(e);
+  // V = 0 has no row of w, and then no label counts.
+  Value depth = e.select(e.cmpI(arith::CmpIPredicate::eq, v, e.index(0)), e.index(0), d);
+  SmallVector<Value> dot = e.forLoop(
+      e.index(0), depth, e.index(rows), {e.real(0.0)},
+      [&](KernelEmitter &ke, Value k0, ValueRange acc) {
+        // Thread t copies k0 + t of every row (the last k past D): every
+        // load first, so that all 2 · kCombineRows are in flight together
+        // (a row at a time would wait for each), then the stores.
+        Value k = ke.minUI(ke.add(k0, tid), ke.sub(depth, ke.index(1)));
+        SmallVector<Value> xv, wv;
+        for (int64_t i = 0; i < rows; ++i) {
+          Value xRow = ke.minUI(ke.add(rowBase, ke.index(i)), last);
+          Value wRow =
+              arith::IndexCastOp::create(ke.builder(), ke.location(), ke.builder().getIndexType(),
+                                         ke.load(labelRows, ke.index(i)));
+          xv.push_back(ke.load(x, ke.add(ke.mul(xRow, d), k)));
+          wv.push_back(ke.load(w, ke.add(ke.mul(wRow, d), k)));
+        }
+        for (int64_t i = 0; i < rows; ++i) {
+          Value at = ke.add(ke.mul(tid, ke.index(pitch)), ke.index(i));
+          ke.store(ke.toReal(xv[i]), xs, at);
+          ke.store(ke.toReal(wv[i]), ws, at);
+        }
+        gpuBarrier(ke);
+        Value width = ke.minUI(ke.index(rows), ke.sub(depth, k0));
+        SmallVector<Value> sum =
+            ke.forLoop(ke.index(0), width, ke.index(1), {acc[0]},
+                       [&](KernelEmitter &fe, Value kk, ValueRange it) {
+                         Value at = fe.add(fe.mul(kk, fe.index(pitch)), tid);
+                         return SmallVector<Value>{fe.fma(fe.load(xs, at), fe.load(ws, at), it[0])};
+                       });
+        // The next tile overwrites what this one read.
+        gpuBarrier(ke);
+        return sum;
+      });
+  return dot[0];
+}
+
+/// lce_combine, grid cdiv(N, kCombineRows): per row, the splits' partials
+/// merged in split order → lse and the row loss (its target logit
+/// recomputed: labelLogitsByTiles), or a reduction's statistics. With a
+/// dependent sweep it also writes the lse pair that sweep reads (row_lse,
+/// row_teacher_lse) and leaves the dependent sums to lce_combine_dep, which
+/// merges their partials. Blocks of one warp spread the rows over as many
+/// SMs as there are warps of rows (16 blocks of 256 rows at N = 4096 left
+/// 116 of an H200's SMs idle).
 void buildCombine(GpuSchedule &s, const RowStats &stats, bool dependent) {
   const bool feedsDependent = !dependent && s.spec.hasMixtureStatistics();
+  // The cross-entropy's one label a row; a reduction's label logits (K
+  // labels a row, each under its row rule) keep a dot product a thread.
+  const bool tiledLabels = !s.spec.isVocabReduce();
   KernelSignature sig(dependent ? "lce_combine_dep" : "lce_combine");
   sig.arg("x", s.flat(s.storage())).arg("w", s.flat(s.storage()));
   sig.argIf(s.spec.hasBias, "bias", s.flat(s.storage()));
@@ -161,7 +231,13 @@ void buildCombine(GpuSchedule &s, const RowStats &stats, bool dependent) {
     sig.arg("row_lse", s.flat(s.compute())).arg("row_teacher_lse", s.flat(s.compute()));
   sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index()).arg("S", s.index());
   LaunchShape launch;
-  launch.grid = {"cdiv(N," + s.threads() + ")", "1", "1"};
+  launch.grid = {"cdiv(N," + std::to_string(kCombineRows) + ")", "1", "1"};
+  launch.threads = kCombineRows;
+  if (tiledLabels) {
+    const int64_t tileElements = kCombineRows * (kCombineRows + 1);
+    launch.workgroup = {s.shared(tileElements, s.compute()), s.shared(tileElements, s.compute()),
+                        s.shared(kCombineRows, s.sink.builder().getI64Type())};
+  }
   KernelArgs a = s.sink.begin(sig, launch);
   SmallVector<Value> partials;
   for (const std::string &field : stats.fieldNames())
@@ -169,7 +245,11 @@ void buildCombine(GpuSchedule &s, const RowStats &stats, bool dependent) {
 
   KernelEmitter e(s.sink.builder(), s.sink.location(), s.spec.compute);
   Value n = a["N"], v = a["V"], d = a["D"];
-  Value row = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.tile.threads)), gpuThreadIdx(e));
+  Value rowBase = e.mul(gpuBlockIdx(e, 0), e.index(kCombineRows));
+  Value row = e.add(rowBase, gpuThreadIdx(e));
+  Value labelDot = tiledLabels ? labelLogitsByTiles(e, a, rowBase, a.workgroup(0), a.workgroup(1),
+                                                    a.workgroup(2))
+                               : Value();
   e.ifThen(e.cmpI(arith::CmpIPredicate::ult, row, n), [&](KernelEmitter &re) {
     SmallVector<Value> state = re.forLoop(
         re.index(0), a["S"], re.index(1), stats.identity(re),
@@ -185,7 +265,9 @@ void buildCombine(GpuSchedule &s, const RowStats &stats, bool dependent) {
         re, s.spec, a, row, v,
         [&](KernelEmitter &fe, loss::Statistic what) { return stats.finish(fe, state, what); },
         [&](KernelEmitter &te, Value label) {
-          Value z = te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);
+          // (The tiles' logit is this label's: it is the row's, in range.)
+          Value z =
+              labelDot ? labelDot : te.dot(a["x"], te.mul(row, d), a["w"], te.mul(label, d), d);
           return a["bias"] ? te.addF(z, te.loadReal(a["bias"], label)) : z;
         },
         [&](loss::Statistic what) { return RowStats::isDependent(what) == dependent; });
