@@ -905,7 +905,9 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
         if mma:
             r["smem_bytes"] = mma_smem(vb * dt, N)
     elif kind == "lce_bwd_zero":
-        b = V * D * f + V * f                       # dW (and db) accumulators set to 0
+        # dW (and db) accumulators set to 0; its grid is empty but for N = 0
+        # (lce_bwd_dw starts the sums at the first chunk).
+        b = V * D * f + V * f
         r.update(tile_bytes=b, floor_bytes=b)
     elif kind == "lce_bwd_finish":
         b = V * D * (f + e)
@@ -1084,6 +1086,10 @@ def model_kernel(chip, shape, plan, kernel, ptx, info, e):
         unit = "memory"
     w = kernel_work(kernel["name"], shape, plan["tile"], env,
                     chunks if "C" in env else 0, e, vocab)
+    if blocks == 0:
+        # An empty grid (lce_bwd_zero with rows): the launcher skips it.
+        w = dict(w, flops=0, tile_bytes=0, floor_bytes=0, smem_bytes=0)
+        launches = 0
     peak = {"tensor core": c["tc_practical"], "FMA": c["fma_peak"]}.get(unit)
     smem_bw = c["sms"] * 128 * c["clock_ghz"] * 1e9
     t_flop = w["flops"] / peak if peak else 0.0
@@ -1092,7 +1098,7 @@ def model_kernel(chip, shape, plan, kernel, ptx, info, e):
     t_l2 = w["tile_bytes"] / c["l2_bw"]
     t_smem = w["smem_bytes"] / smem_bw
     f_issue = issue_factor(chip, unit, hot)
-    f_occ = occupancy_factor(chip, unit, occ, tiles, cdiv(threads, 32), persistent)
+    f_occ = occupancy_factor(chip, unit, occ, tiles, cdiv(threads, 32), persistent) if blocks else 1.0
     overhead = launches * T_LAUNCH
     # The tile order's DRAM traffic: the operand slabs as the waves of
     # concurrent tiles and the L2 let them through, plus what the kernel

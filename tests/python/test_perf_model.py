@@ -192,3 +192,23 @@ def test_the_tile_order_reads_a_persistent_grids_tiles_like_a_block_per_tile():
     assert rows_first > 10 * slabs  # dZᵀ once per column block
     assert m.ordered_operand_bytes("sm_90a", {"name": "lce_partial", "grid": ["1", "1", "1"]},
                                    tile, env, env, False, 132, 2) is None
+
+
+def test_an_empty_grid_costs_nothing():
+    # lce_bwd_zero launches blocks only for N = 0 (lce_bwd_dw starts the dW
+    # sums at the first chunk): with rows its grid is empty, the launchers
+    # skip it, and the model charges it no time, bytes or launch.
+    m = load_model()
+    plan = {"constants": {}, "derived": [], "tile": {}}
+    kernel = {"name": "lce_bwd_zero", "grid": ["cdiv(max(V*D,V),128)*(1-min(N,1))", "1", "1"],
+              "block": [128, 1, 1], "per_chunk": False, "dynamic_smem": 0}
+    ptx = {"hot_loop": None, "total": {"mma.sync": 0, "wgmma": 0}}
+    info = {"smem": 0, "registers": 10}
+    rows = m.model_kernel("sm_90a", {"N": 4096, "D": 4096, "V": 128256}, plan, kernel, ptx,
+                          info, 2)
+    assert rows["blocks_per_launch"] == 0 and rows["launches"] == 0
+    assert rows["t_est_s"] == rows["t_l2reuse_s"] == rows["t_floor_s"] == 0
+    assert rows["dram_floor_bytes"] == 0
+    empty = m.model_kernel("sm_90a", {"N": 0, "D": 4096, "V": 128256}, plan, kernel, ptx, info, 2)
+    assert empty["blocks_per_launch"] == m.cdiv(128256 * 4096, 128)
+    assert empty["t_est_s"] > 0 and empty["dram_floor_bytes"] == 128256 * 4096 * 4 + 128256 * 4

@@ -35,6 +35,8 @@ public:
   virtual void scale() = 0;
   /// Before the chunks: the dW (and db) sums of `acc` start at zero, so
   /// they hold the right value (zero) when no chunk runs at all (N = 0).
+  /// A backend whose dw() starts the sums at the first chunk needs it only
+  /// for N = 0.
   virtual void zero(const ChunkedAccumulators &acc) = 0;
   /// Per chunk: dZ into the [C, V] workspace, or with `storeRaw` the raw
   /// logits (lce_fused_z).

@@ -56,12 +56,24 @@ func.func @chunked_f32(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi6
 
 // -----
 
-// Only grad_w with a bias, 16-bit storage: f32 accumulators and a finish kernel.
+// Only grad_w with a bias, 16-bit storage: f32 accumulators and a finish
+// kernel. lce_bwd_zero launches blocks only for N = 0 (where no chunk runs):
+// with rows lce_bwd_dw starts the sums at the first chunk.
 // GPU-LABEL: loss.launch_plans = {weights_only = {
 // GPU-SAME:    entry_results = ["grad_w", "grad_bias"]
+// GPU-SAME:    {args = ["dw_acc", "db_acc", "N", "V", "D"], block = [128, 1, 1], grid = ["cdiv(max(V*D,V),128)*(1-min(N,1))", "1", "1"], {{.*}}name = "lce_bwd_zero", parallel = "none", per_chunk = false
 // GPU-SAME:    name = "lce_bwd_dw"
 // GPU-SAME:    {args = ["dw_acc", "grad_w", "db_acc", "grad_bias", "V", "D"], block = [128, 1, 1], grid = ["cdiv(max(V*D,V),128)", "1", "1"], {{.*}}name = "lce_bwd_finish"
 // GPU-NOT:     lce_bwd_dx
+// In the first chunk (chunk_begin = 0) an element's sum starts from 0: the
+// accumulator is read only in later chunks.
+// GPU:         gpu.module @weights_only_lce_bwd_dw
+// GPU:           %[[LATER:.*]] = arith.cmpi ne, %{{.*}}, %c0{{.*}} : index
+// GPU:           %[[READ:.*]] = arith.andi %{{.*}}, %[[LATER]] : i1
+// GPU-NEXT:      scf.if %[[READ]] -> (f32) {
+// GPU-NEXT:        memref.load
+// GPU:           } else {
+// GPU-NEXT:        arith.constant 0.000000e+00 : f32
 // 16-bit storage with strategy auto chunks the vocabulary on the host (no V×D
 // f32 dW accumulator): dZ of every row per chunk, dW rounded per chunk.
 // CPU-LABEL: loss.launch_plans = {weights_only = {

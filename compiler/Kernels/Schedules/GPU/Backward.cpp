@@ -456,17 +456,18 @@ struct Backward : ChunkedBackwardSteps {
   /// least db's V (D = 0 has no dW but still a db).
   std::string accumulatorElements() const { return s.spec.needsGradBias() ? "max(V*D,V)" : "V*D"; }
 
-  /// lce_bwd_zero: dW_acc = 0 (and db_acc), before the chunks. A kernel of
-  /// its own rather than "start from 0 at the first chunk": with N = 0 no
-  /// chunk runs, and an empty chunk is no option (the per-chunk kernels
-  /// clamp row indices onto a row that must exist). With f32 storage these
-  /// are grad_w and grad_bias themselves.
+  /// lce_bwd_zero: dW_acc = 0 (and db_acc) when N = 0, where no chunk
+  /// runs (with f32 storage these are grad_w and grad_bias themselves);
+  /// with rows its grid is empty, since lce_bwd_dw starts the sums at the
+  /// first chunk (buildDw) and no pass need zero the V × D accumulators. (An
+  /// empty chunk is no option for N = 0: the per-chunk kernels clamp row
+  /// indices onto a row that must exist.)
   void buildZero() {
     KernelSignature sig("lce_bwd_zero");
     sig.arg("dw_acc", flat(s.compute()), acc.dw);
     sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.compute()), acc.db);
-    sig.arg("V", s.index()).arg("D", s.index());
-    auto [a, i] = beginElementwise(sig, accumulatorElements());
+    sig.arg("N", s.index()).arg("V", s.index()).arg("D", s.index());
+    auto [a, i] = beginElementwise(sig, accumulatorElements(), /*onlyWithoutRows=*/true);
     KernelEmitter e = emitter();
     zeroElement(e, i, e.mul(a["V"], a["D"]), a["dw_acc"]);
     if (Value db = a["db_acc"])
@@ -499,10 +500,13 @@ struct Backward : ChunkedBackwardSteps {
     })[0];
   }
 
-  /// lce_bwd_dw (per chunk): dW_acc[j, d] += Σ_{r in chunk} dZ[r, j]·X[r, d]
-  /// in row order, on top of lce_bwd_zero's zeros, one block tile of the
-  /// gradient strategy per block; db likewise. Only the thread that stores
-  /// an accumulator reads it.
+  /// lce_bwd_dw (per chunk): dW_acc[j, d] += Σ_{r in chunk} dZ[r, j]·X[r,
+  /// d] in row order, one block tile of the gradient strategy per block; db
+  /// likewise. The sums start at the first chunk (cb = 0) from zero, without
+  /// reading the accumulators, so no pass zeroes them first (lce_bwd_zero
+  /// runs only for N = 0). The bits are a zeroed accumulator's: 0 + the
+  /// first sum, as before. Only the thread that stores an accumulator reads
+  /// it.
   void buildDw() {
     if (vocab())
       return buildVocabDw();
@@ -520,19 +524,32 @@ struct Backward : ChunkedBackwardSteps {
     KernelEmitter e = emitter();
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
     Value dzBuf = a[productDzName()];
-    // SIMT: each element's sum continues from its accumulator, term by term
-    // in row order. Tensor cores: the chunk's products of dZ / G form from
-    // zero, and the epilogue adds G·sum to the accumulator (the QuACK-style
-    // C += per chunk; fewer registers live through the k loop).
+    // SIMT: each element's sum continues from its accumulator (from zero in
+    // the first chunk), term by term in row order. Tensor cores: the
+    // chunk's products of dZ / G form from zero, and the epilogue adds G·sum
+    // to the sum so far (the QuACK-style C += per chunk; fewer registers
+    // live through the k loop).
     Value g = scaled ? e.load(a["gscale"], e.index(0)) : Value();
+    // The sum so far of an accumulator element: none before the first
+    // chunk (`first`), so nothing zeroes the accumulators.
+    auto sumSoFar = [&](KernelEmitter &ke, Value first, Value accumulator, Value at) {
+      return ke.ifElse(
+          first, [](KernelEmitter &z) { return z.real(0.0); },
+          [&](KernelEmitter &l) { return l.load(accumulator, at); });
+    };
     auto store = [&](KernelEmitter &te, const BlockTile &tile, Fragment &dw) {
+      // Formed in the epilogue, not before the k loop: nothing more lives
+      // through it.
+      Value first = te.cmpI(arith::CmpIPredicate::eq, cb, te.index(0));
       forEachElement(te, dw, d, g, [&](KernelEmitter &se, Value at, Value sum) {
-        se.store(g ? se.addF(se.load(a["dw_acc"], at), sum) : sum, a["dw_acc"], at);
+        if (g)
+          sum = se.addF(sumSoFar(se, first, a["dw_acc"], at), sum);
+        se.store(sum, a["dw_acc"], at);
       });
       // db: the chunk's rows of each vocabulary row, on top of the sum.
       if (Value db = a["db_acc"])
         forBiasRows(te, tile, rows, v, [&](KernelEmitter &be, Value j) {
-          be.store(sumDzTerms(be, dzBuf, cb, ce, be.load(db, j), g,
+          be.store(sumDzTerms(be, dzBuf, cb, ce, sumSoFar(be, first, db, j), g,
                               [&](KernelEmitter &ke, Value r) {
                                 return ke.add(ke.mul(ke.sub(r, cb), v), j);
                               }),
@@ -555,11 +572,13 @@ struct Backward : ChunkedBackwardSteps {
     const BlockTile tile = tileOf(e, gpuBlockIdx(e, 0), gpuBlockIdx(e, 1));
     SmallVector<Value> init;
     Fragment owned = s.gradMatmul().layout(e, tile);
+    Value later = e.cmpI(arith::CmpIPredicate::ne, cb, e.index(0));
     for (size_t i = 0; i < owned.rows.size(); ++i)
       for (size_t j = 0; j < owned.cols.size(); ++j) {
         Value at = e.add(e.mul(owned.rows[i], d), owned.cols[j]);
         init.push_back(e.ifElse(
-            owned.colValid[j], [&](KernelEmitter &l) { return l.load(a["dw_acc"], at); },
+            e.andI(owned.colValid[j], later),
+            [&](KernelEmitter &l) { return l.load(a["dw_acc"], at); },
             [](KernelEmitter &z) { return z.real(0.0); }));
       }
     Fragment dw =
@@ -640,8 +659,12 @@ struct Backward : ChunkedBackwardSteps {
   /// Begins an elementwise kernel of `sig` over `count` (a formula)
   /// elements, one per thread of cdiv(count, T) blocks: its args and the
   /// thread's element i = blockIdx.x · T + threadIdx.x.
-  std::pair<KernelArgs, Value> beginElementwise(KernelSignature &sig, const std::string &count) {
+  /// With `onlyWithoutRows` the grid is empty unless N = 0.
+  std::pair<KernelArgs, Value> beginElementwise(KernelSignature &sig, const std::string &count,
+                                                bool onlyWithoutRows = false) {
     LaunchShape launch{{"cdiv(" + count + "," + s.threads() + ")", "1", "1"}};
+    if (onlyWithoutRows)
+      launch.grid[0] += "*(1-min(N,1))";
     KernelArgs a = s.sink.begin(sig, launch);
     KernelEmitter e = emitter();
     Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e));
