@@ -1122,7 +1122,7 @@ def model_kernel(chip, shape, plan, kernel, ptx, info, e):
         t_est = t_l2r = t_order = float("inf")
     t_floor = max(t_flop, t_floor_dram)
     bound = max((("flop", t_flop / f_issue), ("dram", t_dram), ("smem", t_smem)),
-                key=lambda kv: kv[1])[0]
+                key=lambda kv: kv[1])[0] if blocks else "empty grid"
     return {
         "kernel": kernel["name"], "launches": launches, "blocks_per_launch": blocks,
         "threads": threads, "unit": unit, "ptxas": info, "smem_per_block": smem,

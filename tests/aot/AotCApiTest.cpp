@@ -481,8 +481,10 @@ TEST_F(AotCApiTest, NoRowsStillZeroTheWeightGradients) {
   // allocated. lce_bwd_zero, launched before the chunks when N = 0, zeroes
   // the sums (grad_w/grad_bias themselves for f32, the accumulators
   // lce_bwd_finish rounds otherwise), on the C API and the runtime launcher
-  // alike.
-  const std::vector<int64_t> dims = {0, 1000, 64};
+  // alike. With rows lce_bwd_dw starts the sums at the first chunk, so
+  // lce_bwd_zero (grid × (1 − min(N, 1))) launches no block: no pass zeroes
+  // the V × D accumulators.
+  const std::vector<int64_t> dims = {0, 1000, 64}, rows = {5, 1000, 64};
   for (const CApi &api : realApis()) {
     SCOPED_TRACE(api.name);
     fakecuda::reset();
@@ -517,39 +519,9 @@ TEST_F(AotCApiTest, NoRowsStillZeroTheWeightGradients) {
       ASSERT_LT(gradW, buffers.size());
       EXPECT_EQ(zero->params[0], buffers[gradW]) << "f32: grad_w itself";
     }
-    EXPECT_EQ(api.destroy(), 0);
-  }
-}
-
-TEST_F(AotCApiTest, RowsStartTheWeightGradientSumsThemselves) {
-  // With rows lce_bwd_dw starts the dW sums at the first chunk, so
-  // lce_bwd_zero (grid × (1 − min(N, 1))) launches no block: no pass zeroes
-  // the V × D accumulators, on the C API and the runtime launcher alike.
-  const std::vector<int64_t> dims = {5, 1000, 64};
-  for (const CApi &api : realApis()) {
-    SCOPED_TRACE(api.name);
-    fakecuda::reset();
-    ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
-    std::string dir = bundleDir(api.dir, "backward", baseArch(api.handleArch()));
-    if (dir.empty() && api.name.find("mma") != std::string::npos) {
-      EXPECT_EQ(api.destroy(), 0); // the tensor-core C APIs are forward-only so far
-      continue;
-    }
-    ASSERT_FALSE(dir.empty());
-    auto bundle = runtime::readBundleDirectory(dir);
-    ASSERT_TRUE(bundle) << bundle.errorMessage();
-    ASSERT_TRUE(
-        std::any_of(bundle->kernels.begin(), bundle->kernels.end(),
-                    [](const runtime::BundleKernel &k) { return k.name == "lce_bwd_zero"; }))
-        << "the bundle has no lce_bwd_zero for N = 0";
-    std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
-    std::vector<fakecuda::Launch> mine = launchesOfBoth(api, "backward", *bundle, buffers, dims);
-    auto launches = [&](const char *kernel) {
-      return std::count_if(mine.begin(), mine.end(),
-                           [&](const fakecuda::Launch &l) { return l.kernel == kernel; });
-    };
-    EXPECT_EQ(launches("lce_bwd_zero"), 0);
-    EXPECT_GE(launches("lce_bwd_dw"), 1);
+    mine = launchesOfBoth(api, "backward", *bundle, buffers, rows);
+    EXPECT_EQ(find("lce_bwd_zero"), mine.end()) << "a zeroing pass with rows";
+    EXPECT_NE(find("lce_bwd_dw"), mine.end());
     EXPECT_EQ(api.destroy(), 0);
   }
 }

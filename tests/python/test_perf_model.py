@@ -208,7 +208,7 @@ def test_an_empty_grid_costs_nothing():
                           info, 2)
     assert rows["blocks_per_launch"] == 0 and rows["launches"] == 0
     assert rows["t_est_s"] == rows["t_l2reuse_s"] == rows["t_floor_s"] == 0
-    assert rows["dram_floor_bytes"] == 0
+    assert rows["dram_floor_bytes"] == 0 and rows["bound"] == "empty grid"
     empty = m.model_kernel("sm_90a", {"N": 0, "D": 4096, "V": 128256}, plan, kernel, ptx, info, 2)
     assert empty["blocks_per_launch"] == m.cdiv(128256 * 4096, 128)
     assert empty["t_est_s"] > 0 and empty["dram_floor_bytes"] == 128256 * 4096 * 4 + 128256 * 4

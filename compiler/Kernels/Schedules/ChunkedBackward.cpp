@@ -20,8 +20,10 @@ void lossjit::buildChunkedBackward(ChunkedBackwardSteps &steps, PlanBuilder &pla
   if (!spec.isVocabReduce())
     steps.scale();
   // Per-chunk kernels run once per chunk of rows, so with N = 0 not at all:
-  // the sums must not depend on a first chunk to start them (issue 16: f32
-  // grad_w, which lce_bwd_dw writes directly, was left as allocated).
+  // the sums must read zero without a first chunk to start them (issue 16:
+  // f32 grad_w, which lce_bwd_dw writes directly, was left as allocated).
+  // The GPU's first chunk starts them itself, so its zero() works only for
+  // N = 0.
   if (spec.needsGradW)
     steps.zero(acc);
   steps.dz(/*storeRaw=*/spec.fusedForward);

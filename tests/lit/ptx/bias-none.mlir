@@ -60,7 +60,7 @@
 // after the label check is matched as one multi-line pattern.
 // COMBINE-LABEL: .visible .entry lce_combine(
 // COMBINE:       .maxntid 32, 1, 1
-// COMBINE:       .shared
+// COMBINE:       .shared .align 4 .b8 __wg_lce_combine_0[4224];
 // COMBINE:       bar.sync 0;
 // COMBINE:       fma.rn.f32
 // COMBINE:       lg2.approx.f32

@@ -79,7 +79,9 @@
 // labels NaN.
 // COMBINE-LABEL: .visible .entry lce_combine(
 // COMBINE:       .maxntid 32, 1, 1
-// COMBINE:       .shared
+// COMBINE:       .shared .align 4 .b8 __wg_lce_combine_0[4224];
+// COMBINE:       .shared .align 4 .b8 __wg_lce_combine_1[4224];
+// COMBINE:       .shared .align 8 .b8 __wg_lce_combine_2[256];
 // COMBINE:       bar.sync 0;
 // COMBINE-COUNT-64: ld.global.b16
 // COMBINE:       cvt.f32.f16

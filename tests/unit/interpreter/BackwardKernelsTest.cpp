@@ -179,7 +179,13 @@ protected:
       for (float &g : gradLoss)
         g = u(rng);
     int64_t es = c.dtype == "f32" ? 4 : 2;
-    std::vector<char> gx(c.n * c.d * es), gw(c.v * c.d * es), gb(c.v * es);
+    // NaN bit patterns where the gradients go (torch.empty_like gives
+    // whatever memory held): a kernel that read an output before writing it
+    // — the first chunk's dW sums, which start from zero without a zeroing
+    // pass, with f32 storage summing straight into grad_w — would carry a NaN
+    // into the result.
+    std::vector<char> gx(c.n * c.d * es, char(0xff)), gw(c.v * c.d * es, char(0xff)),
+        gb(c.v * es, char(0xff));
     auto bwd = inputs;
     bwd["lse"] = {lse.data(), "f32", c.n};
     bwd["grad_loss"] = {gradLoss.data(), "f32", static_cast<int64_t>(gradLoss.size())};
