@@ -769,6 +769,11 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
     kernel builders in compiler/Kernels/Schedules/GPU/{Forward,Backward}.cpp.
     """
     N, D, V = shape["N"], shape["D"], shape["V"]
+    # lce_bwd_dw_single: lce_bwd_dw over the one chunk of every row, rounded
+    # straight into the storage type (no f32 accumulator).
+    single = kind == "lce_bwd_dw_single"
+    if single:
+        kind = "lce_bwd_dw"
     BR = tile.get("block_rows", 4)
     T = tile.get("threads", 128)
     S = tile.get("splits", 8)
@@ -896,8 +901,9 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
             r["smem_bytes"] = mma_smem(rb * dt, V)
     elif kind == "lce_bwd_dw":
         # Per chunk, blocks of BR vocab rows x BC columns of D, k over the
-        # chunk's rows; the f32 accumulator is read back after chunk 0.
-        acc = (2 * chunks - 1) * V * D * f
+        # chunk's rows; the f32 accumulator is read back after chunk 0
+        # (single: dW written once in storage).
+        acc = V * D * e if single else (2 * chunks - 1) * V * D * f
         vb, dt = cdiv(V, BR), cdiv(D, BC)
         r["flops"] = 2 * N * D * V
         r["tile_bytes"] = z_bytes * dt + b_reads(vb) * N * D * e + acc
@@ -1009,6 +1015,13 @@ def _tile_order():
     return module
 
 
+def unguarded(formula):
+    """A grid formula without its trailing 0/1 factor ('(g)*SINGLE' or
+    '(g)*(1-SINGLE)': kernels launched only in some calls) -> 'g'."""
+    m = re.fullmatch(r"\((.*)\)\*(?:SINGLE|\(1-SINGLE\))", formula)
+    return m.group(1) if m else formula
+
+
 def split_product(formula):
     """'a*b' at the top level (outside parentheses) -> ('a', 'b')."""
     depth = 0
@@ -1024,14 +1037,15 @@ def ordered_operand_bytes(chip, kernel, tile, env, grid_env, vocab, concurrent, 
     (tile band, or row blocks first), those of every slab once), or None
     for a kernel it does not order. A = BM rows × the depth, B = the tile's
     columns × the depth."""
-    name = kernel["name"]
+    name = kernel["name"].removesuffix("_single")
     if name not in ORDERED_PRODUCTS or tile.get("matmul") not in ("mma_sync", "wgmma"):
         return None
-    swept = re.fullmatch(r"min\((.*),(\d+)\)", kernel["grid"][0])
+    grid_x = unguarded(kernel["grid"][0])
+    swept = re.fullmatch(r"min\((.*),(\d+)\)", grid_x)
     if tile.get("persistent") and swept:
         rows_f, cols_f = split_product(swept.group(1))
     else:
-        rows_f, cols_f = kernel["grid"][0], kernel["grid"][1]
+        rows_f, cols_f = grid_x, kernel["grid"][1]
     rows, cols = evaluate(rows_f, grid_env), evaluate(cols_f, grid_env)
     bm = tile.get("block_rows", 128)
     bn = tile.get("block_cols", 64)
@@ -1067,7 +1081,7 @@ def model_kernel(chip, shape, plan, kernel, ptx, info, e):
     # Tile persistent=P: grid.x is min(tiles, P) and each block sweeps
     # tiles; the waves are the tiles'.
     tiles, persistent = blocks, 0
-    swept = re.fullmatch(r"min\((.*),(\d+)\)", kernel["grid"][0])
+    swept = re.fullmatch(r"min\((.*),(\d+)\)", unguarded(kernel["grid"][0]))
     if plan["tile"].get("persistent") and swept:
         persistent = int(swept.group(2))
         tiles = evaluate(swept.group(1), grid_env)

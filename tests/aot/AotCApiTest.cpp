@@ -408,7 +408,8 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
             return std::count(l.params.begin(), l.params.end(), address);
           };
           const bool tensorCores = l.kernel == "lce_partial" || l.kernel == "lce_bwd_dz" ||
-                                   l.kernel == "lce_bwd_dx" || l.kernel == "lce_bwd_dw";
+                                   l.kernel == "lce_bwd_dx" || l.kernel == "lce_bwd_dw" ||
+                                   l.kernel == "lce_bwd_dw_single";
           // lce_combine: a warp a block, a thread per row.
           const unsigned rowThreads = l.kernel == "lce_combine" ? 32u : 256u;
           EXPECT_EQ(l.block[0], tensorCores ? productThreads : rowThreads) << l.kernel;
@@ -519,11 +520,85 @@ TEST_F(AotCApiTest, NoRowsStillZeroTheWeightGradients) {
       ASSERT_LT(gradW, buffers.size());
       EXPECT_EQ(zero->params[0], buffers[gradW]) << "f32: grad_w itself";
     }
+    // 16-bit storage: f32 accumulators, which lce_bwd_finish rounded.
+    const bool accumulates = finish != mine.end();
     mine = launchesOfBoth(api, "backward", *bundle, buffers, rows);
     EXPECT_EQ(find("lce_bwd_zero"), mine.end()) << "a zeroing pass with rows";
-    EXPECT_NE(find("lce_bwd_dw"), mine.end());
+    // Five rows are one chunk: with accumulators it is rounded in
+    // lce_bwd_dw_single (OneChunkRoundsTheWeightGradientItself).
+    EXPECT_EQ(find("lce_bwd_dw") != mine.end(), !accumulates);
+    EXPECT_EQ(find("lce_bwd_dw_single") != mine.end(), accumulates);
     EXPECT_EQ(api.destroy(), 0);
   }
+}
+
+TEST_F(AotCApiTest, OneChunkRoundsTheWeightGradientItself) {
+  // 16-bit storage sums dW and db in f32 accumulators (V × D: 2 GiB at a
+  // Llama-3 head) that lce_bwd_finish rounds. Where the rows fit one chunk,
+  // lce_bwd_dw_single rounds the sums straight into grad_w instead: the
+  // accumulators take no workspace, and lce_bwd_dw and lce_bwd_finish launch
+  // nothing. With several chunks it is the other way round. The C API and
+  // the runtime launcher alike, SIMT and Hopper bundles; f32 storage (no
+  // accumulators) never launches the single kernel.
+  const std::vector<int64_t> one = {5, 1000, 64}, several = {4096, 128256, 64};
+  std::vector<std::pair<CApi, int>> apis;
+  for (const CApi &api : realApis())
+    apis.push_back({api, 8});
+  for (const CApi &api : {f16Mean(), bf16Tma(), bf16Spec(), bf16Lend()})
+    apis.push_back({api, 9});
+  int checked = 0;
+  for (const auto &[api, major] : apis) {
+    SCOPED_TRACE(api.name + " on sm_" + std::to_string(major) + "0");
+    resetFakeDevice(major, 0);
+    ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
+    std::string dir = bundleDir(api.dir, "backward", baseArch(api.handleArch()));
+    if (dir.empty()) {
+      EXPECT_EQ(api.destroy(), 0); // forward-only
+      continue;
+    }
+    auto bundle = runtime::readBundleDirectory(dir);
+    ASSERT_TRUE(bundle) << bundle.errorMessage();
+    auto plan = runtime::LaunchPlan::build(*bundle);
+    ASSERT_TRUE(plan) << plan.errorMessage();
+    size_t accumulator = plan->numWorkspaces(), biasAccumulator = plan->numWorkspaces();
+    for (size_t i = 0; i < plan->numWorkspaces(); ++i) {
+      if (plan->workspaceName(i) == "dw_acc")
+        accumulator = i;
+      if (plan->workspaceName(i) == "db_acc")
+        biasAccumulator = i;
+    }
+    std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
+    for (const std::vector<int64_t> &dims : {one, several}) {
+      SCOPED_TRACE("N=" + std::to_string(dims[0]));
+      auto resolved = plan->resolve(dims);
+      ASSERT_TRUE(resolved) << resolved.errorMessage();
+      std::vector<fakecuda::Launch> mine = launchesOfBoth(api, "backward", *bundle, buffers, dims);
+      ASSERT_FALSE(mine.empty());
+      auto launches = [&](const char *kernel) {
+        return std::count_if(mine.begin(), mine.end(),
+                             [&](const fakecuda::Launch &l) { return l.kernel == kernel; });
+      };
+      if (accumulator == plan->numWorkspaces()) {
+        EXPECT_EQ(launches("lce_bwd_dw_single"), 0) << "no accumulators to spare";
+        continue;
+      }
+      const bool single = dims == one;
+      const int64_t chunks = (dims[0] + resolved->chunkSize - 1) / resolved->chunkSize;
+      EXPECT_EQ(chunks > 1, !single);
+      EXPECT_EQ(launches("lce_bwd_dw_single"), single ? 1 : 0);
+      EXPECT_EQ(launches("lce_bwd_dw"), single ? 0 : chunks);
+      EXPECT_EQ(launches("lce_bwd_finish"), single ? 0 : 1);
+      EXPECT_EQ(resolved->workspaceBytes[accumulator],
+                single ? 0u : uint64_t(dims[1] * dims[2]) * 4u)
+          << "the f32 dW accumulator";
+      if (biasAccumulator < plan->numWorkspaces())
+        EXPECT_EQ(resolved->workspaceBytes[biasAccumulator], single ? 0u : uint64_t(dims[1]) * 4u)
+            << "the f32 db accumulator";
+      ++checked;
+    }
+    EXPECT_EQ(api.destroy(), 0);
+  }
+  EXPECT_GE(checked, 8) << "too few bundles with accumulators";
 }
 
 TEST_F(AotCApiTest, ArchChoice) {

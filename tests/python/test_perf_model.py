@@ -212,3 +212,29 @@ def test_an_empty_grid_costs_nothing():
     empty = m.model_kernel("sm_90a", {"N": 0, "D": 4096, "V": 128256}, plan, kernel, ptx, info, 2)
     assert empty["blocks_per_launch"] == m.cdiv(128256 * 4096, 128)
     assert empty["t_est_s"] > 0 and empty["dram_floor_bytes"] == 128256 * 4096 * 4 + 128256 * 4
+
+
+def test_a_single_chunk_rounds_dw_without_the_accumulator():
+    # Where the rows fit one chunk (SINGLE = 1) lce_bwd_dw_single replaces
+    # lce_bwd_dw and lce_bwd_finish: the same product, dW written once in
+    # the storage type instead of f32 (and never rounded by a second pass).
+    # Their grids carry the 0/1 factor; the tile order sees through it.
+    m = load_model()
+    assert m.unguarded("(min(cdiv(V,128)*cdiv(D,128),132))*SINGLE") == \
+        "min(cdiv(V,128)*cdiv(D,128),132)"
+    assert m.unguarded("(cdiv(V,128))*(1-SINGLE)") == "cdiv(V,128)"
+    assert m.unguarded("cdiv(max(V*D,V),128)*(1-min(N,1))") == "cdiv(max(V*D,V),128)*(1-min(N,1))"
+    assert m.unguarded("(cdiv(V,128))*C") == "(cdiv(V,128))*C"  # a real factor stays
+    shape = {"N": 4096, "D": 4096, "V": 128256}
+    tile = {"matmul": "wgmma", "block_rows": 128, "block_cols": 128, "grad_cols": 128}
+    accumulated = m.kernel_work("lce_bwd_dw", shape, tile, {"C": 4096}, 1, 2)
+    single = m.kernel_work("lce_bwd_dw_single", shape, tile, {"C": 4096}, 1, 2)
+    assert single["flops"] == accumulated["flops"]
+    assert accumulated["floor_bytes"] - single["floor_bytes"] == 128256 * 4096 * (4 - 2)
+    env = {"N": 4096, "D": 4096, "V": 128256, "C": 4096, "SINGLE": 1}
+    swept = {"name": "lce_bwd_dw", "grid": ["min(cdiv(V,128)*cdiv(D,128),132)", "1", "1"]}
+    guarded = {"name": "lce_bwd_dw_single",
+               "grid": ["(min(cdiv(V,128)*cdiv(D,128),132))*SINGLE", "1", "1"]}
+    tile = dict(tile, persistent=132, band=32768)
+    assert m.ordered_operand_bytes("sm_90a", guarded, tile, env, env, False, 132, 2) == \
+        m.ordered_operand_bytes("sm_90a", swept, tile, env, env, False, 132, 2)

@@ -13,6 +13,11 @@ void lossjit::buildChunkedBackward(ChunkedBackwardSteps &steps, PlanBuilder &pla
   // backward).
   ChunkedAccumulators acc =
       plan.chunked(spec, steps.productDzType(), steps.budgetReserve(), steps.balancedChunkRows());
+  // A call whose rows fit one chunk rounds its dW straight into storage
+  // where the backend can: no V × D f32 accumulator (2 GiB at a Llama-3
+  // head) and no pass that rounds it.
+  if (steps.roundsSingleChunk())
+    plan.roundSingleChunk(acc);
   if (spec.fusedForward)
     plan.workspace("loss_rows", spec.computeName(), "N");
   // The cross-entropy ops form g_r from grad_loss; a reduction's adjoints
@@ -35,6 +40,8 @@ void lossjit::buildChunkedBackward(ChunkedBackwardSteps &steps, PlanBuilder &pla
     steps.dx();
   if (spec.needsGradW) {
     steps.dw(acc);
+    if (!acc.single.empty())
+      steps.dwSingle(acc);
     if (acc.separate)
       steps.finish();
   }

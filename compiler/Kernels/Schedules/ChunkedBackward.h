@@ -47,16 +47,26 @@ public:
   virtual void fusedDz() = 0;
   /// Per chunk: dX rows of the chunk.
   virtual void dx() = 0;
-  /// Per chunk: dW (and db) accumulated into `acc`.
+  /// Per chunk: dW (and db) accumulated into `acc`; with `acc.single`
+  /// only when the rows take several chunks.
   virtual void dw(const ChunkedAccumulators &acc) = 0;
-  /// After the chunks: one rounding of separate f32 accumulators.
+  /// Whether the backend has dwSingle(): then a call whose rows fit one
+  /// chunk needs no separate accumulators.
+  virtual bool roundsSingleChunk() const { return false; }
+  /// Per chunk, where `acc.single` is 1 (one chunk of every row): dW (and
+  /// db) of that chunk rounded straight into grad_w (grad_bias), with the
+  /// bits of the accumulated path (a zeroed sum plus the chunk's, rounded).
+  virtual void dwSingle(const ChunkedAccumulators &) {}
+  /// After the chunks: one rounding of separate f32 accumulators (with
+  /// `acc.single`, only when they were used).
   virtual void finish() = 0;
   /// Fused: the fixed-order reduction of the row losses.
   virtual void reduce() = 0;
 };
 
 /// scale; zero the dW sums; per chunk dZ (fused: raw logits, then row statistics and dZ in
-/// place), dX, dW; finish; (fused) reduce — with the plan's chunking and
+/// place), dX, dW (and, for a backend that rounds a single chunk itself,
+/// dwSingle); finish; (fused) reduce — with the plan's chunking and
 /// workspaces. `plan` has begun and holds the "grow" workspace.
 void buildChunkedBackward(ChunkedBackwardSteps &steps, PlanBuilder &plan, const LceSpec &spec);
 

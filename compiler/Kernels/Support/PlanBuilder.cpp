@@ -68,6 +68,18 @@ ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec, llvm::StringRef pr
   return acc;
 }
 
+void PlanBuilder::roundSingleChunk(ChunkedAccumulators &acc) {
+  if (!acc.separate)
+    return;
+  // 1 for N > 0 and C >= N; 0 for N = 0 (no chunk runs: the zero and
+  // finish kernels make the gradients) and for several chunks.
+  acc.single = "SINGLE";
+  plan.derived.push_back({acc.single, "min(N,1)-min(1,max(0,N-C))"});
+  for (PlanWorkspace &w : plan.workspaces)
+    if (w.name == acc.dw || w.name == acc.db)
+      w.count = "(" + w.count + ")*(1-" + acc.single + ")";
+}
+
 void PlanBuilder::vocabChunks(const LceSpec &spec, llvm::StringRef columnsFormula,
                               llvm::StringRef productDzType, bool balanced) {
   constant("WB", spec.workspaceBytes);

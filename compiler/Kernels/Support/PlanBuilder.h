@@ -19,7 +19,16 @@ namespace lossjit {
 struct ChunkedAccumulators {
   std::string dw = "grad_w";
   std::string db = "grad_bias";
-  bool separate = false; ///< true when a finish kernel must round them.
+  /// true when a finish kernel must round them (with `single`: in the
+  /// calls of several chunks, or of none).
+  bool separate = false;
+  /// With separate accumulators: the derived symbol that is 1 when one
+  /// chunk holds every row (N > 0) and 0 otherwise (N = 0, several
+  /// chunks), where the backend sums dW (and db) over that chunk and rounds
+  /// them straight into grad_w (grad_bias), so the accumulators are empty
+  /// and the finish kernel does not run (PlanBuilder::roundSingleChunk).
+  /// Empty when the backend always goes through the accumulators.
+  std::string single;
 };
 
 class PlanBuilder {
@@ -46,6 +55,13 @@ public:
   /// needs, each a multiple of `balanceRows` rows where CMAX allows.
   ChunkedAccumulators chunked(const LceSpec &spec, llvm::StringRef productDzType = "",
                               llvm::StringRef reserve = "", int64_t balanceRows = 0);
+
+  /// For a backend that rounds a single chunk's dW straight into storage:
+  /// adds the derived symbol `acc.single` (after C) and sizes the separate
+  /// accumulators for the calls that need them (N = 0 or several chunks),
+  /// so a call whose rows fit one chunk allocates no V × D f32 workspace.
+  /// Nothing without separate accumulators.
+  void roundSingleChunk(ChunkedAccumulators &acc);
 
   /// Chunks over the vocabulary: the budget constant WB, the chunk width
   /// C = `columnsFormula` (over N, V, D, WB) and the dZ workspace [N × C]

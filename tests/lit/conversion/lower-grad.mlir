@@ -58,12 +58,18 @@ func.func @chunked_f32(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi6
 
 // Only grad_w with a bias, 16-bit storage: f32 accumulators and a finish
 // kernel. lce_bwd_zero launches blocks only for N = 0 (where no chunk runs):
-// with rows lce_bwd_dw starts the sums at the first chunk.
+// with rows lce_bwd_dw starts the sums at the first chunk. Where the rows
+// fit one chunk (SINGLE = 1) lce_bwd_dw_single rounds the sums into grad_w
+// and grad_bias instead: the accumulators are sized 0, and lce_bwd_dw and
+// lce_bwd_finish launch nothing.
 // GPU-LABEL: loss.launch_plans = {weights_only = {
+// GPU-SAME:    ["SINGLE", "min(N,1)-min(1,max(0,N-C))"]]
 // GPU-SAME:    entry_results = ["grad_w", "grad_bias"]
 // GPU-SAME:    {args = ["dw_acc", "db_acc", "N", "V", "D"], block = [128, 1, 1], grid = ["cdiv(max(V*D,V),128)*(1-min(N,1))", "1", "1"], {{.*}}name = "lce_bwd_zero", parallel = "none", per_chunk = false
-// GPU-SAME:    name = "lce_bwd_dw"
-// GPU-SAME:    {args = ["dw_acc", "grad_w", "db_acc", "grad_bias", "V", "D"], block = [128, 1, 1], grid = ["cdiv(max(V*D,V),128)", "1", "1"], {{.*}}name = "lce_bwd_finish"
+// GPU-SAME:    {args = ["dz", "x", "dw_acc", "db_acc", "chunk_begin", "chunk_end", "V", "D"], block = [128, 1, 1], grid = ["(cdiv(V,4))*(1-SINGLE)", "max(1,cdiv(D,128))", "1"], {{.*}}name = "lce_bwd_dw", parallel = "none", per_chunk = true
+// GPU-SAME:    {args = ["dz", "x", "grad_w", "grad_bias", "chunk_begin", "chunk_end", "V", "D"], block = [128, 1, 1], grid = ["(cdiv(V,4))*SINGLE", "max(1,cdiv(D,128))", "1"], {{.*}}name = "lce_bwd_dw_single", parallel = "none", per_chunk = true
+// GPU-SAME:    {args = ["dw_acc", "grad_w", "db_acc", "grad_bias", "V", "D"], block = [128, 1, 1], grid = ["(cdiv(max(V*D,V),128))*(1-SINGLE)", "1", "1"], {{.*}}name = "lce_bwd_finish"
+// GPU-SAME:    workspaces = [{count = "N", dtype = "f32", name = "grow"}, {count = "C*V", dtype = "f32", name = "dz"}, {count = "(V*D)*(1-SINGLE)", dtype = "f32", name = "dw_acc"}, {count = "(V)*(1-SINGLE)", dtype = "f32", name = "db_acc"}]
 // GPU-NOT:     lce_bwd_dx
 // In the first chunk (chunk_begin = 0) an element's sum starts from 0: the
 // accumulator is read only in later chunks.
@@ -74,6 +80,16 @@ func.func @chunked_f32(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi6
 // GPU-NEXT:        memref.load
 // GPU:           } else {
 // GPU-NEXT:        arith.constant 0.000000e+00 : f32
+// The single chunk's kernel has no accumulator: it reads dZ (f32) and x,
+// and its sums are rounded to f16 where they are stored, into grad_w and
+// grad_bias.
+// GPU:         gpu.module @weights_only_lce_bwd_dw_single
+// GPU:           gpu.func @lce_bwd_dw_single(%[[DZ:.*]]: memref<?xf32>, %[[X:.*]]: memref<?xf16>, %[[GW:.*]]: memref<?xf16>, %[[GB:.*]]: memref<?xf16>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index)
+// GPU-NOT:       gpu.module
+// GPU:           %[[R:.*]] = arith.truncf %{{.*}} : f32 to f16
+// GPU-NEXT:      memref.store %[[R]], %[[GW]][%{{.*}}] : memref<?xf16>
+// GPU:           memref.store %{{.*}}, %[[GB]][%{{.*}}] : memref<?xf16>
+// GPU:         gpu.module @weights_only_lce_bwd_finish
 // 16-bit storage with strategy auto chunks the vocabulary on the host (no V×D
 // f32 dW accumulator): dZ of every row per chunk, dW rounded per chunk.
 // CPU-LABEL: loss.launch_plans = {weights_only = {

@@ -11,18 +11,21 @@
 // RUN: FileCheck %s %{ptx-forbidden} --check-prefix=DZ --input-file=%t/bf16/grad_bf16_lce_bwd_dz.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --check-prefix=DX --input-file=%t/bf16/grad_bf16_lce_bwd_dx.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --check-prefix=DW --input-file=%t/bf16/grad_bf16_lce_bwd_dw.ptx
+// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=DWS --input-file=%t/bf16/grad_bf16_lce_bwd_dw_single.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --check-prefix=FIN --input-file=%t/bf16/grad_bf16_lce_bwd_finish.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --check-prefix=SCALE --input-file=%t/bf16/grad_bf16_lce_bwd_scale.ptx
 // RUN: %ptxas -arch=sm_90 %t/bf16/grad_bf16_lce_bwd_scale.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_90 %t/bf16/grad_bf16_lce_bwd_dz.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_90 %t/bf16/grad_bf16_lce_bwd_dx.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_90 %t/bf16/grad_bf16_lce_bwd_dw.ptx -o %t/a.cubin
+// RUN: %ptxas -arch=sm_90 %t/bf16/grad_bf16_lce_bwd_dw_single.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_90 %t/bf16/grad_bf16_lce_bwd_finish.ptx -o %t/a.cubin
 // RUN: %extract-ptx %t/sm80.mlir %t/f16 | FileCheck %s --check-prefix=FILES80
 // RUN: %ptxas -arch=sm_80 %t/f16/grad_f16_lce_bwd_scale.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/f16/grad_f16_lce_bwd_dz.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/f16/grad_f16_lce_bwd_dx.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/f16/grad_f16_lce_bwd_dw.ptx -o %t/a.cubin
+// RUN: %ptxas -arch=sm_80 %t/f16/grad_f16_lce_bwd_dw_single.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/f16/grad_f16_lce_bwd_finish.ptx -o %t/a.cubin
 // RUN: FileCheck %s %{ptx-forbidden} --check-prefix=RC --input-file=%t/f16/grad_rc_lce_bwd_dx_rc.ptx
 // RUN: %ptxas -arch=sm_80 %t/f16/grad_rc_lce_bwd_scale.ptx -o %t/a.cubin
@@ -33,17 +36,21 @@
 // RUN: %ptxas -arch=sm_80 %t/f16/fused_lce_fused_lse.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/f16/fused_lce_fused_dz.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/f16/fused_lce_reduce.ptx -o %t/a.cubin
+// RUN: %ptxas -arch=sm_80 %t/f16/fused_lce_bwd_dw_single.ptx -o %t/a.cubin
 
 // PLAN: chunk = "C"
-// PLAN-SAME: derived = {{\[\[}}"CMAX", "max(1,min(N,(WB-N*4)/(V*4)))"], ["C", "max(1,min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CMAX))),4)*4))"]]
+// PLAN-SAME: derived = {{\[\[}}"CMAX", "max(1,min(N,(WB-N*4)/(V*4)))"], ["C", "max(1,min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CMAX))),4)*4))"], ["SINGLE", "min(N,1)-min(1,max(0,N-C))"]]
 // PLAN-SAME: name = "lce_bwd_dz", parallel = "none", per_chunk = true
+// PLAN-SAME: name = "lce_bwd_dw", parallel = "none", per_chunk = true
+// PLAN-SAME: name = "lce_bwd_dw_single", parallel = "none", per_chunk = true
 // PLAN-SAME: name = "lce_bwd_finish", parallel = "none", per_chunk = false
-// PLAN-SAME: workspaces = [{count = "N", dtype = "f32", name = "grow"}, {count = "C*V", dtype = "f32", name = "dz"}, {count = "V*D", dtype = "f32", name = "dw_acc"}, {count = "V", dtype = "f32", name = "db_acc"}]
+// PLAN-SAME: workspaces = [{count = "N", dtype = "f32", name = "grow"}, {count = "C*V", dtype = "f32", name = "dz"}, {count = "(V*D)*(1-SINGLE)", dtype = "f32", name = "dw_acc"}, {count = "(V)*(1-SINGLE)", dtype = "f32", name = "db_acc"}]
 
 // FILES: grad_bf16_lce_bwd_scale.ptx sm_90
 // FILES: grad_bf16_lce_bwd_dz.ptx sm_90
 // FILES: grad_bf16_lce_bwd_dx.ptx sm_90
 // FILES: grad_bf16_lce_bwd_dw.ptx sm_90
+// FILES: grad_bf16_lce_bwd_dw_single.ptx sm_90
 // FILES: grad_bf16_lce_bwd_finish.ptx sm_90
 // FILES80: grad_f16_lce_bwd_finish.ptx sm_80
 // FILES80: grad_rc_lce_bwd_dx_rc.ptx sm_80
@@ -69,6 +76,12 @@
 // DW-LABEL: .entry lce_bwd_dw
 // DW: cvt.f32.bf16
 // DW: fma.rn.f32
+// The single chunk's dW: the same sums, rounded where they are stored.
+// DWS-LABEL: .entry lce_bwd_dw_single
+// DWS: cvt.f32.bf16
+// DWS: fma.rn.f32
+// DWS: cvt.rn.bf16.f32
+// DWS: st.global.b16
 // FIN-LABEL: .entry lce_bwd_finish
 // FIN: cvt.rn.bf16.f32
 // SCALE-LABEL: .entry lce_bwd_scale

@@ -22,6 +22,7 @@
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=tanh --check-prefix=ANY --input-file=%t/sm90/capped_grad_lce_bwd_dz.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=tanh --check-prefix=ANY --input-file=%t/sm90/capped_grad_lce_bwd_dx.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=tanh --check-prefix=ANY --input-file=%t/sm90/capped_grad_lce_bwd_dw.ptx
+// RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=tanh --check-prefix=ANY --input-file=%t/sm90/capped_grad_lce_bwd_dw_single.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=tanh --check-prefix=ANY --input-file=%t/sm90/capped_grad_lce_bwd_finish.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=tanh --check-prefix=ANY --input-file=%t/sm90/capped_rc_lce_bwd_scale.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=tanh --check-prefix=ANY --input-file=%t/sm90/capped_rc_lce_bwd_dx_rc.ptx
@@ -33,6 +34,7 @@
 // RUN: %ptxas -arch=sm_80 %t/sm80/capped_grad_lce_bwd_dz.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/sm80/capped_grad_lce_bwd_dx.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/sm80/capped_grad_lce_bwd_dw.ptx -o %t/a.cubin
+// RUN: %ptxas -arch=sm_80 %t/sm80/capped_grad_lce_bwd_dw_single.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/sm80/capped_grad_lce_bwd_finish.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/sm80/capped_rc_lce_bwd_scale.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/sm80/capped_rc_lce_bwd_dx_rc.ptx -o %t/a.cubin
@@ -44,6 +46,7 @@
 // RUN: %ptxas -arch=sm_90 %t/sm90/capped_grad_lce_bwd_dz.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_90 %t/sm90/capped_grad_lce_bwd_dx.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_90 %t/sm90/capped_grad_lce_bwd_dw.ptx -o %t/a.cubin
+// RUN: %ptxas -arch=sm_90 %t/sm90/capped_grad_lce_bwd_dw_single.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_90 %t/sm90/capped_grad_lce_bwd_finish.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_90 %t/sm90/capped_rc_lce_bwd_scale.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_90 %t/sm90/capped_rc_lce_bwd_dx_rc.ptx -o %t/a.cubin
@@ -66,6 +69,7 @@
 // FILES-NEXT: capped_grad_lce_bwd_dz.ptx sm_80
 // FILES-NEXT: capped_grad_lce_bwd_dx.ptx sm_80
 // FILES-NEXT: capped_grad_lce_bwd_dw.ptx sm_80
+// FILES-NEXT: capped_grad_lce_bwd_dw_single.ptx sm_80
 // FILES-NEXT: capped_grad_lce_bwd_finish.ptx sm_80
 // FILES-NEXT: capped_rc_lce_bwd_scale.ptx sm_80
 // FILES-NEXT: capped_rc_lce_bwd_dx_rc.ptx sm_80

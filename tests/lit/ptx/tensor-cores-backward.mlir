@@ -15,12 +15,15 @@
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --check-prefix=FZ --input-file=%t/k/fused_f16_lce_fused_z.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --check-prefix=DX --input-file=%t/k/grad_bf16_lce_bwd_dx.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --check-prefix=DW --input-file=%t/k/grad_bf16_lce_bwd_dw.ptx
+// RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --implicit-check-not=st.global.f32 --check-prefix=DWS --input-file=%t/k/grad_bf16_lce_bwd_dw_single.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --implicit-check-not=fma.rn.f32 --check-prefix=FDX --input-file=%t/k/fused_f16_lce_bwd_dx.ptx
 // RUN: %ptxas -v -arch=sm_80 %t/k/grad_bf16_lce_bwd_dz.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
 // RUN: %ptxas -v -arch=sm_80 %t/k/fused_f16_lce_fused_z.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
 // RUN: %ptxas -v -arch=sm_80 %t/k/grad_bf16_lce_bwd_dx.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
 // RUN: %ptxas -v -arch=sm_80 %t/k/grad_bf16_lce_bwd_dw.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
 // RUN: %ptxas -v -arch=sm_90 %t/k/grad_bf16_lce_bwd_dw.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
+// RUN: %ptxas -v -arch=sm_80 %t/k/grad_bf16_lce_bwd_dw_single.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
+// RUN: %ptxas -v -arch=sm_80 %t/k/fused_f16_lce_bwd_dw_single.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=SPILLS
 // RUN: %ptxas -arch=sm_80 %t/k/grad_bf16_lce_bwd_scale.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/k/grad_bf16_lce_bwd_finish.ptx -o %t/a.cubin
 // RUN: %ptxas -arch=sm_80 %t/k/fused_f16_lce_fused_lse.ptx -o %t/a.cubin
@@ -34,7 +37,8 @@
 // PLAN:     "CMAX", "max(1,min(N,(WB-N*4)/(V*2)))"], ["C", "max(1,min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CMAX))),64)*64))"
 // PLAN-SAME: name = "lce_bwd_dz", parallel = "none", per_chunk = true, shared_bytes = 30720
 // PLAN-SAME: grid = ["cdiv(C,64)", "cdiv(D,64)", "1"], module = "grad_bf16_lce_bwd_dx", name = "lce_bwd_dx", parallel = "none", per_chunk = true, shared_bytes = 30720
-// PLAN-SAME: grid = ["cdiv(V,64)", "max(1,cdiv(D,64))", "1"], module = "grad_bf16_lce_bwd_dw", name = "lce_bwd_dw", parallel = "none", per_chunk = true, shared_bytes = 30720
+// PLAN-SAME: grid = ["(cdiv(V,64))*(1-SINGLE)", "max(1,cdiv(D,64))", "1"], module = "grad_bf16_lce_bwd_dw", name = "lce_bwd_dw", parallel = "none", per_chunk = true, shared_bytes = 30720
+// PLAN-SAME: grid = ["(cdiv(V,64))*SINGLE", "max(1,cdiv(D,64))", "1"], module = "grad_bf16_lce_bwd_dw_single", name = "lce_bwd_dw_single", parallel = "none", per_chunk = true, shared_bytes = 30720
 // PLAN-SAME: {count = "C*V", dtype = "bf16", name = "dz"}, {count = "1", dtype = "f32", name = "gscale"}
 // PLAN:     "CMAX", "max(1,min(N,(WB-N*4)/(V*6)))"], ["C", "max(1,min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CMAX))),64)*64))"
 // PLAN-SAME: name = "lce_fused_z", parallel = "none", per_chunk = true, shared_bytes = 30720
@@ -54,6 +58,13 @@
 // DW:       ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // DW:       ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
 // DW-COUNT-8: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// lce_bwd_dw_single: the same product, its sums rounded to bf16 where
+// they are stored (lce_bwd_dw stores f32 sums; this kernel none).
+// DWS-LABEL: .visible .entry lce_bwd_dw_single(
+// DWS-DAG:   ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// DWS-DAG:   mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// DWS-DAG:   cvt.rn.bf16.f32
+// DWS-DAG:   st.global.b16
 // FDX-LABEL: .visible .entry lce_bwd_dx(
 // FDX-COUNT-8: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // SPILLS: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

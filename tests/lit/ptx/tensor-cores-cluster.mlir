@@ -94,7 +94,7 @@
 // FITS-NOT:      DOES NOT LAUNCH
 
 // FWD-COUNT-3:   0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-// GRAD-COUNT-6:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// GRAD-COUNT-7:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 func.func @fwd(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) -> tensor<f32> {
   %z = loss.linear %x, %w : tensor<?x?xf16>, tensor<?x?xf16> -> tensor<?x?xf16>

@@ -25,7 +25,8 @@
 
 // PLAN:      grid = ["min(cdiv(C,128)*cdiv(V,64),132)", "1", "1"], module = "grad_lce_bwd_dz"
 // PLAN-SAME: grid = ["min(cdiv(C,128)*cdiv(D,128),132)", "1", "1"], module = "grad_lce_bwd_dx"
-// PLAN-SAME: grid = ["min(cdiv(V,128)*max(1,cdiv(D,128)),132)", "1", "1"], module = "grad_lce_bwd_dw"
+// PLAN-SAME: grid = ["(min(cdiv(V,128)*max(1,cdiv(D,128)),132))*(1-SINGLE)", "1", "1"], module = "grad_lce_bwd_dw"
+// PLAN-SAME: grid = ["(min(cdiv(V,128)*max(1,cdiv(D,128)),132))*SINGLE", "1", "1"], module = "grad_lce_bwd_dw_single"
 // PLAN:      grid = ["min(cdiv(C,128)*cdiv(V,64),132)", "1", "1"], module = "fused_lce_fused_z"
 
 // The tile loop: from %ctaid.x in steps of %nctaid.x, the thread's id
@@ -35,8 +36,8 @@
 // SWEEP:     // begin inline asm
 // SWEEP:     wgmma.mma_async
 
-// GRAD-COUNT-6:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-// FUSED-COUNT-9: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// GRAD-COUNT-7:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// FUSED-COUNT-10: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 func.func @grad(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>, %b: tensor<?xf16>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xf16>) {
   %dx, %dw, %db = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g bias %b {storage = f16, compute = f32} : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32>, tensor<?xf16> -> tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xf16>

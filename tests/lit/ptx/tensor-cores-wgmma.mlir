@@ -104,8 +104,8 @@
 // WIDE-COUNT-2: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 
 // FWD-COUNT-3:   0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-// GRAD-COUNT-6:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-// FUSED-COUNT-9: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// GRAD-COUNT-7:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// FUSED-COUNT-10: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 // CHIP: error: loss-select-lowering-config: matmul wgmma needs chip sm_90a (wgmma and its descriptors are specific to it), got 'sm_90'
 

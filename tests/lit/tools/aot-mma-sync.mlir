@@ -47,7 +47,10 @@
 // GRAD:      "grid": ["cdiv(C,64)", "cdiv(D,64)", "1"],
 // GRAD:      "shared_bytes": 30720,
 // GRAD:      "name": "lce_bwd_dw",
-// GRAD:      "grid": ["cdiv(V,64)", "cdiv(D,64)", "1"],
+// GRAD:      "grid": ["(cdiv(V,64))*(1-SINGLE)", "cdiv(D,64)", "1"],
+// GRAD:      "shared_bytes": 30720,
+// GRAD:      "name": "lce_bwd_dw_single",
+// GRAD:      "grid": ["(cdiv(V,64))*SINGLE", "cdiv(D,64)", "1"],
 // GRAD:      "shared_bytes": 30720,
 // FUSED:      "pass": "forward_backward"
 // FUSED:      "name": "dz",

@@ -26,7 +26,8 @@
 // BAND:         loss.launch_plans
 // BAND-SAME:    grid = ["cdiv(C,128)", "cdiv(V,64)", "1"], {{.*}}name = "lce_bwd_dz"
 // BAND-SAME:    grid = ["cdiv(C,128)", "cdiv(D,128)", "1"], {{.*}}name = "lce_bwd_dx"
-// BAND-SAME:    grid = ["cdiv(V,128)", "cdiv(D,128)", "1"], {{.*}}name = "lce_bwd_dw"
+// BAND-SAME:    grid = ["(cdiv(V,128))*(1-SINGLE)", "cdiv(D,128)", "1"], {{.*}}name = "lce_bwd_dw"
+// BAND-SAME:    grid = ["(cdiv(V,128))*SINGLE", "cdiv(D,128)", "1"], {{.*}}name = "lce_bwd_dw_single"
 // dW's depth is the chunk's rows: a band holds 32 MiB / (128 rows · 2 bytes
 // · depth) row blocks, at least one and at most all (V's); the block's
 // linear index blockIdx.x + blockIdx.y · gridDim.x picks the band, then the

@@ -108,7 +108,8 @@ func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) 
 // not pair up) none pairs.
 // CHECK:       grid = ["2*cdiv(C,256)", "cdiv(V,64)", "1"], module = "grad_lce_bwd_dz"
 // CHECK:       grid = ["2*cdiv(C,256)", "cdiv(D,128)", "1"], module = "grad_lce_bwd_dx"
-// CHECK:       grid = ["2*cdiv(V,256)", "cdiv(D,128)", "1"], module = "grad_lce_bwd_dw"
+// CHECK:       grid = ["(2*cdiv(V,256))*(1-SINGLE)", "cdiv(D,128)", "1"], module = "grad_lce_bwd_dw"
+// CHECK:       grid = ["(2*cdiv(V,256))*SINGLE", "cdiv(D,128)", "1"], module = "grad_lce_bwd_dw_single"
 // CHECK-LABEL: gpu.func @lce_bwd_dz
 // CHECK-SAME:    known_cluster_size = array<i32: 2, 1, 1>
 // CHECK:         nvvm.fence.mbarrier.init
@@ -125,14 +126,19 @@ func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) 
 // CHECK:         multicast_mask = %{{.*}} : <tensor = memref<64x64xbf16, 3>
 // CHECK:         nvvm.cluster.wait
 // CHECK:         gpu.return
-// CHECK-LABEL: gpu.func @lce_bwd_dw
+// CHECK-LABEL: gpu.func @lce_bwd_dw(
+// CHECK-SAME:    known_cluster_size = array<i32: 2, 1, 1>
+// CHECK:         multicast_mask = %{{.*}} : <tensor = memref<64x64xbf16, 3>
+// CHECK:         nvvm.cluster.wait
+// CHECK:         gpu.return
+// CHECK-LABEL: gpu.func @lce_bwd_dw_single(
 // CHECK-SAME:    known_cluster_size = array<i32: 2, 1, 1>
 // CHECK:         multicast_mask = %{{.*}} : <tensor = memref<64x64xbf16, 3>
 // CHECK:         nvvm.cluster.wait
 // CHECK:         gpu.return
 // ONEBOX:       grid = ["2*cdiv(C,256)", "cdiv(V,64)", "1"], module = "grad_lce_bwd_dz"
 // ONEBOX:       grid = ["cdiv(C,128)", "cdiv(D,64)", "1"], module = "grad_lce_bwd_dx"
-// ONEBOX:       grid = ["cdiv(V,128)", "cdiv(D,64)", "1"], module = "grad_lce_bwd_dw"
+// ONEBOX:       grid = ["(cdiv(V,128))*(1-SINGLE)", "cdiv(D,64)", "1"], module = "grad_lce_bwd_dw"
 // ONEBOX-LABEL: gpu.func @lce_bwd_dx
 // ONEBOX-NOT:     known_cluster_size
 // ONEBOX-NOT:     multicast_mask

@@ -28,13 +28,14 @@
 // PLAN:        loss.launch_plans
 // PLAN-SAME:    grid = ["min(cdiv(C,128)*cdiv(V,64),132)", "1", "1"], {{.*}}name = "lce_bwd_dz"
 // PLAN-SAME:    grid = ["min(cdiv(C,128)*cdiv(D,128),132)", "1", "1"], {{.*}}name = "lce_bwd_dx"
-// PLAN-SAME:    grid = ["min(cdiv(V,128)*cdiv(D,128),132)", "1", "1"], {{.*}}name = "lce_bwd_dw"
+// PLAN-SAME:    grid = ["(min(cdiv(V,128)*cdiv(D,128),132))*(1-SINGLE)", "1", "1"], {{.*}}name = "lce_bwd_dw"
+// PLAN-SAME:    grid = ["(min(cdiv(V,128)*cdiv(D,128),132))*SINGLE", "1", "1"], {{.*}}name = "lce_bwd_dw_single"
 // PLAN:         gpu.func @lce_bwd_dz
 // PLAN:           gpu.grid_dim x
 // TILES:        loss.launch_plans
 // TILES-SAME:   grid = ["cdiv(C,128)", "cdiv(V,64)", "1"], {{.*}}name = "lce_bwd_dz"
 // TILES-SAME:   grid = ["cdiv(C,128)", "cdiv(D,128)", "1"], {{.*}}name = "lce_bwd_dx"
-// TILES-SAME:   grid = ["cdiv(V,128)", "cdiv(D,128)", "1"], {{.*}}name = "lce_bwd_dw"
+// TILES-SAME:   grid = ["(cdiv(V,128))*(1-SINGLE)", "cdiv(D,128)", "1"], {{.*}}name = "lce_bwd_dw"
 // MMA:          loss.launch_plans
 // MMA-SAME:     grid = ["min(cdiv(C,64)*cdiv(V,64),216)", "1", "1"], {{.*}}name = "lce_bwd_dz"
 // AUTO:         grid = ["min(cdiv(C,128)*cdiv(V,128),132)", "1", "1"], module = "grad_lce_bwd_dz"

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -72,12 +73,14 @@ protected:
 
   /// Runs the GPU kernels of `c`'s forward or backward graph on the
   /// interpreter with `buffers`.
-  void runOnSimt(const GradCase &c, bool gradient,
-                 const std::map<std::string, HostBuffer> &buffers) {
+  void runOnSimt(const GradCase &c, bool gradient, const std::map<std::string, HostBuffer> &buffers,
+                 const std::function<void(LaunchPlan &)> &edit = {}) {
     auto graph = buildLinearCrossEntropyGraph(*context, options(c, gradient));
     ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
     LaunchPlan plan = lowerToKernels(**graph, c.tile);
     ASSERT_FALSE(HasFailure());
+    if (edit)
+      edit(plan);
     std::map<std::string, simt::SimtHostBuffer> simtBuffers;
     for (const auto &[name, b] : buffers)
       simtBuffers[name] = {b.data, simt::elementTypeOf(b.dtype), b.count};
@@ -242,17 +245,21 @@ protected:
   /// The bytes of loss, lse, grad_x, grad_w and grad_bias for `in` (with a
   /// bias) from the GPU kernels of `c`'s loss.linear_cross_entropy_with_grad
   /// or, with `fused` false, of its forward followed by its backward of
-  /// grad_loss = 1.
-  std::map<std::string, std::vector<char>> lossAndGradients(const GradCase &c,
-                                                            const RandomLceInputs &in, bool fused) {
+  /// grad_loss = 1. `edit`, when given, changes the gradient plan first.
+  std::map<std::string, std::vector<char>>
+  lossAndGradients(const GradCase &c, const RandomLceInputs &in, bool fused,
+                   const std::function<void(LaunchPlan &)> &edit = {}) {
     GradCase b = c;
     b.bias = true;
     const int64_t es = c.dtype == "f32" ? 4 : 2;
-    std::map<std::string, std::vector<char>> out = {{"loss", std::vector<char>(4)},
-                                                    {"lse", std::vector<char>(c.n * 4)},
-                                                    {"grad_x", std::vector<char>(c.n * c.d * es)},
-                                                    {"grad_w", std::vector<char>(c.v * c.d * es)},
-                                                    {"grad_bias", std::vector<char>(c.v * es)}};
+    // The gradients start as NaN bit patterns: an element no kernel writes
+    // cannot pass for a zero.
+    std::map<std::string, std::vector<char>> out = {
+        {"loss", std::vector<char>(4)},
+        {"lse", std::vector<char>(c.n * 4)},
+        {"grad_x", std::vector<char>(c.n * c.d * es, char(0xff))},
+        {"grad_w", std::vector<char>(c.v * c.d * es, char(0xff))},
+        {"grad_bias", std::vector<char>(c.v * es, char(0xff))}};
     std::map<std::string, HostBuffer> inputs = {
         {"x", {const_cast<void *>(in.problem.x), c.dtype, c.n * c.d}},
         {"w", {const_cast<void *>(in.problem.w), c.dtype, c.v * c.d}},
@@ -271,6 +278,8 @@ protected:
       if (!graph)
         return out;
       LaunchPlan plan = lowerToKernels(**graph, c.tile);
+      if (edit)
+        edit(plan);
       std::map<std::string, simt::SimtHostBuffer> buffers;
       for (const auto *half : {&forward, &backward})
         for (const auto &[name, h] : *half)
@@ -284,7 +293,7 @@ protected:
     float one = 1.0f;
     backward["lse"] = forward["lse"];
     backward["grad_loss"] = {&one, "f32", 1};
-    runOnSimt(b, true, backward);
+    runOnSimt(b, true, backward, edit);
     return out;
   }
 
@@ -318,26 +327,40 @@ protected:
       *outputs = std::move(got);
   }
 
-  /// How many chunks `c`'s backward plan cuts its chunk dim into (1
-  /// without chunking) and of what size, from the plan's own formulas.
-  std::pair<int64_t, int64_t> chunking(const GradCase &c) {
+  /// `c`'s backward plan (`c.fused`: the fused op's).
+  LaunchPlan gradientPlan(const GradCase &c) {
     auto graph = buildLinearCrossEntropyGraph(*context, options(c, true));
     EXPECT_TRUE(static_cast<bool>(graph));
     if (!graph)
-      return {0, 0};
-    LaunchPlan plan = lowerToKernels(**graph, c.tile);
-    if (plan.chunkSymbol.empty())
-      return {1, 0};
+      return {};
+    return lowerToKernels(**graph, c.tile);
+  }
+  /// N, V, D, the constants and the derived symbols of `plan` for `c`.
+  std::map<std::string, int64_t> symbolsOf(const LaunchPlan &plan, const GradCase &c) {
     std::map<std::string, int64_t> symbols = {{"N", c.n}, {"V", c.v}, {"D", c.d}};
     for (const auto &[name, value] : plan.constants)
       symbols[name] = value;
     for (const auto &[name, formula] : plan.derived) {
       auto value = runtime::evaluateFormula(formula, symbols);
       EXPECT_TRUE(static_cast<bool>(value)) << formula;
-      if (!value)
-        return {0, 0};
-      symbols[name] = *value;
+      symbols[name] = value ? *value : -1;
     }
+    return symbols;
+  }
+  /// `formula` of `plan` evaluated for `c`.
+  int64_t evaluateFor(const LaunchPlan &plan, const GradCase &c, const std::string &formula) {
+    auto value = runtime::evaluateFormula(formula, symbolsOf(plan, c));
+    EXPECT_TRUE(static_cast<bool>(value)) << formula;
+    return value ? *value : -1;
+  }
+
+  /// How many chunks `c`'s backward plan cuts its chunk dim into (1
+  /// without chunking) and of what size, from the plan's own formulas.
+  std::pair<int64_t, int64_t> chunking(const GradCase &c) {
+    LaunchPlan plan = gradientPlan(c);
+    if (plan.chunkSymbol.empty())
+      return {1, 0};
+    std::map<std::string, int64_t> symbols = symbolsOf(plan, c);
     const int64_t extent = symbols[plan.chunkDim], size = symbols[plan.chunkSymbol];
     return {(extent + size - 1) / size, size};
   }
@@ -510,7 +533,14 @@ TEST_F(SimtBackward, WgmmaWarpSpecializedChunkedAndFused) {
 TEST_F(SimtBackward, ClustersMulticastTheProductsSharedTiles) {
   const std::string tile = "matmul=wgmma,block_cols=64,block_k=64,stages=3";
   const std::string wide = "matmul=wgmma,block_cols=256,block_k=64,stages=3,grad_cols=256";
-  const std::set<std::string> products{"lce_bwd_dz", "lce_bwd_dx", "lce_bwd_dw"};
+  // Row chunks of 16-bit storage also have the single chunk's dW
+  // (lce_bwd_dw_single), clustered as lce_bwd_dw is.
+  auto products = [](const GradCase &c) {
+    std::set<std::string> names{"lce_bwd_dz", "lce_bwd_dx", "lce_bwd_dw"};
+    if (c.strategy != "vocab_chunked")
+      names.insert("lce_bwd_dw_single");
+    return names;
+  };
   GradCase small{40, 200, 136, "bf16", "mean", true, 0.2};
   small.workspaceBytes = 40 * 4 + 12 * 200 * 2; // C = 12 rows of 16-bit dZ
   GradCase rows{300, 130, 72, "f16", "sum", false, 0.1};
@@ -530,7 +560,7 @@ TEST_F(SimtBackward, ClustersMulticastTheProductsSharedTiles) {
       GradCase pairs = ring;
       pairs.tile = pairTile;
       SCOPED_TRACE(describe(pairs));
-      EXPECT_EQ(clusteredKernels(pairs), products);
+      EXPECT_EQ(clusteredKernels(pairs), products(pairs));
       std::map<std::string, std::vector<char>> clustered;
       checkCase(pairs, &clustered);
       checkFused(pairs);
@@ -548,7 +578,7 @@ TEST_F(SimtBackward, ClustersMulticastTheProductsSharedTiles) {
     GradCase quads = ring;
     quads.tile = wide + ",tma=3,cluster=4";
     SCOPED_TRACE(describe(quads));
-    EXPECT_EQ(clusteredKernels(quads, 4), products);
+    EXPECT_EQ(clusteredKernels(quads, 4), products(quads));
     std::map<std::string, std::vector<char>> clustered;
     checkCase(quads, &clustered);
     checkFused(quads);
@@ -563,7 +593,7 @@ TEST_F(SimtBackward, ClustersMulticastTheProductsSharedTiles) {
   GradCase odd{33, 150, 37, "f16", "sum", true, 0.1};
   for (const char *mode : {",tma=2,cluster=2", ",tma=3,cluster=2"}) {
     odd.tile = tile + mode;
-    EXPECT_EQ(clusteredKernels(odd), products);
+    EXPECT_EQ(clusteredKernels(odd), products(odd));
     checkCase(odd);
   }
   // V = 300 (600-byte dZ rows: no dZ map, the cp.async ring): dW's three
@@ -1125,6 +1155,111 @@ TEST_F(SimtBackward, RowChunksAreEvenedOutToWholeTiles) {
   GradCase small = tiles;
   small.workspaceBytes = 300 * 4 + 40 * 60 * 2;
   EXPECT_EQ(chunking(small), std::make_pair(int64_t{8}, int64_t{40}));
+}
+
+// --- One chunk of every row: dW rounded straight into storage -----------
+//
+// Where a call's rows fit one chunk (SINGLE = 1) lce_bwd_dw_single sums dW
+// and db over them and rounds them into grad_w and grad_bias: the f32
+// accumulators are empty and lce_bwd_dw and lce_bwd_finish launch nothing.
+// The bits are the accumulated path's: the same plan with SINGLE forced to
+// 0 runs lce_bwd_dw into the accumulators (which it then sizes) and
+// lce_bwd_finish. SIMT and tensor-core gradient products (bias, one column
+// block of D and several; D = 0), backward and fused; several chunks never
+// take the single path.
+TEST_F(SimtBackward, OneChunkRoundsTheWeightGradientItself) {
+  auto forceAccumulators = [](LaunchPlan &plan) {
+    for (auto &[name, formula] : plan.derived)
+      if (name == "SINGLE")
+        formula = "0";
+  };
+  struct Shape {
+    int64_t n, v, d;
+  };
+  for (const char *tile :
+       {"block_rows=2,threads=32,splits=3", kWgmmaNarrow,
+        "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=2,tma=1"})
+    for (Shape shape : {Shape{37, 70, 40}, Shape{9, 21, 0}})
+      for (const char *dtype : {"bf16", "f16"})
+        for (bool fused : {false, true}) {
+          GradCase c{shape.n, shape.v, shape.d, dtype, "mean", true, 0.2};
+          c.tile = tile;
+          c.fused = fused;
+          SCOPED_TRACE(describe(c) + (fused ? " fused" : ""));
+          LaunchPlan plan = gradientPlan(c);
+          ASSERT_FALSE(plan.kernels.empty());
+          std::map<std::string, int64_t> symbols = symbolsOf(plan, c);
+          ASSERT_EQ(symbols.count("SINGLE"), 1u);
+          EXPECT_EQ(symbols["SINGLE"], 1) << "37 rows are one chunk";
+          std::map<std::string, const PlanKernel *> kernels;
+          for (const PlanKernel &k : plan.kernels)
+            kernels[k.name] = &k;
+          for (const char *name : {"lce_bwd_dw", "lce_bwd_dw_single", "lce_bwd_finish"})
+            ASSERT_EQ(kernels.count(name), 1u) << name;
+          EXPECT_EQ(evaluateFor(plan, c, kernels["lce_bwd_dw"]->grid[0]), 0);
+          EXPECT_EQ(evaluateFor(plan, c, kernels["lce_bwd_finish"]->grid[0]), 0);
+          EXPECT_GT(evaluateFor(plan, c, kernels["lce_bwd_dw_single"]->grid[0]), 0);
+          for (const PlanWorkspace &w : plan.workspaces)
+            if (w.name == "dw_acc" || w.name == "db_acc")
+              EXPECT_EQ(evaluateFor(plan, c, w.count), 0) << w.name << " is not needed";
+          LaunchPlan accumulated = plan;
+          forceAccumulators(accumulated);
+          for (const PlanWorkspace &w : accumulated.workspaces)
+            if (w.name == "dw_acc")
+              EXPECT_EQ(evaluateFor(accumulated, c, w.count), c.v * c.d);
+
+          RandomLceInputs in;
+          makeBiasedInputs(c, in);
+          auto single = lossAndGradients(c, in, fused);
+          auto reference = lossAndGradients(c, in, fused, forceAccumulators);
+          for (const char *name : {"loss", "lse", "grad_x", "grad_w", "grad_bias"})
+            EXPECT_TRUE(single[name] == reference[name]) << name << " differs in its bits";
+          LceGradReference gref = referenceLinearCrossEntropyGrad(in.problem, {1.0});
+          EXPECT_LE(relativeL2Error(single["grad_bias"].data(), c.dtype, gref.gradBias), 1e-2);
+          if (c.d)
+            EXPECT_LE(relativeL2Error(single["grad_w"].data(), c.dtype, gref.gradW), 1e-2);
+        }
+  // Several chunks: SINGLE = 0, the accumulators are sized, lce_bwd_dw and
+  // lce_bwd_finish launch and lce_bwd_dw_single does not. At the edge: N =
+  // CMAX rows are one chunk, CMAX + 1 two (C is evened out to whole tiles
+  // within CMAX).
+  GradCase several{300, 60, 40, "bf16", "mean", true};
+  several.tile = kWgmmaNarrow;
+  several.workspaceBytes = 300 * 4 + 130 * 60 * 2;
+  ASSERT_GT(chunksOf(several), 1);
+  LaunchPlan plan = gradientPlan(several);
+  EXPECT_EQ(symbolsOf(plan, several)["SINGLE"], 0);
+  for (const PlanWorkspace &w : plan.workspaces) {
+    if (w.name == "dw_acc")
+      EXPECT_EQ(evaluateFor(plan, several, w.count), several.v * several.d);
+    if (w.name == "db_acc")
+      EXPECT_EQ(evaluateFor(plan, several, w.count), several.v);
+  }
+  for (const PlanKernel &k : plan.kernels) {
+    const int64_t blocks = evaluateFor(plan, several, k.grid[0]);
+    if (k.name == "lce_bwd_dw" || k.name == "lce_bwd_finish")
+      EXPECT_GT(blocks, 0) << k.name;
+    if (k.name == "lce_bwd_dw_single")
+      EXPECT_EQ(blocks, 0) << k.name;
+  }
+  // (CMAX grows as N shrinks: the budget holds N's row factors too.)
+  std::set<int64_t> seen;
+  for (int64_t n = 120; n <= 140; ++n) {
+    GradCase edge = several;
+    edge.n = n;
+    std::map<std::string, int64_t> symbols = symbolsOf(plan, edge);
+    const bool one = n <= symbols["CMAX"];
+    EXPECT_EQ(symbols["SINGLE"], one ? 1 : 0) << "N = " << n << ", CMAX = " << symbols["CMAX"];
+    EXPECT_EQ(symbols["C"] >= n, one) << "N = " << n << ", C = " << symbols["C"];
+    seen.insert(symbols["SINGLE"]);
+  }
+  EXPECT_EQ(seen, (std::set<int64_t>{0, 1})) << "the edge lies in N = 120 ... 140";
+  // f32 storage sums in grad_w itself: no accumulators, no single kernel.
+  GradCase f32 = several;
+  f32.dtype = "f32";
+  f32.tile = "block_rows=2,threads=32,splits=3";
+  for (const PlanKernel &k : gradientPlan(f32).kernels)
+    EXPECT_NE(k.name, "lce_bwd_dw_single");
 }
 
 TEST_F(SimtBackward, NoRowsWriteZeroGradients) {

@@ -2,7 +2,9 @@
 //
 // Determinism: every dX / dW element has one owner thread that sums its
 // terms in a fixed order (rows of a chunk in order, chunks in launch order);
-// f32 accumulators for 16-bit storage are rounded once at the end.
+// f32 accumulators for 16-bit storage are rounded once at the end, or,
+// where one chunk holds every row, each sum where it is formed
+// (lce_bwd_dw_single).
 //
 //===----------------------------------------------------------------------===//
 
@@ -110,6 +112,11 @@ struct Backward : ChunkedBackwardSteps {
   void dw(const ChunkedAccumulators &accumulators) override {
     acc = accumulators;
     buildDw();
+  }
+  bool roundsSingleChunk() const override { return true; }
+  void dwSingle(const ChunkedAccumulators &accumulators) override {
+    acc = accumulators;
+    buildDw(/*single=*/true);
   }
   void finish() override { buildFinish(); }
   void reduce() override { buildGpuReduceKernel(s); }
@@ -350,10 +357,13 @@ struct Backward : ChunkedBackwardSteps {
   /// Begins a per-chunk gradient product kernel of `sig` (complete but for
   /// its tensor maps): lce_bwd_dx, or with `weightGradient` lce_bwd_dw, on
   /// the gradient tile's grid over `lines` (a formula: the chunk's rows C,
-  /// all rows N, the vocabulary V or a vocabulary chunk's C) × D. Its args
-  /// and staged operand buffers.
-  std::pair<KernelArgs, SmallVector<Value>>
-  beginGradientProduct(KernelSignature &sig, const std::string &lines, bool weightGradient) {
+  /// all rows N, the vocabulary V or a vocabulary chunk's C) × D, grid.x
+  /// times `enabled` (a 0/1 formula; empty: always). Its args and staged
+  /// operand buffers.
+  std::pair<KernelArgs, SmallVector<Value>> beginGradientProduct(KernelSignature &sig,
+                                                                 const std::string &lines,
+                                                                 bool weightGradient,
+                                                                 const std::string &enabled = "") {
     const TileConfig &tile = s.gradTile();
     std::string colBlocks = "cdiv(D," + std::to_string(tile.tileCols()) + ")";
     if (weightGradient && s.spec.needsGradBias())
@@ -366,6 +376,7 @@ struct Backward : ChunkedBackwardSteps {
     // Clusters of row blocks of one column block multicast its B tile
     // (Wgmma.cpp, "Clusters"), as the logits products do.
     GpuSchedule::clusterRowBlocks(launch, s.gradientCluster(weightGradient), lines, tile.blockRows);
+    enableWhen(launch, enabled);
     if (s.tensorCoreGradients())
       s.stageOperands(launch, &s.gradMatmul());
     if (weightGradient)
@@ -375,6 +386,13 @@ struct Backward : ChunkedBackwardSteps {
     KernelArgs a = s.sink.begin(sig, launch);
     SmallVector<Value> scratch = s.staged(a, launch, &s.gradMatmul());
     return {std::move(a), std::move(scratch)};
+  }
+
+  /// Multiplies the grid by `enabled` (a formula that is 0 or 1; empty:
+  /// always), so the launcher skips the kernel where it is 0.
+  static void enableWhen(LaunchShape &launch, const std::string &enabled) {
+    if (!enabled.empty())
+      launch.grid[0] = "(" + launch.grid[0] + ")*" + enabled;
   }
 
   /// The column tiles of a dW kernel over D: at least one where db is
@@ -507,23 +525,45 @@ struct Backward : ChunkedBackwardSteps {
   /// runs only for N = 0). The bits are a zeroed accumulator's: 0 + the
   /// first sum, as before. Only the thread that stores an accumulator reads
   /// it.
-  void buildDw() {
+  ///
+  /// With `single` (lce_bwd_dw_single, launched where acc.single is 1: one
+  /// chunk of every row) the same product over that chunk, its sums rounded
+  /// straight into grad_w and grad_bias: no accumulator to write, read back
+  /// and round (lce_bwd_finish does not run). The bits are the accumulated
+  /// path's: 0 + the chunk's sum, rounded once. (A branch on the chunk in
+  /// lce_bwd_dw instead spilled the 168-register kernels.)
+  void buildDw(bool single = false) {
     if (vocab())
       return buildVocabDw();
     const TileConfig &tileConfig = s.gradTile();
     const bool scaled = s.tensorCoreGradients();
-    KernelSignature sig("lce_bwd_dw");
+    KernelSignature sig(single ? "lce_bwd_dw_single" : "lce_bwd_dw");
     sig.arg(productDzName(), flat(s.dzType())).arg("x", flat(st()));
     sig.argIf(scaled, "gscale", flat(s.compute()));
-    sig.arg("dw_acc", flat(s.compute()), acc.dw);
-    sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.compute()), acc.db);
+    if (single) {
+      sig.arg("grad_w", flat(st()));
+      sig.argIf(s.spec.needsGradBias(), "grad_bias", flat(st()));
+    } else {
+      sig.arg("dw_acc", flat(s.compute()), acc.dw);
+      sig.argIf(s.spec.needsGradBias(), "db_acc", flat(s.compute()), acc.db);
+    }
     sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index());
     sig.arg("V", s.index()).arg("D", s.index());
     const int64_t rows = tileConfig.blockRows, cols = tileConfig.tileCols();
-    auto [a, scratch] = beginGradientProduct(sig, "V", /*weightGradient=*/true);
+    const std::string enabled = acc.single.empty() ? ""
+                                : single           ? acc.single
+                                                   : "(1-" + acc.single + ")";
+    auto [a, scratch] = beginGradientProduct(sig, "V", /*weightGradient=*/true, enabled);
     KernelEmitter e = emitter();
     Value v = a["V"], d = a["D"], cb = a["chunk_begin"], ce = a["chunk_end"];
     Value dzBuf = a[productDzName()];
+    // Where the sums go: the f32 accumulators, or (single) the gradients
+    // in storage, each sum rounded once.
+    Value dwOut = single ? a["grad_w"] : a["dw_acc"];
+    Value dbOut = single ? a["grad_bias"] : a["db_acc"];
+    auto output = [&](KernelEmitter &se, Value sum) {
+      return single ? se.toStorage(sum, st()) : sum;
+    };
     // SIMT: each element's sum continues from its accumulator (from zero in
     // the first chunk), term by term in row order. Tensor cores: the
     // chunk's products of dZ / G form from zero, and the epilogue adds G·sum
@@ -531,8 +571,12 @@ struct Backward : ChunkedBackwardSteps {
     // live through the k loop).
     Value g = scaled ? e.load(a["gscale"], e.index(0)) : Value();
     // The sum so far of an accumulator element: none before the first
-    // chunk (`first`), so nothing zeroes the accumulators.
+    // chunk (`first`), so nothing zeroes the accumulators; none at all for
+    // the single chunk (0 + the sum keeps the accumulated path's bits: a
+    // −0 sum becomes +0).
     auto sumSoFar = [&](KernelEmitter &ke, Value first, Value accumulator, Value at) {
+      if (single)
+        return ke.real(0.0);
       return ke.ifElse(
           first, [](KernelEmitter &z) { return z.real(0.0); },
           [&](KernelEmitter &l) { return l.load(accumulator, at); });
@@ -543,17 +587,16 @@ struct Backward : ChunkedBackwardSteps {
       Value first = te.cmpI(arith::CmpIPredicate::eq, cb, te.index(0));
       forEachElement(te, dw, d, g, [&](KernelEmitter &se, Value at, Value sum) {
         if (g)
-          sum = se.addF(sumSoFar(se, first, a["dw_acc"], at), sum);
-        se.store(sum, a["dw_acc"], at);
+          sum = se.addF(sumSoFar(se, first, dwOut, at), sum);
+        se.store(output(se, sum), dwOut, at);
       });
       // db: the chunk's rows of each vocabulary row, on top of the sum.
-      if (Value db = a["db_acc"])
+      if (dbOut)
         forBiasRows(te, tile, rows, v, [&](KernelEmitter &be, Value j) {
-          be.store(sumDzTerms(be, dzBuf, cb, ce, sumSoFar(be, first, db, j), g,
-                              [&](KernelEmitter &ke, Value r) {
-                                return ke.add(ke.mul(ke.sub(r, cb), v), j);
-                              }),
-                   db, j);
+          Value sum = sumDzTerms(
+              be, dzBuf, cb, ce, sumSoFar(be, first, dbOut, j), g,
+              [&](KernelEmitter &ke, Value r) { return ke.add(ke.mul(ke.sub(r, cb), v), j); });
+          be.store(output(be, sum), dbOut, j);
         });
     };
     // A = dZᵀ [V × chunk rows], B = Xᵀ [D × rows]: k runs over the chunk's rows.
@@ -575,10 +618,13 @@ struct Backward : ChunkedBackwardSteps {
     Value later = e.cmpI(arith::CmpIPredicate::ne, cb, e.index(0));
     for (size_t i = 0; i < owned.rows.size(); ++i)
       for (size_t j = 0; j < owned.cols.size(); ++j) {
+        if (single) {
+          init.push_back(e.real(0.0));
+          continue;
+        }
         Value at = e.add(e.mul(owned.rows[i], d), owned.cols[j]);
         init.push_back(e.ifElse(
-            e.andI(owned.colValid[j], later),
-            [&](KernelEmitter &l) { return l.load(a["dw_acc"], at); },
+            e.andI(owned.colValid[j], later), [&](KernelEmitter &l) { return l.load(dwOut, at); },
             [](KernelEmitter &z) { return z.real(0.0); }));
       }
     Fragment dw =
@@ -659,12 +705,15 @@ struct Backward : ChunkedBackwardSteps {
   /// Begins an elementwise kernel of `sig` over `count` (a formula)
   /// elements, one per thread of cdiv(count, T) blocks: its args and the
   /// thread's element i = blockIdx.x · T + threadIdx.x.
-  /// With `onlyWithoutRows` the grid is empty unless N = 0.
+  /// With `onlyWithoutRows` the grid is empty unless N = 0; with
+  /// `enabled`, where that formula is 0.
   std::pair<KernelArgs, Value> beginElementwise(KernelSignature &sig, const std::string &count,
-                                                bool onlyWithoutRows = false) {
+                                                bool onlyWithoutRows = false,
+                                                const std::string &enabled = "") {
     LaunchShape launch{{"cdiv(" + count + "," + s.threads() + ")", "1", "1"}};
     if (onlyWithoutRows)
       launch.grid[0] += "*(1-min(N,1))";
+    enableWhen(launch, enabled);
     KernelArgs a = s.sink.begin(sig, launch);
     KernelEmitter e = emitter();
     Value i = e.add(e.mul(gpuBlockIdx(e, 0), e.index(s.simtTile.threads)), gpuThreadIdx(e));
@@ -680,14 +729,16 @@ struct Backward : ChunkedBackwardSteps {
              [&](KernelEmitter &se) { se.store(se.toStorage(se.load(acc, i), st()), out, i); });
   }
 
-  /// lce_bwd_finish: one rounding of the f32 accumulators to storage.
+  /// lce_bwd_finish: one rounding of the f32 accumulators to storage; not
+  /// where lce_bwd_dw_single rounded a single chunk's sums itself.
   void buildFinish() {
     KernelSignature sig("lce_bwd_finish");
     sig.arg("dw_acc", flat(s.compute())).arg("grad_w", flat(st()));
     if (s.spec.needsGradBias())
       sig.arg("db_acc", flat(s.compute())).arg("grad_bias", flat(st()));
     sig.arg("V", s.index()).arg("D", s.index());
-    auto [a, i] = beginElementwise(sig, accumulatorElements());
+    auto [a, i] = beginElementwise(sig, accumulatorElements(), /*onlyWithoutRows=*/false,
+                                   acc.single.empty() ? "" : "(1-" + acc.single + ")");
     KernelEmitter e = emitter();
     roundElement(e, i, e.mul(a["V"], a["D"]), a["dw_acc"], a["grad_w"]);
     if (s.spec.needsGradBias())
