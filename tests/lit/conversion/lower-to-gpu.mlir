@@ -56,14 +56,27 @@
 // (32 × 33 f32 each, and the 32 label rows as i64) between two barriers,
 // all 64 loads of a tile before its stores;
 // each thread then sums its own row's label logit from them with fma in
-// ascending k, before the row's lse (log2) and loss.
+// ascending k, before the row's lse (log2) and loss. A block none of whose
+// rows counts skips the tiles: each thread stores whether its row's logit
+// is used (a row of the op, its label in range and not ignored), and every
+// thread sums the 32 flags, so all take the same depth (D, or 0).
 // CHECK:       gpu.module @f16_mean_lce_combine {
-// CHECK-NEXT:    gpu.func @lce_combine(%{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index)
-// CHECK-SAME:      workgroup(%{{.*}} : memref<1056xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<1056xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<32xi64, #gpu.address_space<workgroup>>)
+// CHECK-NEXT:    gpu.func @lce_combine(%{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %[[N:.*]]: index, %{{.*}}: index, %[[D:.*]]: index, %{{.*}}: index)
+// CHECK-SAME:      workgroup(%{{.*}} : memref<1056xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<1056xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<32xi64, #gpu.address_space<workgroup>>, %[[FLAGS:.*]] : memref<32xi32, #gpu.address_space<workgroup>>)
 // CHECK-SAME:      kernel attributes {known_block_size = array<i32: 32, 1, 1>}
 // CHECK:           memref.store %{{.*}} : memref<32xi64, #gpu.address_space<workgroup>>
+// CHECK:           %[[ROW:.*]] = arith.cmpi ult, %{{.*}}, %[[N]] : index
+// CHECK:           %[[USED:.*]] = arith.andi %[[ROW]], %{{.*}} : i1
+// CHECK:           %[[IGNORED:.*]] = arith.cmpi eq, %{{.*}}, %c-100 : index
+// CHECK:           %[[COUNTS:.*]] = arith.select %[[IGNORED]], %{{.*}}, %{{.*}} : i32
+// CHECK:           %[[FLAG:.*]] = arith.select %[[USED]], %[[COUNTS]], %{{.*}} : i32
+// CHECK:           memref.store %[[FLAG]], %[[FLAGS]]
 // CHECK-NEXT:      gpu.barrier
-// CHECK:           scf.for
+// CHECK:           %[[NEEDED:.*]] = scf.for
+// CHECK:             memref.load %[[FLAGS]]
+// CHECK:           %[[NONE:.*]] = arith.cmpi eq, %[[NEEDED]], %{{.*}} : i32
+// CHECK:           %[[DEPTH:.*]] = arith.select %[[NONE]], %{{.*}}, %[[D]] : index
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %[[DEPTH]]
 // CHECK-COUNT-64:      memref.load %{{.*}} : memref<?xf16>
 // CHECK-COUNT-64:      memref.store %{{.*}} : memref<1056xf32, #gpu.address_space<workgroup>>
 // CHECK:             gpu.barrier

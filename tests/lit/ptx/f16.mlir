@@ -76,12 +76,14 @@
 // thread sums its own row from them (fma,
 // ascending k). Then the fixed-order merge of the S partials (ex2) and
 // lse = M + log(sum) (lg2). Ignored rows (-100) give 0, out-of-range
-// labels NaN.
+// labels NaN. The 32 i32 flags (128 bytes) say which rows use their logit:
+// a block with none skips the tiles.
 // COMBINE-LABEL: .visible .entry lce_combine(
 // COMBINE:       .maxntid 32, 1, 1
 // COMBINE:       .shared .align 4 .b8 __wg_lce_combine_0[4224];
 // COMBINE:       .shared .align 4 .b8 __wg_lce_combine_1[4224];
 // COMBINE:       .shared .align 8 .b8 __wg_lce_combine_2[256];
+// COMBINE:       .shared .align 4 .b8 __wg_lce_combine_3[128];
 // COMBINE:       bar.sync 0;
 // COMBINE-COUNT-64: ld.global.b16
 // COMBINE:       cvt.f32.f16

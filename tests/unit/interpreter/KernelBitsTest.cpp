@@ -23,6 +23,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -124,6 +125,11 @@ protected:
     o.ignoredFraction = 0.25, o.logitScale = 3.0, o.seed = 21;
     RandomLceInputs in;
     makeRandomLceInputs(o, in);
+    if (!labels.empty()) {
+      EXPECT_EQ(static_cast<int64_t>(labels.size()), kN);
+      in.labels64 = labels;
+      in.problem.labels = in.labels64.data();
+    }
     const LceProblem &p = in.problem;
     std::vector<float> lse(kN), gradLoss(v.reduction == "none" ? kN : 1);
     for (size_t i = 0; i < gradLoss.size(); ++i)
@@ -198,6 +204,8 @@ protected:
   }
 
   int64_t kN = 11, kV = 53, kD = 13;
+  /// The rows' labels (i64), in place of the random ones; empty: random.
+  std::vector<int64_t> labels;
   mlir::DialectRegistry registry;
   std::unique_ptr<mlir::MLIRContext> context;
 };
@@ -227,6 +235,43 @@ TEST_F(KernelBits, CpuLogitsEqualTheSimtLogits) {
       float rowLoss;
       std::memcpy(&rowLoss, loss.data() + i * sizeof(float), sizeof(float));
       EXPECT_EQ(rowLoss, 0.0f) << "row " << i;
+    }
+  }
+}
+
+TEST_F(KernelBits, CombineSkipsOnlyBlocksWithoutCountedRows) {
+  // lce_combine blocks of 32 rows skip the label logits when none of their
+  // rows counts (a run of masked prompt tokens). N = 100: rows 0..31 all
+  // ignored (skipped); 32..63 all but row 45 and 64..95 all but their last
+  // row 95 (each must still form its logits); 96..99 a part block, mixed.
+  // Each row's loss against the CPU backend's (whose lse may differ in the
+  // last bit: its splits are not the GPU's), ignored rows exactly 0. A
+  // skipped label logit would leave a counted row's loss at its lse.
+  kN = 100, kV = 37, kD = 70;
+  labels.assign(kN, -100);
+  for (int64_t row : {45, 95, 96, 98})
+    labels[row] = (row * 7) % kV;
+  Variant v{"fwd-none-masked", false, false, "auto", "none"};
+  for (const std::string dtype : {"f32", "bf16"}) {
+    SCOPED_TRACE(dtype);
+    std::map<std::string, std::vector<char>> cpu = run(v, dtype, "cpu");
+    std::map<std::string, std::vector<char>> simt = run(v, dtype, "simt");
+    ASSERT_TRUE(cpu.count("loss") && simt.count("loss") && cpu.count("lse") && simt.count("lse"));
+    ASSERT_EQ(simt.at("loss").size(), static_cast<size_t>(kN) * sizeof(float));
+    auto at = [](const std::vector<char> &bytes, int64_t i) {
+      float value;
+      std::memcpy(&value, bytes.data() + i * sizeof(float), sizeof(float));
+      return value;
+    };
+    for (int64_t i = 0; i < kN; ++i) {
+      const float lse = at(simt.at("lse"), i), loss = at(simt.at("loss"), i);
+      EXPECT_NEAR(lse, at(cpu.at("lse"), i), 1e-5 * std::fabs(lse)) << "lse of row " << i;
+      if (labels[i] < 0) {
+        EXPECT_EQ(loss, 0.0f) << "ignored row " << i;
+        continue;
+      }
+      EXPECT_NEAR(loss, at(cpu.at("loss"), i), 1e-5 * std::fabs(lse)) << "counted row " << i;
+      EXPECT_GT(loss, 0.0f) << "counted row " << i;
     }
   }
 }

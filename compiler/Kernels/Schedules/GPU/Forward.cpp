@@ -155,9 +155,13 @@ constexpr int64_t kCombineRows = 32;
 /// `ws`: k-major, kCombineRows + 1 apart, so that neither the stores nor
 /// the loads conflict; `labelRows`: i64), each warp load reading
 /// consecutive k of one row. Rows past N read row N − 1 and labels outside
-/// [0, V) w's row 0: those logits are never used.
-Value labelLogitsByTiles(KernelEmitter &e, const KernelArgs &a, Value rowBase, Value xs, Value ws,
-                         Value labelRows) {
+/// [0, V) w's row 0: those logits are never used. A block none of whose
+/// rows needs its logit (rows past N, ignored labels, labels outside [0,
+/// V): a run of masked prompt tokens) skips the tiles altogether; the
+/// threads agree through `needs` (kCombineRows i32 flags in shared memory),
+/// so the skip is uniform.
+Value labelLogitsByTiles(KernelEmitter &e, const LceSpec &spec, const KernelArgs &a, Value rowBase,
+                         Value xs, Value ws, Value labelRows, Value needs) {
   constexpr int64_t rows = kCombineRows, pitch = kCombineRows + 1;
   OpBuilder &b = e.builder();
   Type i64 = b.getI64Type();
@@ -165,11 +169,20 @@ Value labelLogitsByTiles(KernelEmitter &e, const KernelArgs &a, Value rowBase, V
   Value tid = gpuThreadIdx(e);
   Value last = e.sub(n, e.index(1));
   Value label = e.loadLabel(a["labels"], e.minUI(e.add(rowBase, tid), last));
-  Value safe = e.select(e.cmpI(arith::CmpIPredicate::ult, label, v), label, e.index(0));
+  Value inRange = e.cmpI(arith::CmpIPredicate::ult, label, v);
+  Value safe = e.select(inRange, label, e.index(0));
   e.store(arith::IndexCastOp::create(b, e.location(), i64, safe), labelRows, tid);
+  // The logit is used where the row rule reads it: a row of the op, its
+  // label counted and in range (V = 0 has none).
+  Value used = e.andI(e.cmpI(arith::CmpIPredicate::ult, e.add(rowBase, tid), n), inRange);
+  e.store(e.select(used, emitCountedI32(e, spec, label), e.i32(0)), needs, tid);
   gpuBarrier(e);
-  // V = 0 has no row of w, and then no label counts.
-  Value depth = e.select(e.cmpI(arith::CmpIPredicate::eq, v, e.index(0)), e.index(0), d);
+  // Every thread sums the same flags (a broadcast read): the same count.
+  Value needed = e.forLoop(e.index(0), e.index(rows), e.index(1), {e.i32(0)},
+                           [&](KernelEmitter &le, Value i, ValueRange it) {
+                             return SmallVector<Value>{le.addI32(it[0], le.load(needs, i))};
+                           })[0];
+  Value depth = e.select(e.cmpI(arith::CmpIPredicate::eq, needed, e.i32(0)), e.index(0), d);
   SmallVector<Value> dot = e.forLoop(
       e.index(0), depth, e.index(rows), {e.real(0.0)},
       [&](KernelEmitter &ke, Value k0, ValueRange acc) {
@@ -236,7 +249,8 @@ void buildCombine(GpuSchedule &s, const RowStats &stats, bool dependent) {
   if (tiledLabels) {
     const int64_t tileElements = kCombineRows * (kCombineRows + 1);
     launch.workgroup = {s.shared(tileElements, s.compute()), s.shared(tileElements, s.compute()),
-                        s.shared(kCombineRows, s.sink.builder().getI64Type())};
+                        s.shared(kCombineRows, s.sink.builder().getI64Type()),
+                        s.shared(kCombineRows, s.sink.builder().getI32Type())};
   }
   KernelArgs a = s.sink.begin(sig, launch);
   SmallVector<Value> partials;
@@ -247,8 +261,8 @@ void buildCombine(GpuSchedule &s, const RowStats &stats, bool dependent) {
   Value n = a["N"], v = a["V"], d = a["D"];
   Value rowBase = e.mul(gpuBlockIdx(e, 0), e.index(kCombineRows));
   Value row = e.add(rowBase, gpuThreadIdx(e));
-  Value labelDot = tiledLabels ? labelLogitsByTiles(e, a, rowBase, a.workgroup(0), a.workgroup(1),
-                                                    a.workgroup(2))
+  Value labelDot = tiledLabels ? labelLogitsByTiles(e, s.spec, a, rowBase, a.workgroup(0),
+                                                    a.workgroup(1), a.workgroup(2), a.workgroup(3))
                                : Value();
   e.ifThen(e.cmpI(arith::CmpIPredicate::ult, row, n), [&](KernelEmitter &re) {
     SmallVector<Value> state = re.forLoop(
