@@ -97,19 +97,36 @@ class BackwardFlags(NamedTuple):
 
 
 def backward_strategy(dtype: torch.dtype, device: torch.device, n: int, v: int,
-                      needs_grad_w: bool = True) -> str:
-    """The backward's schedule for a call of N rows over a vocabulary of V:
-    on CUDA with 16-bit storage, dW wanted and N <= V, vocabulary chunks
-    ("vocab_chunked"): each dW row is formed once over all rows and rounded
-    straight into grad_weight, so the f32 scratch is dX's N x D instead of
-    the row chunks' V x D dW accumulator (2 GiB at a 128K x 4096 head), the
-    same 6.N.D.V flops. Otherwise "auto" (the lowering's choice: row chunks
-    on CUDA, which without dW need no accumulator at all; the CPU chunks the
-    vocabulary for 16-bit storage already)."""
+                      needs_grad_w: bool = True, fused: bool = False) -> str:
+    """The backward's (`fused`: the fused op's) schedule for a call of N rows
+    over a vocabulary of V: on CUDA with 16-bit storage, dW wanted and N <= V,
+    vocabulary chunks ("vocab_chunked"): each dW row is formed once over all
+    rows and rounded straight into grad_weight, so the f32 scratch is dX's
+    N x D instead of the row chunks' V x D dW accumulator (2 GiB at a 128K x
+    4096 head), the same 6.N.D.V flops in the backward (8 in the fused op,
+    which forms the forward's statistics first). But where all N rows fit
+    one row chunk of the budget (`fits_one_row_chunk`), "auto": that chunk
+    rounds its dW straight into grad_weight too (lce_bwd_dw_single), with
+    no f32 scratch at all, and the fused op forms the logits once (6.N.D.V).
+    Otherwise "auto" (the lowering's choice: row chunks on CUDA, which
+    without dW need no accumulator at all; the CPU chunks the vocabulary for
+    16-bit storage already)."""
     if (device.type == "cuda" and dtype in (torch.float16, torch.bfloat16) and needs_grad_w
-            and n <= v):
+            and n <= v and not fits_one_row_chunk(n, v, fused)):
         return "vocab_chunked"
     return "auto"
+
+
+def fits_one_row_chunk(n: int, v: int, fused: bool,
+                       budget: int = CUDA_WORKSPACE_BYTES) -> bool:
+    """Whether the GPU row chunks take all `n` rows in one chunk of `budget`
+    bytes whatever tile the JIT picks: the budget holds the row factors (4
+    bytes a row) and the [N, V] chunk at its widest, 6 bytes an element in
+    the fused op (f32 raw logits and the tensor cores' 16-bit dZ) and 4 in
+    the backward (the SIMT tile's f32 dZ; tensor cores store 2), as
+    PlanBuilder::chunked sizes it."""
+    per_element = 6 if fused else 4
+    return n * 4 + n * v * per_element <= budget
 
 
 def _with_workspace(flags: "BackwardFlags", device: torch.device) -> "BackwardFlags":

@@ -285,10 +285,11 @@ def linear_cross_entropy_with_grad_op(
     n, d = hidden.shape
     v = weight.shape[0]
     # The backward's schedule: on CUDA with 16-bit storage, vocabulary chunks
-    # (the forward's statistics first, then no V x D f32 dW accumulator).
+    # (the forward's statistics first, then no V x D f32 dW accumulator),
+    # unless all rows fit one row chunk (the logits once, no accumulator).
     flags = K.BackwardFlags(needs_grad_x, needs_grad_w,
                             strategy=K.backward_strategy(hidden.dtype, device, n, v,
-                                                         needs_grad_w))
+                                                         needs_grad_w, fused=True))
     kernel = K.fused_kernel(hidden.dtype, target.dtype, bias is not None, ignore_index,
                             reduction, flags, device, float(logit_scale), float(softcap))
     loss = hidden.new_empty((), dtype=K.compute_dtype(hidden.dtype))

@@ -10,19 +10,23 @@ device, so the host runs it here; the CUDA test runs where a GPU is.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 import lossjit
 from lossjit import _kernels as K
 
-from conftest import (CUDA, NO_CUDA, make_inputs, needs_cpu_backend, reference,
+from conftest import (_ROOT, CUDA, NO_CUDA, make_inputs, needs_cpu_backend, reference,
                       reference_grads, tolerance)
 
 
 @pytest.mark.parametrize("device,dtype,n,v,grad_w,expected", [
     ("cuda", torch.bfloat16, 4096, 128256, True, "vocab_chunked"),
-    ("cuda", torch.float16, 7, 7, True, "vocab_chunked"),
+    ("cuda", torch.float16, 524, 128256, True, "vocab_chunked"),
+    ("cuda", torch.float16, 523, 128256, True, "auto"),    # one row chunk: no accumulator
+    ("cuda", torch.float16, 7, 7, True, "auto"),
     ("cuda", torch.bfloat16, 8, 7, True, "auto"),          # N > V: dX the bigger scratch
     ("cuda", torch.bfloat16, 4096, 128256, False, "auto"),  # no dW: row chunks need no sum
     ("cuda", torch.float32, 4096, 128256, True, "auto"),   # f32 sums dW in grad_weight
@@ -31,6 +35,63 @@ from conftest import (CUDA, NO_CUDA, make_inputs, needs_cpu_backend, reference,
 def test_the_backward_strategy_follows_device_dtype_and_shape(device, dtype, n, v, grad_w,
                                                              expected):
     assert K.backward_strategy(dtype, torch.device(device), n, v, grad_w) == expected
+
+
+def test_the_fused_op_keeps_one_row_chunk_while_its_logits_fit():
+    # The fused op's row chunks hold 6 bytes an element (f32 raw logits and
+    # 16-bit dZ): at V = 128256 and 256 MiB, 348 rows are one chunk (the
+    # logits once, 6.N.D.V) and 349 take the vocabulary chunks (8.N.D.V).
+    cuda = torch.device("cuda")
+    assert K.backward_strategy(torch.bfloat16, cuda, 348, 128256, fused=True) == "auto"
+    assert K.backward_strategy(torch.bfloat16, cuda, 349, 128256, fused=True) == "vocab_chunked"
+    assert K.backward_strategy(torch.bfloat16, cuda, 523, 128256) == "auto"
+
+
+def _evaluate(formula, symbols):
+    """A plan formula (+ - * / min max cdiv over integers, '/' floor)."""
+    return eval(formula.replace("/", "//"),
+                {"__builtins__": {}, "min": min, "max": max, "cdiv": lambda a, b: -(-a // b)},
+                dict(symbols))
+
+
+def _aot_binary():
+    build = os.environ.get("LOSSJIT_BUILD", os.path.join(_ROOT, "build"))
+    path = os.path.join(build, "bin", "lossjit-aot")
+    return path if os.access(path, os.X_OK) else None
+
+
+@pytest.mark.skipif(_aot_binary() is None, reason="needs lossjit-aot (a compiler build)")
+def test_one_row_chunk_is_what_every_gpu_plan_takes(tmp_path):
+    # fits_one_row_chunk must never promise one chunk that a compiled plan
+    # cuts in two: for each tile the JIT may pick (SIMT's f32 dZ, mma.sync's
+    # and wgmma's 16-bit one), backward and fused op, at the 256 MiB the
+    # package asks on CUDA, SINGLE = 1 wherever it says the rows fit.
+    import glob
+    import json
+    import subprocess
+    for name, arch, tile in [("simt", "sm_80", "block_rows=4,threads=128,splits=8"),
+                             ("auto", "sm_80,sm_90a", "auto")]:
+        subprocess.run([_aot_binary(), "--preset", "linear-cross-entropy", "--dtype", "bf16",
+                        "--fused", "--arch", arch, "--tile", tile,
+                        "--workspace-bytes", str(K.CUDA_WORKSPACE_BYTES), "--no-c-api",
+                        "--quiet", "-o", str(tmp_path / name)], check=True, timeout=600)
+    checked = 0
+    for path in glob.glob(str(tmp_path / "*" / "*" / "manifest.json")):
+        manifest = json.load(open(path))
+        fused = manifest["options"]["pass"] == "forward_backward"
+        if manifest["options"]["pass"] not in ("backward", "forward_backward"):
+            continue
+        v, edge = 128256, 348 if fused else 523
+        for n in (1, 100, edge - 1, edge, edge + 1):
+            symbols = {"N": n, "V": v, "D": 4096, **manifest["constants"]}
+            for d in manifest["derived"]:
+                symbols[d["name"]] = _evaluate(d["formula"], symbols)
+            fits = K.fits_one_row_chunk(n, v, fused)
+            assert fits == (n <= edge)
+            if fits:
+                assert symbols["SINGLE"] == 1, (path, n, symbols)
+        checked += 1
+    assert checked == 6  # SIMT on sm_80, mma.sync on sm_80, wgmma on sm_90a; both ops
 
 
 def _run_backward(kernel, hidden, weight, target, lse, grad_loss):
