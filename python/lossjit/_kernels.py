@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from typing import Any, Dict, NamedTuple, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -104,28 +104,31 @@ def backward_strategy(dtype: torch.dtype, device: torch.device, n: int, v: int,
     rows and rounded straight into grad_weight, so the f32 scratch is dX's
     N x D instead of the row chunks' V x D dW accumulator (2 GiB at a 128K x
     4096 head), the same 6.N.D.V flops in the backward (8 in the fused op,
-    which forms the forward's statistics first). But where all N rows fit
-    one row chunk of the budget (`fits_one_row_chunk`), "auto": that chunk
-    rounds its dW straight into grad_weight too (lce_bwd_dw_single), with
-    no f32 scratch at all, and the fused op forms the logits once (6.N.D.V).
-    Otherwise "auto" (the lowering's choice: row chunks on CUDA, which
-    without dW need no accumulator at all; the CPU chunks the vocabulary for
-    16-bit storage already)."""
+    which forms the forward's statistics first). But where the JIT compiles
+    the kernels (with CUDA_WORKSPACE_BYTES; a prebuilt row-chunk bundle may
+    have been built with a smaller budget) and all N rows fit one row chunk
+    of it (`fits_one_row_chunk`), "auto": that chunk rounds its dW straight
+    into grad_weight too (lce_bwd_dw_single), with neither a V x D nor an
+    N x D f32 accumulator, and the fused op forms the logits once
+    (6.N.D.V). Otherwise "auto" (the lowering's choice: row chunks on CUDA,
+    which without dW need no accumulator at all; the CPU chunks the
+    vocabulary for 16-bit storage already)."""
     if (device.type == "cuda" and dtype in (torch.float16, torch.bfloat16) and needs_grad_w
-            and n <= v and not fits_one_row_chunk(n, v, fused)):
+            and n <= v and not (HAS_COMPILER and fits_one_row_chunk(n, v, fused))):
         return "vocab_chunked"
     return "auto"
 
 
-def fits_one_row_chunk(n: int, v: int, fused: bool,
-                       budget: int = CUDA_WORKSPACE_BYTES) -> bool:
+def fits_one_row_chunk(n: int, v: int, fused: bool, budget: Optional[int] = None) -> bool:
     """Whether the GPU row chunks take all `n` rows in one chunk of `budget`
     bytes whatever tile the JIT picks: the budget holds the row factors (4
     bytes a row) and the [N, V] chunk at its widest, 6 bytes an element in
     the fused op (f32 raw logits and the tensor cores' 16-bit dZ) and 4 in
     the backward (the SIMT tile's f32 dZ; tensor cores store 2), as
-    PlanBuilder::chunked sizes it."""
+    PlanBuilder::chunked sizes it. `budget`: CUDA_WORKSPACE_BYTES."""
     per_element = 6 if fused else 4
+    if budget is None:
+        budget = CUDA_WORKSPACE_BYTES
     return n * 4 + n * v * per_element <= budget
 
 

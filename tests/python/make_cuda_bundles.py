@@ -93,7 +93,9 @@ def main() -> None:
             cmd.append(f"--softcap={cap!r}")
         commands.append(cmd)
         # The package's CUDA backward and fused op for N <= V with 16-bit
-        # storage (lossjit._kernels.backward_strategy): vocabulary chunks.
+        # storage (lossjit._kernels.backward_strategy): vocabulary chunks
+        # (a build without the compiler keeps them even where the rows fit
+        # one row chunk).
         if dtype in ("f16", "bf16"):
             commands.append(cmd + ["--strategy", "vocab_chunked"])
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:

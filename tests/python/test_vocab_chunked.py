@@ -32,19 +32,28 @@ from conftest import (_ROOT, CUDA, NO_CUDA, make_inputs, needs_cpu_backend, refe
     ("cuda", torch.float32, 4096, 128256, True, "auto"),   # f32 sums dW in grad_weight
     ("cpu", torch.bfloat16, 4096, 128256, True, "auto"),   # the host's auto chunks V already
 ])
-def test_the_backward_strategy_follows_device_dtype_and_shape(device, dtype, n, v, grad_w,
-                                                             expected):
+def test_the_backward_strategy_follows_device_dtype_and_shape(monkeypatch, device, dtype, n, v,
+                                                             grad_w, expected):
+    monkeypatch.setattr(K, "HAS_COMPILER", True)  # the JIT's budget is known
     assert K.backward_strategy(dtype, torch.device(device), n, v, grad_w) == expected
 
 
-def test_the_fused_op_keeps_one_row_chunk_while_its_logits_fit():
+def test_the_fused_op_keeps_one_row_chunk_while_its_logits_fit(monkeypatch):
     # The fused op's row chunks hold 6 bytes an element (f32 raw logits and
     # 16-bit dZ): at V = 128256 and 256 MiB, 348 rows are one chunk (the
     # logits once, 6.N.D.V) and 349 take the vocabulary chunks (8.N.D.V).
+    # Without the compiler the prebuilt row-chunk bundles' budget is not
+    # known: vocabulary chunks whatever N.
     cuda = torch.device("cuda")
+    monkeypatch.setattr(K, "HAS_COMPILER", True)
     assert K.backward_strategy(torch.bfloat16, cuda, 348, 128256, fused=True) == "auto"
     assert K.backward_strategy(torch.bfloat16, cuda, 349, 128256, fused=True) == "vocab_chunked"
     assert K.backward_strategy(torch.bfloat16, cuda, 523, 128256) == "auto"
+    monkeypatch.setattr(K, "CUDA_WORKSPACE_BYTES", 1 << 20)  # read per call
+    assert K.backward_strategy(torch.bfloat16, cuda, 348, 128256, fused=True) == "vocab_chunked"
+    monkeypatch.setattr(K, "HAS_COMPILER", False)
+    monkeypatch.setattr(K, "CUDA_WORKSPACE_BYTES", 256 << 20)
+    assert K.backward_strategy(torch.bfloat16, cuda, 7, 7, fused=True) == "vocab_chunked"
 
 
 def _evaluate(formula, symbols):
@@ -156,7 +165,9 @@ def test_a_kernel_path_without_vocab_chunks_serves_any_backward(op, monkeypatch)
 
 @pytest.mark.skipif(not CUDA, reason=NO_CUDA)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_cuda_backward_takes_vocab_chunks_and_matches_fp64(dtype):
+def test_cuda_backward_takes_vocab_chunks_and_matches_fp64(monkeypatch, dtype):
+    # 64 rows fit one row chunk, which the package would take instead.
+    monkeypatch.setattr(K, "fits_one_row_chunk", lambda *args, **kwargs: False)
     hidden, weight, target, bias = make_inputs("cuda", dtype, n=64, v=3000, d=72, bias=True,
                                                requires_grad=True)
     loss = lossjit.linear_cross_entropy(hidden, weight, target, bias=bias)
@@ -174,7 +185,9 @@ def test_cuda_backward_takes_vocab_chunks_and_matches_fp64(dtype):
 
 @pytest.mark.skipif(not CUDA, reason=NO_CUDA)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_cuda_fused_op_takes_vocab_chunks_and_matches_fp64(dtype):
+def test_cuda_fused_op_takes_vocab_chunks_and_matches_fp64(monkeypatch, dtype):
+    # 64 rows fit one row chunk, which the package would take instead.
+    monkeypatch.setattr(K, "fits_one_row_chunk", lambda *args, **kwargs: False)
     # fused_backward=True on CUDA with 16-bit storage: the forward's
     # statistics, then the backward's vocabulary chunks in one op.
     hidden, weight, target, bias = make_inputs("cuda", dtype, n=64, v=3000, d=72, bias=True,
@@ -187,6 +200,28 @@ def test_cuda_fused_op_takes_vocab_chunks_and_matches_fp64(dtype):
         "no fused vocab_chunked kernel (a kernel path without them falls back)"
     want, _ = reference(hidden, weight, target, bias)
     torch.testing.assert_close(loss.detach().double().cpu(), want, rtol=1e-4, atol=1e-5)
+    rx, rw, rb = reference_grads(hidden, weight, target, bias, torch.tensor(1.0))
+    rtol, atol = tolerance(dtype)
+    torch.testing.assert_close(hidden.grad.double().cpu(), rx, rtol=rtol, atol=atol)
+    torch.testing.assert_close(weight.grad.double().cpu(), rw, rtol=rtol, atol=atol)
+    torch.testing.assert_close(bias.grad.double().cpu(), rb, rtol=rtol, atol=atol)
+
+
+@pytest.mark.skipif(not CUDA, reason=NO_CUDA)
+@pytest.mark.skipif(not lossjit.has_compiler, reason="the JIT's budget decides")
+@pytest.mark.parametrize("fused", [False, True])
+def test_cuda_one_row_chunk_takes_the_row_chunks_and_matches_fp64(fused):
+    # 64 rows over 3000 columns fit one row chunk: the row chunks (no V x D
+    # accumulator: lce_bwd_dw_single) rather than the vocabulary chunks.
+    dtype = torch.bfloat16
+    hidden, weight, target, bias = make_inputs("cuda", dtype, n=64, v=3000, d=72, bias=True,
+                                               requires_grad=True)
+    loss = lossjit.linear_cross_entropy(hidden, weight, target, bias=bias,
+                                        fused_backward=fused)
+    loss.backward()
+    ops = K._fused_ops if fused else K._backward_ops
+    assert any(key[0] == dtype and key[5].strategy == "auto" for key in ops), \
+        "the row chunks were not taken"
     rx, rw, rb = reference_grads(hidden, weight, target, bias, torch.tensor(1.0))
     rtol, atol = tolerance(dtype)
     torch.testing.assert_close(hidden.grad.double().cpu(), rx, rtol=rtol, atol=atol)
