@@ -38,6 +38,13 @@ DEVICES = [
 #: For tests that use CPU tensors without the `device` fixture.
 needs_cpu_backend = pytest.mark.skipif(not lossjit.has_compiler, reason=NO_COMPILER)
 
+
+def aot_binary():
+    """The build's lossjit-aot, or None (a build without the compiler)."""
+    build = os.environ.get("LOSSJIT_BUILD", os.path.join(_ROOT, "build"))
+    path = os.path.join(build, "bin", "lossjit-aot")
+    return path if os.access(path, os.X_OK) else None
+
 STORAGE = [torch.float32, torch.float16, torch.bfloat16]
 REDUCTIONS = ["mean", "sum", "none"]
 

@@ -20,7 +20,7 @@ import torch
 from lossjit import _kernels as K
 from lossjit._ext import C
 
-from conftest import _ROOT, needs_cpu_backend
+from conftest import aot_binary, needs_cpu_backend
 
 
 @pytest.mark.parametrize("cc,arch", [((9, 0), "sm_90a"), ((8, 0), "sm_80"), ((8, 9), "sm_89"),
@@ -106,19 +106,13 @@ for major, minor, arch in ((9, 0, ""), (9, 0, "sm_90"), (10, 0, ""), (8, 0, ""))
 """
 
 
-def _aot_binary():
-    build = os.environ.get("LOSSJIT_BUILD", os.path.join(_ROOT, "build"))
-    path = os.path.join(build, "bin", "lossjit-aot")
-    return path if os.access(path, os.X_OK) else None
-
-
-@pytest.mark.skipif(_aot_binary() is None, reason="needs lossjit-aot (a compiler build)")
+@pytest.mark.skipif(aot_binary() is None, reason="needs lossjit-aot (a compiler build)")
 def test_prebuilt_lookup_prefers_sm90a_on_hopper(tmp_path):
     # sm_90 and sm_90a bundles of one forward: 9.0 takes the arch-specific
     # (wgmma) one, LOSSJIT_CUDA_ARCH=sm_90 the portable one, 10.0 the only
     # one it can load, 8.0 neither.
     out = tmp_path / "bundles"
-    subprocess.run([_aot_binary(), "--preset", "linear-cross-entropy", "--dtype", "bf16",
+    subprocess.run([aot_binary(), "--preset", "linear-cross-entropy", "--dtype", "bf16",
                     "--no-gradients", "--arch", "sm_90,sm_90a", "--no-c-api", "--quiet",
                     "-o", str(out)], check=True, timeout=300)
     env = dict(os.environ, LOSSJIT_KERNEL_PATH=str(out), LOSSJIT_CACHE_DIR=str(tmp_path / "c"))

@@ -10,15 +10,13 @@ device, so the host runs it here; the CUDA test runs where a GPU is.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
 import lossjit
 from lossjit import _kernels as K
 
-from conftest import (_ROOT, CUDA, NO_CUDA, make_inputs, needs_cpu_backend, reference,
+from conftest import (CUDA, NO_CUDA, aot_binary, make_inputs, needs_cpu_backend, reference,
                       reference_grads, tolerance)
 
 
@@ -56,6 +54,15 @@ def test_the_fused_op_keeps_one_row_chunk_while_its_logits_fit(monkeypatch):
     assert K.backward_strategy(torch.bfloat16, cuda, 7, 7, fused=True) == "vocab_chunked"
 
 
+def _assert_gradients_match_fp64(hidden, weight, target, bias, dtype):
+    """The .grad of a backward of grad_loss = 1 against fp64."""
+    rx, rw, rb = reference_grads(hidden, weight, target, bias, torch.tensor(1.0))
+    rtol, atol = tolerance(dtype)
+    torch.testing.assert_close(hidden.grad.double().cpu(), rx, rtol=rtol, atol=atol)
+    torch.testing.assert_close(weight.grad.double().cpu(), rw, rtol=rtol, atol=atol)
+    torch.testing.assert_close(bias.grad.double().cpu(), rb, rtol=rtol, atol=atol)
+
+
 def _evaluate(formula, symbols):
     """A plan formula (+ - * / min max cdiv over integers, '/' floor)."""
     return eval(formula.replace("/", "//"),
@@ -63,13 +70,7 @@ def _evaluate(formula, symbols):
                 dict(symbols))
 
 
-def _aot_binary():
-    build = os.environ.get("LOSSJIT_BUILD", os.path.join(_ROOT, "build"))
-    path = os.path.join(build, "bin", "lossjit-aot")
-    return path if os.access(path, os.X_OK) else None
-
-
-@pytest.mark.skipif(_aot_binary() is None, reason="needs lossjit-aot (a compiler build)")
+@pytest.mark.skipif(aot_binary() is None, reason="needs lossjit-aot (a compiler build)")
 def test_one_row_chunk_is_what_every_gpu_plan_takes(tmp_path):
     # fits_one_row_chunk must never promise one chunk that a compiled plan
     # cuts in two: for each tile the JIT may pick (SIMT's f32 dZ, mma.sync's
@@ -80,7 +81,7 @@ def test_one_row_chunk_is_what_every_gpu_plan_takes(tmp_path):
     import subprocess
     for name, arch, tile in [("simt", "sm_80", "block_rows=4,threads=128,splits=8"),
                              ("auto", "sm_80,sm_90a", "auto")]:
-        subprocess.run([_aot_binary(), "--preset", "linear-cross-entropy", "--dtype", "bf16",
+        subprocess.run([aot_binary(), "--preset", "linear-cross-entropy", "--dtype", "bf16",
                         "--fused", "--arch", arch, "--tile", tile,
                         "--workspace-bytes", str(K.CUDA_WORKSPACE_BYTES), "--no-c-api",
                         "--quiet", "-o", str(tmp_path / name)], check=True, timeout=600)
@@ -176,11 +177,7 @@ def test_cuda_backward_takes_vocab_chunks_and_matches_fp64(monkeypatch, dtype):
              if key[0] == dtype and key[5].strategy == "vocab_chunked"]
     assert taken and all(k.options.get("strategy") == "vocab_chunked" for k in taken), \
         "no vocab_chunked kernel (a kernel path without them falls back)"
-    rx, rw, rb = reference_grads(hidden, weight, target, bias, torch.tensor(1.0))
-    rtol, atol = tolerance(dtype)
-    torch.testing.assert_close(hidden.grad.double().cpu(), rx, rtol=rtol, atol=atol)
-    torch.testing.assert_close(weight.grad.double().cpu(), rw, rtol=rtol, atol=atol)
-    torch.testing.assert_close(bias.grad.double().cpu(), rb, rtol=rtol, atol=atol)
+    _assert_gradients_match_fp64(hidden, weight, target, bias, dtype)
 
 
 @pytest.mark.skipif(not CUDA, reason=NO_CUDA)
@@ -200,11 +197,7 @@ def test_cuda_fused_op_takes_vocab_chunks_and_matches_fp64(monkeypatch, dtype):
         "no fused vocab_chunked kernel (a kernel path without them falls back)"
     want, _ = reference(hidden, weight, target, bias)
     torch.testing.assert_close(loss.detach().double().cpu(), want, rtol=1e-4, atol=1e-5)
-    rx, rw, rb = reference_grads(hidden, weight, target, bias, torch.tensor(1.0))
-    rtol, atol = tolerance(dtype)
-    torch.testing.assert_close(hidden.grad.double().cpu(), rx, rtol=rtol, atol=atol)
-    torch.testing.assert_close(weight.grad.double().cpu(), rw, rtol=rtol, atol=atol)
-    torch.testing.assert_close(bias.grad.double().cpu(), rb, rtol=rtol, atol=atol)
+    _assert_gradients_match_fp64(hidden, weight, target, bias, dtype)
 
 
 @pytest.mark.skipif(not CUDA, reason=NO_CUDA)
@@ -222,11 +215,7 @@ def test_cuda_one_row_chunk_takes_the_row_chunks_and_matches_fp64(fused):
     ops = K._fused_ops if fused else K._backward_ops
     assert any(key[0] == dtype and key[5].strategy == "auto" for key in ops), \
         "the row chunks were not taken"
-    rx, rw, rb = reference_grads(hidden, weight, target, bias, torch.tensor(1.0))
-    rtol, atol = tolerance(dtype)
-    torch.testing.assert_close(hidden.grad.double().cpu(), rx, rtol=rtol, atol=atol)
-    torch.testing.assert_close(weight.grad.double().cpu(), rw, rtol=rtol, atol=atol)
-    torch.testing.assert_close(bias.grad.double().cpu(), rb, rtol=rtol, atol=atol)
+    _assert_gradients_match_fp64(hidden, weight, target, bias, dtype)
 
 
 @pytest.mark.skipif(not CUDA, reason=NO_CUDA)
