@@ -786,6 +786,15 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
     # With tensor cores the gradient products read a 16-bit dZ.
     z_elem = e if mma and kind in ("lce_bwd_dz", "lce_bwd_dx", "lce_bwd_dw") else 4
     dz16 = mma  # lce_fused_dz writes a 16-bit dZ next to the raw logits
+    # On tensor-core tiles lce_fused_z folds each tile's row statistics
+    # and stores one state (max, sum) per row, tile and warp column
+    # (wgmma: one; mma_sync: BC / 32), which lce_fused_lse merges.
+    mma_logits = mma
+    tile_states = 0
+    if mma and kind in ("lce_fused_z", "lce_fused_lse"):
+        logit_cols = tile.get("block_cols", 0) or T
+        groups = 1 if wgmma else max(1, logit_cols // 32)
+        tile_states = N * cdiv(V, logit_cols) * groups * 2 * 4
     if mma and kind not in products:
         # The kernels the tensor-core strategy does not build run on the SIMT
         # tile next to it (GpuSchedule::simtTile): 4 rows per thread, the
@@ -878,12 +887,17 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
         rb = chunks * per_chunk if chunks else per_chunk
         vt = cdiv(V, BC)
         r["flops"] = 2 * N * D * V
-        r["tile_bytes"] = max(chunks, 1) * pair_bytes(per_chunk, vt, D) + z_bytes
+        r["tile_bytes"] = max(chunks, 1) * pair_bytes(per_chunk, vt, D) + z_bytes + tile_states
         if mma:
             r["smem_bytes"] = mma_smem(rb * vt, D)
-        r["floor_bytes"] = x_bytes + chunks * w_bytes + z_bytes
+        r["floor_bytes"] = x_bytes + chunks * w_bytes + z_bytes + tile_states
     elif kind == "lce_fused_lse":
-        b = z_bytes + N * 3 * f
+        if mma_logits:
+            # The tiles' row states lce_fused_z stored (2 fields each) and
+            # the label's raw logit (a 32-byte sector) per row.
+            b = tile_states + N * (3 * f + 32)
+        else:
+            b = z_bytes + N * 3 * f
         r.update(tile_bytes=b, floor_bytes=b)
     elif kind == "lce_fused_dz":
         # Reads the f32 raw logits; writes dZ in place (f32) or, on tensor

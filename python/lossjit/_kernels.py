@@ -125,11 +125,17 @@ def fits_one_row_chunk(n: int, v: int, fused: bool, budget: Optional[int] = None
     bytes a row) and the [N, V] chunk at its widest, 6 bytes an element in
     the fused op (f32 raw logits and the tensor cores' 16-bit dZ) and 4 in
     the backward (the SIMT tile's f32 dZ; tensor cores store 2), as
-    PlanBuilder::chunked sizes it. `budget`: CUDA_WORKSPACE_BYTES."""
-    per_element = 6 if fused else 4
+    PlanBuilder::chunked sizes it. The fused op's tensor-core tiles also
+    keep each tile's row statistics (8 bytes a state, one per row and 32
+    columns at most: mma.sync's 64x64 tile has two warp columns of 32,
+    wgmma one state per 128 or 256 columns), which lce_fused_lse merges.
+    `budget`: CUDA_WORKSPACE_BYTES."""
+    per_row = 4 + v * (6 if fused else 4)
+    if fused:
+        per_row += 8 * ((v + 31) // 32 + 1)
     if budget is None:
         budget = CUDA_WORKSPACE_BYTES
-    return n * 4 + n * v * per_element <= budget
+    return n * per_row <= budget
 
 
 def _with_workspace(flags: "BackwardFlags", device: torch.device) -> "BackwardFlags":

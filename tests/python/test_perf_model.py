@@ -238,3 +238,25 @@ def test_a_single_chunk_rounds_dw_without_the_accumulator():
     tile = dict(tile, persistent=132, band=32768)
     assert m.ordered_operand_bytes("sm_90a", guarded, tile, env, env, False, 132, 2) == \
         m.ordered_operand_bytes("sm_90a", swept, tile, env, env, False, 132, 2)
+
+
+def test_the_fused_lse_merges_tile_states_instead_of_reading_the_logits():
+    # On tensor-core tiles lce_fused_z stores each tile's row statistics
+    # (8 bytes a state: one per row and wgmma tile, two per mma.sync 64x64
+    # tile) and lce_fused_lse reads those and one label logit a row; SIMT
+    # tiles keep reading the f32 raw logits.
+    m = load_model()
+    shape = {"N": 4096, "D": 4096, "V": 128256}
+    env = {"C": 4096}
+    simt = m.kernel_work("lce_fused_lse", shape, {"threads": 128}, env, 1, 2)
+    assert simt["floor_bytes"] == 4096 * 128256 * 4 + 4096 * 3 * 4
+    wgmma = {"matmul": "wgmma", "block_rows": 128, "block_cols": 256, "grad_cols": 256}
+    states = 4096 * 501 * 8  # cdiv(128256, 256) states a row
+    lse = m.kernel_work("lce_fused_lse", shape, wgmma, env, 1, 2)
+    assert lse["floor_bytes"] == states + 4096 * (3 * 4 + 32)
+    raw = m.kernel_work("lce_fused_z", shape, wgmma, env, 1, 2)
+    plain = m.kernel_work("lce_bwd_dz", shape, wgmma, env, 1, 2)
+    assert raw["floor_bytes"] - plain["floor_bytes"] == 4096 * 128256 * (4 - 2) + states
+    mma = {"matmul": "mma_sync", "block_rows": 64, "block_cols": 64, "threads": 128}
+    lse = m.kernel_work("lce_fused_lse", shape, mma, env, 1, 2)
+    assert lse["floor_bytes"] == 4096 * 2004 * 2 * 8 + 4096 * (3 * 4 + 32)

@@ -38,17 +38,18 @@ def test_the_backward_strategy_follows_device_dtype_and_shape(monkeypatch, devic
 
 def test_the_fused_op_keeps_one_row_chunk_while_its_logits_fit(monkeypatch):
     # The fused op's row chunks hold 6 bytes an element (f32 raw logits and
-    # 16-bit dZ): at V = 128256 and 256 MiB, 348 rows are one chunk (the
-    # logits once, 6.N.D.V) and 349 take the vocabulary chunks (8.N.D.V).
+    # 16-bit dZ) and up to 8 bytes per 32 columns (the tiles' row
+    # statistics): at V = 128256 and 256 MiB, 334 rows are one chunk (the
+    # logits once, 6.N.D.V) and 335 take the vocabulary chunks (8.N.D.V).
     # Without the compiler the prebuilt row-chunk bundles' budget is not
     # known: vocabulary chunks whatever N.
     cuda = torch.device("cuda")
     monkeypatch.setattr(K, "HAS_COMPILER", True)
-    assert K.backward_strategy(torch.bfloat16, cuda, 348, 128256, fused=True) == "auto"
-    assert K.backward_strategy(torch.bfloat16, cuda, 349, 128256, fused=True) == "vocab_chunked"
+    assert K.backward_strategy(torch.bfloat16, cuda, 334, 128256, fused=True) == "auto"
+    assert K.backward_strategy(torch.bfloat16, cuda, 335, 128256, fused=True) == "vocab_chunked"
     assert K.backward_strategy(torch.bfloat16, cuda, 523, 128256) == "auto"
     monkeypatch.setattr(K, "CUDA_WORKSPACE_BYTES", 1 << 20)  # read per call
-    assert K.backward_strategy(torch.bfloat16, cuda, 348, 128256, fused=True) == "vocab_chunked"
+    assert K.backward_strategy(torch.bfloat16, cuda, 334, 128256, fused=True) == "vocab_chunked"
     monkeypatch.setattr(K, "HAS_COMPILER", False)
     monkeypatch.setattr(K, "CUDA_WORKSPACE_BYTES", 256 << 20)
     assert K.backward_strategy(torch.bfloat16, cuda, 7, 7, fused=True) == "vocab_chunked"
@@ -91,7 +92,7 @@ def test_one_row_chunk_is_what_every_gpu_plan_takes(tmp_path):
         fused = manifest["options"]["pass"] == "forward_backward"
         if manifest["options"]["pass"] not in ("backward", "forward_backward"):
             continue
-        v, edge = 128256, 348 if fused else 523
+        v, edge = 128256, 334 if fused else 523
         for n in (1, 100, edge - 1, edge, edge + 1):
             symbols = {"N": n, "V": v, "D": 4096, **manifest["constants"]}
             for d in manifest["derived"]:

@@ -253,6 +253,26 @@ void RowStats::mergeFragmentRows(
     return;
   }
   const unsigned fragmentRows = static_cast<unsigned>(sharing.tileRows.size());
+  SmallVector<Value> merged = mergeSharingLanes(e, sharing, state);
+  e.ifThen(sharing.leader, [&](KernelEmitter &we) {
+    for (unsigned i = 0; i < fragmentRows; ++i)
+      store(we, row(merged, i), shared,
+            we.add(we.mul(sharing.tileRows[i], we.index(sharing.groups)), sharing.group));
+  });
+  gpuBarrier(e);
+  e.ifThen(e.cmpI(arith::CmpIPredicate::ult, tid, e.index(rows)), [&](KernelEmitter &re) {
+    Value base = re.mul(tid, re.index(sharing.groups));
+    SmallVector<Value> acc = load(re, shared, base);
+    for (int64_t g = 1; g < sharing.groups; ++g)
+      acc = this->merge(re, acc, load(re, shared, re.add(base, re.index(g))));
+    emit(re, tid, acc);
+  });
+}
+
+SmallVector<Value> RowStats::mergeSharingLanes(KernelEmitter &e, const RowSharing &sharing,
+                                               ValueRange state) const {
+  assert(!sharing.everyThread && "lanes merge where a warp's quads share rows");
+  const unsigned fragmentRows = static_cast<unsigned>(sharing.tileRows.size());
   SmallVector<Value> merged(state.begin(), state.end());
   // Lanes sharing rows: butterflies in a fixed mask order; each pair merges
   // the lower lane's state first, so both lanes hold the same bits.
@@ -276,17 +296,5 @@ void RowStats::mergeFragmentRows(
     }
     merged = std::move(next);
   }
-  e.ifThen(sharing.leader, [&](KernelEmitter &we) {
-    for (unsigned i = 0; i < fragmentRows; ++i)
-      store(we, row(merged, i), shared,
-            we.add(we.mul(sharing.tileRows[i], we.index(sharing.groups)), sharing.group));
-  });
-  gpuBarrier(e);
-  e.ifThen(e.cmpI(arith::CmpIPredicate::ult, tid, e.index(rows)), [&](KernelEmitter &re) {
-    Value base = re.mul(tid, re.index(sharing.groups));
-    SmallVector<Value> acc = load(re, shared, base);
-    for (int64_t g = 1; g < sharing.groups; ++g)
-      acc = this->merge(re, acc, load(re, shared, re.add(base, re.index(g))));
-    emit(re, tid, acc);
-  });
+  return merged;
 }

@@ -230,6 +230,15 @@ public:
                          const std::function<void(KernelEmitter &, mlir::Value tileRow,
                                                   mlir::ValueRange merged)> &emit) const;
 
+  /// GPU, for a fragment whose rows a warp's lanes share (not
+  /// `sharing.everyThread`): the fragment rows' states (`state`, in
+  /// fragment order) merged across the lanes that hold the same rows, by
+  /// xor shuffles in `sharing.laneXor` order, each pair taking the lower
+  /// lane's state first; every such lane gets the same bits. Needs no
+  /// shared memory or barrier (the whole warp must run it).
+  llvm::SmallVector<mlir::Value> mergeSharingLanes(KernelEmitter &e, const RowSharing &sharing,
+                                                   mlir::ValueRange state) const;
+
 private:
   std::vector<StatKind> kinds;
   std::vector<std::string> names;

@@ -1,6 +1,7 @@
 //===- ChunkedBackward.cpp ------------------------------------------------===//
 
 #include "compiler/Kernels/Schedules/ChunkedBackward.h"
+#include "compiler/Kernels/RowStats/RowStats.h"
 
 using namespace lossjit;
 
@@ -11,8 +12,19 @@ void lossjit::buildChunkedBackward(ChunkedBackwardSteps &steps, PlanBuilder &pla
   // workspace once, give lse and the row losses, become dZ in place and are
   // multiplied out (6·N·D·V in all, against 2 + 6 for a forward then a
   // backward).
-  ChunkedAccumulators acc =
-      plan.chunked(spec, steps.productDzType(), steps.budgetReserve(), steps.balancedChunkRows());
+  // The fused op's per-tile row statistics, where the backend folds them
+  // as it stores the raw logits: lse then merges a few states a row rather
+  // than reading the V raw logits again (2.1 GB at N=4096, V=128256).
+  const std::string tileStates = spec.fusedForward ? steps.fusedTileStates() : "";
+  const RowStats stats = RowStats::forSpec(spec);
+  std::string rowBytes;
+  if (!tileStates.empty())
+    rowBytes = "(" + tileStates + ")*" + std::to_string(stats.width() * spec.computeBytes());
+  ChunkedAccumulators acc = plan.chunked(spec, steps.productDzType(), steps.budgetReserve(),
+                                         steps.balancedChunkRows(), rowBytes);
+  if (!tileStates.empty())
+    for (const std::string &field : stats.fieldNames())
+      plan.workspace("tile_" + field, spec.computeName(), "C*(" + tileStates + ")");
   // A call whose rows fit one chunk rounds its dW straight into storage
   // where the backend can: no V × D f32 accumulator (2 GiB at a Llama-3
   // head) and no pass that rounds it.

@@ -31,6 +31,11 @@ public:
   /// chunk, so a short last chunk, or a chunk that ends inside a tile, idles
   /// row blocks); 0 keeps the largest chunks the budget allows.
   virtual int64_t balancedChunkRows() const { return 0; }
+  /// The fused op: where its raw-logits kernel (dz(true)) also folds each
+  /// tile's row statistics, the partial states a chunk row gets (a formula
+  /// over V), which fusedRows() merges instead of reading the row's V raw
+  /// logits again; empty where fusedRows() folds the raw logits.
+  virtual std::string fusedTileStates() const { return ""; }
   /// lce_bwd_scale: counted rows and g_r of every row.
   virtual void scale() = 0;
   /// Before the chunks: the dW (and db) sums of `acc` start at zero, so
@@ -41,7 +46,8 @@ public:
   /// Per chunk: dZ into the [C, V] workspace, or with `storeRaw` the raw
   /// logits (lce_fused_z).
   virtual void dz(bool storeRaw) = 0;
-  /// Per chunk (fused): raw logits → lse and row losses.
+  /// Per chunk (fused): raw logits, or with fusedTileStates() their tiles'
+  /// statistics ("tile_<field>", [state, chunk row]), → lse and row losses.
   virtual void fusedRows() = 0;
   /// Per chunk (fused): raw logits → dZ (in place, or into "dzs").
   virtual void fusedDz() = 0;

@@ -27,7 +27,8 @@ void PlanBuilder::workspace(llvm::StringRef name, llvm::StringRef dtype, llvm::S
 }
 
 ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec, llvm::StringRef productDzType,
-                                         llvm::StringRef reserve, int64_t balanceRows) {
+                                         llvm::StringRef reserve, int64_t balanceRows,
+                                         llvm::StringRef rowBytes) {
   constant("WB", spec.workspaceBytes);
   // Bytes per dZ element of a chunk: compute-type dZ; or 16-bit dZ for
   // tensor-core products, next to the fused op's f32 raw logits.
@@ -37,7 +38,10 @@ ChunkedAccumulators PlanBuilder::chunked(const LceSpec &spec, llvm::StringRef pr
   const int64_t perElement = !dz16 ? computeBytes : spec.fusedForward ? 6 : 2;
   std::string rows = "WB-N*" + std::to_string(computeBytes);
   std::string left = reserve.empty() ? rows : rows + "-" + reserve.str();
-  const std::string largest = "max(1,min(N,(" + left + ")/(V*" + std::to_string(perElement) + ")))";
+  std::string perRow = "V*" + std::to_string(perElement);
+  if (!rowBytes.empty())
+    perRow += "+" + rowBytes.str();
+  const std::string largest = "max(1,min(N,(" + left + ")/(" + perRow + ")))";
   plan.derived = {{"C", largest}};
   if (balanceRows) {
     // As many chunks as CMAX needs (never more: each row chunk reads and

@@ -53,8 +53,12 @@ public:
   /// taken off the budget before the chunk is sized. With `balanceRows`
   /// the chunks are evened out: as many as the budget's largest chunk CMAX
   /// needs, each a multiple of `balanceRows` rows where CMAX allows.
+  /// `rowBytes` (a formula over V; empty for none) is what each chunk row
+  /// takes besides its V dZ elements, e.g. the fused op's per-tile row
+  /// statistics; the caller declares those workspaces.
   ChunkedAccumulators chunked(const LceSpec &spec, llvm::StringRef productDzType = "",
-                              llvm::StringRef reserve = "", int64_t balanceRows = 0);
+                              llvm::StringRef reserve = "", int64_t balanceRows = 0,
+                              llvm::StringRef rowBytes = "");
 
   /// For a backend that rounds a single chunk's dW straight into storage:
   /// adds the derived symbol `acc.single` (after C) and sizes the separate

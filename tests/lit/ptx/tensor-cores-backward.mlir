@@ -32,23 +32,32 @@
 // Every product kernel asks for its rings (3 × 2 operands × 64 × 40 × 2
 // bytes) and launches 64×64 tiles of 128 threads: dX over (C, D), dW over
 // (V, D). The chunked backward keeps a 16-bit dZ [C, V] and the scale G;
-// the fused op its f32 raw logits and the 16-bit dZ next to them, so its
-// chunks are sized by 6 bytes per element.
+// the fused op its f32 raw logits and the 16-bit dZ next to them, and
+// lce_fused_z's row statistics of each tile (one state of each 32-column
+// warp half of a 64-column tile: 2 per tile) for lce_fused_lse, so its
+// chunks are sized by 6 bytes per element and 8 per state.
 // PLAN:     "CMAX", "max(1,min(N,(WB-N*4)/(V*2)))"], ["C", "max(1,min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CMAX))),64)*64))"
 // PLAN-SAME: name = "lce_bwd_dz", parallel = "none", per_chunk = true, shared_bytes = 30720
 // PLAN-SAME: grid = ["cdiv(C,64)", "cdiv(D,64)", "1"], module = "grad_bf16_lce_bwd_dx", name = "lce_bwd_dx", parallel = "none", per_chunk = true, shared_bytes = 30720
 // PLAN-SAME: grid = ["(cdiv(V,64))*(1-SINGLE)", "max(1,cdiv(D,64))", "1"], module = "grad_bf16_lce_bwd_dw", name = "lce_bwd_dw", parallel = "none", per_chunk = true, shared_bytes = 30720
 // PLAN-SAME: grid = ["(cdiv(V,64))*SINGLE", "max(1,cdiv(D,64))", "1"], module = "grad_bf16_lce_bwd_dw_single", name = "lce_bwd_dw_single", parallel = "none", per_chunk = true, shared_bytes = 30720
 // PLAN-SAME: {count = "C*V", dtype = "bf16", name = "dz"}, {count = "1", dtype = "f32", name = "gscale"}
-// PLAN:     "CMAX", "max(1,min(N,(WB-N*4)/(V*6)))"], ["C", "max(1,min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CMAX))),64)*64))"
+// PLAN:     "CMAX", "max(1,min(N,(WB-N*4)/(V*6+(cdiv(V,64)*2)*8)))"], ["C", "max(1,min(CMAX,cdiv(cdiv(N,max(1,cdiv(N,CMAX))),64)*64))"
+// PLAN-SAME: {args = ["x", "w", "dz", "tile_max", "tile_sum", "chunk_begin", "chunk_end", "V", "D"]
 // PLAN-SAME: name = "lce_fused_z", parallel = "none", per_chunk = true, shared_bytes = 30720
+// PLAN-SAME: {args = ["labels", "dz", "tile_max", "tile_sum", "lse", "loss_rows", "chunk_begin", "chunk_end", "V"], block = [512, 1, 1], grid = ["cdiv(C,32)", "1", "1"], module = "fused_f16_lce_fused_lse"
 // PLAN-SAME: {count = "C*V", dtype = "f32", name = "dz"}, {count = "C*V", dtype = "f16", name = "dzs"}
+// PLAN-SAME: {count = "C*(cdiv(V,64)*2)", dtype = "f32", name = "tile_max"}, {count = "C*(cdiv(V,64)*2)", dtype = "f32", name = "tile_sum"}
 
 // DZ-LABEL: .visible .entry lce_bwd_dz(
 // DZ-COUNT-8: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // DZ:       ex2.approx
 // FZ-LABEL: .visible .entry lce_fused_z(
 // FZ-COUNT-8: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
+// Each tile's row statistics merge across a quad's lanes by shuffles (no
+// barrier after the products' ring).
+// FZ:       ex2.approx
+// FZ:       shfl.sync.bfly.b32
 // DX-LABEL: .visible .entry lce_bwd_dx(
 // DX:       cp.async.cg.shared.global
 // DX:       ldmatrix.sync.aligned.m8n8.x4.shared.b16

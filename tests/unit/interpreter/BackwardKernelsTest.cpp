@@ -394,8 +394,10 @@ TEST_F(SimtBackward, WgmmaChunkedAndFused) {
     checkCase(c);
     GradCase f{40, 75, 24, dtype, "mean", true, 0.3};
     f.tile = kWgmmaNarrow;
-    // The fused op's per-row terms share the budget: 11 rows, four chunks.
-    f.workspaceBytes = 40 * 4 + 17 * 75 * 4;
+    // The fused op's per-row terms share the budget (raw logits, 16-bit dZ
+    // and one lse state of two fields per 16-column tile): 11 rows, four
+    // chunks.
+    f.workspaceBytes = 40 * 4 + 11 * (75 * 6 + 5 * 8);
     EXPECT_EQ(fusedChunking(f), chunksOfRows(4, 11));
     checkFused(f);
   }
@@ -449,8 +451,9 @@ TEST_F(SimtBackward, WgmmaTmaChunkedAndFused) {
     checkCase(c);
     GradCase f{40, 75, 96, dtype, "mean", true, 0.3};
     f.tile = "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=3,tma=1";
-    // The fused op's per-row terms share the budget: 11 rows, four chunks.
-    f.workspaceBytes = 40 * 4 + 17 * 75 * 4;
+    // The fused op's per-row terms share the budget (an lse state per
+    // 32-column tile): 11 rows, four chunks.
+    f.workspaceBytes = 40 * 4 + 11 * (75 * 6 + 3 * 8);
     EXPECT_EQ(fusedChunking(f), chunksOfRows(4, 11));
     checkFused(f);
   }
@@ -834,6 +837,57 @@ TEST_F(SimtBackward, FusedForwardBackward) {
     }
 }
 
+// The fused op's row chunks on tensor-core tiles: lce_fused_z folds each
+// tile's row statistics as it stores the raw logits (one state per row,
+// column tile and warp column: "tile_<field>"), and lce_fused_lse merges
+// those instead of reading the V raw logits of a row again. Against fp64 on
+// tiles whose rows two warp columns share (mma.sync's 64x64: two states a
+// tile) or one quad (wgmma from cp.async, in bands, from a producer warp in
+// clusters, from a producer warpgroup over a persistent grid), with a ragged
+// last column tile, a short last chunk, a bias and ignored rows; and lse and
+// loss have the same bits whichever chunks, clusters or block order made the
+// states (a state slot that depended on them, or a tile left out, fails).
+TEST_F(SimtBackward, FusedRowChunksMergeEachTilesRowStatistics) {
+  const std::string wide = "matmul=wgmma,block_cols=64,block_k=64,stages=3,grad_cols=256,tma=3";
+  const std::string spec = "matmul=wgmma,block_cols=64,block_k=64,stages=2,tma=2";
+  // Each tile, and the tile whose states it must reproduce bit for bit
+  // (empty: none).
+  const std::vector<std::pair<std::string, std::string>> tiles = {
+      {"matmul=mma_sync", ""},
+      {kWgmmaNarrow, ""},
+      {"matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=2,tma=1,band=25",
+       ""},
+      {spec, ""},
+      {spec + ",cluster=2", spec},
+      {wide, ""},
+      {wide + ",persistent=3", wide}};
+  std::map<std::string, std::map<std::string, std::vector<char>>> whole;
+  for (const auto &[tile, same] : tiles) {
+    SCOPED_TRACE(tile);
+    GradCase one{70, 200, 40, "bf16", "mean", true, 0.2};
+    one.tile = tile;
+    ASSERT_EQ(fusedChunking(one).first, 1);
+    checkFused(one, &whole[tile]);
+    // Three chunks of 30 or 31 rows (at most 13 states a row: 16-column
+    // tiles), the last one short: each chunk's states at its own rows.
+    GradCase several = one;
+    several.workspaceBytes = 70 * 4 + 30 * (200 * 6 + 13 * 8);
+    ASSERT_EQ(fusedChunking(several).first, 3);
+    std::map<std::string, std::vector<char>> chunked;
+    checkFused(several, &chunked);
+    for (const char *name : {"lse", "loss"}) {
+      EXPECT_TRUE(chunked[name] == whole[tile][name]) << name << " depends on the chunks";
+      if (!same.empty())
+        EXPECT_TRUE(whole[tile][name] == whole[same][name]) << name << " differs from " << same;
+    }
+  }
+  // D = 0: every logit is its bias (the products run no k step).
+  for (const std::string tile : {std::string("matmul=mma_sync"), std::string(kWgmmaNarrow)}) {
+    GradCase bare{9, 45, 0, "bf16", "sum", true, 0.0, 256ll << 20, tile};
+    checkFused(bare);
+  }
+}
+
 // --- Tensor cores: every product of the backward on matmul = mma_sync -----
 //
 // The logits of the chunked and fused backward (and the forward's lse), dZ·W
@@ -870,8 +924,10 @@ TEST_F(SimtBackward, TensorCoreLogitsFused) {
   for (std::string dtype : {"f16", "bf16"}) {
     GradCase c{40, 75, 24, dtype, "mean", true, 0.3};
     c.tile = kMmaOneWarp;
-    // The fused op's per-row terms share the budget: 11 rows, four chunks.
-    c.workspaceBytes = 40 * 4 + 17 * 75 * 4;
+    // The fused op's per-row terms share the budget (raw logits, 16-bit dZ
+    // and an lse state per 32-column tile of the one warp): 11 rows, four
+    // chunks.
+    c.workspaceBytes = 40 * 4 + 11 * (75 * 6 + 3 * 8);
     EXPECT_EQ(fusedChunking(c), chunksOfRows(4, 11));
     checkFused(c);
   }

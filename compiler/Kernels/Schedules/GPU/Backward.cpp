@@ -106,7 +106,21 @@ struct Backward : ChunkedBackwardSteps {
     buildZero();
   }
   void dz(bool storeRaw) override { buildDz(storeRaw); }
-  void fusedRows() override { buildFusedLse(); }
+  std::string fusedTileStates() const override {
+    if (!foldsTileStats())
+      return "";
+    // A tile's row leaves one state per merge slot of a row (wgmma: the
+    // quad that holds it; mma_sync: one per warp column).
+    const int64_t groups = s.matmul.rowMergeSlots(1);
+    std::string states = "cdiv(V," + std::to_string(s.tile.tileCols()) + ")";
+    return groups == 1 ? states : states + "*" + std::to_string(groups);
+  }
+  void fusedRows() override {
+    if (foldsTileStats())
+      buildFusedLseFromTiles();
+    else
+      buildFusedLse();
+  }
   void fusedDz() override { buildFusedDz(); }
   void dx() override { buildDx(); }
   void dw(const ChunkedAccumulators &accumulators) override {
@@ -213,6 +227,14 @@ struct Backward : ChunkedBackwardSteps {
       sig.arg("N", s.index()).arg("C", s.index());
   }
 
+  /// Whether lce_fused_z folds its tiles' row statistics (fusedTileStates):
+  /// on tensor-core tiles, whose rows a warp's quads share, so a tile's
+  /// states merge by shuffles without a barrier. A SIMT tile holds one
+  /// column a thread: its states would be the logits themselves.
+  bool foldsTileStats() const {
+    return s.spec.fusedForward && !vocab() && loss::isTensorCoreMatmul(s.tile.matmul);
+  }
+
   void buildDz(bool storeRaw) {
     KernelSignature sig(storeRaw ? "lce_fused_z" : "lce_bwd_dz");
     sig.arg("x", flat(st())).arg("w", flat(st())).argIf(s.spec.hasBias, "bias", flat(st()));
@@ -223,6 +245,10 @@ struct Backward : ChunkedBackwardSteps {
     // Raw logits stay f32 (lse is formed from them); dZ is what the
     // gradient products read.
     sig.arg("dz", flat(storeRaw ? s.compute() : s.dzType()));
+    const bool tileStats = storeRaw && foldsTileStats();
+    if (tileStats)
+      for (const std::string &field : s.stats.fieldNames())
+        sig.arg("tile_" + field, flat(s.compute()));
     chunkArgs(sig);
     sig.arg("V", s.index()).arg("D", s.index());
     // The logits product: the configured strategy's block tile (BM rows ×
@@ -278,6 +304,8 @@ struct Backward : ChunkedBackwardSteps {
           if (teacher)
             u = s.teacherTile(e, a, s.matmul, tile, scratch);
           SmallVector<RowAdjoint, 2> adjs(z.rows.size());
+          // The raw logits of the fragment, for its row statistics.
+          SmallVector<SmallVector<Value>> raws(z.rows.size(), SmallVector<Value>(z.cols.size()));
           auto loadRow = [&](size_t i) {
             if (!storeRaw)
               adjs[i] = loadRowAdjoint(e, s.spec, a, z.rows[i]);
@@ -290,6 +318,7 @@ struct Backward : ChunkedBackwardSteps {
             if (!u.values.empty())
               adj.teacherAt = teacherFrom(s.spec, a, u.at(i, j));
             Value raw = bias ? e.addF(z.at(i, j), bias) : z.at(i, j);
+            raws[i][j] = raw;
             Value dz = storeRaw ? raw : emitRawGrad(e, s.spec, adj, raw, col, weight);
             e.ifThen(e.andI(z.rowValid[i], z.colValid[j]), [&](KernelEmitter &se) {
               se.store(storeRaw ? dz : productDz(se, dz, invG), a["dz"],
@@ -328,9 +357,46 @@ struct Backward : ChunkedBackwardSteps {
               element(i, j, biases[j], weights[j]);
             }
           }
+          if (tileStats)
+            storeTileStats(e, a, tile, z, raws);
         },
         /*overlap=*/!teacher);
     s.sink.end();
+  }
+
+  /// lce_fused_z's epilogue (foldsTileStats): the statistics of each
+  /// fragment row's logits in this tile, folded as lce_partial folds its
+  /// tiles, merged across the lanes that share the row, and stored by the
+  /// row's leader lane at [state, chunk row] of "tile_<field>" with state =
+  /// column tile · slots + slot (RowSharing::group of groups): every state
+  /// has one writer and a fixed order in lce_fused_lse. The whole warp runs
+  /// the shuffles; rows past the chunk are not stored.
+  void storeTileStats(KernelEmitter &e, const KernelArgs &a, const BlockTile &tile, Fragment &z,
+                      ArrayRef<SmallVector<Value>> raws) {
+    const int64_t cols = s.tile.tileCols(), groups = z.sharing.groups;
+    SmallVector<SmallVector<Value>> logits;
+    for (ArrayRef<Value> row : raws) {
+      logits.emplace_back();
+      for (Value raw : row)
+        logits.back().push_back(emitLogit(e, s.spec, raw));
+    }
+    const unsigned rows = static_cast<unsigned>(z.rows.size());
+    SmallVector<Value> state = s.stats.pushRows(e, s.stats.identity(e, rows), logits, z.colValid);
+    state = s.stats.mergeSharingLanes(e, z.sharing, state);
+    SmallVector<Value> buffers;
+    for (const std::string &field : s.stats.fieldNames())
+      buffers.push_back(a["tile_" + field]);
+    Value cb = a["chunk_begin"];
+    Value chunkRows = e.sub(a["chunk_end"], cb);
+    Value slot =
+        e.add(e.mul(e.divUI(tile.colBegin, e.index(cols)), e.index(groups)), z.sharing.group);
+    e.ifThen(z.sharing.leader, [&](KernelEmitter &le) {
+      for (unsigned i = 0; i < rows; ++i)
+        le.ifThen(z.rowValid[i], [&](KernelEmitter &se) {
+          Value at = se.add(se.mul(slot, chunkRows), se.sub(z.rows[i], cb));
+          s.stats.store(se, s.stats.row(state, i), buffers, at);
+        });
+    });
   }
 
   /// The dZ workspace the gradient products read: the fused op in row
@@ -801,6 +867,76 @@ struct Backward : ChunkedBackwardSteps {
                  a["loss_rows"], row);
       });
     });
+    s.sink.end();
+  }
+
+  /// lce_fused_lse (per chunk) from the tiles' row statistics
+  /// (foldsTileStats): blocks of 32 rows × kLseWarps warps; lane l of warp
+  /// q merges states q, q + kLseWarps, … of row l in order, then warp 0
+  /// merges the warps' in order (through shared memory) → lse and the row
+  /// loss (the label's raw logit from the dZ workspace). Each warp load
+  /// reads one state of 32 consecutive rows (coalesced): about 8 bytes a
+  /// row per tile of columns instead of the row's V raw logits. A chunk has
+  /// few rows (342 at V = 128256 in 256 MiB), so the warps of a row, not
+  /// the rows, make the parallelism: 16 warps keep each thread's chain of
+  /// dependent loads to a 16th of the states.
+  static constexpr int64_t kLseWarps = 16;
+  void buildFusedLseFromTiles() {
+    const int64_t warps = kLseWarps, threads = warps * 32;
+    KernelSignature sig("lce_fused_lse");
+    sig.arg("labels", flat(s.spec.labelType)).arg("dz", flat(s.compute()));
+    for (const std::string &field : s.stats.fieldNames())
+      sig.arg("tile_" + field, flat(s.compute()));
+    sig.arg("lse", flat(s.compute())).arg("loss_rows", flat(s.compute()));
+    sig.arg("chunk_begin", s.index()).arg("chunk_end", s.index()).arg("V", s.index());
+    LaunchShape launch{{"cdiv(C,32)", "1", "1"}, "none", /*perChunk=*/true};
+    launch.threads = threads;
+    for (unsigned f = 0; f < s.stats.width(); ++f)
+      launch.workgroup.push_back(s.shared(threads, s.compute()));
+    KernelArgs a = s.sink.begin(sig, launch);
+    KernelEmitter e = emitter();
+    SmallVector<Value> buffers, shared;
+    for (const std::string &field : s.stats.fieldNames())
+      buffers.push_back(a["tile_" + field]);
+    for (unsigned f = 0; f < s.stats.width(); ++f)
+      shared.push_back(a.workgroup(f));
+    Value v = a["V"], cb = a["chunk_begin"];
+    Value chunkRows = e.sub(a["chunk_end"], cb);
+    Value tid = gpuThreadIdx(e);
+    Value lane = e.remUI(tid, e.index(32)), warp = e.divUI(tid, e.index(32));
+    Value local = e.add(e.mul(gpuBlockIdx(e, 0), e.index(32)), lane);
+    Value inChunk = below(e, local, chunkRows);
+    Value states = e.ceilDiv(v, e.index(s.tile.tileCols()));
+    if (const int64_t groups = s.matmul.rowMergeSlots(1); groups > 1)
+      states = e.mul(states, e.index(groups));
+    // Rows past the chunk fold nothing (their loop is empty) but take part
+    // in the barrier.
+    Value end = e.select(inChunk, states, e.index(0));
+    SmallVector<Value> state =
+        e.forLoop(warp, end, e.index(warps), s.stats.identity(e),
+                  [&](KernelEmitter &le, Value k, ValueRange it) {
+                    return s.stats.merge(
+                        le, it, s.stats.load(le, buffers, le.add(le.mul(k, chunkRows), local)));
+                  });
+    s.stats.store(e, state, shared, tid);
+    gpuBarrier(e);
+    e.ifThen(e.andI(inChunk, e.cmpI(arith::CmpIPredicate::eq, warp, e.index(0))),
+             [&](KernelEmitter &re) {
+               SmallVector<Value> merged = s.stats.load(re, shared, lane);
+               for (int64_t q = 1; q < warps; ++q)
+                 merged = s.stats.merge(re, merged,
+                                        s.stats.load(re, shared, re.add(lane, re.index(q * 32))));
+               Value row = re.add(cb, local);
+               Value lse = s.stats.finish(re, merged, loss::Statistic::lse);
+               re.store(lse, a["lse"], row);
+               Value base = re.mul(local, v);
+               Value label = re.loadLabel(a["labels"], row);
+               re.store(emitRowLoss(re, s.spec, label, v, lse,
+                                    [&](KernelEmitter &te) {
+                                      return te.load(a["dz"], te.add(base, label));
+                                    }),
+                        a["loss_rows"], row);
+             });
     s.sink.end();
   }
 
