@@ -126,13 +126,16 @@ def fits_one_row_chunk(n: int, v: int, fused: bool, budget: Optional[int] = None
     the fused op (f32 raw logits and the tensor cores' 16-bit dZ) and 4 in
     the backward (the SIMT tile's f32 dZ; tensor cores store 2), as
     PlanBuilder::chunked sizes it. The fused op's tensor-core tiles also
-    keep each tile's row statistics (8 bytes a state, one per row and 32
-    columns at most: mma.sync's 64x64 tile has two warp columns of 32,
-    wgmma one state per 128 or 256 columns), which lce_fused_lse merges.
+    keep each tile's row statistics for lce_fused_lse: 8 bytes a state, one
+    per row, column tile and warp column. The tiles the JIT picks (auto and
+    the autotune candidates) have warps of 32 columns or more and at most
+    256 columns a tile (mma.sync's 64x64: two states per 64 columns, its
+    64x128 and 128x128 four per 128; wgmma one per 64 or 128), so a row
+    has at most cdiv(V, 32) + 7 states.
     `budget`: CUDA_WORKSPACE_BYTES."""
     per_row = 4 + v * (6 if fused else 4)
     if fused:
-        per_row += 8 * ((v + 31) // 32 + 1)
+        per_row += 8 * ((v + 31) // 32 + 7)
     if budget is None:
         budget = CUDA_WORKSPACE_BYTES
     return n * per_row <= budget

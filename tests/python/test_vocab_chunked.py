@@ -80,8 +80,13 @@ def test_one_row_chunk_is_what_every_gpu_plan_takes(tmp_path):
     import glob
     import json
     import subprocess
+    # The tiles: SIMT, auto (mma.sync 64x64 on sm_80, wgmma on sm_90a) and
+    # an autotune candidate with four warp columns (four tile states a row
+    # per 128 columns).
     for name, arch, tile in [("simt", "sm_80", "block_rows=4,threads=128,splits=8"),
-                             ("auto", "sm_80,sm_90a", "auto")]:
+                             ("auto", "sm_80,sm_90a", "auto"),
+                             ("wide", "sm_80",
+                              "matmul=mma_sync,block_rows=64,block_cols=128,threads=256")]:
         subprocess.run([aot_binary(), "--preset", "linear-cross-entropy", "--dtype", "bf16",
                         "--fused", "--arch", arch, "--tile", tile,
                         "--workspace-bytes", str(K.CUDA_WORKSPACE_BYTES), "--no-c-api",
@@ -92,17 +97,19 @@ def test_one_row_chunk_is_what_every_gpu_plan_takes(tmp_path):
         fused = manifest["options"]["pass"] == "forward_backward"
         if manifest["options"]["pass"] not in ("backward", "forward_backward"):
             continue
-        v, edge = 128256, 334 if fused else 523
-        for n in (1, 100, edge - 1, edge, edge + 1):
-            symbols = {"N": n, "V": v, "D": 4096, **manifest["constants"]}
-            for d in manifest["derived"]:
-                symbols[d["name"]] = _evaluate(d["formula"], symbols)
-            fits = K.fits_one_row_chunk(n, v, fused)
-            assert fits == (n <= edge)
-            if fits:
-                assert symbols["SINGLE"] == 1, (path, n, symbols)
+        # The Llama-3 head, and a vocabulary no tile width divides.
+        for v, edge in ((128256, 334 if fused else 523), (32001, 1341 if fused else 2097)):
+            for n in (1, 100, edge - 1, edge, edge + 1):
+                symbols = {"N": n, "V": v, "D": 4096, **manifest["constants"]}
+                for d in manifest["derived"]:
+                    symbols[d["name"]] = _evaluate(d["formula"], symbols)
+                fits = K.fits_one_row_chunk(n, v, fused)
+                assert fits == (n <= edge), (v, n)
+                if fits:
+                    assert symbols["SINGLE"] == 1, (path, v, n, symbols)
         checked += 1
-    assert checked == 6  # SIMT on sm_80, mma.sync on sm_80, wgmma on sm_90a; both ops
+    # SIMT and mma.sync's 64x64 and 64x128 on sm_80, wgmma on sm_90a; both ops.
+    assert checked == 8
 
 
 def _run_backward(kernel, hidden, weight, target, lse, grad_loss):

@@ -854,6 +854,8 @@ TEST_F(SimtBackward, FusedRowChunksMergeEachTilesRowStatistics) {
   // (empty: none).
   const std::vector<std::pair<std::string, std::string>> tiles = {
       {"matmul=mma_sync", ""},
+      // Four warp columns: four states a row per 128-column tile.
+      {"matmul=mma_sync,block_rows=64,block_cols=128,threads=256", ""},
       {kWgmmaNarrow, ""},
       {"matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,stages=2,tma=1,band=25",
        ""},
@@ -866,6 +868,9 @@ TEST_F(SimtBackward, FusedRowChunksMergeEachTilesRowStatistics) {
     SCOPED_TRACE(tile);
     GradCase one{70, 200, 40, "bf16", "mean", true, 0.2};
     one.tile = tile;
+    // f16 on the tiles whose states come from several warp columns.
+    if (tile.rfind("matmul=mma_sync", 0) == 0)
+      one.dtype = "f16";
     ASSERT_EQ(fusedChunking(one).first, 1);
     checkFused(one, &whole[tile]);
     // Three chunks of 30 or 31 rows (at most 13 states a row: 16-column

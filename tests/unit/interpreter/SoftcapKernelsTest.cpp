@@ -38,6 +38,7 @@ struct Case {
   std::string tile = "block_rows=2,threads=32,splits=3";
   int64_t workspaceBytes = 64ll << 20;
   std::string chip = "sm_80"; ///< the lowering's chip (sm_90a for wgmma tiles)
+  bool fused = false;         ///< loss.linear_cross_entropy_with_grad (gradient graphs).
 };
 
 std::string describe(const Case &c) {
@@ -64,6 +65,7 @@ protected:
     o.gradient = gradient;
     o.strategy = c.strategy;
     o.workspaceBytes = c.workspaceBytes;
+    o.fusedForward = gradient && c.fused;
     return o;
   }
 
@@ -197,6 +199,50 @@ protected:
       EXPECT_LE(relativeL2Error(gb.data(), c.dtype, gref.gradBias), tol) << "grad_bias";
   }
 
+  /// The fused forward+backward of `c` (loss, lse and the gradients of
+  /// grad_loss = 1 in one plan) on the interpreter against fp64: the logits
+  /// go through the scale and the cap before any statistic is folded.
+  void checkFused(Case c) {
+    c.fused = true;
+    SCOPED_TRACE(describe(c) + " fused");
+    RandomLceOptions o;
+    o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = c.dtype, o.reduction = c.reduction;
+    o.bias = c.bias, o.ignoredFraction = c.ignored, o.logitScale = c.magnitude;
+    RandomLceInputs in;
+    makeRandomLceInputs(o, in);
+    LceProblem &p = in.problem;
+    p.logitScale = c.scale;
+    p.softcap = c.cap;
+    const int64_t es = c.dtype == "f32" ? 4 : 2;
+    std::vector<float> loss(1), lse(c.n);
+    std::vector<char> gx(c.n * c.d * es), gw(c.v * c.d * es), gb(c.v * es);
+    std::map<std::string, HostBuffer> buffers = {
+        {"x", {const_cast<void *>(p.x), c.dtype, c.n * c.d}},
+        {"w", {const_cast<void *>(p.w), c.dtype, c.v * c.d}},
+        {"labels", {in.labels64.data(), "i64", c.n}},
+        {"loss", {loss.data(), "f32", 1}},
+        {"lse", {lse.data(), "f32", c.n}},
+        {"grad_x", {gx.data(), c.dtype, c.n * c.d}},
+        {"grad_w", {gw.data(), c.dtype, c.v * c.d}}};
+    if (c.bias) {
+      buffers["bias"] = {const_cast<void *>(p.bias), c.dtype, c.v};
+      buffers["grad_bias"] = {gb.data(), c.dtype, c.v};
+    }
+    runOnSimt(c, true, buffers);
+    LceReference ref = referenceLinearCrossEntropy(p);
+    for (int64_t i = 0; i < c.n; ++i)
+      EXPECT_LE(std::fabs(lse[i] - ref.lse[i]), 1e-4 * std::fabs(ref.lse[i]) + 1e-5)
+          << "lse row " << i << " got " << lse[i] << " want " << ref.lse[i];
+    EXPECT_LE(std::fabs(loss[0] - ref.loss), 1e-4 * std::fabs(ref.loss) + 1e-5)
+        << "loss got " << loss[0] << " want " << ref.loss;
+    LceGradReference gref = referenceLinearCrossEntropyGrad(p, {1.0});
+    const double tol = c.dtype == "f32" ? 1e-4 : 1e-2;
+    EXPECT_LE(relativeL2Error(gx.data(), c.dtype, gref.gradX), tol) << "grad_x vs fp64";
+    EXPECT_LE(relativeL2Error(gw.data(), c.dtype, gref.gradW), tol) << "grad_w vs fp64";
+    if (c.bias)
+      EXPECT_LE(relativeL2Error(gb.data(), c.dtype, gref.gradBias), tol) << "grad_bias";
+  }
+
   mlir::DialectRegistry registry;
   std::unique_ptr<mlir::MLIRContext> context;
 };
@@ -242,6 +288,30 @@ TEST_F(SimtSoftcap, WgmmaWholeTilesWithABiasAndASoftcap) {
       c.tile = std::string("matmul=wgmma,block_cols=128,block_k=64,") + ring + ",splits=" + splits;
       c.chip = "sm_90a";
       checkCase(c);
+    }
+}
+
+// The fused op's row chunks with a scale and a cap: on tensor-core tiles
+// lce_fused_z folds each tile's capped logits into its row statistics
+// (lce_fused_lse merges those), on SIMT lce_fused_lse caps the raw logits
+// itself; both against fp64, in one chunk and in several.
+TEST_F(SimtSoftcap, FusedRowChunks) {
+  struct Tile {
+    const char *text, *chip, *dtype;
+  };
+  for (const Tile &t :
+       {Tile{"block_rows=2,threads=32,splits=3", "sm_80", "f32"},
+        Tile{"matmul=mma_sync", "sm_80", "f16"},
+        Tile{"matmul=wgmma,block_rows=64,threads=128,block_cols=16,block_k=16,"
+             "stages=2,grad_cols=16",
+             "sm_90a", "bf16"},
+        Tile{"matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1", "sm_90a", "bf16"}})
+    for (int64_t budget : {int64_t{64} << 20, int64_t{40 * 4 + 16 * (300 * 6 + 19 * 8)}}) {
+      Case c{40, 300, 72, t.dtype, "mean", 0.7, 15.0, true, 0.2, 20.0};
+      c.tile = t.text;
+      c.chip = t.chip;
+      c.workspaceBytes = budget;
+      checkFused(c);
     }
 }
 
