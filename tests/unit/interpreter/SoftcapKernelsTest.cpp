@@ -120,16 +120,21 @@ protected:
     return out;
   }
 
-  void checkCase(const Case &c) {
-    SCOPED_TRACE(describe(c));
+  /// `c`'s random inputs (into `in`) and its problem with the scale and cap.
+  static LceProblem &randomProblem(const Case &c, RandomLceInputs &in) {
     RandomLceOptions o;
     o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = c.dtype, o.reduction = c.reduction;
     o.bias = c.bias, o.ignoredFraction = c.ignored, o.logitScale = c.magnitude;
-    RandomLceInputs in;
     makeRandomLceInputs(o, in);
-    LceProblem &p = in.problem;
-    p.logitScale = c.scale;
-    p.softcap = c.cap;
+    in.problem.logitScale = c.scale;
+    in.problem.softcap = c.cap;
+    return in.problem;
+  }
+
+  void checkCase(const Case &c) {
+    SCOPED_TRACE(describe(c));
+    RandomLceInputs in;
+    LceProblem &p = randomProblem(c, in);
     std::map<std::string, HostBuffer> inputs = {
         {"x", {const_cast<void *>(p.x), c.dtype, c.n * c.d}},
         {"w", {const_cast<void *>(p.w), c.dtype, c.v * c.d}},
@@ -205,14 +210,8 @@ protected:
   void checkFused(Case c) {
     c.fused = true;
     SCOPED_TRACE(describe(c) + " fused");
-    RandomLceOptions o;
-    o.n = c.n, o.v = c.v, o.d = c.d, o.dtype = c.dtype, o.reduction = c.reduction;
-    o.bias = c.bias, o.ignoredFraction = c.ignored, o.logitScale = c.magnitude;
     RandomLceInputs in;
-    makeRandomLceInputs(o, in);
-    LceProblem &p = in.problem;
-    p.logitScale = c.scale;
-    p.softcap = c.cap;
+    LceProblem &p = randomProblem(c, in);
     const int64_t es = c.dtype == "f32" ? 4 : 2;
     std::vector<float> loss(1), lse(c.n);
     std::vector<char> gx(c.n * c.d * es), gw(c.v * c.d * es), gb(c.v * es);

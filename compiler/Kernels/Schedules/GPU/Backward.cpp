@@ -856,18 +856,24 @@ struct Backward : ChunkedBackwardSteps {
         shared.push_back(a.workgroup(f));
       s.stats.mergeAcrossBlock(be, tid, threads, shared, state, 1);
       be.ifThen(be.cmpI(arith::CmpIPredicate::eq, tid, be.index(0)), [&](KernelEmitter &re) {
-        Value lse =
-            s.stats.finish(re, s.stats.load(re, shared, re.index(0)), loss::Statistic::lse);
-        re.store(lse, a["lse"], row);
-        Value label = re.loadLabel(a["labels"], row);
-        re.store(emitRowLoss(re, s.spec, label, v, lse,
-                             [&](KernelEmitter &te) {
-                               return te.load(a["dz"], te.add(base, label));
-                             }),
-                 a["loss_rows"], row);
+        storeRowResults(re, a, row, base, s.stats.load(re, shared, re.index(0)));
       });
     });
     s.sink.end();
+  }
+
+  /// lce_fused_lse's results of `row` from its merged statistics `state`:
+  /// lse, and the row loss with the label's raw logit read from the dZ
+  /// workspace, whose row starts at `base`.
+  void storeRowResults(KernelEmitter &e, const KernelArgs &a, Value row, Value base,
+                       ValueRange state) {
+    Value v = a["V"];
+    Value lse = s.stats.finish(e, state, loss::Statistic::lse);
+    e.store(lse, a["lse"], row);
+    Value label = e.loadLabel(a["labels"], row);
+    e.store(emitRowLoss(e, s.spec, label, v, lse,
+                        [&](KernelEmitter &te) { return te.load(a["dz"], te.add(base, label)); }),
+            a["loss_rows"], row);
   }
 
   /// lce_fused_lse (per chunk) from the tiles' row statistics
@@ -926,16 +932,7 @@ struct Backward : ChunkedBackwardSteps {
                for (int64_t q = 1; q < warps; ++q)
                  merged = s.stats.merge(re, merged,
                                         s.stats.load(re, shared, re.add(lane, re.index(q * 32))));
-               Value row = re.add(cb, local);
-               Value lse = s.stats.finish(re, merged, loss::Statistic::lse);
-               re.store(lse, a["lse"], row);
-               Value base = re.mul(local, v);
-               Value label = re.loadLabel(a["labels"], row);
-               re.store(emitRowLoss(re, s.spec, label, v, lse,
-                                    [&](KernelEmitter &te) {
-                                      return te.load(a["dz"], te.add(base, label));
-                                    }),
-                        a["loss_rows"], row);
+               storeRowResults(re, a, re.add(cb, local), re.mul(local, v), merged);
              });
     s.sink.end();
   }
