@@ -109,12 +109,14 @@ struct Backward : ChunkedBackwardSteps {
   std::string fusedTileStates() const override {
     if (!foldsTileStats())
       return "";
-    // A tile's row leaves one state per merge slot of a row (wgmma: the
-    // quad that holds it; mma_sync: one per warp column).
-    const int64_t groups = s.matmul.rowMergeSlots(1);
     std::string states = "cdiv(V," + std::to_string(s.tile.tileCols()) + ")";
+    const int64_t groups = tileStateGroups();
     return groups == 1 ? states : states + "*" + std::to_string(groups);
   }
+  /// The states a logit tile leaves each of its rows: one per merge slot
+  /// of a row (RowSharing::groups; wgmma: the quad that holds it, mma_sync:
+  /// one per warp column).
+  int64_t tileStateGroups() const { return s.matmul.rowMergeSlots(1); }
   void fusedRows() override {
     if (foldsTileStats())
       buildFusedLseFromTiles();
@@ -373,7 +375,8 @@ struct Backward : ChunkedBackwardSteps {
   /// the shuffles; rows past the chunk are not stored.
   void storeTileStats(KernelEmitter &e, const KernelArgs &a, const BlockTile &tile, Fragment &z,
                       ArrayRef<SmallVector<Value>> raws) {
-    const int64_t cols = s.tile.tileCols(), groups = z.sharing.groups;
+    const int64_t cols = s.tile.tileCols(), groups = tileStateGroups();
+    assert(z.sharing.groups == groups && "the plan's states a tile are the fragment's groups");
     SmallVector<SmallVector<Value>> logits;
     for (ArrayRef<Value> row : raws) {
       logits.emplace_back();
@@ -883,9 +886,9 @@ struct Backward : ChunkedBackwardSteps {
   /// loss (the label's raw logit from the dZ workspace). Each warp load
   /// reads one state of 32 consecutive rows (coalesced): about 8 bytes a
   /// row per tile of columns instead of the row's V raw logits. A chunk has
-  /// few rows (342 at V = 128256 in 256 MiB), so the warps of a row, not
-  /// the rows, make the parallelism: 16 warps keep each thread's chain of
-  /// dependent loads to a 16th of the states.
+  /// few rows (345 at V = 128256 in 256 MiB on wgmma's 128-column tiles),
+  /// so the warps of a row, not the rows, make the parallelism: 16 warps
+  /// keep each thread's chain of dependent loads to a 16th of the states.
   static constexpr int64_t kLseWarps = 16;
   void buildFusedLseFromTiles() {
     const int64_t warps = kLseWarps, threads = warps * 32;
@@ -912,9 +915,8 @@ struct Backward : ChunkedBackwardSteps {
     Value lane = e.remUI(tid, e.index(32)), warp = e.divUI(tid, e.index(32));
     Value local = e.add(e.mul(gpuBlockIdx(e, 0), e.index(32)), lane);
     Value inChunk = below(e, local, chunkRows);
-    Value states = e.ceilDiv(v, e.index(s.tile.tileCols()));
-    if (const int64_t groups = s.matmul.rowMergeSlots(1); groups > 1)
-      states = e.mul(states, e.index(groups));
+    // fusedTileStates() of this V.
+    Value states = e.mul(e.ceilDiv(v, e.index(s.tile.tileCols())), e.index(tileStateGroups()));
     // Rows past the chunk fold nothing (their loop is empty) but take part
     // in the barrier.
     Value end = e.select(inChunk, states, e.index(0));
