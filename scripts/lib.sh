@@ -54,13 +54,13 @@ lossjit_build() {
 
 # --- Python part: the _lossjit extension and the pytest suite ---
 # torch, numpy (torch warns "Failed to initialize NumPy" without it),
-# pybind11, pytest and expecttest (torch's OpInfo samples, which the float64
-# tests run, import it) come from PyPI (torch with its CUDA wheels: about
+# pybind11, pytest, pytest-xdist (the suite on every core) and expecttest
+# (torch's OpInfo samples, which the float64 tests run, import it) come from PyPI (torch with its CUDA wheels: about
 # 1 minute once, nothing when already installed). The extension is built by
 # the same CMake build (-DLOSSJIT_ENABLE_PYTHON=ON); no second C++ build.
 lossjit_python_setup() {
   LOSSJIT_PYTHON="$(command -v python3)"
-  "$LOSSJIT_PYTHON" -c "import torch, numpy, pybind11, pytest, expecttest" 2>/dev/null && return
+  "$LOSSJIT_PYTHON" -c "import torch, numpy, pybind11, pytest, xdist, expecttest" 2>/dev/null && return
   # Debian's own python3 refuses pip installs (PEP 668): use a virtual
   # environment next to the sources instead (git-ignored).
   if "$LOSSJIT_PYTHON" -c 'import os, sys, sysconfig
@@ -68,13 +68,13 @@ sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNA
     local venv="$LOSSJIT_ROOT/.venv"
     [ -x "$venv/bin/python" ] || "$LOSSJIT_PYTHON" -m venv "$venv"
     LOSSJIT_PYTHON="$venv/bin/python"
-    "$LOSSJIT_PYTHON" -c "import torch, numpy, pybind11, pytest, expecttest" 2>/dev/null &&
+    "$LOSSJIT_PYTHON" -c "import torch, numpy, pybind11, pytest, xdist, expecttest" 2>/dev/null &&
       return
   fi
-  echo "setup: pip install torch numpy pybind11 pytest expecttest"
+  echo "setup: pip install torch numpy pybind11 pytest pytest-xdist expecttest"
   "$LOSSJIT_PYTHON" -m pip install --quiet --disable-pip-version-check \
-    torch numpy pybind11 pytest expecttest 2>&1 | grep -v "Running pip as the 'root' user" || true
-  "$LOSSJIT_PYTHON" -c "import torch, numpy, pybind11, pytest, expecttest"
+    torch numpy pybind11 pytest pytest-xdist expecttest 2>&1 | grep -v "Running pip as the 'root' user" || true
+  "$LOSSJIT_PYTHON" -c "import torch, numpy, pybind11, pytest, xdist, expecttest"
 }
 
 # Turns LOSSJIT_ENABLE_PYTHON on in the configured build directory; cmake
@@ -87,8 +87,18 @@ lossjit_enable_python() {
 }
 
 # Runs tests/python against the built extension (<build>/python) and python/.
+# Each test file runs in one of nproc pytest-xdist workers (--dist loadfile:
+# test_distributed.py's module fixture spawns its 4 ranks once, not once a
+# worker): the suite is single-threaded JIT compiles and CPU kernels, so two
+# workers take it from about 14 to about 7.5 minutes on 2 cores. Without
+# xdist (a runtime-only machine) or with one core it runs in one process.
 lossjit_pytest() {
+  local parallel=() cores
+  cores=$(nproc 2>/dev/null || echo 1)
+  if ((cores > 1)) && "$LOSSJIT_PYTHON" -c "import xdist" 2>/dev/null; then
+    parallel=(-n "$cores" --dist loadfile)
+  fi
   PYTHONPATH="$LOSSJIT_ROOT/python:$LOSSJIT_BUILD/python${PYTHONPATH:+:$PYTHONPATH}" \
     LOSSJIT_BUILD="$LOSSJIT_BUILD" "$LOSSJIT_PYTHON" -m pytest -q -p no:cacheprovider \
-    "$LOSSJIT_ROOT/tests/python" "$@"
+    "${parallel[@]}" "$LOSSJIT_ROOT/tests/python" "$@"
 }
