@@ -591,9 +591,10 @@ TEST_F(AotCApiTest, OneChunkRoundsTheWeightGradientItself) {
       EXPECT_EQ(resolved->workspaceBytes[accumulator],
                 single ? 0u : uint64_t(dims[1] * dims[2]) * 4u)
           << "the f32 dW accumulator";
-      if (biasAccumulator < plan->numWorkspaces())
+      if (biasAccumulator < plan->numWorkspaces()) {
         EXPECT_EQ(resolved->workspaceBytes[biasAccumulator], single ? 0u : uint64_t(dims[1]) * 4u)
             << "the f32 db accumulator";
+      }
       ++checked;
     }
     EXPECT_EQ(api.destroy(), 0);

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestUtil.h"
 #include "compiler/Builder/GraphBuilder.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Pipeline/StageRunner.h"
@@ -134,7 +135,7 @@ protected:
                                                     std::map<std::string, HostBuffer> buffers) {
     auto graph = buildLinearCrossEntropyGraph(*context, options(c, true));
     EXPECT_TRUE(static_cast<bool>(graph));
-    auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
+    auto op = simt::test::compileCpuReference(**graph);
     EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
     std::map<std::string, std::vector<char>> out;
     for (auto &[name, b] : buffers)

@@ -8,14 +8,15 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestUtil.h"
 #include "compiler/Builder/GraphBuilder.h"
-#include "testing/simt/PlanRunner.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Pipeline/StageRunner.h"
 #include "compiler/Target/CpuJit.h"
 #include "dialects/Loss/LossOps.h"
 #include "testing/reference/HalfFloat.h"
 #include "testing/reference/Reference.h"
+#include "testing/simt/PlanRunner.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -105,7 +106,7 @@ protected:
                                                     std::map<std::string, HostBuffer> buffers) {
     auto graph = buildLinearCrossEntropyGraph(*context, options(c, true));
     EXPECT_TRUE(static_cast<bool>(graph));
-    auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
+    auto op = simt::test::compileCpuReference(**graph);
     EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
     std::map<std::string, std::vector<char>> out;
     if (!op)

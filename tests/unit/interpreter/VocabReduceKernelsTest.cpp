@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestUtil.h"
 #include "compiler/Builder/GraphBuilder.h"
 #include "compiler/Builder/VocabReduceGraph.h"
 #include "compiler/Pipeline/Registration.h"
@@ -212,7 +213,7 @@ protected:
   void runOnCpu(const Case &c, bool gradient, std::map<std::string, HostBuffer> buffers) {
     auto graph = buildVocabReduceGraph(*context, options(c, gradient));
     ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-    auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
+    auto op = simt::test::compileCpuReference(**graph);
     ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
     llvm::Error err = (*op)->run(buffers, {c.n, c.v, c.d, c.teacherDim});
     ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
@@ -675,7 +676,7 @@ TEST_F(VocabReduceKernels, CrossEntropyIsTheLseAndLabelLogitSpecialCase) {
     o.softcap = c.cap;
     auto graph = buildLinearCrossEntropyGraph(*context, o);
     ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-    auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
+    auto op = simt::test::compileCpuReference(**graph);
     ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
     std::vector<float> loss(c.n), lse(c.n);
     auto buffers = in.buffers;
