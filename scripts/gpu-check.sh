@@ -99,7 +99,9 @@ AOT_VARIANTS=(
 # two row blocks that multicast each shared tile (cluster=2: on the producer
 # warp's 128-column tile, impl lossjit-cluster; on wide256's tile, impl
 # lossjit-wide256-cluster; in clusters of four on wide256's tile, impl
-# lossjit-wide256-cluster4: never run on hardware yet).
+# lossjit-wide256-cluster4; persistent clusters of two on wide256's tile,
+# each sweeping groups of row blocks, impl lossjit-wide256-cluster-persist:
+# never run on hardware yet).
 HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-tma|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1"
   "bf16-mean-sm90a-ws|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2"
@@ -112,6 +114,7 @@ HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-cluster|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2,cluster=2"
   "bf16-mean-sm90a-wide256-cluster|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3,cluster=2"
   "bf16-mean-sm90a-wide256-cluster4|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3,cluster=4"
+  "bf16-mean-sm90a-wide256-cluster-persist|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3,cluster=2,persistent=132"
 )
 
 # Test-only bundles (.bundle/test-kernels/<name>/) for tests/gpu/
@@ -154,13 +157,15 @@ WGMMA_TILES=(
 
 # Hopper-tile gradient check bundles (.bundle/test-kernels/hopper-<dtype>-
 # <reduction>-<bias>-<tile>/), sm_90a alone: the chunked backward within 1 MiB
-# (and the fused op for mean) on one wgmma tile eleven ways — the cp.async ring
+# (and the fused op for mean) on one wgmma tile twelve ways — the cp.async ring
 # the others must equal bit for bit, TMA, warp specialization (a producer
 # warp, or a producer warpgroup that lends its registers), persistent grids
 # of 3 blocks, a band of one row block, and clusters of two row blocks that
 # multicast the tiles they share (dZ, dX, dW; of four: dZ alone, whose
-# 64-column tile is 16 W rows a block); bf16 mean also in vocabulary chunks (-vocab: the
-# backward, and the fused op after the forward's statistics). CompilerKernelGpuTest's
+# 64-column tile is 16 W rows a block; of two, persistent and banded at
+# once: the clusters sweep groups of row blocks); bf16 mean also in
+# vocabulary chunks (-vocab: the backward, and the fused op after the
+# forward's statistics). CompilerKernelGpuTest's
 # HopperTilesBackwardMatchFp64AndTheCpAsyncBits runs them at V = 1000,
 # D = 200 (multiples of 8: the TMA paths) on compute capability 9.0.
 HOPPER_TEST_WORKSPACE_BYTES=1048576
@@ -168,7 +173,7 @@ HOPPER_TEST_TILE="matmul=wgmma,block_rows=128,block_cols=64,block_k=64,threads=2
 HOPPER_TEST_TILES=("cpasync|" "tma|,tma=1" "spec|,tma=2" "persist|,persistent=3"
   "specpersist|,tma=2,persistent=3" "lend|,tma=3" "lendpersist|,tma=3,persistent=3"
   "band|,tma=1,band=1" "cluster|,tma=2,cluster=2" "lendcluster|,tma=3,cluster=2"
-  "quadcluster|,tma=2,cluster=4")
+  "quadcluster|,tma=2,cluster=4" "sweptcluster|,tma=2,cluster=2,persistent=3,band=1")
 # dtype, reduction, bias, and whether in vocabulary chunks too.
 HOPPER_TEST_VARIANTS=("bf16 mean 1 1" "f16 none 0 0")
 

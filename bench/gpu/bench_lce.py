@@ -61,6 +61,10 @@ Implementations, measured in this order for each shape, smaller N first
   lossjit-wide256-cluster, lossjit-wide256-cluster4
              lossjit-wide256's tiles in those clusters, of two or four row
              blocks (AOT variants bf16-mean-sm90a-wide256-cluster{,4})
+  lossjit-wide256-cluster-persist
+             the clusters of two on a persistent grid of 132 blocks, each
+             cluster sweeping groups of two row blocks (AOT variant
+             bf16-mean-sm90a-wide256-cluster-persist)
   compile    torch.compile of eager (compiles per shape: first-call column)
 
 The run stops starting measurements when --budget runs low and marks the rest
@@ -364,7 +368,8 @@ HOPPER_TILES = {"lossjit-tma": "tma", "lossjit-ws": "ws", "lossjit-persist": "pe
                 "lossjit-vocab": "vocab", "lossjit-lend": "lend", "lossjit-wide": "wide",
                 "lossjit-band": "band", "lossjit-wide256": "wide256",
                 "lossjit-cluster": "cluster", "lossjit-wide256-cluster": "wide256-cluster",
-                "lossjit-wide256-cluster4": "wide256-cluster4"}
+                "lossjit-wide256-cluster4": "wide256-cluster4",
+                "lossjit-wide256-cluster-persist": "wide256-cluster-persist"}
 
 
 def _version(module):
@@ -500,7 +505,7 @@ def main():
     # fails on new hardware then costs no comparison with what users run.
     ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,lossjit-fused,lossjit-vocab,"
                     "lossjit-band,lossjit-wide256,lossjit-cluster,lossjit-wide256-cluster,"
-                    "lossjit-wide256-cluster4,"
+                    "lossjit-wide256-cluster4,lossjit-wide256-cluster-persist,"
                     "lossjit-lend,lossjit-wide,"
                     "lossjit-persist,lossjit-tma,"
                     "lossjit-ws,"

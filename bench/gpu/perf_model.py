@@ -321,6 +321,16 @@ VARIANTS = [
     ("bwd-vocab-wgmma-wide256-cluster4-ws256m", "backward",
      ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
      "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=4", "backward"),
+    # Clusters of two on a persistent grid (132 blocks: 66 clusters, each
+    # sweeping groups of two row blocks on one ring); lce_partial keeps a
+    # block per row block.
+    ("fwd-wgmma-wide256-cluster-persist", "forward", "",
+     "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=2 persistent=132",
+     "forward"),
+    ("bwd-vocab-wgmma-wide256-cluster-persist-ws256m", "backward",
+     ', strategy = "vocab_chunked", workspace_bytes = 268435456 : i64',
+     "matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=2 persistent=132",
+     "backward"),
     # The same tiles in the fused op's row chunks (6·N·D·V: the logits once,
     # with an f32 V x D dW accumulator and the chunks' f32 raw logits and
     # 16-bit dZ, 6 bytes an element): what memory beyond the 256 MiB buys.
@@ -353,7 +363,9 @@ PAIRED_BACKWARD = {"fwd-simt": "bwd-chunked", "fwd-mma64": "bwd-chunked-mma64-ws
                    "fwd-wgmma-wide256": "bwd-vocab-wgmma-wide256-ws256m",
                    "fwd-wgmma-cluster": "bwd-vocab-wgmma-cluster-ws256m",
                    "fwd-wgmma-wide256-cluster": "bwd-vocab-wgmma-wide256-cluster-ws256m",
-                   "fwd-wgmma-wide256-cluster4": "bwd-vocab-wgmma-wide256-cluster4-ws256m"}
+                   "fwd-wgmma-wide256-cluster4": "bwd-vocab-wgmma-wide256-cluster4-ws256m",
+                   "fwd-wgmma-wide256-cluster-persist":
+                       "bwd-vocab-wgmma-wide256-cluster-persist-ws256m"}
 
 
 class ModelError(Exception):
@@ -813,20 +825,19 @@ def kernel_work(kind, shape, tile, env, chunks, e, vocab=False):
     def mma_smem(blocks, k):
         return blocks * k * e * (BR * (1 + wn) + BC * (1 + wm))
     r = {"flops": 0, "tile_bytes": 0, "floor_bytes": 0, "smem_bytes": 0}
-    # Clusters (tile cluster=2 or 4 with a producer, a block per tile): the logits
-    # products' row blocks in clusters of `cl` (2 or 4) that load each W
-    # tile once.
+    # Clusters (tile cluster=2 or 4 with a producer; a block per tile,
+    # persistent or banded): the logits products' row blocks in clusters of
+    # `cl` (2 or 4) that load each W tile once.
     cl = tile.get("cluster", 0)
     paired = wgmma and cl > 1 and tile.get("tma", 0) >= 2 and (
-        kind == "lce_partial" or (kind in ("lce_bwd_dz", "lce_fused_z")
-                                  and not tile.get("persistent") and not tile.get("band")))
+        kind in ("lce_partial", "lce_bwd_dz", "lce_fused_z"))
 
     # The gradient products pair row blocks of a column block the same way
     # where each block can copy whole 64-line boxes of the shared MN-major
     # B tile (GpuSchedule::gradientCluster): B is read once per cluster.
     grad_paired = wgmma and cl > 1 and tile.get("tma", 0) >= 2 and (
-        kind in ("lce_bwd_dx", "lce_bwd_dw") and not tile.get("persistent")
-        and not tile.get("band") and tile.get("block_k") == 64 and BC % (64 * cl) == 0)
+        kind in ("lce_bwd_dx", "lce_bwd_dw") and tile.get("block_k") == 64
+        and BC % (64 * cl) == 0)
 
     def b_reads(row_blocks):
         """Row blocks that each read a gradient product's B tile."""
@@ -1036,6 +1047,14 @@ def unguarded(formula):
     return m.group(1) if m else formula
 
 
+def cluster_groups(formula):
+    """A product kernel's grid.x in clusters ('2*cdiv(C,256)',
+    '4*min(...,33)': GpuSchedule::productLaunch) -> (blocks per cluster,
+    the groups of row blocks' formula); else (1, formula)."""
+    m = re.fullmatch(r"(\d+)\*((?:cdiv|min)\(.*\))", formula)
+    return (int(m.group(1)), m.group(2)) if m else (1, formula)
+
+
 def split_product(formula):
     """'a*b' at the top level (outside parentheses) -> ('a', 'b')."""
     depth = 0
@@ -1054,14 +1073,17 @@ def ordered_operand_bytes(chip, kernel, tile, env, grid_env, vocab, concurrent, 
     name = kernel["name"].removesuffix("_single")
     if name not in ORDERED_PRODUCTS or tile.get("matmul") not in ("mma_sync", "wgmma"):
         return None
-    grid_x = unguarded(kernel["grid"][0])
+    # In clusters the tiles go in groups of `group` row blocks that read
+    # one B slab (multicast) and a group's A rows: the order's rows.
+    group, grid_x = cluster_groups(unguarded(kernel["grid"][0]))
     swept = re.fullmatch(r"min\((.*),(\d+)\)", grid_x)
     if tile.get("persistent") and swept:
         rows_f, cols_f = split_product(swept.group(1))
     else:
         rows_f, cols_f = grid_x, kernel["grid"][1]
     rows, cols = evaluate(rows_f, grid_env), evaluate(cols_f, grid_env)
-    bm = tile.get("block_rows", 128)
+    concurrent = max(1, concurrent // group) if concurrent else concurrent
+    bm = tile.get("block_rows", 128) * group
     bn = tile.get("block_cols", 64)
     if name in ("lce_bwd_dx", "lce_bwd_dw") and tile.get("grad_cols"):
         bn = tile["grad_cols"]
@@ -1094,11 +1116,14 @@ def model_kernel(chip, shape, plan, kernel, ptx, info, e):
         blocks *= evaluate(g, grid_env)
     # Tile persistent=P: grid.x is min(tiles, P) and each block sweeps
     # tiles; the waves are the tiles'.
+    # In clusters (GpuSchedule::productLaunch) whole clusters of `group`
+    # blocks sweep groups of `group` row blocks.
     tiles, persistent = blocks, 0
-    swept = re.fullmatch(r"min\((.*),(\d+)\)", unguarded(kernel["grid"][0]))
+    group, grid_x = cluster_groups(unguarded(kernel["grid"][0]))
+    swept = re.fullmatch(r"min\((.*),(\d+)\)", grid_x)
     if plan["tile"].get("persistent") and swept:
-        persistent = int(swept.group(2))
-        tiles = evaluate(swept.group(1), grid_env)
+        persistent = group * int(swept.group(2))
+        tiles = group * evaluate(swept.group(1), grid_env)
     threads = kernel["block"][0] * kernel["block"][1] * kernel["block"][2]
     smem = info["smem"] + kernel["dynamic_smem"]
     occ = occupancy(chip, info["registers"], smem, threads)

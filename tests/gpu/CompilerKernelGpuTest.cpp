@@ -1024,7 +1024,8 @@ constexpr HopperTile kHopperTiles[] = {{0, 0, 0, 0, "cp.async"},
                                        {1, 0, 1, 0, "TMA, columns first"},
                                        {2, 0, 0, 2, "clusters, producer warp"},
                                        {3, 0, 0, 2, "clusters, producer warpgroup"},
-                                       {2, 0, 0, 4, "clusters of four, producer warp"}};
+                                       {2, 0, 0, 4, "clusters of four, producer warp"},
+                                       {2, 3, 1, 2, "persistent banded clusters, producer warp"}};
 constexpr int64_t kHopperWorkspaceBytes = int64_t(1) << 20;
 /// V and D multiples of 8 (16-byte rows: the TMA paths); V not a multiple
 /// of the 64- or 128-column tiles, D = 3 k tiles of 64 and a partial one.

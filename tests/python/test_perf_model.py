@@ -140,8 +140,8 @@ def test_vocabulary_chunks_trade_the_dw_accumulator_for_dx():
 def test_clusters_read_the_gradient_products_shared_tile_once_per_pair():
     # cluster=2: dX's row blocks of a column block share its W tile, dW's
     # vocabulary row blocks its X tile, when each block copies whole 64-line
-    # boxes (128 or 256 gradient columns); at 64 columns, or persistent,
-    # nothing pairs.
+    # boxes (128 or 256 gradient columns), persistent or banded too (the
+    # clusters take their tiles together); at 64 columns nothing pairs.
     m = load_model()
     shape = {"N": 4096, "D": 4096, "V": 128256}
     n, d, v = shape["N"], shape["D"], shape["V"]
@@ -162,8 +162,8 @@ def test_clusters_read_the_gradient_products_shared_tile_once_per_pair():
         one_box = m.kernel_work(kind, shape, dict(paired, grad_cols=64), env, 6, 2, vocab=True)
         assert one_box == m.kernel_work(kind, shape, dict(tile, grad_cols=64), env, 6, 2,
                                         vocab=True)
-        swept = m.kernel_work(kind, shape, dict(paired, persistent=132), env, 6, 2, vocab=True)
-        assert swept == alone
+        for knob in ({"persistent": 132}, {"band": 32768}):
+            assert m.kernel_work(kind, shape, dict(paired, **knob), env, 6, 2, vocab=True) == pairs
     rows = m.kernel_work("lce_bwd_dw", shape, paired, {"C": 1024}, 4, 2)
     assert m.kernel_work("lce_bwd_dw", shape, tile, {"C": 1024}, 4, 2)["tile_bytes"] - \
         rows["tile_bytes"] == (m.cdiv(v, 128) - m.cdiv(m.cdiv(v, 128), 2)) * n * d * 2
@@ -192,6 +192,44 @@ def test_the_tile_order_reads_a_persistent_grids_tiles_like_a_block_per_tile():
     assert rows_first > 10 * slabs  # dZᵀ once per column block
     assert m.ordered_operand_bytes("sm_90a", {"name": "lce_partial", "grid": ["1", "1", "1"]},
                                    tile, env, env, False, 132, 2) is None
+
+
+def test_the_tile_order_takes_a_clusters_tiles_as_groups_of_row_blocks():
+    # In clusters of two (GpuSchedule::productLaunch) grid.x is
+    # 2*cdiv(V,256) or, persistent, 2*min(groups*Cb,66): the tiles go in
+    # groups of two row blocks that share one B slab, so the order's rows
+    # are the groups, 256-row A slabs, and half as many concurrent groups
+    # as blocks. Both grids are the same tiles in the same order.
+    m = load_model()
+    assert m.cluster_groups("2*cdiv(V,256)") == (2, "cdiv(V,256)")
+    assert m.cluster_groups("4*min(cdiv(C,512)*cdiv(D,256),32)") == \
+        (4, "min(cdiv(C,512)*cdiv(D,256),32)")
+    assert m.cluster_groups("cdiv(V,128)") == (1, "cdiv(V,128)")
+    assert m.cluster_groups("cdiv(V*D,256)*(1-min(N,1))") == (1, "cdiv(V*D,256)*(1-min(N,1))")
+    env = {"N": 4096, "D": 4096, "V": 128256, "C": 1024}
+    tile = {"matmul": "wgmma", "block_rows": 128, "block_cols": 128, "grad_cols": 128,
+            "band": 32768, "cluster": 2, "tma": 2, "block_k": 64}
+    grid = {"name": "lce_bwd_dw", "grid": ["2*cdiv(V,256)", "cdiv(D,128)", "1"]}
+    swept = {"name": "lce_bwd_dw", "grid": ["2*min(cdiv(V,256)*cdiv(D,128),66)", "1", "1"]}
+    a = m.ordered_operand_bytes("sm_90a", grid, tile, env, env, False, 132, 2)
+    b = m.ordered_operand_bytes("sm_90a", swept, dict(tile, persistent=132), env, env, False,
+                                132, 2)
+    assert a == b
+    # 501 groups of 256 vocabulary rows (the last one half padding) and 32
+    # Xᵀ slabs, 1024 rows deep.
+    assert a[1] == (501 * 256 + 32 * 128) * 1024 * 2
+    # A persistent grid of whole clusters sweeps the same tiles as the
+    # block-per-tile grid, in as many waves: the same occupancy. (V = 512,
+    # D = 256: 2 groups x 2 column blocks, 8 blocks, well below a wave.)
+    shape = {"N": 4096, "D": 256, "V": 512}
+    ptx = {"hot_loop": None, "total": {"mma.sync": 0, "wgmma": 1}}
+    def modelled(kernel, knobs):
+        plan = {"constants": {"C": 1024}, "derived": [], "tile": dict(tile, **knobs)}
+        kernel = dict(kernel, block=[384, 1, 1], per_chunk=False, dynamic_smem=0)
+        return m.model_kernel("sm_90a", shape, plan, kernel, ptx, {"smem": 0, "registers": 168}, 2)
+    persistent, per_tile = modelled(swept, {"persistent": 132}), modelled(grid, {})
+    assert persistent["blocks_per_launch"] == per_tile["blocks_per_launch"] == 8
+    assert 0 < persistent["f_occ"] == per_tile["f_occ"] < 1
 
 
 def test_an_empty_grid_costs_nothing():

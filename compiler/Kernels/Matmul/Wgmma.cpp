@@ -117,7 +117,9 @@
 // cluster barrier after the inits make the barriers the peers use visible
 // before their first copy; a cluster barrier after the sweep keeps each
 // block alive until its peers are done with it. B then leaves L2 once per
-// cluster of row blocks.
+// cluster of row blocks. Every block of a cluster runs the same slots with
+// the same B tiles: a persistent or banded product's clusters take their
+// tiles together (GpuSchedule::forEachTile).
 //
 //===----------------------------------------------------------------------===//
 

@@ -15,6 +15,8 @@
 // (At 64 columns, one box, they keep a block of their own:
 // transforms/select-lowering-config-cluster.mlir.) Clusters of four on
 // 256-column tiles: every product, a quarter of each shared tile a block.
+// Persistent and banded at once, the products' clusters take their tiles
+// together (GpuSchedule::forEachTile), still with zero spills.
 // REQUIRES: ptxas
 // RUN: rm -rf %t && mkdir -p %t/k
 // RUN: sed 's/f16/bf16/g' %s > %t/bf16.mlir
@@ -22,6 +24,11 @@
 // RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-k=64 stages=3 tma=2 cluster=2" -o %t/ws64.mlir
 // RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=128 block-k=64 stages=3 grad-cols=256 tma=3 cluster=2" -o %t/lend.mlir
 // RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=4" -o %t/quad.mlir
+// RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=2 persistent=132 band=32768" -o %t/swept.mlir
+// RUN: %extract-ptx %t/swept.mlir %t/k/swept > /dev/null
+// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=PAIR --input-file=%t/k/swept/grad_lce_bwd_dz.ptx
+// RUN: FileCheck %s %{ptx-forbidden} --check-prefix=PAIR --input-file=%t/k/swept/grad_lce_bwd_dw.ptx
+// RUN: %ptxas -v -arch=sm_90a %t/k/swept/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %extract-ptx %t/quad.mlir %t/k/quad > /dev/null
 // RUN: FileCheck %s %{ptx-forbidden} --check-prefix=QUAD --input-file=%t/k/quad/fwd_lce_partial.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --check-prefix=QUAD --input-file=%t/k/quad/grad_lce_bwd_dz.ptx

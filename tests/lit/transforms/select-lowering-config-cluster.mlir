@@ -27,8 +27,10 @@
 // RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/grad.mlir --check-prefix=ONEBOX
 // RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=2 tma=3 cluster=2 persistent=132" \
 // RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/grad.mlir --check-prefix=SWEPT
+// RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=2 tma=3 cluster=4 block-cols=256 grad-cols=256 persistent=131" \
+// RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/grad.mlir --check-prefix=SWEPT4
 // RUN: lossjit-opt %t/grad.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 stages=2 tma=3 cluster=2 band=32768" \
-// RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/grad.mlir --check-prefix=SWEPT
+// RUN:   --loss-lower-to-gpu=chip=sm_90a | FileCheck %t/grad.mlir --check-prefix=BANDED
 // RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma cluster=3 tma=2" 2>&1 \
 // RUN:   | FileCheck %t/forward.mlir --check-prefix=THREE
 // RUN: not lossjit-opt %t/forward.mlir --loss-select-lowering-config="target=gpu chip=sm_90a matmul=wgmma block-k=64 cluster=2 tma=1" 2>&1 \
@@ -104,8 +106,12 @@ func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) 
 // lce_partial does. dX and dW pair row blocks of a column block too: their
 // B tile (Wᵀ, Xᵀ: MN-major, 128 columns) is two 64-line boxes, one
 // multicast by each block. At 64 gradient columns (one box) they keep a
-// block per tile. With persistent blocks or bands (a block's tiles would
-// not pair up) none pairs.
+// block per tile. With persistent blocks or bands they pair too: a
+// cluster's blocks take the tiles of one column block together (groups of
+// two row blocks), so a persistent grid is whole clusters of at most
+// `persistent` blocks (132: 66 clusters; 131 in fours: 32), and a banded
+// grid is the block-per-tile one (the band order picks each cluster's
+// group).
 // CHECK:       grid = ["2*cdiv(C,256)", "cdiv(V,64)", "1"], module = "grad_lce_bwd_dz"
 // CHECK:       grid = ["2*cdiv(C,256)", "cdiv(D,128)", "1"], module = "grad_lce_bwd_dx"
 // CHECK:       grid = ["(2*cdiv(V,256))*(1-SINGLE)", "cdiv(D,128)", "1"], module = "grad_lce_bwd_dw"
@@ -147,18 +153,45 @@ func.func @forward(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) 
 // ONEBOX-NOT:     known_cluster_size
 // ONEBOX-NOT:     multicast_mask
 // ONEBOX:         gpu.return
+// SWEPT:        grid = ["2*min(cdiv(C,256)*cdiv(V,64),66)", "1", "1"], module = "grad_lce_bwd_dz"
+// SWEPT:        grid = ["2*min(cdiv(C,256)*cdiv(D,128),66)", "1", "1"], module = "grad_lce_bwd_dx"
+// SWEPT:        grid = ["(2*min(cdiv(V,256)*cdiv(D,128),66))*(1-SINGLE)", "1", "1"], module = "grad_lce_bwd_dw"
 // SWEPT-LABEL: gpu.func @lce_bwd_dz
-// SWEPT-NOT:     known_cluster_size
-// SWEPT-NOT:     multicast_mask
+// SWEPT-SAME:    known_cluster_size = array<i32: 2, 1, 1>
+// The cluster's first group and the clusters' stride in groups.
+// SWEPT-DAG:     %[[BLOCK:.*]] = gpu.block_id x
+// SWEPT-DAG:     %[[GRID:.*]] = gpu.grid_dim x
+// SWEPT-DAG:     arith.divui %[[BLOCK]], %c2{{(_[0-9]+)?}} : index
+// SWEPT-DAG:     arith.divui %[[GRID]], %c2{{(_[0-9]+)?}} : index
+// SWEPT:         multicast_mask
+// SWEPT:         nvvm.cluster.wait
 // SWEPT:         gpu.return
 // SWEPT-LABEL: gpu.func @lce_bwd_dx
-// SWEPT-NOT:     known_cluster_size
-// SWEPT-NOT:     multicast_mask
+// SWEPT-SAME:    known_cluster_size = array<i32: 2, 1, 1>
+// SWEPT:         multicast_mask
 // SWEPT:         gpu.return
 // SWEPT-LABEL: gpu.func @lce_bwd_dw
-// SWEPT-NOT:     known_cluster_size
-// SWEPT-NOT:     multicast_mask
+// SWEPT-SAME:    known_cluster_size = array<i32: 2, 1, 1>
+// SWEPT:         multicast_mask
 // SWEPT:         gpu.return
+// SWEPT4:       grid = ["4*min(cdiv(C,512)*cdiv(V,256),32)", "1", "1"], module = "grad_lce_bwd_dz"
+// SWEPT4:       grid = ["4*min(cdiv(C,512)*cdiv(D,256),32)", "1", "1"], module = "grad_lce_bwd_dx"
+// SWEPT4-LABEL: gpu.func @lce_bwd_dz
+// SWEPT4-SAME:    known_cluster_size = array<i32: 4, 1, 1>
+// SWEPT4-LABEL: gpu.func @lce_bwd_dx
+// SWEPT4-SAME:    known_cluster_size = array<i32: 4, 1, 1>
+// SWEPT4-LABEL: gpu.func @lce_bwd_dw
+// SWEPT4-SAME:    known_cluster_size = array<i32: 4, 1, 1>
+// BANDED:       grid = ["2*cdiv(C,256)", "cdiv(V,64)", "1"], module = "grad_lce_bwd_dz"
+// BANDED:       grid = ["2*cdiv(C,256)", "cdiv(D,128)", "1"], module = "grad_lce_bwd_dx"
+// BANDED-LABEL: gpu.func @lce_bwd_dz
+// BANDED-SAME:    known_cluster_size = array<i32: 2, 1, 1>
+// BANDED:         multicast_mask
+// BANDED:         gpu.return
+// BANDED-LABEL: gpu.func @lce_bwd_dx
+// BANDED-SAME:    known_cluster_size = array<i32: 2, 1, 1>
+// BANDED-LABEL: gpu.func @lce_bwd_dw
+// BANDED-SAME:    known_cluster_size = array<i32: 2, 1, 1>
 func.func @grad(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %y: tensor<?xi64>, %lse: tensor<?xf32>, %g: tensor<f32>) -> (tensor<?x?xbf16>, tensor<?x?xbf16>) {
   %dx, %dw = loss.linear_cross_entropy_grad %x, %w, %y, %lse, %g {storage = bf16, compute = f32} : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xi64>, tensor<?xf32>, tensor<f32> -> tensor<?x?xbf16>, tensor<?x?xbf16>
   return %dx, %dw : tensor<?x?xbf16>, tensor<?x?xbf16>

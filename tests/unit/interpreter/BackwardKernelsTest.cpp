@@ -608,6 +608,62 @@ TEST_F(SimtBackward, ClustersMulticastTheProductsSharedTiles) {
   checkCase(padded);
 }
 
+// Clusters with persistent blocks or bands: the two blocks of a cluster
+// multicast the B tile they share, so they take the tiles of one column
+// block together, as groups of two row blocks (GpuSchedule::forEachTile).
+// Persistent clusters sweep the groups (persistent=3: one cluster takes
+// them all; 5: two clusters, uneven counts); banded ones take their group
+// in band order (band=1: columns first everywhere). At N=150 in 64-row
+// blocks a group is often half padding (a block past the rows, which must
+// read nothing outside and store nothing), and grids sized for a full
+// chunk run shorter ones (row chunks of 128 and 22 rows; vocabulary chunks
+// of 64, 64, 64 and 8 columns). dZ, dX (128 gradient columns: a 64-line
+// box each) and dW all pair up; the same bits as a block per tile without
+// clusters, and fp64 and the CPU backend through checkCase.
+TEST_F(SimtBackward, ClustersTakeTheirTilesTogetherPersistentOrBanded) {
+  const std::string narrow = "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,"
+                             "stages=2,grad_cols=128,tma=2";
+  for (const char *strategy : {"chunked", "vocab_chunked"}) {
+    GradCase base{150, 200, 96, "bf16", "mean", true, 0.2};
+    base.strategy = strategy;
+    base.workspaceBytes =
+        base.strategy == "vocab_chunked" ? 2 * (150 * 4 + 64 * 150 * 2) : 150 * 4 + 128 * 200 * 2;
+    base.tile = narrow;
+    ASSERT_EQ(chunksOf(base), base.strategy == "vocab_chunked" ? 4 : 2);
+    std::map<std::string, std::vector<char>> perTile;
+    checkCase(base, &perTile);
+    std::set<std::string> products{"lce_bwd_dz", "lce_bwd_dx", "lce_bwd_dw"};
+    if (base.strategy == "chunked")
+      products.insert("lce_bwd_dw_single");
+    for (const char *knobs : {",cluster=2,persistent=3", ",cluster=2,persistent=5",
+                              ",cluster=2,band=1", ",cluster=2,persistent=5,band=25"}) {
+      GradCase c = base;
+      c.tile = narrow + knobs;
+      SCOPED_TRACE(describe(c));
+      EXPECT_EQ(clusteredKernels(c), products);
+      std::map<std::string, std::vector<char>> grads;
+      checkCase(c, &grads);
+      for (const auto &[name, bytes] : perTile)
+        EXPECT_TRUE(bytes == grads[name]) << name << " differs from a block per tile's bits";
+    }
+  }
+  // The fused op's lce_fused_z, persistent in clusters of four (one
+  // cluster: persistent=5 rounds down to whole clusters, at least one).
+  GradCase fused{70, 200, 96, "bf16", "mean", true, 0.2};
+  fused.tile = "matmul=wgmma,block_cols=256,block_k=64,stages=3,grad_cols=256,tma=3";
+  std::map<std::string, std::vector<char>> perTile, swept;
+  checkFused(fused, &perTile);
+  fused.tile += ",cluster=4,persistent=5";
+  GradCase fusedPlan = fused;
+  fusedPlan.fused = true;
+  EXPECT_EQ(
+      clusteredKernels(fusedPlan, 4),
+      (std::set<std::string>{"lce_fused_z", "lce_bwd_dx", "lce_bwd_dw", "lce_bwd_dw_single"}));
+  checkFused(fused, &swept);
+  for (const auto &[name, bytes] : perTile)
+    EXPECT_TRUE(bytes == swept[name]) << name << " differs from a block per tile's bits";
+}
+
 // tma=3 with the gradient products in 128x256 tiles (wgmma m64n256, 128
 // accumulators per consumer thread: the registers the producer lends),
 // row and vocabulary chunks, persistent or not, and unaligned rows (D = 37:

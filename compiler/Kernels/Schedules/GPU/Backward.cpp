@@ -259,16 +259,12 @@ struct Backward : ChunkedBackwardSteps {
     // the chunk's columns.
     const int64_t bm = s.tile.blockRows, cols = s.tile.tileCols();
     const std::string colTiles = "," + std::to_string(cols) + ")";
-    LaunchShape launch{vocab()
-                           ? s.productGrid(s.tile, "cdiv(N," + s.bn() + ")", "cdiv(C" + colTiles)
-                           : s.productGrid(s.tile, "cdiv(C," + s.bn() + ")", "cdiv(V" + colTiles),
-                       "none",
-                       /*perChunk=*/true};
     // Clusters of row blocks of one column multicast its W tile (Wgmma.cpp,
     // "Clusters"); grid.x rounds up to whole clusters, and a block past the
     // rows masks them all, as a short last chunk's do.
     const int64_t cluster = s.logitsCluster();
-    GpuSchedule::clusterRowBlocks(launch, cluster, vocab() ? "N" : "C", bm);
+    LaunchShape launch = vocab() ? s.productLaunch(s.tile, "N", "cdiv(C" + colTiles, cluster)
+                                 : s.productLaunch(s.tile, "C", "cdiv(V" + colTiles, cluster);
     s.stageOperands(launch);
     s.declareOperandMaps(sig, cluster ? cols / cluster : 0);
     KernelArgs a = s.sink.begin(sig, launch);
@@ -362,7 +358,7 @@ struct Backward : ChunkedBackwardSteps {
           if (tileStats)
             storeTileStats(e, a, tile, z, raws);
         },
-        /*overlap=*/!teacher);
+        /*overlap=*/!teacher, cluster);
     s.sink.end();
   }
 
@@ -437,14 +433,9 @@ struct Backward : ChunkedBackwardSteps {
     std::string colBlocks = "cdiv(D," + std::to_string(tile.tileCols()) + ")";
     if (weightGradient && s.spec.needsGradBias())
       colBlocks = "max(1," + colBlocks + ")"; // see weightColumnBlocks
-    LaunchShape launch{s.productGrid(tile,
-                                     "cdiv(" + lines + "," + std::to_string(tile.blockRows) + ")",
-                                     colBlocks),
-                       "none",
-                       /*perChunk=*/true};
     // Clusters of row blocks of one column block multicast its B tile
     // (Wgmma.cpp, "Clusters"), as the logits products do.
-    GpuSchedule::clusterRowBlocks(launch, s.gradientCluster(weightGradient), lines, tile.blockRows);
+    LaunchShape launch = s.productLaunch(tile, lines, colBlocks, s.gradientCluster(weightGradient));
     enableWhen(launch, enabled);
     if (s.tensorCoreGradients())
       s.stageOperands(launch, &s.gradMatmul());
@@ -520,7 +511,7 @@ struct Backward : ChunkedBackwardSteps {
               se.store(se.addF(se.load(acc, at), sum), acc, at);
             });
           },
-          /*overlap=*/true);
+          /*overlap=*/true, s.gradientCluster(/*weightGradient=*/false));
       s.sink.end();
       return;
     }
@@ -535,7 +526,7 @@ struct Backward : ChunkedBackwardSteps {
             se.store(se.toStorage(sum, st()), a["grad_x"], at);
           });
         },
-        /*overlap=*/true);
+        /*overlap=*/true, s.gradientCluster(/*weightGradient=*/false));
     s.sink.end();
   }
 
@@ -677,7 +668,7 @@ struct Backward : ChunkedBackwardSteps {
       s.forEachTile(e, tileConfig, s.gradMatmul(), dzt, xt, e.ceilDiv(v, e.index(rows)),
                     weightColumnBlocks(e, d, cols), tileOf, cb, weightTermsEnd(e, d, cb, ce),
                     scratch, store,
-                    /*overlap=*/true);
+                    /*overlap=*/true, s.gradientCluster(/*weightGradient=*/true));
       s.sink.end();
       return;
     }
@@ -743,7 +734,8 @@ struct Backward : ChunkedBackwardSteps {
     MatrixOperand xt{a["x"], Value(), d, {}, {}, a["xt_map"], a["tma_ready"]};
     s.forEachTile(e, tileConfig, s.gradMatmul(), dzt, xt, e.ceilDiv(e.sub(ce, cb), e.index(rows)),
                   weightColumnBlocks(e, d, cols), lineTiles(cb, ce, rows, cols, d), e.index(0),
-                  weightTermsEnd(e, d, e.index(0), n), scratch, store, /*overlap=*/true);
+                  weightTermsEnd(e, d, e.index(0), n), scratch, store, /*overlap=*/true,
+                  s.gradientCluster(/*weightGradient=*/true));
     s.sink.end();
   }
 

@@ -40,18 +40,30 @@ SmallVector<Value> GpuSchedule::staged(const KernelArgs &args, const LaunchShape
   return buffers;
 }
 
-std::array<std::string, 3> GpuSchedule::productGrid(const TileConfig &product,
-                                                    const std::string &rowBlocks,
-                                                    const std::string &colBlocks) const {
-  if (!persistent(product))
-    return {rowBlocks, colBlocks, "1"};
-  return {"min(" + rowBlocks + "*" + colBlocks + "," + std::to_string(tile.persistent) + ")", "1",
-          "1"};
+LaunchShape GpuSchedule::productLaunch(const TileConfig &product, const std::string &lines,
+                                       const std::string &colBlocks, int64_t cluster) const {
+  LaunchShape launch;
+  launch.perChunk = true;
+  launch.cluster = cluster;
+  // A cluster's blocks take groups of `cluster` row blocks (forEachTile):
+  // `rows` counts the groups, `blocks` scales them to blocks.
+  const int64_t group = std::max<int64_t>(cluster, 1);
+  const std::string rows = "cdiv(" + lines + "," + std::to_string(group * product.blockRows) + ")";
+  const std::string blocks = cluster ? std::to_string(cluster) + "*" : "";
+  if (!persistent(product)) {
+    launch.grid = {blocks + rows, colBlocks, "1"};
+    return launch;
+  }
+  // Whole clusters, at least one, of at most tile.persistent blocks.
+  const int64_t most = cluster ? std::max<int64_t>(tile.persistent / cluster, 1) : tile.persistent;
+  launch.grid = {blocks + "min(" + rows + "*" + colBlocks + "," + std::to_string(most) + ")", "1",
+                 "1"};
+  return launch;
 }
 
 std::pair<Value, Value> GpuSchedule::tileOrder(KernelEmitter &e, const TileConfig &product,
                                                Value linear, Value rowBlocks, Value colBlocks,
-                                               Value kBegin, Value kEnd) const {
+                                               Value kBegin, Value kEnd, int64_t cluster) const {
   if (!banded(product))
     return {e.remUI(linear, rowBlocks), e.divUI(linear, rowBlocks)};
   // G row blocks per band: as many A slabs (BM rows × the depth, 16-bit)
@@ -64,7 +76,7 @@ std::pair<Value, Value> GpuSchedule::tileOrder(KernelEmitter &e, const TileConfi
   constexpr int64_t kOperandBytes = 2;
   rowBlocks = opaqueIndex(e, rowBlocks);
   Value depth = opaqueIndex(e, e.sub(kEnd, kBegin));
-  Value slab = e.mul(depth, e.index(product.blockRows * kOperandBytes));
+  Value slab = e.mul(depth, e.index(product.blockRows * cluster * kOperandBytes));
   Value fit = e.divUI(e.index(tile.band << 10), e.maxUI(slab, e.index(1)));
   // Tile counts fit 32 bits (a grid's): the rest in i32, whose divisions
   // are a fraction of 64-bit ones' instructions and registers.
@@ -93,11 +105,26 @@ std::pair<Value, Value> GpuSchedule::tileOrder(KernelEmitter &e, const TileConfi
 void GpuSchedule::forEachTile(KernelEmitter &e, const TileConfig &product, const TileMatmul &matmul,
                               const MatrixOperand &a, const MatrixOperand &b, Value rowBlocks,
                               Value colBlocks, const TileOf &tileOf, Value kBegin, Value kEnd,
-                              ArrayRef<Value> scratch, const TileBody &body, bool overlap) const {
+                              ArrayRef<Value> scratch, const TileBody &body, bool overlap,
+                              int64_t cluster) const {
   // A block per tile: its own, as a sweep of one tile where the producer
   // warpgroup lends its registers (tma=3) — the consumers take them only
   // around a sweep's epilogues — else one product.
   const bool lends = overlap && product.warpgroupRegisters().launch;
+  // Without clusters every block is a group of one row block. In clusters
+  // (consecutive blocks along x) the block of rank r takes row block
+  // g·cluster + r of each group g its cluster takes.
+  const int64_t group = std::max<int64_t>(cluster, 1);
+  Value rowGroups = group > 1 ? e.ceilDiv(rowBlocks, e.index(group)) : rowBlocks;
+  auto perGroup = [&](KernelEmitter &te, Value index) {
+    return group > 1 ? te.divUI(index, te.index(group)) : index;
+  };
+  auto groupTile = [&](KernelEmitter &te, Value rowGroup, Value col) {
+    if (group == 1)
+      return tileOf(te, rowGroup, col);
+    Value rank = te.remUI(gpuBlockIdx(te, 0), te.index(group));
+    return tileOf(te, te.add(te.mul(rowGroup, te.index(group)), rank), col);
+  };
   // A block per tile: the hardware starts blocks in the order of
   // blockIdx.x + blockIdx.y · gridDim.x; tileOrder turns that into a tile.
   auto ownTile = [&](KernelEmitter &te) {
@@ -105,9 +132,10 @@ void GpuSchedule::forEachTile(KernelEmitter &e, const TileConfig &product, const
       return tileOf(te, gpuBlockIdx(te, 0), gpuBlockIdx(te, 1));
     // The grid may be sized for more row blocks than this launch has (a
     // full chunk's): the launch order counts in the grid's own rows.
-    Value linear = te.add(gpuBlockIdx(te, 0), te.mul(gpuBlockIdx(te, 1), gpuGridDim(te, 0)));
-    auto [row, col] = tileOrder(te, product, linear, rowBlocks, colBlocks, kBegin, kEnd);
-    return tileOf(te, row, col);
+    Value linear = te.add(perGroup(te, gpuBlockIdx(te, 0)),
+                          te.mul(gpuBlockIdx(te, 1), perGroup(te, gpuGridDim(te, 0))));
+    auto [row, col] = tileOrder(te, product, linear, rowGroups, colBlocks, kBegin, kEnd, group);
+    return groupTile(te, row, col);
   };
   if (!persistent(product) && !lends) {
     const BlockTile t = ownTile(e);
@@ -115,17 +143,18 @@ void GpuSchedule::forEachTile(KernelEmitter &e, const TileConfig &product, const
     body(e, t, f);
     return;
   }
-  const TileSweep tiles =
-      persistent(product)
-          ? TileSweep{gpuBlockIdx(e, 0), e.mul(rowBlocks, colBlocks), gpuGridDim(e, 0),
+  // The block's own tile; persistent: the groups blockIdx.x / group, +
+  // gridDim.x / group, … in tileOrder().
+  TileSweep tiles{e.index(0), e.index(1), e.index(1),
+                  [&](KernelEmitter &te, Value) { return ownTile(te); }, /*pinThread=*/true};
+  if (persistent(product))
+    tiles = TileSweep{perGroup(e, gpuBlockIdx(e, 0)), e.mul(rowGroups, colBlocks),
+                      perGroup(e, gpuGridDim(e, 0)),
                       [&](KernelEmitter &te, Value linear) {
-                        auto [row, col] =
-                            tileOrder(te, product, linear, rowBlocks, colBlocks, kBegin, kEnd);
-                        return tileOf(te, row, col);
+                        auto [row, col] = tileOrder(te, product, linear, rowGroups, colBlocks,
+                                                    kBegin, kEnd, group);
+                        return groupTile(te, row, col);
                       },
-                      /*pinThread=*/true}
-          : TileSweep{e.index(0), e.index(1), e.index(1),
-                      [&](KernelEmitter &te, Value) { return ownTile(te); },
                       /*pinThread=*/true};
   matmul.sweep(
       e, a, b, tiles, kBegin, kEnd, {}, scratch,

@@ -86,25 +86,24 @@ struct GpuSchedule {
     return tile.cluster > 1 && tile.tma >= 2 && !dependent && !spec.hasTeacher ? tile.cluster : 0;
   }
   /// Blocks per cluster of the logits product kernels (lce_bwd_dz,
-  /// lce_fused_z) with a block per tile: row blocks x, x + 1 of a column
-  /// share its W tile. Not persistent or banded (a block's tiles would not
-  /// pair up), nor with a teacher's second product; else 0.
+  /// lce_fused_z): row blocks x, x + 1 of a column share its W tile — with
+  /// a block per tile, or persistent or banded, where the blocks of a
+  /// cluster take their tiles together (forEachTile). Not with a teacher's
+  /// second product; else 0.
   int64_t logitsCluster() const {
-    return tile.cluster > 1 && tile.tma >= 2 && !persistent(tile) && !banded(tile) &&
-                   !spec.hasTeacher
-               ? tile.cluster
-               : 0;
+    return tile.cluster > 1 && tile.tma >= 2 && !spec.hasTeacher ? tile.cluster : 0;
   }
   /// Blocks per cluster of the gradient products (lce_bwd_dx: row blocks
   /// of a dX column block share its Wᵀ tile; lce_bwd_dw: vocabulary row
-  /// blocks of a dW column block share its Xᵀ tile) with a block per tile
-  /// on a warp-specialized TMA ring; else 0. Their shared operand is
-  /// MN-major, copied in boxes of 64 lines, so the tile's columns must make
-  /// whole boxes for each block of the cluster (Wgmma.cpp, "Clusters").
+  /// blocks of a dW column block share its Xᵀ tile) on a warp-specialized
+  /// TMA ring, tiles taken as logitsCluster's are; else 0. Their shared
+  /// operand is MN-major, copied in boxes of 64 lines, so the tile's
+  /// columns must make whole boxes for each block of the cluster
+  /// (Wgmma.cpp, "Clusters").
   int64_t gradientCluster(bool weightGradient) const {
     const TileConfig &g = gradTile();
-    return tile.cluster > 1 && g.tma >= 2 && gradientMapsFit(weightGradient) && !persistent(g) &&
-                   !banded(g) && g.tileCols() % (kGradientBox * tile.cluster) == 0
+    return tile.cluster > 1 && g.tma >= 2 && gradientMapsFit(weightGradient) &&
+                   g.tileCols() % (kGradientBox * tile.cluster) == 0
                ? tile.cluster
                : 0;
   }
@@ -183,12 +182,15 @@ struct GpuSchedule {
   bool persistent(const TileConfig &product) const {
     return tile.persistent && loss::isTensorCoreMatmul(product.matmul);
   }
-  /// The grid of a product kernel of `product` over `rowBlocks` ×
-  /// `colBlocks` tiles (formulas): a block per tile (x: row blocks, y:
-  /// column blocks), or when persistent(product) at most tile.persistent
-  /// blocks along x (forEachTile).
-  std::array<std::string, 3> productGrid(const TileConfig &product, const std::string &rowBlocks,
-                                         const std::string &colBlocks) const;
+  /// The launch (per chunk) of a product kernel of `product` over `lines`
+  /// (a formula) in row blocks of product.blockRows × `colBlocks` (a
+  /// formula) column blocks, in clusters of `cluster` row blocks (0: none):
+  /// a block per tile (x: row blocks, rounded up to whole clusters — a
+  /// padding block holds no row —, y: column blocks), or when
+  /// persistent(product) at most tile.persistent blocks along x, in whole
+  /// clusters, at least one (forEachTile).
+  LaunchShape productLaunch(const TileConfig &product, const std::string &lines,
+                            const std::string &colBlocks, int64_t cluster) const;
   /// Whether `product`'s tiles run in bands (tile band, tensor cores).
   bool banded(const TileConfig &product) const {
     return tile.band && loss::isTensorCoreMatmul(product.matmul);
@@ -201,17 +203,19 @@ struct GpuSchedule {
   /// column, row blocks first within a column. A band's A rows then stay in
   /// L2 while its columns' B streams through once (row blocks first through
   /// a grid whose A exceeds L2 re-reads all of A once per column block). The
-  /// order changes which block makes a tile, never its bits.
+  /// order changes which block makes a tile, never its bits. In clusters
+  /// of `cluster` blocks the rows are groups of `cluster` row blocks (slabs
+  /// of cluster·BM rows), which the cluster's blocks take together.
   std::pair<mlir::Value, mlir::Value> tileOrder(KernelEmitter &e, const TileConfig &product,
                                                 mlir::Value linear, mlir::Value rowBlocks,
                                                 mlir::Value colBlocks, mlir::Value kBegin,
-                                                mlir::Value kEnd) const;
+                                                mlir::Value kEnd, int64_t cluster = 1) const;
   /// What a product kernel does with each of its tiles' fragments.
   using TileBody = std::function<void(KernelEmitter &, const BlockTile &, Fragment &)>;
   /// The tile (rowBlock, colBlock) of a product kernel's grid.
   using TileOf =
       std::function<BlockTile(KernelEmitter &, mlir::Value rowBlock, mlir::Value colBlock)>;
-  /// Multiplies the tiles of a kernel launched on productGrid(): its own
+  /// Multiplies the tiles of a kernel launched on productLaunch(): its own
   /// (the tileOrder() of blockIdx.x + blockIdx.y · gridDim.x), or when
   /// persistent(product) the tiles blockIdx.x, + gridDim.x, … in
   /// tileOrder() (the order a block per tile runs in), as one
@@ -220,11 +224,19 @@ struct GpuSchedule {
   /// sweeps its one tile, so that its producer warpgroup lends the
   /// consumers its registers there. `body` takes each product (over [kBegin, kEnd)
   /// from zero).
+  ///
+  /// In clusters of `cluster` blocks (productLaunch's, 0: none) the blocks
+  /// of a cluster multicast the B tile they share, so they must take tiles
+  /// of one column block at the same step, as many as each other: a
+  /// cluster takes groups of `cluster` row blocks — the block of rank r the
+  /// group's r-th, a padding block past the row blocks holding no row — in
+  /// the order above (a block per group, or persistent clusters through
+  /// the groups blockIdx.x / cluster, + gridDim.x / cluster, …).
   void forEachTile(KernelEmitter &e, const TileConfig &product, const TileMatmul &matmul,
                    const MatrixOperand &a, const MatrixOperand &b, mlir::Value rowBlocks,
                    mlir::Value colBlocks, const TileOf &tileOf, mlir::Value kBegin,
                    mlir::Value kEnd, llvm::ArrayRef<mlir::Value> scratch, const TileBody &body,
-                   bool overlap) const;
+                   bool overlap, int64_t cluster = 0) const;
   std::string bn() const { return std::to_string(tile.blockRows); }
   std::string simtBn() const { return std::to_string(simtTile.blockRows); }
   std::string threads() const { return std::to_string(tile.threads); }
