@@ -33,13 +33,15 @@
 // RUN: FileCheck %s --check-prefix=ROWS --input-file=%t/k/f16/fwd_lce_combine.ptx
 // Every kernel of a variant (one ptxas call links them: one variant at a time).
 // RUN: %ptxas -v -arch=sm_90a %t/k/f16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C75
-// RUN: %ptxas -v -arch=sm_90a %t/k/f16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C75
+// RUN: %ptxas -v -arch=sm_90a %t/k/f16/grad_*.ptx -o %t/a.cubin > %t/ptxas1.log 2>&1
+// RUN: FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C75 --input-file=%t/ptxas1.log
+// RUN: %python %S/../launch-fits.py %t/k/f16/grad_*.ptx < %t/ptxas1.log | FileCheck %s --check-prefix=FITS
 // RUN: %ptxas -v -arch=sm_90a %t/k/f16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C75
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C75
 // RUN: %ptxas -v -arch=sm_90a %t/k/bf16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C75
-// RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C75
-// RUN: %ptxas -v -arch=sm_90a %t/k/f16/grad_*.ptx -o %t/a.cubin 2>&1 | %python %S/../launch-fits.py %t/k/f16/grad_*.ptx | FileCheck %s --check-prefix=FITS
-// RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fused_*.ptx -o %t/a.cubin 2>&1 | %python %S/../launch-fits.py %t/k/bf16/fused_*.ptx | FileCheck %s --check-prefix=FITS
+// RUN: %ptxas -v -arch=sm_90a %t/k/bf16/fused_*.ptx -o %t/a.cubin > %t/ptxas2.log 2>&1
+// RUN: FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C75 --input-file=%t/ptxas2.log
+// RUN: %python %S/../launch-fits.py %t/k/bf16/fused_*.ptx < %t/ptxas2.log | FileCheck %s --check-prefix=FITS
 
 // The tensor-core kernels launch the producer warpgroup too; lce_combine
 // runs in blocks of one warp (a thread per row).

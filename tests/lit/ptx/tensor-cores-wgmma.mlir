@@ -44,12 +44,15 @@
 // RUN: %ptxas -v -arch=sm_90a %t/k/auto-f16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %ptxas -v -arch=sm_90a %t/k/auto-f16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %ptxas -v -arch=sm_90a %t/k/auto-f16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C751
-// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/fwd_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751
-// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
-// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C751
-// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/fwd_*.ptx -o %t/a.cubin 2>&1 | %python %S/../launch-fits.py %t/k/auto-bf16/fwd_*.ptx | FileCheck %s --check-prefix=FITS
-// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/grad_*.ptx -o %t/a.cubin 2>&1 | %python %S/../launch-fits.py %t/k/auto-bf16/grad_*.ptx | FileCheck %s --check-prefix=FITS
-// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/fused_*.ptx -o %t/a.cubin 2>&1 | %python %S/../launch-fits.py %t/k/auto-bf16/fused_*.ptx | FileCheck %s --check-prefix=FITS
+// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/fwd_*.ptx -o %t/a.cubin > %t/ptxas1.log 2>&1
+// RUN: FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751 --input-file=%t/ptxas1.log
+// RUN: %python %S/../launch-fits.py %t/k/auto-bf16/fwd_*.ptx < %t/ptxas1.log | FileCheck %s --check-prefix=FITS
+// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/grad_*.ptx -o %t/a.cubin > %t/ptxas2.log 2>&1
+// RUN: FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751 --input-file=%t/ptxas2.log
+// RUN: %python %S/../launch-fits.py %t/k/auto-bf16/grad_*.ptx < %t/ptxas2.log | FileCheck %s --check-prefix=FITS
+// RUN: %ptxas -v -arch=sm_90a %t/k/auto-bf16/fused_*.ptx -o %t/a.cubin > %t/ptxas3.log 2>&1
+// RUN: FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C751 --input-file=%t/ptxas3.log
+// RUN: %python %S/../launch-fits.py %t/k/auto-bf16/fused_*.ptx < %t/ptxas3.log | FileCheck %s --check-prefix=FITS
 // The strategy exists on sm_90a only.
 // RUN: not lossjit-opt %s --split-input-file --lossjit-gpu-pipeline="chip=sm_90 matmul=wgmma" -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=CHIP
