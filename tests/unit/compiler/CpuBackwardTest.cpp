@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 
 using namespace lossjit;
@@ -54,7 +55,17 @@ protected:
     context = std::make_unique<mlir::MLIRContext>(registry);
   }
 
-  std::unique_ptr<CpuCompiledOp> compile(const GradCase &c, bool gradient) {
+  /// The compiled op of `c`'s graph: the forward, or with `gradient` the
+  /// backward. The graph depends on the options below, never on the shape,
+  /// so a test that runs one graph at several shapes compiles it once (the
+  /// fixture lives for one test).
+  CpuCompiledOp *compile(const GradCase &c, bool gradient) {
+    const std::string key =
+        c.dtype + " " + c.strategy + " " + c.reduction + " " + std::to_string(c.bias) +
+        std::to_string(c.needsX) + std::to_string(c.needsW) + std::to_string(gradient) +
+        std::to_string(gradient && c.gradLse) + " " + std::to_string(c.workspaceBytes);
+    if (auto it = compiled.find(key); it != compiled.end())
+      return it->second.get();
     LceGraphOptions o;
     o.dtype = c.dtype;
     o.bias = c.bias;
@@ -69,7 +80,9 @@ protected:
     EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
     auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
     EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
-    return op ? std::move(*op) : nullptr;
+    if (!op)
+      return nullptr;
+    return (compiled[key] = std::move(*op)).get();
   }
 
   /// Forward (for lse) then backward; returns the gradients.
@@ -157,6 +170,8 @@ protected:
 
   mlir::DialectRegistry registry;
   std::unique_ptr<mlir::MLIRContext> context;
+  /// compile()'s ops by their options (destroyed before the context).
+  std::map<std::string, std::unique_ptr<CpuCompiledOp>> compiled;
 };
 } // namespace
 
