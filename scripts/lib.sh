@@ -55,9 +55,10 @@ lossjit_build() {
 # --- Python part: the _lossjit extension and the pytest suite ---
 # torch, numpy (torch warns "Failed to initialize NumPy" without it),
 # pybind11, pytest, pytest-xdist (the suite on every core) and expecttest
-# (torch's OpInfo samples, which the float64 tests run, import it) come from PyPI (torch with its CUDA wheels: about
-# 1 minute once, nothing when already installed). The extension is built by
-# the same CMake build (-DLOSSJIT_ENABLE_PYTHON=ON); no second C++ build.
+# (torch's OpInfo samples, which the float64 tests run, import it) come
+# from PyPI (torch with its CUDA wheels: about 1 minute once, nothing when
+# already installed). The extension is built by the same CMake build
+# (-DLOSSJIT_ENABLE_PYTHON=ON); no second C++ build.
 lossjit_python_setup() {
   LOSSJIT_PYTHON="$(command -v python3)"
   "$LOSSJIT_PYTHON" -c "import torch, numpy, pybind11, pytest, xdist, expecttest" 2>/dev/null && return
