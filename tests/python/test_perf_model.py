@@ -169,6 +169,17 @@ def test_clusters_read_the_gradient_products_shared_tile_once_per_pair():
         rows["tile_bytes"] == (m.cdiv(v, 128) - m.cdiv(m.cdiv(v, 128), 2)) * n * d * 2
 
 
+def ordered_alike(m, grid, swept, tile, env):
+    """ordered_operand_bytes of a block-per-tile `grid` and of the persistent
+    `swept` grid (tile persistent=132) over the same tiles: equal, and
+    returned."""
+    a = m.ordered_operand_bytes("sm_90a", grid, tile, env, env, False, 132, 2)
+    b = m.ordered_operand_bytes("sm_90a", swept, dict(tile, persistent=132), env, env, False,
+                                132, 2)
+    assert a == b
+    return a
+
+
 def test_the_tile_order_reads_a_persistent_grids_tiles_like_a_block_per_tile():
     # A persistent grid is min(R*Cb, P): the same R x Cb tiles, in the same
     # order, as the block-per-tile grid [R, Cb]; the model must see both as
@@ -180,11 +191,7 @@ def test_the_tile_order_reads_a_persistent_grids_tiles_like_a_block_per_tile():
             "band": 32768}
     grid = {"name": "lce_bwd_dw", "grid": ["cdiv(V,128)", "cdiv(D,128)", "1"]}
     swept = {"name": "lce_bwd_dw", "grid": ["min(cdiv(V,128)*cdiv(D,128),132)", "1", "1"]}
-    a = m.ordered_operand_bytes("sm_90a", grid, tile, env, env, False, 132, 2)
-    b = m.ordered_operand_bytes("sm_90a", swept, dict(tile, persistent=132), env, env, False,
-                                132, 2)
-    assert a == b
-    slabs, once = a
+    slabs, once = ordered_alike(m, grid, swept, tile, env)
     assert once == (1002 + 32) * 128 * 1024 * 2  # dZᵀ's and Xᵀ's slabs, 1024 rows deep
     assert once <= slabs < 2 * once  # 32 MiB bands: about every slab once
     rows_first = m.ordered_operand_bytes("sm_90a", grid, dict(tile, band=0), env, env, False,
@@ -211,13 +218,9 @@ def test_the_tile_order_takes_a_clusters_tiles_as_groups_of_row_blocks():
             "band": 32768, "cluster": 2, "tma": 2, "block_k": 64}
     grid = {"name": "lce_bwd_dw", "grid": ["2*cdiv(V,256)", "cdiv(D,128)", "1"]}
     swept = {"name": "lce_bwd_dw", "grid": ["2*min(cdiv(V,256)*cdiv(D,128),66)", "1", "1"]}
-    a = m.ordered_operand_bytes("sm_90a", grid, tile, env, env, False, 132, 2)
-    b = m.ordered_operand_bytes("sm_90a", swept, dict(tile, persistent=132), env, env, False,
-                                132, 2)
-    assert a == b
     # 501 groups of 256 vocabulary rows (the last one half padding) and 32
     # Xᵀ slabs, 1024 rows deep.
-    assert a[1] == (501 * 256 + 32 * 128) * 1024 * 2
+    assert ordered_alike(m, grid, swept, tile, env)[1] == (501 * 256 + 32 * 128) * 1024 * 2
     # A persistent grid of whole clusters sweeps the same tiles as the
     # block-per-tile grid, in as many waves: the same occupancy. (V = 512,
     # D = 256: 2 groups x 2 column blocks, 8 blocks, well below a wave.)
