@@ -240,14 +240,18 @@ CpuTileConfig CpuTileConfig::forVectorRegisters(int64_t registers) {
   // blockRows × blockCols vector<vectorWidth> accumulators. Measured at
   // N=1024, V=8000, D=1024 (f32, docs/benchmarks.md). No bit depends on it.
   // AVX-512 (32 registers of vector<8>): 8 rows × 2 zmm columns (16
-  // accumulators); AVX: 4 × 3 ymm (12); SSE: 4 × 1 vector<8>. The panels
-  // are large (~1024 rows) so that packing a W tile costs little next to
-  // the products that reuse it.
+  // accumulators); AVX: 4 × 2 ymm (8); SSE: 4 × 1 vector<8>. Column groups
+  // stay a power of two: 4 × 3 ymm (vector<24> accumulators) made LLVM
+  // split each k step's accumulators into lanes through the stack, and ran
+  // the forward 7.5x slower on an AVX2 CPU (Zen 3: 1.44 s against 0.19 s,
+  // 4 × 2 is at the FMA peak; 6 × 2 is no faster). The panels are large
+  // (~1024 rows) so that packing a W tile costs little next to the products
+  // that reuse it.
   CpuTileConfig t;
   if (registers >= 32) {
     t.blockRows = 8, t.blockCols = 2, t.vectorWidth = 16, t.panelBlocks = 128;
   } else {
-    t.blockRows = 4, t.blockCols = registers >= 16 ? 3 : 1, t.panelBlocks = 256;
+    t.blockRows = 4, t.blockCols = registers >= 16 ? 2 : 1, t.panelBlocks = 256;
   }
   return t;
 }

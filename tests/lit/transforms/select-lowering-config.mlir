@@ -82,15 +82,24 @@ func.func @given(%x: tensor<?x?xf16>, %w: tensor<?x?xf16>, %y: tensor<?xi64>) ->
 // -----
 
 // vector-registers sizes the CPU register tile (rows × cols) for the
-// target: 32 (AVX-512), 16 (AVX), 8 (SSE); explicit block sizes win.
+// target: 32 (AVX-512), 16 (AVX: 4 × 2 ymm, a power of two of columns),
+// 8 (SSE); explicit block sizes win.
 // RUN: lossjit-opt %s --loss-select-lowering-config="target=cpu vector-registers=32" --split-input-file \
 // RUN:   | FileCheck %s --check-prefix=AVX512
-// RUN: lossjit-opt %s --loss-select-lowering-config="target=cpu vector-registers=16 block-cols=2" --split-input-file \
+// RUN: lossjit-opt %s --loss-select-lowering-config="target=cpu vector-registers=16" --split-input-file \
 // RUN:   | FileCheck %s --check-prefix=AVX2
+// RUN: lossjit-opt %s --loss-select-lowering-config="target=cpu vector-registers=16 block-rows=6 block-cols=1" --split-input-file \
+// RUN:   | FileCheck %s --check-prefix=GIVEN
+// RUN: lossjit-opt %s --loss-select-lowering-config="target=cpu vector-registers=8" --split-input-file \
+// RUN:   | FileCheck %s --check-prefix=SSE
 // AVX512-LABEL: func.func @register_tile
 // AVX512:         #loss.cpu_config<schedule = forward, block_rows = 8, block_cols = 2, vector_width = 16, panel_blocks = 128,
 // AVX2-LABEL: func.func @register_tile
 // AVX2:           #loss.cpu_config<schedule = forward, block_rows = 4, block_cols = 2, vector_width = 8, panel_blocks = 256,
+// GIVEN-LABEL: func.func @register_tile
+// GIVEN:          #loss.cpu_config<schedule = forward, block_rows = 6, block_cols = 1, vector_width = 8, panel_blocks = 256,
+// SSE-LABEL: func.func @register_tile
+// SSE:            #loss.cpu_config<schedule = forward, block_rows = 4, block_cols = 1, vector_width = 8, panel_blocks = 256,
 func.func @register_tile(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi64>) -> (tensor<f32>, tensor<?xf32>) {
   %l, %lse = loss.linear_cross_entropy %x, %w, %y {storage = f32, compute = f32} : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xi64> -> tensor<f32>, tensor<?xf32>
   return %l, %lse : tensor<f32>, tensor<?xf32>
