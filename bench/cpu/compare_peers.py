@@ -10,6 +10,13 @@ would pick instead, in one run (a benchmark, never a test):
   torch-compile   torch.compile of the eager form
   lossjit         lossjit.linear_cross_entropy (default path)
   lossjit-fused   lossjit.linear_cross_entropy(..., fused_backward=True)
+  lossjit-filtered, lossjit-fused-filtered
+                  the same with filter_ignored=True (the kernels skip the
+                  rows --ignored masks; with --ignored 0 they match the
+                  unfiltered ones)
+
+--ignored F sets the targets of the first F·N rows to -100 (a prompt that
+fine-tuning masks); every variant computes the same loss over the rest.
 
 Every variant runs in its own process: one warm-up call (compilation,
 caches), then the timed calls; the time is the best of --repeat, the memory
@@ -24,6 +31,7 @@ shared with other work the times are not comparable.
 
     python3 bench/cpu/compare_peers.py [--n 4096 --v 32000 --d 1024]
         [--dtypes float32,bfloat16] [--threads 2] [--rounds R] [--only NAME,...]
+        [--ignored F]
         [--json out.json] [--markdown out.md] [--plot-prefix docs/cpu-peers]
 
 writes, per dtype, a table (time, ratio to torch eager, extra peak memory)
@@ -43,16 +51,19 @@ from side_by_side import best_of, head_inputs  # noqa: E402  (bench/side_by_side
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VARIANTS = ["torch-eager", "torch-native", "torch-compile", "lossjit", "lossjit-fused"]
+#: Run by default where --ignored is set.
+FILTERED = ["lossjit-filtered", "lossjit-fused-filtered"]
 SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 
 
-def run_variant(name, n, v, d, dtype_name, repeat, threads):
+def run_variant(name, n, v, d, dtype_name, repeat, threads, ignored=0.0):
     import torch
     import torch.nn.functional as F
 
     torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(0)
     x, w, y = head_inputs(torch, n, v, d, dtype_name, g)
+    y[:round(ignored * n)] = -100
 
     if name == "torch-eager":
         def step():
@@ -76,10 +87,12 @@ def run_variant(name, n, v, d, dtype_name, repeat, threads):
                         os.path.join(os.environ.get("LOSSJIT_BUILD", os.path.join(ROOT, "build")),
                                      "python")]
         import lossjit
-        fused = name == "lossjit-fused"
+        fused = name.startswith("lossjit-fused")
+        filtered = name.endswith("-filtered")
 
         def step():
-            return lossjit.linear_cross_entropy(x, w, y, fused_backward=fused)
+            return lossjit.linear_cross_entropy(x, w, y, fused_backward=fused,
+                                                filter_ignored=filtered)
 
     def call():
         x.grad.zero_()
@@ -149,15 +162,22 @@ def main():
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--only", default=",".join(VARIANTS))
+    p.add_argument("--only", help="variants (default: all, the filtered ones with --ignored)")
+    p.add_argument("--ignored", type=float, default=0.0,
+                   help="fraction of rows (the first ones) whose target is -100")
     p.add_argument("--json")
     p.add_argument("--markdown")
     p.add_argument("--plot-prefix")
     p.add_argument("--child")
     p.add_argument("--dtype", help=argparse.SUPPRESS)
     a = p.parse_args()
+    if not 0.0 <= a.ignored <= 1.0:
+        p.error(f"--ignored must be a fraction in [0, 1], got {a.ignored}")
+    if a.only is None:
+        a.only = ",".join(VARIANTS + (FILTERED if a.ignored else []))
     if a.child:
-        print(json.dumps(run_variant(a.child, a.n, a.v, a.d, a.dtype, a.repeat, a.threads)))
+        print(json.dumps(run_variant(a.child, a.n, a.v, a.d, a.dtype, a.repeat, a.threads,
+                                     a.ignored)))
         return
     results, sections = {}, []
     for dtype in a.dtypes.split(","):
@@ -169,7 +189,8 @@ def main():
             for name in a.only.split(","):
                 cmd = [sys.executable, __file__, "--child", name, "--n", str(a.n),
                        "--v", str(a.v), "--d", str(a.d), "--dtype", dtype,
-                       "--repeat", str(a.repeat), "--threads", str(a.threads)]
+                       "--repeat", str(a.repeat), "--threads", str(a.threads),
+                       "--ignored", str(a.ignored)]
                 load_before = os.getloadavg()[0]
                 done = subprocess.run(cmd, capture_output=True, text=True)
                 if done.returncode != 0:
@@ -188,6 +209,8 @@ def main():
                     best[name] = r
         rows = [best[name] for name in a.only.split(",") if name in best]
         title = f"N={a.n} V={a.v} D={a.d} {dtype}, {a.threads} threads"
+        if a.ignored:
+            title += f", {a.ignored:.0%} of the targets ignored"
         results[dtype] = rows
         sections.append(f"{title}\n\n{table(rows)}")
         if a.plot_prefix:
@@ -201,8 +224,8 @@ def main():
             f.write(text + "\n")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"shape": [a.n, a.v, a.d], "threads": a.threads, "results": results}, f,
-                      indent=1)
+            json.dump({"shape": [a.n, a.v, a.d], "threads": a.threads, "ignored": a.ignored,
+                       "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,11 @@ Implementations, measured in this order for each shape, smaller N first
   lossjit-fused
              the package with fused_backward=True: loss and gradients from
              one op (vocabulary chunks after the forward's statistics)
+  lossjit-filtered
+             the package with filter_ignored=True: the kernels run on the
+             counted rows only (one host sync for their count), as CCE
+             filters ignored tokens; with --ignored F the first F·N rows'
+             targets are ignore_index (a masked prompt), for every impl
   liger      Liger-Kernel's fused linear cross-entropy (wheel from .whl/)
   cce        Apple's cut-cross-entropy (wheel from .whl/; default filter_eps)
   lossjit-persist, lossjit-tma, lossjit-ws
@@ -262,7 +267,7 @@ def make_aot_impl(aot_dir, dtype_name, shape, tile=None):
     return fwd_bwd, note
 
 
-def make_package_impl(fused_backward=False):
+def make_package_impl(fused_backward=False, filter_ignored=False):
     """The package's linear_cross_entropy (with `fused_backward`: the fused
     forward+backward, lossjit::linear_cross_entropy_with_grad)."""
     import lossjit  # noqa: F401  (import errors say why it is unavailable)
@@ -271,9 +276,10 @@ def make_package_impl(fused_backward=False):
         raise RuntimeError("lossjit has no linear_cross_entropy")
 
     def fn(x, w, y):
+        extra = {"filter_ignored": True} if filter_ignored else {}
         if fused_backward and torch.is_grad_enabled():
-            return plain(x, w, y, fused_backward=True)
-        return plain(x, w, y)
+            return plain(x, w, y, fused_backward=True, **extra)
+        return plain(x, w, y, **extra)
     # Smoke check on CUDA against eager before trusting it with big shapes.
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(33, 64, device="cuda", dtype=torch.float16, generator=g)
@@ -284,7 +290,8 @@ def make_package_impl(fused_backward=False):
     if not torch.allclose(got.float(), want, rtol=1e-3, atol=1e-3):
         raise RuntimeError(f"smoke check failed: {got.item()} vs {want.item()}")
     note = f"python package {getattr(lossjit, '__version__', '')}".strip()
-    return autograd_impl(fn), note + (", fused_backward=True" if fused_backward else "")
+    note += ", fused_backward=True" if fused_backward else ""
+    return autograd_impl(fn), note + (", filter_ignored=True" if filter_ignored else "")
 
 
 # ----------------------------------------------------------------- peers
@@ -347,6 +354,10 @@ def make_impl(name, args, dtype_name, shape):
         if args.device != "cuda":
             raise RuntimeError("needs CUDA")
         return make_package_impl(fused_backward=True)
+    if name == "lossjit-filtered":
+        if args.device != "cuda":
+            raise RuntimeError("needs CUDA")
+        return make_package_impl(filter_ignored=True)
     if name == "lossjit-aot":
         # The default tile through the AOT C API, whatever the package does.
         if args.device != "cuda":
@@ -503,7 +514,8 @@ def main():
     ap.add_argument("--dtypes", default="fp16,bf16")
     # The peers before lossjit's explicit Hopper tiles: a tile that hangs or
     # fails on new hardware then costs no comparison with what users run.
-    ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,lossjit-fused,lossjit-vocab,"
+    ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,lossjit-fused,"
+                    "lossjit-filtered,lossjit-vocab,"
                     "lossjit-band,lossjit-wide256,lossjit-cluster,lossjit-wide256-cluster,"
                     "lossjit-wide256-cluster4,lossjit-wide256-cluster-persist,"
                     "lossjit-lend,lossjit-wide,"
@@ -511,9 +523,13 @@ def main():
                     "lossjit-ws,"
                     "compile")
     ap.add_argument("--aot-dir", default=os.path.join(os.path.dirname(__file__), "../../.bundle/aot"))
+    ap.add_argument("--ignored", type=float, default=0.0,
+                    help="fraction of rows (the first ones) whose target is ignore_index")
     ap.add_argument("--seconds", type=float, default=3.0, help="timing per measurement")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = ap.parse_args()
+    if not 0.0 <= args.ignored <= 1.0:
+        ap.error(f"--ignored must be a fraction in [0, 1], got {args.ignored}")
     os.makedirs(args.out, exist_ok=True)
     device = args.device
     if device == "cuda" and not torch.cuda.is_available():
@@ -528,6 +544,7 @@ def main():
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "shape": {"N": args.n, "D": args.d, "V": args.v},
+        "ignored": args.ignored,
     }
     log("bench_lce:", json.dumps(info))
     results = []
@@ -545,6 +562,7 @@ def main():
         w = (torch.randn(v, d, device=device, dtype=dtype, generator=g) * d ** -0.5).to(dtype)
         y = torch.randint(0, v, (n,), device=device, generator=g)
         y[::97] = IGNORE_INDEX
+        y[:round(args.ignored * n)] = IGNORE_INDEX
         ref = reference_loss(x, w, y)
         flops = 6.0 * n * d * v
         eager_grads = None

@@ -119,6 +119,56 @@ def _fused(hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor
     return loss
 
 
+class _GatherRows(torch.autograd.Function):
+    """rows = flat[index] for distinct indices, whose gradient goes back to
+    those rows and zeros elsewhere: index_select forward, index_copy_
+    backward — one writer per element, no atomics, the same bits every run
+    (index_select's own backward adds with index_add_)."""
+
+    @staticmethod
+    def forward(ctx, flat, index):
+        ctx.save_for_backward(index)
+        ctx.rows = flat.shape[0]
+        return flat.index_select(0, index)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        full = grad.new_zeros((ctx.rows,) + tuple(grad.shape[1:]))
+        return full.index_copy_(0, index, grad), None
+
+
+def _counted_rows(input: Tensor, target: Tensor, ignore_index: int) -> Optional[Tensor]:
+    """The flat indices (in order) of the rows whose target is not
+    ignore_index, or None where dropping rows changes nothing or cannot be
+    done: none is ignored, or the tensors carry no data (meta or fake
+    tensors: the outputs' shapes are the same either way). On CUDA this
+    waits for the labels (a host sync: the row count sizes the kernels)."""
+    if input.device.type == "meta" or is_fake(input) or is_fake(target):
+        return None
+    index = (target.reshape(-1) != ignore_index).nonzero().squeeze(1)
+    return None if index.numel() == target.numel() else index
+
+
+def _without_ignored(call, input: Tensor, target: Tensor, ignore_index: int, reduction: str):
+    """call(input rows, target rows) on the counted rows only, the loss as
+    on all of them: a dropped row contributes 0 and is not counted, so
+    'mean' and 'sum' are the same sums over fewer terms (fewer terms can
+    round differently from the unfiltered call, by the same bits each run),
+    and 'none' puts the counted rows' losses back among zeros. The
+    gradient of input is zero on the dropped rows, as it is without the
+    filter."""
+    index = _counted_rows(input, target, ignore_index)
+    if index is None:
+        return call(input, target)
+    flat = input.reshape(-1, input.shape[-1])
+    loss = call(_GatherRows.apply(flat, index), target.reshape(-1).index_select(0, index))
+    if reduction != "none":
+        return loss
+    full = loss.new_zeros(flat.shape[0]).index_copy(0, index, loss)
+    return full.view(target.shape)
+
+
 def _check_class_weights(weight: Optional[Tensor], input: Tensor, v: int) -> None:
     if weight is None:
         return
@@ -271,7 +321,8 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
                          ignore_index: Optional[int] = -100, label_smoothing: float = 0.0,
                          bias: Optional[Tensor] = None, return_lse: bool = False,
                          logit_scale: float = 1.0, softcap: Optional[float] = None,
-                         fused_backward: bool = False, options=None):
+                         fused_backward: bool = False, filter_ignored: bool = False,
+                         options=None):
     """Cross-entropy of the linear layer ``input @ linear_weight.T + linear_bias``
     at `target`, without materializing the [tokens, vocabulary] logits: a
     drop-in for ``torch.nn.functional.linear_cross_entropy``.
@@ -325,6 +376,19 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
             instead of 2 + 6) and keep them until the backward, which only
             scales them by the incoming grad_output. Otherwise the default
             path runs.
+        filter_ignored: opt-in. Drop the rows whose target is ignore_index
+            before any kernel runs, so that the products of the forward and
+            the backward (or the fused op's) run over the counted rows only:
+            with half the tokens masked (padding, prompts in fine-tuning)
+            the loss and its gradients cost about half. The loss is the same
+            sum over fewer terms (its last bits may differ from the
+            unfiltered call's, deterministically), 'none' puts zeros back in
+            the dropped rows, and the dropped rows' input gradient is zero,
+            as without the filter. Index targets only (class-probability
+            targets ignore no row); not with return_lse (the dropped rows
+            have no lse). On CUDA it waits for the targets once (a host
+            sync, as ``labels[labels != ignore_index]`` does), so it does
+            not run inside a CUDA graph capture.
         options: accepted for drop-in compatibility with torch's op: None
             or a ``torch.nn.LinearCrossEntropyOptions``. Its fields tune
             torch's own chunked path (chunk sizes, which intermediates stay
@@ -352,6 +416,8 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
             kwargs["bias"] = bias
         if fused_backward:
             kwargs["fused_backward"] = True
+        if filter_ignored:
+            kwargs["filter_ignored"] = True
         if options is not None:
             kwargs["options"] = options
         return handle_torch_function(
@@ -370,6 +436,12 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
     if not isinstance(fused_backward, bool):
         raise TypeError(f"lossjit: fused_backward must be a bool, got "
                         f"{type(fused_backward).__name__}")
+    if not isinstance(filter_ignored, bool):
+        raise TypeError(f"lossjit: filter_ignored must be a bool, got "
+                        f"{type(filter_ignored).__name__}")
+    if filter_ignored and return_lse:
+        raise ValueError("lossjit: filter_ignored=True drops the ignored rows, whose lse "
+                         "return_lse=True asks for; pass one of them")
     _check_options(options)
     _check_label_smoothing(label_smoothing)
     if isinstance(linear_weight, Tensor):
@@ -382,12 +454,21 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
         return _probability_targets(input, linear_weight, target, linear_bias, weight,
                                     ignore_index, reduction, float(label_smoothing),
                                     return_lse, logit_scale, cap)
-    if weight is not None or label_smoothing > 0:
-        return _weighted_smoothed(input, linear_weight, target, linear_bias, weight,
-                                  ignore_index, reduction, float(label_smoothing), return_lse,
-                                  logit_scale, cap)
-    return _fused(input, linear_weight, target, linear_bias, ignore_index, reduction,
-                  return_lse, "", logit_scale, cap, fused_backward, _ops.PUBLIC_NAMES)
+
+    def call(rows: Tensor, labels: Tensor):
+        if weight is not None or label_smoothing > 0:
+            return _weighted_smoothed(rows, linear_weight, labels, linear_bias, weight,
+                                      ignore_index, reduction, float(label_smoothing),
+                                      return_lse, logit_scale, cap)
+        return _fused(rows, linear_weight, labels, linear_bias, ignore_index, reduction,
+                      return_lse, "", logit_scale, cap, fused_backward, _ops.PUBLIC_NAMES)
+
+    if not filter_ignored:
+        return call(input, target)
+    # The checks first, on the arguments as given: filtering reshapes them.
+    _ops.check_inputs(input, linear_weight, target, linear_bias, ignore_index, reduction,
+                      _ops.PUBLIC_NAMES)
+    return _without_ignored(call, input, target, ignore_index, reduction)
 
 
 def linear_log_prob(hidden: Tensor, weight: Tensor, tokens: Tensor, *,

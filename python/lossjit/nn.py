@@ -23,7 +23,8 @@ class LinearCrossEntropyLoss(nn.Module):
     def __init__(self, ignore_index: int = -100, reduction: str = "mean",
                  return_lse: bool = False, logit_scale: float = 1.0,
                  softcap: Optional[float] = None, fused_backward: bool = False, *,
-                 weight: Optional[Tensor] = None, label_smoothing: float = 0.0) -> None:
+                 weight: Optional[Tensor] = None, label_smoothing: float = 0.0,
+                 filter_ignored: bool = False) -> None:
         super().__init__()
         if reduction not in ("none", "mean", "sum"):
             raise ValueError(
@@ -36,6 +37,7 @@ class LinearCrossEntropyLoss(nn.Module):
         self.logit_scale = logit_scale
         self.softcap = softcap
         self.fused_backward = fused_backward
+        self.filter_ignored = filter_ignored
 
     def forward(self, input: Tensor, linear_weight: Tensor, target: Tensor,
                 linear_bias: Optional[Tensor] = None):
@@ -44,7 +46,8 @@ class LinearCrossEntropyLoss(nn.Module):
                                     ignore_index=self.ignore_index,
                                     reduction=self.reduction, return_lse=self.return_lse,
                                     logit_scale=self.logit_scale, softcap=self.softcap,
-                                    fused_backward=self.fused_backward)
+                                    fused_backward=self.fused_backward,
+                                    filter_ignored=self.filter_ignored)
 
     def extra_repr(self) -> str:
         extra = ""
@@ -56,5 +59,7 @@ class LinearCrossEntropyLoss(nn.Module):
             extra += f", softcap={self.softcap!r}"
         if self.fused_backward:
             extra += ", fused_backward=True"
+        if self.filter_ignored:
+            extra += ", filter_ignored=True"
         return (f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, "
                 f"return_lse={self.return_lse}{extra}")
