@@ -150,23 +150,33 @@ def _counted_rows(input: Tensor, target: Tensor, ignore_index: int) -> Optional[
     return None if index.numel() == target.numel() else index
 
 
-def _without_ignored(call, input: Tensor, target: Tensor, ignore_index: int, reduction: str):
-    """call(input rows, target rows) on the counted rows only, the loss as
-    on all of them: a dropped row contributes 0 and is not counted, so
-    'mean' and 'sum' are the same sums over fewer terms (fewer terms can
-    round differently from the unfiltered call, by the same bits each run),
-    and 'none' puts the counted rows' losses back among zeros. The
-    gradient of input is zero on the dropped rows, as it is without the
+def _without_ignored(call, target: Tensor, ignore_index: int, reduction: str, *inputs: Tensor):
+    """call(*input rows, target rows) on the counted rows only (`inputs`:
+    [..., D_i] tensors with target's leading dims), the loss as on all of
+    them: a dropped row contributes 0 and is not counted, so 'mean' and
+    'sum' are the same sums over fewer terms (fewer terms can round
+    differently from the unfiltered call, by the same bits each run), and
+    'none' puts the counted rows' losses back among zeros. The inputs'
+    gradients are zero on the dropped rows, as they are without the
     filter."""
-    index = _counted_rows(input, target, ignore_index)
+    index = _counted_rows(inputs[0], target, ignore_index)
     if index is None:
-        return call(input, target)
-    flat = input.reshape(-1, input.shape[-1])
-    loss = call(_GatherRows.apply(flat, index), target.reshape(-1).index_select(0, index))
+        return call(*inputs, target)
+    rows = [_GatherRows.apply(t.reshape(-1, t.shape[-1]), index) for t in inputs]
+    loss = call(*rows, target.reshape(-1).index_select(0, index))
     if reduction != "none":
         return loss
-    full = loss.new_zeros(flat.shape[0]).index_copy(0, index, loss)
+    full = loss.new_zeros(target.numel()).index_copy(0, index, loss)
     return full.view(target.shape)
+
+
+def _check_filter(filter_ignored, return_lse: bool = False) -> None:
+    if not isinstance(filter_ignored, bool):
+        raise TypeError(f"lossjit: filter_ignored must be a bool, got "
+                        f"{type(filter_ignored).__name__}")
+    if filter_ignored and return_lse:
+        raise ValueError("lossjit: filter_ignored=True drops the ignored rows, whose lse "
+                         "return_lse=True asks for; pass one of them")
 
 
 def _check_class_weights(weight: Optional[Tensor], input: Tensor, v: int) -> None:
@@ -436,12 +446,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
     if not isinstance(fused_backward, bool):
         raise TypeError(f"lossjit: fused_backward must be a bool, got "
                         f"{type(fused_backward).__name__}")
-    if not isinstance(filter_ignored, bool):
-        raise TypeError(f"lossjit: filter_ignored must be a bool, got "
-                        f"{type(filter_ignored).__name__}")
-    if filter_ignored and return_lse:
-        raise ValueError("lossjit: filter_ignored=True drops the ignored rows, whose lse "
-                         "return_lse=True asks for; pass one of them")
+    _check_filter(filter_ignored, return_lse)
     _check_options(options)
     _check_label_smoothing(label_smoothing)
     if isinstance(linear_weight, Tensor):
@@ -468,7 +473,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
     # The checks first, on the arguments as given: filtering reshapes them.
     _ops.check_inputs(input, linear_weight, target, linear_bias, ignore_index, reduction,
                       _ops.PUBLIC_NAMES)
-    return _without_ignored(call, input, target, ignore_index, reduction)
+    return _without_ignored(call, target, ignore_index, reduction, input)
 
 
 def linear_log_prob(hidden: Tensor, weight: Tensor, tokens: Tensor, *,
@@ -628,7 +633,7 @@ def linear_kl_div(student_hidden: Tensor, student_weight: Tensor, teacher_hidden
                   teacher_weight: Tensor, *, reverse: bool = False, temperature: float = 1.0,
                   target: Optional[Tensor] = None, ignore_index: int = -100,
                   reduction: str = "mean", student_bias: Optional[Tensor] = None,
-                  teacher_bias: Optional[Tensor] = None):
+                  teacher_bias: Optional[Tensor] = None, filter_ignored: bool = False):
     """The KL divergence between a teacher head's and the student head's
     token distributions, without the [tokens, vocabulary] logits of either.
 
@@ -651,6 +656,9 @@ def linear_kl_div(student_hidden: Tensor, student_weight: Tensor, teacher_hidden
             counted (their divergence is 0).
         reduction: 'mean' over counted rows (the per-token mean), 'sum', or
             'none' (per row, shaped like the leading dims).
+        filter_ignored: opt-in: both heads' products run on the counted
+            rows only (see :func:`linear_cross_entropy`); nothing to drop
+            without a target.
 
     Returns:
         the divergence (float32).
@@ -662,19 +670,19 @@ def linear_kl_div(student_hidden: Tensor, student_weight: Tensor, teacher_hidden
             linear_kl_div, tensors, student_hidden, student_weight, teacher_hidden,
             teacher_weight, reverse=reverse, temperature=temperature, target=target,
             ignore_index=ignore_index, reduction=reduction, student_bias=student_bias,
-            teacher_bias=teacher_bias)
+            teacher_bias=teacher_bias, **({"filter_ignored": True} if filter_ignored else {}))
     if not isinstance(reverse, bool):
         raise TypeError(f"lossjit: reverse must be a bool, got {type(reverse).__name__}")
     return _teacher_divergence(student_hidden, student_weight, teacher_hidden, teacher_weight,
                                1.0 if reverse else 0.0, temperature, target, ignore_index,
-                               reduction, student_bias, teacher_bias)
+                               reduction, student_bias, teacher_bias, filter_ignored)
 
 
 def linear_jsd(student_hidden: Tensor, student_weight: Tensor, teacher_hidden: Tensor,
                teacher_weight: Tensor, *, beta: float = 0.5, temperature: float = 1.0,
                target: Optional[Tensor] = None, ignore_index: int = -100,
                reduction: str = "mean", student_bias: Optional[Tensor] = None,
-               teacher_bias: Optional[Tensor] = None):
+               teacher_bias: Optional[Tensor] = None, filter_ignored: bool = False):
     """The generalized Jensen-Shannon divergence between a teacher head's and
     the student head's token distributions (TRL's GKD and Liger's fused
     linear JSD convention), without the [tokens, vocabulary] logits of
@@ -700,6 +708,9 @@ def linear_jsd(student_hidden: Tensor, student_weight: Tensor, teacher_hidden: T
             counted (their divergence is 0).
         reduction: 'mean' over counted rows (the per-token mean), 'sum', or
             'none' (per row, shaped like the leading dims).
+        filter_ignored: opt-in: both heads' products run on the counted
+            rows only (see :func:`linear_cross_entropy`); nothing to drop
+            without a target.
 
     Returns:
         the divergence (float32).
@@ -711,21 +722,24 @@ def linear_jsd(student_hidden: Tensor, student_weight: Tensor, teacher_hidden: T
             linear_jsd, tensors, student_hidden, student_weight, teacher_hidden,
             teacher_weight, beta=beta, temperature=temperature, target=target,
             ignore_index=ignore_index, reduction=reduction, student_bias=student_bias,
-            teacher_bias=teacher_bias)
+            teacher_bias=teacher_bias, **({"filter_ignored": True} if filter_ignored else {}))
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 <= beta <= 1.0:
         raise ValueError(f"lossjit: beta must be a number in [0, 1], got {beta!r}")
     return _teacher_divergence(student_hidden, student_weight, teacher_hidden, teacher_weight,
                                float(beta), temperature, target, ignore_index, reduction,
-                               student_bias, teacher_bias)
+                               student_bias, teacher_bias, filter_ignored)
 
 
 def _teacher_divergence(student_hidden: Tensor, student_weight: Tensor, teacher_hidden: Tensor,
                         teacher_weight: Tensor, beta: float, temperature: float,
                         target: Optional[Tensor], ignore_index: int, reduction: str,
-                        student_bias: Optional[Tensor], teacher_bias: Optional[Tensor]):
+                        student_bias: Optional[Tensor], teacher_bias: Optional[Tensor],
+                        filter_ignored: bool = False):
     """β = 0: KL(q‖p) = cross_entropy − teacher_entropy; β = 1: KL(p‖q) =
     reverse_cross_entropy − entropy; else the jsd statistic. Then the row
-    mask and the reduction."""
+    mask and the reduction; with `filter_ignored` all of it on the counted
+    rows only."""
+    _check_filter(filter_ignored)
     if isinstance(temperature, bool) or not isinstance(
             temperature, (int, float, torch.SymInt, torch.SymFloat)) or \
             not 0 < temperature < math.inf:
@@ -751,6 +765,23 @@ def _teacher_divergence(student_hidden: Tensor, student_weight: Tensor, teacher_
     _ops.check_inputs(student_hidden, student_weight, rows_like, student_bias, ignore_index,
                       reduction, ("student_hidden", "student_weight", "target",
                                   "student_bias"))
+    if filter_ignored and target is not None:
+        return _without_ignored(
+            lambda student, teacher, labels: _divergence_rows(
+                student, student_weight, teacher, teacher_weight, beta, temperature, labels,
+                ignore_index, reduction, student_bias, teacher_bias),
+            target, ignore_index, reduction, student_hidden, teacher_hidden)
+    return _divergence_rows(student_hidden, student_weight, teacher_hidden, teacher_weight, beta,
+                            temperature, target, ignore_index, reduction, student_bias,
+                            teacher_bias)
+
+
+def _divergence_rows(student_hidden: Tensor, student_weight: Tensor, teacher_hidden: Tensor,
+                     teacher_weight: Tensor, beta: float, temperature: float,
+                     target: Optional[Tensor], ignore_index: int, reduction: str,
+                     student_bias: Optional[Tensor], teacher_bias: Optional[Tensor]):
+    """_teacher_divergence on checked arguments."""
+    lead = student_hidden.shape[:-1]
     hidden = student_hidden.reshape(-1, student_hidden.shape[-1])
     teacher = teacher_hidden.reshape(-1, teacher_hidden.shape[-1])
     hidden, student_weight, student_bias = _autocast(hidden, student_weight, student_bias)

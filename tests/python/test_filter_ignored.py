@@ -160,3 +160,41 @@ def test_bad_arguments_are_named():
     # The shape checks see the arguments as given, before any reshaping.
     with pytest.raises(ValueError, match=r"target must have shape \[19\]"):
         lossjit.linear_cross_entropy(h, w, y[:-1], filter_ignored=True)
+
+
+@pytest.mark.parametrize("family,reduction", [("kl", "mean"), ("jsd", "none")])
+def test_teacher_families(device, family, reduction):
+    """Both heads' rows drop together: bitwise the call on the gathered
+    rows, close to the unfiltered call, zero gradients on dropped rows."""
+    h, w, y, b = make_inputs(device, torch.float32, lead=(3, 7), ignored=IGNORED, bias=True,
+                             requires_grad=True)
+    g = torch.Generator().manual_seed(5)
+    th = torch.randn(3, 7, 11, generator=g).to(device)
+    tw = (torch.randn(w.shape[0], 11, generator=g) / 11 ** 0.5).to(device)
+
+    def loss_of(student, teacher, labels, **kwargs):
+        if family == "kl":
+            return lossjit.linear_kl_div(student, w, teacher, tw, target=labels,
+                                         reduction=reduction, student_bias=b, **kwargs)
+        return lossjit.linear_jsd(student, w, teacher, tw, beta=0.3, target=labels,
+                                  reduction=reduction, student_bias=b, **kwargs)
+
+    loss = loss_of(h, th, y, filter_ignored=True)
+    grad_out = torch.rand_like(loss) + 0.5
+    gh, gw = _grads(loss, [h, w], grad_out)
+    plain = loss_of(h, th, y)
+    ph, pw = _grads(plain, [h, w], grad_out)
+    torch.testing.assert_close(loss, plain, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gw, pw, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gh, ph, rtol=1e-5, atol=1e-6)
+
+    kept = (y.reshape(-1) != -100).nonzero().squeeze(1)
+    rows = h.detach().reshape(-1, h.shape[-1])[kept].requires_grad_()
+    manual = loss_of(rows, th.reshape(-1, th.shape[-1])[kept], y.reshape(-1)[kept])
+    manual_out = grad_out.reshape(-1)[kept] if reduction == "none" else grad_out
+    (mh,) = _grads(manual, [rows], manual_out)
+    assert torch.equal(loss.reshape(-1)[kept] if reduction == "none" else loss, manual)
+    assert torch.equal(gh.reshape(-1, h.shape[-1])[kept], mh)
+    assert torch.count_nonzero(gh.reshape(-1, h.shape[-1])[torch.tensor(IGNORED)]) == 0
+    with pytest.raises(TypeError, match="filter_ignored must be a bool"):
+        loss_of(h, th, y, filter_ignored="yes")
