@@ -38,6 +38,7 @@ from torch.overrides import handle_torch_function, has_torch_function_variadic
 
 from . import _ops
 from .functional import _autocast, guard_lse, linear_cross_entropy as _single_device
+from .functional import _check_filter as _functional_check_filter
 
 __all__ = [
     "linear_cross_entropy",
@@ -461,6 +462,13 @@ def _check_options(reduction, logit_scale, softcap, fused_backward, return_lse):
                          f"got {reduction!r}")
 
 
+def _check_filter(filter_ignored, return_lse: bool) -> None:
+    try:
+        _functional_check_filter(filter_ignored, return_lse)
+    except (TypeError, ValueError) as error:
+        raise _renamed(error, {}) from None
+
+
 def _dtensor_types():
     try:
         from torch.distributed.tensor import DTensor, Replicate, Shard
@@ -786,7 +794,8 @@ def token_parallel_linear_cross_entropy(hidden: Tensor, weight: Tensor, target: 
                                         return_lse: bool = False, logit_scale: float = 1.0,
                                         softcap: Optional[float] = None,
                                         fused_backward: bool = False,
-                                        average_gradients: bool = True):
+                                        average_gradients: bool = True,
+                                        filter_ignored: bool = False):
     """Token-parallel :func:`lossjit.linear_cross_entropy`: each rank of
     `group` holds its own rows (hidden, target) and the whole weight; the mean
     is over the counted rows of the whole group, not of this rank.
@@ -803,6 +812,10 @@ def token_parallel_linear_cross_entropy(hidden: Tensor, weight: Tensor, target: 
     `weight` must be whole on this rank: a plain tensor, a replicated DTensor,
     or the parameter of a module under FSDP2's fully_shard read inside that
     module's forward. A sharded DTensor is an error naming the fix.
+
+    `filter_ignored=True` runs this rank's kernels on its counted rows only
+    (see :func:`lossjit.linear_cross_entropy`; the count the mean divides by
+    is the same).
     """
     if has_torch_function_variadic(hidden, weight, target, bias):
         return handle_torch_function(
@@ -810,8 +823,10 @@ def token_parallel_linear_cross_entropy(hidden: Tensor, weight: Tensor, target: 
             weight, target, bias, group=group, ignore_index=ignore_index,
             reduction=reduction, return_lse=return_lse, logit_scale=logit_scale,
             softcap=softcap, fused_backward=fused_backward,
-            average_gradients=average_gradients)
+            average_gradients=average_gradients,
+            **({"filter_ignored": True} if filter_ignored else {}))
     _check_options(reduction, logit_scale, softcap, fused_backward, return_lse)
+    _check_filter(filter_ignored, return_lse)
     if not isinstance(average_gradients, bool):
         raise TypeError(f"lossjit.distributed: average_gradients must be a bool, got "
                         f"{type(average_gradients).__name__}")
@@ -824,7 +839,8 @@ def token_parallel_linear_cross_entropy(hidden: Tensor, weight: Tensor, target: 
     local = "sum" if reduction == "mean" else reduction
     out = _single_device(hidden, weight, target, bias, ignore_index=ignore_index,
                          reduction=local, return_lse=return_lse, logit_scale=logit_scale,
-                         softcap=softcap, fused_backward=fused_backward)
+                         softcap=softcap, fused_backward=fused_backward,
+                         filter_ignored=filter_ignored)
     loss, lse = out if return_lse else (out, None)
     if reduction != "none":
         factor = float(world) if average_gradients else 1.0
@@ -853,9 +869,11 @@ class TokenParallelLinearCrossEntropy(nn.Module):
                  group=None, ignore_index: int = -100, reduction: str = "mean",
                  return_lse: bool = False, logit_scale: float = 1.0,
                  softcap: Optional[float] = None, fused_backward: bool = False,
-                 average_gradients: bool = True, device=None, dtype=None) -> None:
+                 average_gradients: bool = True, filter_ignored: bool = False,
+                 device=None, dtype=None) -> None:
         super().__init__()
         _check_options(reduction, logit_scale, softcap, fused_backward, return_lse)
+        _check_filter(filter_ignored, return_lse)
         self.group = group
         self.in_features = in_features
         self.num_classes = num_classes
@@ -866,6 +884,7 @@ class TokenParallelLinearCrossEntropy(nn.Module):
         self.softcap = softcap
         self.fused_backward = fused_backward
         self.average_gradients = average_gradients
+        self.filter_ignored = filter_ignored
         factory = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.empty((num_classes, in_features), **factory))
         self.bias = nn.Parameter(torch.empty((num_classes,), **factory)) if bias else None
@@ -880,7 +899,8 @@ class TokenParallelLinearCrossEntropy(nn.Module):
             hidden, self.weight, target, self.bias, group=self.group,
             ignore_index=self.ignore_index, reduction=self.reduction,
             return_lse=self.return_lse, logit_scale=self.logit_scale, softcap=self.softcap,
-            fused_backward=self.fused_backward, average_gradients=self.average_gradients)
+            fused_backward=self.fused_backward, average_gradients=self.average_gradients,
+            filter_ignored=self.filter_ignored)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, num_classes={self.num_classes}, "

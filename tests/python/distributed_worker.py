@@ -373,23 +373,27 @@ def scenario_token_parallel(ctx):
             hidden, weight, target, b = inputs(dtype, bias=True, ignored=())
             target[0] = target[2] = IGNORE          # rank 0 (rows 0..2)
             target[3:11] = IGNORE                   # rank 1 (W=4): every row ignored
-            for averaged in ((False, True) if dtype == torch.float32 else (True,)):
+            # f32 also with filter_ignored (rank 1 keeps no row).
+            runs = ((False, False), (True, False), (True, True)) \
+                if dtype == torch.float32 else ((True, False),)
+            for averaged, filtered in runs:
                 x = hidden[lo:hi].clone().requires_grad_()
                 w = weight.clone().requires_grad_()
                 bb = b.clone().requires_grad_()
                 loss = LD.token_parallel_linear_cross_entropy(
-                    x, w, target[lo:hi], bb, group=group, average_gradients=averaged)
+                    x, w, target[lo:hi], bb, group=group, average_gradients=averaged,
+                    filter_ignored=filtered)
                 loss.backward()
                 summed = [loss.detach().clone(), w.grad.float(), bb.grad.float()]
                 for t in summed:
                     dist.all_reduce(t, group=group)
-                results.append((world, dtype, averaged, summed, x.grad, lo, hi,
+                results.append((world, dtype, averaged, filtered, summed, x.grad, lo, hi,
                                 (hidden, weight, target, b)))
-    for world, dtype, averaged, (loss, dw, db), dx, lo, hi, full in results:
+    for world, dtype, averaged, filtered, (loss, dw, db), dx, lo, hi, full in results:
         rloss, _l, rdx, rdw, rdb = reference(*full)
         k = float(world) if averaged else 1.0
         _lt, gt = TOLERANCE[dtype]
-        tag = f"token parallel {dtype} W={world} averaged={averaged}"
+        tag = f"token parallel {dtype} W={world} averaged={averaged} filtered={filtered}"
         close(f"{tag} loss", loss / k, rloss, rtol=4e-6)
         close(f"{tag} dW", dw / k, rdw, atol=gt * world, scale=True)
         close(f"{tag} db", db / k, rdb, atol=gt * world, scale=True)

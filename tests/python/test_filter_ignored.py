@@ -198,3 +198,16 @@ def test_teacher_families(device, family, reduction):
     assert torch.count_nonzero(gh.reshape(-1, h.shape[-1])[torch.tensor(IGNORED)]) == 0
     with pytest.raises(TypeError, match="filter_ignored must be a bool"):
         loss_of(h, th, y, filter_ignored="yes")
+
+
+def test_token_parallel_checks_it_before_any_collective():
+    """(The filtered token-parallel loss itself runs on 2 and 4 ranks in
+    distributed_worker.py's scenario_token_parallel.)"""
+    from lossjit import distributed as LD
+    h, w, y, _ = make_inputs("cpu", ignored=IGNORED)
+    with pytest.raises(TypeError, match="lossjit.distributed: filter_ignored must be a bool"):
+        LD.token_parallel_linear_cross_entropy(h, w, y, filter_ignored=1)
+    with pytest.raises(ValueError, match="lossjit.distributed: filter_ignored=True drops"):
+        LD.token_parallel_linear_cross_entropy(h, w, y, filter_ignored=True, return_lse=True)
+    with pytest.raises(TypeError, match="filter_ignored must be a bool"):
+        LD.TokenParallelLinearCrossEntropy(4, 8, filter_ignored="no")
