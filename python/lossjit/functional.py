@@ -143,10 +143,16 @@ def _counted_rows(input: Tensor, target: Tensor, ignore_index: int) -> Optional[
     ignore_index, or None where dropping rows changes nothing or cannot be
     done: none is ignored, or the tensors carry no data (meta or fake
     tensors: the outputs' shapes are the same either way). On CUDA this
-    waits for the labels (a host sync: the row count sizes the kernels)."""
+    waits for the labels (a host sync: the row count sizes the kernels).
+    Traced by torch.compile the count is a data-dependent size (an unbacked
+    symbol): nothing may branch on it, so the rows are gathered even when
+    none is ignored."""
+    counted = target.reshape(-1) != ignore_index
+    if torch.compiler.is_compiling():
+        return counted.nonzero().squeeze(1)
     if input.device.type == "meta" or is_fake(input) or is_fake(target):
         return None
-    index = (target.reshape(-1) != ignore_index).nonzero().squeeze(1)
+    index = counted.nonzero().squeeze(1)
     return None if index.numel() == target.numel() else index
 
 

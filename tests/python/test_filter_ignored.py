@@ -211,3 +211,20 @@ def test_token_parallel_checks_it_before_any_collective():
         LD.token_parallel_linear_cross_entropy(h, w, y, filter_ignored=True, return_lse=True)
     with pytest.raises(TypeError, match="filter_ignored must be a bool"):
         LD.TokenParallelLinearCrossEntropy(4, 8, filter_ignored="no")
+
+
+@needs_cpu_backend
+@pytest.mark.parametrize("ignored", [IGNORED, ()], ids=["some", "none"])
+def test_torch_compile_fullgraph(ignored):
+    """The count is a data-dependent size in the graph: same bits and
+    gradients as eager, with rows to drop and without."""
+    def loss_of(h, w, y):
+        return lossjit.linear_cross_entropy(h, w, y, filter_ignored=True)
+
+    h, w, y, _ = make_inputs("cpu", ignored=ignored, requires_grad=True)
+    torch._dynamo.reset()
+    got, expected = torch.compile(loss_of, fullgraph=True)(h, w, y), loss_of(h, w, y)
+    assert torch.equal(got, expected)
+    for a, c in zip(_grads(got, [h, w], torch.ones_like(got)),
+                    _grads(expected, [h, w], torch.ones_like(expected))):
+        assert torch.equal(a, c)
