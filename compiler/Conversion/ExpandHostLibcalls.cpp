@@ -1,4 +1,4 @@
-//===- ExpandHostLibcalls.cpp - conversions and exp2/log2 as arithmetic ---===//
+//===- ExpandHostLibcalls.cpp - conversions, exp2/log2, fma as arithmetic ===//
 //
 // Why: LLVM turns these ops into calls (__truncsfbf2, __extendhfsf2,
 // __truncsfhf2, exp2f, log2f) when the target CPU has no instruction for
@@ -372,9 +372,72 @@ struct ExpandF64 : OpRewritePattern<MathOp> {
   }
 };
 
+/// f32 fma(a, b, c), exactly rounded, in f64 arithmetic: for a target
+/// without FMA units, where LLVM would call fmaf for each element (a
+/// scalar call per lane of every vector: some 90 times slower than the
+/// FMA target). a·b is exact in f64 (24 + 24 significant bits, and no f32
+/// product leaves f64's normal range). s = a·b + c rounded to nearest
+/// could land exactly on a midpoint between two f32 values that the exact
+/// sum is not on, and the f32 rounding would then round twice; rounded to
+/// odd instead (the exact error of the sum by two-sum, and s moved one f64
+/// step toward it when inexact and even), s keeps the information the
+/// final rounding needs: rounding to odd with 53 ≥ 24 + 2 bits, then to
+/// nearest, rounds once (Boldo and Melquiond). Infinite or NaN sums make
+/// the error NaN, which leaves s alone; zeros keep the signs a fused
+/// multiply-add gives (an exact zero sum has no error).
+struct ExpandF32Fma : OpRewritePattern<math::FmaOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::FmaOp op, PatternRewriter &rewriter) const override {
+    if (!isF32Shaped(op.getType()))
+      return rewriter.notifyMatchFailure(
+          op, "only f32 fma is expanded (f64 would need double-f64 arithmetic)");
+    Type wide = withElement(op.getType(), rewriter.getF64Type());
+    Arith d(rewriter, op.getLoc(), wide);
+    auto widen = [&](Value x) { return arith::ExtFOp::create(rewriter, op.getLoc(), wide, x); };
+    // (In sequence, as in expandLog2: the IR's op order should not depend
+    // on the C++ compiler's argument evaluation order.)
+    Value a = widen(op.getA());
+    Value b = widen(op.getB());
+    Value c = widen(op.getC());
+    Value product = d.mulF(a, b); // exact
+    Value sum = d.addF(product, c);
+    // Two-sum (Knuth): the exact error of the rounded sum.
+    Value cPart = d.subF(sum, product);
+    Value productPart = d.subF(sum, cPart);
+    Value productError = d.subF(product, productPart);
+    Value cError = d.subF(c, cPart);
+    Value error = d.addF(productError, cError);
+    using P = arith::CmpIPredicate;
+    Value bits = d.bitsOf(sum);
+    Value zero = d.f(0.0);
+    Value inexact = d.cmpF(arith::CmpFPredicate::ONE, error, zero); // NaN: false
+    Value one = d.i(1);
+    Value none = d.i(0);
+    Value even = d.cmpI(P::eq, d.band(bits, one), none);
+    // One step away from zero when the error has the sum's sign, else toward it.
+    Value sameSign = d.cmpI(P::sge, d.bxor(bits, d.bitsOf(error)), none);
+    Value minusOne = d.i(~uint64_t{0});
+    Value step = d.select(sameSign, one, minusOne);
+    Value stepped = d.add(bits, step);
+    Value odd = d.select(d.band(inexact, even), stepped, bits);
+    rewriter.replaceOpWithNewOp<arith::TruncFOp>(op, op.getType(), d.floatOf(odd));
+    return success();
+  }
+};
+
 struct ExpandHostLibcallsPass : lossjit::impl::LossExpandHostLibcallsBase<ExpandHostLibcallsPass> {
   using LossExpandHostLibcallsBase::LossExpandHostLibcallsBase;
   void runOnOperation() override {
+    // The kernels' own fmas first, alone: the exp2/log2 polynomials below
+    // add some ten more per call, which stay calls to the exact fmaf. They
+    // are about 1 % of the work (one exp2 per logit against D fmas), and
+    // expanded they would make up most of the code LLVM compiles.
+    if (expandF32Fma) {
+      RewritePatternSet fmas(&getContext());
+      fmas.add<ExpandF32Fma>(&getContext());
+      if (failed(applyPatternsGreedily(getOperation(), std::move(fmas))))
+        return signalPassFailure();
+    }
     RewritePatternSet patterns(&getContext());
     populateExpandHostLibcallsPatterns(patterns, f16ExtendInHardware);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

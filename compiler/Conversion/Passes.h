@@ -22,7 +22,8 @@ namespace lossjit {
 
 /// Adds the patterns expanding f16/bf16 ↔ f32 conversions and f32/f64
 /// math.exp2/log2 into arithmetic (no compiler-runtime or libm calls);
-/// f16 → f32 widening is left alone when `f16ExtendInHardware`.
+/// f16 → f32 widening is left alone when `f16ExtendInHardware`. (The
+/// pass's expand-f32-fma runs before these, on the kernels' own fmas.)
 void populateExpandHostLibcallsPatterns(mlir::RewritePatternSet &patterns,
                                         bool f16ExtendInHardware = false);
 

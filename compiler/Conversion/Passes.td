@@ -55,7 +55,8 @@ def LossExpandHostLibcalls : Pass<"loss-expand-host-libcalls"> {
     none), `__truncsfhf2` / `__extendhfsf2` (f16 without F16C), `exp2f` /
     `log2f` (always, with results that differ between C libraries). This
     pass rewrites them — scalar or vector, element-wise — so the JIT's code
-    is the same arithmetic on every host and calls nothing but `fma`:
+    is the same arithmetic on every host and calls nothing but `fma` (f64
+    fma, and f32 fma without `expand-f32-fma`, on a target without FMA units):
 
     - `arith.extf` bf16 → f32: shift into the high half (exact);
     - `arith.truncf` f32 → bf16: round to nearest even, NaN → 0x7FC0
@@ -67,7 +68,17 @@ def LossExpandHostLibcalls : Pass<"loss-expand-host-libcalls"> {
       power-of-two scaling (subnormal results rounded once); ≤ 0.90 ulp;
     - `math.log2` (f32): e + r·g(r) on m = 1 + r ∈ [√½, √2), degree-9
       polynomial with log2(e) split in two; ≤ 1.003 ulp;
-      log2(0) = −inf, log2(x < 0) = NaN, subnormal inputs handled.
+      log2(0) = −inf, log2(x < 0) = NaN, subnormal inputs handled;
+    - `math.fma` (f32), with `expand-f32-fma` only (a target without FMA
+      units, where LLVM calls `fmaf` per element): exactly rounded in f64
+      arithmetic that SSE2 vectorizes. The product of two f32 is exact in
+      f64; the sum is rounded to odd (two-sum error, then the f64 moved one
+      step toward it when inexact and even), so the final rounding to f32
+      rounds once: the bits of a fused multiply-add, inf and NaN included.
+      Only the fmas already in the input are expanded (the products'):
+      those of the exp2/log2 polynomials this pass writes stay `math.fma`
+      (calls to the exact fmaf there), about 1 % of the work, and most of
+      the code if expanded.
     (Errors measured over every f32 input: scripts/numerics/.)
 
     Example: `%b = arith.truncf %x : vector<8xf32> to vector<8xbf16>`
@@ -81,6 +92,10 @@ def LossExpandHostLibcalls : Pass<"loss-expand-host-libcalls"> {
     Option<"f16ExtendInHardware", "f16-extend-in-hardware", "bool", "false",
            "leave f16 → f32 arith.extf to LLVM: the target widens it with an exact "
            "instruction (x86 F16C), the same bits as the expansion, faster">,
+    Option<"expandF32Fma", "expand-f32-fma", "bool", "false",
+           "expand the input's f32 math.fma into exact f64 arithmetic: for a "
+           "target without FMA units, where LLVM would call fmaf for every "
+           "element (same bits, about 1.7x faster there)">,
   ];
 }
 

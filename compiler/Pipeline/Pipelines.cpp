@@ -170,7 +170,7 @@ std::vector<Stage> lossjit::gpuStages(const GpuTarget &target,
 }
 
 std::vector<Stage> lossjit::cpuStages(const CpuTileConfig &tile, bool f16ExtendInHardware,
-                                      int64_t vectorRegisters) {
+                                      int64_t vectorRegisters, bool fmaInHardware) {
   std::vector<Stage> stages = graphStages();
   const CpuTileConfig defaults;
   std::string select = "target=cpu";
@@ -188,9 +188,14 @@ std::vector<Stage> lossjit::cpuStages(const CpuTileConfig &tile, bool f16ExtendI
   knob("reduce-lanes", tile.reduceLanes, defaults.reduceLanes);
   stages.push_back({"kernels", "builtin.module(loss-select-lowering-config{" + select +
                                    "},loss-lower-to-cpu,canonicalize,cse)"});
-  std::string expand = f16ExtendInHardware
-                           ? "loss-expand-host-libcalls{f16-extend-in-hardware=true}"
-                           : "loss-expand-host-libcalls";
+  std::string options;
+  if (f16ExtendInHardware)
+    options += " f16-extend-in-hardware=true";
+  if (!fmaInHardware)
+    options += " expand-f32-fma=true";
+  std::string expand = "loss-expand-host-libcalls";
+  if (!options.empty())
+    expand += "{" + options.substr(1) + "}";
   stages.push_back(
       {"llvm", "builtin.module(builtin.module(" + expand + ",arith-expand,"
                "convert-scf-to-cf,"

@@ -37,9 +37,11 @@ std::vector<Stage> gpuStages(const GpuTarget &target, const TileConfig &tile);
 /// instruction (x86 F16C), so loss-expand-host-libcalls may leave that
 /// conversion to LLVM (same bits, several times faster in the dot loops).
 /// `vectorRegisters` (when > 0) sizes the register tile for the target
-/// where `tile` leaves it at the defaults.
+/// where `tile` leaves it at the defaults. Without `fmaInHardware` (a CPU
+/// without FMA units) f32 fused multiply-adds expand into exact f64
+/// arithmetic rather than LLVM's per-element fmaf calls: the same bits.
 std::vector<Stage> cpuStages(const CpuTileConfig &tile, bool f16ExtendInHardware = false,
-                             int64_t vectorRegisters = 0);
+                             int64_t vectorRegisters = 0, bool fmaInHardware = true);
 
 /// The passes inside a "builtin.module(...)" pipeline, for adding to a pass
 /// manager that is already anchored on builtin.module.

@@ -68,6 +68,11 @@ struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
       *this, "f16-extend-in-hardware",
       llvm::cl::desc("the target widens f16 exactly in hardware (F16C), as the JIT decides"),
       llvm::cl::init(false)};
+  Option<bool> fmaInHardware{
+      *this, "fma-in-hardware",
+      llvm::cl::desc("the target has FMA units; false expands f32 fma into exact f64 "
+                     "arithmetic, as the JIT does for such a CPU"),
+      llvm::cl::init(true)};
 };
 
 /// Adds a joined stage list to `pm` (anchored on builtin.module already).
@@ -108,7 +113,8 @@ void lossjit::registerLossJITPasses() {
           CpuTileConfig tile;
           tile.blockRows = o.blockRows;
           tile.vectorWidth = o.vectorWidth;
-          (void)addStages(pm, cpuStages(tile, o.f16ExtendInHardware));
+          (void)addStages(
+              pm, cpuStages(tile, o.f16ExtendInHardware, /*vectorRegisters=*/0, o.fmaInHardware));
         });
   });
 }

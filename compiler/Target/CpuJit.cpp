@@ -90,6 +90,14 @@ struct PackedArgs {
     slots.push_back(&integers.back());
   }
 };
+
+/// The CPU stages for `target`: what its hardware does exactly (F16C's
+/// widening, FMA units) stays LLVM's, and its vector registers size the
+/// register tile.
+std::vector<Stage> stagesFor(const CpuTileConfig &tile, const CpuTarget &target) {
+  return cpuStages(tile, target.hasFeature("f16c"), target.vectorRegisters(tile.vectorWidth),
+                   target.hasFmaUnits());
+}
 } // namespace
 
 llvm::Expected<std::unique_ptr<CpuCompiledOp>>
@@ -104,9 +112,7 @@ llvm::Expected<std::unique_ptr<CpuCompiledOp>> CpuCompiledOp::compile(ModuleOp m
                                                                       const CpuTileConfig &tile,
                                                                       const CpuTarget &target,
                                                                       const StageSink &sink) {
-  auto timings = runStages(
-      module, cpuStages(tile, target.hasFeature("f16c"), target.vectorRegisters(tile.vectorWidth)),
-      sink);
+  auto timings = runStages(module, stagesFor(tile, target), sink);
   if (!timings)
     return timings.takeError();
   std::string error;
@@ -368,8 +374,7 @@ CpuCompiledOp::compileCached(mlir::ModuleOp module, const CpuTileConfig &tile,
                              const StageSink &sink) {
   runtime::CacheKeyInputs inputs;
   inputs.canonicalIr = printed(module);
-  inputs.pipeline = joinStages(
-      cpuStages(tile, target.hasFeature("f16c"), target.vectorRegisters(tile.vectorWidth)));
+  inputs.pipeline = joinStages(stagesFor(tile, target));
   inputs.tileConfig = tile.str();
   inputs.arch = "host:" + target.key();
   inputs.llvmVersion = LOSSJIT_LLVM_VERSION;

@@ -74,6 +74,8 @@ public:
   const std::vector<StageTiming> &timings() const { return stageTimings; }
   /// Seconds spent in LLVM codegen + linking (after the MLIR stages).
   double jitSeconds() const { return jitTime; }
+  /// The object code the kernels were linked from (what the cache stores).
+  llvm::StringRef objectCode() const { return object; }
 
   /// Checks buffers against the plan (names, dtypes, element counts).
   llvm::Error validate(const std::map<std::string, HostBuffer> &buffers,

@@ -133,6 +133,12 @@ bool CpuTarget::hasFeature(llvm::StringRef feature) const {
   return llvm::is_contained(parts, ("+" + feature).str());
 }
 
+bool CpuTarget::hasFmaUnits() const {
+  if (!llvm::Triple(triple).isX86())
+    return true;
+  return hasFeature("fma") || hasFeature("fma4");
+}
+
 int64_t CpuTarget::vectorRegisters(int64_t lanes) const {
   int64_t count = 16, bits = 128;
   if (hasFeature("avx512f"))

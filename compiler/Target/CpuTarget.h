@@ -54,6 +54,12 @@ struct CpuTarget {
   /// True when code generation may use `feature` (LLVM name, e.g. "f16c").
   bool hasFeature(llvm::StringRef feature) const;
 
+  /// True when the CPU has fused multiply-add instructions: x86 with FMA or
+  /// FMA4 (x86-64-v3 and up), and every other architecture LLVM targets
+  /// here (AArch64 always has them). Without, LLVM turns each llvm.fma into
+  /// a call to fmaf.
+  bool hasFmaUnits() const;
+
   /// How many vector<lanes x f32> values the target's vector registers hold
   /// at once (32 with AVX-512 for 8 lanes, 16 with AVX, 8 with SSE): what
   /// sizes the kernels' register tiles.

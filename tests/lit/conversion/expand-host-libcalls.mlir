@@ -201,3 +201,51 @@ func.func @widen_with_f16c(%h: vector<8xf16>, %b: vector<8xbf16>, %x: vector<8xf
   %2 = arith.truncf %x : vector<8xf32> to vector<8xf16>
   return %0, %1, %2 : vector<8xf32>, vector<8xf32>, vector<8xf16>
 }
+
+// -----
+
+// expand-f32-fma (a CPU without FMA units): f32 fma is exact f64
+// arithmetic — the product (exact), the sum, its two-sum error, the sum
+// rounded to odd by its bits, then one rounding to f32. Only the input's
+// fmas: those of the exp2 polynomial the pass writes stay math.fma (calls
+// to the exact fmaf). f64 fma stays (for LLVM's call to the exact fma);
+// without the option f32 fma stays too.
+// RUN: lossjit-opt %s --loss-expand-host-libcalls=expand-f32-fma=true --split-input-file \
+// RUN:   | FileCheck %s --check-prefix=FMA
+// FMA-LABEL: func.func @fma_without_fma_units
+// FMA-SAME:    (%[[A:.*]]: vector<8xf32>, %[[B:.*]]: vector<8xf32>, %[[C:.*]]: vector<8xf32>, %[[X:.*]]: f32, %[[D:.*]]: f64)
+// FMA-DAG:     %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<8xf64>
+// FMA:         %[[WA:.*]] = arith.extf %[[A]] : vector<8xf32> to vector<8xf64>
+// FMA-NEXT:    %[[WB:.*]] = arith.extf %[[B]] : vector<8xf32> to vector<8xf64>
+// FMA-NEXT:    %[[WC:.*]] = arith.extf %[[C]] : vector<8xf32> to vector<8xf64>
+// FMA-NEXT:    %[[P:.*]] = arith.mulf %[[WA]], %[[WB]] : vector<8xf64>
+// FMA-NEXT:    %[[S:.*]] = arith.addf %[[P]], %[[WC]] : vector<8xf64>
+// FMA-NEXT:    %[[CP:.*]] = arith.subf %[[S]], %[[P]] : vector<8xf64>
+// FMA-NEXT:    %[[PP:.*]] = arith.subf %[[S]], %[[CP]] : vector<8xf64>
+// FMA-NEXT:    %[[PE:.*]] = arith.subf %[[P]], %[[PP]] : vector<8xf64>
+// FMA-NEXT:    %[[CE:.*]] = arith.subf %[[WC]], %[[CP]] : vector<8xf64>
+// FMA-NEXT:    %[[E:.*]] = arith.addf %[[PE]], %[[CE]] : vector<8xf64>
+// FMA-NEXT:    %[[BITS:.*]] = arith.bitcast %[[S]] : vector<8xf64> to vector<8xi64>
+// FMA-NEXT:    %[[INEXACT:.*]] = arith.cmpf one, %[[E]], %[[ZERO]] : vector<8xf64>
+// FMA:         %[[ODD:.*]] = arith.select %{{.*}}, %{{.*}}, %[[BITS]] : vector<8xi1>, vector<8xi64>
+// FMA-NEXT:    %[[OF:.*]] = arith.bitcast %[[ODD]] : vector<8xi64> to vector<8xf64>
+// FMA-NEXT:    %[[R:.*]] = arith.truncf %[[OF]] : vector<8xf64> to vector<8xf32>
+// FMA:         arith.extf %[[X]] : f32 to f64
+// FMA:         %[[RX:.*]] = arith.truncf %{{.*}} : f64 to f32
+// FMA-NOT:     math.fma %{{.*}} : vector<8xf32>
+// FMA:         %[[F64:.*]] = math.fma %[[D]], %[[D]], %[[D]] : f64
+// FMA:         math.fma %{{.*}} : f32
+// FMA:         return %[[R]], %[[RX]], %[[F64]], %{{.*}}
+// The pass without the option leaves f32 fma alone.
+// CHECK-LABEL: func.func @fma_without_fma_units
+// CHECK:         math.fma %{{.*}} : vector<8xf32>
+// CHECK:         math.fma %{{.*}} : f32
+// CHECK:         math.fma %{{.*}} : f64
+func.func @fma_without_fma_units(%a: vector<8xf32>, %b: vector<8xf32>, %c: vector<8xf32>,
+                                 %x: f32, %d: f64) -> (vector<8xf32>, f32, f64, f32) {
+  %0 = math.fma %a, %b, %c : vector<8xf32>
+  %1 = math.fma %x, %x, %x : f32
+  %2 = math.fma %d, %d, %d : f64
+  %3 = math.exp2 %x : f32
+  return %0, %1, %2, %3 : vector<8xf32>, f32, f64, f32
+}

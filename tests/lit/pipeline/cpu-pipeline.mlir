@@ -2,13 +2,23 @@
 // dialect. Each fused function leaves a nested module of llvm.func kernels
 // and nothing else (no scf/memref/vector/arith/math/cf/func/loss op inside),
 // and nothing LLVM would turn into a compiler-runtime or libm call on some
-// host: no fpext/fptrunc of 16-bit floats, no exp2/log2 intrinsics.
+// host: no fpext/fptrunc of 16-bit floats, no exp2/log2 intrinsics (f32
+// fma stays, for FMA units: see NOFMA below for a CPU without).
 // RUN: lossjit-opt %s --lossjit-cpu-pipeline --split-input-file | FileCheck %s \
 // RUN:   --implicit-check-not='{{(= |^ *)"?(scf|memref|vector|arith|math|cf|func|index|loss|affine|ub|builtin\.unrealized_conversion_cast)\.}}' \
 // RUN:   --implicit-check-not='{{llvm\.(fpext|fptrunc|intr\.exp2|intr\.log2|intr\.exp|intr\.log)\b}}'
 // The stages, in order, with the options passed through.
-// RUN: lossjit-opt %s --lossjit-cpu-pipeline="block-rows=2 vector-width=16 f16-extend-in-hardware=true" --dump-pass-pipeline -o /dev/null --split-input-file 2>&1 \
+// RUN: lossjit-opt %s --lossjit-cpu-pipeline="block-rows=2 vector-width=16 f16-extend-in-hardware=true fma-in-hardware=false" --dump-pass-pipeline -o /dev/null --split-input-file 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=STAGES
+// For a CPU without FMA units (as the JIT runs it for x86-64-v2) the
+// products' f32 fused multiply-adds reach LLVM as f64 arithmetic rather
+// than as fmas it would turn into fmaf calls per element (the exp2/log2
+// polynomials keep theirs: see expand-host-libcalls.mlir).
+// RUN: lossjit-opt %s --lossjit-cpu-pipeline="fma-in-hardware=false" --split-input-file \
+// RUN:   | FileCheck %s --check-prefix=NOFMA
+// NOFMA-LABEL:   llvm.func @lce_rows
+// NOFMA:         llvm.fmul {{.*}} : vector<{{[0-9]+}}xf64>
+// NOFMA:         llvm.fptrunc {{.*}} : vector<{{[0-9]+}}xf64> to vector<{{[0-9]+}}xf32>
 
 // STAGES-LABEL: Pass Manager with
 // STAGES-NEXT:  builtin.module(
@@ -22,7 +32,7 @@
 // STAGES-NEXT:    canonicalize
 // STAGES-NEXT:    cse,
 // STAGES-NEXT:    builtin.module(
-// STAGES-NEXT:      loss-expand-host-libcalls{f16-extend-in-hardware=true},
+// STAGES-NEXT:      loss-expand-host-libcalls{expand-f32-fma=true f16-extend-in-hardware=true},
 // STAGES:           convert-vector-to-llvm
 // STAGES:           finalize-memref-to-llvm
 // STAGES:           convert-func-to-llvm

@@ -26,6 +26,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -57,9 +58,15 @@ TEST(CpuTarget, NamedLevelsImplyTheirFeaturesOnly) {
   EXPECT_TRUE(v2->hasFeature("sse4.2"));
   EXPECT_FALSE(v2->hasFeature("avx"));
   EXPECT_FALSE(v2->hasFeature("fma"));
+  EXPECT_FALSE(v2->hasFmaUnits());
   auto v3 = cantFail(CpuTarget::resolve("x86-64-v3"));
   EXPECT_TRUE(v3.hasFeature("avx2"));
   EXPECT_TRUE(v3.hasFeature("fma"));
+  EXPECT_TRUE(v3.hasFmaUnits());
+  // AMD's four-operand FMA (Bulldozer; no host here runs it) fuses as well.
+  CpuTarget bulldozer = v3;
+  bulldozer.features = "+avx,+fma4,+sse4.2";
+  EXPECT_TRUE(bulldozer.hasFmaUnits());
   EXPECT_TRUE(v3.hasFeature("f16c"));
   EXPECT_FALSE(v3.hasFeature("avx512f"));
   EXPECT_FALSE(v3.hasFeature("avx512bf16"));
@@ -141,7 +148,10 @@ public:
     }
     // As CpuCompiledOp lowers for this target (f16 widening left to F16C
     // where the target has it), or with the expansion pass removed.
-    std::string pipeline = cpuStages(CpuTileConfig{}, target.hasFeature("f16c")).back().pipeline;
+    std::string pipeline = cpuStages(CpuTileConfig{}, target.hasFeature("f16c"),
+                                     /*vectorRegisters=*/0, target.hasFmaUnits())
+                               .back()
+                               .pipeline;
     if (!expand) {
       pipeline = cpuStages(CpuTileConfig{}).back().pipeline;
       llvm::StringRef pass = "loss-expand-host-libcalls,";
@@ -159,6 +169,7 @@ public:
       error = llvm::toString(object.takeError());
       return;
     }
+    calls = cantFail(undefinedSymbols(*object));
     auto linked = linkCpuObject(*object);
     if (!linked) {
       error = llvm::toString(linked.takeError());
@@ -177,6 +188,8 @@ public:
   }
 
   std::string error;
+  /// The object's undefined symbols: the routines it calls.
+  std::vector<std::string> calls;
 
 private:
   mlir::OwningOpRef<mlir::ModuleOp> module;
@@ -221,6 +234,42 @@ std::string hostMathSource() {
                      "arith.extf %v : vector<8xbf16> to vector<8xf32>") +
          elementwise("from_f16", "f16", "f32", "arith.extf %v : vector<8xf16> to vector<8xf32>") +
          "} }";
+}
+
+/// fma(a, b, c) on f32 with a, b and c at in[i], in[n + i] and in[2n + i]:
+/// 8 lanes per step (@fma_vector) and one element per step (@fma_scalar), the two
+/// shapes the kernels' products use.
+std::string fmaSource() {
+  return R"(module { module @k {
+  func.func @fma_vector(%in: memref<?xf32>, %out: memref<?xf32>, %n: index) {
+    %c0 = arith.constant 0 : index
+    %c8 = arith.constant 8 : index
+    scf.for %i = %c0 to %n step %c8 {
+      %j = arith.addi %i, %n : index
+      %k = arith.addi %j, %n : index
+      %a = vector.load %in[%i] : memref<?xf32>, vector<8xf32>
+      %b = vector.load %in[%j] : memref<?xf32>, vector<8xf32>
+      %c = vector.load %in[%k] : memref<?xf32>, vector<8xf32>
+      %r = math.fma %a, %b, %c : vector<8xf32>
+      vector.store %r, %out[%i] : memref<?xf32>, vector<8xf32>
+    }
+    return
+  }
+  func.func @fma_scalar(%in: memref<?xf32>, %out: memref<?xf32>, %n: index) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    scf.for %i = %c0 to %n step %c1 {
+      %j = arith.addi %i, %n : index
+      %k = arith.addi %j, %n : index
+      %a = memref.load %in[%i] : memref<?xf32>
+      %b = memref.load %in[%j] : memref<?xf32>
+      %c = memref.load %in[%k] : memref<?xf32>
+      %r = math.fma %a, %b, %c : f32
+      memref.store %r, %out[%i] : memref<?xf32>
+    }
+    return
+  }
+} })";
 }
 
 float fromBits(uint32_t b) { return std::bit_cast<float>(b); }
@@ -469,6 +518,89 @@ TEST_F(HostMath, F64Exp2AndLog2AreWithinAFewUlpOnEveryTarget) {
                                      1023, 2.0, 3.5, ulpErrorF64);
 }
 
+/// Triples for fma: random bit patterns (specials included), cancellation,
+/// products that are exactly an f32 midpoint plus a tiny c (where rounding
+/// the f64 sum to nearest before rounding to f32 would round twice), and
+/// underflow to f32 subnormals, at many scales.
+std::vector<std::array<float, 3>> fmaInputs() {
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<uint32_t> anyBits;
+  std::uniform_int_distribution<int> scale(-70, 60), tinyExponent(-62, -1), coin(0, 1);
+  std::uniform_int_distribution<uint32_t> odd13(2048, 4095); // 2k + 1: 13 bits
+  std::vector<std::array<float, 3>> t;
+  for (int i = 0; i < (1 << 16); ++i)
+    t.push_back({fromBits(anyBits(rng)), fromBits(anyBits(rng)), fromBits(anyBits(rng))});
+  for (int i = 0; i < (1 << 16); ++i) {
+    float a = fromBits(anyBits(rng) & 0xBFFFFFFFu), b = fromBits(anyBits(rng) & 0xBFFFFFFFu);
+    float p = a * b;
+    t.push_back({a, b, -p});
+    t.push_back({a, b, std::nextafter(-p, coin(rng) ? INFINITY : -INFINITY)});
+  }
+  for (size_t end = t.size() + (1 << 16); t.size() < end;) {
+    // a·b with 25 significant bits, the last one set: an f32 midpoint.
+    uint32_t x = 2 * odd13(rng) + 1, y = 2 * odd13(rng) + 1;
+    if (uint64_t{x} * y >= (1u << 25))
+      continue;
+    int sa = scale(rng), sb = scale(rng) / 2;
+    float a = std::ldexp(static_cast<float>(x), sa), b = std::ldexp(static_cast<float>(y), sb);
+    float c = std::ldexp(coin(rng) ? 1.0f : -1.0f, sa + sb + tinyExponent(rng));
+    t.push_back({coin(rng) ? a : -a, b, c});
+  }
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (int i = 0; i < (1 << 14); ++i) // products near and below f32's normal range
+    t.push_back({std::ldexp(unit(rng), -60 - scale(rng) / 4), std::ldexp(unit(rng), -70),
+                 std::ldexp(unit(rng), -126 - (i % 24))});
+  const float inf = INFINITY, nan = NAN, big = std::numeric_limits<float>::max();
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  for (float a : {0.0f, -0.0f, 1.0f, -1.0f, inf, -inf, nan, big, tiny})
+    for (float b : {0.0f, -0.0f, 2.0f, -0.5f, inf, -inf, nan, big, tiny})
+      for (float c : {0.0f, -0.0f, 1.0f, -1.0f, inf, -inf, nan, -big, tiny})
+        t.push_back({a, b, c});
+  while (t.size() % 8)
+    t.push_back({1.0f, 1.0f, 1.0f});
+  return t;
+}
+
+TEST_F(HostMath, FmaIsExactlyRoundedOnEveryTarget) {
+  // On a target without FMA units (x86-64-v2) f32 fma is expanded into f64
+  // arithmetic rounded to odd: it must give std::fma's bits (IEEE 754's
+  // fusedMultiplyAdd, which the FMA targets compute in one instruction).
+  std::vector<std::array<float, 3>> t = fmaInputs();
+  const int64_t n = static_cast<int64_t>(t.size());
+  std::vector<float> in(3 * t.size());
+  for (size_t i = 0; i < t.size(); ++i)
+    for (int k = 0; k < 3; ++k)
+      in[k * t.size() + i] = t[i][k];
+  for (const CpuTarget &target : testTargets()) {
+    SCOPED_TRACE(target.cpu);
+    HostFunctions fns(*context, fmaSource(), target);
+    ASSERT_EQ(fns.error, "");
+    // No fmaf call on any target: FMA units, or the expansion.
+    EXPECT_FALSE(llvm::is_contained(fns.calls, "fmaf"));
+    for (const char *name : {"fma_vector", "fma_scalar"}) {
+      SCOPED_TRACE(name);
+      std::vector<float> out(t.size());
+      fns.call(name, in.data(), out.data(), n);
+      int wrong = 0;
+      for (size_t i = 0; i < t.size(); ++i) {
+        float want = std::fma(t[i][0], t[i][1], t[i][2]);
+        bool same = std::isnan(want) ? std::isnan(out[i]) : toBits(out[i]) == toBits(want);
+        if (!same && ++wrong <= 5)
+          ADD_FAILURE() << "fma(" << std::hexfloat << t[i][0] << ", " << t[i][1] << ", " << t[i][2]
+                        << ") = " << out[i] << ", want " << want;
+      }
+      EXPECT_EQ(wrong, 0);
+    }
+  }
+  // The check sees what the expansion replaces: without the pass, the
+  // FMA-less target's object calls fmaf.
+  auto v2 = cantFail(CpuTarget::resolve("x86-64-v2"));
+  EXPECT_FALSE(v2.hasFmaUnits());
+  HostFunctions raw(*context, fmaSource(), v2, /*expand=*/false);
+  ASSERT_EQ(raw.error, "");
+  EXPECT_TRUE(llvm::is_contained(raw.calls, "fmaf"));
+}
+
 TEST_F(HostMath, ObjectsCallingUnprovidedRoutinesAreRejected) {
   // Without the expansion, x86-64-v3 (no AVX512_BF16) needs __truncsfbf2 —
   // the libcall gcc 12's libgcc lacks — and every target needs exp2f: the
@@ -485,7 +617,8 @@ TEST_F(HostMath, ObjectsCallingUnprovidedRoutinesAreRejected) {
 TEST_F(HostMath, KernelObjectsNeedOnlyLossjitsRoutines) {
   // Every kernel family, every storage type, every target: the object's
   // undefined symbols are a subset of cpuRuntimeSymbols(); x86-64-v2 (no
-  // FMA units) is the only one that calls fmaf (and fma for f64).
+  // FMA units) is the only one that calls fmaf (its exp2/log2 polynomials;
+  // the products' fmas are expanded) and fma (f64).
   for (const CpuTarget &target : testTargets())
     for (std::string dtype : {"f16", "bf16", "f32", "f64"})
       for (int variant = 0; variant < 3; ++variant) {
@@ -501,6 +634,11 @@ TEST_F(HostMath, KernelObjectsNeedOnlyLossjitsRoutines) {
         auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{}, target);
         ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
         EXPECT_EQ((*op)->target().key(), target.key());
+        std::vector<std::string> calls = cantFail(undefinedSymbols((*op)->objectCode()));
+        if (target.hasFmaUnits()) {
+          EXPECT_FALSE(llvm::is_contained(calls, "fmaf"));
+          EXPECT_FALSE(llvm::is_contained(calls, "fma"));
+        }
       }
 }
 
