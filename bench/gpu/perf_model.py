@@ -2,7 +2,7 @@
 """A performance MODEL of lossjit's GPU kernels (not a measurement).
 
     python3 bench/gpu/perf_model.py [--build build] [--chips sm_80,sm_90]
-        [--json out.json] [--markdown out.md]
+        [--card h200|h100] [--json out.json] [--markdown out.md]
 
 No GPU is needed or used. For every kernel of every variant below, for each
 chip, the script
@@ -113,6 +113,28 @@ CHIPS = {
 }
 # sm_90a: the same H200, with the arch-specific instructions (wgmma).
 CHIPS["sm_90a"] = dict(CHIPS["sm_90"], card="H200 (sm_90a)")
+
+# The Hopper cards a lease may be (--card): sm_90/sm_90a describe the H200
+# above; an H100 SXM (80 GB HBM3) has the same SMs, clock, shared memory
+# and L2 (50 MiB), and 3.35 TB/s of DRAM instead of 4.8. Its sustained
+# tensor-core rate is taken to be the H200's 788 TFLOP/s (the same SMs at
+# the same power): not measured.
+HOPPER_CARDS = {
+    "h200": {},
+    "h100": {"card_name": "H100 SXM", "dram_bw": 3.35e12},
+}
+
+
+def hopper_chips(card):
+    """CHIPS with sm_90/sm_90a describing `card` (a HOPPER_CARDS key)."""
+    chips = dict(CHIPS)
+    override = dict(HOPPER_CARDS[card])
+    name = override.pop("card_name", None)
+    for chip in ("sm_90", "sm_90a"):
+        chips[chip] = dict(CHIPS[chip], **override)
+        if name:
+            chips[chip]["card"] = "%s (%s)" % (name, chip)
+    return chips
 
 SHAPES = [
     {"name": "headline", "N": 4096, "D": 4096, "V": 128256},
@@ -1454,10 +1476,14 @@ def main(argv=None):
                         help="build directory holding bin/lossjit-opt (default: build)")
     parser.add_argument("--chips", default="sm_80,sm_90",
                         help="comma-separated: sm_80,sm_90,sm_90a (sm_90a: the wgmma variants)")
+    parser.add_argument("--card", default="h200", choices=sorted(HOPPER_CARDS),
+                        help="the Hopper card sm_90/sm_90a model (default: h200)")
     parser.add_argument("--json", help="write everything as JSON here")
     parser.add_argument("--markdown", help="write the tables here")
     parser.add_argument("--keep", help="keep the generated MLIR/PTX in this directory")
     args = parser.parse_args(argv)
+    # (The script's one table of machines, set once before the model reads it.)
+    CHIPS.update(hopper_chips(args.card))
     chips = [c.strip() for c in args.chips.split(",") if c.strip()]
     for chip in chips:
         if chip not in CHIPS:

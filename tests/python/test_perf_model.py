@@ -301,3 +301,20 @@ def test_the_fused_lse_merges_tile_states_instead_of_reading_the_logits():
     mma = {"matmul": "mma_sync", "block_rows": 64, "block_cols": 64, "threads": 128}
     lse = m.kernel_work("lce_fused_lse", shape, mma, env, 1, 2)
     assert lse["floor_bytes"] == 4096 * 2004 * 2 * 8 + 4096 * (3 * 4 + 32)
+
+
+def test_an_h100_lease_changes_the_hopper_chips_dram_alone():
+    # A lease may be an H100 SXM rather than an H200: --card h100 models
+    # sm_90/sm_90a with its 3.35 TB/s of DRAM and names the card; sm_80 and
+    # every other limit stay as they are, and the default is the H200.
+    m = load_model()
+    h200 = m.hopper_chips("h200")
+    assert h200 == m.CHIPS
+    h100 = m.hopper_chips("h100")
+    for chip in ("sm_90", "sm_90a"):
+        assert h100[chip]["dram_bw"] == 3.35e12
+        assert h100[chip]["card"] == "H100 SXM (%s)" % chip
+        changed = {k for k in h100[chip] if h100[chip][k] != m.CHIPS[chip][k]}
+        assert changed == {"dram_bw", "card"}
+    assert h100["sm_80"] == m.CHIPS["sm_80"]
+    assert m.CHIPS["sm_90a"]["dram_bw"] == 4.8e12  # the table itself is untouched
