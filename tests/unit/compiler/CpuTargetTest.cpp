@@ -236,40 +236,34 @@ std::string hostMathSource() {
          "} }";
 }
 
-/// fma(a, b, c) on f32 with a, b and c at in[i], in[n + i] and in[2n + i]:
-/// 8 lanes per step (@fma_vector) and one element per step (@fma_scalar), the two
-/// shapes the kernels' products use.
+/// @<name>(in, out, n): fma(a, b, c) on f32 with a, b and c at in[i],
+/// in[n + i] and in[2n + i], `lanes` elements per step (vector<lanes>, or
+/// scalars for 1): the two shapes the kernels' products use.
+std::string fmaFunction(llvm::StringRef name, int lanes) {
+  const bool scalar = lanes == 1;
+  const std::string type = scalar ? "f32" : "vector<" + std::to_string(lanes) + "xf32>";
+  const std::string access = scalar ? "memref<?xf32>" : "memref<?xf32>, " + type;
+  const std::string load = scalar ? " = memref.load %in[" : " = vector.load %in[";
+  std::string text = "  func.func @" + name.str() +
+                     "(%in: memref<?xf32>, %out: memref<?xf32>, %n: index) {\n"
+                     "    %c0 = arith.constant 0 : index\n"
+                     "    %step = arith.constant " +
+                     std::to_string(lanes) + " : index\n" +
+                     "    scf.for %i = %c0 to %n step %step {\n"
+                     "      %j = arith.addi %i, %n : index\n"
+                     "      %k = arith.addi %j, %n : index\n";
+  const std::pair<const char *, const char *> operands[] = {{"a", "i"}, {"b", "j"}, {"c", "k"}};
+  for (auto [value, index] : operands)
+    text += "      %" + std::string(value) + load + "%" + index + "] : " + access + "\n";
+  text += "      %r = math.fma %a, %b, %c : " + type + "\n";
+  text += std::string("      ") + (scalar ? "memref.store" : "vector.store") +
+          " %r, %out[%i] : " + access + "\n";
+  return text + "    }\n    return\n  }\n";
+}
+
 std::string fmaSource() {
-  return R"(module { module @k {
-  func.func @fma_vector(%in: memref<?xf32>, %out: memref<?xf32>, %n: index) {
-    %c0 = arith.constant 0 : index
-    %c8 = arith.constant 8 : index
-    scf.for %i = %c0 to %n step %c8 {
-      %j = arith.addi %i, %n : index
-      %k = arith.addi %j, %n : index
-      %a = vector.load %in[%i] : memref<?xf32>, vector<8xf32>
-      %b = vector.load %in[%j] : memref<?xf32>, vector<8xf32>
-      %c = vector.load %in[%k] : memref<?xf32>, vector<8xf32>
-      %r = math.fma %a, %b, %c : vector<8xf32>
-      vector.store %r, %out[%i] : memref<?xf32>, vector<8xf32>
-    }
-    return
-  }
-  func.func @fma_scalar(%in: memref<?xf32>, %out: memref<?xf32>, %n: index) {
-    %c0 = arith.constant 0 : index
-    %c1 = arith.constant 1 : index
-    scf.for %i = %c0 to %n step %c1 {
-      %j = arith.addi %i, %n : index
-      %k = arith.addi %j, %n : index
-      %a = memref.load %in[%i] : memref<?xf32>
-      %b = memref.load %in[%j] : memref<?xf32>
-      %c = memref.load %in[%k] : memref<?xf32>
-      %r = math.fma %a, %b, %c : f32
-      memref.store %r, %out[%i] : memref<?xf32>
-    }
-    return
-  }
-} })";
+  return "module { module @k {\n" + fmaFunction("fma_vector", 8) + fmaFunction("fma_scalar", 1) +
+         "} }";
 }
 
 float fromBits(uint32_t b) { return std::bit_cast<float>(b); }
