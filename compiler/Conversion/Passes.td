@@ -55,8 +55,9 @@ def LossExpandHostLibcalls : Pass<"loss-expand-host-libcalls"> {
     none), `__truncsfhf2` / `__extendhfsf2` (f16 without F16C), `exp2f` /
     `log2f` (always, with results that differ between C libraries). This
     pass rewrites them — scalar or vector, element-wise — so the JIT's code
-    is the same arithmetic on every host and calls nothing but `fma` (f64
-    fma, and f32 fma without `expand-f32-fma`, on a target without FMA units):
+    is the same arithmetic on every host and calls nothing but `fma`, on a
+    target without FMA units alone (f64 fma; f32 fma too, all of it without
+    `expand-f32-fma` and the exp2/log2 polynomials' with it):
 
     - `arith.extf` bf16 → f32: shift into the high half (exact);
     - `arith.truncf` f32 → bf16: round to nearest even, NaN → 0x7FC0
