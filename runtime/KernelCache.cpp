@@ -143,12 +143,14 @@ std::shared_ptr<std::mutex> KernelCache::keyMutex(const std::string &key) {
 }
 
 void KernelCache::reportInvalidOnce(const std::string &path, const std::string &why) {
-  invalidEntries.fetch_add(1);
+  // getOrCompile probes the cache directory before and after taking the
+  // file lock: one bad entry is one warning and one count, not two.
   {
     std::lock_guard<std::mutex> lock(mapMutex);
     if (!reportedInvalid.insert(path).second)
       return;
   }
+  invalidEntries.fetch_add(1);
   logWarning("ignoring invalid kernel bundle " + path + ": " + why);
 }
 

@@ -105,6 +105,8 @@ struct KernelCacheStats {
   uint64_t compiles = 0;
   uint64_t diskWrites = 0;
   uint64_t evictions = 0;
+  /// Damaged or foreign entries found (and recompiled), each path once per
+  /// process, as its warning.
   uint64_t invalidEntries = 0;
 };
 

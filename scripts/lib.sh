@@ -93,6 +93,10 @@ lossjit_enable_python() {
 # worker): the suite is single-threaded JIT compiles and CPU kernels, so two
 # workers take it from about 14 to about 7.5 minutes on 2 cores. Without
 # xdist (a runtime-only machine) or with one core it runs in one process.
+# The workers (and the ranks and child processes they spawn) share one kernel
+# cache in the build tree, never the user's: a kernel that several test files
+# use compiles once. Its keys hold the compiler's fingerprint, so an edited
+# compiler misses instead of linking stale code; 512 MiB LRU.
 lossjit_pytest() {
   local parallel=() cores
   cores=$(nproc 2>/dev/null || echo 1)
@@ -100,6 +104,8 @@ lossjit_pytest() {
     parallel=(-n "$cores" --dist loadfile)
   fi
   PYTHONPATH="$LOSSJIT_ROOT/python:$LOSSJIT_BUILD/python${PYTHONPATH:+:$PYTHONPATH}" \
+    LOSSJIT_CACHE_DIR="$LOSSJIT_BUILD/test-cache/pytest" LOSSJIT_CACHE_MAX_BYTES=536870912 \
+    LOSSJIT_CACHE_DISABLE= \
     LOSSJIT_BUILD="$LOSSJIT_BUILD" "$LOSSJIT_PYTHON" -m pytest -q -p no:cacheprovider \
     "${parallel[@]}" "$LOSSJIT_ROOT/tests/python" "$@"
 }

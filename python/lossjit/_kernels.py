@@ -598,9 +598,15 @@ def clear_cache() -> None:
 
 
 def cache_info() -> Dict[str, int]:
+    """Compiled ops this process holds, per kind, and where this process's
+    kernels came from: `compiled` here, `from_disk` (the kernel cache,
+    LOSSJIT_CACHE_DIR: CPU objects and GPU PTX alike) or `from_kernel_path`
+    (prebuilt bundles, LOSSJIT_KERNEL_PATH)."""
+    stats = C.kernel_cache_stats()
     return {"forward": len(_forward_ops), "backward": len(_backward_ops),
             "forward_backward": len(_fused_ops), "vocab_reduce": len(_reduce_ops),
-            "graphs": len(_graphs)}
+            "graphs": len(_graphs), "compiled": stats["compiles"],
+            "from_disk": stats["disk_hits"], "from_kernel_path": stats["kernel_path_hits"]}
 
 
 def describe_build() -> Dict[str, Any]:

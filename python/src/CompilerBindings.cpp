@@ -508,7 +508,13 @@ std::unique_ptr<CpuOp> compileCpu(Graph &graph, int64_t blockRows,
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(state().mutex);
     OwningOpRef<ModuleOp> module = graph.module->clone();
-    auto result = CpuCompiledOp::compile(*module, tile, environmentDumpSink());
+    // Through the kernel cache, as the GPU ops: another process (a restart,
+    // a data-parallel rank, a pytest worker) links the object instead of
+    // running MLIR and LLVM again. The key holds the CPU target and the
+    // compiler's fingerprint, so an entry is never linked for another CPU
+    // or by an edited code generator.
+    auto result = CpuCompiledOp::compileCached(*module, tile, runtime::KernelCache::global(),
+                                               environmentDumpSink());
     if (!result)
       error = llvm::toString(result.takeError());
     else
@@ -733,16 +739,15 @@ void lossjit::python::bindCompiler(py::module_ &m) {
       .def_static("compile", &compileCpu, py::arg("graph"), py::kw_only(),
                   py::arg("block_rows") = 0, py::arg("vector_width") = 0,
                   py::arg("reduce_lanes") = 0)
-      .def_property_readonly("params",
-                             [](const CpuOp &op) { return planParams(op.op->plan()); })
-      .def_property_readonly("options",
-                             [](const CpuOp &op) { return op.op->plan().options; })
-      .def_property_readonly("entry_args",
-                             [](const CpuOp &op) { return op.op->plan().entryArgs; })
+      .def_property_readonly("params", [](const CpuOp &op) { return planParams(op.op->plan()); })
+      .def_property_readonly("options", [](const CpuOp &op) { return op.op->plan().options; })
+      .def_property_readonly("entry_args", [](const CpuOp &op) { return op.op->plan().entryArgs; })
       .def_property_readonly("op", [](const CpuOp &op) { return op.op->plan().op; })
       .def_property_readonly("tile", [](const CpuOp &op) { return op.op->plan().tile; })
-      .def_property_readonly("jit_seconds",
-                             [](const CpuOp &op) { return op.op->jitSeconds(); })
+      .def_property_readonly("jit_seconds", [](const CpuOp &op) { return op.op->jitSeconds(); })
+      .def_property_readonly(
+          "from_cache", [](const CpuOp &op) { return op.op->fromCache(); },
+          "True when the kernels were linked from a kernel-cache entry (no compilation).")
       .def_property_readonly("timings",
                              [](const CpuOp &op) {
                                py::list out;
@@ -750,16 +755,15 @@ void lossjit::python::bindCompiler(py::module_ &m) {
                                  out.append(py::make_tuple(t.name, t.seconds));
                                return out;
                              })
-      .def("launch", &launchCpu, py::arg("buffers"), py::arg("n"), py::arg("v"),
-           py::arg("d"), py::arg("threads") = 0, py::arg("check_labels") = true,
-           py::arg("t") = 0,
+      .def("launch", &launchCpu, py::arg("buffers"), py::arg("n"), py::arg("v"), py::arg("d"),
+           py::arg("threads") = 0, py::arg("check_labels") = true, py::arg("t") = 0,
            "The hot path: [(address, elements, dtype)] for every param in "
            "`params` order; each dtype ('f32', 'bf16', 'i64'...) must be the "
            "plan's (TypeError otherwise). With check_labels, every label must "
            "be ignore_index or in [0, V) (IndexError otherwise) before any "
            "kernel runs.")
-      .def("run", &runCpu, py::arg("buffers"), py::arg("n"), py::arg("v"),
-           py::arg("d"), py::arg("threads") = 0, py::arg("t") = 0,
+      .def("run", &runCpu, py::arg("buffers"), py::arg("n"), py::arg("v"), py::arg("d"),
+           py::arg("threads") = 0, py::arg("t") = 0,
            "Runs on host buffers [(name, address, dtype, elements)]; the GIL is "
            "released while the kernels run.");
 

@@ -345,6 +345,25 @@ PYBIND11_MODULE(_lossjit, m) {
       []() { return runtime::KernelCacheOptions::fromEnvironment().searchPath; },
       "The bundle roots of LOSSJIT_KERNEL_PATH.");
 
+  m.def(
+      "kernel_cache_stats",
+      []() {
+        auto &cache = runtime::KernelCache::global();
+        runtime::KernelCacheStats s = cache.stats();
+        py::dict out;
+        out["memory_hits"] = s.memoryHits;
+        out["kernel_path_hits"] = s.searchPathHits;
+        out["disk_hits"] = s.diskHits;
+        out["compiles"] = s.compiles;
+        out["disk_writes"] = s.diskWrites;
+        out["evictions"] = s.evictions;
+        out["invalid_entries"] = s.invalidEntries;
+        out["directory"] = cache.isDiskEnabled() ? cache.getOptions().directory : "";
+        return out;
+      },
+      "This process's kernel-cache counters (CPU objects and GPU bundles alike) "
+      "and the directory entries persist in ('' when memory only).");
+
   py::class_<GpuOp>(m, "GpuOp", "A CUDA kernel bundle ready to launch.")
       .def_property_readonly("key", [](const GpuOp &op) { return op.bundle->key; })
       .def_property_readonly("arch", [](const GpuOp &op) { return op.bundle->arch; })
