@@ -97,7 +97,7 @@ class BackwardFlags(NamedTuple):
 
 
 def backward_strategy(dtype: torch.dtype, device: torch.device, n: int, v: int,
-                      needs_grad_w: bool = True, fused: bool = False) -> str:
+                      needs_grad_w: bool = True, fused: bool = False, d: int = 0) -> str:
     """The backward's (`fused`: the fused op's) schedule for a call of N rows
     over a vocabulary of V: on CUDA with 16-bit storage, dW wanted and N <= V,
     vocabulary chunks ("vocab_chunked"): each dW row is formed once over all
@@ -112,7 +112,15 @@ def backward_strategy(dtype: torch.dtype, device: torch.device, n: int, v: int,
     N x D f32 accumulator, and the fused op forms the logits once
     (6.N.D.V). Otherwise "auto" (the lowering's choice: row chunks on CUDA,
     which without dW need no accumulator at all; the CPU chunks the
-    vocabulary for 16-bit storage already)."""
+    vocabulary for 16-bit storage already).
+    On the host, the fused op with 16-bit storage and dW takes the row
+    chunks ("chunked": the logits once, 6.N.D.V instead of the vocabulary
+    chunks' 8) where their V x D f32 dW accumulator (`d`: D) takes at most
+    half of CPU_WORKSPACE_BYTES; the chunks get the other half
+    (_with_workspace), so the op stays within the budget."""
+    if (device.type == "cpu" and fused and dtype in (torch.float16, torch.bfloat16)
+            and needs_grad_w and 0 < 4 * v * d <= CPU_WORKSPACE_BYTES // 2):
+        return "chunked"
     if (device.type == "cuda" and dtype in (torch.float16, torch.bfloat16) and needs_grad_w
             and n <= v and not (HAS_COMPILER and fits_one_row_chunk(n, v, fused))):
         return "vocab_chunked"
@@ -145,7 +153,14 @@ def _with_workspace(flags: "BackwardFlags", device: torch.device) -> "BackwardFl
     """`flags` with its workspace budget resolved for `device`."""
     if flags.workspace_bytes:
         return flags
-    budget = CUDA_WORKSPACE_BYTES if device.type == "cuda" else CPU_WORKSPACE_BYTES
+    if device.type == "cuda":
+        budget = CUDA_WORKSPACE_BYTES
+    elif flags.strategy == "chunked":
+        # Only backward_strategy asks for row chunks on the host (16-bit
+        # storage): the other half holds their f32 dW accumulator.
+        budget = CPU_WORKSPACE_BYTES // 2
+    else:
+        budget = CPU_WORKSPACE_BYTES
     return flags._replace(workspace_bytes=budget)
 
 

@@ -286,10 +286,11 @@ def linear_cross_entropy_with_grad_op(
     v = weight.shape[0]
     # The backward's schedule: on CUDA with 16-bit storage, vocabulary chunks
     # (the forward's statistics first, then no V x D f32 dW accumulator),
-    # unless all rows fit one row chunk (the logits once, no accumulator).
+    # unless all rows fit one row chunk (the logits once, no accumulator);
+    # on the host, row chunks where that accumulator is small.
     flags = K.BackwardFlags(needs_grad_x, needs_grad_w,
                             strategy=K.backward_strategy(hidden.dtype, device, n, v,
-                                                         needs_grad_w, fused=True))
+                                                         needs_grad_w, fused=True, d=d))
     kernel = K.fused_kernel(hidden.dtype, target.dtype, bias is not None, ignore_index,
                             reduction, flags, device, float(logit_scale), float(softcap))
     loss = hidden.new_empty((), dtype=K.compute_dtype(hidden.dtype))

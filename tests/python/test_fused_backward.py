@@ -267,7 +267,7 @@ def test_both_schedules_of_the_fused_op_match_fp64(dtype, strategy, tmp_path, mo
 def test_the_fused_op_takes_the_backward_strategy(monkeypatch):
     # The fused op asks for the backward's schedule of the call's device,
     # dtype and shape (vocabulary chunks on CUDA for 16-bit storage and
-    # N <= V); on the host that is "auto".
+    # N <= V); on the host, for this small head, row chunks.
     from lossjit import _kernels as K
     seen = []
     real = K.fused_kernel
@@ -279,7 +279,8 @@ def test_the_fused_op_takes_the_backward_strategy(monkeypatch):
     monkeypatch.setattr(K, "fused_kernel", spy)
     h, w, y, b = _leaves(*make_inputs("cpu", torch.bfloat16, bias=True))
     _run(h, w, y, b, fused_backward=True)
-    assert seen == [K.backward_strategy(torch.bfloat16, torch.device("cpu"), 19, 37)] == ["auto"]
+    assert seen == [K.backward_strategy(torch.bfloat16, torch.device("cpu"), 19, 37,
+                                        fused=True, d=24)] == ["chunked"]
     monkeypatch.setattr(K, "backward_strategy", lambda *a, **k: "vocab_chunked")
     seen.clear()
     h, w, y, b = _leaves(*make_inputs("cpu", torch.bfloat16, bias=True))

@@ -36,6 +36,57 @@ def test_the_backward_strategy_follows_device_dtype_and_shape(monkeypatch, devic
     assert K.backward_strategy(dtype, torch.device(device), n, v, grad_w) == expected
 
 
+@pytest.mark.parametrize("dtype,v,d,grad_w,fused,expected", [
+    # 4.V.D bytes of f32 dW accumulator against half of the 64 MiB budget.
+    (torch.bfloat16, 8000, 1024, True, True, "chunked"),   # 31.25 MiB
+    (torch.float16, 32768, 256, True, True, "chunked"),    # 32 MiB
+    (torch.bfloat16, 32769, 256, True, True, "auto"),      # just over: vocabulary chunks
+    (torch.bfloat16, 32000, 1024, True, True, "auto"),
+    (torch.bfloat16, 8000, 1024, True, False, "auto"),     # the backward alone
+    (torch.bfloat16, 8000, 1024, False, True, "auto"),     # no dW, no accumulator
+    (torch.float32, 8000, 1024, True, True, "auto"),       # f32 sums dW in grad_weight
+])
+def test_the_host_fused_op_takes_row_chunks_for_a_small_head(dtype, v, d, grad_w, fused,
+                                                             expected):
+    cpu = torch.device("cpu")
+    assert K.backward_strategy(dtype, cpu, 4096, v, grad_w, fused=fused, d=d) == expected
+    flags = K.BackwardFlags(True, grad_w, strategy=expected)
+    # Row chunks get the half of the budget their accumulator leaves.
+    assert K._with_workspace(flags, cpu).workspace_bytes == (
+        K.CPU_WORKSPACE_BYTES // 2 if expected == "chunked" else K.CPU_WORKSPACE_BYTES)
+
+
+@needs_cpu_backend
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_the_host_fused_op_in_row_chunks_matches_fp64_and_repeats(monkeypatch, dtype):
+    # A budget small enough for several row chunks: 1 MiB, so chunks of
+    # about 430 rows within the half the dW accumulator leaves. (Row chunks
+    # form lse from the logit tiles' statistics: the last bits of the
+    # gradients are not the vocabulary chunks', as f32's fused op already
+    # differs from its split backward; each is checked against fp64.)
+    monkeypatch.setattr(K, "CPU_WORKSPACE_BYTES", 1 << 20)
+    h, w, y, _ = make_inputs("cpu", dtype, n=1000, v=301, d=64)
+    assert K.backward_strategy(dtype, h.device, 1000, 301, fused=True, d=64) == "chunked"
+    runs = []
+    for _ in range(2):
+        hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
+        loss = lossjit.linear_cross_entropy(hh, ww, y, fused_backward=True)
+        loss.backward()
+        runs.append((loss.detach(), hh.grad, ww.grad))
+    name = {torch.bfloat16: "bf16", torch.float16: "f16"}[dtype]
+    options = [op.op.options for op in K._fused_ops.values()
+               if op.op.options["dtype"] == name and op.op.options["workspace_bytes"] == str(1 << 19)]
+    assert [o["strategy"] for o in options] == ["chunked"]
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+    torch.testing.assert_close(runs[0][0].double(), reference(h, w, y)[0],
+                               rtol=1e-5, atol=1e-6)
+    rx, rw = reference_grads(h, w, y, None, torch.tensor(1.0))[:2]
+    rtol, atol = tolerance(dtype)
+    torch.testing.assert_close(runs[0][1].double(), rx, rtol=rtol, atol=atol)
+    torch.testing.assert_close(runs[0][2].double(), rw, rtol=rtol, atol=atol)
+
+
 def test_the_fused_op_keeps_one_row_chunk_while_its_logits_fit(monkeypatch):
     # The fused op's row chunks hold 6 bytes an element (f32 raw logits and
     # 16-bit dZ) and up to 8 bytes per 32 columns (the tiles' row
