@@ -3,12 +3,15 @@
 #
 # 1) Here, on a machine with the compiler (MLIR):
 #      scripts/gpu-check.sh --prepare [--no-wheels] [--no-pytest-kernels] [--arch sm_90,sm_90a]
-#                           [--aot PATH]
+#                           [--aot PATH] [--one-per-kind]
 #    builds lossjit-aot and writes .bundle/ and .bundle.tar.gz (git-ignored): kernel
 #    bundles for LOSSJIT_KERNEL_PATH, test-only bundles for ctest -L gpu
 #    (chunked backward, tensor-core forward), AOT
 #    C API outputs for the example consumer and the benchmark, googletest
 #    sources; downloads the Liger-Kernel and cut-cross-entropy wheels into .whl/.
+#    --one-per-kind builds one bundle of each kind (every AOT variant, tile and
+#    strategy, one dtype/reduction/bias of each): CI's check of this script,
+#    not a bundle for a GPU machine.
 # 2) There, on the GPU machine (CUDA, CMake, ninja, python3 + torch; no MLIR),
 #    in one call, in under 8 minutes:
 #      scripts/gpu-check.sh [--out DIR] [--budget SECONDS] [--skip STEP,...]
@@ -34,6 +37,7 @@ usage() {
 MODE=run
 WHEELS=1
 PYTEST_KERNELS=1
+ONE_PER_KIND=0
 AOT=""
 BUNDLE="${LOSSJIT_GPU_BUNDLE:-$ROOT/.bundle}"
 # The lent device is an H200: sm_90 (mma.sync) and sm_90a (wgmma, what a
@@ -51,6 +55,7 @@ while (($#)); do
   --prepare) MODE=prepare ;;
   --no-wheels) WHEELS=0 ;;
   --no-pytest-kernels) PYTEST_KERNELS=0 ;;
+  --one-per-kind) ONE_PER_KIND=1 ;;
   --aot) AOT="$2"; shift ;;
   --bundle-dir) BUNDLE="$2"; shift ;;
   --arch) ARCHES="$2"; shift ;;
@@ -221,22 +226,33 @@ prepare() {
   mkdir -p "$BUNDLE/aot" "$BUNDLE/kernels" "$BUNDLE/test-kernels/graphs"
 
   local entry name args jobs=()
+  # add_job KIND ARGS: one lossjit-aot job; with --one-per-kind, only the
+  # first job of each KIND (the cross products below repeat the same code
+  # paths per dtype, reduction and bias; every tile and strategy is a kind).
+  local -A kinds=()
+  add_job() {
+    if ((ONE_PER_KIND)); then
+      [ -n "${kinds[$1]:-}" ] && return 0
+      kinds[$1]=1
+    fi
+    jobs+=("$2")
+  }
   for entry in "${AOT_VARIANTS[@]}"; do
     name=${entry%%|*}
     args=${entry#*|}
-    jobs+=("--preset linear-cross-entropy $args --arch $ARCHES -o $BUNDLE/aot/$name")
+    add_job "aot-$name" "--preset linear-cross-entropy $args --arch $ARCHES -o $BUNDLE/aot/$name"
   done
   if [[ ,$ARCHES, == *,sm_90a,* ]]; then
     for entry in "${HOPPER_AOT_VARIANTS[@]}"; do
       name=${entry%%|*}
       args=${entry#*|}
-      jobs+=("--preset linear-cross-entropy $args --arch sm_90a -o $BUNDLE/aot/$name")
+      add_job "aot-$name" "--preset linear-cross-entropy $args --arch sm_90a -o $BUNDLE/aot/$name"
     done
   fi
   # A cubin variant where this machine can assemble (nvJitLink or ptxas).
   if command -v ptxas >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas" ] ||
     ls "${CUDA_HOME:-/usr/local/cuda}"/lib64/libnvJitLink.so* >/dev/null 2>&1; then
-    jobs+=("--preset linear-cross-entropy --dtype f16 --reduction mean --emit cubin --arch $ARCHES -o $BUNDLE/aot/f16-mean-cubin")
+    add_job cubin "--preset linear-cross-entropy --dtype f16 --reduction mean --emit cubin --arch $ARCHES -o $BUNDLE/aot/f16-mean-cubin"
   else
     echo "gpu-check --prepare: no nvJitLink/ptxas here; no cubin variant"
   fi
@@ -251,12 +267,12 @@ prepare() {
         [ "$bias" = bias ] && args="$args --bias"
         # mean/sum also get the fused forward+backward (fused_backward=True).
         [ "$reduction" != none ] && args="$args --fused"
-        jobs+=("--preset linear-cross-entropy $args --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias")
+        add_job "kernels-$dtype" "--preset linear-cross-entropy $args --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias"
         # The Python package's CUDA backward and fused op for N <= V with
         # 16-bit storage (lossjit._kernels.backward_strategy), for mean (the
         # benchmark's impls lossjit and lossjit-fused) and sum.
         if [[ $dtype == *16 && $reduction != none ]]; then
-          jobs+=("--preset linear-cross-entropy $args --strategy vocab_chunked --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias-vocab")
+          add_job "kernels-$dtype-vocab" "--preset linear-cross-entropy $args --strategy vocab_chunked --no-c-api --arch $ARCHES -o $BUNDLE/kernels/$dtype-$reduction-$bias-vocab"
         fi
       done
     done
@@ -268,7 +284,7 @@ prepare() {
     name="$dtype-$reduction-$( ((bias)) && echo bias || echo nobias)-ws$TEST_WORKSPACE_BYTES"
     graph="$BUNDLE/test-kernels/graphs/$name.mlir"
     test_graph "$dtype" "$reduction" "$bias" "$TEST_WORKSPACE_BYTES" >"$graph"
-    jobs+=("$graph --no-c-api --arch $ARCHES -o $BUNDLE/test-kernels/$name")
+    add_job "test-$dtype" "$graph --no-c-api --arch $ARCHES -o $BUNDLE/test-kernels/$name"
   done
   # Tensor-core check bundles (see MMA_TILES).
   local tile arches
@@ -282,7 +298,7 @@ prepare() {
           # wgmma exists on sm_90a only.
           arches=$ARCHES
           [[ $tile == wgmma* ]] && arches=sm_90a
-          jobs+=("--preset linear-cross-entropy $args --no-c-api --arch $arches -o $BUNDLE/test-kernels/$name")
+          add_job "mma-${tile%%|*}" "--preset linear-cross-entropy $args --no-c-api --arch $arches -o $BUNDLE/test-kernels/$name"
         done
       done
     done
@@ -302,7 +318,7 @@ prepare() {
           [ "$reduction" != none ] && args="$args --fused"
           name="hopper-$dtype-$reduction-$( ((bias)) && echo bias || echo nobias)-${tile%%|*}"
           [ $strategy = vocab_chunked ] && name="$name-vocab"
-          jobs+=("--preset linear-cross-entropy $args --no-c-api --arch sm_90a -o $BUNDLE/test-kernels/$name")
+          add_job "hopper-${tile%%|*}-$strategy" "--preset linear-cross-entropy $args --no-c-api --arch sm_90a -o $BUNDLE/test-kernels/$name"
         done
       done
     done
@@ -379,6 +395,7 @@ PY
       git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
     echo "lossjit-aot: $AOT"
     echo "arches: $ARCHES"
+    ((ONE_PER_KIND)) && echo "one-per-kind: yes (CI's check of --prepare; not for a GPU machine)"
     echo "aot: $(cd "$BUNDLE/aot" && echo *)"
     echo "kernels: $(cd "$BUNDLE/kernels" && ls -d */ | wc -l) variants"
     echo "test-kernels: $(cd "$BUNDLE/test-kernels" && ls -d *-ws*/ | wc -l) variants"
@@ -690,6 +707,12 @@ run_all() {
   apply_step_options || return 3
   echo "gpu-check: budget ${BUDGET}s, steps ${STEPS[*]}, output in $OUTDIR"
   unpack_bundle || { echo "gpu-check: cannot unpack $BUNDLE.tar.gz"; return 1; }
+  if grep -qs '^one-per-kind: yes' "$BUNDLE/PREPARED"; then
+    echo "gpu-check: $BUNDLE was prepared with --one-per-kind (one bundle of each kind," \
+      "CI's check of --prepare): the steps would miss most variants; run" \
+      "scripts/gpu-check.sh --prepare without it"
+    return 2
+  fi
   for name in "${STEPS[@]}"; do
     left=$((BUDGET - (SECONDS - start) - 5))
     limit=${CAP[$name]}

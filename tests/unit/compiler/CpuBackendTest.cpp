@@ -10,6 +10,7 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "tests/unit/CpuCompileCache.h"
 
 #include <gtest/gtest.h>
 
@@ -56,7 +57,7 @@ protected:
     o.reduction = c.reduction;
     auto graph = buildLinearCrossEntropyGraph(*context, o);
     EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-    auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
+    auto op = lossjit::test::compileCpuCached(**graph);
     EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
     return std::move(*op);
   }
@@ -149,7 +150,7 @@ TEST_F(CpuBackend, LogitGroupsMaskTheirTailAndKeepSpecialValues) {
     o.dtype = c.dtype, o.bias = true, o.reduction = c.reduction;
     auto graph = buildLinearCrossEntropyGraph(*context, o);
     ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-    auto op = CpuCompiledOp::compile(**graph, tile);
+    auto op = lossjit::test::compileCpuCached(**graph, tile);
     ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
 
     std::vector<float> x(c.n * c.d), w(c.v * c.d), bias(c.v);
@@ -239,7 +240,7 @@ TEST_F(CpuBackend, StaticExtentsAreCheckedOnEveryCall) {
     })";
   auto module = mlir::parseSourceString<mlir::ModuleOp>(graph, context.get());
   ASSERT_TRUE(module);
-  auto op = CpuCompiledOp::compile(*module, CpuTileConfig{});
+  auto op = lossjit::test::compileCpuCached(*module);
   ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
   auto buffersFor = [](int64_t n, int64_t v, int64_t d, std::vector<float> &x,
                        std::vector<float> &w, std::vector<int64_t> &y, std::vector<float> &loss,

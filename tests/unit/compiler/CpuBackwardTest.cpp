@@ -7,6 +7,7 @@
 #include "testing/reference/Reference.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "tests/unit/CpuCompileCache.h"
 
 #include <gtest/gtest.h>
 
@@ -78,7 +79,7 @@ protected:
     llvm::raw_string_ostream(key) << **graph;
     if (auto it = compiled.find(key); it != compiled.end())
       return it->second.get();
-    auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
+    auto op = lossjit::test::compileCpuCached(**graph);
     EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
     if (!op)
       return nullptr;
@@ -442,7 +443,7 @@ TEST_F(CpuBackward, FusedForwardBackwardInOnePass) {
         g.fusedForward = true, g.workspaceBytes = c.workspaceBytes, g.strategy = strategy;
         auto graph = buildLinearCrossEntropyGraph(*context, g);
         ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-        auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
+        auto op = lossjit::test::compileCpuCached(**graph);
         ASSERT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
         int64_t es = bytesOf(dtype);
         std::vector<float> loss(1), lse(c.n);

@@ -20,6 +20,7 @@
 #include "testing/reference/Reference.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "tests/unit/CpuCompileCache.h"
 
 #include <gtest/gtest.h>
 
@@ -100,7 +101,7 @@ protected:
     EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
     if (!graph)
       return {};
-    auto op = CpuCompiledOp::compile(**graph, tile, target);
+    auto op = lossjit::test::compileCpuCached(**graph, tile, target);
     EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
     if (!op)
       return {};
@@ -231,7 +232,7 @@ TEST_P(CpuTargetBits, TeacherStatisticsAndGradientsGiveTheSameBitsOnEveryTarget)
       g.workspaceBytes = p.n * 4 + 5 * p.v * 4; // several chunks
       auto graph = buildVocabReduceGraph(*context, g);
       EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-      auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{}, target);
+      auto op = lossjit::test::compileCpuCached(**graph, CpuTileConfig{}, target);
       EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
       std::map<std::string, HostBuffer> buffers = {
           {"x", {const_cast<void *>(p.x), dtype, p.n * p.d}},

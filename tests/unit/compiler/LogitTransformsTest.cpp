@@ -15,6 +15,7 @@
 #include "testing/reference/Reference.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "tests/unit/CpuCompileCache.h"
 
 #include <gtest/gtest.h>
 
@@ -85,7 +86,7 @@ protected:
     EXPECT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
     if (!graph)
       return nullptr;
-    auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{});
+    auto op = lossjit::test::compileCpuCached(**graph);
     EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
     return op ? std::move(*op) : nullptr;
   }

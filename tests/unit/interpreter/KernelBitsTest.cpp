@@ -12,12 +12,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Builder/GraphBuilder.h"
-#include "testing/simt/PlanRunner.h"
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Pipeline/StageRunner.h"
 #include "compiler/Target/CpuJit.h"
 #include "runtime/Sha256.h"
 #include "testing/reference/Reference.h"
+#include "testing/simt/PlanRunner.h"
+#include "tests/unit/CpuCompileCache.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -155,8 +156,8 @@ protected:
     std::unique_ptr<CpuCompiledOp> cpu;
     std::optional<LaunchPlan> gpuPlan;
     if (backend.name == "cpu") {
-      auto op = CpuCompiledOp::compile(**graph, CpuTileConfig{},
-                                       cantFail(CpuTarget::resolve("native")));
+      auto op = lossjit::test::compileCpuCached(**graph, CpuTileConfig{},
+                                                cantFail(CpuTarget::resolve("native")));
       EXPECT_TRUE(static_cast<bool>(op)) << llvm::toString(op.takeError());
       if (!op)
         return {};

@@ -5,9 +5,9 @@
 
 #include "compiler/Pipeline/Registration.h"
 #include "compiler/Target/CpuJit.h"
-#include "runtime/KernelCache.h"
 #include "testing/simt/FloatFormats.h"
 #include "testing/simt/SimtInterpreter.h"
+#include "tests/unit/CpuCompileCache.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -75,25 +75,10 @@ runKernel(const std::string &funcText, std::array<int64_t, 3> grid,
 }
 
 /// The CPU backend's op for `graph` (mutated on a miss), the reference
-/// many GPU-kernel checks compare with, through a disk cache in the build
-/// tree (LOSSJIT_TEST_CACHE_DIR): ctest runs each test in its own process,
-/// and the tests of a graph compile its CPU op again and again (one test
-/// checks a dozen GPU tiles against the same CPU op), so most compiles are
-/// hits. The key covers the graph, the CPU pipeline and target and the
-/// compiler's fingerprint (CpuCompiledOp::compileCached): an edited
-/// compiler or another CPU target is a miss, never a stale reference. The
-/// CPU backend's own tests (tests/unit/compiler) and the pinned bits
-/// (KernelBitsTest) compile uncached.
+/// many GPU-kernel checks compare with (one test checks a dozen GPU tiles
+/// against the same CPU op), through the tests' cache (CpuCompileCache.h).
 inline llvm::Expected<std::unique_ptr<CpuCompiledOp>> compileCpuReference(mlir::ModuleOp graph) {
-  static runtime::KernelCache cache{[] {
-    runtime::KernelCacheOptions options;
-    options.directory = LOSSJIT_TEST_CACHE_DIR;
-    // A few dozen entries of about 100 KB per compiler fingerprint; older
-    // fingerprints' entries go first.
-    options.maxBytes = uint64_t(256) << 20;
-    return options;
-  }()};
-  return CpuCompiledOp::compileCached(graph, CpuTileConfig{}, cache);
+  return lossjit::test::compileCpuCached(graph);
 }
 
 inline uint64_t f32Word(float f) { return std::bit_cast<uint32_t>(f); }
