@@ -4,7 +4,7 @@
 # 1) Here, on a machine with the compiler (MLIR):
 #      scripts/gpu-check.sh --prepare [--no-wheels] [--no-pytest-kernels] [--arch sm_90,sm_90a]
 #                           [--aot PATH] [--one-per-kind]
-#    builds lossjit-aot and writes .bundle/ and .bundle.tar.gz (git-ignored): kernel
+#    builds lossjit-aot and writes .bundle/ and .bundle.tar.xz (git-ignored): kernel
 #    bundles for LOSSJIT_KERNEL_PATH, test-only bundles for ctest -L gpu
 #    (chunked backward, tensor-core forward), AOT
 #    C API outputs for the example consumer and the benchmark, googletest
@@ -40,9 +40,10 @@ PYTEST_KERNELS=1
 ONE_PER_KIND=0
 AOT=""
 BUNDLE="${LOSSJIT_GPU_BUNDLE:-$ROOT/.bundle}"
-# The lent device is an H200: sm_90 (mma.sync) and sm_90a (wgmma, what a
-# Hopper runs by default). An A100 needs --arch sm_80 (three arches outgrow
-# the 64 MiB working-tree transfer).
+# The lent devices are Hoppers (H100, H200): sm_90 (mma.sync) and sm_90a
+# (wgmma, what a Hopper runs by default). An A100 needs sm_80 in the list
+# (--arch sm_80, or sm_80,sm_90,sm_90a: the xz'ed bundle stays far below the
+# 64 MiB working-tree transfer, but each arch adds prepare time).
 ARCHES="${LOSSJIT_GPU_ARCHES:-sm_90,sm_90a}"
 OUTDIR="${OUT:-$ROOT/build-gpu/out}"
 BUDGET="${LOSSJIT_GPU_BUDGET:-430}"
@@ -74,15 +75,16 @@ BUNDLE="$(mkdir -p "$BUNDLE" && cd "$BUNDLE" && pwd)"
 
 # ================================================================= prepare
 # Variants of the AOT C API (one directory each, prefix "lce"): the example
-# consumer runs every one, the benchmark uses f16-mean and bf16-mean.
+# consumer runs every one (--fused: also the fused forward+backward,
+# lce_forward_backward), the benchmark uses f16-mean and bf16-mean.
 AOT_VARIANTS=(
-  "f16-mean|--dtype f16 --reduction mean"
-  "bf16-mean|--dtype bf16 --reduction mean"
-  "bf16-sum-bias-i32|--dtype bf16 --reduction sum --bias --label-type i32 --ignore-index 5"
+  "f16-mean|--dtype f16 --reduction mean --fused"
+  "bf16-mean|--dtype bf16 --reduction mean --fused"
+  "bf16-sum-bias-i32|--dtype bf16 --reduction sum --bias --label-type i32 --ignore-index 5 --fused"
   "f32-none|--dtype f32 --reduction none"
   # The backward in vocabulary chunks (chunk_dim V) on a budget small enough
   # that the consumer's 130 x 8191 shape takes 16 chunks of 512 columns.
-  "bf16-mean-bias-vocab|--dtype bf16 --reduction mean --bias --strategy vocab_chunked --workspace-bytes 200000"
+  "bf16-mean-bias-vocab|--dtype bf16 --reduction mean --bias --strategy vocab_chunked --workspace-bytes 200000 --fused"
 )
 # Hopper tiles of the benchmark's bf16-mean graph, for sm_90a alone (built
 # when --arch names it): TMA (tma=1), warp specialization (tma=2) and
@@ -105,8 +107,11 @@ AOT_VARIANTS=(
 # warp's 128-column tile, impl lossjit-cluster; on wide256's tile, impl
 # lossjit-wide256-cluster; in clusters of four on wide256's tile, impl
 # lossjit-wide256-cluster4; persistent clusters of two on wide256's tile,
-# each sweeping groups of row blocks, impl lossjit-wide256-cluster-persist:
-# never run on hardware yet).
+# each sweeping groups of row blocks, impl lossjit-wide256-cluster-persist;
+# the fused forward+backward on wide256's tile in clusters of two, in
+# vocabulary chunks within 256 MiB (impl lossjit-wide256-cluster-fused) and
+# in row chunks of 1 GiB (impl lossjit-wide256-cluster-fused1g: over the
+# issue's memory bound, the model's fastest): never run on hardware yet).
 HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-tma|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1"
   "bf16-mean-sm90a-ws|--dtype bf16 --reduction mean --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2"
@@ -117,7 +122,8 @@ HOPPER_AOT_VARIANTS=(
   "bf16-mean-sm90a-band|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=3,tma=1,band=32768"
   "bf16-mean-sm90a-wide256|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3"
   "bf16-mean-sm90a-cluster|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=128,block_k=64,stages=2,tma=2,cluster=2"
-  "bf16-mean-sm90a-wide256-cluster|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3,cluster=2"
+  "bf16-mean-sm90a-wide256-cluster|--dtype bf16 --reduction mean --strategy vocab_chunked --fused --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3,cluster=2"
+  "bf16-mean-sm90a-wide256-cluster-rows1g|--dtype bf16 --reduction mean --fused --workspace-bytes 1073741824 --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3,cluster=2"
   "bf16-mean-sm90a-wide256-cluster4|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3,cluster=4"
   "bf16-mean-sm90a-wide256-cluster-persist|--dtype bf16 --reduction mean --strategy vocab_chunked --tile matmul=wgmma,block_cols=256,block_k=64,stages=4,grad_cols=256,tma=3,cluster=2,persistent=132"
 )
@@ -208,6 +214,19 @@ module {
 MLIR
 }
 
+# The arches of a comma-separated list that a device picks with no
+# LOSSJIT_CUDA_ARCH: sm_NNa where the list has it (compute capability N.N
+# takes the arch-specific code), else sm_NN.
+#   default_arches sm_80,sm_90,sm_90a  ->  sm_80,sm_90a
+default_arches() { # ARCHES
+  local arch out=() list=",$1,"
+  for arch in ${1//,/ }; do
+    [[ $arch != *a && $list == *",${arch}a,"* ]] && continue
+    out+=("$arch")
+  done
+  (IFS=,; echo "${out[*]}")
+}
+
 prepare() {
   set -e
   local start=$SECONDS
@@ -222,7 +241,7 @@ prepare() {
   echo "gpu-check --prepare: $AOT -> $BUNDLE (arches $ARCHES)"
   rm -rf "$BUNDLE/aot" "$BUNDLE/kernels" "$BUNDLE/test-kernels" "$BUNDLE/pytest-kernels" \
     "$BUNDLE/googletest" \
-    "$BUNDLE/.unpacked" "$BUNDLE.tar.gz" "$BUNDLE.tar.gz.tmp"
+    "$BUNDLE/.unpacked" "$BUNDLE.tar.xz" "$BUNDLE.tar.xz.tmp" "$BUNDLE.tar.gz"
   mkdir -p "$BUNDLE/aot" "$BUNDLE/kernels" "$BUNDLE/test-kernels/graphs"
 
   local entry name args jobs=()
@@ -338,9 +357,13 @@ prepare() {
   # types, ignore indices): a runtime-only build finds nothing else.
   # (A few minutes: --no-pytest-kernels skips them, as the CPU test of
   # --prepare does.)
+  # Only for the arches a device loads by default (the suite sets no
+  # LOSSJIT_CUDA_ARCH): sm_90a alone where sm_90 and sm_90a are both asked
+  # for, which halves these kernels (50 of a 75 MiB tarball for both) and
+  # keeps the bundle within the transfer.
   rm -rf "$BUNDLE/pytest-kernels"
   if ((PYTEST_KERNELS)); then
-    python3 "$ROOT/tests/python/make_cuda_bundles.py" --aot "$AOT" --arch "$ARCHES" \
+    python3 "$ROOT/tests/python/make_cuda_bundles.py" --aot "$AOT" --arch "$(default_arches "$ARCHES")" \
       --jobs 2 -o "$BUNDLE/pytest-kernels"
   fi
 
@@ -399,34 +422,36 @@ PY
     echo "aot: $(cd "$BUNDLE/aot" && echo *)"
     echo "kernels: $(cd "$BUNDLE/kernels" && ls -d */ | wc -l) variants"
     echo "test-kernels: $(cd "$BUNDLE/test-kernels" && ls -d *-ws*/ | wc -l) variants"
-    echo "pytest-kernels: $(ls -d "$BUNDLE"/pytest-kernels/*/ 2>/dev/null | wc -l) bundles (make_cuda_bundles.py)"
+    echo "pytest-kernels: $(ls -d "$BUNDLE"/pytest-kernels/*/ 2>/dev/null | wc -l) bundles (make_cuda_bundles.py, $(default_arches "$ARCHES"))"
     echo "mma-kernels: $(cd "$BUNDLE/test-kernels" && ls -d mma-*/ | wc -l) tensor-core check variants (forward, with their SIMT references)"
     echo "hopper-kernels: $(cd "$BUNDLE/test-kernels" && ls -d hopper-*/ 2>/dev/null | wc -l) Hopper-tile gradient check variants"
   } >"$BUNDLE/PREPARED"
-  # What travels to the GPU machine: one gzip'ed tarball (PTX text packs
-  # about 6:1), unpacked there by the run (unpack_bundle). Written under a
-  # temporary name first, so an interrupted --prepare leaves no torn one
-  # (and the previous tarball is gone: no stale one can travel).
-  tar -C "$BUNDLE" -czf "$BUNDLE.tar.gz.tmp" .
-  mv -f "$BUNDLE.tar.gz.tmp" "$BUNDLE.tar.gz"
+  # What travels to the GPU machine: one xz'ed tarball, unpacked there by
+  # the run (unpack_bundle). Its 64 MiB dictionary sees that the bundles
+  # repeat each other's PTX (one kernel in many variants and arches): 357
+  # MiB packed into 6 MiB where gzip's 32 KiB window made 58 MiB. Written
+  # under a temporary name first, so an interrupted --prepare leaves no torn
+  # one (and the previous tarball is gone: no stale one can travel).
+  tar -C "$BUNDLE" -cf - . | xz -9 -T2 >"$BUNDLE.tar.xz.tmp"
+  mv -f "$BUNDLE.tar.xz.tmp" "$BUNDLE.tar.xz"
   local size packed
   size=$(du -sm "$BUNDLE" | cut -f1)
-  packed=$(du -sm "$BUNDLE.tar.gz" | cut -f1)
+  packed=$(du -sm "$BUNDLE.tar.xz" | cut -f1)
   echo "gpu-check --prepare: done in $((SECONDS - start)) s; $BUNDLE is ${size} MiB," \
-    "packed into $BUNDLE.tar.gz (${packed} MiB: carry this)"
+    "packed into $BUNDLE.tar.xz (${packed} MiB: carry this)"
   [ -d "$ROOT/.whl" ] && echo "gpu-check --prepare: .whl is $(du -sm "$ROOT/.whl" | cut -f1) MiB"
   if ((packed > 40)); then
     echo "gpu-check --prepare: warning: the bundle is large for a 64 MiB working-tree transfer"
   fi
 }
 
-# On the GPU machine: unpack the carried $BUNDLE.tar.gz into $BUNDLE unless
+# On the GPU machine: unpack the carried $BUNDLE.tar.xz into $BUNDLE unless
 # that tarball was unpacked there already. A $BUNDLE some earlier call
 # unpacked (it has a .unpacked stamp) is replaced, never mixed with a newer
 # tarball; one that --prepare wrote or that travelled unpacked (PREPARED but
 # no stamp) is used as it is, whatever tarball an earlier call left.
 unpack_bundle() {
-  local tarball="$BUNDLE.tar.gz" stamp
+  local tarball="$BUNDLE.tar.xz" stamp
   [ -f "$tarball" ] || return 0
   if [ -f "$BUNDLE/PREPARED" ] && [ ! -f "$BUNDLE/.unpacked" ]; then
     echo "gpu-check: $BUNDLE was not unpacked from a tarball: using it, not $tarball"
@@ -434,9 +459,24 @@ unpack_bundle() {
   fi
   stamp=$(cksum <"$tarball")
   [ "$(cat "$BUNDLE/.unpacked" 2>/dev/null)" = "$stamp" ] && return 0
-  rm -rf "$BUNDLE" && mkdir -p "$BUNDLE" && tar -C "$BUNDLE" -xzf "$tarball" &&
+  rm -rf "$BUNDLE" && mkdir -p "$BUNDLE" && extract_xz "$tarball" "$BUNDLE" &&
     echo "$stamp" >"$BUNDLE/.unpacked" &&
     echo "gpu-check: unpacked $tarball ($(du -sm "$BUNDLE" | cut -f1) MiB)"
+}
+
+# Python's tarfile (its lzma module: no xz binary needed, which a GPU image
+# may lack), else tar -J.
+extract_xz() { # TARBALL DIR
+  python3 - "$1" "$2" <<'PY' 2>/dev/null && return 0
+import sys, tarfile
+with tarfile.open(sys.argv[1], "r:xz") as tar:
+    # (The "data" filter where Python has it: no paths out of DIR.)
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(sys.argv[2], filter="data")
+    else:
+        tar.extractall(sys.argv[2])
+PY
+  tar -C "$2" -xJf "$1"
 }
 
 download_wheels() {
@@ -529,7 +569,7 @@ step_info() {
   command -v nvcc >/dev/null && nvcc --version | tail -1
   if [ ! -f "$BUNDLE/PREPARED" ]; then
     echo "no $BUNDLE/PREPARED: run scripts/gpu-check.sh --prepare first (on a machine with" \
-      "MLIR) and carry .bundle.tar.gz (and .whl) to this machine"
+      "MLIR) and carry .bundle.tar.xz (and .whl) to this machine"
     return 1
   fi
   cat "$BUNDLE/PREPARED"
@@ -706,7 +746,7 @@ run_all() {
   local failed=0
   apply_step_options || return 3
   echo "gpu-check: budget ${BUDGET}s, steps ${STEPS[*]}, output in $OUTDIR"
-  unpack_bundle || { echo "gpu-check: cannot unpack $BUNDLE.tar.gz"; return 1; }
+  unpack_bundle || { echo "gpu-check: cannot unpack $BUNDLE.tar.xz"; return 1; }
   if grep -qs '^one-per-kind: yes' "$BUNDLE/PREPARED"; then
     echo "gpu-check: $BUNDLE was prepared with --one-per-kind (one bundle of each kind," \
       "CI's check of --prepare): the steps would miss most variants; run" \

@@ -70,6 +70,13 @@ Implementations, measured in this order for each shape, smaller N first
              the clusters of two on a persistent grid of 132 blocks, each
              cluster sweeping groups of two row blocks (AOT variant
              bf16-mean-sm90a-wide256-cluster-persist)
+  lossjit-wide256-cluster-fused, lossjit-wide256-cluster-fused1g
+             the fused forward+backward (one call of the AOT C API's
+             lce_forward_backward) on lossjit-wide256-cluster's tile: in
+             vocabulary chunks within 256 MiB (AOT variant
+             bf16-mean-sm90a-wide256-cluster), or in row chunks of a 1 GiB
+             workspace (bf16-mean-sm90a-wide256-cluster-rows1g: over the
+             issue's dW + dX + 256 MiB; perf_model.py's fastest)
   compile    torch.compile of eager (compiles per shape: first-call column)
 
 The run stops starting measurements when --budget runs low and marks the rest
@@ -193,13 +200,17 @@ class AotLibrary:
         extent = values[arch.get("chunk_dim", "N")]
         return -(-extent // rows), rows
 
+    def workspace_bytes(self, role, dims):
+        """Bytes of workspace `role` takes at dims (N, V, D)."""
+        return self.fn[f"{self.prefix}_{role}_workspace_bytes"](*dims)
+
     def run(self, role, tensors, dims, workspace=None):
         op = self.ops[role]
         buffers = (ctypes.c_uint64 * len(op["params"]))()
         for i, p in enumerate(op["params"]):
             buffers[i] = tensors[p["name"]].data_ptr()
         d = (ctypes.c_int64 * len(dims))(*dims)
-        nbytes = self.fn[f"{self.prefix}_{role}_workspace_bytes"](*dims)
+        nbytes = self.workspace_bytes(role, dims)
         ws = workspace
         if nbytes and (ws is None or ws.numel() < nbytes):
             ws = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
@@ -219,21 +230,35 @@ AOT_DTYPES = {"fp16": "f16", "fp32": "f32"}
 MAX_BACKWARD_CHUNKS = 256
 
 
-def make_aot_impl(aot_dir, dtype_name, shape, tile=None):
+def make_aot_impl(aot_dir, dtype_name, shape, tile=None, fused=False):
     """The prepared AOT variant <dtype>-mean, or with `tile` (tma, ws,
     persist) its Hopper tile <dtype>-mean-sm90a-<tile> (scripts/gpu-check.sh
-    HOPPER_AOT_VARIANTS)."""
+    HOPPER_AOT_VARIANTS). With `fused`, forward+backward is one call of its
+    fused op (lossjit-aot --fused: role forward_backward, the gradients of
+    grad_loss = 1); the forward alone is still its forward."""
     # The bench's dtype names (fp16, bf16) against lossjit's (f16, bf16).
     name = f"{AOT_DTYPES.get(dtype_name, dtype_name)}-mean" + (f"-sm90a-{tile}" if tile else "")
     variant = os.path.join(aot_dir, name)
     if not os.path.exists(os.path.join(variant, "manifest.json")):
         raise RuntimeError(f"no prepared AOT variant {variant}")
     lib = AotLibrary(variant, "/tmp/lossjit-bench-aot")
-    has_backward = "backward" in lib.ops
+    # (Outputs live on the inputs' device: CUDA here, the CPU in the harness's
+    # unit test, tests/python/test_bench_harness.py.)
+    backward = "forward_backward" if fused else "backward"
+    has_backward = backward in lib.ops
     note = f"AOT C API {lib.arch}" + (f", tile {tile}" if tile else "")
+    if fused:
+        if not has_backward:
+            raise RuntimeError(f"{variant} has no fused op (lossjit-aot --fused)")
+        chunks, rows = lib.chunk_launches(backward, shape)
+        what = "column(s)" if lib.chunk_dim(backward) == "V" else "row(s)"
+        if chunks > MAX_BACKWARD_CHUNKS:
+            raise RuntimeError(f"the fused op would run {chunks} chunks of {rows} {what}")
+        note += (f", fused op in {chunks} chunk(s) of {rows} {what}, workspace "
+                 f"{lib.workspace_bytes(backward, shape) / 2 ** 20:.0f} MiB")
     if not has_backward:
         note += ", forward only (no backward in the AOT output)"
-    else:
+    elif not fused:
         chunks, rows = lib.chunk_launches("backward", shape)
         if chunks > MAX_BACKWARD_CHUNKS:
             has_backward = False
@@ -244,22 +269,27 @@ def make_aot_impl(aot_dir, dtype_name, shape, tile=None):
     def fwd_bwd(x, w, y):
         n, d = x.shape
         v = w.shape[0]
-        loss = torch.empty((), dtype=torch.float32, device="cuda")
-        lse = torch.empty(n, dtype=torch.float32, device="cuda")
+        loss = torch.empty((), dtype=torch.float32, device=x.device)
+        lse = torch.empty(n, dtype=torch.float32, device=x.device)
         t = {"x": x, "w": w, "labels": y, "loss": loss, "lse": lse}
+        if fused:
+            gx, gw = torch.empty_like(x), torch.empty_like(w)
+            t.update(grad_x=gx, grad_w=gw)
+            lib.run("forward_backward", t, (n, v, d))
+            return loss, gx, gw
         lib.run("forward", t, (n, v, d))
         if not has_backward:
             return loss, None, None
         gx, gw = torch.empty_like(x), torch.empty_like(w)
-        t.update(grad_loss=torch.ones((), dtype=torch.float32, device="cuda"),
+        t.update(grad_loss=torch.ones((), dtype=torch.float32, device=x.device),
                  grad_x=gx, grad_w=gw)
         lib.run("backward", t, (n, v, d))
         return loss, gx, gw
 
     def forward(x, w, y):
         n, d = x.shape
-        loss = torch.empty((), dtype=torch.float32, device="cuda")
-        lse = torch.empty(n, dtype=torch.float32, device="cuda")
+        loss = torch.empty((), dtype=torch.float32, device=x.device)
+        lse = torch.empty(n, dtype=torch.float32, device=x.device)
         lib.run("forward", {"x": x, "w": w, "labels": y, "loss": loss, "lse": lse},
                 (n, w.shape[0], d))
         return loss
@@ -363,14 +393,15 @@ def make_impl(name, args, dtype_name, shape):
         if args.device != "cuda":
             raise RuntimeError("needs CUDA")
         return make_aot_impl(args.aot_dir, dtype_name, shape)
-    if name in HOPPER_TILES:
+    if name in HOPPER_TILES or name in HOPPER_FUSED:
         # The same op on an opt-in Hopper tile, through its AOT C API.
         if args.device != "cuda":
             raise RuntimeError("needs CUDA")
         major, minor = torch.cuda.get_device_capability()
         if (major, minor) != (9, 0):
             raise RuntimeError(f"sm_90a code needs compute capability 9.0, not {major}.{minor}")
-        return make_aot_impl(args.aot_dir, dtype_name, shape, HOPPER_TILES[name])
+        tile = HOPPER_TILES.get(name) or HOPPER_FUSED[name]
+        return make_aot_impl(args.aot_dir, dtype_name, shape, tile, fused=name in HOPPER_FUSED)
     raise ValueError(name)
 
 
@@ -381,6 +412,24 @@ HOPPER_TILES = {"lossjit-tma": "tma", "lossjit-ws": "ws", "lossjit-persist": "pe
                 "lossjit-cluster": "cluster", "lossjit-wide256-cluster": "wide256-cluster",
                 "lossjit-wide256-cluster4": "wide256-cluster4",
                 "lossjit-wide256-cluster-persist": "wide256-cluster-persist"}
+# The fused forward+backward of an AOT Hopper variant built with --fused:
+# impl -> AOT tile suffix.
+HOPPER_FUSED = {"lossjit-wide256-cluster-fused": "wide256-cluster",
+                "lossjit-wide256-cluster-fused1g": "wide256-cluster-rows1g"}
+
+
+# The default --impls, in order. The peers before lossjit's explicit Hopper
+# tiles: a tile that hangs or fails on new hardware then costs no comparison
+# with what users run.
+DEFAULT_IMPLS = ("eager,torch_lce,lossjit,liger,cce,lossjit-fused,"
+                 "lossjit-filtered,lossjit-vocab,"
+                 "lossjit-band,lossjit-wide256,lossjit-cluster,lossjit-wide256-cluster,"
+                 "lossjit-wide256-cluster-fused,lossjit-wide256-cluster-fused1g,"
+                 "lossjit-wide256-cluster4,lossjit-wide256-cluster-persist,"
+                 "lossjit-lend,lossjit-wide,"
+                 "lossjit-persist,lossjit-tma,"
+                 "lossjit-ws,"
+                 "compile")
 
 
 def _version(module):
@@ -512,16 +561,7 @@ def main():
     ap.add_argument("--d", type=int, default=4096)
     ap.add_argument("--v", type=int, default=128256)
     ap.add_argument("--dtypes", default="fp16,bf16")
-    # The peers before lossjit's explicit Hopper tiles: a tile that hangs or
-    # fails on new hardware then costs no comparison with what users run.
-    ap.add_argument("--impls", default="eager,torch_lce,lossjit,liger,cce,lossjit-fused,"
-                    "lossjit-filtered,lossjit-vocab,"
-                    "lossjit-band,lossjit-wide256,lossjit-cluster,lossjit-wide256-cluster,"
-                    "lossjit-wide256-cluster4,lossjit-wide256-cluster-persist,"
-                    "lossjit-lend,lossjit-wide,"
-                    "lossjit-persist,lossjit-tma,"
-                    "lossjit-ws,"
-                    "compile")
+    ap.add_argument("--impls", default=DEFAULT_IMPLS)
     ap.add_argument("--aot-dir", default=os.path.join(os.path.dirname(__file__), "../../.bundle/aot"))
     ap.add_argument("--ignored", type=float, default=0.0,
                     help="fraction of rows (the first ones) whose target is ignore_index")

@@ -327,8 +327,65 @@ void expectStatus(lce_status got, lce_status want, const std::string &what) {
                          (got == LCE_SUCCESS ? "" : std::string(" (") + lce_last_error() + ")"));
 }
 
+/// Norm-wise tolerance of gradients stored in the storage dtype.
+[[maybe_unused]] double gradTolerance() {
+  return std::strcmp(kDtype, "f32") == 0 ? 1e-4 : std::strcmp(kDtype, "f16") == 0 ? 5e-3 : 2e-2;
+}
+
+#if LCE_HAS_FORWARD_BACKWARD
+/// The fused forward+backward (lossjit-aot --fused): loss, lse and the
+/// gradients of grad_loss = 1 from one call, twice (allocator, then the
+/// caller's workspace; bitwise equal), against the fp64 reference whose
+/// gradients were taken for grad_loss = `refGradLoss` (they scale linearly).
+void runFused(lce_handle *h, CUstream stream, const std::string &tag, const Reference &ref,
+              double refGradLoss, CUdeviceptr x, CUdeviceptr w, [[maybe_unused]] CUdeviceptr bias,
+              CUdeviceptr labels, size_t xBytes, size_t wBytes, size_t biasBytes, int64_t N,
+              int64_t V, int64_t D) {
+  DeviceBuffer loss(4), lse(N * 4), gx(xBytes), gw(wBytes), gb(biasBytes), loss2(4), lse2(N * 4),
+      gx2(xBytes), gw2(wBytes), gb2(biasBytes);
+  for (DeviceBuffer *b : {&loss, &lse, &gx, &gw, &gb, &loss2, &lse2, &gx2, &gw2, &gb2})
+    b->poison();
+  size_t wsBytes = lce_forward_backward_workspace_bytes(N, V, D);
+  check(wsBytes != size_t(-1), tag + " fused: workspace size");
+  DeviceBuffer ws(wsBytes);
+#if LCE_HAS_BIAS
+#define LCE_FUSED_BIAS_ARG bias,
+#define LCE_FUSED_GRAD_BIAS_ARG(g) g.ptr,
+#else
+#define LCE_FUSED_BIAS_ARG
+#define LCE_FUSED_GRAD_BIAS_ARG(g)
+#endif
+  expectStatus(lce_forward_backward(h, stream, x, w, labels, LCE_FUSED_BIAS_ARG loss.ptr, lse.ptr,
+                                    gx.ptr, gw.ptr, LCE_FUSED_GRAD_BIAS_ARG(gb) N, V, D, 0, 0),
+               LCE_SUCCESS, tag + " fused forward+backward (allocator)");
+  expectStatus(lce_forward_backward(h, stream, x, w, labels, LCE_FUSED_BIAS_ARG loss2.ptr, lse2.ptr,
+                                    gx2.ptr, gw2.ptr, LCE_FUSED_GRAD_BIAS_ARG(gb2) N, V, D, ws.ptr,
+                                    ws.bytes),
+               LCE_SUCCESS, tag + " fused forward+backward (workspace)");
+  CU(cuStreamSynchronize(stream));
+  auto bytesOf = [](const DeviceBuffer &b) { return b.download<unsigned char>(); };
+  check(bytesOf(loss) == bytesOf(loss2) && bytesOf(lse) == bytesOf(lse2) &&
+            bytesOf(gx) == bytesOf(gx2) && bytesOf(gw) == bytesOf(gw2) &&
+            bytesOf(gb) == bytesOf(gb2),
+        tag + " fused forward+backward is bitwise deterministic");
+  checkClose(toDouble(lse.download<float>()), ref.lse, 1e-4, 1e-4, tag + " fused lse");
+  checkClose(toDouble(loss.download<float>()), ref.loss, 1e-4, 1e-4, tag + " fused loss");
+  auto scaled = [&](const std::vector<double> &g) {
+    std::vector<double> out(g.size());
+    for (size_t i = 0; i < g.size(); ++i)
+      out[i] = g[i] / refGradLoss;
+    return out;
+  };
+  checkNorm(load(bytesOf(gx)), scaled(ref.gradX), gradTolerance(), tag + " fused grad_x");
+  checkNorm(load(bytesOf(gw)), scaled(ref.gradW), gradTolerance(), tag + " fused grad_w");
+#if LCE_HAS_BIAS
+  checkNorm(load(bytesOf(gb)), scaled(ref.gradBias), gradTolerance(), tag + " fused grad_bias");
+#endif
+}
+#endif
+
 /// One shape on one handle: forward (twice, bitwise equal, both workspace
-/// modes), then backward when the header has it.
+/// modes), then backward and the fused op when the header has them.
 void runShape(lce_handle *h, CUstream stream, int64_t N, int64_t V, int64_t D, uint64_t seed) {
   char tagText[160];
   std::snprintf(tagText, sizeof tagText, "%s %s N=%lld V=%lld D=%lld", lce_handle_arch(h), kDtype,
@@ -360,7 +417,7 @@ void runShape(lce_handle *h, CUstream stream, int64_t N, int64_t V, int64_t D, u
 #else
   gradLoss.push_back(0.75);
 #endif
-  bool backward = LCE_HAS_BACKWARD != 0;
+  bool backward = LCE_HAS_BACKWARD != 0 || LCE_HAS_FORWARD_BACKWARD != 0;
   Reference ref = reference(x.values, w.values, LCE_HAS_BIAS ? &b.values : nullptr, labels,
                             gradLoss, N, V, D, backward);
 
@@ -424,13 +481,17 @@ void runShape(lce_handle *h, CUstream stream, int64_t N, int64_t V, int64_t D, u
   check(gxb == gx2.download<unsigned char>() && gwb == gw2.download<unsigned char>(),
         tag + " backward is bitwise deterministic");
   // Gradients are stored in the storage dtype: judged norm-wise.
-  double tol = std::strcmp(kDtype, "f32") == 0 ? 1e-4 : std::strcmp(kDtype, "f16") == 0 ? 5e-3
-                                                                                          : 2e-2;
+  double tol = gradTolerance();
   checkNorm(load(gxb), ref.gradX, tol, tag + " grad_x");
   checkNorm(load(gwb), ref.gradW, tol, tag + " grad_w");
 #if LCE_HAS_BIAS
   checkNorm(load(gb.download<unsigned char>()), ref.gradBias, tol, tag + " grad_bias");
 #endif
+#endif
+
+#if LCE_HAS_FORWARD_BACKWARD
+  runFused(h, stream, tag, ref, gradLoss[0], dx.ptr, dw.ptr, db.ptr, dl.ptr, x.bytes.size(),
+           w.bytes.size(), b.bytes.size(), N, V, D);
 #endif
 
   // Errors come back as status codes with a message; nothing is launched.

@@ -23,6 +23,7 @@
 #include "FakeCuda.h"
 #include "tools/lossjit-aot/AotModel.h"
 
+#include "aot_bf16_cluster_fused.h"
 #include "aot_bf16_lend.h"
 #include "aot_bf16_mma_warp.h"
 #include "aot_bf16_spec.h"
@@ -112,6 +113,16 @@ struct CApi {
 #define LOSSJIT_WITH_BACKWARD_BYTES(P)                                                 \
   if (std::string(op) == "backward")                                                   \
     return P##_backward_workspace_bytes(n, v, d);
+// Variants built with --fused also have <prefix>_forward_backward*.
+#define LOSSJIT_WITH_FUSED_RUN(P)                                                                  \
+  LOSSJIT_WITH_BACKWARD_RUN(P)                                                                     \
+  if (std::string(op) == "forward_backward")                                                       \
+    return static_cast<int>(P##_forward_backward_v(handle, s, b.data(), int(b.size()), d.data(),   \
+                                                   int(d.size()), ws, bytes));
+#define LOSSJIT_WITH_FUSED_BYTES(P)                                                                \
+  LOSSJIT_WITH_BACKWARD_BYTES(P)                                                                   \
+  if (std::string(op) == "forward_backward")                                                       \
+    return P##_forward_backward_workspace_bytes(n, v, d);
 // Forward-only variants have no <prefix>_backward*: "backward" is not an op.
 #define LOSSJIT_FORWARD_ONLY_RUN(P)
 #define LOSSJIT_FORWARD_ONLY_BYTES(P)                                                  \
@@ -119,9 +130,7 @@ struct CApi {
     return static_cast<size_t>(-1);
 
 // The build-time variants are generated with their backward.
-CApi f16Mean() {
-  return LOSSJIT_BIND_CAPI(aot_f16_mean, AOT_DIR_f16_mean, LOSSJIT_WITH_BACKWARD);
-}
+CApi f16Mean() { return LOSSJIT_BIND_CAPI(aot_f16_mean, AOT_DIR_f16_mean, LOSSJIT_WITH_FUSED); }
 CApi bf16SumBias() {
   return LOSSJIT_BIND_CAPI(aot_bf16_sum_bias, AOT_DIR_bf16_sum_bias, LOSSJIT_WITH_BACKWARD);
 }
@@ -154,7 +163,13 @@ CApi bf16Lend() {
 
 // The backward in vocabulary chunks, on a small workspace budget.
 CApi bf16Vocab() {
-  return LOSSJIT_BIND_CAPI(aot_bf16_vocab, AOT_DIR_bf16_vocab, LOSSJIT_WITH_BACKWARD);
+  return LOSSJIT_BIND_CAPI(aot_bf16_vocab, AOT_DIR_bf16_vocab, LOSSJIT_WITH_FUSED);
+}
+
+// The fused op on 128x256 tiles in clusters of two (tma=3, cluster=2), in
+// row chunks of a small workspace budget.
+CApi bf16ClusterFused() {
+  return LOSSJIT_BIND_CAPI(aot_bf16_cluster_fused, AOT_DIR_bf16_cluster_fused, LOSSJIT_WITH_FUSED);
 }
 
 // A graph with static extents (tests/aot/Inputs/static_forward.mlir).
@@ -473,6 +488,83 @@ TEST_F(AotCApiTest, VocabChunksMatchTheRuntimeLauncher) {
       EXPECT_EQ(launches("lce_bwd_finish_dx"), dims[0] ? 1 : 0);
     }
     EXPECT_EQ(api.destroy(), 0);
+  }
+}
+
+TEST_F(AotCApiTest, FusedOpMatchesTheRuntimeLauncher) {
+  // lossjit-aot --fused: <prefix>_forward_backward (loss, lse and the
+  // gradients of grad_loss = 1 in one call) launches what the runtime's
+  // launcher launches for its bundle — the default tiles on sm_80 and a
+  // Hopper in row chunks, auto's Hopper tile in vocabulary chunks, and the
+  // 128x256 tiles in clusters of two — in both workspace modes, in as many
+  // chunks as the plan gives, and with no rows still writes grad_w.
+  struct Case {
+    CApi api;
+    int major;
+    const char *arch, *chunkDim;
+    bool benchmarkShape; ///< also N=4096 V=128256 D=4096 (not on tiny budgets)
+  };
+  const std::vector<Case> cases = {{f16Mean(), 8, "sm_80", "N", true},
+                                   {f16Mean(), 9, "sm_90a", "N", true},
+                                   {bf16Vocab(), 8, "sm_80", "V", false},
+                                   {bf16Vocab(), 9, "sm_90a", "V", false},
+                                   {bf16ClusterFused(), 9, "sm_90a", "N", false}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.api.name + " on sm_" + std::to_string(c.major) + "0");
+    resetFakeDevice(c.major, 0);
+    ASSERT_EQ(c.api.create(nullptr, nullptr), 0) << c.api.lastError();
+    ASSERT_EQ(baseArch(c.api.handleArch()), c.arch);
+    const std::string dir = bundleDir(c.api.dir, "forward_backward", c.arch);
+    ASSERT_FALSE(dir.empty()) << "no forward_backward bundle";
+    auto bundle = runtime::readBundleDirectory(dir);
+    ASSERT_TRUE(bundle) << bundle.errorMessage();
+    EXPECT_EQ(bundle->chunkDim.empty() ? "N" : bundle->chunkDim, c.chunkDim);
+    auto plan = runtime::LaunchPlan::build(*bundle);
+    ASSERT_TRUE(plan) << plan.errorMessage();
+    const std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
+    size_t gradW = 0;
+    while (gradW < bundle->params.size() && bundle->params[gradW].name != "grad_w")
+      ++gradW;
+    ASSERT_LT(gradW, buffers.size()) << "the fused op writes grad_w";
+    int severalChunks = 0;
+    std::vector<std::vector<int64_t>> shapes = {
+        {130, 8191, 96}, {1, 3, 1}, {300, 5000, 64}, {0, 300, 8}};
+    if (c.benchmarkShape)
+      shapes.push_back({4096, 128256, 4096});
+    for (const std::vector<int64_t> &dims : shapes) {
+      SCOPED_TRACE("N=" + std::to_string(dims[0]) + " V=" + std::to_string(dims[1]) +
+                   " D=" + std::to_string(dims[2]));
+      auto resolved = plan->resolve(dims);
+      ASSERT_TRUE(resolved) << resolved.errorMessage();
+      const int64_t extent = c.chunkDim == std::string("V") ? dims[1] : dims[0];
+      const int64_t chunks = (extent + resolved->chunkSize - 1) / resolved->chunkSize;
+      severalChunks += chunks > 1;
+      // The caller's workspace (launchesOfBoth), then the allocator's.
+      std::vector<fakecuda::Launch> mine =
+          launchesOfBoth(c.api, "forward_backward", *bundle, buffers, dims);
+      ASSERT_FALSE(mine.empty()) << "grad_w is written even without rows";
+      const size_t bytes = c.api.workspaceBytes("forward_backward", dims[0], dims[1], dims[2]);
+      ASSERT_NE(bytes, static_cast<size_t>(-1));
+      size_t allocations = fakecuda::state().allocations.size();
+      fakecuda::state().launches.clear();
+      ASSERT_EQ(c.api.run("forward_backward", testStream(), buffers, dims, 0, 0), 0)
+          << c.api.lastError();
+      EXPECT_EQ(fakecuda::state().allocations.size(), allocations + (bytes ? 1 : 0));
+      if (bytes) {
+        runtime::Error error = runtime::Error::success();
+        auto theirs = runtimeLaunches(*bundle, buffers, dims,
+                                      fakecuda::state().allocations.back().first, &error);
+        ASSERT_FALSE(error) << error.message();
+        EXPECT_EQ(fakecuda::state().launches, theirs);
+      }
+      // Some launch names grad_w (or, with 16-bit storage and several
+      // chunks, the f32 accumulator a later launch rounds into it).
+      EXPECT_TRUE(std::any_of(mine.begin(), mine.end(), [&](const fakecuda::Launch &l) {
+        return std::find(l.params.begin(), l.params.end(), buffers[gradW]) != l.params.end();
+      })) << "nothing writes grad_w";
+    }
+    EXPECT_GE(severalChunks, 1) << "no shape took several chunks";
+    EXPECT_EQ(c.api.destroy(), 0);
   }
 }
 

@@ -34,13 +34,19 @@ for name in "${!sets[@]}"; do
       "$dir/chk_$name.c" -o "$work/chk_${name}_$lang.o"
   done
   python3 - "$dir" "$name" <<'PY'
-import json, sys
+import json, re, sys
 index = json.load(open(sys.argv[1] + "/manifest.json"))
 roles = [op["role"] for op in index["ops"]]
 arches = [a["arch"] for a in index["ops"][0]["arches"]]
 assert roles[0] == "forward", roles
-if sys.argv[2].endswith("_fused"):
+fused = sys.argv[2].endswith("_fused")
+if fused:
     assert roles == ["forward", "backward", "forward_backward"], roles
+# The header says which entry points it declares (a consumer's #if).
+header = open(f"{sys.argv[1]}/chk_{sys.argv[2]}.h").read()
+for macro, want in (("HAS_FORWARD", 1), ("HAS_BACKWARD", 1), ("HAS_FORWARD_BACKWARD", int(fused))):
+    got = re.findall(rf"^#define CHK_{sys.argv[2].upper()}_{macro} (\d)$", header, re.M)
+    assert got == [str(want)], (macro, got, want)
 assert arches == ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"], arches
 print(f"{sys.argv[2]}: ops {roles}, arches {arches}")
 PY

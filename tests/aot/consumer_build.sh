@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ctest aot.consumer_builds: examples/aot_consumer configures and builds
 # against lossjit-aot output and the toolkit's stub libcuda, for a forward-only
-# variant, the default output and a synthetic output with a backward; without
+# variant, the default output, a fused op (with a bias) and a synthetic output
+# with a backward; without
 # a GPU the program reports it and exits 0 only under --allow-no-gpu.
 #
 #   consumer_build.sh LOSSJIT_AOT EXAMPLE_DIR WORKDIR SYNTH_DIR CMAKE CUDA_INCLUDE CUDA_STUB
@@ -29,8 +30,13 @@ build() { # name aot-dir
 "$aot" --preset linear-cross-entropy --dtype bf16 --bias --reduction none --no-gradients \
   --arch sm_80,sm_90 -o "$work/out-forward" --quiet
 "$aot" --preset linear-cross-entropy --dtype f16 --arch sm_80,sm_90 -o "$work/out-default" --quiet
+# The fused op (lce_forward_backward) with a bias, int32 labels and 'sum'.
+"$aot" --preset linear-cross-entropy --dtype bf16 --bias --reduction sum --label-type i32 --fused \
+  --arch sm_80 -o "$work/out-fused" --quiet
 build forward "$work/out-forward"
 build default "$work/out-default"
+build fused "$work/out-fused"
+grep -q "^#define LCE_HAS_FORWARD_BACKWARD 1$" "$work/out-fused/lce.h"
 build synthetic-backward "$synth"
 grep -q "lce_backward" "$synth/lce.h"
 

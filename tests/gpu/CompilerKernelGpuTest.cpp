@@ -208,7 +208,7 @@ std::string howToGenerate() {
          "--prepare` writes .bundle/kernels/* (every dtype x reduction x bias, forward "
          "and backward, sm_90 and sm_90a by default) and .bundle/test-kernels/* (chunked backward "
          "with a 64 KiB workspace budget, tensor-core forwards in mma-*, Hopper tiles' gradients "
-         "in hopper-*) and packs it all into .bundle.tar.gz. Carry that to the GPU machine; "
+         "in hopper-*) and packs it all into .bundle.tar.xz. Carry that to the GPU machine; "
          "`scripts/gpu-check.sh` runs ctest -L gpu with LOSSJIT_KERNEL_PATH set to "
          "them, or set it yourself: export LOSSJIT_KERNEL_PATH=$(ls -d "
          "$PWD/.bundle/kernels/*/ $PWD/.bundle/test-kernels/*-ws*/ "

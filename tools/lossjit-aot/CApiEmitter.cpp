@@ -435,6 +435,8 @@ private:
     }
     os << "#define " << P << "HAS_FORWARD " << (out.findOp("forward") ? 1 : 0) << "\n";
     os << "#define " << P << "HAS_BACKWARD " << (out.findOp("backward") ? 1 : 0) << "\n";
+    os << "#define " << P << "HAS_FORWARD_BACKWARD " << (out.findOp("forward_backward") ? 1 : 0)
+       << "\n";
     os << "#define " << P << "ARCHES " << cString(archList()) << "\n";
     os << "#define " << P << "IMAGES " << cString(imageKindName(out.imageKind)) << "\n";
     os << "#define " << P << "WORKSPACE_ALIGNMENT 256\n";

@@ -1,0 +1,144 @@
+"""bench/gpu/bench_lce.py's AOT implementations, without a GPU.
+
+The benchmark runs only on a lent GPU machine (scripts/gpu-check.sh), where a
+mistake in its Python costs the lease's only measurement. Here its AOT
+implementations run on CPU tensors against a stand-in for the ctypes C API
+that records the calls, and its chunk arithmetic reads a real lossjit-aot
+index manifest.
+"""
+
+import json
+import os
+import subprocess
+
+import pytest
+import torch
+
+from conftest import aot_binary, load_bench
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load_bench("bench/gpu/bench_lce.py")
+
+
+class RecordingLibrary:
+    """AotLibrary's interface: ops by role, chunks, workspaces; `run` records
+    (role, tensor names, dims) and writes recognizable outputs."""
+
+    def __init__(self, roles, chunks=(1, 7), chunk_dim="N", workspace=3 << 20):
+        self.ops = {role: {"role": role} for role in roles}
+        self.arch = "sm_90a"
+        self.calls = []
+        self._chunks, self._chunk_dim, self._workspace = chunks, chunk_dim, workspace
+
+    def chunk_launches(self, role, dims):
+        assert role in self.ops, role
+        return self._chunks
+
+    def chunk_dim(self, role):
+        return self._chunk_dim
+
+    def workspace_bytes(self, role, dims):
+        return self._workspace
+
+    def run(self, role, tensors, dims, workspace=None):
+        self.calls.append((role, sorted(tensors), dims))
+        if role != "backward":
+            tensors["loss"].fill_(float(len(self.calls)))
+        for name in ("grad_x", "grad_w"):
+            if name in tensors:
+                tensors[name].fill_(0.5)
+
+
+def prepared(tmp_path, name):
+    """An AOT variant directory the way gpu-check.sh --prepare names it."""
+    variant = tmp_path / name
+    variant.mkdir()
+    (variant / "manifest.json").write_text("{}")
+    return str(tmp_path)
+
+
+def inputs(n=6, v=11, d=4):
+    x = torch.randn(n, d, dtype=torch.bfloat16)
+    w = torch.randn(v, d, dtype=torch.bfloat16)
+    y = torch.randint(0, v, (n,))
+    return x, w, y
+
+
+def test_fused_impl_is_one_call_of_the_fused_op(bench, tmp_path, monkeypatch):
+    lib = RecordingLibrary(["forward", "backward", "forward_backward"], chunks=(2, 6),
+                           chunk_dim="V")
+    monkeypatch.setattr(bench, "AotLibrary", lambda variant, workdir: lib)
+    root = prepared(tmp_path, "bf16-mean-sm90a-wide256-cluster")
+    fwd_bwd, note = bench.make_aot_impl(root, "bf16", (6, 11, 4), "wide256-cluster", fused=True)
+    assert "fused op in 2 chunk(s) of 6 column(s), workspace 3 MiB" in note
+    x, w, y = inputs()
+    loss, gx, gw = fwd_bwd(x, w, y)
+    # One call: the gradients of grad_loss = 1 (no grad_loss buffer).
+    assert lib.calls == [("forward_backward",
+                          ["grad_w", "grad_x", "labels", "loss", "lse", "w", "x"], (6, 11, 4))]
+    assert loss.item() == 1.0 and loss.dtype == torch.float32
+    assert gx.shape == x.shape and gx.dtype == x.dtype and bool((gx == 0.5).all())
+    assert gw.shape == w.shape and gw.dtype == w.dtype and bool((gw == 0.5).all())
+    # The forward alone is still the forward op.
+    lib.calls.clear()
+    fwd_bwd.forward(x, w, y)
+    assert [c[0] for c in lib.calls] == ["forward"]
+
+
+def test_unfused_impl_runs_forward_then_backward(bench, tmp_path, monkeypatch):
+    lib = RecordingLibrary(["forward", "backward", "forward_backward"])
+    monkeypatch.setattr(bench, "AotLibrary", lambda variant, workdir: lib)
+    root = prepared(tmp_path, "bf16-mean-sm90a-wide256-cluster")
+    fwd_bwd, note = bench.make_aot_impl(root, "bf16", (6, 11, 4), "wide256-cluster")
+    assert "fused" not in note
+    loss, gx, gw = fwd_bwd(*inputs())
+    assert [(role, "grad_loss" in names) for role, names, _ in lib.calls] == [
+        ("forward", False), ("backward", True)]
+    assert gx is not None and gw is not None
+
+
+def test_fused_impl_needs_the_fused_op_and_few_chunks(bench, tmp_path, monkeypatch):
+    root = prepared(tmp_path, "bf16-mean-sm90a-wide256-cluster-rows1g")
+    monkeypatch.setattr(bench, "AotLibrary",
+                        lambda variant, workdir: RecordingLibrary(["forward", "backward"]))
+    with pytest.raises(RuntimeError, match="has no fused op \\(lossjit-aot --fused\\)"):
+        bench.make_aot_impl(root, "bf16", (6, 11, 4), "wide256-cluster-rows1g", fused=True)
+    many = bench.MAX_BACKWARD_CHUNKS + 1
+    monkeypatch.setattr(bench, "AotLibrary", lambda variant, workdir: RecordingLibrary(
+        ["forward", "backward", "forward_backward"], chunks=(many, 16)))
+    with pytest.raises(RuntimeError, match=f"would run {many} chunks of 16 row"):
+        bench.make_aot_impl(root, "bf16", (6, 11, 4), "wide256-cluster-rows1g", fused=True)
+    with pytest.raises(RuntimeError, match="no prepared AOT variant"):
+        bench.make_aot_impl(root, "fp16", (6, 11, 4), "wide256-cluster-rows1g", fused=True)
+
+
+def test_fused_impls_name_prepared_variants(bench):
+    # Every fused impl is in the default list and names a Hopper variant
+    # that scripts/gpu-check.sh --prepare builds with --fused.
+    script = open(os.path.join(os.path.dirname(__file__), "../../scripts/gpu-check.sh")).read()
+    assert bench.HOPPER_FUSED
+    for impl, tile in bench.HOPPER_FUSED.items():
+        assert impl in bench.DEFAULT_IMPLS.split(","), impl
+        line = next(line for line in script.splitlines()
+                    if line.strip().startswith(f'"bf16-mean-sm90a-{tile}|'))
+        assert " --fused" in line, line
+
+
+@pytest.mark.skipif(aot_binary() is None, reason="needs lossjit-aot (a compiler build)")
+def test_chunks_of_a_real_fused_index(bench, tmp_path):
+    # AotLibrary's chunk arithmetic on lossjit-aot's manifest of a fused op
+    # in vocabulary chunks: ceil(V / C) chunks of C columns.
+    out = tmp_path / "aot"
+    subprocess.run([aot_binary(), "--preset", "linear-cross-entropy", "--dtype", "bf16",
+                    "--reduction", "mean", "--fused", "--strategy", "vocab_chunked",
+                    "--workspace-bytes", "200000", "--arch", "sm_80", "--quiet", "-o", str(out)],
+                   check=True)
+    lib = object.__new__(bench.AotLibrary)
+    index = json.load(open(out / "manifest.json"))
+    lib.ops = {op["role"]: op for op in index["ops"]}
+    lib.arch = "sm_80"
+    assert lib.chunk_dim("forward_backward") == "V"
+    chunks, columns = lib.chunk_launches("forward_backward", (130, 8191, 96))
+    assert chunks > 1 and chunks == -(-8191 // columns)
