@@ -359,8 +359,7 @@ prepare() {
   # --prepare does.)
   # Only for the arches a device loads by default (the suite sets no
   # LOSSJIT_CUDA_ARCH): sm_90a alone where sm_90 and sm_90a are both asked
-  # for, which halves these kernels (50 of a 75 MiB tarball for both) and
-  # keeps the bundle within the transfer.
+  # for, which saves some 200 s of prepare per arch left out.
   rm -rf "$BUNDLE/pytest-kernels"
   if ((PYTEST_KERNELS)); then
     python3 "$ROOT/tests/python/make_cuda_bundles.py" --aot "$AOT" --arch "$(default_arches "$ARCHES")" \

@@ -6,10 +6,11 @@ LOSSJIT_BUILD="${LOSSJIT_BUILD:-$LOSSJIT_ROOT/build}"
 LLVM_PREFIX=/usr/lib/llvm-22
 
 # Debian packages the build needs (LLVM/MLIR 22 come from Debian 12's
-# security/backports archive as llvm-22-*).
+# security/backports archive as llvm-22-*; xz-utils packs gpu-check.sh's
+# bundle and is only of priority "standard").
 LOSSJIT_APT_PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   ninja-build ccache cmake g++ libgtest-dev nlohmann-json3-dev python3 python3-venv zlib1g-dev
-  libzstd-dev)
+  libzstd-dev xz-utils)
 
 lossjit_setup() {
   local missing=() p
