@@ -658,12 +658,28 @@ step_pytest() {
     --junitxml="$OUTDIR/pytest.xml"
 }
 
+# One consumer's build into BUILD_DIR (a CMake configure and a compile of
+# its lce.c, megabytes of embedded PTX), logged to LOG; its exit status goes
+# to LOG.status.
+build_consumer() { # AOT_DIR BUILD_DIR LOG
+  local status=0
+  { cmake -G Ninja -S "$ROOT/examples/aot_consumer" -B "$2" -DCMAKE_BUILD_TYPE=Release \
+    -DLOSSJIT_AOT_DIR="$1" && cmake --build "$2" -j 2; } >"$3" 2>&1 || status=$?
+  echo "$status" >"$3.status"
+}
+
 step_consumer() {
-  local dir name failed=0 ran=0
-  local log="$OUTDIR/consumer.log"
+  local dir name failed=0 cc
+  local log="$OUTDIR/consumer.log" logs="$LOGS/consumer"
   : >"$log"
-  local cc
+  rm -rf "$logs" && mkdir -p "$logs"
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)
+  # Every consumer builds first, half as many at a time as there are cores
+  # (each takes seconds; one after another the builds of some twenty
+  # variants came near the step's limit), then they run one by one.
+  local -a names=()
+  local slots=$(($(nproc) / 2))
+  ((slots >= 1)) || slots=1
   for dir in "$BUNDLE"/aot/*/; do
     name=$(basename "$dir")
     [ -f "$dir/lce.h" ] || continue
@@ -672,24 +688,30 @@ step_consumer() {
       echo "consumer $name: skipped (sm_90a only, this device is ${cc:-unknown})"
       continue
     fi
-    ran=$((ran + 1))
-    local b="$BUILD/consumer-$name"
-    if ! { cmake -G Ninja -S "$ROOT/examples/aot_consumer" -B "$b" -DCMAKE_BUILD_TYPE=Release \
-      -DLOSSJIT_AOT_DIR="${dir%/}" >>"$log" 2>&1 && cmake --build "$b" -j "$(nproc)" >>"$log" 2>&1; }; then
+    names+=("$name")
+    while (($(jobs -rp | wc -l) >= slots)); do wait -n; done
+    build_consumer "${dir%/}" "$BUILD/consumer-$name" "$logs/$name.build.log" &
+  done
+  wait
+  ((${#names[@]})) || { echo "no AOT variants in $BUNDLE/aot"; return 1; }
+  for name in "${names[@]}"; do
+    cat "$logs/$name.build.log" >>"$log"
+    if [ "$(cat "$logs/$name.build.log.status" 2>/dev/null)" != 0 ]; then
       echo "consumer $name: build FAILED"
       failed=1
       continue
     fi
-    echo "== $name" >>"$log"
-    if timeout 60 "$b/aot_consumer" --quiet >>"$log" 2>&1; then
-      echo "consumer $name: $(tail -1 "$log")"
+    local run="$logs/$name.run.log" status=0
+    timeout 60 "$BUILD/consumer-$name/aot_consumer" --quiet >"$run" 2>&1 || status=$?
+    { echo "== $name"; cat "$run"; } >>"$log"
+    if ((status == 0)); then
+      echo "consumer $name: $(tail -1 "$run")"
     else
-      echo "consumer $name: FAILED"
-      grep -E '^FAIL|error' "$log" | tail -15
+      echo "consumer $name: FAILED (exit $status)"
+      grep -E '^FAIL|error' "$run" | tail -15
       failed=1
     fi
   done
-  ((ran)) || { echo "no AOT variants in $BUNDLE/aot"; return 1; }
   return $failed
 }
 
