@@ -214,9 +214,11 @@ module {
 MLIR
 }
 
-# The arches of a comma-separated list that a device picks with no
-# LOSSJIT_CUDA_ARCH: sm_NNa where the list has it (compute capability N.N
-# takes the arch-specific code), else sm_NN.
+# The arches of a comma-separated list that a device of exactly one of
+# their compute capabilities picks with no LOSSJIT_CUDA_ARCH: sm_NNa where
+# the list has it (compute capability N.N takes the arch-specific code),
+# else sm_NN. (A newer device, which runs sm_NN's PTX but not sm_NNa's,
+# would find no pytest kernels: the lent ones are Hoppers.)
 #   default_arches sm_80,sm_90,sm_90a  ->  sm_80,sm_90a
 default_arches() { # ARCHES
   local arch out=() list=",$1,"
@@ -458,15 +460,18 @@ unpack_bundle() {
   fi
   stamp=$(cksum <"$tarball")
   [ "$(cat "$BUNDLE/.unpacked" 2>/dev/null)" = "$stamp" ] && return 0
-  rm -rf "$BUNDLE" && mkdir -p "$BUNDLE" && extract_xz "$tarball" "$BUNDLE" &&
+  local how
+  rm -rf "$BUNDLE" && mkdir -p "$BUNDLE" && how=$(extract_xz "$tarball" "$BUNDLE") &&
     echo "$stamp" >"$BUNDLE/.unpacked" &&
-    echo "gpu-check: unpacked $tarball ($(du -sm "$BUNDLE" | cut -f1) MiB)"
+    echo "gpu-check: unpacked $tarball ($(du -sm "$BUNDLE" | cut -f1) MiB, $how)"
 }
 
 # Python's tarfile (its lzma module: no xz binary needed, which a GPU image
-# may lack), else tar -J.
+# may lack), else tar -J; prints which one unpacked, and Python's error when
+# neither could.
 extract_xz() { # TARBALL DIR
-  python3 - "$1" "$2" <<'PY' 2>/dev/null && return 0
+  local err
+  err=$(python3 - "$1" "$2" 2>&1 <<'PY'
 import sys, tarfile
 with tarfile.open(sys.argv[1], "r:xz") as tar:
     # (The "data" filter where Python has it: no paths out of DIR.)
@@ -475,7 +480,13 @@ with tarfile.open(sys.argv[1], "r:xz") as tar:
     else:
         tar.extractall(sys.argv[2])
 PY
-  tar -C "$2" -xJf "$1"
+  ) && { echo "Python tarfile"; return 0; }
+  if tar -C "$2" -xJf "$1" >&2; then
+    echo "tar -xJf"
+    return 0
+  fi
+  echo "gpu-check: Python could not unpack $1 either: ${err##*$'\n'}" >&2
+  return 1
 }
 
 download_wheels() {
@@ -660,12 +671,12 @@ step_pytest() {
 
 # One consumer's build into BUILD_DIR (a CMake configure and a compile of
 # its lce.c, megabytes of embedded PTX), logged to LOG; its exit status goes
-# to LOG.status.
+# to LOG.status, which appears whole (renamed into place) once it is done.
 build_consumer() { # AOT_DIR BUILD_DIR LOG
   local status=0
   { cmake -G Ninja -S "$ROOT/examples/aot_consumer" -B "$2" -DCMAKE_BUILD_TYPE=Release \
     -DLOSSJIT_AOT_DIR="$1" && cmake --build "$2" -j 2; } >"$3" 2>&1 || status=$?
-  echo "$status" >"$3.status"
+  echo "$status" >"$3.status.tmp" && mv -f "$3.status.tmp" "$3.status"
 }
 
 step_consumer() {
@@ -674,12 +685,11 @@ step_consumer() {
   : >"$log"
   rm -rf "$logs" && mkdir -p "$logs"
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)
-  # Every consumer builds first, half as many at a time as there are cores
-  # (each takes seconds; one after another the builds of some twenty
-  # variants came near the step's limit), then they run one by one.
+  # The consumers build in the background, half as many at a time as there
+  # are cores (each takes seconds: one after another, some twenty variants
+  # came near the step's limit), and each runs as soon as its build is done,
+  # in order: a step cut short still ran the first ones.
   local -a names=()
-  local slots=$(($(nproc) / 2))
-  ((slots >= 1)) || slots=1
   for dir in "$BUNDLE"/aot/*/; do
     name=$(basename "$dir")
     [ -f "$dir/lce.h" ] || continue
@@ -689,13 +699,23 @@ step_consumer() {
       continue
     fi
     names+=("$name")
-    while (($(jobs -rp | wc -l) >= slots)); do wait -n; done
-    build_consumer "${dir%/}" "$BUILD/consumer-$name" "$logs/$name.build.log" &
   done
-  wait
   ((${#names[@]})) || { echo "no AOT variants in $BUNDLE/aot"; return 1; }
+  local slots=$(($(nproc) / 2))
+  ((slots >= 1)) || slots=1
+  (
+    for name in "${names[@]}"; do
+      while (($(jobs -rp | wc -l) >= slots)); do wait -n; done
+      build_consumer "$BUNDLE/aot/$name" "$BUILD/consumer-$name" "$logs/$name.build.log" &
+    done
+    wait
+  ) &
+  local builder=$!
   for name in "${names[@]}"; do
-    cat "$logs/$name.build.log" >>"$log"
+    while [ ! -f "$logs/$name.build.log.status" ] && kill -0 "$builder" 2>/dev/null; do
+      sleep 0.2
+    done
+    cat "$logs/$name.build.log" >>"$log" 2>/dev/null
     if [ "$(cat "$logs/$name.build.log.status" 2>/dev/null)" != 0 ]; then
       echo "consumer $name: build FAILED"
       failed=1
@@ -712,6 +732,7 @@ step_consumer() {
       failed=1
     fi
   done
+  wait "$builder"
   return $failed
 }
 
@@ -738,7 +759,7 @@ step_bench() {
 # step's time. The clocks stay as they are (--clock-control none; METHOD.md).
 PROFILES=(
   "lossjit-tma|bf16-mean-sm90a-tma|profile.csv|24"
-  "lossjit-wide256-cluster-fused|bf16-mean-sm90a-wide256-cluster|profile-wide256-cluster-fused.csv|40"
+  "lossjit-wide256-cluster-fused|bf16-mean-sm90a-wide256-cluster|profile-wide256-cluster-fused.csv|24"
 )
 step_profile() {
   local ncu
@@ -763,8 +784,12 @@ step_profile() {
       --seconds 0.1 --n 4096 --dtypes bf16 --impls "$impl" --aot-dir "$BUNDLE/aot" \
       >"$LOGS/profile-$impl.out" 2>&1
     one=$?
+    # (Its own timeout is not the step's: the step would report it as one.)
+    ((one == 124)) && { echo "$impl: ncu ran past its ${each} s"; one=1; }
     tail -5 "$LOGS/profile-$impl.out"
-    echo "$csv: $(grep -c '"lce_' "$OUTDIR/$csv" 2>/dev/null || echo 0) metric rows of lce_* kernels ($impl)"
+    local rows
+    rows=$(grep -c '"lce_' "$OUTDIR/$csv" 2>/dev/null || true)
+    echo "$csv: ${rows:-0} metric rows of lce_* kernels ($impl)"
     # The step fails when any profile failed, passes when one ran and none failed.
     if ((one != 0)); then
       status=$one

@@ -87,6 +87,7 @@ harness itself without a GPU.
 
 import argparse
 import ctypes
+import hashlib
 import json
 import math
 import os
@@ -115,6 +116,40 @@ def log(*args):
 # --------------------------------------------------------------- lossjit
 
 
+def compiled_library(directory, prefix, workdir):
+    """The shared library of the AOT C API in `directory` (<prefix>.c), compiled
+    into `workdir` unless it is there: keyed by the variant's name and its
+    source, so a machine kept warm between two prepared bundles never loads
+    the older one's library, and written under a temporary name first, so an
+    interrupted compile leaves none."""
+    source = os.path.join(directory, f"{prefix}.c")
+    with open(source, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    os.makedirs(workdir, exist_ok=True)
+    so = os.path.join(workdir, f"lib{os.path.basename(os.path.normpath(directory))}-{digest}.so")
+    if os.path.exists(so):
+        return so
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    include = next((d for d in (f"{cuda}/include", "/usr/local/cuda/include")
+                    if os.path.exists(f"{d}/cuda.h")), None)
+    if not include:
+        raise RuntimeError("no cuda.h to compile the AOT C API against")
+    stub = next((d for d in (f"{cuda}/lib64/stubs", "/usr/local/cuda/lib64/stubs",
+                             f"{cuda}/targets/x86_64-linux/lib/stubs")
+                 if os.path.exists(f"{d}/libcuda.so")), None)
+    link = ["-L", stub, "-lcuda"] if stub else ["-l:libcuda.so.1"]
+    partial = f"{so}.{os.getpid()}.tmp"
+    cmd = ["cc", "-O2", "-std=c11", "-shared", "-fPIC", "-I", directory, "-I", include,
+           source, "-o", partial] + link
+    try:
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        os.replace(partial, so)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+    return so
+
+
 class AotLibrary:
     """The AOT C API of one prepared variant, loaded with ctypes."""
 
@@ -124,11 +159,7 @@ class AotLibrary:
         self.index = index
         self.prefix = index["c_api"]["prefix"]
         self.ops = {op["role"]: op for op in index["ops"]}
-        os.makedirs(workdir, exist_ok=True)
-        so = os.path.join(workdir, f"lib{os.path.basename(directory)}.so")
-        if not os.path.exists(so):
-            self._compile(so)
-        self.lib = ctypes.CDLL(so)
+        self.lib = ctypes.CDLL(compiled_library(directory, self.prefix, workdir))
         p = self.prefix
         c = ctypes
         # Attribute access: ctypes caches the function object (CDLL's
@@ -158,20 +189,6 @@ class AotLibrary:
 
     def error(self):
         return (self.fn[f"{self.prefix}_last_error"]() or b"").decode(errors="replace")
-
-    def _compile(self, so):
-        cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-        include = next((d for d in (f"{cuda}/include", "/usr/local/cuda/include")
-                        if os.path.exists(f"{d}/cuda.h")), None)
-        if not include:
-            raise RuntimeError("no cuda.h to compile the AOT C API against")
-        stub = next((d for d in (f"{cuda}/lib64/stubs", "/usr/local/cuda/lib64/stubs",
-                                 f"{cuda}/targets/x86_64-linux/lib/stubs")
-                     if os.path.exists(f"{d}/libcuda.so")), None)
-        link = ["-L", stub, "-lcuda"] if stub else ["-l:libcuda.so.1"]
-        cmd = ["cc", "-O2", "-std=c11", "-shared", "-fPIC", "-I", self.dir, "-I", include,
-               os.path.join(self.dir, f"{self.prefix}.c"), "-o", so] + link
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
 
     def _arch_entry(self, role):
         """The index manifest's entry of `role` for the loaded arch, or None."""

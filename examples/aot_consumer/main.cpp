@@ -31,6 +31,10 @@
 #ifndef LCE_REDUCTION_MEAN
 #define LCE_REDUCTION_MEAN 0
 #endif
+// Headers of lossjit-aot before the fused op's macro have no fused op.
+#ifndef LCE_HAS_FORWARD_BACKWARD
+#define LCE_HAS_FORWARD_BACKWARD 0
+#endif
 
 #include <algorithm>
 #include <cmath>

@@ -20,15 +20,27 @@ run() {
   grep -q "prepared with --one-per-kind" "$work/run.log" ||
     { echo "FAIL: no refusal: the unpacked PREPARED was not read"; exit 1; }
 }
+# unpacked_by HOW: the run unpacked the tarball by HOW, into what was prepared.
+unpacked_by() {
+  grep -q "^gpu-check: unpacked $work/bundle.tar.xz (.* MiB, $1)" "$work/run.log" ||
+    { echo "FAIL: not unpacked by $1"; exit 1; }
+  cmp "$prepared/PREPARED" "$work/bundle/PREPARED"
+  diff -r -x .unpacked -x '*.tar.xz*' "$prepared" "$work/bundle" >/dev/null ||
+    { echo "FAIL: the unpacked bundle differs from the prepared one"; exit 1; }
+}
 run
-grep -q "^gpu-check: unpacked $work/bundle.tar.xz" "$work/run.log" || { echo "FAIL: not unpacked"; exit 1; }
-cmp "$prepared/PREPARED" "$work/bundle/PREPARED"
-diff -r -x .unpacked -x '*.tar.xz*' "$prepared" "$work/bundle" >/dev/null ||
-  { echo "FAIL: the unpacked bundle differs from the prepared one"; exit 1; }
+unpacked_by "Python tarfile"
 # The second run finds the stamp of this tarball: nothing to unpack again.
 run
 if grep -q "^gpu-check: unpacked" "$work/run.log"; then
   echo "FAIL: unpacked the same tarball twice"
   exit 1
 fi
+# Where Python cannot (no lzma module; here a python3 that fails), tar -xJf.
+rm -rf "$work/bundle"
+mkdir -p "$work/nopython"
+printf '#!/bin/sh\necho "no lzma here" >&2\nexit 1\n' >"$work/nopython/python3"
+chmod +x "$work/nopython/python3"
+PATH="$work/nopython:$PATH" run
+unpacked_by "tar -xJf"
 echo "aot.gpu_check_unpacks: ok"

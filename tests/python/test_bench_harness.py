@@ -142,3 +142,38 @@ def test_chunks_of_a_real_fused_index(bench, tmp_path):
     assert lib.chunk_dim("forward_backward") == "V"
     chunks, columns = lib.chunk_launches("forward_backward", (130, 8191, 96))
     assert chunks > 1 and chunks == -(-8191 // columns)
+
+
+def _cuda_header():
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    return any(os.path.exists(f"{d}/cuda.h") for d in (f"{cuda}/include",
+                                                        "/usr/local/cuda/include"))
+
+
+@pytest.mark.skipif(aot_binary() is None or not _cuda_header(),
+                    reason="needs lossjit-aot (a compiler build) and CUDA's cuda.h")
+def test_compiled_library_follows_the_source(bench, tmp_path):
+    # A machine kept warm between two prepared bundles: the same variant
+    # name with another lce.c gets its own library; the same source reuses it.
+    def prepare(where, fused):
+        args = [aot_binary(), "--preset", "linear-cross-entropy", "--dtype", "f16",
+                "--reduction", "mean", "--arch", "sm_80", "--quiet", "-o", str(where)]
+        subprocess.run(args + (["--fused"] if fused else []), check=True)
+        return str(where)
+
+    work = str(tmp_path / "work")
+    plain = prepare(tmp_path / "one" / "f16-mean", False)
+    first = bench.compiled_library(plain, "lce", work)
+    assert os.path.basename(first).startswith("libf16-mean-")
+    assert bench.compiled_library(plain, "lce", work) == first
+    fused = prepare(tmp_path / "two" / "f16-mean", True)
+    second = bench.compiled_library(fused, "lce", work)
+    assert second != first and os.path.exists(first) and os.path.exists(second)
+    # Only finished libraries are left (no temporary files).
+    assert sorted(os.listdir(work)) == sorted(map(os.path.basename, (first, second)))
+    symbols = subprocess.run(["nm", "-D", "--defined-only", second], capture_output=True,
+                             text=True, check=True).stdout
+    assert "lce_forward_backward_v" in symbols
+    assert "lce_forward_backward_v" not in subprocess.run(
+        ["nm", "-D", "--defined-only", first], capture_output=True, text=True,
+        check=True).stdout
