@@ -138,15 +138,26 @@ class _GatherRows(torch.autograd.Function):
         return full.index_copy_(0, index, grad), None
 
 
+def _capturing(input: Tensor) -> bool:
+    """Whether `input` lives on a CUDA stream being captured into a graph,
+    where the host cannot wait for the labels."""
+    return input.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
 def _counted_rows(input: Tensor, target: Tensor, ignore_index: int) -> Optional[Tensor]:
     """The flat indices (in order) of the rows whose target is not
     ignore_index, or None where dropping rows changes nothing or cannot be
-    done: none is ignored, or the tensors carry no data (meta or fake
-    tensors: the outputs' shapes are the same either way). On CUDA this
-    waits for the labels (a host sync: the row count sizes the kernels).
+    done: none is ignored, the tensors carry no data (meta or fake tensors:
+    the outputs' shapes are the same either way), or a CUDA graph is being
+    captured (every row runs, as without the filter: counting them needs a
+    host sync, which a capture forbids and which would invalidate it). On
+    CUDA this waits for the labels (a host sync: the row count sizes the
+    kernels).
     Traced by torch.compile the count is a data-dependent size (an unbacked
     symbol): nothing may branch on it, so the rows are gathered even when
     none is ignored."""
+    if _capturing(input):
+        return None
     counted = target.reshape(-1) != ignore_index
     if torch.compiler.is_compiling():
         return counted.nonzero().squeeze(1)
@@ -403,8 +414,9 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor,
             as without the filter. Index targets only (class-probability
             targets ignore no row); not with return_lse (the dropped rows
             have no lse). On CUDA it waits for the targets once (a host
-            sync, as ``labels[labels != ignore_index]`` does), so it does
-            not run inside a CUDA graph capture.
+            sync, as ``labels[labels != ignore_index]`` does); inside a
+            CUDA graph capture, which forbids that, every row runs (the
+            unfiltered call's result).
         options: accepted for drop-in compatibility with torch's op: None
             or a ``torch.nn.LinearCrossEntropyOptions``. Its fields tune
             torch's own chunked path (chunk sizes, which intermediates stay

@@ -93,6 +93,38 @@ def test_kernels_see_only_the_counted_rows(monkeypatch):
     assert seen == [19 - len(IGNORED), 19]
 
 
+def test_a_graph_capture_runs_every_row(monkeypatch):
+    """Inside a CUDA graph capture the rows cannot be counted (a host sync):
+    the call is the unfiltered one, bit for bit, and waits for nothing."""
+    seen = []
+    inner = functional._fused
+
+    def spy(hidden, *args, **kwargs):
+        seen.append(hidden.shape[0])
+        return inner(hidden, *args, **kwargs)
+
+    def no_sync(*args, **kwargs):
+        raise AssertionError("counted the rows (a host sync) inside a capture")
+
+    h, w, y, b = make_inputs("cpu", torch.bfloat16, bias=True, ignored=IGNORED,
+                             requires_grad=True)
+    plain = lossjit.linear_cross_entropy(h, w, y, b, reduction="none")
+    monkeypatch.setattr(functional, "_fused", spy)
+    monkeypatch.setattr(functional, "_capturing", lambda t: True)
+    monkeypatch.setattr(torch.Tensor, "nonzero", no_sync)
+    captured = lossjit.linear_cross_entropy(h, w, y, b, reduction="none", filter_ignored=True)
+    assert seen == [19]
+    assert torch.equal(captured, plain)
+    grad_out = torch.rand_like(plain) + 0.5
+    for p, q in zip(_grads(plain, [h, w, b], grad_out), _grads(captured, [h, w, b], grad_out)):
+        assert torch.equal(p, q)
+
+
+def test_capturing_only_on_a_capturing_cuda_stream():
+    h = torch.zeros(2, 3)
+    assert not functional._capturing(h)
+
+
 def test_same_bits_every_run_and_unchanged_when_nothing_is_ignored(device):
     h, w, y, b = make_inputs(device, torch.bfloat16, bias=True, ignored=IGNORED,
                              requires_grad=True)
