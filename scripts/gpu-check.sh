@@ -781,7 +781,7 @@ step_profile() {
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
       --section LaunchStats --csv --page details --log-file "$OUTDIR/$csv" \
       python3 "$ROOT/bench/gpu/bench_lce.py" --out "/tmp/lossjit-profile-$impl" --budget 60 \
-      --seconds 0.1 --n 4096 --dtypes bf16 --impls "$impl" --aot-dir "$BUNDLE/aot" \
+      --seconds 0.1 --n 4096 --dtypes bf16 --impls "$impl" --in-process --aot-dir "$BUNDLE/aot" \
       >"$LOGS/profile-$impl.out" 2>&1
     one=$?
     # (Its own timeout is not the step's: the step would report it as one.)

@@ -16,8 +16,19 @@ gradients computed from the stored inputs (the table; bench.json also has
 their difference from eager PyTorch's, which rounds dlogits to the storage
 type).
 
-Implementations, measured in this order for each shape, smaller N first
-(each reported as unavailable, with the reason, when it cannot run):
+Each implementation runs in a process of its own (as the side-by-side CPU
+benchmarks do), one after another: a kernel that hangs, crashes or leaves the
+CUDA context broken costs that implementation only, and its rows say so
+("hung (killed after S s)", "crashed (killed by SIGSEGV)"). Each gets up to
+twice an even share of what is left of the budget (--impl-timeout caps it);
+--in-process measures them all in this process instead, for each shape in
+turn. --extra-impls FILE adds implementations of one's own (FILE's IMPLS
+dict: name -> factory(args, dtype_name, (N, V, D)) -> (fwd_bwd, note)).
+bench.json's rows also carry each process's id and its peak resident memory
+so far (VmHWM, host memory).
+
+Implementations, in this order, smaller N first (each reported as
+unavailable, with the reason, when it cannot run):
   eager      F.cross_entropy(F.linear(x, w).float(), y)
   torch_lce  torch.nn.functional.linear_cross_entropy, where torch has it
   lossjit    the `lossjit` Python package if it imports and passes a smoke
@@ -86,15 +97,20 @@ harness itself without a GPU.
 """
 
 import argparse
+import collections
 import ctypes
 import hashlib
+import importlib.util
 import json
 import math
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import traceback
 
@@ -102,7 +118,11 @@ import torch
 import torch.nn.functional as F
 
 IGNORE_INDEX = -100
-START = time.monotonic()
+# The budget counts from this process's start, a measuring child's from its
+# spawn (importing torch counts against it); log lines from the run's start
+# (CLOCK_MONOTONIC is system-wide).
+START = float(os.environ.get("BENCH_LCE_SPAWNED", time.monotonic()))
+LOG_START = float(os.environ.get("BENCH_LCE_START", START))
 
 
 def elapsed():
@@ -110,7 +130,7 @@ def elapsed():
 
 
 def log(*args):
-    print(f"[{elapsed():6.1f}s]", *args, flush=True)
+    print(f"[{time.monotonic() - LOG_START:6.1f}s]", *args, flush=True)
 
 
 # --------------------------------------------------------------- lossjit
@@ -419,7 +439,29 @@ def make_impl(name, args, dtype_name, shape):
             raise RuntimeError(f"sm_90a code needs compute capability 9.0, not {major}.{minor}")
         tile = HOPPER_TILES.get(name) or HOPPER_FUSED[name]
         return make_aot_impl(args.aot_dir, dtype_name, shape, tile, fused=name in HOPPER_FUSED)
+    if name in args.extra:
+        return args.extra[name](args, dtype_name, shape)
     raise ValueError(name)
+
+
+# Every impl make_impl() knows besides the Hopper tiles and --extra-impls.
+BUILTIN_IMPLS = ("eager", "compile", "torch_lce", "liger", "cce", "lossjit", "lossjit-fused",
+                 "lossjit-filtered", "lossjit-aot")
+
+
+def load_extra_impls(path):
+    """--extra-impls: the IMPLS dict of the Python file at `path` (impl name
+    -> factory(args, dtype_name, (N, V, D)) returning (fwd_bwd, note), as
+    make_impl does), so a variant of one's own is measured side by side."""
+    if not path:
+        return {}
+    spec = importlib.util.spec_from_file_location("bench_lce_extra_impls", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    impls = getattr(module, "IMPLS", None)
+    if not isinstance(impls, dict) or not all(callable(f) for f in impls.values()):
+        raise ValueError(f"{path} defines no IMPLS dict of impl name -> factory")
+    return impls
 
 
 # Benchmark impls of lossjit's opt-in Hopper tiles: impl -> AOT tile suffix.
@@ -584,34 +626,104 @@ def main():
                     help="fraction of rows (the first ones) whose target is ignore_index")
     ap.add_argument("--seconds", type=float, default=3.0, help="timing per measurement")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--extra-impls", default="",
+                    help="a Python file whose IMPLS dict maps more impl names to factories "
+                         "f(args, dtype_name, (N, V, D)) -> (fwd_bwd, note), as make_impl")
+    ap.add_argument("--impl-timeout", type=float, default=0.0,
+                    help="the most seconds one impl's process may take (default: its share "
+                         "of what is left of the budget)")
+    ap.add_argument("--in-process", action="store_true",
+                    help="measure every impl in this process (a kernel that hangs or breaks "
+                         "the CUDA context then costs every impl after it)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--eager-reference", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if not 0.0 <= args.ignored <= 1.0:
         ap.error(f"--ignored must be a fraction in [0, 1], got {args.ignored}")
+    if args.impl_timeout < 0:
+        ap.error(f"--impl-timeout must be >= 0 seconds, got {args.impl_timeout}")
+    try:
+        args.extra = load_extra_impls(args.extra_impls)
+    except Exception as e:  # noqa: BLE001 - any failure to load it is a bad argument
+        ap.error(f"--extra-impls: {type(e).__name__}: {e}")
+    known = set(BUILTIN_IMPLS) | set(HOPPER_TILES) | set(HOPPER_FUSED)
+    clash = sorted(known & set(args.extra))
+    if clash:
+        ap.error(f"--extra-impls: {', '.join(clash)} already name built-in impls")
+    names = [name for name in args.impls.split(",") if name]
+    unknown = [name for name in names if name not in known and name not in args.extra]
+    if not names or unknown:
+        ap.error(f"--impls: unknown impl(s) {', '.join(unknown) or '(none given)'}; expected "
+                 f"some of {', '.join(sorted(known | set(args.extra)))}")
+    if len(set(names)) != len(names):
+        ap.error(f"--impls: an impl is named twice: {args.impls}")
     os.makedirs(args.out, exist_ok=True)
-    device = args.device
-    if device == "cuda" and not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         print("bench_lce: no CUDA device; nothing measured (use --device cpu for a dry run)")
         return 2
-    torch.backends.cuda.matmul.allow_tf32 = False
-    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
-    info = {
+    if args.child or args.in_process:
+        if args.child:
+            log(f"bench_lce: {','.join(names)} in process {os.getpid()}")
+        info, results = measure_impls(args, names, args.eager_reference or "eager" in names)
+        table = save(args.out, info, results)
+    else:
+        info, results = measure_isolated(args, names)
+        table = save(args.out, info, results)
+    if not args.child:
+        print()
+        print(table, flush=True)
+    return 0
+
+
+def run_info(args, device_name):
+    return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "host": platform.node(),
-        "device": torch.cuda.get_device_name(0) if device == "cuda" else platform.processor(),
+        "device": device_name,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "shape": {"N": args.n, "D": args.d, "V": args.v},
         "ignored": args.ignored,
     }
-    log("bench_lce:", json.dumps(info))
+
+
+def configs_of(args):
+    """(dtype, N) of every measurement, smaller N first for every dtype."""
+    return [(dt, int(n)) for n in args.n.split(",") for dt in args.dtypes.split(",")]
+
+
+def host_peak_mib():
+    """This process's peak resident memory so far (VmHWM), MiB; None where
+    /proc does not say."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def measure_impls(args, names, eager_reference):
+    """(info, rows): every impl of `names` measured in this process, for
+    each shape in turn; with `eager_reference`, the gradients are also
+    compared with eager PyTorch's (computed here when eager is not among
+    `names`)."""
+    device = args.device
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+    info = run_info(args, torch.cuda.get_device_name(0) if device == "cuda"
+                    else platform.processor())
+    if not args.child:
+        log("bench_lce:", json.dumps(info))
     results = []
     impl_cache = {}
     compile_used = False
     last_first = {}  # (impl, dtype) -> (N, first-call seconds), to predict the next N
     # Smaller N first for every dtype, so each implementation gets its
     # smallest shape measured before the budget runs out on bigger ones.
-    configs = [(dt, int(n)) for n in args.n.split(",") for dt in args.dtypes.split(",")]
-    for dtype_name, n in configs:
+    for dtype_name, n in configs_of(args):
         dtype = dtypes[dtype_name]
         d, v = args.d, args.v
         g = torch.Generator(device=device).manual_seed(n)
@@ -624,11 +736,14 @@ def main():
         flops = 6.0 * n * d * v
         eager_grads = None
         ref_grads = None  # fp32 dX, dW: computed at the first gradients
-        for name in args.impls.split(","):
-            row = {"impl": name, "dtype": dtype_name, "N": n, "D": d, "V": v}
+        for name in names:
+            row = {"impl": name, "dtype": dtype_name, "N": n, "D": d, "V": v,
+                   "pid": os.getpid()}
             left = args.budget - elapsed()
-            # torch.compile (dynamic=False) compiles again for every shape.
-            need = (120 if not compile_used else 90) if name == "compile" else 15
+            window = min(args.seconds, max(1.0, left / 20))
+            # torch.compile (dynamic=False) compiles again for every shape;
+            # anything else: a warm-up and a few timing windows.
+            need = (120 if not compile_used else 90) if name == "compile" else 5 * window
             if (name, dtype_name) in last_first:
                 n0, t0 = last_first[(name, dtype_name)]
                 need = max(need, 2 * t0 * n / n0 + 5)
@@ -649,8 +764,7 @@ def main():
                 results.append(row)
                 continue
             try:
-                median, times, first, peak, out = measure(
-                    fwd_bwd, x, w, y, device, min(args.seconds, max(1.0, left / 20)))
+                median, times, first, peak, out = measure(fwd_bwd, x, w, y, device, window)
                 if name == "compile":
                     compile_used = True
                 last_first[(name, dtype_name)] = (n, median / 1e3)
@@ -672,7 +786,9 @@ def main():
                                fwd_tflops=2.0 * n * d * v / (fwd_ms * 1e-3) / 1e12)
                 if name == "eager":
                     eager_grads = (gx, gw)
-                elif eager_grads is not None and gx is not None:
+                elif eager_grads is None and eager_reference and gx is not None:
+                    eager_grads = eager_gradients(x, w, y)
+                if name != "eager" and eager_grads and gx is not None:
                     row["dx_vs_eager"] = rel(gx, eager_grads[0])
                     row["dw_vs_eager"] = rel(gw, eager_grads[1])
                 if gx is not None and ref_grads is None:
@@ -694,16 +810,124 @@ def main():
                 row["note"] = f"{type(e).__name__}: {e}"[:300]
                 row["traceback"] = traceback.format_exc()[-2000:]
                 log(f"{name} {dtype_name} N={n}: FAILED {row['note']}")
+            row["host_peak_mib"] = host_peak_mib()
             results.append(row)
             save(args.out, info, results)  # partial results survive a kill
             if device == "cuda":
                 torch.cuda.empty_cache()
         eager_grads = ref_grads = None
         del x, w, y
-    table = save(args.out, info, results)
-    print()
-    print(table, flush=True)
-    return 0
+    return info, results
+
+
+def eager_gradients(x, w, y):
+    """Eager PyTorch's dX and dW of the mean loss (False where they cannot
+    be formed): what bench.json's *_vs_eager columns compare with."""
+    try:
+        _, gx, gw = autograd_impl(eager_loss)(x, w, y)
+        return gx, gw
+    except Exception as e:  # noqa: BLE001 - the comparison, not the impl measured
+        log(f"eager gradients unavailable: {type(e).__name__}: {e}")
+        return False
+
+
+# A measuring process gets at least this many seconds (importing torch,
+# creating the CUDA context, the inputs and the fp32 reference come first),
+# or the impl is skipped; its budget (from its spawn) stops
+# IMPL_GRACE_SECONDS before it is killed, so that a measurement it starts
+# near the end can finish and be saved.
+IMPL_MIN_SECONDS = 20.0
+IMPL_GRACE_SECONDS = 5.0
+
+
+def measure_isolated(args, names):
+    """(info, rows): each impl measured in a process of its own, as the
+    side-by-side benchmarks do: a kernel that hangs, crashes or breaks the
+    CUDA context (a sticky error) costs that impl only; it is killed at its
+    time (a share of what is left: up to twice an even split) and its
+    missing rows say how it ended."""
+    info, results = None, []
+    for i, name in enumerate(names):
+        left = args.budget - elapsed()
+        if left < IMPL_MIN_SECONDS:
+            results += [dict(impl=name, dtype=dt, N=n, D=args.d, V=args.v,
+                             status="skipped (time)") for dt, n in configs_of(args)]
+            continue
+        share = min(left, max(IMPL_MIN_SECONDS, 2 * left / (len(names) - i)))
+        if args.impl_timeout:
+            share = min(share, args.impl_timeout)
+        child_info, rows = run_impl_process(args, name, share, "eager" in names)
+        info = info or child_info
+        results += rows
+        save(args.out, info or run_info(args, "?"), results)  # partial results survive a kill
+    return info or run_info(args, "?"), results
+
+
+def exit_description(code):
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+def run_impl_process(args, name, seconds, eager_reference):
+    """(info or None, rows) of `name` measured by this script in a child
+    process within `seconds`; its output is relayed as it comes."""
+    with tempfile.TemporaryDirectory(prefix="bench-lce-") as out:
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--impls", name,
+               "--out", out, "--budget", f"{max(seconds - IMPL_GRACE_SECONDS, 1.0):.1f}",
+               "--n", args.n, "--d", str(args.d), "--v", str(args.v), "--dtypes", args.dtypes,
+               "--aot-dir", args.aot_dir, "--ignored", str(args.ignored),
+               "--seconds", str(args.seconds), "--device", args.device]
+        if args.extra_impls:
+            cmd += ["--extra-impls", args.extra_impls]
+        if eager_reference:
+            cmd.append("--eager-reference")
+        # A session of its own: a kill takes its compile workers too.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", start_new_session=True,
+                                env=dict(os.environ, BENCH_LCE_START=repr(LOG_START),
+                                         BENCH_LCE_SPAWNED=repr(time.monotonic())))
+        tail = collections.deque(maxlen=8)
+
+        def relay():
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                if line.strip():
+                    tail.append(line.strip())
+        reader = threading.Thread(target=relay, daemon=True)
+        reader.start()
+        try:
+            code = proc.wait(timeout=seconds)
+            ended = None if code == 0 else f"crashed ({exit_description(code)})"
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            ended = f"hung (killed after {seconds:.0f} s)"
+        reader.join(timeout=5)
+        try:
+            with open(os.path.join(out, "bench.json")) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            data = {}
+    rows = data.get("results", [])
+    done = {(r["dtype"], r["N"]) for r in rows}
+    missing = [(dt, n) for dt, n in configs_of(args) if (dt, n) not in done]
+    if ended:
+        log(f"{name}: {ended}")
+    for dt, n in missing:
+        rows.append(dict(impl=name, dtype=dt, N=n, D=args.d, V=args.v, pid=proc.pid,
+                         status=ended or "no result (the process ended without one)",
+                         note=" / ".join(tail)[-300:]))
+    return data.get("info"), rows
+
+
 
 
 def save(out, info, results):

@@ -10,6 +10,7 @@ index manifest.
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -177,3 +178,115 @@ def test_compiled_library_follows_the_source(bench, tmp_path):
     assert "lce_forward_backward_v" not in subprocess.run(
         ["nm", "-D", "--defined-only", first], capture_output=True, text=True,
         check=True).stdout
+
+
+# ------------------------------------------------------ process isolation
+
+#: Stand-in impls: one that aborts its process, one that never returns.
+FAULTY_IMPLS = '''
+import os
+import time
+
+
+def _crash(args, dtype_name, shape):
+    def fwd_bwd(x, w, y):
+        os.abort()
+    return fwd_bwd, "aborts"
+
+
+def _hang(args, dtype_name, shape):
+    def fwd_bwd(x, w, y):
+        time.sleep(3600)
+    return fwd_bwd, "sleeps"
+
+
+IMPLS = {"test-crash": _crash, "test-hang": _hang}
+'''
+
+BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu", "bench_lce.py")
+TINY = ["--device", "cpu", "--n", "16", "--d", "32", "--v", "40", "--dtypes", "fp32,bf16",
+        "--seconds", "0.05"]
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory):
+    path = tmp_path_factory.mktemp("impls") / "faulty.py"
+    path.write_text(FAULTY_IMPLS)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def isolated_run(faulty, tmp_path_factory):
+    """One run: a crash, a hang (killed at --impl-timeout), then eager."""
+    out = tmp_path_factory.mktemp("bench")
+    proc = subprocess.run([sys.executable, BENCH, *TINY, "--impls", "test-crash,test-hang,eager",
+                           "--extra-impls", faulty, "--impl-timeout", "20", "--budget", "200",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, json.loads((out / "bench.json").read_text())["results"]
+
+
+def rows_of(results, impl):
+    return [r for r in results if r["impl"] == impl]
+
+
+def test_a_crash_costs_only_its_impl(isolated_run):
+    _, results = isolated_run
+    crashed = rows_of(results, "test-crash")
+    assert [r["dtype"] for r in crashed] == ["fp32", "bf16"]
+    assert all(r["status"] == "crashed (killed by SIGABRT)" for r in crashed), crashed
+
+
+def test_a_hang_is_killed_at_its_time_and_costs_only_its_impl(isolated_run):
+    proc, results = isolated_run
+    hung = rows_of(results, "test-hang")
+    assert [r["status"] for r in hung] == ["hung (killed after 20 s)"] * 2, hung
+    eager = rows_of(results, "eager")
+    assert [(r["dtype"], r["status"]) for r in eager] == [("fp32", "ok"), ("bf16", "ok")]
+    assert all(r["loss_err"] < 1e-2 and r["dx_err"] < 2e-2 for r in eager)
+    assert "| eager | bf16 | 16 |" in proc.stdout  # the table comes last, with every impl
+
+
+def test_each_impl_has_a_process_of_its_own(isolated_run):
+    proc, results = isolated_run
+    pids = {impl: {r["pid"] for r in rows_of(results, impl)}
+            for impl in ("test-crash", "test-hang", "eager")}
+    assert all(len(p) == 1 for p in pids.values()), pids
+    assert len(set().union(*pids.values())) == 3
+    eager = rows_of(results, "eager")
+    assert all(r["host_peak_mib"] > 0 for r in eager)
+
+
+def test_in_process_measures_in_one_process(tmp_path):
+    proc = subprocess.run([sys.executable, BENCH, *TINY, "--impls", "eager,torch_lce",
+                           "--in-process", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "bench.json").read_text())["results"]
+    assert len({r["pid"] for r in results}) == 1
+    assert [r["impl"] for r in results] == ["eager", "torch_lce"] * 2
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--impls", "eager,lossjit-wide512"], "--impls: unknown impl(s) lossjit-wide512"),
+    (["--impls", "eager,eager"], "--impls: an impl is named twice"),
+    (["--impls", ""], "--impls: unknown impl(s) (none given)"),
+    (["--impl-timeout", "-1"], "--impl-timeout must be >= 0 seconds"),
+    (["--extra-impls", "/nonexistent/impls.py"], "--extra-impls: FileNotFoundError"),
+])
+def test_bad_arguments_name_what_was_expected(bench, monkeypatch, capsys, argv, message):
+    monkeypatch.setattr(sys, "argv", ["bench_lce.py", "--device", "cpu", *argv])
+    with pytest.raises(SystemExit) as exit:
+        bench.main()
+    assert exit.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_extra_impls_may_not_shadow_a_builtin(bench, monkeypatch, capsys, tmp_path):
+    impls = tmp_path / "shadow.py"
+    impls.write_text("IMPLS = {'eager': lambda args, dtype, shape: None}\n")
+    monkeypatch.setattr(sys, "argv", ["bench_lce.py", "--device", "cpu",
+                                      "--extra-impls", str(impls)])
+    with pytest.raises(SystemExit):
+        bench.main()
+    assert "--extra-impls: eager already name built-in impls" in capsys.readouterr().err
