@@ -68,6 +68,13 @@ llvm::Error GpuTarget::validate() const {
   static const std::pair<unsigned, unsigned> kMinPtx[] = {
       {70, 60}, {72, 61},  {75, 63},  {80, 70},  {86, 71},  {87, 74},  {88, 90}, {89, 78},
       {90, 78}, {100, 86}, {101, 86}, {103, 88}, {110, 90}, {120, 87}, {121, 88}};
+  // Features go into a pass pipeline's text and to LLVM: comma-separated
+  // +name / -name only (a space or a brace would add options of its own).
+  llvm::Regex featureSpelling("^[+-][a-z][a-z0-9]*(,[+-][a-z][a-z0-9]*)*$");
+  if (!features.empty() && !featureSpelling.match(features))
+    return llvm::createStringError("features must be comma-separated +name or -name PTX "
+                                   "features such as +ptx80, got '" +
+                                   features + "'");
   unsigned provided = 0;
   // The pieces point into this string: it must outlive them (split of the
   // temporary effectiveFeatures() returns read freed stack memory, found by
@@ -80,13 +87,19 @@ llvm::Error GpuTarget::validate() const {
     if (feature.consume_front("+ptx") && !feature.getAsInteger(10, ptx))
       provided = std::max(provided, ptx);
   }
-  for (const auto &[sm, minimum] : kMinPtx)
+  // sm_90a's architecture-specific features came with PTX ISA 8.0 (sm_90
+  // with 7.8).
+  const bool specific = llvm::StringRef(chip).ends_with("a");
+  for (auto [sm, minimum] : kMinPtx) {
+    if (specific && sm == 90)
+      minimum = 80;
     if (sm == number && provided && provided < minimum)
       return llvm::createStringError(
           "arch " + chip + " needs PTX ISA " + std::to_string(minimum / 10) + "." +
           std::to_string(minimum % 10) + " or newer, and lossjit emits PTX ISA " +
           std::to_string(provided / 10) + "." + std::to_string(provided % 10) +
           " for it (features '" + effectiveFeatures() + "'): not supported yet");
+  }
   return llvm::Error::success();
 }
 

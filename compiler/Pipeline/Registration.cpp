@@ -80,6 +80,28 @@ LogicalResult addStages(OpPassManager &pm, const std::vector<Stage> &stages) {
   std::string joined = joinStages(stages);
   return parsePassPipeline(stripModuleAnchor(joined), pm, llvm::errs());
 }
+
+/// A pass pipeline of `Options` whose builder may fail (a bad option value,
+/// a stage list that does not parse): the tool then stops with an error
+/// instead of running the input through nothing (PassPipelineRegistration's
+/// builders cannot fail).
+template <typename Options>
+void registerFalliblePipeline(
+    llvm::StringRef arg, llvm::StringRef description,
+    std::function<LogicalResult(OpPassManager &, const Options &,
+                                function_ref<LogicalResult(const Twine &)>)>
+        builder) {
+  registerPassPipeline(
+      arg, description,
+      [builder](OpPassManager &pm, llvm::StringRef text,
+                function_ref<LogicalResult(const Twine &)> errorHandler) {
+        Options options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        return builder(pm, options, errorHandler);
+      },
+      [](function_ref<void(const detail::PassOptions &)> handler) { handler(Options()); });
+}
 } // namespace
 
 void lossjit::registerLossJITPasses() {
@@ -88,11 +110,14 @@ void lossjit::registerLossJITPasses() {
     registerAllPasses();
     registerLossTransformsPasses();
     registerLossConversionPasses();
-    PassPipelineRegistration<GpuPipelineOptions>(
-        "lossjit-gpu-pipeline",
-        "loss graph → fused op → GPU kernels → NVVM → PTX (in-process)",
-        [](OpPassManager &pm, const GpuPipelineOptions &o) {
+    registerFalliblePipeline<GpuPipelineOptions>(
+        "lossjit-gpu-pipeline", "loss graph → fused op → GPU kernels → NVVM → PTX (in-process)",
+        [](OpPassManager &pm, const GpuPipelineOptions &o,
+           function_ref<LogicalResult(const Twine &)> error) {
           GpuTarget target{o.chip, o.features};
+          // Before the stage list: chip and features are pasted into it.
+          if (llvm::Error err = target.validate())
+            return error("lossjit-gpu-pipeline: " + llvm::toString(std::move(err)));
           using Matmul = GpuPipelineOptions::Matmul;
           const TileConfig::Knobs knobs{o.blockRows,  o.threads, o.splits,   o.stages,
                                         o.blockCols,  o.blockK,  o.gradCols, o.tma,
@@ -104,16 +129,16 @@ void lossjit::registerLossJITPasses() {
                                           : o.matmul == Matmul::wgmma  ? loss::MatmulKind::wgmma
                                                                        : loss::MatmulKind::simt)
                         .with(knobs);
-          (void)addStages(pm, gpuStages(target, tile));
+          return addStages(pm, gpuStages(target, tile));
         });
-    PassPipelineRegistration<CpuPipelineOptions>(
-        "lossjit-cpu-pipeline",
-        "loss graph → fused op → host kernels → LLVM dialect",
-        [](OpPassManager &pm, const CpuPipelineOptions &o) {
+    registerFalliblePipeline<CpuPipelineOptions>(
+        "lossjit-cpu-pipeline", "loss graph → fused op → host kernels → LLVM dialect",
+        [](OpPassManager &pm, const CpuPipelineOptions &o,
+           function_ref<LogicalResult(const Twine &)>) {
           CpuTileConfig tile;
           tile.blockRows = o.blockRows;
           tile.vectorWidth = o.vectorWidth;
-          (void)addStages(
+          return addStages(
               pm, cpuStages(tile, o.f16ExtendInHardware, /*vectorRegisters=*/0, o.fmaInHardware));
         });
   });

@@ -5,6 +5,7 @@
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -155,6 +156,15 @@ std::string lossjit::loss::checkGpuConfig(MatmulKind matmul, int64_t blockRows, 
 std::string lossjit::loss::checkMatmulChip(MatmulKind matmul, llvm::StringRef chip) {
   if (matmul == MatmulKind::wgmma && chip != "sm_90a")
     return "matmul wgmma needs chip sm_90a (wgmma and its descriptors are specific to it), got '" +
+           chip.str() + "'";
+  // mma_sync's bf16 m16n8k16 and its cp.async ring need sm_80: below it
+  // the NVPTX backend cannot select cp.async and aborts.
+  unsigned version = 0;
+  llvm::StringRef digits = chip;
+  if (matmul == MatmulKind::mma_sync && digits.consume_front("sm_") &&
+      !digits.take_while([](char c) { return llvm::isDigit(c); }).getAsInteger(10, version) &&
+      version < 80)
+    return "matmul mma_sync needs chip sm_80 or newer (mma.sync on bf16 and cp.async), got '" +
            chip.str() + "'";
   return "";
 }

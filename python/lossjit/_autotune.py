@@ -10,8 +10,10 @@ With it, the first call of an op for a *shape bucket* (N, V, D each rounded up
 to a power of two) on a device times every candidate tile of that op's small
 config space on the call's own buffers — CUDA events, the median of several
 runs after a warm-up — and keeps the fastest. Winners are stored in
-``<cache dir>/autotune.json`` keyed by device name, op, dtype, options and
-bucket, so later processes skip the timing. A tuned op can give different bits
+``<cache dir>/autotune.json`` keyed by device name, arch, op, dtype, options
+and bucket, so later processes skip the timing; a stored winner that no
+longer compiles (another build, a hand-edited store) is ignored with a
+warning and the op is tuned again. A tuned op can give different bits
 than the default tile (the tensor cores' k grouping follows the tile), which
 is why tuning is never on unless asked for; with a stored winner the bits are
 again a function of inputs, chip and the store.
@@ -113,11 +115,15 @@ def shape_bucket(n: int, v: int, d: int) -> Tuple[int, int, int]:
     return up(n), up(v), up(d)
 
 
-def store_key(device_name: str, op: str, dtype: str, options: Dict[str, str],
+def store_key(device_name: str, arch: str, op: str, dtype: str, options: Dict[str, str],
               bucket: Tuple[int, int, int]) -> str:
-    """One line per tuned specialization; options sorted so the key is stable."""
+    """One line per tuned specialization; options sorted so the key is stable.
+    The arch the op is compiled for is part of it: one device runs sm_90a or
+    (LOSSJIT_CUDA_ARCH=sm_90) sm_90 code, and a wgmma winner is no tile for
+    the latter."""
     opts = ",".join(f"{k}={options[k]}" for k in sorted(options))
-    return f"{device_name}|{op}|{dtype}|{opts}|N{bucket[0]}.V{bucket[1]}.D{bucket[2]}"
+    return (f"{device_name}|{arch}|{op}|{dtype}|{opts}|"
+            f"N{bucket[0]}.V{bucket[1]}.D{bucket[2]}")
 
 
 def default_store_path() -> Optional[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import warnings
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import torch
@@ -298,8 +299,8 @@ class _Tuned:
         if op is not None:
             return op
         index = _device_index(device)
-        key = _autotune.store_key(torch.cuda.get_device_name(index), self.role, self.dtype,
-                                  self.options, bucket)
+        key = _autotune.store_key(torch.cuda.get_device_name(index), self.arch, self.role,
+                                  self.dtype, self.options, bucket)
         store = _autotune.TuningStore(_autotune.default_store_path())
         tile = store.lookup(key)
         compiled: Dict[str, Any] = {}
@@ -309,6 +310,13 @@ class _Tuned:
                 compiled[text] = C.compile_gpu(self.factory(), self.arch, text)
             return compiled[text]
 
+        if tile is not None:
+            try:
+                compile_tile(tile)
+            except Exception as e:  # noqa: BLE001 - a store is never trusted
+                warnings.warn(f"lossjit: ignoring the stored autotune winner {tile!r} "
+                              f"({key}): {e}; tuning again")
+                tile = None
         if tile is None:
             def time_ms(text: str):
                 op = compile_tile(text)

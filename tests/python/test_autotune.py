@@ -72,15 +72,76 @@ def test_buckets_are_powers_of_two():
     assert _autotune.shape_bucket(0, 1, 2) == (0, 1, 2)
 
 
-def test_key_names_device_op_dtype_options_and_bucket():
-    a = _autotune.store_key("NVIDIA H200", "forward", "bf16",
-                            {"reduction": "mean", "bias": "false"}, (4096, 131072, 4096))
-    b = _autotune.store_key("NVIDIA H200", "forward", "bf16",
-                            {"bias": "false", "reduction": "mean"}, (4096, 131072, 4096))
+def test_key_names_device_arch_op_dtype_options_and_bucket():
+    options = {"reduction": "mean", "bias": "false"}
+    bucket = (4096, 131072, 4096)
+    a = _autotune.store_key("NVIDIA H200", "sm_90a", "forward", "bf16", options, bucket)
+    b = _autotune.store_key("NVIDIA H200", "sm_90a", "forward", "bf16",
+                            {"bias": "false", "reduction": "mean"}, bucket)
     assert a == b  # option order does not matter
-    assert a == "NVIDIA H200|forward|bf16|bias=false,reduction=mean|N4096.V131072.D4096"
-    assert a != _autotune.store_key("NVIDIA A100", "forward", "bf16",
-                                    {"reduction": "mean", "bias": "false"}, (4096, 131072, 4096))
+    assert a == ("NVIDIA H200|sm_90a|forward|bf16|bias=false,reduction=mean|"
+                 "N4096.V131072.D4096")
+    assert a != _autotune.store_key("NVIDIA A100", "sm_90a", "forward", "bf16", options, bucket)
+    # The same device running sm_90 code (LOSSJIT_CUDA_ARCH) has winners of its own.
+    assert a != _autotune.store_key("NVIDIA H200", "sm_90", "forward", "bf16", options, bucket)
+
+
+class _FakeCompiler:
+    """compile_gpu for _Tuned without a GPU: tiles named in `broken` fail to
+    compile; every compile is recorded."""
+
+    def __init__(self, broken=()):
+        self.broken, self.compiled = set(broken), []
+
+    def compile_gpu(self, graph, arch, tile):
+        self.compiled.append((arch, tile))
+        if tile in self.broken:
+            raise RuntimeError(f"tile {tile!r} does not compile for {arch}")
+        return ("op", arch, tile)
+
+
+def _tuned_op(monkeypatch, tmp_path, arch, compiler, medians):
+    """_Tuned.op_for on a stand-in device: `medians` gives each candidate's
+    time (a missing one: 1 ms)."""
+    monkeypatch.setenv("LOSSJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_kernels, "C", compiler)
+    monkeypatch.setattr(_kernels, "_device_index", lambda device: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "NVIDIA H200")
+    monkeypatch.setattr(_kernels, "_launch_cuda", lambda op, *args: compiler.launched.append(op))
+    compiler.launched = []
+    monkeypatch.setattr(_autotune, "cuda_event_timer",
+                        lambda run: (run(), [medians.get(compiler.launched[-1][2], 1.0)])[1])
+    tuned = _kernels._Tuned(lambda: "graph", arch, "forward", "bf16", "auto", {"pass": "forward"})
+    kernel = type("Kernel", (), {"names": [], "dims": []})()
+    return tuned.op_for(kernel, torch.device("cuda"), 4096, 128256, 4096, {})
+
+
+def test_a_winner_is_kept_per_arch(monkeypatch, tmp_path):
+    wgmma = _autotune.WGMMA_TILES[1]
+    op = _tuned_op(monkeypatch, tmp_path, "sm_90a", _FakeCompiler(), {wgmma: 0.5})
+    assert op == ("op", "sm_90a", wgmma)
+    # The same device with sm_90 code tunes its own space (the store's wgmma
+    # winner would not compile for it), and both winners stay.
+    compiler = _FakeCompiler(broken=_autotune.WGMMA_TILES[:-len(_autotune.TENSOR_CORE_TILES)])
+    op = _tuned_op(monkeypatch, tmp_path, "sm_90", compiler, {"matmul=mma_sync": 0.5})
+    assert op == ("op", "sm_90", "matmul=mma_sync")
+    assert all(tile.startswith("matmul=mma_sync") for _, tile in compiler.compiled)
+    winners = _autotune.TuningStore(str(tmp_path / _autotune.STORE_NAME)).load()
+    assert sorted(winners.values()) == sorted([wgmma, "matmul=mma_sync"])
+
+
+def test_a_stored_winner_that_does_not_compile_is_tuned_again(monkeypatch, tmp_path):
+    key = _autotune.store_key("NVIDIA H200", "sm_90a", "forward", "bf16", {"pass": "forward"},
+                              _autotune.shape_bucket(4096, 128256, 4096))
+    store = _autotune.TuningStore(str(tmp_path / _autotune.STORE_NAME))
+    store.record(key, "matmul=wgmma,cluster=3")
+    best = _autotune.WGMMA_TILES[2]
+    compiler = _FakeCompiler(broken={"matmul=wgmma,cluster=3"})
+    with pytest.warns(UserWarning, match="ignoring the stored autotune winner "
+                                         "'matmul=wgmma,cluster=3'.*tuning again"):
+        op = _tuned_op(monkeypatch, tmp_path, "sm_90a", compiler, {best: 0.25})
+    assert op == ("op", "sm_90a", best)
+    assert store.lookup(key) == best
 
 
 def test_fastest_median_wins_and_ties_go_to_the_earlier_tile():

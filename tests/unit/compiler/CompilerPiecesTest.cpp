@@ -242,6 +242,14 @@ TEST(TileConfig, WgmmaTiles) {
   for (const char *chip : {"sm_80", "sm_90", "sm_100a"})
     EXPECT_NE(lossjit::loss::checkMatmulChip(MatmulKind::wgmma, chip), "") << chip;
   EXPECT_EQ(lossjit::loss::checkMatmulChip(MatmulKind::mma_sync, "sm_90"), "");
+  // mma.sync on bf16 and cp.async need sm_80 (below, the backend aborted).
+  for (const char *chip : {"sm_80", "sm_86", "sm_90a", "sm_100a"})
+    EXPECT_EQ(lossjit::loss::checkMatmulChip(MatmulKind::mma_sync, chip), "") << chip;
+  EXPECT_EQ(lossjit::loss::checkMatmulChip(MatmulKind::mma_sync, "sm_75"),
+            "matmul mma_sync needs chip sm_80 or newer (mma.sync on bf16 and cp.async), got "
+            "'sm_75'");
+  EXPECT_NE(lossjit::loss::checkMatmulChip(MatmulKind::mma_sync, "sm_70"), "");
+  EXPECT_EQ(lossjit::loss::checkMatmulChip(MatmulKind::simt, "sm_70"), "");
 }
 
 TEST(LaunchPlan, AttributeRoundTrip) {
