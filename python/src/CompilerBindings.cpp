@@ -771,5 +771,6 @@ void lossjit::python::bindCompiler(py::module_ &m) {
         py::arg("tile") = "auto",
         "Compiles to PTX through the kernel cache (memory, LOSSJIT_KERNEL_PATH, "
         "LOSSJIT_CACHE_DIR) and returns the bundle. tile 'auto' (the default) "
-        "gives f16/bf16 ops tensor cores on sm_80+ (mma_sync) and the rest SIMT.");
+        "gives f16/bf16 ops tensor cores on sm_80+ (wgmma on sm_90a, mma_sync "
+        "elsewhere; SIMT for the recompute backward) and the rest SIMT.");
 }

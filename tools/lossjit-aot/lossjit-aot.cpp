@@ -251,6 +251,9 @@ std::string presetOptionError() {
            " applies to --preset linear-kl only";
   if (noGradients && given(workspaceBytes))
     return "--workspace-bytes budgets the backward, which --no-gradients leaves out";
+  if (strategy == "recompute" && !fused && given(workspaceBytes))
+    return "--workspace-bytes budgets the chunked backward and the fused op; --strategy "
+           "recompute keeps no workspace";
   if (given(workspaceBytes) && workspaceBytes < 1)
     return "--workspace-bytes must be at least 1, got " + std::to_string(workspaceBytes);
   if (given(reverseKl) && given(jsdBeta))
@@ -258,6 +261,24 @@ std::string presetOptionError() {
   if (preset == "linear-kl" && (given(labelType) || given(ignoreIndex) || given(bias)))
     return "--preset linear-kl reads no labels and no student bias (the engine masks "
            "rows): drop --label-type, --ignore-index and --bias";
+  return {};
+}
+
+/// Whether a GRAPH.mlir input comes with a flag that shapes only a preset's
+/// graph (its types, loss and backward): the graph carries all of that, so
+/// such a flag would be silently ignored.
+std::string graphOptionError() {
+  const cl::Option *presetOnly[] = {&dtype,   &labelType,   &bias,        &ignoreIndex,
+                                    &reduction, &logitScale, &softcap,    &noGradients,
+                                    &strategy, &noGradX,     &noGradW,    &workspaceBytes,
+                                    &fused,   &noEntropy,   &reverseKl,   &jsdBeta,
+                                    &teacherBias};
+  for (const cl::Option *o : presetOnly)
+    if (o->getNumOccurrences() > 0)
+      return "--" + o->ArgStr.str() +
+             " shapes a --preset graph; a GRAPH.mlir input carries its own types, loss and "
+             "backward (drop --" +
+             o->ArgStr.str() + ")";
   return {};
 }
 
@@ -343,9 +364,9 @@ int runMain(int argc, char **argv) {
   if (!preset.empty() && preset != "linear-cross-entropy" && preset != "linear-log-prob" &&
       preset != "linear-kl")
     return fail(std::string("--preset must be ") + kPresets + ", got '" + preset + "'");
-  if (!preset.empty())
-    if (std::string error = presetOptionError(); !error.empty())
-      return fail(error);
+  if (std::string error = preset.empty() ? graphOptionError() : presetOptionError();
+      !error.empty())
+    return fail(error);
   {
     aot::AotOutput probe;
     probe.prefix = namePrefix;

@@ -82,9 +82,11 @@ KernelArgs GpuKernelSink::begin(const KernelSignature &signature, const LaunchSh
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   const int64_t threads = launch.threads ? launch.threads : blockThreads;
   fn.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
-  if (launch.cluster > 1)
+  if (launch.cluster > 1) {
     fn.setKnownClusterSizeAttr(
         b.getDenseI32ArrayAttr({static_cast<int32_t>(launch.cluster), 1, 1}));
+    ++clustered;
+  }
   if (launch.maxRegisters)
     fn->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(),
                 b.getI32IntegerAttr(static_cast<int32_t>(launch.maxRegisters)));

@@ -152,6 +152,8 @@ public:
   KernelArgs begin(const KernelSignature &signature, const LaunchShape &launch) override;
   void end() override;
   int64_t threads() const { return blockThreads; }
+  /// How many kernels so far run in thread-block clusters.
+  int64_t clusteredKernels() const { return clustered; }
   /// Static workgroup memory of `count` elements.
   static mlir::MemRefType shared(mlir::MLIRContext *ctx, int64_t count, mlir::Type element);
 
@@ -162,6 +164,7 @@ private:
 
   std::string prefix;
   int64_t blockThreads;
+  int64_t clustered = 0;
   mlir::Block *parent;
   mlir::Block::iterator at;
 };

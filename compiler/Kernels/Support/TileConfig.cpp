@@ -4,6 +4,7 @@
 #include "dialects/Loss/LoweringConfig.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
 
@@ -114,6 +115,20 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
     return automaticChoice();
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
+  // An empty text (an unset variable in a script) is no tile: 'auto' is
+  // spelled out, and SIMT is matmul=simt.
+  if (llvm::all_of(items, [](llvm::StringRef item) { return item.trim().empty(); }))
+    return llvm::createStringError("tile must be 'auto' or key=value pairs such as "
+                                   "'matmul=wgmma,tma=2', got '" +
+                                   text.str() + "'");
+  // Each key once: a later one silently winning hides a typo'd script.
+  llvm::StringSet<> keys;
+  for (llvm::StringRef item : items) {
+    llvm::StringRef key = item.trim().split('=').first.trim();
+    if (!keys.insert(key).second)
+      return llvm::createStringError("tile '" + key.str() + "' is given twice in '" + text.str() +
+                                     "'");
+  }
   // The strategy first: its own tile is what the other keys change, so
   // "matmul=mma_sync" alone is that strategy's default tile.
   loss::MatmulKind matmul = TileConfig().matmul;

@@ -415,9 +415,18 @@ llvm::Error lossjit::buildGpuSchedule(OpBuilder &builder, Location loc, StringRe
   GpuSchedule s{sink,     spec,        tile,        *matmul,
                 simtTile, simtOwned ? *simtOwned : *matmul,
                 productTile, productOwned ? *productOwned : *matmul};
-  if (!spec.gradient) {
+  if (!spec.gradient)
     buildGpuForward(s);
-    return llvm::Error::success();
-  }
-  return buildGpuBackward(s);
+  else if (llvm::Error err = buildGpuBackward(s))
+    return err;
+  // A cluster size no kernel of the op can take is an error, not a tile
+  // recorded in the manifest that changes nothing.
+  if (tile.cluster > 1 && sink.clusteredKernels() == 0)
+    return llvm::createStringError(
+        "tile cluster=" + std::to_string(tile.cluster) +
+        " puts no kernel of this op in clusters: the logits products take them on a "
+        "warp-specialized ring (tma >= 2) and not for a teacher's logits, the gradient "
+        "products also need block_k 64 and columns in whole 64-line boxes per block; got " +
+        tile.str());
+  return llvm::Error::success();
 }
