@@ -767,8 +767,7 @@ void lossjit::python::bindCompiler(py::module_ &m) {
            "Runs on host buffers [(name, address, dtype, elements)]; the GIL is "
            "released while the kernels run.");
 
-  m.def("compile_gpu", &compileGpu, py::arg("graph"), py::arg("arch"),
-        py::arg("tile") = "auto",
+  m.def("compile_gpu", &compileGpu, py::arg("graph"), py::arg("arch"), py::arg("tile") = "auto",
         "Compiles to PTX through the kernel cache (memory, LOSSJIT_KERNEL_PATH, "
         "LOSSJIT_CACHE_DIR) and returns the bundle. tile 'auto' (the default) "
         "gives f16/bf16 ops tensor cores on sm_80+ (wgmma on sm_90a, mma_sync "

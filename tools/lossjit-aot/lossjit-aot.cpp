@@ -268,11 +268,10 @@ std::string presetOptionError() {
 /// graph (its types, loss and backward): the graph carries all of that, so
 /// such a flag would be silently ignored.
 std::string graphOptionError() {
-  const cl::Option *presetOnly[] = {&dtype,   &labelType,   &bias,        &ignoreIndex,
-                                    &reduction, &logitScale, &softcap,    &noGradients,
-                                    &strategy, &noGradX,     &noGradW,    &workspaceBytes,
-                                    &fused,   &noEntropy,   &reverseKl,   &jsdBeta,
-                                    &teacherBias};
+  const cl::Option *presetOnly[] = {
+      &dtype,   &labelType,   &bias,      &ignoreIndex, &reduction,  &logitScale,
+      &softcap, &noGradients, &strategy,  &noGradX,     &noGradW,    &workspaceBytes,
+      &fused,   &noEntropy,   &reverseKl, &jsdBeta,     &teacherBias};
   for (const cl::Option *o : presetOnly)
     if (o->getNumOccurrences() > 0)
       return "--" + o->ArgStr.str() +
@@ -364,8 +363,7 @@ int runMain(int argc, char **argv) {
   if (!preset.empty() && preset != "linear-cross-entropy" && preset != "linear-log-prob" &&
       preset != "linear-kl")
     return fail(std::string("--preset must be ") + kPresets + ", got '" + preset + "'");
-  if (std::string error = preset.empty() ? graphOptionError() : presetOptionError();
-      !error.empty())
+  if (std::string error = preset.empty() ? graphOptionError() : presetOptionError(); !error.empty())
     return fail(error);
   {
     aot::AotOutput probe;

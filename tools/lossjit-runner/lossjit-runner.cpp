@@ -49,10 +49,11 @@ static cl::opt<std::string> backend(
     cl::desc("cpu (default: JIT-compiled host kernels) or simt (the GPU kernels, "
              "before NVVM lowering, on the SIMT interpreter; for small shapes)"),
     cl::init("cpu"));
-static cl::opt<std::string> tileText("tile",
-                                     cl::desc("simt: GPU tile, e.g. block_rows=2,threads=32,splits=3 "
-                                              "(default: SIMT's own tile)"),
-                                     cl::init("matmul=simt"));
+static cl::opt<std::string>
+    tileText("tile",
+             cl::desc("simt: GPU tile, e.g. block_rows=2,threads=32,splits=3 "
+                      "(default: SIMT's own tile)"),
+             cl::init("matmul=simt"));
 static cl::opt<std::string> dtypeOpt(
     "dtype", cl::desc("storage type: f16|bf16|f32 (f32 .npy data is rounded to it; "
                       "default: the dtype of x, or f16 with --random)"),
