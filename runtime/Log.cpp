@@ -16,6 +16,12 @@ LogLevel activeLogLevel() {
       return LogLevel::Debug;
     if (text == "info" || text == "1")
       return LogLevel::Info;
+    // A value that names no level keeps warnings and says so, once: a
+    // misspelled "verbose" should not look like a quiet run.
+    if (!text.empty() && text != "warning" && text != "0")
+      logMessage(LogLevel::Warning, "LOSSJIT_LOG='" + text +
+                                        "' names no level (expected warning or 0, info or 1, "
+                                        "debug or 2); logging warnings only");
     return LogLevel::Warning;
   }();
   return level;

@@ -118,6 +118,14 @@ void lossjit::registerLossJITPasses() {
           // Before the stage list: chip and features are pasted into it.
           if (llvm::Error err = target.validate())
             return error("lossjit-gpu-pipeline: " + llvm::toString(std::move(err)));
+          // -1 is "unset" to the knobs: a negative value given would be
+          // dropped silently.
+          for (const auto *knob :
+               {&o.blockRows, &o.threads, &o.splits, &o.stages, &o.blockCols, &o.blockK,
+                &o.gradCols, &o.tma, &o.persistent, &o.band, &o.cluster})
+            if (knob->hasValue() && *knob < 0)
+              return error("lossjit-gpu-pipeline: " + knob->getArgStr() +
+                           " must not be negative, got " + llvm::Twine(int64_t(*knob)));
           using Matmul = GpuPipelineOptions::Matmul;
           const TileConfig::Knobs knobs{o.blockRows,  o.threads, o.splits,   o.stages,
                                         o.blockCols,  o.blockK,  o.gradCols, o.tma,

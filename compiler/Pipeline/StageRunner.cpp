@@ -70,15 +70,27 @@ StageSink lossjit::dumpDirectorySink(const std::string &dir) {
   if (dir.empty())
     return {};
   auto counter = std::make_shared<int>(0);
-  return [dir, counter](llvm::StringRef stage, llvm::StringRef ir) {
-    if (llvm::sys::fs::create_directories(dir))
-      return;
+  // A dump is a debugging aid, so a directory it cannot write fails no
+  // compile; but it says so once, or an asked-for dump silently never comes.
+  auto warned = std::make_shared<bool>(false);
+  return [dir, counter, warned](llvm::StringRef stage, llvm::StringRef ir) {
+    auto warnOnce = [&](const std::string &what, const std::error_code &ec) {
+      if (*warned)
+        return;
+      *warned = true;
+      runtime::logWarning("LOSSJIT_DUMP_DIR: cannot " + what + ": " + ec.message() +
+                          "; the stages are not dumped");
+    };
+    if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+      return warnOnce("create " + dir, ec);
     char prefix[8];
     snprintf(prefix, sizeof(prefix), "%02d-", (*counter)++);
     std::error_code ec;
-    llvm::raw_fd_ostream os(dir + "/" + prefix + stage.str() + ".mlir", ec);
-    if (!ec)
-      os << ir;
+    const std::string path = dir + "/" + prefix + stage.str() + ".mlir";
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec)
+      return warnOnce("write " + path, ec);
+    os << ir;
   };
 }
 

@@ -125,7 +125,8 @@ static cl::opt<int64_t> workspaceBytes(
              "chunk of N rows needs)"),
     cl::init(int64_t(256) << 20), cl::cat(aotCategory));
 static cl::opt<std::string> archList("arch",
-                                     cl::desc("comma-separated: sm_80,sm_86,sm_89,sm_90,sm_90a"),
+                                     cl::desc("comma-separated archs, sm_70 or newer, "
+                                              "e.g. sm_80,sm_86,sm_89,sm_90,sm_90a,sm_100a"),
                                      cl::init("sm_80,sm_90"), cl::cat(aotCategory));
 static cl::opt<std::string>
     tileText("tile",
@@ -391,6 +392,9 @@ int runMain(int argc, char **argv) {
   llvm::StringRef(archList).split(arches, ',', -1, /*KeepEmpty=*/false);
   if (arches.empty())
     return fail("--arch needs at least one arch, e.g. sm_80");
+  for (size_t i = 0; i < arches.size(); ++i)
+    if (llvm::is_contained(llvm::ArrayRef(arches).take_front(i), arches[i]))
+      return fail("--arch names " + arches[i].str() + " twice: " + archList);
   for (llvm::StringRef arch : arches) {
     if (llvm::Error err = GpuTarget{arch.str(), ""}.validate())
       return fail("--arch: " + llvm::toString(std::move(err)));

@@ -27,15 +27,6 @@
 // RUN: not lossjit-aot --preset linear-cross-entropy --no-gradients --workspace-bytes 1048576 --arch sm_90a -o %t/bad 2>&1 | FileCheck %s --check-prefix=NOGRAD
 // RUN: not lossjit-aot --preset linear-cross-entropy --workspace-bytes 0 --arch sm_90a -o %t/bad 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not lossjit-aot --preset linear-cross-entropy --strategy recompute --workspace-bytes 4096 --arch sm_90a -o %t/bad 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
-// A GRAPH.mlir input carries its own types, loss and backward: a preset's
-// flag next to it is an error, not silently dropped (this file's @f is
-// the graph).
-// RUN: lossjit-aot %s --arch sm_80 -o %t/graph --quiet
-// RUN: not lossjit-aot %s --fused --arch sm_90a -o %t/bad 2>&1 | FileCheck %s --check-prefix=GRAPHFUSED
-// RUN: not lossjit-aot %s --workspace-bytes 65536 --arch sm_90a -o %t/bad 2>&1 | FileCheck %s --check-prefix=GRAPHWS
-// RUN: not lossjit-aot %s --dtype bf16 --arch sm_90a -o %t/bad 2>&1 | FileCheck %s --check-prefix=GRAPHDTYPE
-// An empty --tile (an unset variable in a script) is no tile.
-// RUN: not lossjit-aot --preset linear-cross-entropy --tile "" --arch sm_90a -o %t/bad 2>&1 | FileCheck %s --check-prefix=EMPTYTILE
 
 // AUTO:      sm_90 mma_sync
 // AUTO-NEXT: sm_90a wgmma
@@ -53,13 +44,3 @@
 // NOGRAD: error: --workspace-bytes budgets the backward, which --no-gradients leaves out
 // ZERO: error: --workspace-bytes must be at least 1, got 0
 // RECOMPUTE: error: --workspace-bytes budgets the chunked backward and the fused op; --strategy recompute keeps no workspace
-// GRAPHFUSED: error: --fused shapes a --preset graph; a GRAPH.mlir input carries its own types, loss and backward (drop --fused)
-// GRAPHWS: error: --workspace-bytes shapes a --preset graph
-// GRAPHDTYPE: error: --dtype shapes a --preset graph
-// EMPTYTILE: error: --tile: tile must be 'auto' or key=value pairs such as 'matmul=wgmma,tma=2', got ''
-
-func.func @f(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %y: tensor<?xi64>) -> tensor<f32> {
-  %z = loss.linear %x, %w : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?x?xf32>
-  %l = loss.cross_entropy %z, %y : tensor<?x?xf32>, tensor<?xi64> -> tensor<f32>
-  return %l : tensor<f32>
-}
