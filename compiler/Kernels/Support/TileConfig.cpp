@@ -4,7 +4,6 @@
 #include "dialects/Loss/LoweringConfig.h"
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
 
@@ -121,14 +120,8 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
     return llvm::createStringError("tile must be 'auto' or key=value pairs such as "
                                    "'matmul=wgmma,tma=2', got '" +
                                    text.str() + "'");
-  // Each key once: a later one silently winning hides a typo'd script.
-  llvm::StringSet<> keys;
-  for (llvm::StringRef item : items) {
-    llvm::StringRef key = item.trim().split('=').first.trim();
-    if (!keys.insert(key).second)
-      return llvm::createStringError("tile '" + key.str() + "' is given twice in '" + text.str() +
-                                     "'");
-  }
+  // A key given again overrides the earlier value: a base tile plus
+  // overrides ("…,stages=2" + ",stages=3") is how tiles are composed.
   // The strategy first: its own tile is what the other keys change, so
   // "matmul=mma_sync" alone is that strategy's default tile.
   loss::MatmulKind matmul = TileConfig().matmul;

@@ -35,15 +35,16 @@ TEST(TileConfig, RejectsBadInput) {
               "unknown tile key 'warps' (expected block_rows, threads, splits, "
               "matmul, stages, block_cols, block_k, grad_cols, tma, persistent, band, cluster)");
   expectError("threads=abc", "tile 'threads' expects an integer, got 'abc'");
-  // An empty tile (an unset shell variable) and a key given twice are errors,
-  // not SIMT's default tile or the last value silently winning.
+  // An empty tile (an unset shell variable) is an error, not SIMT's default.
   for (const char *empty : {"", " ", ",", " , "})
     expectError(empty, std::string("tile must be 'auto' or key=value pairs such as "
                                    "'matmul=wgmma,tma=2', got '") +
                            empty + "'");
-  expectError("matmul=wgmma,matmul=simt",
-              "tile 'matmul' is given twice in 'matmul=wgmma,matmul=simt'");
-  expectError("stages=3, stages=4", "tile 'stages' is given twice in 'stages=3, stages=4'");
+  // A key given again overrides (a base tile plus overrides).
+  auto overridden = TileConfig::parse("matmul=wgmma,stages=2,stages=3,matmul=mma_sync");
+  ASSERT_TRUE(static_cast<bool>(overridden)) << llvm::toString(overridden.takeError());
+  EXPECT_EQ(overridden->stages, 3);
+  EXPECT_EQ(overridden->matmul, lossjit::loss::MatmulKind::mma_sync);
   expectError("threads=-1", "tile 'threads' must not be negative, got -1");
   expectError("threads=48", "tile threads must be a power of two in [32, 1024], got 48");
   expectError("block_rows=0", "tile block_rows must be in [1, 16], got 0");
