@@ -56,6 +56,7 @@ CudaDriver::load(const std::string &libraryPath) {
   resolve(f.cuModuleUnload, "cuModuleUnload");
   resolve(f.cuModuleGetFunction, "cuModuleGetFunction");
   resolve(f.cuFuncSetAttribute, "cuFuncSetAttribute");
+  resolve(f.cuFuncGetAttribute, "cuFuncGetAttribute");
   resolve(f.cuLaunchKernel, "cuLaunchKernel");
   resolve(f.cuMemAlloc, "cuMemAlloc_v2");
   resolve(f.cuMemFree, "cuMemFree_v2");

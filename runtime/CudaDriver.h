@@ -45,6 +45,8 @@ inline constexpr int kDeviceAttributeComputeCapabilityMajor = 75;
 inline constexpr int kDeviceAttributeComputeCapabilityMinor = 76;
 inline constexpr int kDeviceAttributeMaxSharedMemoryPerBlockOptin = 97;
 inline constexpr int kFuncAttributeMaxDynamicSharedSizeBytes = 8;
+/// CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: a function's static shared memory.
+inline constexpr int kFuncAttributeSharedSizeBytes = 1;
 inline constexpr int kJitInfoLogBuffer = 3;
 inline constexpr int kJitInfoLogBufferSizeBytes = 4;
 inline constexpr int kJitErrorLogBuffer = 5;
@@ -74,6 +76,9 @@ struct CudaDriverApi {
   cu::Result (*cuModuleUnload)(cu::Module);
   cu::Result (*cuModuleGetFunction)(cu::Function *, cu::Module, const char *);
   cu::Result (*cuFuncSetAttribute)(cu::Function, int, int);
+  /// May be null in a table built for tests (fromApi): the static shared
+  /// memory then counts as 0.
+  cu::Result (*cuFuncGetAttribute)(int *, int, cu::Function);
   cu::Result (*cuLaunchKernel)(cu::Function, unsigned, unsigned, unsigned,
                                unsigned, unsigned, unsigned, unsigned,
                                cu::Stream, void **, void **);

@@ -5,6 +5,7 @@
 
 #include "runtime/Log.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -212,11 +213,21 @@ CudaLauncher::load(const KernelBundle &bundle, cu::Context context,
           return limit.takeError();
         optinLimit = *limit;
       }
-      if (k.sharedBytes > static_cast<uint32_t>(optinLimit))
-        return makeError("kernel '" + k.name + "' needs " +
-                         std::to_string(k.sharedBytes) +
-                         " bytes of dynamic shared memory; this device allows " +
-                         std::to_string(optinLimit));
+      // The limit holds for static and dynamic shared memory together:
+      // past it cuFuncSetAttribute fails with a bare CUDA_ERROR_INVALID_VALUE.
+      int staticBytes = 0;
+      if (driver.api().cuFuncGetAttribute)
+        if (Error e = driver.check(driver.api().cuFuncGetAttribute(
+                                       &staticBytes, cu::kFuncAttributeSharedSizeBytes, function),
+                                   "cuFuncGetAttribute(SHARED_SIZE_BYTES)"))
+          return std::move(e).withContext("kernel '" + k.name + "'");
+      if (uint64_t(k.sharedBytes) + uint64_t(std::max(staticBytes, 0)) >
+          static_cast<uint64_t>(optinLimit))
+        return makeError("kernel '" + k.name + "' needs " + std::to_string(k.sharedBytes) +
+                         " bytes of dynamic shared memory" +
+                         (staticBytes > 0 ? " and " + std::to_string(staticBytes) + " of static"
+                                          : std::string()) +
+                         "; this device allows " + std::to_string(optinLimit) + " in all");
       if (Error e = driver.check(
               driver.api().cuFuncSetAttribute(
                   function, cu::kFuncAttributeMaxDynamicSharedSizeBytes,

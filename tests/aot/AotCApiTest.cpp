@@ -1107,6 +1107,27 @@ TEST_F(AotCApiTest, TensorCoreForwardFollowsItsTile) {
       EXPECT_TRUE(sawPartial && sawCombine);
       EXPECT_EQ(api.workspaceBytes("backward", n, 4099, 63), static_cast<size_t>(-1));
       EXPECT_EQ(api.destroy(), 0);
+
+      // The device's limit holds for static and dynamic shared memory
+      // together: a kernel whose dynamic bytes fit but not with its static
+      // ones is refused at create, naming both, before cuFuncSetAttribute
+      // could fail with a bare invalid value.
+      unsigned most = 0;
+      for (const runtime::BundleKernel &k : bundle->kernels)
+        most = std::max(most, static_cast<unsigned>(k.sharedBytes));
+      ASSERT_GT(most, 0u);
+      resetFakeDevice(major, minor);
+      fakecuda::state().optinShared = static_cast<int>(most) + 1024;
+      fakecuda::state().staticShared = 2048;
+      EXPECT_NE(api.create(nullptr, nullptr), 0);
+      EXPECT_NE(std::string(api.lastError())
+                    .find("bytes of shared memory and 2048 of static, the device allows " +
+                          std::to_string(most + 1024) + " in all"),
+                std::string::npos)
+          << api.lastError();
+      fakecuda::state().staticShared = 1024;
+      ASSERT_EQ(api.create(nullptr, nullptr), 0) << api.lastError();
+      EXPECT_EQ(api.destroy(), 0);
     }
   }
 }

@@ -126,6 +126,13 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const cha
   return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuFuncGetAttribute(int *value, CUfunction_attribute attrib, CUfunction) {
+  if (attrib != CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+    return CUDA_ERROR_INVALID_VALUE;
+  *value = state().staticShared;
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
   if (attrib != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
     return CUDA_ERROR_INVALID_VALUE;
@@ -263,6 +270,10 @@ lossjit::runtime::CudaDriverApi runtimeApi() {
     CUresult r = ::cuModuleGetFunction(&fn, reinterpret_cast<CUmodule>(m), name);
     *f = reinterpret_cast<cu::Function>(fn);
     return r;
+  };
+  api.cuFuncGetAttribute = [](int *v, int a, cu::Function f) -> cu::Result {
+    return ::cuFuncGetAttribute(v, static_cast<CUfunction_attribute>(a),
+                                reinterpret_cast<CUfunction>(f));
   };
   api.cuFuncSetAttribute = [](cu::Function f, int a, int v) -> cu::Result {
     return ::cuFuncSetAttribute(reinterpret_cast<CUfunction>(f),

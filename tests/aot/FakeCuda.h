@@ -42,6 +42,8 @@ struct Launch {
 struct State {
   // Device.
   int major = 9, minor = 0, optinShared = 227 * 1024;
+  /// What cuFuncGetAttribute(SHARED_SIZE_BYTES) says of every function.
+  int staticShared = 0;
   CUcontext context = reinterpret_cast<CUcontext>(uintptr_t(0x1000));
   bool hasCurrentContext = true;
   // Failure injection.

@@ -35,6 +35,7 @@ struct RecordedLaunch {
 struct FakeState {
   cu::Context context = reinterpret_cast<cu::Context>(0x1000);
   int ccMajor = 8, ccMinor = 0, optinShared = 163 * 1024;
+  int staticShared = 0; ///< every function's static shared memory
   std::vector<std::string> loadedImages;
   int unloads = 0;
   std::vector<std::string> functionNames; // index + 1 is the handle
@@ -98,6 +99,12 @@ cu::Result fakeModuleGetFunction(cu::Function *f, cu::Module, const char *name) 
   *f = reinterpret_cast<cu::Function>(fake->functionNames.size());
   return 0;
 }
+cu::Result fakeFuncGetAttribute(int *value, int attribute, cu::Function) {
+  if (attribute != cu::kFuncAttributeSharedSizeBytes)
+    return 1;
+  *value = fake->staticShared;
+  return 0;
+}
 cu::Result fakeFuncSetAttribute(cu::Function f, int attribute, int value) {
   if (attribute != cu::kFuncAttributeMaxDynamicSharedSizeBytes)
     return 1;
@@ -155,6 +162,7 @@ protected:
     api.cuModuleUnload = fakeModuleUnload;
     api.cuModuleGetFunction = fakeModuleGetFunction;
     api.cuFuncSetAttribute = fakeFuncSetAttribute;
+    api.cuFuncGetAttribute = fakeFuncGetAttribute;
     api.cuLaunchKernel = fakeLaunchKernel;
     api.cuTensorMapEncodeTiled = fakeEncodeTiled;
     driver = CudaDriver::fromApi(api);
@@ -247,9 +255,25 @@ TEST_F(CudaLauncherTest, SharedFileLoadsOneModuleAndLargeSmemOptsIn) {
   e = launcher.prepare(b);
   ASSERT_TRUE(static_cast<bool>(e));
   EXPECT_NE(e.message().find("needs 204800 bytes of dynamic shared memory; this device "
-                             "allows 166912"),
+                             "allows 166912 in all"),
             std::string::npos)
       << e.message();
+
+  // The limit holds for static and dynamic together (the static bytes are
+  // the function's: cuFuncGetAttribute(SHARED_SIZE_BYTES)).
+  b.key = testKey("static-and-dynamic");
+  b.kernels[1].sharedBytes = 166912 - 1024;
+  state.staticShared = 2048;
+  e = launcher.prepare(b);
+  ASSERT_TRUE(static_cast<bool>(e));
+  EXPECT_NE(e.message().find("kernel 'lce_combine' needs 165888 bytes of dynamic shared memory "
+                             "and 2048 of static; this device allows 166912 in all"),
+            std::string::npos)
+      << e.message();
+  b.key = testKey("static-and-dynamic-fit");
+  state.staticShared = 1024;
+  e = launcher.prepare(b);
+  EXPECT_FALSE(e) << e.message();
 }
 
 TEST_F(CudaLauncherTest, ValidatesInputsBeforeEnqueueing) {
