@@ -661,14 +661,13 @@ def main():
     if args.device == "cuda" and not torch.cuda.is_available():
         print("bench_lce: no CUDA device; nothing measured (use --device cpu for a dry run)")
         return 2
+    if args.child:
+        log(f"bench_lce: {','.join(names)} in process {os.getpid()}")
     if args.child or args.in_process:
-        if args.child:
-            log(f"bench_lce: {','.join(names)} in process {os.getpid()}")
         info, results = measure_impls(args, names, args.eager_reference or "eager" in names)
-        table = save(args.out, info, results)
     else:
         info, results = measure_isolated(args, names)
-        table = save(args.out, info, results)
+    table = save(args.out, info, results)
     if not args.child:
         print()
         print(table, flush=True)
@@ -846,7 +845,10 @@ def measure_isolated(args, names):
     CUDA context (a sticky error) costs that impl only; it is killed at its
     time (a share of what is left: up to twice an even split) and its
     missing rows say how it ended."""
-    info, results = None, []
+    # The device's name comes from the first child that reports (this
+    # process creates no CUDA context).
+    info, results = run_info(args, "?"), []
+    reported = False
     for i, name in enumerate(names):
         left = args.budget - elapsed()
         if left < IMPL_MIN_SECONDS:
@@ -857,10 +859,11 @@ def measure_isolated(args, names):
         if args.impl_timeout:
             share = min(share, args.impl_timeout)
         child_info, rows = run_impl_process(args, name, share, "eager" in names)
-        info = info or child_info
+        if child_info and not reported:
+            info, reported = child_info, True
         results += rows
-        save(args.out, info or run_info(args, "?"), results)  # partial results survive a kill
-    return info or run_info(args, "?"), results
+        save(args.out, info, results)  # partial results survive a kill
+    return info, results
 
 
 def exit_description(code):
