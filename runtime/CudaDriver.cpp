@@ -69,6 +69,13 @@ CudaDriver::load(const std::string &libraryPath) {
   // Optional: a driver without it runs every kernel but the TMA ones.
   f.cuTensorMapEncodeTiled = reinterpret_cast<decltype(f.cuTensorMapEncodeTiled)>(
       ::dlsym(handle, "cuTensorMapEncodeTiled"));
+  // Optional: without them a persistent grid is not capped at what is
+  // co-resident (the same results, maybe in a second wave).
+  f.cuOccupancyMaxActiveBlocksPerMultiprocessor =
+      reinterpret_cast<decltype(f.cuOccupancyMaxActiveBlocksPerMultiprocessor)>(
+          ::dlsym(handle, "cuOccupancyMaxActiveBlocksPerMultiprocessor"));
+  f.cuOccupancyMaxActiveClusters = reinterpret_cast<decltype(f.cuOccupancyMaxActiveClusters)>(
+      ::dlsym(handle, "cuOccupancyMaxActiveClusters"));
   if (!missing.empty())
     return makeError("CUDA driver library " + libraryPath +
                      " lacks the entry points " + missing +

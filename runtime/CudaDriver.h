@@ -52,6 +52,16 @@ inline constexpr int kJitInfoLogBufferSizeBytes = 4;
 inline constexpr int kJitErrorLogBuffer = 5;
 inline constexpr int kJitErrorLogBufferSizeBytes = 6;
 inline constexpr unsigned kStreamNonBlocking = 1;
+
+/// CUlaunchConfig (CUDA 12.0+), as cuOccupancyMaxActiveClusters reads it.
+struct LaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ;
+  unsigned blockDimX, blockDimY, blockDimZ;
+  unsigned sharedMemBytes;
+  Stream hStream;
+  void *attrs;
+  unsigned numAttrs;
+};
 } // namespace cu
 
 /// The resolved driver entry points. Each CUresult must go through
@@ -97,6 +107,14 @@ struct CudaDriverApi {
                                        const uint64_t *globalStrides, const uint32_t *boxDim,
                                        const uint32_t *elementStrides, int interleave,
                                        int swizzle, int l2Promotion, int oobFill);
+  /// Optional (null in a table built for tests that leave it out): without
+  /// it a persistent kernel runs the grid its plan says.
+  cu::Result (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *numBlocks, cu::Function,
+                                                            int blockSize, size_t dynamicSMem);
+  /// Optional (CUDA 12.0+ drivers): without it a persistent kernel in
+  /// clusters runs the grid its plan says.
+  cu::Result (*cuOccupancyMaxActiveClusters)(int *numClusters, cu::Function,
+                                             const cu::LaunchConfig *config);
 };
 
 /// A loaded driver library with cuInit done.

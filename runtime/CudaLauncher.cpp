@@ -21,6 +21,46 @@ std::string addressText(const void *p) {
   os << p;
   return os.str();
 }
+
+/// How many blocks of persistent kernel `k` (loaded as `function`, its
+/// shared memory opted in) run at once on `device`: whole clusters times
+/// their blocks, or blocks per SM times the SMs. 0 when the driver cannot
+/// say (an older driver, a table without the entry points): the launch
+/// then takes the plan's grid, which gives the same results.
+uint64_t residentBlocks(const CudaDriver &driver, const BundleKernel &k, cu::Function function,
+                        cu::Device device) {
+  const CudaDriverApi &api = driver.api();
+  const int threads = static_cast<int>(k.block[0] * k.block[1] * k.block[2]);
+  auto unknown = [&](Error e) -> uint64_t {
+    logWarning("kernel '" + k.name + "': " + e.message() +
+               "; its persistent grid is not capped at the co-resident blocks");
+    return 0;
+  };
+  if (k.cluster > 1) {
+    if (!api.cuOccupancyMaxActiveClusters)
+      return 0;
+    // The image requires its cluster size (.reqnctapercluster): the
+    // config leaves it unset, and its grid is one cluster.
+    cu::LaunchConfig config{k.cluster,     1,       1,       k.block[0], k.block[1], k.block[2],
+                            k.sharedBytes, nullptr, nullptr, 0};
+    int clusters = 0;
+    if (Error e = driver.check(api.cuOccupancyMaxActiveClusters(&clusters, function, &config),
+                               "cuOccupancyMaxActiveClusters"))
+      return unknown(std::move(e));
+    return uint64_t(std::max(clusters, 0)) * k.cluster;
+  }
+  if (!api.cuOccupancyMaxActiveBlocksPerMultiprocessor)
+    return 0;
+  int perSm = 0;
+  if (Error e = driver.check(
+          api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, function, threads, k.sharedBytes),
+          "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+    return unknown(std::move(e));
+  Expected<int> sms = driver.attribute(cu::kDeviceAttributeMultiprocessorCount, device);
+  if (!sms)
+    return unknown(sms.takeError());
+  return uint64_t(std::max(perSm, 0)) * uint64_t(std::max(*sms, 0));
+}
 } // namespace
 
 Error checkArchCompatible(const std::string &arch, bool isCubin, int major,
@@ -88,9 +128,13 @@ struct CudaLauncher::Loaded {
   LaunchPlan plan;
   std::vector<cu::Module> modules;
   std::vector<cu::Function> functions; // per kernel
+  /// Per kernel: the blocks that run at once, for persistent kernels
+  /// (0: not persistent, or unknown).
+  std::vector<uint64_t> resident;
 };
 
-CudaLauncher::CudaLauncher(const CudaDriver &driver) : driver(driver) {}
+CudaLauncher::CudaLauncher(const CudaDriver &driver)
+    : driver(driver), l2Promotion(l2PromotionFromEnvironment()) {}
 
 Expected<TensorMapBytes> CudaLauncher::encodeCachedTensorMap(const ResolvedLaunch::TensorMap &map,
                                                              uint64_t address) {
@@ -111,6 +155,7 @@ Expected<TensorMapBytes> CudaLauncher::encodeCachedTensorMap(const ResolvedLaunc
   spec.strides = {map.rowBytes, 0, 0, 0};
   spec.box = {map.box[0], map.box[1], 0, 0, 0};
   spec.swizzleBytes = map.swizzle;
+  spec.l2PromotionBytes = l2Promotion;
   Expected<TensorMapBytes> bytes = encodeTensorMap(driver, spec);
   if (!bytes)
     return bytes;
@@ -147,7 +192,7 @@ CudaLauncher::load(const KernelBundle &bundle, cu::Context context,
   Expected<std::pair<int, int>> cc = driver.computeCapability(device);
   if (!cc)
     return cc.takeError();
-  auto entry = std::make_shared<Loaded>(Loaded{std::move(*plan), {}, {}});
+  auto entry = std::make_shared<Loaded>(Loaded{std::move(*plan), {}, {}, {}});
   // Unload what was loaded so far if a later step fails.
   struct Cleanup {
     const CudaDriver &driver;
@@ -236,6 +281,11 @@ CudaLauncher::load(const KernelBundle &bundle, cu::Context context,
         return std::move(e).withContext("kernel '" + k.name + "'");
     }
     entry->functions.push_back(function);
+    // After the shared-memory opt-in, which bounds the blocks per SM.
+    entry->resident.push_back(k.persistent ? residentBlocks(driver, k, function, device) : 0);
+    if (k.persistent && entry->resident.back())
+      logDebug("kernel '" + k.name + "': " + std::to_string(entry->resident.back()) +
+               " blocks run at once; its persistent grid launches at most those");
   }
   cleanup.armed = false;
   logInfo("loaded bundle " + bundle.key.substr(0, 12) + " (" + bundle.op + ", " +
@@ -405,9 +455,14 @@ Error CudaLauncher::launch(const KernelBundle &bundle,
                                      chunkBegin, chunkEnd, maps, encoded))
       return e;
     const BundleKernel &bk = bundle.kernels[k];
-    cu::Result r = driver.api().cuLaunchKernel(
-        entry.functions[k], rk.grid[0], rk.grid[1], rk.grid[2], bk.block[0],
-        bk.block[1], bk.block[2], bk.sharedBytes, stream, args.pointers(), nullptr);
+    // A persistent sweep takes at most the co-resident blocks.
+    const uint32_t gridX = plan.launchedBlocksX(k, rk.grid[0], entry.resident[k]);
+    if (logLaunches && gridX != rk.grid[0])
+      logInfo("launch " + bundle.key.substr(0, 12) + ": " + bk.name + " runs " +
+              std::to_string(gridX) + " persistent blocks along x, those that fit the device");
+    cu::Result r = driver.api().cuLaunchKernel(entry.functions[k], gridX, rk.grid[1], rk.grid[2],
+                                               bk.block[0], bk.block[1], bk.block[2],
+                                               bk.sharedBytes, stream, args.pointers(), nullptr);
     if (Error e = driver.check(r, "cuLaunchKernel"))
       return std::move(e).withContext("launch: " + describe());
     return Error::success();

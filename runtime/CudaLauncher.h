@@ -93,6 +93,9 @@ private:
   static constexpr size_t kTensorMapCacheEntries = 256;
 
   const CudaDriver &driver;
+  /// The tensor maps' L2 promotion in bytes ($LOSSJIT_TMA_L2_PROMOTION when
+  /// the launcher was made).
+  const unsigned l2Promotion;
   mutable std::mutex mutex;
   std::map<std::string, TensorMapBytes> tensorMapCache;
   std::map<std::pair<std::string, cu::Context>, std::shared_ptr<Loaded>> loaded;

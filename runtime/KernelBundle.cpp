@@ -274,6 +274,13 @@ Error KernelBundle::verify() const {
     if (threads > 1024)
       return fail(field + ".block", "expected at most 1024 threads per block, got " +
                                         std::to_string(threads));
+    if (k.cluster < 1 || k.cluster > kMaxClusterBlocks)
+      return fail(field + ".cluster", "expected 1.." + std::to_string(kMaxClusterBlocks) +
+                                          ", got " + std::to_string(k.cluster));
+    if (k.persistent && (k.grid[1] != "1" || k.grid[2] != "1"))
+      return fail(field + ".persistent", "kernel '" + k.name +
+                                             "' is persistent, so its grid[1] and grid[2] must "
+                                             "be \"1\" (it sweeps its tiles along x)");
     if (k.perChunk && chunk.empty())
       return fail(field + ".per_chunk",
                   "kernel '" + k.name +
@@ -423,6 +430,10 @@ JsonValue KernelBundle::toManifest() const {
     jk.set("args", std::move(args));
     if (k.perChunk)
       jk.set("per_chunk", true);
+    if (k.cluster != 1)
+      jk.set("cluster", static_cast<int64_t>(k.cluster));
+    if (k.persistent)
+      jk.set("persistent", true);
     jsonKernels.push(std::move(jk));
   }
   m.set("kernels", std::move(jsonKernels));
@@ -767,6 +778,13 @@ Expected<KernelBundle> KernelBundle::fromManifest(const JsonValue &m,
         k.args.push_back(v.getString());
       }
     LOSSJIT_ASSIGN(k.perChunk, R::boolean(jk, path, "per_chunk", false));
+    int64_t cluster;
+    LOSSJIT_ASSIGN(cluster, R::integer(jk, path, "cluster", false, 1));
+    if (cluster < 1 || cluster > kMaxClusterBlocks)
+      return makeError(path + ".cluster: expected 1.." + std::to_string(kMaxClusterBlocks) +
+                       ", got " + std::to_string(cluster));
+    k.cluster = static_cast<uint32_t>(cluster);
+    LOSSJIT_ASSIGN(k.persistent, R::boolean(jk, path, "persistent", false));
     b.kernels.push_back(std::move(k));
   }
   return b;

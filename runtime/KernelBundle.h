@@ -43,7 +43,9 @@
 //                   "block": [128, 1, 1],
 //                   "shared_bytes": 4096,           // dynamic shared memory
 //                   "args": ["x", "w", "part_m", "N"],
-//                   "per_chunk": false}, ... ]      // optional, default false
+//                   "per_chunk": false,             // optional, default false
+//                   "cluster": 2,                   // optional, default 1
+//                   "persistent": true}, ... ]      // optional, default false
 //   }
 //
 // Names (params, workspaces, dims, constants, derived symbols) are C
@@ -72,6 +74,16 @@
 // "chunk_begin" and "chunk_end" may appear as args of per_chunk kernels only.
 // "derived", "chunk" and "per_chunk" are optional (written only when used),
 // so manifests without them read as before.
+//
+// Clusters and persistent grids (Hopper): "cluster" is the blocks per
+// thread-block cluster along x that the kernel's image requires
+// (.reqnctapercluster; 1..16), so grid[0] must come out a multiple of it. A
+// "persistent" kernel sweeps its tiles with a stride of gridDim.x, so the
+// launcher may launch fewer blocks along x than grid[0], in whole clusters;
+// it launches at most as many as are co-resident on the device, since a
+// second wave of a sweep would run nearly twice as long. Its grid[1] and
+// grid[2] must be "1". Both are optional and written only when set; a
+// runtime that ignores them launches grid[0] and gets the same results.
 //
 // Tensor maps (Hopper kernels built with tile tma=1): each describes a
 // row-major 2-D param or workspace (dtype f16, bf16 or f32) of dims[1] rows of dims[0]
@@ -146,6 +158,9 @@ inline constexpr uint64_t kMaxManifestBytes = uint64_t(16) << 20;
 inline constexpr uint64_t kMaxImageBytes = uint64_t(1) << 30;
 inline constexpr uint64_t kMaxBundleBytes = uint64_t(4) << 30;
 /// The special int64 args of per-chunk kernels: the chunk's row range.
+/// The most blocks a thread-block cluster may hold (sm_90's non-portable
+/// limit; 8 is the portable one).
+inline constexpr int64_t kMaxClusterBlocks = 16;
 inline constexpr const char *kChunkBeginArg = "chunk_begin";
 inline constexpr const char *kChunkEndArg = "chunk_end";
 /// The dim whose rows chunked launches split unless the manifest's
@@ -204,6 +219,12 @@ struct BundleKernel {
   /// Launched once per row chunk, as part of the group of consecutive
   /// per-chunk kernels (see "Chunked launches" above).
   bool perChunk = false;
+  /// Blocks per cluster along x the image requires (1: no clusters).
+  uint32_t cluster = 1;
+  /// The blocks sweep their tiles with a stride of gridDim.x: the launcher
+  /// may launch fewer whole clusters along x (see "Clusters and persistent
+  /// grids" above).
+  bool persistent = false;
   /// The image bytes (PTX text, cubin or a CPU object).
   std::string image;
 };

@@ -88,6 +88,8 @@ Expected<LaunchPlan> LaunchPlan::build(const KernelBundle &bundle) {
     kernel.block = k.block;
     kernel.sharedBytes = k.sharedBytes;
     kernel.perChunk = k.perChunk;
+    kernel.cluster = k.cluster;
+    kernel.persistent = k.persistent;
     for (size_t d = 0; d < 3; ++d) {
       Expected<Formula> g = Formula::parse(k.grid[d], symbols);
       if (!g)
@@ -277,6 +279,13 @@ LaunchPlan::resolve(std::span<const int64_t> dims) const {
       rk.grid[d] = static_cast<uint32_t>(*g);
       rk.skip = rk.skip || *g == 0;
     }
+    // A launch in clusters takes whole clusters: the driver would refuse
+    // another grid with a bare CUDA_ERROR_INVALID_CLUSTER_SIZE.
+    if (rk.grid[0] % k.cluster)
+      return makeError("kernel '" + k.name + "' grid[0] = '" + k.grid[0].getText() +
+                       "' evaluates to " + std::to_string(rk.grid[0]) +
+                       ", not a multiple of its cluster of " + std::to_string(k.cluster) +
+                       " blocks");
     launch.kernels.push_back(rk);
   }
   return launch;
@@ -439,6 +448,14 @@ std::string tensorMapUnencodable(const ResolvedLaunch::TensorMap &map, uint64_t 
 
 std::string LaunchPlan::paramShapeText(size_t i) const {
   return params[i].shapeText;
+}
+
+uint32_t LaunchPlan::launchedBlocksX(size_t k, uint32_t gridX, uint64_t resident) const {
+  const Kernel &kernel = kernels[k];
+  if (!kernel.persistent || resident == 0)
+    return gridX;
+  const uint64_t wholeClusters = std::max<uint64_t>(resident / kernel.cluster, 1) * kernel.cluster;
+  return static_cast<uint32_t>(std::min<uint64_t>(gridX, wholeClusters));
 }
 
 std::string LaunchPlan::describeKernel(size_t kernel,

@@ -183,6 +183,19 @@ public:
     return kernels[k].args;
   }
 
+  /// Whether kernel `k` sweeps its tiles with a stride of gridDim.x
+  /// (BundleKernel::persistent), and its blocks per cluster (1: none).
+  bool isPersistent(size_t k) const { return kernels[k].persistent; }
+  uint32_t clusterSize(size_t k) const { return kernels[k].cluster; }
+
+  /// The blocks along x to launch kernel `k` with, whose grid resolved to
+  /// `gridX`, on a device where `resident` of its blocks run at once (0:
+  /// unknown). gridX, except that a persistent kernel runs at most the
+  /// co-resident blocks, in whole clusters and at least one: more would
+  /// make a second wave, nearly doubling its time, and the sweep's results
+  /// do not depend on how many blocks share it.
+  uint32_t launchedBlocksX(size_t k, uint32_t gridX, uint64_t resident) const;
+
   /// "name grid=(a,b,c) block=(x,y,z) smem=B" for logs.
   std::string describeKernel(size_t kernel, const ResolvedLaunch &launch) const;
 
@@ -215,6 +228,8 @@ private:
     std::vector<ArgBinding> args;
     size_t parameterCount;
     bool perChunk;
+    uint32_t cluster;
+    bool persistent;
   };
   struct Derived {
     std::string name;

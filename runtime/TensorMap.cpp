@@ -2,12 +2,17 @@
 
 #include "runtime/TensorMap.h"
 
+#include "runtime/Environment.h"
+#include "runtime/Log.h"
+
+#include <atomic>
+
 using namespace lossjit::runtime;
 
 namespace {
 /// CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapFloatOOBfill (cuda.h).
 constexpr int kDataTypeFloat16 = 6, kDataTypeFloat32 = 7, kDataTypeBFloat16 = 9;
-constexpr int kInterleaveNone = 0, kL2PromotionNone = 0;
+constexpr int kInterleaveNone = 0;
 constexpr int kOobFillNone = 0, kOobFillNanRequestZeroFma = 1;
 
 struct ElementKind {
@@ -40,8 +45,39 @@ int swizzleEnum(unsigned bytes) {
   }
 }
 
+/// CUtensorMapL2promotion for a byte count checkTensorMap accepted.
+int l2PromotionEnum(unsigned bytes) {
+  switch (bytes) {
+  case 64:
+    return 1;
+  case 128:
+    return 2;
+  case 256:
+    return 3;
+  default:
+    return 0;
+  }
+}
+
 std::string text(uint64_t v) { return std::to_string(v); }
 } // namespace
+
+unsigned lossjit::runtime::l2PromotionFromEnvironment() {
+  std::optional<std::string> value = getEnv("LOSSJIT_TMA_L2_PROMOTION");
+  if (!value)
+    return kDefaultL2PromotionBytes;
+  if (*value == "none" || *value == "0")
+    return 0;
+  for (unsigned bytes : {64u, 128u, 256u})
+    if (*value == std::to_string(bytes))
+      return bytes;
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    logWarning("LOSSJIT_TMA_L2_PROMOTION='" + *value +
+               "' is not none, 64, 128 or 256; the tensor maps ask for " +
+               std::to_string(kDefaultL2PromotionBytes));
+  return kDefaultL2PromotionBytes;
+}
 
 std::string lossjit::runtime::checkTensorMap(const TensorMapSpec &spec) {
   ElementKind kind{};
@@ -71,6 +107,10 @@ std::string lossjit::runtime::checkTensorMap(const TensorMapSpec &spec) {
       return "tensor map strides" + which + " (" + text(stride) +
              " bytes) must cover the dimension below it (" + text(below) + " bytes)";
   }
+  if (spec.l2PromotionBytes != 0 && spec.l2PromotionBytes != 64 && spec.l2PromotionBytes != 128 &&
+      spec.l2PromotionBytes != 256)
+    return "tensor map L2 promotion must be 0, 64, 128 or 256 bytes, got " +
+           text(spec.l2PromotionBytes);
   const uint64_t inner = spec.box[0] * kind.bytes;
   if (inner % 16)
     return "tensor map box of dimension 0 must span a multiple of 16 bytes, got " + text(inner);
@@ -96,7 +136,7 @@ Expected<TensorMapBytes> lossjit::runtime::encodeTensorMap(const CudaDriver &dri
           encode(map.bytes.data(), kind.dataType, spec.rank,
                  reinterpret_cast<void *>(static_cast<uintptr_t>(spec.global)), spec.dims.data(),
                  spec.strides.data(), spec.box.data(), elementStrides.data(), kInterleaveNone,
-                 swizzleEnum(spec.swizzleBytes), kL2PromotionNone,
+                 swizzleEnum(spec.swizzleBytes), l2PromotionEnum(spec.l2PromotionBytes),
                  spec.nanFill ? kOobFillNanRequestZeroFma : kOobFillNone),
           "cuTensorMapEncodeTiled"))
     return e;

@@ -22,8 +22,11 @@
 
 namespace lossjit::runtime {
 
-/// A tiled tensor map (no interleave, no L2 promotion): dimension 0 is the
-/// innermost, contiguous one.
+/// The L2 promotion the launchers ask for unless told otherwise.
+inline constexpr unsigned kDefaultL2PromotionBytes = 128;
+
+/// A tiled tensor map (no interleave): dimension 0 is the innermost,
+/// contiguous one.
 struct TensorMapSpec {
   std::string dtype = "bf16";          ///< "f16", "bf16" or "f32"
   unsigned rank = 2;                   ///< 1..5
@@ -33,8 +36,16 @@ struct TensorMapSpec {
   std::array<uint32_t, 5> box{};       ///< elements per dimension of a copy
   unsigned swizzleBytes = 0;           ///< 0 (none), 32, 64 or 128
   bool nanFill = false;                ///< out-of-bounds elements NaN (else 0)
+  /// L2 promotion: 0 (none), 64, 128 or 256 bytes. A hint that changes no
+  /// result: how much of L2 a copy's sector fetch fills (CUTLASS's and
+  /// TileLang's maps ask for 128).
+  unsigned l2PromotionBytes = kDefaultL2PromotionBytes;
 };
 
+/// $LOSSJIT_TMA_L2_PROMOTION ("none", "64", "128" or "256"; unset: the
+/// default), read once per call. Another value is warned about once and
+/// the default taken.
+unsigned l2PromotionFromEnvironment();
 
 /// "" when `spec` meets cuTensorMapEncodeTiled's documented requirements,
 /// else the first one it breaks, naming the field.

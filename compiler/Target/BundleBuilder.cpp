@@ -90,6 +90,8 @@ runtime::KernelBundle lossjit::makeGpuBundle(const GpuCompiledOp &op,
     kernel.sharedBytes = static_cast<uint32_t>(k.sharedBytes);
     kernel.args = k.args;
     kernel.perChunk = k.perChunk;
+    kernel.cluster = static_cast<uint32_t>(k.cluster);
+    kernel.persistent = k.persistent;
     kernel.image = ptx.ptx;
     bundle.kernels.push_back(std::move(kernel));
   }

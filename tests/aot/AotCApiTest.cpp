@@ -46,6 +46,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include <functional>
 #include <map>
@@ -166,8 +167,8 @@ CApi bf16Vocab() {
   return LOSSJIT_BIND_CAPI(aot_bf16_vocab, AOT_DIR_bf16_vocab, LOSSJIT_WITH_FUSED);
 }
 
-// The fused op on 128x256 tiles in clusters of two (tma=3, cluster=2), in
-// row chunks of a small workspace budget.
+// The fused op on 128x256 tiles in persistent clusters of two (tma=3,
+// cluster=2, persistent=132), in row chunks of a small workspace budget.
 CApi bf16ClusterFused() {
   return LOSSJIT_BIND_CAPI(aot_bf16_cluster_fused, AOT_DIR_bf16_cluster_fused, LOSSJIT_WITH_FUSED);
 }
@@ -395,7 +396,7 @@ TEST_F(AotCApiTest, TensorMapsMatchTheRuntimeLauncher) {
         EXPECT_EQ(mine, theirs);
         // The same maps encoded (the runtime's cache skips a repeated one:
         // dX's Wᵀ boxes equal w's 64 x 64 ones here).
-        using Calls = std::set<std::array<uint64_t, 8>>;
+        using Calls = std::set<std::array<uint64_t, 9>>;
         EXPECT_EQ(Calls(mineMaps.begin(), mineMaps.end()),
                   Calls(fakecuda::state().tensorMaps.begin(), fakecuda::state().tensorMaps.end()));
         const bool mapped = dims[2] % 8 == 0 && (!backward || dims[1] % 8 == 0);
@@ -565,6 +566,71 @@ TEST_F(AotCApiTest, FusedOpMatchesTheRuntimeLauncher) {
     }
     EXPECT_GE(severalChunks, 1) << "no shape took several chunks";
     EXPECT_EQ(c.api.destroy(), 0);
+  }
+}
+
+// Persistent products launch at most the blocks the device holds at once:
+// whole clusters by cuOccupancyMaxActiveClusters, else blocks per SM times
+// SMs, asked at create after each kernel's shared-memory opt-in — exactly
+// the runtime launcher's grids (launchesOfBoth). A query that fails keeps
+// the plan's grids, in both.
+TEST_F(AotCApiTest, PersistentGridsTakeTheCoResidentBlocks) {
+  struct Case {
+    CApi api;
+    const char *role;
+    unsigned cluster;
+  };
+  for (const Case &c : {Case{bf16Spec(), "backward", 1}, Case{bf16Lend(), "backward", 1},
+                        Case{bf16ClusterFused(), "forward_backward", 2}}) {
+    for (bool queryFails : {false, true}) {
+      SCOPED_TRACE(c.api.name + (queryFails ? ", the query fails" : ""));
+      resetFakeDevice(9, 0);
+      // Two blocks at once: 2 SMs of one block, or one cluster of two.
+      fakecuda::state().multiprocessors = 2;
+      fakecuda::state().blocksPerSm = 1;
+      fakecuda::state().activeClusters = 1;
+      if (queryFails)
+        fakecuda::state().occupancyResult = CUDA_ERROR_INVALID_VALUE;
+      ASSERT_EQ(c.api.create(nullptr, nullptr), 0) << c.api.lastError();
+      auto bundle = runtime::readBundleDirectory(bundleDir(c.api.dir, c.role, "sm_90a"));
+      ASSERT_TRUE(bundle) << bundle.errorMessage();
+      auto plan = runtime::LaunchPlan::build(*bundle);
+      ASSERT_TRUE(plan) << plan.errorMessage();
+      // The create asked of every persistent kernel it loaded, opted in.
+      std::set<std::string> persistent;
+      for (const runtime::BundleKernel &k : bundle->kernels)
+        if (k.persistent) {
+          persistent.insert(k.name);
+          EXPECT_EQ(k.cluster, c.cluster) << k.name;
+        }
+      ASSERT_FALSE(persistent.empty());
+      for (const auto &q : fakecuda::state().occupancyQueries) {
+        EXPECT_TRUE(q.optedIn) << q.function;
+        EXPECT_EQ(q.clusterGridX, c.cluster > 1 ? c.cluster : 0u) << q.function;
+      }
+      const std::vector<int64_t> dims = {300, 5000, 64};
+      auto resolved = plan->resolve(dims);
+      ASSERT_TRUE(resolved) << resolved.errorMessage();
+      uint32_t planned = 0;
+      for (size_t k = 0; k < bundle->kernels.size(); ++k)
+        if (bundle->kernels[k].persistent)
+          planned = std::max(planned, resolved->kernels[k].grid[0]);
+      ASSERT_GT(planned, 2u) << "the plan's grids fit anyway: the test shows nothing";
+      const std::vector<CUdeviceptr> buffers = fakeBuffers(bundle->params.size());
+      std::vector<fakecuda::Launch> mine = launchesOfBoth(c.api, c.role, *bundle, buffers, dims);
+      ASSERT_FALSE(mine.empty());
+      uint32_t most = 0;
+      for (const fakecuda::Launch &l : mine)
+        if (persistent.count(l.kernel)) {
+          most = std::max(most, l.grid[0]);
+          EXPECT_EQ(l.grid[0] % c.cluster, 0u) << l.kernel;
+        }
+      if (queryFails)
+        EXPECT_EQ(most, planned);
+      else
+        EXPECT_EQ(most, 2u);
+      EXPECT_EQ(c.api.destroy(), 0);
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include "tools/lossjit-aot/PtxSignature.h"
 
+#include <cstddef>
 #include <cstring>
 
 namespace fakecuda {
@@ -85,6 +86,9 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = state().major; break;
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = state().minor; break;
   case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *pi = state().optinShared; break;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+    *pi = state().multiprocessors;
+    break;
   default: return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
@@ -131,6 +135,36 @@ CUresult CUDAAPI cuFuncGetAttribute(int *value, CUfunction_attribute attrib, CUf
     return CUDA_ERROR_INVALID_VALUE;
   *value = state().staticShared;
   return CUDA_SUCCESS;
+}
+
+namespace {
+/// Records an occupancy query of `f`, and whether its shared memory was
+/// opted in first (when it has any).
+void recordOccupancy(CUfunction f, unsigned threads, size_t shared, unsigned clusterGridX) {
+  const std::string &name = state().functions[fakecuda::functionIndex(f)].second;
+  bool optedIn = shared == 0;
+  for (const auto &[function, bytes] : state().sharedOptIns)
+    optedIn = optedIn || (function == name && size_t(bytes) >= shared);
+  state().occupancyQueries.push_back(
+      {name, threads, static_cast<unsigned>(shared), clusterGridX, optedIn});
+}
+} // namespace
+
+CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction f,
+                                                             int blockSize, size_t shared) {
+  recordOccupancy(f, static_cast<unsigned>(blockSize), shared, 0);
+  *numBlocks = state().blocksPerSm;
+  return state().occupancyResult;
+}
+
+CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *numClusters, CUfunction f,
+                                              const CUlaunchConfig *config) {
+  if (!config || config->numAttrs != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  recordOccupancy(f, config->blockDimX * config->blockDimY * config->blockDimZ,
+                  config->sharedMemBytes, config->gridDimX);
+  *numClusters = state().activeClusters;
+  return state().occupancyResult;
 }
 
 CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
@@ -214,13 +248,13 @@ CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataT
                                         cuuint32_t rank, void *global, const cuuint64_t *dims,
                                         const cuuint64_t *strides, const cuuint32_t *box,
                                         const cuuint32_t *, CUtensorMapInterleave,
-                                        CUtensorMapSwizzle swizzle, CUtensorMapL2promotion,
+                                        CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
                                         CUtensorMapFloatOOBfill) {
   if (!tensorMap || rank != 2 || strides[0] % 16)
     return CUDA_ERROR_INVALID_VALUE;
   uint64_t address = reinterpret_cast<uintptr_t>(global);
-  std::array<uint64_t, 8> call = {address, dims[0], dims[1], strides[0], box[0], box[1],
-                                  uint64_t(type), uint64_t(swizzle)};
+  std::array<uint64_t, 9> call = {address, dims[0],        dims[1],           strides[0],  box[0],
+                                  box[1],  uint64_t(type), uint64_t(swizzle), uint64_t(l2)};
   state().tensorMaps.push_back(call);
   uint64_t words[16] = {};
   std::memcpy(words, call.data(), sizeof call);
@@ -233,6 +267,13 @@ CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataT
 namespace fakecuda {
 
 namespace cu = lossjit::runtime::cu;
+
+// The runtime's CUlaunchConfig mirror must be cuda.h's, field for field.
+static_assert(sizeof(cu::LaunchConfig) == sizeof(CUlaunchConfig));
+static_assert(offsetof(cu::LaunchConfig, sharedMemBytes) ==
+              offsetof(CUlaunchConfig, sharedMemBytes));
+static_assert(offsetof(cu::LaunchConfig, hStream) == offsetof(CUlaunchConfig, hStream));
+static_assert(offsetof(cu::LaunchConfig, numAttrs) == offsetof(CUlaunchConfig, numAttrs));
 
 lossjit::runtime::CudaDriverApi runtimeApi() {
   lossjit::runtime::CudaDriverApi api{};
@@ -288,6 +329,16 @@ lossjit::runtime::CudaDriverApi runtimeApi() {
         dims, strides, box, steps, static_cast<CUtensorMapInterleave>(interleave),
         static_cast<CUtensorMapSwizzle>(swizzle), static_cast<CUtensorMapL2promotion>(l2),
         static_cast<CUtensorMapFloatOOBfill>(oob));
+  };
+  api.cuOccupancyMaxActiveBlocksPerMultiprocessor = [](int *n, cu::Function f, int threads,
+                                                       size_t shared) -> cu::Result {
+    return ::cuOccupancyMaxActiveBlocksPerMultiprocessor(n, reinterpret_cast<CUfunction>(f),
+                                                         threads, shared);
+  };
+  api.cuOccupancyMaxActiveClusters = [](int *n, cu::Function f,
+                                        const cu::LaunchConfig *config) -> cu::Result {
+    return ::cuOccupancyMaxActiveClusters(n, reinterpret_cast<CUfunction>(f),
+                                          reinterpret_cast<const CUlaunchConfig *>(config));
   };
   api.cuLaunchKernel = [](cu::Function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                           unsigned by, unsigned bz, unsigned shared, cu::Stream s,

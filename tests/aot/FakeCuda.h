@@ -44,6 +44,11 @@ struct State {
   int major = 9, minor = 0, optinShared = 227 * 1024;
   /// What cuFuncGetAttribute(SHARED_SIZE_BYTES) says of every function.
   int staticShared = 0;
+  /// Occupancy: SMs, and what cuOccupancyMaxActiveBlocksPerMultiprocessor
+  /// and cuOccupancyMaxActiveClusters say of every function (an H200's
+  /// SMs, one block each; clusters of two on 66 TPCs).
+  int multiprocessors = 132, blocksPerSm = 1, activeClusters = 66;
+  CUresult occupancyResult = CUDA_SUCCESS; ///< returned by both queries
   CUcontext context = reinterpret_cast<CUcontext>(uintptr_t(0x1000));
   bool hasCurrentContext = true;
   // Failure injection.
@@ -56,6 +61,16 @@ struct State {
   int unloads = 0;
   std::vector<std::pair<size_t, std::string>> functions; ///< (module, name)
   std::vector<std::pair<std::string, int>> sharedOptIns;
+  /// Occupancy queries: (function, threads, dynamic shared memory, grid x of
+  /// the cluster query's config or 0 for the per-SM query). A query before
+  /// the function's shared-memory opt-in would see the 48 KiB cap.
+  struct OccupancyQuery {
+    std::string function;
+    unsigned threads, sharedBytes, clusterGridX;
+    bool optedIn;
+    friend bool operator==(const OccupancyQuery &, const OccupancyQuery &) = default;
+  };
+  std::vector<OccupancyQuery> occupancyQueries;
   std::vector<Launch> launches;
   std::vector<std::pair<CUdeviceptr, size_t>> allocations;
   std::vector<CUdeviceptr> frees;
@@ -63,10 +78,10 @@ struct State {
   int contextDepth = 0; ///< pushes minus pops
   CUdeviceptr nextAddress = 0x7f0000000000ull;
   /// cuTensorMapEncodeTiled calls: (address, dims[0], dims[1], stride,
-  /// box[0], box[1], data type, swizzle), which the map's first 64 bytes
-  /// hold too: a launch's recorded parameter (its first 8 bytes) is the
-  /// address.
-  std::vector<std::array<uint64_t, 8>> tensorMaps;
+  /// box[0], box[1], data type, swizzle, L2 promotion), which the map's
+  /// first 72 bytes hold too: a launch's recorded parameter (its first 8
+  /// bytes) is the address.
+  std::vector<std::array<uint64_t, 9>> tensorMaps;
 };
 
 /// The fake's state; reset() before each test.

@@ -158,6 +158,9 @@ struct Limits {
          maxImages = 1, maxParams = 1, maxDims = 1;
   /// Tensor maps of the op variant with the most (0: no TMA code at all).
   size_t maxTensorMaps = 0;
+  /// Whether some kernel runs in thread-block clusters (CUDA 12's
+  /// cuOccupancyMaxActiveClusters caps its persistent grid).
+  bool clusters = false;
 };
 
 class Emitter {
@@ -215,8 +218,10 @@ private:
         limits.maxWorkspaces = std::max(limits.maxWorkspaces, b.workspaces.size());
         limits.maxTensorMaps = std::max(limits.maxTensorMaps, b.tensorMaps.size());
         limits.maxSymbols = std::max(limits.maxSymbols, symbolsOf(build).size());
-        for (size_t k = 0; k < b.kernels.size(); ++k)
+        for (size_t k = 0; k < b.kernels.size(); ++k) {
           limits.maxSlots = std::max(limits.maxSlots, planSlots(b, k).size());
+          limits.clusters = limits.clusters || b.kernels[k].cluster > 1;
+        }
         if (build.usesChunks() && chunkSymbolIndex(build) < 0)
           return runtime::makeError(op.role + " " + b.arch + ": chunk symbol '" +
                                     build.chunkSymbol + "' is not a dim, constant or "
@@ -514,6 +519,8 @@ private:
     // TMA tensor maps (tile tma=1) need CUDA 12's cuTensorMapEncodeTiled;
     // outputs without them compile against older headers too.
     os << "#define " << P << "I_TMA " << (limits.maxTensorMaps ? 1 : 0) << "\n";
+    // Likewise clusters: their occupancy query is CUDA 12's.
+    os << "#define " << P << "I_CLUSTERS " << (limits.clusters ? 1 : 0) << "\n";
     os << "\n" << substitute(kSourceRuntime, p, P);
 
     os << "\n/* ------------------------------------------------------------- variant */\n\n";
@@ -613,10 +620,10 @@ private:
                                          std::find(files.begin(), files.end(), kernel.file) -
                                          files.begin());
           bool perChunk = k < build.perChunk.size() && build.perChunk[k];
-          os << "  {" << cString(kernel.name) << ", " << image << ", {" << kernel.block[0]
-             << ", " << kernel.block[1] << ", " << kernel.block[2] << "}, "
-             << kernel.sharedBytes << ", " << (perChunk ? 1 : 0) << ", " << kernel.args.size()
-             << ", "
+          os << "  {" << cString(kernel.name) << ", " << image << ", {" << kernel.block[0] << ", "
+             << kernel.block[1] << ", " << kernel.block[2] << "}, " << kernel.sharedBytes << ", "
+             << (perChunk ? 1 : 0) << ", " << kernel.cluster << ", " << (kernel.persistent ? 1 : 0)
+             << ", " << kernel.args.size() << ", "
              << (kernel.args.empty() ? std::string("NULL")
                                      : p + "i_args_" + tag + "_" + std::to_string(k))
              << "}" << (k + 1 < b.kernels.size() ? "," : "") << "\n";

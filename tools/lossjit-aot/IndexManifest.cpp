@@ -143,6 +143,8 @@ runtime::Expected<JsonValue> buildIndexManifest(const AotOutput &output, bool wi
         jk.set("shared_bytes", static_cast<int64_t>(kernel.sharedBytes));
         jk.set("args", strings(kernel.args));
         jk.set("per_chunk", k < build.perChunk.size() && build.perChunk[k]);
+        jk.set("cluster", static_cast<int64_t>(kernel.cluster));
+        jk.set("persistent", kernel.persistent);
         std::vector<PlanSlot> slots = planSlots(b, k);
         jk.set("parameter_count", static_cast<int64_t>(slots.size()));
         auto ptxParams = parsePtxEntryParams(build.ptx[k], kernel.name);

@@ -22,7 +22,10 @@
 //                      workspaces: [{name, dtype, count, element_bytes}],
 //                      kernels: [ {name, entry, file, ptx_file, sha256, bytes,
 //                                  grid[3] (formulas), block[3], shared_bytes,
-//                                  args, per_chunk, parameter_count,
+//                                  args, per_chunk, cluster (blocks per
+//                                  cluster, 1: none), persistent (may launch
+//                                  fewer whole clusters along x, e.g. the
+//                                  co-resident ones), parameter_count,
 //                                  signature: [{arg, kind, slots: [field...],
 //                                               ptx_types: [...]}]} ] } ] } ]
 //

@@ -116,7 +116,9 @@ KernelArgs GpuKernelSink::begin(const KernelSignature &signature, const LaunchSh
                                 dynamicBytes,
                                 signature.bindings(),
                                 "none",
-                                launch.perChunk});
+                                launch.perChunk,
+                                std::max<int64_t>(launch.cluster, 1),
+                                launch.persistent});
   KernelArgs args(signature, &fn.getBody().front());
   args.setWorkgroup(std::move(shared));
   return args;

@@ -110,6 +110,11 @@ struct LaunchShape {
   /// .reqnctapercluster and a plain launch runs it in clusters; grid.x
   /// must be a multiple of it.
   int64_t cluster = 0;
+  /// GPU only: the blocks sweep the tiles with a stride of gridDim.x (tile
+  /// persistent=P), so the launcher may launch fewer along x — in whole
+  /// clusters — than the grid formula says, e.g. only as many as are
+  /// co-resident on the device (CudaLauncher).
+  bool persistent = false;
   /// Per dynamicWorkgroup buffer: its byte alignment when it needs more
   /// than kDynamicSharedAlign (0 or missing: that). A kernel with any such
   /// buffer carries loss.dynamic_shared_align, and its base is that aligned.

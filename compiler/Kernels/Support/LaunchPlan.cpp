@@ -71,8 +71,8 @@ DictionaryAttr LaunchPlan::toAttr(MLIRContext *context) const {
         b.getNamedAttr("dtype", b.getStringAttr(w.dtype)),
         b.getNamedAttr("count", b.getStringAttr(w.count)),
     }));
-  for (const PlanKernel &k : kernels)
-    kernelAttrs.push_back(b.getDictionaryAttr({
+  for (const PlanKernel &k : kernels) {
+    SmallVector<NamedAttribute> fields = {
         b.getNamedAttr("name", b.getStringAttr(k.name)),
         b.getNamedAttr("module", b.getStringAttr(k.module)),
         b.getNamedAttr("grid", strings(b, {k.grid[0], k.grid[1], k.grid[2]})),
@@ -81,7 +81,14 @@ DictionaryAttr LaunchPlan::toAttr(MLIRContext *context) const {
         b.getNamedAttr("args", strings(b, k.args)),
         b.getNamedAttr("parallel", b.getStringAttr(k.parallel)),
         b.getNamedAttr("per_chunk", b.getBoolAttr(k.perChunk)),
-    }));
+    };
+    // Written only when set, like the manifest's.
+    if (k.cluster > 1)
+      fields.push_back(b.getNamedAttr("cluster", b.getI64IntegerAttr(k.cluster)));
+    if (k.persistent)
+      fields.push_back(b.getNamedAttr("persistent", b.getBoolAttr(true)));
+    kernelAttrs.push_back(b.getDictionaryAttr(fields));
+  }
   SmallVector<Attribute> derivedAttrs;
   for (const auto &[name, formula] : derived)
     derivedAttrs.push_back(b.getArrayAttr({b.getStringAttr(name), b.getStringAttr(formula)}));
@@ -197,6 +204,18 @@ FailureOr<LaunchPlan> LaunchPlan::fromAttr(DictionaryAttr attr, std::string &err
       k.block[i] = bi.getInt();
     }
     k.perChunk = perChunk.getValue();
+    if (Attribute cluster = d.get("cluster")) {
+      auto size = dyn_cast<IntegerAttr>(cluster);
+      if (!size || size.getInt() < 1)
+        return fail("kernel cluster must be a positive integer");
+      k.cluster = size.getInt();
+    }
+    if (Attribute persistent = d.get("persistent")) {
+      auto flag = dyn_cast<BoolAttr>(persistent);
+      if (!flag)
+        return fail("kernel persistent must be a bool");
+      k.persistent = flag.getValue();
+    }
     plan.kernels.push_back(k);
   }
   if (Attribute extents = attr.get("entry_arg_extents")) {

@@ -74,6 +74,12 @@ struct PlanKernel {
   /// Launched once per row chunk [chunk_begin, chunk_end) of `chunkSymbol`
   /// rows, in chunk order; consecutive per-chunk kernels run as a group.
   bool perChunk = false;
+  /// GPU only: blocks per cluster along x (1: none); grid.x is a multiple.
+  int64_t cluster = 1;
+  /// GPU only: the blocks sweep their tiles with a stride of gridDim.x, so
+  /// the launcher may run fewer whole clusters along x than grid[0] says
+  /// (LaunchShape::persistent).
+  bool persistent = false;
 };
 
 struct LaunchPlan {

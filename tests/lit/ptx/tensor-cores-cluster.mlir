@@ -26,6 +26,7 @@
 // RUN: lossjit-opt %t/bf16.mlir --split-input-file --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=4" -o %t/quad.mlir
 // RUN: sed -n '/^func.func @grad(/,/^}$/p' %t/bf16.mlir > %t/grad16.mlir
 // RUN: lossjit-opt %t/grad16.mlir --lossjit-gpu-pipeline="chip=sm_90a matmul=wgmma block-cols=256 block-k=64 stages=4 grad-cols=256 tma=3 cluster=2 persistent=132 band=32768" -o %t/swept.mlir
+// RUN: FileCheck %s --check-prefix=SWEPTPLAN --input-file=%t/swept.mlir
 // RUN: %extract-ptx %t/swept.mlir %t/k/swept > /dev/null
 // RUN: FileCheck %s %{ptx-forbidden} --check-prefix=PAIR --input-file=%t/k/swept/grad_lce_bwd_dz.ptx
 // RUN: FileCheck %s %{ptx-forbidden} --check-prefix=PAIR --input-file=%t/k/swept/grad_lce_bwd_dw.ptx
@@ -70,6 +71,15 @@
 // RUN: %ptxas -v -arch=sm_90a %t/k/lend/biased_*.ptx -o %t/a.cubin > %t/ptxas2.log 2>&1
 // RUN: FileCheck %s --check-prefix=FWD --implicit-check-not="spill stores" --implicit-check-not=C751 --input-file=%t/ptxas2.log
 // RUN: %python %S/../launch-fits.py %t/k/lend/biased_*.ptx < %t/ptxas2.log | FileCheck %s --check-prefix=FITS
+
+// The persistent products in clusters: the plan names each one's cluster
+// and marks it persistent (the launchers run at most the clusters that fit
+// at once, cuOccupancyMaxActiveClusters); the row kernels take neither.
+// SWEPTPLAN:      module = "grad_lce_bwd_zero", name = "lce_bwd_zero", parallel = "none", per_chunk = false, shared_bytes
+// SWEPTPLAN-SAME: block = [384, 1, 1], cluster = 2 : i64, grid = ["2*min(cdiv(C,256)*cdiv(V,256),66)", "1", "1"], module = "grad_lce_bwd_dz", name = "lce_bwd_dz", parallel = "none", per_chunk = true, persistent = true,
+// SWEPTPLAN-SAME: block = [384, 1, 1], cluster = 2 : i64, grid = ["2*min(cdiv(C,256)*cdiv(D,256),66)", "1", "1"], module = "grad_lce_bwd_dx", name = "lce_bwd_dx", parallel = "none", per_chunk = true, persistent = true,
+// SWEPTPLAN-SAME: block = [384, 1, 1], cluster = 2 : i64, grid = ["(2*min(cdiv(V,256)*max(1,cdiv(D,256)),66))*(1-SINGLE)", "1", "1"], module = "grad_lce_bwd_dw", name = "lce_bwd_dw", parallel = "none", per_chunk = true, persistent = true,
+// SWEPTPLAN-SAME: block = [256, 1, 1], grid = ["(cdiv(max(V*D,V),256))*(1-SINGLE)", "1", "1"], module = "grad_lce_bwd_finish", name = "lce_bwd_finish", parallel = "none", per_chunk = false, shared_bytes
 
 // PAIR:          .explicitcluster
 // PAIR-NEXT:     .reqnctapercluster 2, 1, 1

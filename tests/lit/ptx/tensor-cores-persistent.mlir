@@ -23,11 +23,15 @@
 // RUN: %ptxas -v -arch=sm_90a %t/k/ws/grad_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=GRAD --implicit-check-not="spill stores" --implicit-check-not=C751
 // RUN: %ptxas -v -arch=sm_90a %t/k/ws/fused_*.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=FUSED --implicit-check-not="spill stores" --implicit-check-not=C751
 
-// PLAN:      grid = ["min(cdiv(C,128)*cdiv(V,64),132)", "1", "1"], module = "grad_lce_bwd_dz"
-// PLAN-SAME: grid = ["min(cdiv(C,128)*cdiv(D,128),132)", "1", "1"], module = "grad_lce_bwd_dx"
-// PLAN-SAME: grid = ["(min(cdiv(V,128)*max(1,cdiv(D,128)),132))*(1-SINGLE)", "1", "1"], module = "grad_lce_bwd_dw"
-// PLAN-SAME: grid = ["(min(cdiv(V,128)*max(1,cdiv(D,128)),132))*SINGLE", "1", "1"], module = "grad_lce_bwd_dw_single"
-// PLAN:      grid = ["min(cdiv(C,128)*cdiv(V,64),132)", "1", "1"], module = "fused_lce_fused_z"
+// The plan marks the sweeping kernels persistent (the launchers run at most
+// the blocks that fit the device at once), and no other kernel.
+// PLAN:      module = "grad_lce_bwd_zero", name = "lce_bwd_zero", parallel = "none", per_chunk = false, shared_bytes
+// PLAN-SAME: grid = ["min(cdiv(C,128)*cdiv(V,64),132)", "1", "1"], module = "grad_lce_bwd_dz", name = "lce_bwd_dz", parallel = "none", per_chunk = true, persistent = true,
+// PLAN-SAME: grid = ["min(cdiv(C,128)*cdiv(D,128),132)", "1", "1"], module = "grad_lce_bwd_dx", name = "lce_bwd_dx", parallel = "none", per_chunk = true, persistent = true,
+// PLAN-SAME: grid = ["(min(cdiv(V,128)*max(1,cdiv(D,128)),132))*(1-SINGLE)", "1", "1"], module = "grad_lce_bwd_dw", name = "lce_bwd_dw", parallel = "none", per_chunk = true, persistent = true,
+// PLAN-SAME: grid = ["(min(cdiv(V,128)*max(1,cdiv(D,128)),132))*SINGLE", "1", "1"], module = "grad_lce_bwd_dw_single", name = "lce_bwd_dw_single", parallel = "none", per_chunk = true, persistent = true,
+// PLAN-SAME: module = "grad_lce_bwd_finish", name = "lce_bwd_finish", parallel = "none", per_chunk = false, shared_bytes
+// PLAN:      grid = ["min(cdiv(C,128)*cdiv(V,64),132)", "1", "1"], module = "fused_lce_fused_z", name = "lce_fused_z", parallel = "none", per_chunk = true, persistent = true,
 
 // The tile loop: from %ctaid.x in steps of %nctaid.x, the thread's id
 // passed through the empty asm inside it.

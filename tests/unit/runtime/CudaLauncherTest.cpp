@@ -15,6 +15,7 @@
 
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <utility>
 
 using namespace lossjit::runtime;
@@ -47,6 +48,13 @@ struct FakeState {
   int failLaunchAt = -1;
   /// cuTensorMapEncodeTiled calls: (address, dims[0], dims[1], stride, swizzle).
   std::vector<std::array<uint64_t, 5>> encodes;
+  /// Occupancy: SMs, blocks per SM, clusters at once; what both queries
+  /// return.
+  int multiprocessors = 4, blocksPerSm = 2, activeClusters = 3;
+  cu::Result occupancyResult = 0;
+  /// Occupancy queries: (function, threads, dynamic shared memory, the
+  /// cluster query's grid x or 0 for the per-SM one, attributes given).
+  std::vector<std::tuple<std::string, int, size_t, unsigned, unsigned>> occupancyQueries;
 };
 FakeState *fake = nullptr;
 
@@ -73,9 +81,25 @@ cu::Result fakeDeviceGetAttribute(int *value, int attribute, cu::Device) {
     *value = fake->ccMinor;
   else if (attribute == cu::kDeviceAttributeMaxSharedMemoryPerBlockOptin)
     *value = fake->optinShared;
+  else if (attribute == cu::kDeviceAttributeMultiprocessorCount)
+    *value = fake->multiprocessors;
   else
     return 1;
   return 0;
+}
+std::string functionName(cu::Function f) {
+  return fake->functionNames[reinterpret_cast<uintptr_t>(f) - 1];
+}
+cu::Result fakeOccupancyBlocks(int *blocks, cu::Function f, int threads, size_t shared) {
+  fake->occupancyQueries.emplace_back(functionName(f), threads, shared, 0u, 0u);
+  *blocks = fake->blocksPerSm;
+  return fake->occupancyResult;
+}
+cu::Result fakeOccupancyClusters(int *clusters, cu::Function f, const cu::LaunchConfig *c) {
+  fake->occupancyQueries.emplace_back(functionName(f), c->blockDimX * c->blockDimY * c->blockDimZ,
+                                      c->sharedMemBytes, c->gridDimX, c->numAttrs);
+  *clusters = fake->activeClusters;
+  return fake->occupancyResult;
 }
 cu::Result fakeModuleLoadDataEx(cu::Module *module, const void *image,
                                 unsigned numOptions, int *options, void **values) {
@@ -165,6 +189,8 @@ protected:
     api.cuFuncGetAttribute = fakeFuncGetAttribute;
     api.cuLaunchKernel = fakeLaunchKernel;
     api.cuTensorMapEncodeTiled = fakeEncodeTiled;
+    api.cuOccupancyMaxActiveBlocksPerMultiprocessor = fakeOccupancyBlocks;
+    api.cuOccupancyMaxActiveClusters = fakeOccupancyClusters;
     driver = CudaDriver::fromApi(api);
     allocator.allocate = [this](size_t bytes, cu::Stream) -> Expected<cu::DevicePtr> {
       allocated.push_back(bytes);
@@ -271,6 +297,86 @@ TEST_F(CudaLauncherTest, SharedFileLoadsOneModuleAndLargeSmemOptsIn) {
   state.staticShared = 1024;
   e = launcher.prepare(b);
   EXPECT_FALSE(e) << e.message();
+}
+
+// A persistent kernel sweeps its tiles with a stride of gridDim.x, so the
+// launcher runs at most the blocks that fit the device at once — whole
+// clusters from cuOccupancyMaxActiveClusters, else blocks per SM times SMs
+// — asked once per load, after the shared-memory opt-in. Other kernels, a
+// grid that fits, and a driver that cannot say keep the plan's grid.
+TEST_F(CudaLauncherTest, PersistentGridsTakeTheCoResidentBlocks) {
+  KernelBundle b = makeTestBundle(testKey("persistent"));
+  b.kernels[0].grid = {"2*N", "1", "1"};
+  b.kernels[0].cluster = 2;
+  b.kernels[0].persistent = true;
+  b.kernels[0].sharedBytes = 64 * 1024;
+  b.kernels[1].grid = {"N", "1", "1"};
+  b.kernels[1].persistent = true;
+  ASSERT_FALSE(b.verify()) << b.verify().message();
+  state.argCounts["lce_partial"] = 0;
+  state.argCounts["lce_combine"] = 0;
+  auto launchedGrids = [&](CudaLauncher &launcher, int64_t n) {
+    state.launches.clear();
+    std::vector<int64_t> dims = {n, 1000, 64};
+    Error e = launcher.launch(b, buffersFor(n, 1000, 64), dims, nullptr, allocator);
+    EXPECT_FALSE(e) << e.message();
+    std::vector<unsigned> grids;
+    for (const RecordedLaunch &l : state.launches)
+      grids.push_back(l.grid[0]);
+    return grids;
+  };
+  {
+    CudaLauncher launcher(*driver);
+    // N = 10: 20 blocks in clusters of two, of which 3 clusters fit; 10
+    // blocks of lce_combine, of which 2 per SM on 4 SMs.
+    EXPECT_EQ(launchedGrids(launcher, 10), (std::vector<unsigned>{6, 8}));
+    // Asked at load, once, with the launch's block and shared memory (the
+    // cluster query over one cluster and no attributes: the image names
+    // its cluster size).
+    using Query = std::tuple<std::string, int, size_t, unsigned, unsigned>;
+    EXPECT_EQ(state.occupancyQueries, (std::vector<Query>{{"lce_partial", 128, 64 * 1024, 2u, 0u},
+                                                          {"lce_combine", 256, 0, 0u, 0u}}));
+    ASSERT_EQ(state.sharedOptIns.size(), 1u) << "the opt-in comes first";
+    // N = 3: 6 and 3 blocks fit.
+    EXPECT_EQ(launchedGrids(launcher, 3), (std::vector<unsigned>{6, 3}));
+    EXPECT_EQ(state.occupancyQueries.size(), 2u);
+  }
+  // A non-persistent kernel keeps its grid, and is not asked about.
+  b.kernels[1].persistent = false;
+  b.key = testKey("persistent-one");
+  state.occupancyQueries.clear();
+  {
+    CudaLauncher launcher(*driver);
+    EXPECT_EQ(launchedGrids(launcher, 10), (std::vector<unsigned>{6, 10}));
+    EXPECT_EQ(state.occupancyQueries.size(), 1u);
+  }
+  // No cluster fits at all: nothing to cap by (the launch's own error
+  // will say why), the plan's grid runs.
+  state.activeClusters = 0;
+  b.key = testKey("persistent-none-fit");
+  {
+    CudaLauncher launcher(*driver);
+    EXPECT_EQ(launchedGrids(launcher, 10), (std::vector<unsigned>{20, 10}));
+  }
+  // A query that fails leaves the plan's grid (and says so in the log).
+  state.activeClusters = 3;
+  state.occupancyResult = 1;
+  b.key = testKey("persistent-query-fails");
+  {
+    CudaLauncher launcher(*driver);
+    EXPECT_EQ(launchedGrids(launcher, 10), (std::vector<unsigned>{20, 10}));
+  }
+  state.occupancyResult = 0;
+  // A driver without the entry points (older than CUDA 12 for clusters).
+  CudaDriverApi api = driver->api();
+  api.cuOccupancyMaxActiveClusters = nullptr;
+  api.cuOccupancyMaxActiveBlocksPerMultiprocessor = nullptr;
+  std::unique_ptr<CudaDriver> older = CudaDriver::fromApi(api);
+  b.key = testKey("persistent-older-driver");
+  {
+    CudaLauncher launcher(*older);
+    EXPECT_EQ(launchedGrids(launcher, 10), (std::vector<unsigned>{20, 10}));
+  }
 }
 
 TEST_F(CudaLauncherTest, ValidatesInputsBeforeEnqueueing) {

@@ -55,6 +55,8 @@ void expectSameBundle(const KernelBundle &a, const KernelBundle &b,
     EXPECT_EQ(x.sharedBytes, y.sharedBytes);
     EXPECT_EQ(x.args, y.args);
     EXPECT_EQ(x.perChunk, y.perChunk);
+    EXPECT_EQ(x.cluster, y.cluster);
+    EXPECT_EQ(x.persistent, y.persistent);
     if (compareImages) {
       EXPECT_EQ(x.image, y.image);
     }
@@ -565,14 +567,71 @@ TEST(KernelBundle, UnchunkedManifestsHaveNoNewFields) {
   JsonValue m = b.toManifest();
   EXPECT_FALSE(m.find("derived"));
   EXPECT_FALSE(m.find("chunk"));
-  for (const JsonValue &k : m.find("kernels")->getArray())
+  for (const JsonValue &k : m.find("kernels")->getArray()) {
     EXPECT_FALSE(k.find("per_chunk"));
+    EXPECT_FALSE(k.find("cluster"));
+    EXPECT_FALSE(k.find("persistent"));
+  }
   Expected<KernelBundle> back = KernelBundle::fromManifest(m);
   ASSERT_TRUE(back) << back.errorMessage();
   EXPECT_TRUE(back->derived.empty());
   EXPECT_TRUE(back->chunk.empty());
   for (const BundleKernel &k : back->kernels)
     EXPECT_FALSE(k.perChunk);
+}
+
+// Hopper's clusters and persistent grids: written only when set, read
+// back, and checked — a cluster of 1..16 blocks, a persistent kernel's grid
+// along x alone.
+TEST(KernelBundle, ClustersAndPersistentGridsRoundTripAndAreValidated) {
+  KernelBundle b = makeTestBundle(testKey("persistent"));
+  b.kernels[0].grid = {"2*cdiv(N,4)", "1", "1"};
+  b.kernels[0].cluster = 2;
+  b.kernels[0].persistent = true;
+  ASSERT_FALSE(b.verify()) << b.verify().message();
+  JsonValue m = b.toManifest();
+  const JsonValue &k0 = m.find("kernels")->getArray()[0];
+  ASSERT_TRUE(k0.find("cluster") && k0.find("persistent"));
+  EXPECT_EQ(k0.find("cluster")->getInt(), 2);
+  EXPECT_TRUE(k0.find("persistent")->getBool());
+  EXPECT_FALSE(m.find("kernels")->getArray()[1].find("cluster"));
+  Expected<KernelBundle> back = KernelBundle::fromManifest(m);
+  ASSERT_TRUE(back) << back.errorMessage();
+  expectSameBundle(b, *back, /*compareImages=*/false);
+
+  auto verifyError = [&](auto mutate) {
+    KernelBundle bad = b;
+    mutate(bad);
+    Error e = bad.verify();
+    return e ? e.message() : std::string();
+  };
+  EXPECT_NE(verifyError([](KernelBundle &x) {
+              x.kernels[0].cluster = 0;
+            }).find("kernels[0].cluster: expected 1..16, got 0"),
+            std::string::npos);
+  EXPECT_NE(verifyError([](KernelBundle &x) {
+              x.kernels[0].cluster = 17;
+            }).find("expected 1..16, got 17"),
+            std::string::npos);
+  EXPECT_NE(verifyError([](KernelBundle &x) { x.kernels[0].grid[1] = "S"; })
+                .find("kernels[0].persistent: kernel 'lce_partial' is persistent, so its grid[1] "
+                      "and grid[2] must be \"1\""),
+            std::string::npos);
+  EXPECT_EQ(verifyError([](KernelBundle &x) {
+              x.kernels[0].grid[1] = "S";
+              x.kernels[0].persistent = false;
+            }),
+            "");
+  // A manifest's cluster out of range or of the wrong type names its path.
+  auto readError = [&](JsonValue value) {
+    JsonValue bad = b.toManifest();
+    bad.getObject().back().value.getArray()[0].set("cluster", std::move(value));
+    Expected<KernelBundle> r = KernelBundle::fromManifest(bad);
+    return r ? std::string() : r.errorMessage();
+  };
+  EXPECT_NE(readError(JsonValue(int64_t(0))).find("manifest.kernels[0].cluster: expected 1..16"),
+            std::string::npos);
+  EXPECT_NE(readError(JsonValue("two")).find("manifest.kernels[0].cluster"), std::string::npos);
 }
 
 TEST(KernelBundle, ParsesAChunkedManifest) {

@@ -29,6 +29,40 @@ TEST(LaunchPlan, ResolvesSizesAndGrids) {
             "lce_partial grid=(3,8,1) block=(128,1,1) smem=4096");
 }
 
+// A persistent kernel launches at most the co-resident blocks, in whole
+// clusters and at least one; other kernels, or an unknown count (0), keep
+// the resolved grid. A grid in clusters must come out in whole clusters.
+TEST(LaunchPlan, PersistentGridsTakeAtMostTheCoResidentClusters) {
+  KernelBundle b = makeTestBundle(testKey("persistent-plan"));
+  b.kernels[0].grid = {"2*N", "1", "1"};
+  b.kernels[0].cluster = 2;
+  b.kernels[0].persistent = true;
+  b.kernels[1].grid = {"N", "1", "1"};
+  Expected<LaunchPlan> plan = LaunchPlan::build(b);
+  ASSERT_TRUE(plan) << plan.errorMessage();
+  EXPECT_TRUE(plan->isPersistent(0));
+  EXPECT_FALSE(plan->isPersistent(1));
+  EXPECT_EQ(plan->clusterSize(0), 2u);
+  EXPECT_EQ(plan->clusterSize(1), 1u);
+  EXPECT_EQ(plan->launchedBlocksX(0, 20, 0), 20u) << "unknown: the resolved grid";
+  EXPECT_EQ(plan->launchedBlocksX(0, 20, 8), 8u);
+  EXPECT_EQ(plan->launchedBlocksX(0, 20, 7), 6u) << "whole clusters";
+  EXPECT_EQ(plan->launchedBlocksX(0, 20, 1), 2u) << "at least one cluster";
+  EXPECT_EQ(plan->launchedBlocksX(0, 4, 8), 4u) << "a grid that fits";
+  EXPECT_EQ(plan->launchedBlocksX(1, 20, 8), 20u) << "not persistent";
+  // 2*N + 1 is no whole number of clusters of two.
+  b.kernels[0].grid[0] = "2*N+1";
+  plan = LaunchPlan::build(b);
+  ASSERT_TRUE(plan) << plan.errorMessage();
+  std::vector<int64_t> dims = {10, 1000, 64};
+  Expected<ResolvedLaunch> r = plan->resolve(dims);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.errorMessage().find("kernel 'lce_partial' grid[0] = '2*N+1' evaluates to 21, not a "
+                                  "multiple of its cluster of 2 blocks"),
+            std::string::npos)
+      << r.errorMessage();
+}
+
 TEST(LaunchPlan, PacksMemrefDescriptors) {
   KernelBundle b = makeTestBundle(testKey("pack"));
   Expected<LaunchPlan> plan = LaunchPlan::build(b);

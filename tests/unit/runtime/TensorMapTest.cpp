@@ -9,11 +9,14 @@
 
 #include "runtime/TensorMap.h"
 
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
 
 using namespace lossjit::runtime;
+using lossjit::runtime::testing::ScopedEnv;
 
 namespace {
 
@@ -93,7 +96,7 @@ TEST_F(TensorMapTest, EncodesWithTheDriversEnumValues) {
   EXPECT_EQ(state.elementStrides, (std::vector<uint32_t>{1, 1}));
   EXPECT_EQ(state.interleave, 0); // CU_TENSOR_MAP_INTERLEAVE_NONE
   EXPECT_EQ(state.swizzle, 3);    // CU_TENSOR_MAP_SWIZZLE_128B
-  EXPECT_EQ(state.l2, 0);         // CU_TENSOR_MAP_L2_PROMOTION_NONE
+  EXPECT_EQ(state.l2, 2);         // CU_TENSOR_MAP_L2_PROMOTION_L2_128B, the default
   EXPECT_EQ(state.oob, 0);        // CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE (zeros)
 
   TensorMapSpec f16 = weights();
@@ -104,6 +107,27 @@ TEST_F(TensorMapTest, EncodesWithTheDriversEnumValues) {
   EXPECT_EQ(state.dataType, 6); // CU_TENSOR_MAP_DATA_TYPE_FLOAT16
   EXPECT_EQ(state.swizzle, 0);
   EXPECT_EQ(state.oob, 1); // CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+  // L2 promotion: none, 64, 128 and 256 bytes are enums 0..3.
+  for (auto [bytes, value] : {std::pair{0u, 0}, {64u, 1}, {128u, 2}, {256u, 3}}) {
+    TensorMapSpec promoted = weights();
+    promoted.l2PromotionBytes = bytes;
+    ASSERT_TRUE(static_cast<bool>(encodeTensorMap(*driver, promoted)));
+    EXPECT_EQ(state.l2, value) << bytes;
+  }
+}
+
+// LOSSJIT_TMA_L2_PROMOTION picks the maps' L2 promotion; a value that
+// names none is the default.
+TEST_F(TensorMapTest, L2PromotionFollowsTheEnvironment) {
+  ScopedEnv unset("LOSSJIT_TMA_L2_PROMOTION", nullptr);
+  EXPECT_EQ(l2PromotionFromEnvironment(), kDefaultL2PromotionBytes);
+  EXPECT_EQ(kDefaultL2PromotionBytes, 128u);
+  for (auto [text, bytes] : {std::pair{"none", 0u}, {"0", 0u}, {"64", 64u}, {"256", 256u}}) {
+    ScopedEnv set("LOSSJIT_TMA_L2_PROMOTION", text);
+    EXPECT_EQ(l2PromotionFromEnvironment(), bytes) << text;
+  }
+  ScopedEnv bad("LOSSJIT_TMA_L2_PROMOTION", "512");
+  EXPECT_EQ(l2PromotionFromEnvironment(), kDefaultL2PromotionBytes);
 }
 
 TEST_F(TensorMapTest, RefusesWhatTheDriverWouldNamingTheField) {
@@ -144,6 +168,9 @@ TEST_F(TensorMapTest, RefusesWhatTheDriverWouldNamingTheField) {
   s = weights();
   s.swizzleBytes = 16;
   expectRefused(s, "tensor map swizzle must be 0, 32, 64 or 128 bytes, got 16");
+  s = weights();
+  s.l2PromotionBytes = 32;
+  expectRefused(s, "tensor map L2 promotion must be 0, 64, 128 or 256 bytes, got 32");
 }
 
 TEST_F(TensorMapTest, DriverErrorsAndOldDriversAreNamed) {

@@ -54,7 +54,9 @@ LaunchShape GpuSchedule::productLaunch(const TileConfig &product, const std::str
     launch.grid = {blocks + rows, colBlocks, "1"};
     return launch;
   }
-  // Whole clusters, at least one, of at most tile.persistent blocks.
+  // Whole clusters, at least one, of at most tile.persistent blocks; the
+  // launcher may run fewer (those co-resident on the device).
+  launch.persistent = true;
   const int64_t most = cluster ? std::max<int64_t>(tile.persistent / cluster, 1) : tile.persistent;
   launch.grid = {blocks + "min(" + rows + "*" + colBlocks + "," + std::to_string(most) + ")", "1",
                  "1"};
