@@ -136,15 +136,16 @@ def log(*args):
 # --------------------------------------------------------------- lossjit
 
 
-def compiled_library(directory, prefix, workdir):
+def compiled_library(directory, prefix, workdir, defines=()):
     """The shared library of the AOT C API in `directory` (<prefix>.c), compiled
-    into `workdir` unless it is there: keyed by the variant's name and its
-    source, so a machine kept warm between two prepared bundles never loads
-    the older one's library, and written under a temporary name first, so an
-    interrupted compile leaves none."""
+    into `workdir` unless it is there: keyed by the variant's name, its source
+    and the macros `defines` ("NAME=VALUE", passed as -D), so a machine kept
+    warm between two prepared bundles never loads the older one's library,
+    and written under a temporary name first, so an interrupted compile
+    leaves none."""
     source = os.path.join(directory, f"{prefix}.c")
     with open(source, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+        digest = hashlib.sha256(f.read() + "\0".join(defines).encode()).hexdigest()[:16]
     os.makedirs(workdir, exist_ok=True)
     so = os.path.join(workdir, f"lib{os.path.basename(os.path.normpath(directory))}-{digest}.so")
     if os.path.exists(so):
@@ -159,8 +160,8 @@ def compiled_library(directory, prefix, workdir):
                  if os.path.exists(f"{d}/libcuda.so")), None)
     link = ["-L", stub, "-lcuda"] if stub else ["-l:libcuda.so.1"]
     partial = f"{so}.{os.getpid()}.tmp"
-    cmd = ["cc", "-O2", "-std=c11", "-shared", "-fPIC", "-I", directory, "-I", include,
-           source, "-o", partial] + link
+    cmd = (["cc", "-O2", "-std=c11", "-shared", "-fPIC", "-I", directory, "-I", include]
+           + [f"-D{d}" for d in defines] + [source, "-o", partial] + link)
     try:
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         os.replace(partial, so)
@@ -173,13 +174,17 @@ def compiled_library(directory, prefix, workdir):
 class AotLibrary:
     """The AOT C API of one prepared variant, loaded with ctypes."""
 
-    def __init__(self, directory, workdir):
+    def __init__(self, directory, workdir, l2_promotion=None):
+        """`l2_promotion`: a CUtensorMapL2promotion suffix ("NONE", "L2_256B")
+        the C API's tensor maps ask for instead of its default."""
         self.dir = directory
         index = json.load(open(os.path.join(directory, "manifest.json")))
         self.index = index
         self.prefix = index["c_api"]["prefix"]
         self.ops = {op["role"]: op for op in index["ops"]}
-        self.lib = ctypes.CDLL(compiled_library(directory, self.prefix, workdir))
+        defines = ((f"{self.prefix.upper()}_TMA_L2_PROMOTION="
+                    f"CU_TENSOR_MAP_L2_PROMOTION_{l2_promotion}",) if l2_promotion else ())
+        self.lib = ctypes.CDLL(compiled_library(directory, self.prefix, workdir, defines))
         p = self.prefix
         c = ctypes
         # Attribute access: ctypes caches the function object (CDLL's
@@ -267,23 +272,25 @@ AOT_DTYPES = {"fp16": "f16", "fp32": "f32"}
 MAX_BACKWARD_CHUNKS = 256
 
 
-def make_aot_impl(aot_dir, dtype_name, shape, tile=None, fused=False):
+def make_aot_impl(aot_dir, dtype_name, shape, tile=None, fused=False, l2_promotion=None):
     """The prepared AOT variant <dtype>-mean, or with `tile` (tma, ws,
     persist) its Hopper tile <dtype>-mean-sm90a-<tile> (scripts/gpu-check.sh
     HOPPER_AOT_VARIANTS). With `fused`, forward+backward is one call of its
     fused op (lossjit-aot --fused: role forward_backward, the gradients of
-    grad_loss = 1); the forward alone is still its forward."""
+    grad_loss = 1); the forward alone is still its forward. `l2_promotion`
+    (AotLibrary) overrides the tensor maps' L2 promotion."""
     # The bench's dtype names (fp16, bf16) against lossjit's (f16, bf16).
     name = f"{AOT_DTYPES.get(dtype_name, dtype_name)}-mean" + (f"-sm90a-{tile}" if tile else "")
     variant = os.path.join(aot_dir, name)
     if not os.path.exists(os.path.join(variant, "manifest.json")):
         raise RuntimeError(f"no prepared AOT variant {variant}")
-    lib = AotLibrary(variant, "/tmp/lossjit-bench-aot")
+    lib = AotLibrary(variant, "/tmp/lossjit-bench-aot", l2_promotion=l2_promotion)
     # (Outputs live on the inputs' device: CUDA here, the CPU in the harness's
     # unit test, tests/python/test_bench_harness.py.)
     backward = "forward_backward" if fused else "backward"
     has_backward = backward in lib.ops
-    note = f"AOT C API {lib.arch}" + (f", tile {tile}" if tile else "")
+    note = (f"AOT C API {lib.arch}" + (f", tile {tile}" if tile else "")
+            + (f", L2 promotion {l2_promotion}" if l2_promotion else ""))
     if fused:
         if not has_backward:
             raise RuntimeError(f"{variant} has no fused op (lossjit-aot --fused)")
@@ -438,7 +445,8 @@ def make_impl(name, args, dtype_name, shape):
         if (major, minor) != (9, 0):
             raise RuntimeError(f"sm_90a code needs compute capability 9.0, not {major}.{minor}")
         tile = HOPPER_TILES.get(name) or HOPPER_FUSED[name]
-        return make_aot_impl(args.aot_dir, dtype_name, shape, tile, fused=name in HOPPER_FUSED)
+        return make_aot_impl(args.aot_dir, dtype_name, shape, tile, fused=name in HOPPER_FUSED,
+                             l2_promotion=L2_PROMOTION.get(name))
     if name in args.extra:
         return args.extra[name](args, dtype_name, shape)
     raise ValueError(name)
@@ -474,7 +482,12 @@ HOPPER_TILES = {"lossjit-tma": "tma", "lossjit-ws": "ws", "lossjit-persist": "pe
 # The fused forward+backward of an AOT Hopper variant built with --fused:
 # impl -> AOT tile suffix.
 HOPPER_FUSED = {"lossjit-wide256-cluster-fused": "wide256-cluster",
-                "lossjit-wide256-cluster-fused1g": "wide256-cluster-rows1g"}
+                "lossjit-wide256-cluster-fused1g": "wide256-cluster-rows1g",
+                "lossjit-wide256-cluster-fused-l2none": "wide256-cluster"}
+# Impls whose tensor maps ask for another L2 promotion than the launchers'
+# default (128 bytes, CUTLASS's): impl -> CUtensorMapL2promotion suffix. The
+# same bits; the lease times what the hint is worth.
+L2_PROMOTION = {"lossjit-wide256-cluster-fused-l2none": "NONE"}
 
 
 # The default --impls, in order. The peers before lossjit's explicit Hopper
@@ -487,7 +500,7 @@ DEFAULT_IMPLS = ("eager,torch_lce,lossjit,liger,cce,lossjit-fused,"
                  "lossjit-wide256-cluster4,lossjit-wide256-cluster-persist,"
                  "lossjit-lend,lossjit-wide,"
                  "lossjit-persist,lossjit-tma,"
-                 "lossjit-ws,"
+                 "lossjit-ws,lossjit-wide256-cluster-fused-l2none,"
                  "compile")
 
 

@@ -70,7 +70,7 @@ def inputs(n=6, v=11, d=4):
 def test_fused_impl_is_one_call_of_the_fused_op(bench, tmp_path, monkeypatch):
     lib = RecordingLibrary(["forward", "backward", "forward_backward"], chunks=(2, 6),
                            chunk_dim="V")
-    monkeypatch.setattr(bench, "AotLibrary", lambda variant, workdir: lib)
+    monkeypatch.setattr(bench, "AotLibrary", lambda variant, workdir, l2_promotion=None: lib)
     root = prepared(tmp_path, "bf16-mean-sm90a-wide256-cluster")
     fwd_bwd, note = bench.make_aot_impl(root, "bf16", (6, 11, 4), "wide256-cluster", fused=True)
     assert "fused op in 2 chunk(s) of 6 column(s), workspace 3 MiB" in note
@@ -90,7 +90,7 @@ def test_fused_impl_is_one_call_of_the_fused_op(bench, tmp_path, monkeypatch):
 
 def test_unfused_impl_runs_forward_then_backward(bench, tmp_path, monkeypatch):
     lib = RecordingLibrary(["forward", "backward", "forward_backward"])
-    monkeypatch.setattr(bench, "AotLibrary", lambda variant, workdir: lib)
+    monkeypatch.setattr(bench, "AotLibrary", lambda variant, workdir, l2_promotion=None: lib)
     root = prepared(tmp_path, "bf16-mean-sm90a-wide256-cluster")
     fwd_bwd, note = bench.make_aot_impl(root, "bf16", (6, 11, 4), "wide256-cluster")
     assert "fused" not in note
@@ -102,13 +102,14 @@ def test_unfused_impl_runs_forward_then_backward(bench, tmp_path, monkeypatch):
 
 def test_fused_impl_needs_the_fused_op_and_few_chunks(bench, tmp_path, monkeypatch):
     root = prepared(tmp_path, "bf16-mean-sm90a-wide256-cluster-rows1g")
-    monkeypatch.setattr(bench, "AotLibrary",
-                        lambda variant, workdir: RecordingLibrary(["forward", "backward"]))
+    monkeypatch.setattr(bench, "AotLibrary", lambda variant, workdir, l2_promotion=None:
+                        RecordingLibrary(["forward", "backward"]))
     with pytest.raises(RuntimeError, match="has no fused op \\(lossjit-aot --fused\\)"):
         bench.make_aot_impl(root, "bf16", (6, 11, 4), "wide256-cluster-rows1g", fused=True)
     many = bench.MAX_BACKWARD_CHUNKS + 1
-    monkeypatch.setattr(bench, "AotLibrary", lambda variant, workdir: RecordingLibrary(
-        ["forward", "backward", "forward_backward"], chunks=(many, 16)))
+    monkeypatch.setattr(bench, "AotLibrary", lambda variant, workdir, l2_promotion=None:
+                        RecordingLibrary(["forward", "backward", "forward_backward"],
+                                         chunks=(many, 16)))
     with pytest.raises(RuntimeError, match=f"would run {many} chunks of 16 row"):
         bench.make_aot_impl(root, "bf16", (6, 11, 4), "wide256-cluster-rows1g", fused=True)
     with pytest.raises(RuntimeError, match="no prepared AOT variant"):
@@ -125,6 +126,28 @@ def test_fused_impls_name_prepared_variants(bench):
         line = next(line for line in script.splitlines()
                     if line.strip().startswith(f'"bf16-mean-sm90a-{tile}|'))
         assert " --fused" in line, line
+
+
+def test_l2_promotion_impls_pass_their_promotion(bench, tmp_path, monkeypatch):
+    # The L2-promotion impls are fused Hopper impls in the default list, and
+    # their promotion reaches the C API's library (and the row's note).
+    assert bench.L2_PROMOTION
+    for impl in bench.L2_PROMOTION:
+        assert impl in bench.HOPPER_FUSED and impl in bench.DEFAULT_IMPLS.split(","), impl
+    seen = []
+    lib = RecordingLibrary(["forward", "backward", "forward_backward"])
+
+    def library(variant, workdir, l2_promotion=None):
+        seen.append(l2_promotion)
+        return lib
+
+    monkeypatch.setattr(bench, "AotLibrary", library)
+    root = prepared(tmp_path, "bf16-mean-sm90a-wide256-cluster")
+    _, note = bench.make_aot_impl(root, "bf16", (6, 11, 4), "wide256-cluster", fused=True,
+                                  l2_promotion="NONE")
+    _, plain = bench.make_aot_impl(root, "bf16", (6, 11, 4), "wide256-cluster", fused=True)
+    assert seen == ["NONE", None]
+    assert "L2 promotion NONE" in note and "L2 promotion" not in plain
 
 
 @pytest.mark.skipif(aot_binary() is None, reason="needs lossjit-aot (a compiler build)")
@@ -178,6 +201,25 @@ def test_compiled_library_follows_the_source(bench, tmp_path):
     assert "lce_forward_backward_v" not in subprocess.run(
         ["nm", "-D", "--defined-only", first], capture_output=True, text=True,
         check=True).stdout
+
+
+@pytest.mark.skipif(aot_binary() is None, reason="needs lossjit-aot (a compiler build)")
+def test_compiled_library_takes_the_l2_promotion(bench, tmp_path):
+    # A TMA variant's tensor maps take <PREFIX>_TMA_L2_PROMOTION: a library of
+    # its own per value, and a value that names no CUtensorMapL2promotion
+    # fails to compile (so the macro reaches the encode), leaving no file.
+    tma = str(tmp_path / "bf16-mean-sm90a-tma")
+    subprocess.run([aot_binary(), "--preset", "linear-cross-entropy", "--dtype", "bf16",
+                    "--reduction", "mean", "--arch", "sm_90a", "--no-gradients", "--tile",
+                    "matmul=wgmma,tma=1", "--quiet", "-o", tma], check=True)
+    work = str(tmp_path / "work")
+    macro = "LCE_TMA_L2_PROMOTION=CU_TENSOR_MAP_L2_PROMOTION_"
+    default = bench.compiled_library(tma, "lce", work)
+    none = bench.compiled_library(tma, "lce", work, (macro + "NONE",))
+    assert none != default and os.path.exists(none)
+    with pytest.raises(subprocess.CalledProcessError):
+        bench.compiled_library(tma, "lce", work, (macro + "BOGUS",))
+    assert sorted(os.listdir(work)) == sorted(map(os.path.basename, (default, none)))
 
 
 # ------------------------------------------------------ process isolation

@@ -664,6 +664,60 @@ TEST_F(SimtBackward, ClustersTakeTheirTilesTogetherPersistentOrBanded) {
     EXPECT_TRUE(bytes == swept[name]) << name << " differs from a block per tile's bits";
 }
 
+// A persistent kernel's launch may run fewer blocks than its plan's grid:
+// the launchers cap it at the blocks the device holds at once, in whole
+// clusters (LaunchPlan::launchedBlocksX, the C API's $p$i_launch). The plan
+// marks exactly the sweeping products persistent, with their cluster, and
+// their bits do not change when one block (one cluster) or three blocks
+// sweep every tile — forward+backward and the fused op, row and
+// vocabulary chunks.
+TEST_F(SimtBackward, PersistentSweepsGiveTheSameBitsOnFewerBlocks) {
+  const std::string narrow = "matmul=wgmma,block_rows=64,threads=128,block_cols=32,block_k=64,"
+                             "stages=2,grad_cols=128,tma=2";
+  struct Knobs {
+    const char *text;
+    int64_t cluster;
+  };
+  for (const char *strategy : {"chunked", "vocab_chunked"})
+    for (Knobs knobs : {Knobs{",persistent=132", 1}, Knobs{",cluster=2,persistent=132", 2}})
+      for (bool fused : {false, true}) {
+        GradCase c{150, 200, 96, "bf16", "mean", true, 0.2};
+        c.strategy = strategy;
+        c.tile = narrow + knobs.text;
+        c.workspaceBytes =
+            c.strategy == "vocab_chunked" ? 2 * (150 * 4 + 64 * 150 * 2) : 150 * 4 + 128 * 200 * 2;
+        SCOPED_TRACE(describe(c) + (fused ? " fused" : ""));
+        RandomLceInputs in;
+        makeBiasedInputs(c, in);
+        auto planned = lossAndGradients(c, in, fused);
+        for (int64_t resident : {int64_t(1), int64_t(3)}) {
+          // What the launchers do with `resident` co-resident blocks.
+          const int64_t blocks = std::max<int64_t>(resident / knobs.cluster, 1) * knobs.cluster;
+          std::set<std::string> capped;
+          auto cap = [&](LaunchPlan &plan) {
+            for (PlanKernel &k : plan.kernels) {
+              if (!k.persistent)
+                continue;
+              EXPECT_EQ(k.cluster, knobs.cluster) << k.name;
+              EXPECT_EQ(k.grid[1], "1") << k.name;
+              k.grid[0] = "min(" + k.grid[0] + "," + std::to_string(blocks) + ")";
+              capped.insert(k.name);
+            }
+          };
+          auto swept = lossAndGradients(c, in, fused, cap);
+          // (The fused op in vocabulary chunks takes the forward's
+          // statistics, then the backward's dZ.)
+          std::set<std::string> products{"lce_bwd_dx", "lce_bwd_dw"};
+          products.insert(fused && c.strategy == "chunked" ? "lce_fused_z" : "lce_bwd_dz");
+          for (const std::string &name : products)
+            EXPECT_EQ(capped.count(name), 1u) << name << " is not marked persistent";
+          for (const char *name : {"loss", "lse", "grad_x", "grad_w", "grad_bias"})
+            EXPECT_TRUE(planned[name] == swept[name])
+                << name << " differs on " << blocks << " block(s)";
+        }
+      }
+}
+
 // tma=3 with the gradient products in 128x256 tiles (wgmma m64n256, 128
 // accumulators per consumer thread: the registers the producer lends),
 // row and vocabulary chunks, persistent or not, and unaligned rows (D = 37:
