@@ -53,7 +53,7 @@ inline constexpr int kJitErrorLogBuffer = 5;
 inline constexpr int kJitErrorLogBufferSizeBytes = 6;
 inline constexpr unsigned kStreamNonBlocking = 1;
 
-/// CUlaunchConfig (CUDA 12.0+), as cuOccupancyMaxActiveClusters reads it.
+/// CUlaunchConfig (CUDA 11.7+), as cuOccupancyMaxActiveClusters reads it.
 struct LaunchConfig {
   unsigned gridDimX, gridDimY, gridDimZ;
   unsigned blockDimX, blockDimY, blockDimZ;
@@ -111,7 +111,7 @@ struct CudaDriverApi {
   /// it a persistent kernel runs the grid its plan says.
   cu::Result (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *numBlocks, cu::Function,
                                                             int blockSize, size_t dynamicSMem);
-  /// Optional (CUDA 12.0+ drivers): without it a persistent kernel in
+  /// Optional (CUDA 11.7+ drivers): without it a persistent kernel in
   /// clusters runs the grid its plan says.
   cu::Result (*cuOccupancyMaxActiveClusters)(int *numClusters, cu::Function,
                                              const cu::LaunchConfig *config);

@@ -464,7 +464,10 @@ Error CudaLauncher::launch(const KernelBundle &bundle,
                                                bk.block[0], bk.block[1], bk.block[2],
                                                bk.sharedBytes, stream, args.pointers(), nullptr);
     if (Error e = driver.check(r, "cuLaunchKernel"))
-      return std::move(e).withContext("launch: " + describe());
+      return std::move(e).withContext(
+          "launch: " + describe() +
+          (gridX != rk.grid[0] ? " (launched " + std::to_string(gridX) + " blocks along x)"
+                               : std::string()));
     return Error::success();
   };
 

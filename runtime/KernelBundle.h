@@ -157,10 +157,10 @@ inline constexpr const char *kManifestHashFileName = "manifest.sha256";
 inline constexpr uint64_t kMaxManifestBytes = uint64_t(16) << 20;
 inline constexpr uint64_t kMaxImageBytes = uint64_t(1) << 30;
 inline constexpr uint64_t kMaxBundleBytes = uint64_t(4) << 30;
-/// The special int64 args of per-chunk kernels: the chunk's row range.
 /// The most blocks a thread-block cluster may hold (sm_90's non-portable
 /// limit; 8 is the portable one).
 inline constexpr int64_t kMaxClusterBlocks = 16;
+/// The special int64 args of per-chunk kernels: the chunk's row range.
 inline constexpr const char *kChunkBeginArg = "chunk_begin";
 inline constexpr const char *kChunkEndArg = "chunk_end";
 /// The dim whose rows chunked launches split unless the manifest's

@@ -23,7 +23,11 @@ namespace lossjit::runtime {
 
 std::string computeCacheKey(const CacheKeyInputs &inputs) {
   Sha256 hasher;
-  hasher.update(std::string_view("lossjit-cache-key-v1", 21)); // includes NUL
+  // The salt names the generation of what the compiler writes beside the
+  // kernels: v2 added the plan's persistent and cluster fields, which the
+  // launchers act on, so a v1 entry (same IR, tile and version) would load
+  // without them and its persistent grids would never be capped.
+  hasher.update(std::string_view("lossjit-cache-key-v2", 21)); // includes NUL
   auto field = [&](std::string_view tag, const std::string &value) {
     std::string header = std::string(tag) + ":" + std::to_string(value.size()) + ":";
     hasher.update(header);

@@ -281,7 +281,7 @@ LaunchPlan::resolve(std::span<const int64_t> dims) const {
     }
     // A launch in clusters takes whole clusters: the driver would refuse
     // another grid with a bare CUDA_ERROR_INVALID_CLUSTER_SIZE.
-    if (rk.grid[0] % k.cluster)
+    if (!rk.skip && rk.grid[0] % k.cluster)
       return makeError("kernel '" + k.name + "' grid[0] = '" + k.grid[0].getText() +
                        "' evaluates to " + std::to_string(rk.grid[0]) +
                        ", not a multiple of its cluster of " + std::to_string(k.cluster) +

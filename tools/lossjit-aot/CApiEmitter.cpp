@@ -158,7 +158,7 @@ struct Limits {
          maxImages = 1, maxParams = 1, maxDims = 1;
   /// Tensor maps of the op variant with the most (0: no TMA code at all).
   size_t maxTensorMaps = 0;
-  /// Whether some kernel runs in thread-block clusters (CUDA 12's
+  /// Whether some kernel runs in thread-block clusters (CUDA 11.7's
   /// cuOccupancyMaxActiveClusters caps its persistent grid).
   bool clusters = false;
 };
@@ -519,7 +519,7 @@ private:
     // TMA tensor maps (tile tma=1) need CUDA 12's cuTensorMapEncodeTiled;
     // outputs without them compile against older headers too.
     os << "#define " << P << "I_TMA " << (limits.maxTensorMaps ? 1 : 0) << "\n";
-    // Likewise clusters: their occupancy query is CUDA 12's.
+    // Likewise clusters: their occupancy query needs CUDA 11.7's headers.
     os << "#define " << P << "I_CLUSTERS " << (limits.clusters ? 1 : 0) << "\n";
     os << "\n" << substitute(kSourceRuntime, p, P);
 

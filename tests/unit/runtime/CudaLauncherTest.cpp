@@ -53,8 +53,9 @@ struct FakeState {
   int multiprocessors = 4, blocksPerSm = 2, activeClusters = 3;
   cu::Result occupancyResult = 0;
   /// Occupancy queries: (function, threads, dynamic shared memory, the
-  /// cluster query's grid x or 0 for the per-SM one, attributes given).
-  std::vector<std::tuple<std::string, int, size_t, unsigned, unsigned>> occupancyQueries;
+  /// cluster query's grid x or 0 for the per-SM one, attributes given,
+  /// whether the function's shared memory was opted in before).
+  std::vector<std::tuple<std::string, int, size_t, unsigned, unsigned, bool>> occupancyQueries;
 };
 FakeState *fake = nullptr;
 
@@ -90,14 +91,23 @@ cu::Result fakeDeviceGetAttribute(int *value, int attribute, cu::Device) {
 std::string functionName(cu::Function f) {
   return fake->functionNames[reinterpret_cast<uintptr_t>(f) - 1];
 }
+/// Whether `f` asked for at least `shared` bytes of dynamic shared memory
+/// (none needed: yes).
+bool optedIn(cu::Function f, size_t shared) {
+  for (const auto &[name, bytes] : fake->sharedOptIns)
+    if (name == functionName(f) && size_t(bytes) >= shared)
+      return true;
+  return shared == 0;
+}
 cu::Result fakeOccupancyBlocks(int *blocks, cu::Function f, int threads, size_t shared) {
-  fake->occupancyQueries.emplace_back(functionName(f), threads, shared, 0u, 0u);
+  fake->occupancyQueries.emplace_back(functionName(f), threads, shared, 0u, 0u, optedIn(f, shared));
   *blocks = fake->blocksPerSm;
   return fake->occupancyResult;
 }
 cu::Result fakeOccupancyClusters(int *clusters, cu::Function f, const cu::LaunchConfig *c) {
   fake->occupancyQueries.emplace_back(functionName(f), c->blockDimX * c->blockDimY * c->blockDimZ,
-                                      c->sharedMemBytes, c->gridDimX, c->numAttrs);
+                                      c->sharedMemBytes, c->gridDimX, c->numAttrs,
+                                      optedIn(f, c->sharedMemBytes));
   *clusters = fake->activeClusters;
   return fake->occupancyResult;
 }
@@ -332,11 +342,12 @@ TEST_F(CudaLauncherTest, PersistentGridsTakeTheCoResidentBlocks) {
     EXPECT_EQ(launchedGrids(launcher, 10), (std::vector<unsigned>{6, 8}));
     // Asked at load, once, with the launch's block and shared memory (the
     // cluster query over one cluster and no attributes: the image names
-    // its cluster size).
-    using Query = std::tuple<std::string, int, size_t, unsigned, unsigned>;
-    EXPECT_EQ(state.occupancyQueries, (std::vector<Query>{{"lce_partial", 128, 64 * 1024, 2u, 0u},
-                                                          {"lce_combine", 256, 0, 0u, 0u}}));
-    ASSERT_EQ(state.sharedOptIns.size(), 1u) << "the opt-in comes first";
+    // its cluster size), after the shared-memory opt-in: before it the
+    // driver would count the 48 KiB default.
+    using Query = std::tuple<std::string, int, size_t, unsigned, unsigned, bool>;
+    EXPECT_EQ(state.occupancyQueries,
+              (std::vector<Query>{{"lce_partial", 128, 64 * 1024, 2u, 0u, true},
+                                  {"lce_combine", 256, 0, 0u, 0u, true}}));
     // N = 3: 6 and 3 blocks fit.
     EXPECT_EQ(launchedGrids(launcher, 3), (std::vector<unsigned>{6, 3}));
     EXPECT_EQ(state.occupancyQueries.size(), 2u);

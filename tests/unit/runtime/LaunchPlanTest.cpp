@@ -61,6 +61,15 @@ TEST(LaunchPlan, PersistentGridsTakeAtMostTheCoResidentClusters) {
                                   "multiple of its cluster of 2 blocks"),
             std::string::npos)
       << r.errorMessage();
+  // A kernel that does not launch (an empty grid) is not held to it, as
+  // the C API skips it first too.
+  b.kernels[0].grid = {"2*N+1", "0", "1"};
+  b.kernels[0].persistent = false;
+  plan = LaunchPlan::build(b);
+  ASSERT_TRUE(plan) << plan.errorMessage();
+  r = plan->resolve(dims);
+  ASSERT_TRUE(r) << r.errorMessage();
+  EXPECT_TRUE(r->kernels[0].skip);
 }
 
 TEST(LaunchPlan, PacksMemrefDescriptors) {
