@@ -6,6 +6,7 @@
 #include "runtime/Log.h"
 
 #include <atomic>
+#include <initializer_list>
 
 using namespace lossjit::runtime;
 
@@ -32,32 +33,20 @@ bool elementKind(const std::string &dtype, ElementKind &kind) {
   return true;
 }
 
-int swizzleEnum(unsigned bytes) {
-  switch (bytes) {
-  case 32:
-    return 1;
-  case 64:
-    return 2;
-  case 128:
-    return 3;
-  default:
-    return 0;
+/// The driver's enum for a byte count checkTensorMap accepted: 0 for none,
+/// else 1 + its place among `sizes` (CUtensorMapSwizzle over 32, 64 and 128
+/// bytes; CUtensorMapL2promotion over 64, 128 and 256).
+int sizeEnum(unsigned bytes, std::initializer_list<unsigned> sizes) {
+  int value = 1;
+  for (unsigned size : sizes) {
+    if (bytes == size)
+      return value;
+    ++value;
   }
+  return 0;
 }
-
-/// CUtensorMapL2promotion for a byte count checkTensorMap accepted.
-int l2PromotionEnum(unsigned bytes) {
-  switch (bytes) {
-  case 64:
-    return 1;
-  case 128:
-    return 2;
-  case 256:
-    return 3;
-  default:
-    return 0;
-  }
-}
+int swizzleEnum(unsigned bytes) { return sizeEnum(bytes, {32, 64, 128}); }
+int l2PromotionEnum(unsigned bytes) { return sizeEnum(bytes, {64, 128, 256}); }
 
 std::string text(uint64_t v) { return std::to_string(v); }
 } // namespace
