@@ -108,22 +108,24 @@ def candidates(arch: str, dtype: str, strategy: str = "auto") -> Tuple[str, ...]
     return SIMT_TILES
 
 
-def shape_bucket(n: int, v: int, d: int) -> Tuple[int, int, int]:
-    """(N, V, D), each rounded up to a power of two (0 stays 0)."""
+def shape_bucket(n: int, v: int, d: int, t: int = 0) -> Tuple[int, ...]:
+    """(N, V, D), each rounded up to a power of two (0 stays 0); with a
+    teacher's hidden size `t` (distillation plans), (N, V, D, T)."""
     def up(x: int) -> int:
         return 0 if x <= 0 else 1 << (x - 1).bit_length()
-    return up(n), up(v), up(d)
+    return (up(n), up(v), up(d)) + ((up(t),) if t > 0 else ())
 
 
 def store_key(device_name: str, arch: str, op: str, dtype: str, options: Dict[str, str],
-              bucket: Tuple[int, int, int]) -> str:
+              bucket: Tuple[int, ...]) -> str:
     """One line per tuned specialization; options sorted so the key is stable.
     The arch the op is compiled for is part of it: one device runs sm_90a or
     (LOSSJIT_CUDA_ARCH=sm_90) sm_90 code, and a wgmma winner is no tile for
     the latter."""
     opts = ",".join(f"{k}={options[k]}" for k in sorted(options))
     return (f"{device_name}|{arch}|{op}|{dtype}|{opts}|"
-            f"N{bucket[0]}.V{bucket[1]}.D{bucket[2]}")
+            f"N{bucket[0]}.V{bucket[1]}.D{bucket[2]}"
+            + (f".T{bucket[3]}" if len(bucket) > 3 else ""))
 
 
 def default_store_path() -> Optional[str]:
@@ -215,20 +217,24 @@ def fastest(tiles: Sequence[str], time_ms: Callable[[str], List[float]]) -> Tupl
     return best, medians
 
 
-def cuda_event_timer(run: Callable[[], None], warmup: int = 2, runs: int = 7) -> List[float]:
-    """Milliseconds of `run()` on the current CUDA stream, `runs` times after
-    `warmup` untimed calls, measured with CUDA events."""
+def cuda_event_timer(run: Callable[[], None], device=None, warmup: int = 2,
+                     runs: int = 7) -> List[float]:
+    """Milliseconds of `run()`, `runs` times after `warmup` untimed calls,
+    measured with CUDA events on `device`'s current stream (the one the
+    launches go to; None: the current device's), with `device` current."""
     import torch
 
-    for _ in range(warmup):
-        run()
-    times = []
-    for _ in range(runs):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+    with torch.cuda.device(device):
+        stream = torch.cuda.current_stream(device)
+        for _ in range(warmup):
+            run()
+        times = []
+        for _ in range(runs):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            run()
+            end.record(stream)
+            end.synchronize()
+            times.append(start.elapsed_time(end))
     return times

@@ -117,6 +117,20 @@ def check_logit_transforms(logit_scale: float, softcap: float) -> None:
                          f"soft-capping), got {softcap!r}")
 
 
+def fake_gradients(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], needs_grad_x: bool,
+                   needs_grad_w: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    """What a gradient op's fake kernel returns: the real kernels write
+    contiguous gradients (they fill buffers made like the contiguous inputs),
+    so the fakes have contiguous strides too, whatever the inputs' are — a
+    transposed weight's fake gradient with its strides would fail inductor's
+    stride checks. Empty tensors stand for gradients not asked for."""
+    grad_x = hidden.new_empty(hidden.shape) if needs_grad_x else hidden.new_empty((0,))
+    grad_w = weight.new_empty(weight.shape) if needs_grad_w else hidden.new_empty((0,))
+    grad_b = bias.new_empty(bias.shape) if (needs_grad_w and bias is not None) \
+        else hidden.new_empty((0,))
+    return grad_x, grad_w, grad_b
+
+
 @torch.library.custom_op("lossjit::linear_cross_entropy", mutates_args=())
 def linear_cross_entropy_op(hidden: Tensor, weight: Tensor, target: Tensor,
                             bias: Optional[Tensor], ignore_index: int, reduction: str,
@@ -210,11 +224,7 @@ def linear_cross_entropy_backward_op(
 @linear_cross_entropy_backward_op.register_fake
 def _(hidden, weight, target, bias, lse, grad_loss, ignore_index, reduction,
       needs_grad_x, needs_grad_w, logit_scale=1.0, softcap=0.0, grad_lse=None):
-    grad_x = torch.empty_like(hidden) if needs_grad_x else hidden.new_empty((0,))
-    grad_w = torch.empty_like(weight) if needs_grad_w else hidden.new_empty((0,))
-    grad_b = torch.empty_like(bias) if (needs_grad_w and bias is not None) \
-        else hidden.new_empty((0,))
-    return grad_x, grad_w, grad_b
+    return fake_gradients(hidden, weight, bias, needs_grad_x, needs_grad_w)
 
 
 def _setup_context(ctx, inputs, output):
@@ -333,11 +343,7 @@ def _(hidden, weight, target, bias, ignore_index, reduction, needs_grad_x, needs
     n = hidden.shape[0]
     loss = hidden.new_empty((), dtype=K.compute_dtype(hidden.dtype))
     lse = hidden.new_empty((n,), dtype=K.compute_dtype(hidden.dtype))
-    grad_x = torch.empty_like(hidden) if needs_grad_x else hidden.new_empty((0,))
-    grad_w = torch.empty_like(weight) if needs_grad_w else hidden.new_empty((0,))
-    grad_b = torch.empty_like(bias) if (needs_grad_w and bias is not None) \
-        else hidden.new_empty((0,))
-    return loss, lse, grad_x, grad_w, grad_b
+    return (loss, lse) + fake_gradients(hidden, weight, bias, needs_grad_x, needs_grad_w)
 
 
 # Elements of a 16-bit gradient rescaled at a time by _scaled(): a 4 MiB

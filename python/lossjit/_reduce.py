@@ -38,7 +38,8 @@ import torch
 from torch import Tensor
 
 from . import _kernels as K
-from ._ops import DOUBLE_BACKWARD_MESSAGE, check_logit_transforms, register_autocast
+from ._ops import (DOUBLE_BACKWARD_MESSAGE, check_logit_transforms, fake_gradients,
+                   register_autocast)
 
 STATISTICS = ("lse", "label_logit", "logit_sum", "entropy", "target_logit_sum", "teacher_lse",
               "teacher_entropy", "cross_entropy", "reverse_cross_entropy", "jsd", "mixture_kl",
@@ -313,11 +314,7 @@ def _(hidden, weight, target, bias, class_weights, saved, grads, statistics, ign
       needs_grad_x, needs_grad_w, logit_scale=1.0, softcap=0.0, targets=None,
       teacher_input=None, teacher_weight=None, teacher_bias=None, teacher_scale=1.0,
       jsd_beta=0.5):
-    grad_x = torch.empty_like(hidden) if needs_grad_x else hidden.new_empty((0,))
-    grad_w = torch.empty_like(weight) if needs_grad_w else hidden.new_empty((0,))
-    grad_b = torch.empty_like(bias) if (needs_grad_w and bias is not None) \
-        else hidden.new_empty((0,))
-    return grad_x, grad_w, grad_b
+    return fake_gradients(hidden, weight, bias, needs_grad_x, needs_grad_w)
 
 
 def _setup_context(ctx, inputs, output):

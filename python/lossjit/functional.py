@@ -25,7 +25,10 @@ def _lse_grad_unsupported(grad: Tensor, like: Tensor) -> Tensor:
     """Raises when a non-zero gradient reaches lse; else zeros like `like`.
     An op (not a Python raise) so torch.compile can trace the backward and
     a zero tangent (lse returned but unused) passes."""
-    if grad.numel() and bool((grad != 0).any()):
+    # (Not while a CUDA graph is captured: the check waits for the host,
+    # which a capture forbids; the captured step then passes lse's gradient
+    # over, as the eager steps before it were checked.)
+    if grad.numel() and not _capturing(grad) and bool((grad != 0).any()):
         raise RuntimeError(_LSE_GRAD_MESSAGE)
     return torch.zeros_like(like)
 
@@ -141,7 +144,10 @@ class _GatherRows(torch.autograd.Function):
 def _capturing(input: Tensor) -> bool:
     """Whether `input` lives on a CUDA stream being captured into a graph,
     where the host cannot wait for the labels."""
-    return input.is_cuda and torch.cuda.is_current_stream_capturing()
+    if not input.is_cuda:
+        return False
+    with torch.cuda.device(input.device):
+        return torch.cuda.is_current_stream_capturing()
 
 
 def _counted_rows(input: Tensor, target: Tensor, ignore_index: int) -> Optional[Tensor]:
@@ -265,7 +271,12 @@ def _weighted_smoothed(input: Tensor, linear_weight: Tensor, target: Tensor,
     if class_weights is None:
         row_weight = counted.to(compute)
     else:
-        safe = torch.where(counted, labels, torch.zeros_like(labels))
+        # Only labels in [0, V) index the weights: on CUDA the kernel gives a
+        # label out of range a NaN row (on CPU it raised first), and an index
+        # out of range would be a device-side assert that poisons the
+        # context, a negative one another class's weight.
+        safe = torch.where(counted & (labels >= 0) & (labels < v), labels,
+                           torch.zeros_like(labels))
         row_weight = torch.where(counted, class_weights[safe], 0.0)
     nll = torch.where(counted, row_weight * (lse - label_logit), 0.0)
     rows = nll
@@ -536,8 +547,10 @@ def linear_log_prob(hidden: Tensor, weight: Tensor, tokens: Tensor, *,
                       ("hidden", "weight", "tokens", "bias"))
     # (Not on fake tensors or while compiling: the kernel checks every label
     # before it runs in any case.)
-    if tokens.device.type == "cpu" and tokens.numel() and not is_fake(tokens) \
-            and not torch.compiler.is_compiling():
+    # (is_compiling first: dynamo cannot trace is_fake, and fullgraph would
+    # fail on it.)
+    if not torch.compiler.is_compiling() and tokens.device.type == "cpu" and tokens.numel() \
+            and not is_fake(tokens):
         v = weight.shape[0]
         bad = (tokens < 0) | (tokens >= v)
         if bool(bad.any()):
@@ -624,8 +637,8 @@ def linear_topk_distill(hidden: Tensor, weight: Tensor, teacher_indices: Tensor,
     flat_ids = teacher_indices.reshape(-1, k)
     _ops.check_inputs(hidden, weight, flat_ids[:, 0].reshape(lead), None, ignore_index, "none",
                       ("hidden", "weight", "teacher_indices", "bias"))
-    if flat_ids.device.type == "cpu" and flat_ids.numel() and not is_fake(flat_ids) \
-            and not torch.compiler.is_compiling():
+    if not torch.compiler.is_compiling() and flat_ids.device.type == "cpu" \
+            and flat_ids.numel() and not is_fake(flat_ids):
         v = weight.shape[0]
         bad = ((flat_ids < 0) | (flat_ids >= v)) & (flat_ids != ignore_index)
         if bool(bad.any()):

@@ -70,6 +70,7 @@ def test_buckets_are_powers_of_two():
     assert _autotune.shape_bucket(4096, 128256, 4096) == (4096, 131072, 4096)
     assert _autotune.shape_bucket(1, 3, 5) == (1, 4, 8)
     assert _autotune.shape_bucket(0, 1, 2) == (0, 1, 2)
+    assert _autotune.shape_bucket(1, 3, 5, 6) == (1, 4, 8, 8)  # with a teacher's T
 
 
 def test_key_names_device_arch_op_dtype_options_and_bucket():
@@ -84,6 +85,8 @@ def test_key_names_device_arch_op_dtype_options_and_bucket():
     assert a != _autotune.store_key("NVIDIA A100", "sm_90a", "forward", "bf16", options, bucket)
     # The same device running sm_90 code (LOSSJIT_CUDA_ARCH) has winners of its own.
     assert a != _autotune.store_key("NVIDIA H200", "sm_90", "forward", "bf16", options, bucket)
+    assert _autotune.store_key("NVIDIA H200", "sm_90a", "forward", "bf16", options,
+                               bucket + (512,)) == a + ".T512"
 
 
 class _FakeCompiler:
@@ -100,20 +103,31 @@ class _FakeCompiler:
         return ("op", arch, tile)
 
 
-def _tuned_op(monkeypatch, tmp_path, arch, compiler, medians):
+def _tuned_op(monkeypatch, tmp_path, arch, compiler, medians, t=0, capturing=False,
+              tuned=None):
     """_Tuned.op_for on a stand-in device: `medians` gives each candidate's
-    time (a missing one: 1 ms)."""
+    time (a missing one: 1 ms); `compiler.launched` gets (op, t) per timing
+    launch and `compiler.timed_on` the device each timing ran on."""
     monkeypatch.setenv("LOSSJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(_kernels, "C", compiler)
     monkeypatch.setattr(_kernels, "_device_index", lambda device: 0)
+    monkeypatch.setattr(_kernels, "_capturing", lambda index: capturing)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "NVIDIA H200")
-    monkeypatch.setattr(_kernels, "_launch_cuda", lambda op, *args: compiler.launched.append(op))
-    compiler.launched = []
-    monkeypatch.setattr(_autotune, "cuda_event_timer",
-                        lambda run: (run(), [medians.get(compiler.launched[-1][2], 1.0)])[1])
-    tuned = _kernels._Tuned(lambda: "graph", arch, "forward", "bf16", "auto", {"pass": "forward"})
-    kernel = type("Kernel", (), {"names": [], "dims": []})()
-    return tuned.op_for(kernel, torch.device("cuda"), 4096, 128256, 4096, {})
+    monkeypatch.setattr(_kernels, "_launch_cuda",
+                        lambda op, names, dims, device, n, v, d, buffers, t=0:
+                        compiler.launched.append((op, t)))
+    compiler.launched, compiler.timed_on = [], []
+
+    def timer(run, device=None):
+        compiler.timed_on.append(device)
+        run()
+        return [medians.get(compiler.launched[-1][0][2], 1.0)]
+
+    monkeypatch.setattr(_autotune, "cuda_event_timer", timer)
+    tuned = tuned or _kernels._Tuned(lambda: "graph", arch, "forward", "bf16", "auto",
+                                     {"pass": "forward"})
+    kernel = type("Kernel", (), {"names": [], "dims": [], "op": "untuned"})()
+    return tuned.op_for(kernel, torch.device("cuda", 1), 4096, 128256, 4096, {}, t)
 
 
 def test_a_winner_is_kept_per_arch(monkeypatch, tmp_path):
@@ -128,6 +142,75 @@ def test_a_winner_is_kept_per_arch(monkeypatch, tmp_path):
     assert all(tile.startswith("matmul=mma_sync") for _, tile in compiler.compiled)
     winners = _autotune.TuningStore(str(tmp_path / _autotune.STORE_NAME)).load()
     assert sorted(winners.values()) == sorted([wgmma, "matmul=mma_sync"])
+
+
+def test_a_teachers_dim_reaches_the_timing_launches(monkeypatch, tmp_path):
+    # Distillation plans take T (the teacher's hidden size): every timing
+    # launch gets it as the real launch does, on the tensors' device, and
+    # T is part of the bucket the winner is stored under.
+    compiler = _FakeCompiler()
+    op = _tuned_op(monkeypatch, tmp_path, "sm_90a", compiler, {}, t=32)
+    assert compiler.launched and {t for _, t in compiler.launched} == {32}
+    assert set(compiler.timed_on) == {torch.device("cuda", 1)}
+    winners = _autotune.TuningStore(str(tmp_path / _autotune.STORE_NAME)).load()
+    assert [key.rsplit("|", 1)[1] for key in winners] == ["N4096.V131072.D4096.T32"]
+    assert op == ("op", "sm_90a", winners.popitem()[1])
+
+
+def test_a_capture_takes_the_untuned_op_and_tunes_later(monkeypatch, tmp_path):
+    # Inside a CUDA graph capture the timing's syncs are forbidden: the
+    # untuned op, nothing timed, stored or kept; the next call outside the
+    # capture tunes the bucket.
+    tuned = _kernels._Tuned(lambda: "graph", "sm_90a", "forward", "bf16", "auto",
+                            {"pass": "forward"})
+    compiler = _FakeCompiler()
+    assert _tuned_op(monkeypatch, tmp_path, "sm_90a", compiler, {}, capturing=True,
+                     tuned=tuned) == "untuned"
+    assert compiler.launched == [] and compiler.compiled == []
+    assert _autotune.TuningStore(str(tmp_path / _autotune.STORE_NAME)).load() == {}
+    op = _tuned_op(monkeypatch, tmp_path, "sm_90a", compiler, {}, tuned=tuned)
+    assert op[0] == "op" and compiler.launched
+
+
+def test_the_timer_runs_on_the_devices_stream(monkeypatch):
+    # The events go on the current stream of the tensors' device, with that
+    # device current: not the current device's (cuda:0 while the tensors
+    # are on cuda:1).
+    log = []
+
+    class Device:
+        def __init__(self, device):
+            self.device = device
+
+        def __enter__(self):
+            log.append(("enter", self.device))
+
+        def __exit__(self, *exc):
+            log.append(("exit", self.device))
+
+    class Event:
+        def __init__(self, enable_timing):
+            self.at = None
+
+        def record(self, stream=None):
+            log.append(("record", stream))
+            self.at = len(log)
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return float(end.at - self.at)
+
+    monkeypatch.setattr(torch.cuda, "device", Device)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: f"stream of {device}")
+    times = _autotune.cuda_event_timer(lambda: log.append(("run",)), torch.device("cuda", 1),
+                                       warmup=1, runs=2)
+    assert times == [2.0, 2.0]
+    assert log[0] == ("enter", torch.device("cuda", 1)) and log[-1][0] == "exit"
+    assert {entry[1] for entry in log if entry[0] == "record"} == {
+        f"stream of {torch.device('cuda', 1)}"}
 
 
 def test_a_stored_winner_that_does_not_compile_is_tuned_again(monkeypatch, tmp_path):

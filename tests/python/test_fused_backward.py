@@ -206,6 +206,18 @@ def test_lse_gradient_still_raises():
         (loss + lse.sum()).backward()
 
 
+def test_the_lse_gradient_check_waits_for_no_host_inside_a_capture(monkeypatch):
+    # Checking that lse's gradient is zero reads it on the host, which a CUDA
+    # graph capture forbids: inside one (a stand-in) the check is skipped;
+    # outside it raises as ever.
+    from lossjit import functional
+    grad, like = torch.ones(3), torch.empty(3)
+    with pytest.raises(RuntimeError, match="lse"):
+        torch.ops.lossjit.lse_grad_unsupported(grad, like)
+    monkeypatch.setattr(functional, "_capturing", lambda t: True)
+    assert torch.equal(torch.ops.lossjit.lse_grad_unsupported(grad, like), torch.zeros(3))
+
+
 def test_autocast():
     h, w, y, _ = make_inputs("cpu", torch.float32, requires_grad=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -134,6 +134,29 @@ def test_class_weight_zero_for_the_target_class(device):
     assert_close(loss, ref, 2e-6)
 
 
+def test_a_target_out_of_range_never_indexes_the_class_weights(monkeypatch):
+    # On CUDA the kernel gives a row whose target is outside [0, V) a NaN
+    # (on CPU it raises before any kernel): the class-weight lookup must not
+    # index with that target, which on CUDA is a device-side assert that
+    # poisons the context and for -V..-1 another class's weight. A stand-in
+    # for the CUDA kernel's statistics (NaN rows, no label check).
+    from lossjit import _reduce
+    n, v, d = 5, 7, 4
+    h, w = torch.randn(n, d), torch.randn(v, d)
+    y = torch.tensor([1, v, -3, 2, -100])
+    cw = torch.rand(v) + 0.5
+
+    def cuda_like(hidden, weight, statistics, **kw):
+        bad = (y < 0) | (y >= v)
+        stats = [torch.where(bad, float("nan"), torch.ones(n)) for _ in statistics]
+        return tuple(stats)
+
+    monkeypatch.setattr(_reduce, "vocab_reduce", cuda_like)
+    rows = lossjit.linear_cross_entropy(h, w, y, weight=cw, reduction="none")
+    assert torch.isnan(rows[1]) and torch.isnan(rows[2])
+    assert rows[0] == 0 and rows[3] == 0 and rows[4] == 0  # lse - z_y = 0 in the stand-in
+
+
 # --- The drop-in signature --------------------------------------------------------
 
 def test_same_call_as_torch_linear_cross_entropy(device):
