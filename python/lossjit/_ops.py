@@ -357,8 +357,12 @@ def _scaled(grad: Tensor, grad_loss: Tensor) -> Tensor:
     For grad_loss = 1 on the CPU (what loss.backward() passes) the stored gradient is returned as it is: the
     same bits, without a gradient-sized copy (on a GPU reading the value
     would synchronize, so the product is always formed there). A 16-bit
-    gradient is rescaled _SCALE_BLOCK elements at a time, so no float32 copy
-    of it exists (under torch.compile the expression is fused instead)."""
+    gradient is multiplied by a 1-element (not 0-d) float32 factor into a
+    16-bit output: type promotion forms each product in float32 and the
+    output rounds it once. On CUDA that is one kernel, which casts inside
+    it; on the CPU torch computes through a float32 temporary, so there the
+    gradient goes _SCALE_BLOCK elements at a time and no float32 copy of it
+    exists (under torch.compile the expression is fused instead)."""
     if (type(grad_loss) is torch.Tensor and grad_loss.device.type == "cpu"
             and not torch.compiler.is_compiling() and float(grad_loss) == 1.0):
         return grad
@@ -368,9 +372,10 @@ def _scaled(grad: Tensor, grad_loss: Tensor) -> Tensor:
         return (grad.float() * grad_loss).to(grad.dtype)
     out = torch.empty(grad.shape, dtype=grad.dtype, device=grad.device)
     src, dst = grad.reshape(-1), out.view(-1)
-    for i in range(0, src.numel(), _SCALE_BLOCK):
-        block = slice(i, i + _SCALE_BLOCK)
-        dst[block] = (src[block].float() * grad_loss).to(grad.dtype)
+    factor = grad_loss.reshape(1)
+    step = _SCALE_BLOCK if grad.device.type == "cpu" else max(src.numel(), 1)
+    for i in range(0, src.numel(), step):
+        torch.mul(src[i:i + step], factor, out=dst[i:i + step])
     return out
 
 

@@ -101,15 +101,21 @@ def test_rescaling_a_16bit_gradient_keeps_no_float32_copy(monkeypatch, dtype):
     # float32 temporary beside them); the bits are those of the one-shot
     # float32 product rounded once. Blocks of 7 elements: several, the last
     # one partial.
+    # Blocks as large as the gradient: what a GPU does in one kernel.
     from lossjit import _ops
-    monkeypatch.setattr(_ops, "_SCALE_BLOCK", 7)
     g = torch.Generator().manual_seed(5)
-    grad = (torch.randn(5, 9, generator=g) * 3).to(dtype)
-    scale = torch.tensor(-0.37)
-    got = _ops._scaled(grad, scale)
-    want = (grad.float() * scale).to(dtype)
-    assert got.dtype == dtype and got.shape == grad.shape
-    assert torch.equal(got, want)
+    # Magnitudes across the dtype's range (subnormals to near overflow).
+    span = 30 if dtype == torch.bfloat16 else 4
+    grad = (torch.randn(5, 9, generator=g)
+            * torch.logspace(-span, span, 45).reshape(5, 9)).to(dtype)
+    for block in (7, 1 << 40):
+        monkeypatch.setattr(_ops, "_SCALE_BLOCK", block)
+        for s in (-0.37, 1 / 3, 7.123456, 1e-3, 60000.0):
+            scale = torch.tensor(s)
+            got = _ops._scaled(grad, scale)
+            want = (grad.float() * scale).to(dtype)
+            assert got.dtype == dtype and got.shape == grad.shape
+            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (block, s)
 
 
 def test_reduction_none_falls_back():

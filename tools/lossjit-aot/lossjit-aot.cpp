@@ -111,7 +111,10 @@ static cl::opt<bool> noGradients("no-gradients",
                                  cl::desc("preset: emit the forward op only"),
                                  cl::init(false), cl::cat(aotCategory));
 static cl::opt<std::string>
-    strategy("strategy", cl::desc("preset backward: auto|chunked|vocab_chunked|recompute"),
+    strategy("strategy",
+             cl::desc("preset backward: auto|chunked|vocab_chunked|recompute (with --fused the "
+                      "fused op has no recompute schedule and takes auto's next to a recompute "
+                      "backward)"),
              cl::init("auto"), cl::cat(aotCategory));
 static cl::opt<bool> noGradX("no-grad-x", cl::desc("preset backward: skip grad_x"),
                              cl::init(false), cl::cat(aotCategory));
