@@ -319,7 +319,7 @@ class _Tuned:
                 warnings.warn(f"lossjit: ignoring the stored autotune winner {tile!r} "
                               f"({key}): {e}; tuning again")
                 tile = None
-        if tile is None and _capturing(index):
+        if tile is None and capturing(index):
             # Timing syncs, which a CUDA graph capture forbids: the untuned
             # op until a call outside the capture tunes this bucket.
             return kernel.op
@@ -336,8 +336,9 @@ class _Tuned:
         return op
 
 
-def _capturing(index: int) -> bool:
-    """Whether device `index`'s current stream is capturing a CUDA graph."""
+def capturing(index: int) -> bool:
+    """Whether device `index`'s current stream is capturing a CUDA graph
+    (where nothing may wait for the host)."""
     with torch.cuda.device(index):
         return torch.cuda.is_current_stream_capturing()
 

@@ -144,10 +144,7 @@ class _GatherRows(torch.autograd.Function):
 def _capturing(input: Tensor) -> bool:
     """Whether `input` lives on a CUDA stream being captured into a graph,
     where the host cannot wait for the labels."""
-    if not input.is_cuda:
-        return False
-    with torch.cuda.device(input.device):
-        return torch.cuda.is_current_stream_capturing()
+    return input.is_cuda and _kernels.capturing(input.device.index)
 
 
 def _counted_rows(input: Tensor, target: Tensor, ignore_index: int) -> Optional[Tensor]:

@@ -111,7 +111,7 @@ def _tuned_op(monkeypatch, tmp_path, arch, compiler, medians, t=0, capturing=Fal
     monkeypatch.setenv("LOSSJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(_kernels, "C", compiler)
     monkeypatch.setattr(_kernels, "_device_index", lambda device: 0)
-    monkeypatch.setattr(_kernels, "_capturing", lambda index: capturing)
+    monkeypatch.setattr(_kernels, "capturing", lambda index: capturing)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "NVIDIA H200")
     monkeypatch.setattr(_kernels, "_launch_cuda",
                         lambda op, names, dims, device, n, v, d, buffers, t=0:
